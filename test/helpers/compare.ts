@@ -1,0 +1,51 @@
+// Comparator for GPU results against float64 references: |a - e| <= atol + rtol * |e| per
+// element. NaN and Inf are never "close" to a finite value; both NaN (or same-sign Inf) match.
+// On failure it names the worst element, its index, and the max differences.
+
+export interface Tolerance { rtol: number; atol: number }
+
+export interface CompareReport {
+  ok: boolean;
+  worstIndex: number;
+  maxAbs: number;
+  maxRel: number;
+  message: string;
+}
+
+type Numeric = ArrayLike<number>;
+
+export function compareArrays(actual: Numeric, expected: Numeric, tol: Tolerance, what = 'values'): CompareReport {
+  if (actual.length !== expected.length) {
+    return { ok: false, worstIndex: -1, maxAbs: Infinity, maxRel: Infinity, message: `${what}: length ${actual.length}, expected ${expected.length}` };
+  }
+  let worst = -1, worstExcess = 0, maxAbs = 0, maxRel = 0, bad = 0;
+  for (let i = 0; i < actual.length; i++) {
+    const a = actual[i]!, e = expected[i]!;
+    let excess: number;
+    if (Number.isNaN(a) || Number.isNaN(e)) excess = Number.isNaN(a) && Number.isNaN(e) ? 0 : Infinity;
+    else if (!Number.isFinite(a) || !Number.isFinite(e)) excess = a === e ? 0 : Infinity;
+    else {
+      const d = Math.abs(a - e);
+      maxAbs = Math.max(maxAbs, d);
+      if (Math.abs(e) > tol.atol) maxRel = Math.max(maxRel, d / Math.abs(e));
+      excess = d - (tol.atol + tol.rtol * Math.abs(e));
+    }
+    if (excess > 0) bad++;
+    if (excess > worstExcess || (worst < 0 && excess > 0)) { worstExcess = excess; worst = i; }
+  }
+  const ok = bad === 0;
+  const message = ok
+    ? `${what}: ${actual.length} ok (max abs ${maxAbs.toExponential(2)}, max rel ${maxRel.toExponential(2)})`
+    : `${what}: ${bad}/${actual.length} outside rtol ${tol.rtol} atol ${tol.atol}; worst [${worst}] = ${actual[worst]} expected ${expected[worst]}; max abs ${maxAbs.toExponential(3)}, max rel ${maxRel.toExponential(3)}`;
+  return { ok, worstIndex: worst, maxAbs, maxRel, message };
+}
+
+/** Throws with the comparator's message when the arrays differ. */
+export function assertClose(actual: Numeric, expected: Numeric, tol: Tolerance, what = 'values'): void {
+  const r = compareArrays(actual, expected, tol, what);
+  if (!r.ok) throw new Error(r.message);
+}
+
+/** Stated tolerances (DEVELOPERS: forward ~1e-5 relative, gradients ~1e-4). */
+export const FWD: Tolerance = { rtol: 1e-5, atol: 1e-5 };
+export const GRAD: Tolerance = { rtol: 1e-4, atol: 1e-4 };
