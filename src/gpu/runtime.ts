@@ -60,12 +60,18 @@ export class Gpu {
   private readonly errors: string[] = [];
   private lostReason: string | null = null;
   dispatchCount = 0;
+  /**
+   * Largest storage binding ops may use: the device's limit by default. Ops split larger
+   * operands; tests lower it to exercise the splitting on small shapes.
+   */
+  maxBindingBytes: number;
 
   constructor(device: GPUDevice, info: GpuInfo) {
     this.device = device;
     this.info = info;
     this.limits = device.limits;
     this.pool = new BufferPool(device);
+    this.maxBindingBytes = device.limits.maxStorageBufferBindingSize;
     device.onuncapturederror = (ev: GPUUncapturedErrorEvent) => {
       this.errors.push(ev.error.message);
     };

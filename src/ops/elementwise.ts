@@ -6,7 +6,7 @@ import type { Gpu } from '../gpu/runtime.ts';
 /** [start, count] element ranges, each fitting one binding; starts stay 256-byte aligned. */
 export function bindingRanges(gpu: Gpu, n: number): [number, number][] {
   const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
-  const maxElems = Math.floor(gpu.limits.maxStorageBufferBindingSize / 4 / align) * align;
+  const maxElems = Math.floor(gpu.maxBindingBytes / 4 / align) * align;
   const out: [number, number][] = [];
   for (let s = 0; s < n; s += maxElems) out.push([s, Math.min(maxElems, n - s)]);
   if (out.length === 0) out.push([0, 0]);

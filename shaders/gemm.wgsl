@@ -1,0 +1,133 @@
+// GEMM: C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b], row-major, batched over b.
+//   op(A) is M x K: A stored [M, K], or [K, M] when TRANS_A.
+//   op(B) is K x N: B stored [K, N], or [N, K] when TRANS_B.
+// Two entry points for two kinds of hardware (chosen per adapter, src/gpu/tune.ts):
+//  - `blocked`: register blocking, no workgroup memory. Each invocation owns a TM x TN block
+//    of C (TN = 4 or 8 as vec4s) and streams K. On CPU drivers (llvmpipe, SwiftShader) the
+//    workgroup's invocations become SIMD lanes and barriers are expensive, so this is 2-3x
+//    faster than tiling there (RECIPES.md).
+//  - `tiled`: classic workgroup-memory tiling (64x64 tile, BK = 16, 16x16 invocations each
+//    4x4), what real GPUs want: every A/B element is fetched from memory once per tile.
+// Leading dimensions and offsets let one call work on a sub-block of larger matrices: that is
+// how src/ops/gemm.ts splits operands larger than one storage binding (AlexNet's fc6 weight,
+// 151 MB, is larger than llvmpipe's 128 MiB binding limit).
+// Binding convention: 0 = uniforms, 1 = A, 2 = B, 3 = C (read when beta != 0).
+
+override TRANS_A: bool = false;
+override TRANS_B: bool = false;
+override TM: u32 = 4;      // rows of C per invocation (blocked), 1..8
+override TN: u32 = 8;      // cols of C per invocation (blocked), 4 or 8
+override WGX: u32 = 16;    // invocations along N (blocked)
+override WGY: u32 = 4;     // invocations along M (blocked)
+
+struct Params {
+  M: u32, N: u32, K: u32,
+  lda: u32, ldb: u32, ldc: u32,              // row strides (elements) of the stored matrices
+  offA: u32, offB: u32, offC: u32,           // element offsets inside the bindings
+  strideA: u32, strideB: u32, strideC: u32,  // elements between batch items
+  alpha: f32, beta: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> B: array<f32>;
+@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+
+fn idxA(m: u32, k: u32) -> u32 {
+  if (TRANS_A) { return p.offA + k * p.lda + m; }
+  return p.offA + m * p.lda + k;
+}
+
+fn idxB(k: u32, n: u32) -> u32 {
+  if (TRANS_B) { return p.offB + n * p.ldb + k; }
+  return p.offB + k * p.ldb + n;
+}
+
+fn store(base: u32, m: u32, n: u32, v: f32) {
+  if (m < p.M && n < p.N) {
+    let i = base + p.offC + m * p.ldc + n;
+    var r = p.alpha * v;
+    // Read C only when beta != 0, so garbage (NaN) in a fresh output never leaks in.
+    if (p.beta != 0.0) { r += p.beta * C[i]; }
+    C[i] = r;
+  }
+}
+
+@compute @workgroup_size(WGX, WGY, 1)
+fn blocked(@builtin(global_invocation_id) gid: vec3u) {
+  let n0 = gid.x * TN;
+  let m0 = gid.y * TM;
+  if (n0 >= p.N || m0 >= p.M) { return; }
+  let aBase = gid.z * p.strideA;
+  let bBase = gid.z * p.strideB;
+  // Out-of-range rows/cols are clamped for loading (always in bounds) and masked at store.
+  var rows: array<u32, 8>;
+  for (var i = 0u; i < TM; i++) { rows[i] = min(m0 + i, p.M - 1u); }
+  var cols: array<u32, 8>;
+  for (var j = 0u; j < TN; j++) { cols[j] = min(n0 + j, p.N - 1u); }
+  var acc0: array<vec4f, 8>;  // columns n0..n0+3 for each of the TM rows
+  var acc1: array<vec4f, 8>;  // columns n0+4..n0+7 (TN = 8)
+  for (var k = 0u; k < p.K; k++) {
+    let b0 = vec4f(B[bBase + idxB(k, cols[0])], B[bBase + idxB(k, cols[1])], B[bBase + idxB(k, cols[2])], B[bBase + idxB(k, cols[3])]);
+    var b1 = vec4f(0.0);
+    if (TN > 4u) {
+      b1 = vec4f(B[bBase + idxB(k, cols[4])], B[bBase + idxB(k, cols[5])], B[bBase + idxB(k, cols[6])], B[bBase + idxB(k, cols[7])]);
+    }
+    for (var i = 0u; i < TM; i++) {
+      let a = A[aBase + idxA(rows[i], k)];
+      acc0[i] = fma(vec4f(a), b0, acc0[i]);
+      if (TN > 4u) { acc1[i] = fma(vec4f(a), b1, acc1[i]); }
+    }
+  }
+  let cBase = gid.z * p.strideC;
+  for (var i = 0u; i < TM; i++) {
+    for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + j, acc0[i][j]); }
+    if (TN > 4u) {
+      for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + 4u + j, acc1[i][j]); }
+    }
+  }
+}
+
+const BM: u32 = 64u;
+const BN: u32 = 64u;
+const BK: u32 = 16u;
+var<workgroup> tileA: array<f32, 1024>;  // BM * BK, [k][m]
+var<workgroup> tileB: array<f32, 1024>;  // BK * BN, [k][n]
+
+@compute @workgroup_size(16, 16, 1)
+fn tiled(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let mT = wid.y * BM;
+  let nT = wid.x * BN;
+  let aBase = wid.z * p.strideA;
+  let bBase = wid.z * p.strideB;
+  var acc: array<vec4f, 4>;
+  let tiles = (p.K + BK - 1u) / BK;
+  for (var t = 0u; t < tiles; t++) {
+    let k0 = t * BK;
+    // 256 invocations load 1024 elements of each tile: 4 each, zero-filled past the edges.
+    for (var r = 0u; r < 4u; r++) {
+      let e = li + r * 256u;
+      let kk = e / BM;
+      let mm = e % BM;
+      var va = 0.0;
+      if (mT + mm < p.M && k0 + kk < p.K) { va = A[aBase + idxA(mT + mm, k0 + kk)]; }
+      tileA[kk * BM + mm] = va;
+      let nn = e % BN;
+      var vb = 0.0;
+      if (nT + nn < p.N && k0 + kk < p.K) { vb = B[bBase + idxB(k0 + kk, nT + nn)]; }
+      tileB[kk * BN + nn] = vb;
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < BK; kk++) {
+      let b = vec4f(tileB[kk * BN + lid.x * 4u], tileB[kk * BN + lid.x * 4u + 1u], tileB[kk * BN + lid.x * 4u + 2u], tileB[kk * BN + lid.x * 4u + 3u]);
+      for (var i = 0u; i < 4u; i++) {
+        acc[i] = fma(vec4f(tileA[kk * BM + lid.y * 4u + i]), b, acc[i]);
+      }
+    }
+    workgroupBarrier();
+  }
+  let cBase = wid.z * p.strideC;
+  for (var i = 0u; i < 4u; i++) {
+    for (var j = 0u; j < 4u; j++) { store(cBase, mT + lid.y * 4u + i, nT + lid.x * 4u + j, acc[i][j]); }
+  }
+}

@@ -1,0 +1,28 @@
+// Per-adapter choice of kernel variants and tile sizes. CPU drivers (llvmpipe, SwiftShader)
+// want register blocking with no workgroup memory; real GPUs want workgroup tiling
+// (RECIPES.md measured 1.5-3x either way). autotuneGemm() measures the candidates on the
+// device itself and keeps the fastest in gpu.tuning.
+import type { Constants, Gpu } from './runtime.ts';
+
+export interface GemmConfig { entry: 'blocked' | 'tiled'; constants: Constants }
+
+export const GEMM_CANDIDATES: GemmConfig[] = [
+  { entry: 'blocked', constants: { TM: 4, TN: 8, WGX: 16, WGY: 4 } },
+  { entry: 'blocked', constants: { TM: 4, TN: 4, WGX: 16, WGY: 4 } },
+  { entry: 'blocked', constants: { TM: 8, TN: 8, WGX: 8, WGY: 8 } },
+  { entry: 'blocked', constants: { TM: 8, TN: 4, WGX: 16, WGY: 4 } },
+  { entry: 'tiled', constants: {} },
+];
+
+const chosen = new WeakMap<Gpu, GemmConfig>();
+
+export function gemmConfig(gpu: Gpu): GemmConfig {
+  const c = chosen.get(gpu);
+  if (c) return c;
+  return gpu.info.software ? GEMM_CANDIDATES[0]! : GEMM_CANDIDATES[GEMM_CANDIDATES.length - 1]!;
+}
+
+export function setGemmConfig(gpu: Gpu, cfg: GemmConfig): void {
+  chosen.set(gpu, cfg);
+  gpu.tuning.set('gemm', { ...cfg.constants, tiled: cfg.entry === 'tiled' ? 1 : 0 });
+}
