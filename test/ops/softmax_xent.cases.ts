@@ -1,0 +1,89 @@
+import { softmaxXent } from '../../src/ops/softmax_xent.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
+import * as ref from '../../src/ref/softmax_xent.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { assertClose, FWD, GRAD } from '../helpers/compare.ts';
+import type { OpSuite } from './suite.ts';
+
+interface Case {
+  name: string;
+  n: number;
+  k: number;
+  gradScale: number;
+  /** Changes the random logits/labels (stability and edge cases). */
+  edit?: (logits: Float32Array, labels: Int32Array) => void;
+}
+
+async function check(gpu: Gpu, c: Case): Promise<void> {
+  const { n, k } = c;
+  const rng = makeRng(n * 1009 + k);
+  const logits = uniformF32(rng, n * k, -3, 3);
+  // Labels at both ends of [0, K) first, then random.
+  const labels = Int32Array.from({ length: n }, (_, i) => (i === 0 ? 0 : i === 1 ? k - 1 : rng.int(k)));
+  c.edit?.(logits, labels);
+  const tl = gpu.upload(logits, [n, k]), tlab = gpu.upload(labels, [n]);
+  const td = gpu.empty([n, k]), tloss = gpu.empty([n]), ttot = gpu.empty([1]);
+  softmaxXent(gpu, tl, tlab, td, tloss, ttot, { gradScale: c.gradScale });
+  const l64 = Float64Array.from(logits);
+  const losses = ref.softmaxXentForward(l64, labels, [n, k]);
+  assertClose(await gpu.readF32(tloss), losses, FWD, 'losses');
+  // The total is a sum of n losses: its rounding grows with n, so the atol does too.
+  assertClose(await gpu.readF32(ttot), [losses.reduce((a, v) => a + v, 0)], { rtol: FWD.rtol, atol: FWD.atol * n }, 'total');
+  assertClose(await gpu.readF32(td), ref.softmaxXentBackward(l64, labels, [n, k], c.gradScale), GRAD, 'dlogits');
+  gpu.release(tl, tlab, td, tloss, ttot);
+}
+
+const cases: Case[] = [
+  { name: 'N=1, K=1 (loss 0, gradient 0)', n: 1, k: 1, gradScale: 1 },
+  { name: 'N=1, K=10', n: 1, k: 10, gradScale: 1 },
+  { name: 'odd [7, 13], mean (1/N)', n: 7, k: 13, gradScale: 1 / 7 },
+  { name: 'CIFAR head [32, 10], sum', n: 32, k: 10, gradScale: 1 },
+  { name: 'ImageNet head [5, 1000], mean', n: 5, k: 1000, gradScale: 1 / 5 },
+  { name: 'K=257 (one more than the workgroup)', n: 3, k: 257, gradScale: 0.5 },
+  {
+    name: 'logits of 1e4 magnitude [4, 1000]',
+    n: 4,
+    k: 1000,
+    gradScale: 1,
+    edit(l, lab) {
+      l[0 * 1000 + lab[0]!] = 1e4; // the label dominates: loss ~ 0
+      l[1 * 1000 + lab[1]!] = -1e4; // the label is hopeless: loss ~ 1e4
+      for (let j = 0; j < 1000; j++) l[2 * 1000 + j]! += 1e4; // a large common offset
+      l[3 * 1000 + 17] = 1e4; // one other class dominates
+      l[3 * 1000 + 18] = -1e4;
+    },
+  },
+  {
+    name: 'labels out of range (-1, K) give NaN loss and total, zero gradient rows',
+    n: 4,
+    k: 10,
+    gradScale: 1,
+    edit(_, lab) {
+      lab[1] = -1;
+      lab[2] = 10;
+    },
+  },
+];
+
+export const suite: OpSuite = {
+  op: 'softmax_xent',
+  cases: [
+    ...cases.map((c) => ({ name: c.name, run: (gpu: Gpu) => check(gpu, c) })),
+    {
+      name: 'bitwise the same on every run [16, 1000]',
+      async run(gpu: Gpu) {
+        const rng = makeRng(5);
+        const tl = gpu.upload(uniformF32(rng, 16000, -5, 5), [16, 1000]), tlab = gpu.upload(Int32Array.from({ length: 16 }, () => rng.int(1000)));
+        const td = gpu.empty([16, 1000]), tloss = gpu.empty([16]), ttot = gpu.empty([1]);
+        const runOnce = async (): Promise<number[]> => {
+          softmaxXent(gpu, tl, tlab, td, tloss, ttot, { gradScale: 1 / 16 });
+          return [...(await gpu.readF32(ttot)), ...(await gpu.readF32(td))];
+        };
+        const a = await runOnce(), b = await runOnce();
+        const i = a.findIndex((v, j) => !Object.is(v, b[j]));
+        if (i >= 0) throw new Error(`run 2 differs at [${i}]: ${a[i]} then ${b[i]}`);
+        gpu.release(tl, tlab, td, tloss, ttot);
+      },
+    },
+  ],
+};
