@@ -131,3 +131,50 @@ fn tiled(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: v
     for (var j = 0u; j < 4u; j++) { store(cBase, mT + lid.y * 4u + i, nT + lid.x * 4u + j, acc[i][j]); }
   }
 }
+
+// `blocked4`: the register-blocked kernel for the common case op(A) = A, op(B) = B with K, N,
+// leading dimensions and offsets all multiples of 4. A is read as vec4 along K and B as vec4
+// along N, four K at a time: a TM x 8 block per invocation, 4x fewer loads than `blocked`.
+// (Same bindings as A and B, viewed as vec4; only one view is used per entry point.)
+@group(0) @binding(1) var<storage, read> A4: array<vec4f>;
+@group(0) @binding(2) var<storage, read> B4: array<vec4f>;
+
+@compute @workgroup_size(WGX, WGY, 1)
+fn blocked4(@builtin(global_invocation_id) gid: vec3u) {
+  let n0 = gid.x * 8u;
+  let m0 = gid.y * TM;
+  if (n0 >= p.N || m0 >= p.M) { return; }
+  let aBase = (gid.z * p.strideA + p.offA) / 4u;
+  let bBase = (gid.z * p.strideB + p.offB) / 4u;
+  let lda4 = p.lda / 4u;
+  let ldb4 = p.ldb / 4u;
+  // Column quads: the second one is clamped when N is a multiple of 4 but not of 8.
+  let q0 = n0 / 4u;
+  let q1 = min(n0 + 4u, p.N - 4u) / 4u;
+  var rowBase: array<u32, 8>;
+  for (var i = 0u; i < TM; i++) { rowBase[i] = aBase + min(m0 + i, p.M - 1u) * lda4; }
+  var acc0: array<vec4f, 8>;
+  var acc1: array<vec4f, 8>;
+  let K4 = p.K / 4u;
+  for (var k4 = 0u; k4 < K4; k4++) {
+    let r = bBase + k4 * 4u * ldb4;
+    let b00 = B4[r + q0];
+    let b01 = B4[r + q1];
+    let b10 = B4[r + ldb4 + q0];
+    let b11 = B4[r + ldb4 + q1];
+    let b20 = B4[r + 2u * ldb4 + q0];
+    let b21 = B4[r + 2u * ldb4 + q1];
+    let b30 = B4[r + 3u * ldb4 + q0];
+    let b31 = B4[r + 3u * ldb4 + q1];
+    for (var i = 0u; i < TM; i++) {
+      let a = A4[rowBase[i] + k4];
+      acc0[i] = fma(vec4f(a.x), b00, fma(vec4f(a.y), b10, fma(vec4f(a.z), b20, fma(vec4f(a.w), b30, acc0[i]))));
+      acc1[i] = fma(vec4f(a.x), b01, fma(vec4f(a.y), b11, fma(vec4f(a.z), b21, fma(vec4f(a.w), b31, acc1[i]))));
+    }
+  }
+  let cBase = gid.z * p.strideC;
+  for (var i = 0u; i < TM; i++) {
+    for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + j, acc0[i][j]); }
+    for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + 4u + j, acc1[i][j]); }
+  }
+}

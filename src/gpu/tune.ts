@@ -4,9 +4,15 @@
 // device itself and keeps the fastest in gpu.tuning.
 import type { Constants, Gpu } from './runtime.ts';
 
-export interface GemmConfig { entry: 'blocked' | 'tiled'; constants: Constants }
+/**
+ * `blocked4` is used where its vec4 conditions hold (no transposes, K and N multiples of 4)
+ * and falls back to `blocked` with the same TM and workgroup elsewhere.
+ */
+export interface GemmConfig { entry: 'blocked' | 'blocked4' | 'tiled'; constants: Constants }
 
 export const GEMM_CANDIDATES: GemmConfig[] = [
+  { entry: 'blocked4', constants: { TM: 4, TN: 8, WGX: 16, WGY: 4 } },
+  { entry: 'blocked4', constants: { TM: 8, TN: 8, WGX: 8, WGY: 8 } },
   { entry: 'blocked', constants: { TM: 4, TN: 8, WGX: 16, WGY: 4 } },
   { entry: 'blocked', constants: { TM: 4, TN: 4, WGX: 16, WGY: 4 } },
   { entry: 'blocked', constants: { TM: 8, TN: 8, WGX: 8, WGY: 8 } },

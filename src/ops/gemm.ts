@@ -80,16 +80,21 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
   const alpha = p.alpha ?? 1;
   const beta = p.beta ?? 0;
   const cfg = gemmConfig(gpu);
-  const kernel: Kernel = { ...KERNEL, entryPoint: cfg.entry };
-  const constants = { ...cfg.constants, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
   const lda = p.transA ? M : K, ldb = p.transB ? K : N, ldc = N;
   const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
   const maxElems = Math.floor(gpu.maxBindingBytes / 4);
-  const groups = (m: number, n: number): [number, number] =>
-    cfg.entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / (cfg.constants.TN! * cfg.constants.WGX!)), Math.ceil(m / (cfg.constants.TM! * cfg.constants.WGY!))];
+  // The vec4 kernel needs 16-byte aligned rows and offsets; otherwise the scalar blocked one.
+  const variant = (m: number, n: number, k: number, offA: number, offB: number) => {
+    const vec4 = cfg.entry === 'blocked4' && !p.transA && !p.transB && k % 4 === 0 && n % 4 === 0 && lda % 4 === 0 && ldb % 4 === 0 && offA % 4 === 0 && offB % 4 === 0;
+    const entry = cfg.entry === 'blocked4' && !vec4 ? 'blocked' : cfg.entry;
+    const c = cfg.constants;
+    const groups: [number, number] = entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / ((entry === 'blocked4' ? 8 : c.TN!) * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
+    const constants = entry === 'blocked4' ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
+    return { kernel: { ...KERNEL, entryPoint: entry } as Kernel, constants, groups };
+  };
 
   if (batch > 1 || Math.max(a.size, b.size, c.size) <= maxElems) {
-    const [gx, gy] = groups(M, N);
+    const { kernel, constants, groups: [gx, gy] } = variant(M, N, K, 0, 0);
     gpu.dispatch({
       kernel, constants, bindings: [a, b, c],
       uniforms: [...u(M, N, K, lda, ldb, ldc, 0, 0, 0, M * K, K * N, M * N), ['f32', alpha], ['f32', beta]],
@@ -107,7 +112,7 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     const va = alignedView(gpu, a, aStart, aEnd, align);
     const vb = alignedView(gpu, b, bStart, bEnd, align);
     const vc = alignedView(gpu, c, cStart, cEnd, align);
-    const [gx, gy] = groups(s.m1 - s.m0, s.n1 - s.n0);
+    const { kernel, constants, groups: [gx, gy] } = variant(s.m1 - s.m0, s.n1 - s.n0, s.k1 - s.k0, va.off, vb.off);
     gpu.dispatch({
       kernel, constants, bindings: [va.t, vb.t, vc.t],
       uniforms: [...u(s.m1 - s.m0, s.n1 - s.n0, s.k1 - s.k0, lda, ldb, ldc, va.off, vb.off, vc.off, 0, 0, 0), ['f32', alpha], ['f32', s.k0 > 0 ? 1 : beta]],

@@ -41,6 +41,8 @@ const shapes: Shape[] = [
   { M: 3, N: 100, K: 257, transB: true, beta: -2 },
   { M: 4, N: 9, K: 6, batch: 3 },
   { M: 8, N: 1000, K: 200, transB: true }, // a classifier layer: logits = x W^T
+  { M: 9, N: 12, K: 20 }, // vec4 path with N % 8 = 4 (clamped second quad)
+  { M: 33, N: 64, K: 36, beta: 1, batch: 2 },
 ];
 
 function cases(label: string, pick: (gpu: Gpu) => void): OpCase[] {
@@ -61,8 +63,10 @@ function cases(label: string, pick: (gpu: Gpu) => void): OpCase[] {
 export const suite: OpSuite = {
   op: 'gemm',
   cases: [
-    ...cases('blocked 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[0]!)),
-    ...cases('blocked 8x4', (g) => setGemmConfig(g, GEMM_CANDIDATES[3]!)),
+    ...cases('blocked4 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[0]!)),
+    ...cases('blocked4 8x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[1]!)),
+    ...cases('blocked 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[2]!)),
+    ...cases('blocked 8x4', (g) => setGemmConfig(g, GEMM_CANDIDATES[5]!)),
     ...cases('tiled', (g) => setGemmConfig(g, GEMM_CANDIDATES[GEMM_CANDIDATES.length - 1]!)),
     {
       name: 'operands larger than one binding are split (planSplits covers every block once)',

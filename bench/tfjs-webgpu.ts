@@ -1,0 +1,28 @@
+// TF.js with its WebGPU backend on OUR device (so both run on the same adapter), for
+// benchmarks that compare against it. Node has no navigator.gpu; TF.js only checks that it
+// exists, then uses the device we hand it.
+import * as tf from '@tensorflow/tfjs-core';
+import { WebGPUBackend } from '@tensorflow/tfjs-backend-webgpu';
+import type { Gpu } from '../src/gpu/runtime.ts';
+
+export { tf };
+
+export async function tfjsOnDevice(gpu: Gpu): Promise<{ backend: WebGPUBackend; sync(): Promise<void> }> {
+  const nav = (globalThis as { navigator?: { gpu?: unknown } }).navigator;
+  if (!nav?.gpu) Object.defineProperty(globalThis, 'navigator', { value: { gpu: {}, userAgent: 'node' }, configurable: true });
+  const info = { vendor: '', architecture: '' } as unknown as GPUAdapterInfo;
+  const backend = new WebGPUBackend(gpu.device, info);
+  tf.registerBackend('webgpu', () => backend);
+  await tf.setBackend('webgpu');
+  await tf.ready();
+  // TF.js records into its own encoder and submits lazily: end its pass and submit, then wait.
+  const internals = backend as unknown as { endComputePassEncoder(): void; submitQueue(): void };
+  return {
+    backend,
+    async sync() {
+      internals.endComputePassEncoder();
+      internals.submitQueue();
+      await gpu.device.queue.onSubmittedWorkDone();
+    },
+  };
+}

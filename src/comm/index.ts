@@ -1,0 +1,11 @@
+// Public API of the ring all-reduce. Browser-safe: Node-only helpers live in ./node.ts.
+export { RingError, isRingError, type RingErrorKind } from './errors.ts';
+export { Ring, DEFAULT_RING_SETTINGS, type RingInit, type RingSettings } from './ring.ts';
+export { allReduceSum, DEFAULT_MESSAGE_BYTES, type AllReduceOptions } from './allreduce.ts';
+export type { Link, LinkEvents } from './link.ts';
+export { MemoryLink, memoryLinkPair } from './memory-link.ts';
+export { memoryRing } from './memory-ring.ts';
+export { type WireFormat, HEADER_BYTES, MAX_FRAME_BYTES } from './wire.ts';
+export { chunkRange } from './plan.ts';
+export { openEndpoint, loadBrowserPeer, PeerEndpoint, type EndpointOptions, type FormRingOptions, type SignalingAddress, type PeerCtor } from './peer-endpoint.ts';
+export { PeerJsLink } from './peerjs-link.ts';

@@ -1,0 +1,67 @@
+// A Link is one side of an ordered, reliable, message-oriented connection to one other peer
+// (an RTCDataChannel, or an in-memory pair in tests). The ring only needs this much.
+
+export interface LinkEvents {
+  /** One whole message, as sent. The view may be kept: links never reuse its memory. */
+  frame(data: Uint8Array): void;
+  /** bufferedAmount fell to the low-water mark (the `bufferedamountlow` event). */
+  drain(): void;
+  /** The connection is gone (remote closed, transport error). Fires at most once. */
+  close(reason: string): void;
+}
+
+export interface Link {
+  /** The peer at the other end. */
+  readonly remoteId: string;
+  /** Bytes handed to send() and not yet on the network. */
+  readonly bufferedAmount: number;
+  readonly closed: boolean;
+  /** `drain` fires when bufferedAmount falls to `bytes` or below. */
+  setLowWater(bytes: number): void;
+  /** Queues one message; the link keeps `data`, so the caller must not reuse it. No-op once closed. */
+  send(data: Uint8Array): void;
+  /** Sets the one listener. Messages that arrived earlier are delivered now, in order. */
+  listen(events: LinkEvents): void;
+  close(): void;
+}
+
+/** Turns whatever a transport delivered into a byte view without copying. */
+export function asBytes(data: unknown): Uint8Array {
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  // A string or Blob is not a ring frame: an empty view makes the ring report a truncated frame.
+  return new Uint8Array(0);
+}
+
+/** Holds messages and a close that arrive before the listener is set (connections open early). */
+export class PendingEvents {
+  private events: LinkEvents | null = null;
+  private early: Uint8Array[] = [];
+  private earlyClose: string | null = null;
+  private closedOnce = false;
+
+  listen(events: LinkEvents): void {
+    if (this.events) throw new Error('a Link has exactly one listener');
+    this.events = events;
+    const early = this.early;
+    this.early = [];
+    for (const f of early) events.frame(f);
+    if (this.earlyClose !== null) events.close(this.earlyClose);
+  }
+
+  frame(data: Uint8Array): void {
+    if (this.events) this.events.frame(data);
+    else this.early.push(data);
+  }
+
+  drain(): void {
+    this.events?.drain();
+  }
+
+  close(reason: string): void {
+    if (this.closedOnce) return;
+    this.closedOnce = true;
+    if (this.events) this.events.close(reason);
+    else this.earlyClose = reason;
+  }
+}

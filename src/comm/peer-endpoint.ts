@@ -1,0 +1,236 @@
+// This peer's presence on the PeerJS signaling server, and the forming of ring links: one
+// DataConnection opened to next, one accepted from prev, both tagged with (job, generation).
+// Connections from anyone else, or for an older generation, are refused (closed).
+
+import { RingError } from './errors.ts';
+import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
+import { Ring, type RingSettings } from './ring.ts';
+
+export interface PeerOptionsLike {
+  host: string;
+  port: number;
+  path: string;
+  secure: boolean;
+  token: string;
+  key?: string;
+  config: RTCConfiguration;
+  debug?: number;
+}
+
+export interface ConnectOptionsLike {
+  label: string;
+  metadata: RingMetadata;
+  serialization: 'raw';
+  reliable: true;
+}
+
+/** The parts of a PeerJS Peer we use. */
+export interface PeerLike {
+  readonly id: string;
+  readonly open: boolean;
+  readonly destroyed: boolean;
+  connect(peer: string, options: ConnectOptionsLike): DataConnectionLike | undefined;
+  on(event: 'open', cb: (id: string) => void): unknown;
+  on(event: 'connection', cb: (conn: DataConnectionLike) => void): unknown;
+  on(event: 'error', cb: (err: Error & { type?: string }) => void): unknown;
+  destroy(): void;
+}
+export type PeerCtor = new (id: string, options: PeerOptionsLike) => PeerLike;
+
+/** Picks the Peer class out of the peerjs module (ESM build in browsers, CommonJS in Node). */
+export function peerClassOf(mod: unknown): PeerCtor {
+  const m = mod as { Peer?: unknown; default?: { Peer?: unknown } };
+  const P = m.Peer ?? m.default?.Peer;
+  if (typeof P !== 'function') throw new Error("the 'peerjs' module has no Peer class: check that peerjs@1.5 is installed");
+  // peerjs's own typings are richer than PeerLike (typed EventEmitter3); the shapes match.
+  return P as PeerCtor;
+}
+
+/** In a browser (or a bundler): import peerjs as is. In Node use loadNodePeer() from ./node.ts. */
+export async function loadBrowserPeer(): Promise<PeerCtor> {
+  return peerClassOf(await import('peerjs'));
+}
+
+export interface SignalingAddress {
+  host: string;
+  port: number;
+  /** Where the coordinator mounted the signaling server, e.g. '/signal'. */
+  path: string;
+  secure?: boolean;
+}
+
+export interface RingMetadata {
+  vt: 'ring';
+  job: number;
+  generation: number;
+  from: string;
+}
+
+function ringMetadata(x: unknown): RingMetadata | null {
+  if (typeof x !== 'object' || x === null) return null;
+  const m = x as Record<string, unknown>;
+  if (m.vt !== 'ring' || typeof m.job !== 'number' || typeof m.generation !== 'number' || typeof m.from !== 'string') return null;
+  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from };
+}
+
+export interface EndpointOptions {
+  Peer: PeerCtor;
+  /** Id and token issued by the coordinator (signaling refuses ids it did not issue). */
+  id: string;
+  token: string;
+  server: SignalingAddress;
+  /** iceServers: [] on a LAN/loopback; Node adds bindAddress: '127.0.0.1'. */
+  rtcConfig?: RTCConfiguration;
+  openTimeoutMs?: number;
+}
+
+const withTimeout = <T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> =>
+  new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(onTimeout()), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e: unknown) => { clearTimeout(t); reject(e); });
+  });
+
+/** Registers `id` with the signaling server; resolves once the server has accepted it. */
+export async function openEndpoint(o: EndpointOptions): Promise<PeerEndpoint> {
+  const peer = new o.Peer(o.id, {
+    host: o.server.host,
+    port: o.server.port,
+    path: o.server.path,
+    secure: o.server.secure ?? false,
+    token: o.token,
+    config: o.rtcConfig ?? { iceServers: [] },
+    debug: 0,
+  });
+  const endpoint = new PeerEndpoint(peer);
+  const opened = new Promise<void>((resolve, reject) => {
+    peer.on('open', () => resolve());
+    peer.on('error', (e) => reject(new RingError('connect-failed', o.id, `signaling server refused ${o.id}: ${e.message}`, o.id)));
+  });
+  try {
+    await withTimeout(opened, o.openTimeoutMs ?? 10_000, () => new RingError('connect-failed', o.id, `no answer from the signaling server at ${o.server.host}:${o.server.port}${o.server.path}`, o.id));
+  } catch (e) {
+    peer.destroy();
+    throw e;
+  }
+  return endpoint;
+}
+
+export interface FormRingOptions {
+  ids: readonly string[];
+  job: number;
+  generation: number;
+  settings?: Partial<RingSettings>;
+  /** Both links must be open within this time, or the ring fails 'connect-failed'. */
+  connectTimeoutMs?: number;
+}
+
+const MAX_PENDING = 16;
+
+export class PeerEndpoint {
+  readonly id: string;
+  /** Incoming links that arrived before formRing asked for them, by `job/generation/from`. */
+  private readonly pending = new Map<string, PeerJsLink>();
+  private readonly waiting = new Map<string, (l: PeerJsLink) => void>();
+  /** Newest generation formed per job: connections for older ones are refused. */
+  private readonly newest = new Map<number, number>();
+  private readonly unavailable = new Map<string, (e: RingError) => void>();
+  /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
+  private readonly rings = new Set<Ring>();
+
+  constructor(readonly peer: PeerLike) {
+    this.id = peer.id;
+    peer.on('connection', (conn) => this.accept(conn));
+    peer.on('error', (e) => {
+      // PeerJS reports "Could not connect to peer X" as type 'peer-unavailable'.
+      if (e.type !== 'peer-unavailable') return;
+      for (const [id, fail] of this.unavailable) if (e.message.includes(id)) fail(new RingError('connect-failed', id, `signaling server does not know ${id}`, this.id));
+    });
+  }
+
+  private accept(conn: DataConnectionLike): void {
+    const meta = ringMetadata(conn.metadata);
+    if (!meta || meta.from !== conn.peer || meta.generation < (this.newest.get(meta.job) ?? 0)) {
+      conn.close();
+      return;
+    }
+    const key = `${meta.job}/${meta.generation}/${meta.from}`;
+    const link = new PeerJsLink(conn);
+    const waiter = this.waiting.get(key);
+    if (waiter) {
+      this.waiting.delete(key);
+      waiter(link);
+      return;
+    }
+    if (meta.generation === this.newest.get(meta.job) || this.pending.has(key)) {
+      link.close(); // not our prev in a ring we formed, or a duplicate
+      return;
+    }
+    // Bounded: the oldest early arrival goes first (its ring most likely failed elsewhere).
+    if (this.pending.size >= MAX_PENDING) {
+      const [oldKey, oldLink] = this.pending.entries().next().value as [string, PeerJsLink];
+      oldLink.close();
+      this.pending.delete(oldKey);
+    }
+    this.pending.set(key, link);
+  }
+
+  /** Opens the link to next, takes the link from prev, and returns this peer's Ring. */
+  async formRing(o: FormRingOptions): Promise<Ring> {
+    const { ids, job, generation } = o;
+    if (ids.length === 1 && ids[0] === this.id) return new Ring({ selfId: this.id, ids, job, generation, settings: o.settings });
+    const { next, prev } = await this.connectLinks(o);
+    const ring = new Ring({ selfId: this.id, ids, job, generation, next, prev, settings: o.settings });
+    this.rings.add(ring);
+    ring.onError(() => this.rings.delete(ring));
+    return ring;
+  }
+
+  /** The two open links of this peer's place in the ring (formRing, and benchmarks of raw links). */
+  async connectLinks(o: FormRingOptions): Promise<{ next: PeerJsLink; prev: PeerJsLink }> {
+    const { ids, job, generation } = o;
+    const rank = ids.indexOf(this.id);
+    if (rank < 0 || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
+    this.newest.set(job, Math.max(generation, this.newest.get(job) ?? 0));
+    const nextId = ids[(rank + 1) % ids.length];
+    const prevId = ids[(rank - 1 + ids.length) % ids.length];
+    const key = `${job}/${generation}/${prevId}`;
+    // Refuse strangers and older generations now that we know the ring.
+    for (const [k, link] of this.pending) {
+      if (k === key) continue;
+      const [j, g] = k.split('/').map(Number);
+      if (j === job && g <= generation) { link.close(); this.pending.delete(k); }
+    }
+    const conn = this.peer.connect(nextId, { label: `vt/${job}/${generation}`, metadata: { vt: 'ring', job, generation, from: this.id }, serialization: 'raw', reliable: true });
+    if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
+    const out = new PeerJsLink(conn);
+    const early = this.pending.get(key);
+    this.pending.delete(key);
+    const inc = early ? Promise.resolve(early) : new Promise<PeerJsLink>((resolve) => this.waiting.set(key, resolve));
+    let outOpen = false;
+    const unavailable = new Promise<never>((_, reject) => this.unavailable.set(nextId, reject));
+    const timeoutMs = o.connectTimeoutMs ?? 15_000;
+    try {
+      const [, prev] = await withTimeout(
+        Promise.race([Promise.all([out.opened.then(() => { outOpen = true; }), inc.then(async (l) => { await l.opened; return l; })]), unavailable]),
+        timeoutMs,
+        () => new RingError('connect-failed', outOpen ? prevId : nextId, `no open data connection ${outOpen ? 'from' : 'to'} it within ${timeoutMs} ms`, this.id),
+      );
+      return { next: out, prev };
+    } catch (e) {
+      out.close();
+      this.waiting.delete(key);
+      void inc.then((l) => l.close());
+      throw e;
+    } finally {
+      this.unavailable.delete(nextId);
+    }
+  }
+
+  /** Leaves the signaling server and closes every connection (call on pagehide). */
+  destroy(): void {
+    for (const r of [...this.rings]) r.close();
+    for (const l of this.pending.values()) l.close();
+    this.pending.clear();
+    this.peer.destroy();
+  }
+}

@@ -1,0 +1,87 @@
+// A Link over a PeerJS DataConnection opened with serialization 'raw' and reliable: true, so
+// each send() is one ordered RTCDataChannel message with no PeerJS framing. Back-pressure uses
+// the channel's own bufferedAmount and `bufferedamountlow`; we stay far below PeerJS's 8 MiB
+// internal queue, which would otherwise poll every 50 ms.
+
+import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
+
+/** The parts of RTCDataChannel we use (browsers and node-datachannel's polyfill both have them). */
+export interface DataChannelLike {
+  readonly bufferedAmount: number;
+  bufferedAmountLowThreshold: number;
+  addEventListener(type: 'bufferedamountlow', cb: () => void): void;
+}
+
+/** The parts of a PeerJS DataConnection we use. */
+export interface DataConnectionLike {
+  readonly peer: string;
+  readonly open: boolean;
+  readonly metadata: unknown;
+  readonly dataChannel: DataChannelLike | undefined;
+  send(data: Uint8Array): void;
+  close(): void;
+  on(event: 'data', cb: (data: unknown) => void): unknown;
+  on(event: 'open' | 'close', cb: () => void): unknown;
+  on(event: 'error', cb: (err: Error) => void): unknown;
+}
+
+export class PeerJsLink implements Link {
+  readonly remoteId: string;
+  private readonly events = new PendingEvents();
+  private isClosed = false;
+  private lowWater = 0;
+  readonly opened: Promise<void>;
+
+  constructor(readonly conn: DataConnectionLike) {
+    this.remoteId = conn.peer;
+    // Listen at once: the other side may send before the ring takes this link.
+    conn.on('data', (d) => this.events.frame(asBytes(d)));
+    conn.on('close', () => this.gone('the data connection closed'));
+    conn.on('error', (e) => this.gone(`data connection error: ${e.message}`));
+    this.opened = new Promise<void>((resolve) => {
+      if (conn.open) resolve();
+      else conn.on('open', () => resolve());
+    }).then(() => this.armDrain());
+  }
+
+  private armDrain(): void {
+    const dc = this.conn.dataChannel;
+    if (!dc) return;
+    dc.bufferedAmountLowThreshold = this.lowWater;
+    dc.addEventListener('bufferedamountlow', () => this.events.drain());
+  }
+
+  private gone(reason: string): void {
+    this.isClosed = true;
+    this.events.close(reason);
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  get bufferedAmount(): number {
+    return this.conn.dataChannel?.bufferedAmount ?? 0;
+  }
+
+  setLowWater(bytes: number): void {
+    this.lowWater = bytes;
+    const dc = this.conn.dataChannel;
+    if (dc) dc.bufferedAmountLowThreshold = bytes;
+  }
+
+  send(data: Uint8Array): void {
+    if (this.isClosed || !this.conn.open) return;
+    this.conn.send(data);
+  }
+
+  listen(events: LinkEvents): void {
+    this.events.listen(events);
+  }
+
+  close(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.conn.close();
+  }
+}

@@ -1,0 +1,42 @@
+// Pure index arithmetic of the ring all-reduce (Baidu / Patarasuk-Yuan): the flat buffer is cut
+// into N nearly equal chunks; each chunk into messages ("segments") of at most `segElems`.
+//
+// Ring step t = 0 .. 2N-3. For t < N-1 (reduce-scatter, k = t) rank r sends chunk r-k and
+// receives chunk r-k-1, adding it in. For t >= N-1 (all-gather, k = t-N+1) rank r sends chunk
+// r+1-k and receives chunk r-k, copying it. After reduce-scatter rank r owns the full sum of
+// chunk r+1; the all-gather passes every owned chunk once around the ring.
+// The send of (t, segment j) needs the receive of (t-1, segment j): same chunk, same segment.
+
+import { Phase } from './wire.ts';
+
+export interface RingStep {
+  phase: Phase;
+  sendChunk: number;
+  recvChunk: number;
+}
+
+const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+/** [start, end) of chunk c when `length` elements are split into n chunks (sizes differ by <= 1). */
+export function chunkRange(c: number, length: number, n: number): [number, number] {
+  return [Math.floor((c * length) / n), Math.floor(((c + 1) * length) / n)];
+}
+
+export function ringSteps(rank: number, n: number): RingStep[] {
+  const steps: RingStep[] = [];
+  for (let k = 0; k < n - 1; k++) steps.push({ phase: Phase.reduceScatter, sendChunk: mod(rank - k, n), recvChunk: mod(rank - k - 1, n) });
+  for (let k = 0; k < n - 1; k++) steps.push({ phase: Phase.allGather, sendChunk: mod(rank + 1 - k, n), recvChunk: mod(rank - k, n) });
+  return steps;
+}
+
+/** Number of segments of a chunk of `len` elements. */
+export function segmentCount(len: number, segElems: number): number {
+  return Math.ceil(len / segElems);
+}
+
+/** [offset, length] of segment j of chunk c, in elements of the flat buffer. */
+export function segmentRange(c: number, j: number, length: number, n: number, segElems: number): [number, number] {
+  const [start, end] = chunkRange(c, length, n);
+  const off = start + j * segElems;
+  return [off, Math.min(segElems, end - off)];
+}

@@ -1,0 +1,117 @@
+// The ring's wire format: one fixed 32-byte little-endian header, then the payload.
+//
+//   0 u32 magic 'VTR1'   4 u8 kind   5 u8 phase   6 u8 dtype   7 u8 0
+//   8 u32 job   12 u32 generation   16 u32 step   20 u32 chunk   24 u32 offset   28 u32 length
+//
+// offset/length count elements of the flat gradient (not bytes). Payload elements are
+// little-endian float32, float16 or bfloat16; an ABORT frame's payload is UTF-8 JSON.
+// Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
+// read through typed-array views with no byte swapping.
+
+export const MAGIC = 0x31525456; // 'VTR1' read as a little-endian u32
+export const HEADER_BYTES = 32;
+/** Largest frame we accept or send: the data-channel limit everywhere is 256 KiB. */
+export const MAX_FRAME_BYTES = 262_144;
+
+export const FrameKind = { data: 1, heartbeat: 2, abort: 3 } as const;
+export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+export const Phase = { reduceScatter: 0, allGather: 1 } as const;
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+export type WireFormat = 'f32' | 'f16' | 'bf16';
+const DTYPE_CODE: Record<WireFormat, number> = { f32: 0, f16: 1, bf16: 2 };
+const DTYPES: readonly WireFormat[] = ['f32', 'f16', 'bf16'];
+export const BYTES_PER_ELEMENT: Record<WireFormat, number> = { f32: 4, f16: 2, bf16: 2 };
+
+export interface FrameHeader {
+  kind: FrameKind;
+  phase: Phase;
+  dtype: WireFormat;
+  job: number;
+  generation: number;
+  step: number;
+  chunk: number;
+  offset: number;
+  /** Elements for data frames, bytes for abort frames, 0 for heartbeats. */
+  length: number;
+}
+
+export type ParsedHeader = { ok: true; header: FrameHeader } | { ok: false; reason: string };
+
+/** Writes `h` into the first HEADER_BYTES of `frame`. */
+export function writeHeader(frame: Uint8Array, h: FrameHeader): void {
+  const v = new DataView(frame.buffer, frame.byteOffset, HEADER_BYTES);
+  v.setUint32(0, MAGIC, true);
+  v.setUint8(4, h.kind);
+  v.setUint8(5, h.phase);
+  v.setUint8(6, DTYPE_CODE[h.dtype]);
+  v.setUint8(7, 0);
+  v.setUint32(8, h.job, true);
+  v.setUint32(12, h.generation, true);
+  v.setUint32(16, h.step, true);
+  v.setUint32(20, h.chunk, true);
+  v.setUint32(24, h.offset, true);
+  v.setUint32(28, h.length, true);
+}
+
+/** Reads and checks the header and that the frame's size matches what the header claims. */
+export function parseFrame(frame: Uint8Array): ParsedHeader {
+  if (frame.byteLength < HEADER_BYTES) return { ok: false, reason: `truncated frame: ${frame.byteLength} bytes, header needs ${HEADER_BYTES}` };
+  if (frame.byteLength > MAX_FRAME_BYTES) return { ok: false, reason: `oversized frame: ${frame.byteLength} bytes > ${MAX_FRAME_BYTES}` };
+  const v = new DataView(frame.buffer, frame.byteOffset, HEADER_BYTES);
+  if (v.getUint32(0, true) !== MAGIC) return { ok: false, reason: 'not a ring frame (bad magic)' };
+  const kind = v.getUint8(4);
+  const phase = v.getUint8(5);
+  const dtype = DTYPES[v.getUint8(6)];
+  if (kind !== FrameKind.data && kind !== FrameKind.heartbeat && kind !== FrameKind.abort) return { ok: false, reason: `unknown frame kind ${kind}` };
+  if (phase !== Phase.reduceScatter && phase !== Phase.allGather) return { ok: false, reason: `unknown phase ${phase}` };
+  if (dtype === undefined) return { ok: false, reason: `unknown dtype ${v.getUint8(6)}` };
+  const header: FrameHeader = {
+    kind, phase, dtype,
+    job: v.getUint32(8, true),
+    generation: v.getUint32(12, true),
+    step: v.getUint32(16, true),
+    chunk: v.getUint32(20, true),
+    offset: v.getUint32(24, true),
+    length: v.getUint32(28, true),
+  };
+  const payload = frame.byteLength - HEADER_BYTES;
+  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.abort ? header.length : 0;
+  if (payload < expected) return { ok: false, reason: `truncated frame: payload ${payload} bytes, header says ${expected}` };
+  if (payload > expected) return { ok: false, reason: `oversized frame: payload ${payload} bytes, header says ${expected}` };
+  return { ok: true, header };
+}
+
+export interface ControlIds { job: number; generation: number }
+
+export function heartbeatFrame(ids: ControlIds): Uint8Array {
+  const frame = new Uint8Array(HEADER_BYTES);
+  writeHeader(frame, { kind: FrameKind.heartbeat, phase: 0, dtype: 'f32', job: ids.job, generation: ids.generation, step: 0, chunk: 0, offset: 0, length: 0 });
+  return frame;
+}
+
+/** What an ABORT frame says: which peer is blamed and what the sender saw. */
+export interface AbortNotice { peerId: string; kind: string; detail: string }
+
+export function abortFrame(ids: ControlIds, notice: AbortNotice): Uint8Array {
+  const body = new TextEncoder().encode(JSON.stringify(notice)).subarray(0, MAX_FRAME_BYTES - HEADER_BYTES);
+  const frame = new Uint8Array(HEADER_BYTES + body.byteLength);
+  writeHeader(frame, { kind: FrameKind.abort, phase: 0, dtype: 'f32', job: ids.job, generation: ids.generation, step: 0, chunk: 0, offset: 0, length: body.byteLength });
+  frame.set(body, HEADER_BYTES);
+  return frame;
+}
+
+export function parseAbort(frame: Uint8Array): AbortNotice | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder().decode(frame.subarray(HEADER_BYTES)));
+  } catch (e) {
+    if (e instanceof SyntaxError) return null; // malformed JSON: the caller reports a bad frame
+    throw e;
+  }
+  if (typeof value !== 'object' || value === null) return null;
+  const { peerId, kind, detail } = value as Record<string, unknown>;
+  if (typeof peerId !== 'string' || typeof kind !== 'string' || typeof detail !== 'string') return null;
+  return { peerId, kind, detail };
+}

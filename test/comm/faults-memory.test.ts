@@ -1,0 +1,119 @@
+// Faults over memory links: a peer closing in reduce-scatter and in all-gather, a peer that
+// vanishes silently (heartbeats), a stale frame, a truncated frame. Each must end the
+// collective on every other peer with a RingError naming the right peer, within a bounded
+// time, and leave no corrupted result (keepInput restores the input).
+import { describe, expect, it } from 'vitest';
+import { RingError, allReduceSum, memoryRing, type RingSettings } from '../../src/comm/index.ts';
+import { HEADER_BYTES, Phase, writeHeader, parseFrame, FrameKind } from '../../src/comm/wire.ts';
+import { bitwiseEqual, randomGrad } from './helpers.ts';
+
+const IDS = ['p0', 'p1', 'p2', 'p3'];
+const LEN = 200_000;
+const MSG = 32 + 4 * 1000; // 1000 floats a message: 50 per chunk, many chances to interrupt
+
+type Fault = (ctx: { rings: ReturnType<typeof memoryRing> }) => void;
+
+/**
+ * Runs one step on a 4-ring; when peer 1 has received `after` frames of `phase`, applies
+ * `fault`. Returns each peer's outcome and input/output buffers.
+ */
+async function runWithFault(phase: Phase, after: number, fault: Fault, settings: Partial<RingSettings> = {}) {
+  const mr = memoryRing(IDS, { settings });
+  const inputs = IDS.map((_, i) => randomGrad(LEN, i + 1));
+  const outs = inputs.map((g) => g.slice());
+  let seen = 0;
+  let fired = false;
+  mr.fromPrev[1].onReceive = (f) => {
+    const p = parseFrame(f);
+    if (fired || !p.ok || p.header.kind !== FrameKind.data || p.header.phase !== phase) return;
+    if (++seen === after) {
+      fired = true;
+      fault({ rings: mr });
+    }
+  };
+  const t0 = Date.now();
+  const settled = await Promise.allSettled(mr.rings.map((ring, i) => allReduceSum(outs[i], { ring, step: 3, messageBytes: MSG, keepInput: true }).then(() => Date.now() - t0)));
+  const ms = Date.now() - t0;
+  for (const r of mr.rings) r.close();
+  expect(fired, 'the fault was injected').toBe(true);
+  return { settled, inputs, outs, ms };
+}
+
+function expectAllFailed(res: Awaited<ReturnType<typeof runWithFault>>, peers: number[], blamed: string, kinds: string[]) {
+  for (const i of peers) {
+    const s = res.settled[i];
+    expect(s.status, `peer ${i} must fail`).toBe('rejected');
+    if (s.status !== 'rejected') continue;
+    const e: unknown = s.reason;
+    expect(e).toBeInstanceOf(RingError);
+    if (!(e instanceof RingError)) continue;
+    expect(e.peerId, e.message).toBe(blamed);
+    expect(kinds).toContain(e.kind === 'aborted' ? e.origin : e.kind);
+    expect(bitwiseEqual(res.outs[i], res.inputs[i]), `peer ${i}: input restored, nothing half-reduced`).toBe(true);
+  }
+}
+
+function dataFrame(h: { step: number; generation?: number; phase?: Phase; chunk?: number; offset?: number; length: number }, payloadFloats: number): Uint8Array {
+  const f = new Uint8Array(HEADER_BYTES + 4 * payloadFloats);
+  writeHeader(f, { kind: FrameKind.data, phase: h.phase ?? Phase.reduceScatter, dtype: 'f32', job: 1, generation: h.generation ?? 1, step: h.step, chunk: h.chunk ?? 0, offset: h.offset ?? 0, length: h.length });
+  new Float32Array(f.buffer, HEADER_BYTES).fill(1e30); // would be glaring if it were ever added
+  return f;
+}
+
+describe('ring faults (memory links)', () => {
+  it('a peer closing in the middle of reduce-scatter fails every other peer, naming it', async () => {
+    const res = await runWithFault(Phase.reduceScatter, 20, ({ rings }) => rings.rings[2].close());
+    expectAllFailed(res, [0, 1, 3], 'p2', ['peer-closed']);
+  });
+
+  it('a peer closing in the middle of all-gather fails every other peer, naming it', async () => {
+    const res = await runWithFault(Phase.allGather, 60, ({ rings }) => rings.rings[3].close());
+    expectAllFailed(res, [0, 1, 2], 'p3', ['peer-closed']);
+  });
+
+  it('a peer that vanishes without a word is noticed by heartbeats within deadAfterMs', async () => {
+    const settings = { heartbeatMs: 100, deadAfterMs: 600 };
+    const res = await runWithFault(Phase.reduceScatter, 10, ({ rings }) => {
+      rings.toNext[2].vanish();
+      rings.fromPrev[2].vanish();
+    }, settings);
+    expectAllFailed(res, [0, 1, 3], 'p2', ['peer-timeout']);
+    expect(res.ms).toBeLessThan(3000);
+  });
+
+  it('a stale frame (previous step) mid-collective is refused, not added', async () => {
+    const res = await runWithFault(Phase.reduceScatter, 5, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 2, length: 10 }, 10)));
+    expectAllFailed(res, [0, 1, 2, 3], 'p0', ['stale']);
+    const e = (res.settled[1] as PromiseRejectedResult).reason as RingError;
+    expect(e.kind).toBe('stale');
+  });
+
+  it('a frame from another generation is refused', async () => {
+    const res = await runWithFault(Phase.allGather, 3, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 3, generation: 0, length: 10 }, 10)));
+    expectAllFailed(res, [0, 1, 2, 3], 'p0', ['stale']);
+  });
+
+  it('a truncated frame and a frame of the wrong length are refused', async () => {
+    const truncated = await runWithFault(Phase.reduceScatter, 7, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 3, length: 1000 }, 999).subarray(0, HEADER_BYTES + 3990)));
+    expectAllFailed(truncated, [0, 1, 2, 3], 'p0', ['bad-frame']);
+    expect(((truncated.settled[1] as PromiseRejectedResult).reason as RingError).message).toMatch(/truncated/);
+    // A well-formed frame whose (offset, length) is not the one expected next.
+    const wrong = await runWithFault(Phase.reduceScatter, 7, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 3, length: 17 }, 17)));
+    expectAllFailed(wrong, [0, 1, 2, 3], 'p0', ['bad-frame']);
+    const oversized = await runWithFault(Phase.reduceScatter, 7, ({ rings }) => rings.toNext[0].send(new Uint8Array(300_000)));
+    expectAllFailed(oversized, [0, 1, 2, 3], 'p0', ['bad-frame']);
+  });
+
+  it('a late duplicate after a step completed fails the ring; the next step rejects at once, untouched', async () => {
+    const mr = memoryRing(['a', 'b']);
+    const g = [randomGrad(1000, 1), randomGrad(1000, 2)];
+    await Promise.all(mr.rings.map((ring, i) => allReduceSum(g[i], { ring, step: 0 })));
+    mr.toNext[0].send(dataFrame({ step: 0, length: 500 }, 500));
+    await new Promise((r) => setTimeout(r, 20));
+    const before = g[1].slice();
+    await expect(allReduceSum(g[1], { ring: mr.rings[1], step: 1 })).rejects.toMatchObject({ kind: 'stale', peerId: 'a' });
+    expect(bitwiseEqual(before, g[1])).toBe(true);
+    await expect(allReduceSum(g[0], { ring: mr.rings[0], step: 1 })).rejects.toMatchObject({ kind: 'aborted', peerId: 'a', origin: 'stale' });
+    for (const r of mr.rings) r.close();
+  });
+});

@@ -1,0 +1,60 @@
+// Real browsers: 3 headless Chromium pages (separate contexts = separate people) form a ring
+// through the real PeerJS server and sum 1M floats with the same src/comm code as Node.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type ViteDevServer } from 'vite';
+import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
+import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import type { RunArgs, RunResult } from './browser/page.ts';
+
+let sig: StandaloneSignaling;
+let vite: ViteDevServer;
+let chrome: LaunchedBrowser;
+let pageUrl = '';
+
+beforeAll(async () => {
+  sig = await startSignalingServer({ path: '/signal' });
+  vite = await createServer({
+    configFile: false,
+    root: process.cwd(),
+    logLevel: 'error',
+    server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false },
+    optimizeDeps: { include: ['peerjs'] },
+  });
+  await vite.listen();
+  const addr = vite.httpServer?.address();
+  if (!addr || typeof addr !== 'object') throw new Error('vite dev server has no address');
+  pageUrl = `http://127.0.0.1:${addr.port}/test/comm/browser/index.html`;
+  chrome = await launchChromium();
+});
+
+afterAll(async () => {
+  await chrome?.close();
+  await vite?.close();
+  await sig?.close();
+});
+
+describe('ring all-reduce in headless Chromium', () => {
+  it('3 pages, 1M floats: correct sum, bitwise equal on every page', async () => {
+    const ids = ['b0', 'b1', 'b2'];
+    const pages = await Promise.all(ids.map(async () => {
+      const ctx = await chrome.newContext();
+      const page = await ctx.newPage();
+      page.on('pageerror', (e) => console.error('page error:', e.message));
+      await page.goto(pageUrl);
+      await page.waitForFunction(() => window.ready === true, undefined, { timeout: 60_000 });
+      return page;
+    }));
+    const results: RunResult[] = await Promise.all(pages.map((page, i) => {
+      const { id, token } = sig.signaling.issue(ids[i]);
+      const args: RunArgs = { id, token, ids, signalPort: sig.port, length: 1 << 20 };
+      return page.evaluate((a) => window.runRing(a), args);
+    }));
+    console.log('browser ring 3 x 1M floats, ms per page:', results.map((r) => r.ms.toFixed(0)).join(', '));
+    for (const r of results) {
+      expect(r.changed).toBe(true);
+      expect(r.worstRel, `worst at ${r.worstIndex}`).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
+      expect(r.hash).toBe(results[0].hash);
+    }
+    await Promise.all(pages.map((p) => p.context().close()));
+  });
+});

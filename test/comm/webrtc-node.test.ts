@@ -1,0 +1,87 @@
+// Real WebRTC in Node: 4 peers (node-datachannel) signaled through a real PeerJS server on
+// loopback, 1M floats summed; also a peer destroyed mid-collective, and the signaling server
+// refusing ids it did not issue.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
+import { RingError, allReduceSum, openEndpoint, type PeerCtor, type PeerEndpoint, type Ring } from '../../src/comm/index.ts';
+import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
+import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
+
+let sig: StandaloneSignaling;
+let Peer: PeerCtor;
+
+beforeAll(async () => {
+  Peer = await loadNodePeer();
+  sig = await startSignalingServer({ path: '/signal' });
+});
+afterAll(async () => {
+  await sig?.close();
+});
+
+async function endpoints(names: string[]): Promise<PeerEndpoint[]> {
+  return Promise.all(names.map((n) => {
+    const { id, token } = sig.signaling.issue(n);
+    return openEndpoint({ Peer, id, token, server: { host: '127.0.0.1', port: sig.port, path: '/signal' }, rtcConfig: NODE_RTC_CONFIG });
+  }));
+}
+
+describe('ring all-reduce over node-datachannel + PeerJS', () => {
+  it('4 peers, 1M floats: float64-exact to float32 rounding, bitwise equal everywhere', async () => {
+    const ids = ['n0', 'n1', 'n2', 'n3'];
+    const eps = await endpoints(ids);
+    let rings: Ring[] = [];
+    try {
+      rings = await Promise.all(eps.map((ep) => ep.formRing({ ids, job: 7, generation: 1 })));
+      const inputs = ids.map((_, i) => randomGrad(1 << 20, 100 + i));
+      const outs = inputs.map((g) => g.slice());
+      const t0 = performance.now();
+      await Promise.all(rings.map((ring, i) => allReduceSum(outs[i], { ring, step: 0 })));
+      console.log(`webrtc node 4 peers 1M floats: ${(performance.now() - t0).toFixed(0)} ms`);
+      const err = worstError(outs[0], sum64(inputs), inputs);
+      expect(err.rel, `worst at ${err.index}`).toBeLessThanOrEqual(4 * 2 ** -24 * 2);
+      for (let i = 1; i < 4; i++) expect(bitwiseEqual(outs[i], outs[0]), `peer ${i}`).toBe(true);
+      expect(bitwiseEqual(outs[0], inputs[0])).toBe(false);
+      // A second step on the same ring, in half precision.
+      const outs16 = inputs.map((g) => g.slice());
+      await Promise.all(rings.map((ring, i) => allReduceSum(outs16[i], { ring, step: 1, wire: 'bf16' })));
+      for (let i = 1; i < 4; i++) expect(bitwiseEqual(outs16[i], outs16[0]), `bf16 peer ${i}`).toBe(true);
+      expect(worstError(outs16[0], sum64(inputs), inputs).rel).toBeLessThan(2 ** -6);
+    } finally {
+      for (const r of rings) r.close();
+      for (const ep of eps) ep.destroy();
+    }
+  });
+
+  it('a peer destroyed mid-collective fails the others quickly, naming it', async () => {
+    const ids = ['k0', 'k1', 'k2'];
+    const eps = await endpoints(ids);
+    const settings = { heartbeatMs: 250, deadAfterMs: 2000 };
+    const rings = await Promise.all(eps.map((ep) => ep.formRing({ ids, job: 7, generation: 2, settings })));
+    try {
+      const grads = ids.map((_, i) => randomGrad(1 << 20, i));
+      const t0 = performance.now();
+      const runs = rings.slice(0, 2).map((ring, i) => allReduceSum(grads[i], { ring, step: 0, keepInput: true }).then(() => 'done', (e: unknown) => e));
+      void allReduceSum(grads[2], { ring: rings[2], step: 0 }).catch(() => undefined); // the victim's own failure is not the point
+      setTimeout(() => eps[2].destroy(), 30);
+      const outcomes = await Promise.all(runs);
+      const ms = performance.now() - t0;
+      for (const o of outcomes) {
+        expect(o).toBeInstanceOf(RingError);
+        if (o instanceof RingError) expect(o.peerId, o.message).toBe('k2');
+      }
+      expect(ms).toBeLessThan(5000);
+    } finally {
+      for (const r of rings) r.close();
+      for (const ep of eps) ep.destroy();
+    }
+  });
+
+  it('the signaling server refuses an id it did not issue, and a wrong token', async () => {
+    const server = { host: '127.0.0.1', port: sig.port, path: '/signal' };
+    await expect(openEndpoint({ Peer, id: 'self-chosen', token: 'x', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 })).rejects.toMatchObject({ kind: 'connect-failed' });
+    const { id } = sig.signaling.issue('issued');
+    await expect(openEndpoint({ Peer, id, token: 'wrong', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 })).rejects.toMatchObject({ kind: 'connect-failed' });
+    const res = await fetch(`http://127.0.0.1:${sig.port}/signal/peerjs/id`);
+    expect(res.status).toBe(403);
+  });
+});
