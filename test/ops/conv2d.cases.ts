@@ -1,0 +1,204 @@
+import { batchChunks, conv2dBackwardFilter, conv2dBackwardInput, conv2dForward, conv2dShape, normalizeConv2d, type Conv2dParams } from '../../src/ops/conv2d.ts';
+import * as ref from '../../src/ref/conv2d.ts';
+import { VtError } from '../../src/errors.ts';
+import type { Gpu } from '../../src/gpu/runtime.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
+import { makeRng, uniformF32, type Rng } from '../../src/rng.ts';
+import { assertClose, FWD, GRAD, type Tolerance } from '../helpers/compare.ts';
+import type { OpCase, OpSuite } from './suite.ts';
+
+type Shape4 = [number, number, number, number];
+interface Geometry { x: Shape4; w: Shape4; p: Conv2dParams }
+
+const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
+
+/**
+ * Tolerance for a k-term float32 sum of products of values in [-1, 1]: partial sums grow like
+ * sqrt(k) and so does the random walk of their roundings, so the absolute error grows like
+ * k * 2^-24. Outputs that cancel to near zero (where rtol gives no room) need that much atol:
+ * measured 2.5e-5 to 4.7e-5 for k = 576..1200 against FWD's 1e-5.
+ */
+const tolFor = (base: Tolerance, k: number): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * k * 2 ** -24) });
+
+// Awkward shapes first, then the real layers at reduced batch and size.
+const shapes: [string, Geometry][] = [
+  ['batch 1, 3x3 p1, odd 7x9, Cin 3', { x: [1, 3, 7, 9], w: [5, 3, 3, 3], p: { stride: 1, pad: 1 } }],
+  ['1x1 s1, Cin 5', { x: [2, 5, 6, 6], w: [7, 5, 1, 1], p: { stride: 1, pad: 0 } }],
+  ['1x1 s2 p0 (ResNet downsample), Cin 13, odd 9x8', { x: [2, 13, 9, 8], w: [6, 13, 1, 1], p: { stride: 2, pad: 0 } }],
+  ['3x3 s2 p1, 11x9', { x: [2, 6, 11, 9], w: [7, 6, 3, 3], p: { stride: 2, pad: 1 } }],
+  ['5x5 p2, Cin 5', { x: [2, 5, 13, 13], w: [9, 5, 5, 5], p: { stride: 1, pad: 2 } }],
+  ['7x7 s2 p3 (ResNet stem), 3x20x18', { x: [1, 3, 20, 18], w: [10, 3, 7, 7], p: { stride: 2, pad: 3 } }],
+  ['11x11 s4 p2 (AlexNet conv1), 3x35x35', { x: [1, 3, 35, 35], w: [13, 3, 11, 11], p: { stride: 4, pad: 2 } }],
+  ['asymmetric: 5x12 input, 3x5 kernel, stride [1, 2], pad [1, 2]', { x: [2, 4, 5, 12], w: [3, 4, 3, 5], p: { stride: [1, 2], pad: [1, 2] } }],
+  ['Cout 37 and Cin 17 (not multiples of any block)', { x: [1, 17, 6, 7], w: [37, 17, 3, 3], p: { stride: 1, pad: 1 } }],
+  ['stride 3 > kernel 2 (input pixels no tap touches)', { x: [1, 3, 10, 11], w: [4, 3, 2, 2], p: { stride: 3, pad: 0 } }],
+  ['kernel as large as the padded input (1x1 output)', { x: [2, 3, 4, 4], w: [4, 3, 6, 6], p: { stride: 1, pad: 1 } }],
+  ['long filter-gradient reduction (split into ranges, 4x64x128 per tap)', { x: [4, 2, 64, 128], w: [3, 2, 3, 3], p: { stride: 1, pad: 1 } }],
+  ['ResNet 3x3 64->64 at 2x14x14', { x: [2, 64, 14, 14], w: [64, 64, 3, 3], p: { stride: 1, pad: 1 } }],
+  ['ResNet 3x3 s2 64->128 at 1x15x15', { x: [1, 64, 15, 15], w: [128, 64, 3, 3], p: { stride: 2, pad: 1 } }],
+  ['AlexNet conv2 5x5 p2 48->64 at 1x13x13', { x: [1, 48, 13, 13], w: [64, 48, 5, 5], p: { stride: 1, pad: 2 } }],
+];
+
+interface Problem {
+  x: Float32Array; w: Float32Array; dy: Float32Array;
+  tx: Tensor; tw: Tensor; tdy: Tensor;
+  oshape: number[];
+}
+
+function upload(gpu: Gpu, g: Geometry, rng: Rng): Problem {
+  const oshape = conv2dShape(g.x, g.w, g.p);
+  const x = uniformF32(rng, prod(g.x)), w = uniformF32(rng, prod(g.w)), dy = uniformF32(rng, prod(oshape));
+  return { x, w, dy, oshape, tx: gpu.upload(x, g.x), tw: gpu.upload(w, g.w), tdy: gpu.upload(dy, oshape) };
+}
+
+/** Runs all three passes into fresh outputs and reads them back. */
+async function runAll(gpu: Gpu, g: Geometry, pr: Problem): Promise<[Float32Array, Float32Array, Float32Array]> {
+  const out = gpu.empty(pr.oshape), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
+  conv2dForward(gpu, pr.tx, pr.tw, out, g.p);
+  conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, g.p);
+  conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, g.p);
+  const r: [Float32Array, Float32Array, Float32Array] = [await gpu.readF32(out), await gpu.readF32(dx), await gpu.readF32(dw)];
+  gpu.release(out, dx, dw);
+  return r;
+}
+
+function expected(g: Geometry, pr: Problem): [Float64Array, Float64Array, Float64Array] {
+  return [
+    ref.conv2dForward(f64(pr.x), g.x, f64(pr.w), g.w, g.p),
+    ref.conv2dBackwardInput(f64(pr.dy), f64(pr.w), g.x, g.w, g.p),
+    ref.conv2dBackwardFilter(f64(pr.x), f64(pr.dy), g.x, g.w, g.p),
+  ];
+}
+
+async function checkAll(gpu: Gpu, g: Geometry, seed: number): Promise<void> {
+  const pr = upload(gpu, g, makeRng(seed));
+  const [out, dx, dw] = await runAll(gpu, g, pr);
+  const [eo, edx, edw] = expected(g, pr);
+  const [, cin, , ] = g.x, [cout, , kh, kw] = g.w, [n, , oh, ow] = pr.oshape as Shape4;
+  const [sh, sw] = typeof g.p.stride === 'number' ? [g.p.stride, g.p.stride] : g.p.stride;
+  assertClose(out, eo, tolFor(FWD, cin * kh * kw), 'conv2d out');
+  assertClose(dx, edx, tolFor(GRAD, cout * Math.ceil(kh / sh) * Math.ceil(kw / sw)), 'conv2d dx');
+  assertClose(dw, edw, tolFor(GRAD, n * oh * ow), 'conv2d dw');
+  gpu.release(pr.tx, pr.tw, pr.tdy);
+}
+
+function expectVtError(kind: VtError['kind'], f: () => void, what: string): void {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof VtError && e.kind === kind) return;
+    throw new Error(`${what}: expected a VtError '${kind}', got ${String(e)}`);
+  }
+  throw new Error(`${what}: expected a VtError '${kind}', nothing was thrown`);
+}
+
+const shapeCases: OpCase[] = shapes.map(([name, g], i) => ({
+  name: `${name}: forward, backward input, backward filter`,
+  run: (gpu) => checkAll(gpu, g, 100 + i),
+}));
+
+const small: Geometry = { x: [2, 5, 9, 7], w: [6, 5, 3, 3], p: { stride: 2, pad: 1 } };
+
+const otherCases: OpCase[] = [
+  {
+    name: 'tuned block sizes (BM = 3, WG = 32) give the same results',
+    async run(gpu) {
+      const names = ['conv2d_fwd', 'conv2d_bwd_input', 'conv2d_bwd_filter'];
+      for (const k of names) gpu.tuning.set(k, { BM: 3, WG: 32 });
+      try {
+        await checkAll(gpu, shapes[8]![1], 7);
+        await checkAll(gpu, small, 8);
+      } finally {
+        for (const k of names) gpu.tuning.delete(k);
+      }
+    },
+  },
+  {
+    name: 'accumulate adds into dx and dw (micro-batch gradient sums)',
+    async run(gpu) {
+      const rng = makeRng(3);
+      const pr = upload(gpu, small, rng);
+      const dx0 = uniformF32(rng, prod(small.x)), dw0 = uniformF32(rng, prod(small.w));
+      const dx = gpu.upload(dx0, small.x), dw = gpu.upload(dw0, small.w);
+      conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, small.p, { accumulate: true });
+      conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, small.p, { accumulate: true });
+      const [, edx, edw] = expected(small, pr);
+      assertClose(await gpu.readF32(dx), edx.map((v, i) => v + dx0[i]!), GRAD, 'dx += ...');
+      assertClose(await gpu.readF32(dw), edw.map((v, i) => v + dw0[i]!), GRAD, 'dw += ...');
+      gpu.release(pr.tx, pr.tw, pr.tdy, dx, dw);
+    },
+  },
+  {
+    name: 'bitwise identical results on repeated runs',
+    async run(gpu) {
+      const g = shapes[6]![1];
+      const pr = upload(gpu, g, makeRng(4));
+      const a = await runAll(gpu, g, pr), b = await runAll(gpu, g, pr);
+      a.forEach((r, k) => {
+        const u = new Uint32Array(r.buffer, r.byteOffset, r.length), v = new Uint32Array(b[k]!.buffer, b[k]!.byteOffset, r.length);
+        const i = u.findIndex((bits, j) => bits !== v[j]);
+        if (i >= 0) throw new Error(`pass ${k}: element ${i} differs between runs (${r[i]} vs ${b[k]![i]})`);
+      });
+      gpu.release(pr.tx, pr.tw, pr.tdy);
+    },
+  },
+  {
+    name: 'bad shapes and params are rejected with bad-shape errors',
+    async run(gpu) {
+      const pr = upload(gpu, small, makeRng(5));
+      const out = gpu.empty(pr.oshape);
+      const wrong = gpu.empty([2, 6, 4, 5]);
+      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, wrong, small.p), 'wrong out shape');
+      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, out, { stride: 0, pad: 1 }), 'stride 0');
+      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, out, { stride: 1, pad: -1 }), 'negative pad');
+      expectVtError('bad-shape', () => normalizeConv2d([2, 4, 9, 7], small.w, small.p), 'channel mismatch');
+      expectVtError('bad-shape', () => normalizeConv2d([2, 5, 2, 2], small.w, { stride: 1, pad: 0 }), 'kernel larger than input');
+      expectVtError('bad-shape', () => conv2dBackwardFilter(gpu, pr.tx, out, wrong, small.p), 'dw shape');
+      gpu.release(pr.tx, pr.tw, pr.tdy, out, wrong);
+    },
+  },
+  {
+    name: 'batch split into binding-sized chunks at aligned sample counts (planning)',
+    async run() {
+      const limits = { maxStorageBufferBindingSize: 1 << 20, minStorageBufferOffsetAlignment: 256 };
+      const plan = (x: Shape4, w: Shape4) => JSON.stringify(batchChunks(limits, normalizeConv2d(x, w, { stride: 1, pad: 0 }), 'test'));
+      // 64 KiB per sample in and out: 16 samples per MiB binding.
+      const a = plan([40, 16, 32, 32], [16, 16, 1, 1]);
+      if (a !== '[[0,16],[16,16],[32,8]]') throw new Error(`plan ${a}`);
+      // 3*9*9*4 = 972 bytes per sample: only multiples of 64 samples start 256-byte aligned.
+      const b = plan([2000, 3, 9, 9], [3, 3, 1, 1]);
+      if (b !== '[[0,1024],[1024,976]]') throw new Error(`plan ${b}`);
+      expectVtError('too-large', () => plan([2, 300, 40, 40], [1, 300, 1, 1]), 'sample larger than a binding');
+    },
+  },
+  {
+    name: 'batch larger than one storage binding (1x1 conv, exact integer data)',
+    async run(gpu) {
+      // Only where the binding limit is small enough to exceed cheaply (128 MiB on llvmpipe).
+      if (gpu.limits.maxStorageBufferBindingSize > 256 * 2 ** 20) return;
+      const side = 64 * Math.ceil(Math.sqrt((0.4 * gpu.limits.maxStorageBufferBindingSize) / 4) / 64);
+      const g: Geometry = { x: [3, 1, side, side], w: [1, 1, 1, 1], p: { stride: 1, pad: 0 } };
+      if (batchChunks(gpu.limits, normalizeConv2d(g.x, g.w, g.p), 'test').length < 2) throw new Error('the test shape does not need splitting');
+      // Values in {-1, 0, 1} and w = 2: every product and every partial sum is exact in float32.
+      const rng = makeRng(6);
+      const n = prod(g.x);
+      const x = new Float32Array(n).map(() => rng.int(3) - 1), dy = new Float32Array(n).map(() => rng.int(3) - 1);
+      const tx = gpu.upload(x, g.x), tdy = gpu.upload(dy, g.x), tw = gpu.upload(new Float32Array([2]), g.w);
+      const out = gpu.empty(g.x), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
+      conv2dForward(gpu, tx, tw, out, g.p);
+      conv2dBackwardInput(gpu, tdy, tw, dx, g.p);
+      conv2dBackwardFilter(gpu, tx, tdy, dw, g.p);
+      const ro = await gpu.readF32(out), rdx = await gpu.readF32(dx), rdw = await gpu.readF32(dw);
+      for (let i = 0; i < n; i++) {
+        if (ro[i] !== 2 * x[i]! || rdx[i] !== 2 * dy[i]!) throw new Error(`element ${i}: out ${ro[i]} (want ${2 * x[i]!}), dx ${rdx[i]} (want ${2 * dy[i]!})`);
+      }
+      let s = 0;
+      for (let i = 0; i < n; i++) s += x[i]! * dy[i]!;
+      if (rdw[0] !== s) throw new Error(`dw ${rdw[0]}, want ${s}`);
+      gpu.release(tx, tdy, tw, out, dx, dw);
+    },
+  },
+];
+
+export const suite: OpSuite = { op: 'conv2d', cases: [...shapeCases, ...otherCases] };

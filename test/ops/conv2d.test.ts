@@ -1,0 +1,4 @@
+import { describeSuite } from './node-runner.ts';
+import { suite } from './conv2d.cases.ts';
+
+describeSuite(suite);
