@@ -1,0 +1,101 @@
+// The models, each described once as a node list (src/nn/graph.ts).
+import { ALEXNET_LRN } from '../ops/lrn.ts';
+import { GraphBuilder, type ModelSpec } from './graph.ts';
+
+export type ModelName = 'small-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';
+export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'resnet20', 'alexnet', 'alexnet-bn', 'resnet50'];
+
+/** The demo network for 28x28 and 32x32 images: three conv blocks and two linear layers. */
+export function smallCnn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
+  const g = new GraphBuilder();
+  let x = g.input;
+  [32, 64, 128].forEach((c, i) => {
+    x = g.maxpool(g.relu(g.conv(x, `conv${i + 1}`, c, 3, { pad: 1 })), 2, 2);
+  });
+  x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
+  g.linear(x, 'fc2', classes);
+  return { name: 'small-cnn', input, classes, nodes: g.nodes };
+}
+
+/** conv -> BN (-> ReLU): the ResNet unit. Convs before BN carry no bias. */
+function convBn(g: GraphBuilder, x: number, name: string, c: number, k: number, stride: number, relu: boolean): number {
+  const y = g.bn(g.conv(x, name, c, k, { stride, pad: (k - 1) >> 1, bias: false }), `${name}.bn`);
+  return relu ? g.relu(y) : y;
+}
+
+/**
+ * ResNet-20 for CIFAR (He et al. 2016, section 4.2): 3 stages of 3 basic blocks with 16, 32,
+ * 64 channels. Shortcuts that change shape use a 1x1 conv + BN projection (option B) instead
+ * of zero padding (option A), since we have no channel-pad op; that adds ~3k parameters.
+ */
+export function resnet20(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
+  const g = new GraphBuilder();
+  let x = convBn(g, g.input, 'conv1', 16, 3, 1, true);
+  let cin = 16;
+  [16, 32, 64].forEach((c, s) => {
+    for (let b = 0; b < 3; b++) {
+      const stride = s > 0 && b === 0 ? 2 : 1;
+      const name = `layer${s + 1}.${b}`;
+      const y = convBn(g, convBn(g, x, `${name}.conv1`, c, 3, stride, true), `${name}.conv2`, c, 3, 1, false);
+      const short = stride !== 1 || cin !== c ? convBn(g, x, `${name}.down`, c, 1, stride, false) : x;
+      x = g.relu(g.add(y, short));
+      cin = c;
+    }
+  });
+  g.linear(g.gap(x), 'fc', classes);
+  return { name: 'resnet20', input, classes, nodes: g.nodes };
+}
+
+/**
+ * AlexNet at 224x224 as in torchvision (64-192-384-256-256 channels, no grouped convs:
+ * 61,100,840 parameters) with the original's local response normalisation after conv1 and
+ * conv2. With `bn`, AlexNet-BN as in the LARS paper: BN after every conv instead of LRN.
+ */
+export function alexnet(bn = false, classes = 1000): ModelSpec {
+  const g = new GraphBuilder();
+  const block = (x: number, name: string, c: number, k: number, stride: number, pad: number, lrn: boolean) => {
+    let y = g.conv(x, name, c, k, { stride, pad, bias: !bn });
+    if (bn) y = g.bn(y, `${name}.bn`);
+    y = g.relu(y);
+    return lrn && !bn ? g.lrn(y, ALEXNET_LRN) : y;
+  };
+  let x = g.maxpool(block(g.input, 'conv1', 64, 11, 4, 2, true), 3, 2);
+  x = g.maxpool(block(x, 'conv2', 192, 5, 1, 2, true), 3, 2);
+  x = block(x, 'conv3', 384, 3, 1, 1, false);
+  x = block(x, 'conv4', 256, 3, 1, 1, false);
+  x = g.maxpool(block(x, 'conv5', 256, 3, 1, 1, false), 3, 2);
+  x = g.flatten(x);
+  x = g.relu(g.linear(g.dropout(x, 0.5), 'fc6', 4096));
+  x = g.relu(g.linear(g.dropout(x, 0.5), 'fc7', 4096));
+  g.linear(x, 'fc8', classes);
+  return { name: bn ? 'alexnet-bn' : 'alexnet', input: [3, 224, 224], classes, nodes: g.nodes };
+}
+
+/** ResNet-50 (v1.5: stride on the 3x3 conv), 25,557,032 parameters at 1000 classes. */
+export function resnet50(classes = 1000): ModelSpec {
+  const g = new GraphBuilder();
+  let x = g.maxpool(convBn(g, g.input, 'conv1', 64, 7, 2, true), 3, 2, 1);
+  [[64, 3], [128, 4], [256, 6], [512, 3]].forEach(([w, blocks], s) => {
+    for (let b = 0; b < blocks!; b++) {
+      const stride = s > 0 && b === 0 ? 2 : 1;
+      const name = `layer${s + 1}.${b}`;
+      let y = convBn(g, x, `${name}.conv1`, w!, 1, 1, true);
+      y = convBn(g, y, `${name}.conv2`, w!, 3, stride, true);
+      y = convBn(g, y, `${name}.conv3`, w! * 4, 1, 1, false);
+      const short = b === 0 ? convBn(g, x, `${name}.down`, w! * 4, 1, stride, false) : x;
+      x = g.relu(g.add(y, short));
+    }
+  });
+  g.linear(g.gap(x), 'fc', classes);
+  return { name: 'resnet50', input: [3, 224, 224], classes, nodes: g.nodes };
+}
+
+export function modelByName(name: ModelName, input?: readonly [number, number, number], classes?: number): ModelSpec {
+  switch (name) {
+    case 'small-cnn': return smallCnn(input, classes);
+    case 'resnet20': return resnet20(input, classes);
+    case 'alexnet': return alexnet(false, classes);
+    case 'alexnet-bn': return alexnet(true, classes);
+    case 'resnet50': return resnet50(classes);
+  }
+}

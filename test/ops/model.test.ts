@@ -1,0 +1,4 @@
+import { describeSuite } from './node-runner.ts';
+import { suite } from './model.cases.ts';
+
+describeSuite(suite);
