@@ -4,8 +4,10 @@
 //   backward: dx_j = dy_j * s_j^(-beta)
 //                    - (2 * alpha * beta / size) * x_j * sum_{c : j in window(c)} dy_c * x_c * s_c^(-beta-1)
 //             where j is in window(c) for c = j - (size-1)/2 .. j + size/2 (the mirrored window).
-// One invocation per element; backward recomputes each s_c it needs (size^2 reads) instead of
-// keeping a scale tensor from forward: no extra memory, and sizes are small (AlexNet: 5).
+// One invocation per element. Backward takes forward's output y (as cuDNN's does), since
+// x_c * s_c^(-beta-1) = y_c / s_c saves a pow per window channel (pow is exp2 and log2, slow on
+// CPU drivers); it recomputes each s_c it needs (size^2 reads) rather than keeping a scale
+// tensor from forward: no extra memory, and sizes are small (AlexNet: 5).
 // Samples of a batch slice start at element p.off of each binding. Flat id: wid.x + wid.y * nwg.x.
 
 override WG: u32 = 256;
@@ -24,7 +26,8 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> dy: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>; // y or dx
+@group(0) @binding(3) var<storage, read_write> out: array<f32>; // y (forward) or dx
+@group(0) @binding(4) var<storage, read> y: array<f32>;         // backward: forward's output
 
 struct Pos { base: u32, c: u32 } // base: index of channel 0 at this sample and pixel
 
@@ -66,15 +69,11 @@ fn backward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec
   if (i >= p.n * p.c * p.hw) { return; }
   let q = posOf(i);
   let w = chans(q.c, (p.size - 1u) / 2u, p.size / 2u);
-  var own = 0.0;
   var t = 0.0;
   for (var c = w.x; c <= w.y; c++) {
-    let s = scale(q.base, c);
-    let sb = pow(s, -p.beta);
     let idx = q.base + c * p.hw;
-    t += dy[idx] * x[idx] * sb / s;
-    if (c == q.c) { own = sb; }
+    t += dy[idx] * y[idx] / scale(q.base, c); // x_c * s_c^(-beta-1) = y_c / s_c: no pow
   }
   let j = q.base + q.c * p.hw;
-  out[j] = dy[j] * own - 2.0 * p.alpha * p.beta / f32(p.size) * x[j] * t;
+  out[j] = dy[j] * pow(scale(q.base, q.c), -p.beta) - 2.0 * p.alpha * p.beta / f32(p.size) * x[j] * t;
 }

@@ -292,7 +292,7 @@ export class Model {
       case 'maxpool': this.toInput(n.in, a, written, (dst) => maxPoolBackward(g, dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
       case 'avgpool': this.toInput(n.in, a, written, (dst) => avgPoolBackward(g, dy, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
       case 'gap': this.toInput(n.in, a, written, (dst) => globalAvgPoolBackward(g, dy, dst)); return;
-      case 'lrn': this.toInput(n.in, a, written, (dst) => lrnBackward(g, a.out[n.in]!, dy, dst, n.params)); return;
+      case 'lrn': this.toInput(n.in, a, written, (dst) => lrnBackward(g, a.out[n.in]!, a.out[i]!, dy, dst, n.params)); return;
       case 'dropout':
         this.toInput(n.in, a, written, (dst) => (this.training && n.p > 0 ? dropoutBackward(g, dy, dst, { p: n.p, seed: a.dropoutSeeds[i]! }) : g.copy(dy, dst)));
         return;

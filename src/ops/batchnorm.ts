@@ -56,8 +56,9 @@ function uniforms(d: BatchNormDims, s: BatchSlice | null, f: Flags): Scalar[] {
   ];
 }
 
-type Bindings = Partial<Record<'x' | 'dy' | 'gamma' | 'beta' | 'meanR' | 'invstdR' | 'meanW' | 'invstdW' | 'runMean' | 'runVar' | 'out' | 'sums' | 'dgamma' | 'dbeta', Tensor>>;
+/** The shader's storage bindings in order (@binding(1) onwards); each entry point uses a few. */
 const ORDER = ['x', 'dy', 'gamma', 'beta', 'meanR', 'invstdR', 'meanW', 'invstdW', 'runMean', 'runVar', 'out', 'sums', 'dgamma', 'dbeta'] as const;
+type Bindings = Partial<Record<(typeof ORDER)[number], Tensor>>;
 
 function dispatch(gpu: Gpu, entryPoint: string, u: Scalar[], b: Bindings, workgroups: number): void {
   gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint }, constants: { WG }, uniforms: u, bindings: ORDER.map((k) => b[k] ?? null) }, workgroups);
@@ -66,7 +67,7 @@ function dispatch(gpu: Gpu, entryPoint: string, u: Scalar[], b: Bindings, workgr
 const elementGroups = (d: BatchNormDims, s: BatchSlice): number => Math.ceil((s.count * d.c * d.hw) / WG);
 
 // x [N, C, H, W] or [N, F]; gamma, beta [C]; runningMean, runningVar [C] (updated in place)
-//   -> y (x's shape), mean [C], invstd [C] (saved for backward)
+//   -> y (x's shape, a different buffer from x), mean [C], invstd [C] (saved for backward)
 export function batchNormForward(
   gpu: Gpu, x: Tensor, gamma: Tensor, beta: Tensor, runningMean: Tensor, runningVar: Tensor,
   y: Tensor, mean: Tensor, invstd: Tensor, params: BatchNormParams,

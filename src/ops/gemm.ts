@@ -7,7 +7,7 @@
 // leading dimensions and offsets in the uniforms); splits along K accumulate with beta = 1.
 import code from '../../shaders/gemm.wgsl?raw';
 import { check, VtError } from '../errors.ts';
-import type { Gpu, Kernel } from '../gpu/runtime.ts';
+import type { Constants, Gpu, Kernel } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { gemmConfig } from '../gpu/tune.ts';
 
@@ -89,7 +89,7 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     const entry = cfg.entry === 'blocked4' && !vec4 ? 'blocked' : cfg.entry;
     const c = cfg.constants;
     const groups: [number, number] = entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / ((entry === 'blocked4' ? 8 : c.TN!) * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
-    const constants = entry === 'blocked4' ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
+    const constants: Constants = entry === 'blocked4' ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
     return { kernel: { ...KERNEL, entryPoint: entry } as Kernel, constants, groups };
   };
 

@@ -26,19 +26,18 @@ export function lrnDims(shape: readonly number[], params: LrnParams, what = 'lrn
 const KERNEL: Kernel = { name: 'lrn', code };
 const WG = 256;
 
-function run(gpu: Gpu, entryPoint: 'forward' | 'backward', x: Tensor, dy: Tensor | null, out: Tensor, params: LrnParams, what: string): void {
+/** `bindings`: x, dy, out, y in the shader's order (null where the entry point has none). */
+function run(gpu: Gpu, entryPoint: 'forward' | 'backward', bindings: readonly (Tensor | null)[], params: LrnParams, what: string): void {
+  const x = bindings[0]!;
   const d = lrnDims(x.shape, params, what);
-  for (const [name, t] of [['dy', dy], ['out', out]] as const) {
-    check(!t || t.size === x.size, what, () => `${name} ${shapeStr(t!.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
-  }
-  for (const s of batchSlices(gpu, dy ? [x, dy, out] : [x, out], what)) {
-    const [vx, vdy, vout] = dy ? s.views : [s.views[0]!, null, s.views[1]!];
+  for (const t of bindings) check(!t || t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t!.shape)}`);
+  for (const s of batchSlices(gpu, bindings, what)) {
     gpu.dispatch1d(
       {
         kernel: { ...KERNEL, entryPoint },
         constants: { WG },
         uniforms: [['u32', s.count], ['u32', d.c], ['u32', d.hw], ['u32', s.skips[0]!], ['u32', params.size], ['f32', params.alpha], ['f32', params.beta], ['f32', params.k]],
-        bindings: [vx!, vdy ?? null, vout!],
+        bindings: s.views,
       },
       Math.ceil((s.count * d.c * d.hw) / WG),
     );
@@ -47,10 +46,10 @@ function run(gpu: Gpu, entryPoint: 'forward' | 'backward', x: Tensor, dy: Tensor
 
 // x [N, C, H, W] -> y [N, C, H, W]
 export function lrnForward(gpu: Gpu, x: Tensor, y: Tensor, params: LrnParams): void {
-  run(gpu, 'forward', x, null, y, params, 'lrn.forward');
+  run(gpu, 'forward', [x, null, y, null], params, 'lrn.forward');
 }
 
-// x (the forward input), dy [N, C, H, W] -> dx [N, C, H, W] (written, not added)
-export function lrnBackward(gpu: Gpu, x: Tensor, dy: Tensor, dx: Tensor, params: LrnParams): void {
-  run(gpu, 'backward', x, dy, dx, params, 'lrn.backward');
+// x (forward's input), y (forward's output), dy [N, C, H, W] -> dx [N, C, H, W] (written, not added)
+export function lrnBackward(gpu: Gpu, x: Tensor, y: Tensor, dy: Tensor, dx: Tensor, params: LrnParams): void {
+  run(gpu, 'backward', [x, dy, dx, y], params, 'lrn.backward');
 }

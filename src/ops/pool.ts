@@ -64,17 +64,18 @@ export function globalPoolParams(xShape: readonly number[]): Pool2dParams {
 /**
  * Samples [n0, n0 + count) of tensors that all have the batch as dim 0. Each view starts at
  * the aligned element at or before the slice's first sample; `skips[k]` elements of view k
- * precede that sample (kernels add it to their indices).
+ * precede that sample (kernels add it to their indices). Null tensors stay null (skip 0), so
+ * a kernel's binding list can be sliced as it is.
  */
-export interface BatchSlice { n0: number; count: number; views: Tensor[]; skips: number[] }
+export interface BatchSlice { n0: number; count: number; views: (Tensor | null)[]; skips: number[] }
 
 /**
  * Splits the batch so each tensor's slice fits one storage binding (gpu.maxBindingBytes).
  * One slice when everything fits; a 'too-large' VtError when one sample does not.
  */
-export function batchSlices(gpu: Gpu, tensors: readonly Tensor[], what: string): BatchSlice[] {
-  const n = tensors[0]!.shape[0]!;
-  const per = tensors.map((t) => t.size / n);
+export function batchSlices(gpu: Gpu, tensors: readonly (Tensor | null)[], what: string): BatchSlice[] {
+  const n = tensors.find((t) => t !== null)!.shape[0]!;
+  const per = tensors.map((t) => (t ? t.size / n : 0));
   const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
   const maxElems = Math.floor(gpu.maxBindingBytes / 4);
   const biggest = Math.max(1, ...per);
@@ -87,11 +88,10 @@ export function batchSlices(gpu: Gpu, tensors: readonly Tensor[], what: string):
   for (let n0 = 0; n0 < n; n0 += step) {
     const count = Math.min(step, n - n0);
     const firsts = per.map((e) => n0 * e);
-    const starts = firsts.map((f) => f - (f % align));
+    const skips = firsts.map((f) => f % align);
     out.push({
-      n0, count,
-      views: tensors.map((t, k) => gpu.view(t, starts[k]!, [firsts[k]! + count * per[k]! - starts[k]!])),
-      skips: firsts.map((f, k) => f - starts[k]!),
+      n0, count, skips,
+      views: tensors.map((t, k) => (t ? gpu.view(t, firsts[k]! - skips[k]!, [skips[k]! + count * per[k]!]) : null)),
     });
   }
   return out;
@@ -126,18 +126,16 @@ function checkMax(xShape: readonly number[], out: Tensor, argmax: Tensor, params
  * argOut, argIn, dy; null where the entry point has none.
  */
 function run(gpu: Gpu, entry: Entry, g: PoolGeometry, bindings: readonly (Tensor | null)[], what: string): void {
-  const present = bindings.filter((t): t is Tensor => t !== null);
   const forward = entry.endsWith('Forward');
-  // The [N, C, H, W] tensor (x or dx) and an [N, C, OH, OW] one (y or dy) give the two offsets.
-  const [xSide, ySide] = forward ? [bindings[0]!, bindings[1]!] : [bindings[1]!, bindings[4]!];
-  for (const s of batchSlices(gpu, present, what)) {
-    const k = (t: Tensor): number => present.indexOf(t);
+  // Offsets from the [N, C, H, W] tensor (x or dx) and an [N, C, OH, OW] one (y or dy).
+  const [xk, yk] = forward ? [0, 1] : [1, 4];
+  for (const s of batchSlices(gpu, bindings, what)) {
     gpu.dispatch1d(
       {
         kernel: { ...KERNEL, entryPoint: entry },
         constants: { WG },
-        uniforms: uniforms(g, s.count * g.c, s.skips[k(xSide)]!, s.skips[k(ySide)]!),
-        bindings: bindings.map((t) => (t ? s.views[k(t)]! : null)),
+        uniforms: uniforms(g, s.count * g.c, s.skips[xk]!, s.skips[yk]!),
+        bindings: s.views,
       },
       Math.ceil((s.count * g.c * (forward ? g.oh * g.ow : g.h * g.w)) / WG),
     );

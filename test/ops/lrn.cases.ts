@@ -16,7 +16,7 @@ async function check(gpu: Gpu, shape: number[], p: LrnParams, scale = 1): Promis
   const x = uniformF32(rng, size, -scale, scale), dy = uniformF32(rng, size);
   const tx = gpu.upload(x, shape), tdy = gpu.upload(dy, shape), ty = gpu.empty(shape), tdx = gpu.empty(shape);
   lrnForward(gpu, tx, ty, p);
-  lrnBackward(gpu, tx, tdy, tdx, p);
+  lrnBackward(gpu, tx, ty, tdy, tdx, p);
   const xd = Float64Array.from(x);
   assertClose(await gpu.readF32(ty), ref.lrnForward(xd, shape, p), FWD, 'lrn y');
   assertClose(await gpu.readF32(tdx), ref.lrnBackward(xd, Float64Array.from(dy), shape, p), GRAD, 'lrn dx');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Pool2dParams } from '../../src/ops/pool.ts';
+import { pool2dShape, type Pool2dParams } from '../../src/ops/pool.ts';
 import * as ref from '../../src/ref/pool.ts';
 import { makeRng } from '../../src/rng.ts';
 import { gradCheck } from '../helpers/gradcheck.ts';
@@ -62,5 +62,12 @@ describe('pool reference', () => {
     const x = Float64Array.from([1, 2, 3, 4]);
     // 2x2 plane, 3x3 windows, stride 1, pad 1: every window covers the whole plane.
     expect(Array.from(ref.avgPoolForward(x, [1, 1, 2, 2], { kernel: 3, stride: 1, pad: 1 }))).toEqual([2.5, 2.5, 2.5, 2.5]);
+  });
+  it('shape function: floor mode, and clear errors for impossible params', () => {
+    expect(pool2dShape([2, 96, 55, 55], { kernel: 3, stride: 2, pad: 0 })).toEqual([2, 96, 27, 27]);
+    expect(pool2dShape([1, 64, 112, 112], { kernel: 3, stride: 2, pad: 1 })).toEqual([1, 64, 56, 56]);
+    expect(() => pool2dShape([1, 1, 4, 4], { kernel: 2, stride: 1, pad: 2 })).toThrow(/pad must be integers in \[0, kernel\)/);
+    expect(() => pool2dShape([1, 1, 2, 2], { kernel: 5, stride: 1, pad: 1 })).toThrow(/larger than the padded input/);
+    expect(() => pool2dShape([4, 4], { kernel: 2, stride: 2, pad: 0 })).toThrow(/x must be \[N, C, H, W\]/);
   });
 });

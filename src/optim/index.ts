@@ -1,0 +1,7 @@
+// Optimisers over the flat parameter buffers: LARS (You, Gitman, Ginsburg 2017) and SGD with
+// momentum, their schedules and the job config.
+export { parseOptimizerConfig, OPTIMIZER_DEFAULTS } from './config.ts';
+export { OptimError, type OptimErrorKind } from './errors.ts';
+export { createOptimizer } from './optimizer.ts';
+export { learningRate } from './schedule.ts';
+export type { NamedTensor, Optimizer, OptimizerConfig, OptimizerKind, ParamSegment, ScheduleConfig, ScheduleKind, StepArgs } from './types.ts';

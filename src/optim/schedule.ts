@@ -1,0 +1,30 @@
+// Learning-rate schedules as pure functions of the 0-based step index t. The trainer calls
+// them on the CPU and passes the rate to the update kernel as a uniform (no readback).
+//
+//   warm-up, t < W:      gamma_t = gamma_0 * (s + (1 - s) * t / W)       s = warmupStartFactor
+//   'poly',  W <= t < T: gamma_t = gamma_0 * (1 - (t - W) / (T - W))^power
+//   'constant':          gamma_t = gamma_0
+//   'step':              gamma_t = gamma_0 * stepFactor^(number of milestones <= t)
+//   t >= T:              gamma_t = 0 (the run is over)
+//
+// 'poly' decays over the steps after warm-up so the rate is continuous at t = W (gamma_0)
+// and reaches 0 at T; with W = 0 it is exactly You, Gitman, Ginsburg 2017's
+// gamma_0 (1 - t/T)^2. With s = 0 the first step's rate is 0 (it only starts the momentum
+// at zero); set warmupStartFactor to e.g. 1 / W to make it count.
+import { OptimError } from './errors.ts';
+import type { ScheduleConfig } from './types.ts';
+
+export function learningRate(cfg: ScheduleConfig, t: number): number {
+  if (!Number.isInteger(t) || t < 0) throw new OptimError('bad-input', `step index t must be an integer >= 0, got ${t}`);
+  const { lr, warmupSteps: W, totalSteps: T } = cfg;
+  if (t >= T) return 0;
+  if (t < W) return lr * (cfg.warmupStartFactor + (1 - cfg.warmupStartFactor) * (t / W));
+  switch (cfg.schedule) {
+    case 'poly':
+      return lr * Math.pow(1 - (t - W) / (T - W), cfg.power);
+    case 'constant':
+      return lr;
+    case 'step':
+      return lr * Math.pow(cfg.stepFactor, cfg.stepMilestones.filter((m) => m <= t).length);
+  }
+}

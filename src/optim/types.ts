@@ -1,0 +1,88 @@
+// The optimiser's view of a model: one flat f32 parameter buffer W, one flat gradient buffer G
+// (the SUM over the global batch, already summed over peers) and one flat momentum buffer V,
+// all with the same layout. Each parameter tensor is a segment of them.
+import type { Tensor } from '../gpu/tensor.ts';
+
+/**
+ * One parameter tensor of the flat buffers. src/nn/layout.ts's ParamTensor has these fields,
+ * so `layout.params` can be passed as it is. Offsets should be 64-float aligned (the layout
+ * does that); the optimiser only needs segments to be disjoint and inside the buffers.
+ */
+export interface ParamSegment {
+  name: string;
+  /** Element offset into the flat buffers. */
+  offset: number;
+  /** Element count. */
+  length: number;
+  /** LARS adapts this tensor's rate; otherwise its trust ratio lambda is 1. */
+  adapt: boolean;
+  /** Weight decay applies to this tensor; otherwise beta is 0 for it. */
+  decay: boolean;
+}
+
+export type OptimizerKind = 'lars' | 'sgd';
+export type ScheduleKind = 'poly' | 'constant' | 'step';
+
+/** The learning-rate schedule (pure data; see schedule.ts for the formulas). */
+export interface ScheduleConfig {
+  schedule: ScheduleKind;
+  /** gamma_0: the rate at the end of warm-up. */
+  lr: number;
+  /** W: linear warm-up steps (0: none). */
+  warmupSteps: number;
+  /** The warm-up starts at lr * warmupStartFactor (0 by default). */
+  warmupStartFactor: number;
+  /** T: 'poly' reaches 0 at step T; every schedule gives 0 from T on. */
+  totalSteps: number;
+  /** 'poly' exponent (2 in You, Gitman, Ginsburg 2017). */
+  power: number;
+  /** 'step': the rate is multiplied by stepFactor at each of these steps (increasing, > W). */
+  stepMilestones: number[];
+  stepFactor: number;
+}
+
+/** What a job config carries (validated by parseOptimizerConfig). */
+export interface OptimizerConfig extends ScheduleConfig {
+  kind: OptimizerKind;
+  /** m. */
+  momentum: number;
+  /** beta (LARS) / wd (SGD), applied to segments with decay = true. */
+  weightDecay: number;
+  /** LARS trust coefficient eta (unused by SGD). */
+  eta: number;
+  /** SGD only: Nesterov momentum. */
+  nesterov: boolean;
+}
+
+export interface StepArgs {
+  /** Parameters, updated in place. */
+  w: Tensor;
+  /** Gradient SUM over the global batch (not modified). */
+  g: Tensor;
+  /** 0-based step index: selects the scheduled rate. */
+  t: number;
+  /** Multiplies G inside the kernel (1 / global batch size), so g = G * gradScale. */
+  gradScale: number;
+}
+
+export interface NamedTensor {
+  name: string;
+  tensor: Tensor;
+}
+
+/**
+ * An optimiser over one layout. It owns its state (the momentum buffer V, zero at creation)
+ * and its small tables; `step` only records GPU work (no readback), so it fits in the same
+ * batch as the backward pass. Every peer that runs the same steps on the same inputs on the
+ * same kind of device gets bit-identical weights (fixed order, no atomics).
+ */
+export interface Optimizer {
+  readonly config: OptimizerConfig;
+  /** For checkpoints: [{ name: 'momentum', tensor: V }], V with the parameter layout. */
+  readonly stateTensors: readonly NamedTensor[];
+  /** The scheduled global rate for step t (computed on the CPU, passed as a uniform). */
+  rate(t: number): number;
+  step(args: StepArgs): void;
+  /** Returns the state and tables to the GPU pool. The optimiser is unusable afterwards. */
+  destroy(): void;
+}

@@ -1,0 +1,4 @@
+import { describeSuite } from './node-runner.ts';
+import { suite } from './optim.cases.ts';
+
+describeSuite(suite);
