@@ -25,8 +25,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> dy: array<f32>;
+@group(0) @binding(1) var<storage, read> dy: array<f32>;   // the GEMM's A operand first, as in conv2d.wgsl
+@group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dw: array<f32>;
 @group(0) @binding(4) var<storage, read> partial: array<f32>;
 

@@ -19,15 +19,16 @@ struct Params {
   cout: u32, oh: u32, ow: u32,
   kh: u32, kw: u32, sh: u32, sw: u32, ph: u32, pw: u32,
   mBlocks: u32, nBlocks: u32,
+  splits: u32, rowsPerSplit: u32,         // unused here: the layout is shared by all conv kernels
+  beta: f32,
   // The phase: first input row/col, rows/cols in it, first tap, tap counts, dy offsets.
   iy0: u32, ix0: u32, hp: u32, wp: u32,
   ry: u32, rx: u32, th: u32, tw: u32, ch: u32, cw: u32,
-  beta: f32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> dy: array<f32>;
-@group(0) @binding(2) var<storage, read> wt: array<f32>;
+@group(0) @binding(1) var<storage, read> wt: array<f32>;   // the GEMM's A operand first, as in conv2d.wgsl
+@group(0) @binding(2) var<storage, read> dy: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dx: array<f32>;
 
 @compute @workgroup_size(WG)

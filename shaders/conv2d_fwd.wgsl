@@ -7,6 +7,8 @@
 // invocations are SIMD lanes and barriers cost more than the loads they save (RECIPES.md).
 // The bounds test for padding is computed once per (ky, kx) and reused over all Cin.
 // Sum order is fixed (ky, kx, ci): the same inputs always give bitwise the same output.
+// Loop iterations per invocation, about KH*KW*Cin, must stay under llvmpipe's 65535 per
+// invocation (the host checks; see LOOP_BUDGET in src/ops/conv2d.ts).
 // Invocation -> (channel block, position block) with positions fastest, so neighbouring
 // lanes read neighbouring pixels and share weights. Folded 1D dispatch: flat id = wid.x + wid.y * nwg.x.
 
@@ -25,8 +27,8 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> wt: array<f32>;
+@group(0) @binding(1) var<storage, read> wt: array<f32>;   // the GEMM's A operand first, as in conv2d.wgsl
+@group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 @compute @workgroup_size(WG)

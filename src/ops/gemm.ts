@@ -50,10 +50,19 @@ function ranges(n: number, max: number): [number, number][] {
 }
 
 /**
- * Splits a GEMM so every operand's bound rows fit in `maxElems` (one storage binding):
- * A's bound range is rows m (or k with transA) of its row length, and likewise for B and C.
+ * The longest K one dispatch may reduce. llvmpipe silently ends a shader invocation after
+ * 65,535 loop iterations (all loops summed) and returns a partial sum, with no error; the
+ * scalar kernel loops K times. Longer reductions are split into K-chunks that accumulate
+ * (beta = 1) in a fixed order, on every adapter, so results do not depend on the device.
  */
-export function planSplits(d: GemmDims, p: GemmParams, maxElems: number): SubGemm[] {
+export const MAX_K = 16384;
+
+/**
+ * Splits a GEMM so every operand's bound rows fit in `maxElems` (one storage binding):
+ * A's bound range is rows m (or k with transA) of its row length, and likewise for B and C;
+ * and so no chunk reduces more than `maxK` (a multiple of 4, keeping vec4 alignment).
+ */
+export function planSplits(d: GemmDims, p: GemmParams, maxElems: number, maxK = MAX_K): SubGemm[] {
   const { M, N, K } = d;
   // Rows of the stored matrix each split dimension contributes, times the row length.
   let mMax = Math.floor(maxElems / N);
@@ -63,6 +72,8 @@ export function planSplits(d: GemmDims, p: GemmParams, maxElems: number): SubGem
   let kMax = K;
   if (p.transA) kMax = Math.min(kMax, Math.floor(maxElems / M));
   if (!p.transB) kMax = Math.min(kMax, Math.floor(maxElems / N));
+  kMax = Math.min(kMax, maxK);
+  if (kMax < K && kMax > 4) kMax -= kMax % 4;
   if (mMax < 1 || nMax < 1 || kMax < 1) {
     throw new VtError('too-large', `gemm ${M}x${N}x${K}: a single row is larger than one storage binding (${maxElems} floats)`);
   }
@@ -93,7 +104,7 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     return { kernel: { ...KERNEL, entryPoint: entry } as Kernel, constants, groups };
   };
 
-  if (batch > 1 || Math.max(a.size, b.size, c.size) <= maxElems) {
+  if (K <= MAX_K && Math.max(a.size, b.size, c.size) <= maxElems) {
     const { kernel, constants, groups: [gx, gy] } = variant(M, N, K, 0, 0);
     gpu.dispatch({
       kernel, constants, bindings: [a, b, c],
@@ -102,13 +113,16 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     });
     return;
   }
-  // Leave room for the alignment slack of each view.
-  for (const s of planSplits(d, p, maxElems - align)) {
-    const aStart = p.transA ? s.k0 * lda + s.m0 : s.m0 * lda + s.k0;
-    const aEnd = p.transA ? (s.k1 - 1) * lda + s.m1 : (s.m1 - 1) * lda + s.k1;
-    const bStart = p.transB ? s.n0 * ldb + s.k0 : s.k0 * ldb + s.n0;
-    const bEnd = p.transB ? (s.n1 - 1) * ldb + s.k1 : (s.k1 - 1) * ldb + s.n1;
-    const cStart = s.m0 * ldc + s.n0, cEnd = (s.m1 - 1) * ldc + s.n1;
+  // Leave room for the alignment slack of each view. Batched GEMMs that need splitting run
+  // item by item (each item's operands start at its batch offset).
+  const plan = planSplits(d, p, maxElems - align);
+  for (let item = 0; item < batch; item++) for (const s of plan) {
+    const [ba, bb, bc] = [item * M * K, item * K * N, item * M * N];
+    const aStart = ba + (p.transA ? s.k0 * lda + s.m0 : s.m0 * lda + s.k0);
+    const aEnd = ba + (p.transA ? (s.k1 - 1) * lda + s.m1 : (s.m1 - 1) * lda + s.k1);
+    const bStart = bb + (p.transB ? s.n0 * ldb + s.k0 : s.k0 * ldb + s.n0);
+    const bEnd = bb + (p.transB ? (s.n1 - 1) * ldb + s.k1 : (s.k1 - 1) * ldb + s.n1);
+    const cStart = bc + s.m0 * ldc + s.n0, cEnd = bc + (s.m1 - 1) * ldc + s.n1;
     const va = alignedView(gpu, a, aStart, aEnd, align);
     const vb = alignedView(gpu, b, bStart, bEnd, align);
     const vc = alignedView(gpu, c, cStart, cEnd, align);

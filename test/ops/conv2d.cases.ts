@@ -1,4 +1,4 @@
-import { batchChunks, conv2dBackwardFilter, conv2dBackwardInput, conv2dForward, conv2dShape, normalizeConv2d, type Conv2dParams } from '../../src/ops/conv2d.ts';
+import { conv2dBatchChunks, conv2dBackwardFilter, conv2dBackwardInput, conv2dForward, conv2dShape, normalizeConv2d, type Conv2dParams } from '../../src/ops/conv2d.ts';
 import * as ref from '../../src/ref/conv2d.ts';
 import { VtError } from '../../src/errors.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
@@ -100,39 +100,74 @@ const shapeCases: OpCase[] = shapes.map(([name, g], i) => ({
 
 const small: Geometry = { x: [2, 5, 9, 7], w: [6, 5, 3, 3], p: { stride: 2, pad: 1 } };
 
+/** dx += ..., dw += ... on top of random contents. */
+async function checkAccumulate(gpu: Gpu): Promise<void> {
+  const rng = makeRng(3);
+  const pr = upload(gpu, small, rng);
+  const dx0 = uniformF32(rng, prod(small.x)), dw0 = uniformF32(rng, prod(small.w));
+  const dx = gpu.upload(dx0, small.x), dw = gpu.upload(dw0, small.w);
+  conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, small.p, { accumulate: true });
+  conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, small.p, { accumulate: true });
+  const [, edx, edw] = expected(small, pr);
+  assertClose(await gpu.readF32(dx), edx.map((v, i) => v + dx0[i]!), GRAD, 'dx += ...');
+  assertClose(await gpu.readF32(dw), edw.map((v, i) => v + dw0[i]!), GRAD, 'dw += ...');
+  gpu.release(pr.tx, pr.tw, pr.tdy, dx, dw);
+}
+
+const BLOCKED = ['conv2d_fwd', 'conv2d_bwd_input', 'conv2d_bwd_filter'];
+
+/** Runs f with gpu.tuning entries set (which also selects the variant), then removes them. */
+async function withTuning(gpu: Gpu, entries: [string, Record<string, number>][], f: () => Promise<void>): Promise<void> {
+  for (const [k, v] of entries) gpu.tuning.set(k, v);
+  try {
+    await f();
+  } finally {
+    for (const [k] of entries) gpu.tuning.delete(k);
+  }
+}
+
+// The shapes the tiled variant is also checked on (indices into `shapes`): odd sizes, every
+// stride phase pattern, channel counts off the tile, the long split reduction, a real layer.
+const tiledShapes = ['batch 1', '1x1 s2', '7x7', '11x11', 'asymmetric', 'Cout 37', 'stride 3', 'long filter', 'ResNet 3x3 s2'];
+
+/** The shape whose name starts with `prefix`. */
+function shape(prefix: string): Geometry {
+  const found = shapes.find(([name]) => name.startsWith(prefix));
+  if (!found) throw new Error(`no test shape named ${prefix}...`);
+  return found[1];
+}
+
 const otherCases: OpCase[] = [
   {
-    name: 'tuned block sizes (BM = 3, WG = 32) give the same results',
-    async run(gpu) {
-      const names = ['conv2d_fwd', 'conv2d_bwd_input', 'conv2d_bwd_filter'];
-      for (const k of names) gpu.tuning.set(k, { BM: 3, WG: 32 });
-      try {
-        await checkAll(gpu, shapes[8]![1], 7);
-        await checkAll(gpu, small, 8);
-      } finally {
-        for (const k of names) gpu.tuning.delete(k);
-      }
-    },
+    name: 'blocked variant (CPU drivers) with tuned BM = 3, WG = 32',
+    run: (gpu) => withTuning(gpu, BLOCKED.map((k) => [k, { BM: 3, WG: 32 }]), async () => {
+      await checkAll(gpu, shape('Cout 37'), 7);
+      await checkAll(gpu, small, 8);
+    }),
+  },
+  {
+    name: 'blocked variant with its default block sizes (whatever the adapter)',
+    run: (gpu) => withTuning(gpu, BLOCKED.map((k) => [k, {}]), () => checkAll(gpu, small, 9)),
+  },
+  ...tiledShapes.map((prefix, i): OpCase => ({
+    name: `tiled variant (GPUs): ${prefix}...`,
+    run: (gpu) => withTuning(gpu, [['conv2d_tiled', {}]], () => checkAll(gpu, shape(prefix), 200 + i)),
+  })),
+  {
+    name: 'tiled variant with a small tile (WGX = 8, WGY = 4, BK = 8) and accumulate',
+    run: (gpu) => withTuning(gpu, [['conv2d_tiled', { WGX: 8, WGY: 4, BK: 8 }]], async () => {
+      await checkAll(gpu, shape('Cout 37'), 10);
+      await checkAccumulate(gpu);
+    }),
   },
   {
     name: 'accumulate adds into dx and dw (micro-batch gradient sums)',
-    async run(gpu) {
-      const rng = makeRng(3);
-      const pr = upload(gpu, small, rng);
-      const dx0 = uniformF32(rng, prod(small.x)), dw0 = uniformF32(rng, prod(small.w));
-      const dx = gpu.upload(dx0, small.x), dw = gpu.upload(dw0, small.w);
-      conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, small.p, { accumulate: true });
-      conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, small.p, { accumulate: true });
-      const [, edx, edw] = expected(small, pr);
-      assertClose(await gpu.readF32(dx), edx.map((v, i) => v + dx0[i]!), GRAD, 'dx += ...');
-      assertClose(await gpu.readF32(dw), edw.map((v, i) => v + dw0[i]!), GRAD, 'dw += ...');
-      gpu.release(pr.tx, pr.tw, pr.tdy, dx, dw);
-    },
+    run: (gpu) => checkAccumulate(gpu),
   },
   {
     name: 'bitwise identical results on repeated runs',
     async run(gpu) {
-      const g = shapes[6]![1];
+      const g = shape('11x11');
       const pr = upload(gpu, g, makeRng(4));
       const a = await runAll(gpu, g, pr), b = await runAll(gpu, g, pr);
       a.forEach((r, k) => {
@@ -162,7 +197,7 @@ const otherCases: OpCase[] = [
     name: 'batch split into binding-sized chunks at aligned sample counts (planning)',
     async run() {
       const limits = { maxStorageBufferBindingSize: 1 << 20, minStorageBufferOffsetAlignment: 256 };
-      const plan = (x: Shape4, w: Shape4) => JSON.stringify(batchChunks(limits, normalizeConv2d(x, w, { stride: 1, pad: 0 }), 'test'));
+      const plan = (x: Shape4, w: Shape4) => JSON.stringify(conv2dBatchChunks(limits, normalizeConv2d(x, w, { stride: 1, pad: 0 }), 'test'));
       // 64 KiB per sample in and out: 16 samples per MiB binding.
       const a = plan([40, 16, 32, 32], [16, 16, 1, 1]);
       if (a !== '[[0,16],[16,16],[32,8]]') throw new Error(`plan ${a}`);
@@ -173,30 +208,41 @@ const otherCases: OpCase[] = [
     },
   },
   {
-    name: 'batch larger than one storage binding (1x1 conv, exact integer data)',
+    name: 'batch larger than one storage binding (1x1 stride 2 conv, exact integer data)',
     async run(gpu) {
       // Only where the binding limit is small enough to exceed cheaply (128 MiB on llvmpipe).
       if (gpu.limits.maxStorageBufferBindingSize > 256 * 2 ** 20) return;
-      const side = 64 * Math.ceil(Math.sqrt((0.4 * gpu.limits.maxStorageBufferBindingSize) / 4) / 64);
-      const g: Geometry = { x: [3, 1, side, side], w: [1, 1, 1, 1], p: { stride: 1, pad: 0 } };
-      if (batchChunks(gpu.limits, normalizeConv2d(g.x, g.w, g.p), 'test').length < 2) throw new Error('the test shape does not need splitting');
+      // Two images of ~0.55 of the limit (side a multiple of 64 keeps samples 256-byte aligned);
+      // stride 2 keeps dy and out small, so little data crosses to and from the GPU.
+      const side = 64 * Math.ceil(Math.sqrt((0.55 * gpu.limits.maxStorageBufferBindingSize) / 4) / 64);
+      const half = side / 2;
+      const g: Geometry = { x: [2, 1, side, side], w: [1, 1, 1, 1], p: { stride: 2, pad: 0 } };
+      const oshape = [2, 1, half, half];
+      if (conv2dBatchChunks(gpu.limits, normalizeConv2d(g.x, g.w, g.p), 'test').length < 2) throw new Error('the test shape does not need splitting');
       // Values in {-1, 0, 1} and w = 2: every product and every partial sum is exact in float32.
       const rng = makeRng(6);
-      const n = prod(g.x);
-      const x = new Float32Array(n).map(() => rng.int(3) - 1), dy = new Float32Array(n).map(() => rng.int(3) - 1);
-      const tx = gpu.upload(x, g.x), tdy = gpu.upload(dy, g.x), tw = gpu.upload(new Float32Array([2]), g.w);
-      const out = gpu.empty(g.x), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
+      const x = new Float32Array(prod(g.x)).map(() => rng.int(3) - 1), dy = new Float32Array(prod(oshape)).map(() => rng.int(3) - 1);
+      const tx = gpu.upload(x, g.x), tdy = gpu.upload(dy, oshape), tw = gpu.upload(new Float32Array([2]), g.w);
+      const out = gpu.empty(oshape), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
       conv2dForward(gpu, tx, tw, out, g.p);
       conv2dBackwardInput(gpu, tdy, tw, dx, g.p);
       conv2dBackwardFilter(gpu, tx, tdy, dw, g.p);
-      const ro = await gpu.readF32(out), rdx = await gpu.readF32(dx), rdw = await gpu.readF32(dw);
-      for (let i = 0; i < n; i++) {
-        if (ro[i] !== 2 * x[i]! || rdx[i] !== 2 * dy[i]!) throw new Error(`element ${i}: out ${ro[i]} (want ${2 * x[i]!}), dx ${rdx[i]} (want ${2 * dy[i]!})`);
-      }
+      const ro = await gpu.readF32(out), rdw = await gpu.readF32(dw);
       let s = 0;
-      for (let i = 0; i < n; i++) s += x[i]! * dy[i]!;
+      for (let o = 0; o < dy.length; o++) {
+        const xi = Math.floor(o / (half * half)) * side * side + 2 * Math.floor((o % (half * half)) / half) * side + 2 * (o % half);
+        if (ro[o] !== 2 * x[xi]!) throw new Error(`out[${o}] = ${ro[o]}, want ${2 * x[xi]!}`);
+        s += x[xi]! * dy[o]!;
+      }
       if (rdw[0] !== s) throw new Error(`dw ${rdw[0]}, want ${s}`);
-      gpu.release(tx, tdy, tw, out, dx, dw);
+      gpu.release(out);
+      const rdx = await gpu.readF32(dx);
+      for (let i = 0; i < x.length; i++) {
+        const y = Math.floor((i % (side * side)) / side), c = i % side;
+        const want = y % 2 === 0 && c % 2 === 0 ? 2 * dy[Math.floor(i / (side * side)) * half * half + (y / 2) * half + c / 2]! : 0;
+        if (rdx[i] !== want) throw new Error(`dx[${i}] = ${rdx[i]}, want ${want}`);
+      }
+      gpu.release(tx, tdy, tw, dx, dw);
     },
   },
 ];

@@ -68,6 +68,15 @@ export const suite: OpSuite = {
     ...cases('blocked 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[2]!)),
     ...cases('blocked 8x4', (g) => setGemmConfig(g, GEMM_CANDIDATES[5]!)),
     ...cases('tiled', (g) => setGemmConfig(g, GEMM_CANDIDATES[GEMM_CANDIDATES.length - 1]!)),
+    ...([
+      { M: 3, N: 8, K: 70_001, transB: true },
+      { M: 5, N: 12, K: 40_000 },
+      { M: 2, N: 8, K: 20_000, batch: 2, beta: 1 },
+    ] as Shape[]).map((s, i): OpCase => ({
+      // llvmpipe silently stops an invocation after 65,535 loop iterations: long K is chunked.
+      name: `long reduction K=${s.K}${s.transB ? ' tB' : ''}${s.batch ? ` b${s.batch}` : ''} is exact past llvmpipe's loop limit`,
+      run: (gpu) => check(gpu, s, 500 + i),
+    })),
     {
       name: 'operands larger than one binding are split (planSplits covers every block once)',
       async run() {
