@@ -7,9 +7,25 @@ import type { Gpu } from '../src/gpu/runtime.ts';
 
 export { tf };
 
+/**
+ * TF.js registers gradients in a separate ESM module whose extension-less imports plain Node
+ * cannot resolve; esbuild (already installed with vite) bundles it once into .cache. The
+ * registries are process-global, so the bundle's registrations serve the main tfjs-core.
+ */
+async function registerGradients(): Promise<void> {
+  const { build } = await import('esbuild');
+  const { createRequire } = await import('node:module');
+  const { pathToFileURL } = await import('node:url');
+  const entry = createRequire(import.meta.url).resolve('@tensorflow/tfjs-core/dist/register_all_gradients.js');
+  const outfile = '.cache/bench/tfjs-gradients.mjs';
+  await build({ entryPoints: [entry], bundle: true, format: 'esm', platform: 'node', outfile, logLevel: 'error' });
+  await import(pathToFileURL(outfile).href);
+}
+
 export async function tfjsOnDevice(gpu: Gpu): Promise<{ backend: WebGPUBackend; sync(): Promise<void> }> {
   const nav = (globalThis as { navigator?: { gpu?: unknown } }).navigator;
   if (!nav?.gpu) Object.defineProperty(globalThis, 'navigator', { value: { gpu: {}, userAgent: 'node' }, configurable: true });
+  await registerGradients();
   const info = { vendor: '', architecture: '' } as unknown as GPUAdapterInfo;
   const backend = new WebGPUBackend(gpu.device, info);
   tf.registerBackend('webgpu', () => backend);

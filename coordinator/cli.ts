@@ -1,0 +1,25 @@
+// Command line of the coordinator: `start` (the main job), `build-shards` / `ensure` (data).
+import { ArgError } from './args.ts';
+import { main as dataMain } from './data/cli.ts';
+import { TRAIN_USAGE, trainLocalMain } from './train-local.ts';
+
+const USAGE = `usage: coordinator/cli.ts start [options] | build-shards ... | ensure NAME\n${TRAIN_USAGE}`;
+
+async function main(argv: string[]): Promise<void> {
+  const [cmd, ...rest] = argv;
+  if (cmd === 'start') return trainLocalMain(rest);
+  if (cmd === 'build-shards' || cmd === 'ensure') {
+    await dataMain(argv);
+    return;
+  }
+  throw new ArgError(`unknown command "${cmd ?? ''}"\n${USAGE}`);
+}
+
+main(process.argv.slice(2)).then(
+  () => process.exit(0),
+  (e: unknown) => {
+    const err = e instanceof Error ? e : new Error(String(e));
+    process.stderr.write(`\n${err.name === 'ArgError' || err.name === 'VtError' || err.name === 'DataError' ? err.message : err.stack ?? err.message}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,35 @@
+// One training step on one peer, as GPU work recorded without readback:
+//   zero G; forward (training mode); loss with dlogits = softmax - onehot (a SUM over the
+//   samples: slices from many peers add up); backward ADDING into G; then (after an
+//   all-reduce in the distributed case) the optimiser with gradScale = 1 / global batch.
+import type { Gpu } from '../gpu/runtime.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import type { Model } from '../nn/model.ts';
+import type { Optimizer } from '../optim/types.ts';
+
+export interface HostBatch { x: Float32Array; labels: Int32Array; shape: readonly [number, number, number, number] }
+
+/** Uploads a batch into a tensor (reused across steps of the same shape) and the model's labels. */
+export function uploadBatch(gpu: Gpu, model: Model, batch: HostBatch, reuse: Tensor | null): Tensor {
+  const n = batch.shape[0];
+  const sameShape = reuse && reuse.shape.every((d, i) => d === batch.shape[i]);
+  const x = sameShape ? reuse : gpu.empty(batch.shape, 'f32', 'batch.x');
+  if (reuse && !sameShape) gpu.release(reuse);
+  gpu.write(x, batch.x);
+  gpu.write(model.labelsTensor(n), batch.labels);
+  return x;
+}
+
+/** Records forward + loss + backward; returns the tensor holding this slice's summed loss. */
+export function recordGradients(model: Model, x: Tensor, stepSeed: number): Tensor {
+  model.zeroGrads();
+  model.forward(x, { train: true, seed: stepSeed });
+  const total = model.loss(1);
+  model.backward();
+  return total;
+}
+
+/** Records the optimiser step for step t of a global batch of `globalBatch` samples. */
+export function recordUpdate(model: Model, opt: Optimizer, t: number, globalBatch: number): void {
+  opt.step({ w: model.params, g: model.grads, t, gradScale: 1 / globalBatch });
+}
