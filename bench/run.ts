@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const name = process.argv[2];
 const available = readdirSync(here)
-  .filter((f) => f.endsWith('.ts') && !['run.ts', 'plot.ts'].includes(f) && !f.startsWith('_'))
+  // Benchmarks are bench/NAME.ts with a one-word name; helper modules have a '-' or are listed here.
+  .filter((f) => f.endsWith('.ts') && !['run.ts', 'plot.ts', 'timing.ts'].includes(f) && !f.startsWith('_') && !f.includes('-'))
   .map((f) => f.slice(0, -3));
 if (!name || !existsSync(join(here, `${name}.ts`)) || !available.includes(name)) {
   console.error(`usage: npm run bench -- NAME   (available: ${available.join(', ')})`);
