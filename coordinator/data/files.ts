@@ -1,0 +1,64 @@
+// Atomic file and folder writes: write a temporary name, then rename. A reader never sees a
+// half-written shard or manifest under its final name.
+
+import { randomBytes } from 'node:crypto';
+import { readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+
+export const tmpSuffix = (): string => `.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Removes `<path>.partial-<pid>-*` left beside `path` by builds whose process has died. */
+export async function removeStalePartials(path: string): Promise<string[]> {
+  const dir = dirname(path);
+  if (!(await exists(dir))) return [];
+  const prefix = `${basename(path)}.partial-`;
+  const removed: string[] = [];
+  for (const name of await readdir(dir)) {
+    if (!name.startsWith(prefix)) continue;
+    const pid = Number(name.slice(prefix.length).split('-')[0]);
+    if (Number.isInteger(pid) && pid !== process.pid && !alive(pid)) {
+      await rm(join(dir, name), { recursive: true, force: true });
+      removed.push(name);
+    }
+  }
+  return removed;
+}
+
+export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+  const tmp = path + tmpSuffix();
+  try {
+    await writeFile(tmp, data);
+    await rename(tmp, path);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
+}
+
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw e;
+  }
+}
+
+/** Moves the finished folder `tmp` to `dir`, replacing an older `dir` (old one removed after). */
+export async function replaceDir(tmp: string, dir: string): Promise<void> {
+  const old = dir + tmpSuffix();
+  const hadOld = await exists(dir);
+  if (hadOld) await rename(dir, old);
+  await rename(tmp, dir);
+  if (hadOld) await rm(old, { recursive: true, force: true });
+}
