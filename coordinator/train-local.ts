@@ -28,6 +28,10 @@ export const TRAIN_USAGE = `usage: npm start -- [options]
   --seed N                    (default 1)      --cache DIR (default .cache/data)`;
 
 export async function trainLocalMain(argv: readonly string[]): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${TRAIN_USAGE}\n`);
+    return;
+  }
   const a = new Args(argv);
   const dataset = a.oneOf<DatasetName>('dataset', ['cifar10', 'mnist'], 'cifar10');
   const modelName = a.oneOf<ModelName>('model', MODEL_NAMES, 'small-cnn');
