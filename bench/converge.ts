@@ -51,7 +51,7 @@ async function run(gpu: Gpu, p: Profile, manifest: Manifest, name: string, batch
   const steps = spe * p.epochs;
   const spec = p.model(manifest);
   const model = new Model(gpu, spec, { seed: 7 });
-  const opt = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.round(warmupEpochs * spe), momentum: 0.9, weightDecay: 5e-4 }), model.layout.params, model.layout.paramFloats);
+  const opt = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(Math.round(warmupEpochs * spe), steps - 1), momentum: 0.9, weightDecay: 5e-4 }), model.layout.params, model.layout.paramFloats);
   const source = fileShardSource(join(DEFAULT_CACHE_DIR, p.dataset));
   const train = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'train', augment: defaultAugment(manifest, 'train'), seed: 3 });
   const evalLoader = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'val', augment: defaultAugment(manifest, 'val'), seed: 3 });
@@ -71,7 +71,13 @@ async function run(gpu: Gpu, p: Profile, manifest: Manifest, name: string, batch
 }
 
 export async function main(args: string[]): Promise<void> {
-  const p = args.includes('--full') ? FULL : QUICK;
+  const opt = (name: string): number | undefined => {
+    const a = args.find((x) => x.startsWith(`--${name}=`));
+    return a === undefined ? undefined : Number(a.slice(name.length + 3));
+  };
+  const base = args.includes('--full') ? FULL : QUICK;
+  // Overrides for exploring: --epochs=N --small-lr=X --lars-lr=X --train=N
+  const p: Profile = { ...base, epochs: opt('epochs') ?? base.epochs, smallLr: opt('small-lr') ?? base.smallLr, larsLr: opt('lars-lr') ?? base.larsLr, trainSamples: opt('train') ?? base.trainSamples };
   const manifest = await ensureDataset(p.dataset);
   const gpu = await getDevice();
   await autotuneGemm(gpu);

@@ -5,11 +5,13 @@
 // The summation tree has depth about ITEMS + log2(WG) + ceil(chunks / WG) + log2(WG), so the
 // rounding error grows with that depth, not with the length as a running sum's would.
 //
-// Segmented mode (LARS: per-tensor norms inside one flat buffer):
-//   segPrefix:   prefix[s] = total chunks of segments before s (one thread; S is small)
-//   segPartials: workgroup w finds its segment by binary search in prefix
-//   segFinish:   out[s] = sum of that segment's partials; 0 for an empty segment; NaN for
-//                a segment outside x or beyond the partials capacity (overlapping segments)
+// Segmented mode (LARS: per-tensor norms inside one flat buffer), tables from segmentTable:
+//   segPartials: one dispatch per binding window (x is a view of the window); workgroup w
+//                computes partial pbase + w, finding its piece by binary search in the
+//                window's pieces; a piece never straddles a chunk, so chunks of a segment
+//                split over windows are the same as unsplit
+//   segFinish:   out[s] = sum of segment s's partials (consecutive); 0 for an empty segment;
+//                NaN for a segment outside x
 // Whole-tensor mode: wholePartials per binding range (partials from pbase), wholeFinish.
 // WG must be a power of two.
 
@@ -18,20 +20,21 @@ override ITEMS: u32 = 16;
 override CH: u32 = WG * ITEMS;
 
 struct Params {
-  n: u32,     // elements in x
-  s: u32,     // segments (segmented) / partials to sum (wholeFinish)
-  cap: u32,   // partials capacity = workgroups dispatched for segPartials
+  n: u32,     // elements in x (this binding)
+  s: u32,     // pieces in this window (segPartials) / segments (segFinish) / partials (wholeFinish)
+  cap: u32,   // segPartials: partials of this window = workgroups with work
   sq: u32,    // 1: sum of squares, 0: plain sum
-  pbase: u32, // wholePartials: index of this range's first partial
+  pbase: u32, // index of this dispatch's first partial
+  first: u32, // segPartials: index of this window's first piece
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> segs: array<u32>;          // [offset, length] pairs
+// segPartials: pieces (offset in x, length, first partial, 0);
+// segFinish: segments (first partial, partial count, 1 if inside x, 0).
+@group(0) @binding(1) var<storage, read> table: array<vec4u>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read_write> prefixOut: array<u32>; // segPrefix writes S + 1
-@group(0) @binding(4) var<storage, read> prefix: array<u32>;          // the same buffer, read
-@group(0) @binding(5) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
 
 var<workgroup> red: array<f32, WG>;
 var<private> NAN_BITS: u32 = 0x7fc00000u; // loaded at run time: a NaN constant is an error
@@ -66,57 +69,31 @@ fn partialSum(lid: u32, start: u32, count: u32) -> f32 {
   return treeSum(lid, s);
 }
 
-fn segmentInRange(s: u32) -> bool {
-  let off = segs[2u * s];
-  let len = segs[2u * s + 1u];
-  return len <= p.n && off <= p.n - len; // written so it cannot overflow
-}
-
-@compute @workgroup_size(1)
-fn segPrefix() {
-  var acc = 0u;
-  for (var s = 0u; s < p.s; s++) {
-    prefixOut[s] = acc;
-    if (segmentInRange(s)) { acc += (segs[2u * s + 1u] + CH - 1u) / CH; }
-  }
-  prefixOut[p.s] = acc;
-}
-
 @compute @workgroup_size(WG)
 fn segPartials(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let w = wid.x + wid.y * nwg.x;
   if (w >= p.cap) { return; } // uniform: the whole workgroup leaves together
-  // Largest s with prefix[s] <= w; w is a chunk of segment s when w < prefix[s + 1].
-  var lo = 0u;
-  var hi = p.s;
+  let gp = p.pbase + w;
+  // Largest piece k of this window with table[k].z <= gp (pieces are never empty).
+  var lo = p.first;
+  var hi = p.first + p.s - 1u;
   while (lo < hi) {
     let mid = (lo + hi + 1u) / 2u;
-    if (prefix[mid] <= w) { lo = mid; } else { hi = mid - 1u; }
+    if (table[mid].z <= gp) { lo = mid; } else { hi = mid - 1u; }
   }
-  var start = 0u;
-  var end = 0u; // an empty range when w is past the last chunk
-  if (lo < p.s) {
-    let off = segs[2u * lo];
-    let len = segs[2u * lo + 1u];
-    let done = (w - prefix[lo]) * CH;
-    start = off + done;
-    end = off + min(len, done + CH);
-  }
-  let r = chunkSum(lid, start, end);
-  if (lid == 0u) { partials[w] = r; }
+  let piece = table[lo];
+  let done = (gp - piece.z) * CH;
+  let r = chunkSum(lid, piece.x + done, piece.x + min(piece.y, done + CH));
+  if (lid == 0u) { partials[gp] = r; }
 }
 
 @compute @workgroup_size(WG)
 fn segFinish(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let s = wid.x + wid.y * nwg.x;
   if (s >= p.s) { return; } // uniform
-  let first = min(prefix[s], p.cap);
-  let last = min(prefix[s + 1u], p.cap);
-  let r = partialSum(lid, first, last - first);
-  if (lid == 0u) {
-    let ok = segmentInRange(s) && prefix[s + 1u] <= p.cap;
-    out[s] = select(bitcast<f32>(NAN_BITS), r, ok);
-  }
+  let seg = table[s];
+  let r = partialSum(lid, seg.x, seg.y);
+  if (lid == 0u) { out[s] = select(bitcast<f32>(NAN_BITS), r, seg.z == 1u); }
 }
 
 @compute @workgroup_size(WG)

@@ -2,7 +2,9 @@
 // squares of flat buffers for LARS (each parameter tensor is a segment [offset, length] of the
 // one flat parameter buffer; the same table serves the flat gradient buffer). f32 throughout,
 // but tree-shaped (see shaders/reduce.wgsl), in two passes, never with atomics: the same
-// inputs give the same bits on every run.
+// inputs give the same bits on every run. Flat buffers larger than one storage binding (AlexNet:
+// 244 MB against llvmpipe's 128 MiB) are read through windows of whole segments; a segment
+// larger than a binding is split on chunk boundaries, so its sum does not depend on the limit.
 import code from '../../shaders/reduce.wgsl?raw';
 import { check, VtError } from '../errors.ts';
 import type { Gpu, Kernel } from '../gpu/runtime.ts';
@@ -16,58 +18,172 @@ const ITEMS = 16;
 /** Elements per pass-1 workgroup (the shader's CH). */
 const CH = WG * ITEMS;
 const CONSTANTS = { WG, ITEMS };
+/** Segments too large for one binding are split at multiples of this many floats. */
+export const SPLIT_UNIT = CH;
 
 /** One parameter tensor inside a flat buffer: [element offset, element count]. */
 export type Segment = readonly [offset: number, length: number];
 
-/** The shape function: segments u32 [S, 2] -> one result per segment, [S]. */
-export function segmentCount(shape: readonly number[]): number {
-  check(shape.length === 2 && shape[1] === 2, 'segments', () => `must be u32 [S, 2] (offset, length pairs), got ${shapeStr(shape)}`);
-  return shape[0]!;
+/** A part of one segment that lies inside one binding window; offset is absolute. */
+export interface Piece {
+  segment: number;
+  offset: number;
+  length: number;
 }
 
-/** Uploads a segment table (once per model layout; uploading flushes recorded work). */
-export function segmentTable(gpu: Gpu, segs: readonly Segment[]): Tensor {
-  return gpu.upload(Uint32Array.from(segs.flat()), [segs.length, 2], 'segments');
+/**
+ * A range [base, base + size) of the flat buffers small enough for one storage binding, and
+ * the pieces of segments inside it (in offset order, none empty). base is aligned for views.
+ */
+export interface BindingWindow {
+  base: number;
+  size: number;
+  pieces: Piece[];
 }
 
-function params(n: number, s: number, cap: number, sq: boolean, pbase = 0): Scalar[] {
-  return [['u32', n], ['u32', s], ['u32', cap], ['u32', sq ? 1 : 0], ['u32', pbase]];
+/**
+ * Groups the segments (in offset order) into windows of consecutive segments whose span fits
+ * `maxElems` floats; each window starts at a multiple of `align` floats so it can be a view.
+ * A segment that alone exceeds a binding is split into pieces at multiples of `SPLIT_UNIT`
+ * floats from its start: that is the norm kernel's chunk, so its chunks (and therefore its
+ * sum of squares) are the same whatever the binding limit. Empty segments and segments
+ * outside [0, n) get no pieces. Pure: the optimiser calls it with the same arguments as
+ * segmentTable and gets the same windows.
+ */
+export function bindingWindows(segs: readonly Segment[], n: number, maxElems: number, align: number): BindingWindow[] {
+  const order = segs.map((_, i) => i).filter((i) => {
+    const [off, len] = segs[i]!;
+    return len > 0 && off >= 0 && off + len <= n;
+  });
+  order.sort((a, b) => segs[a]![0] - segs[b]![0] || a - b);
+  const windows: BindingWindow[] = [];
+  let cur: BindingWindow | null = null;
+  for (const segment of order) {
+    const [off, len] = segs[segment]!;
+    const end = off + len;
+    let start = off;
+    while (start < end) {
+      if (cur === null || end - cur.base > maxElems) {
+        cur = { base: Math.floor(start / align) * align, size: 0, pieces: [] };
+        windows.push(cur);
+      }
+      // Whole (rest of the) segment if it fits, else as many whole chunks as fit.
+      const stop = end - cur.base <= maxElems ? end : start + Math.floor((cur.base + maxElems - start) / SPLIT_UNIT) * SPLIT_UNIT;
+      if (stop === start) {
+        throw new VtError('too-large', `a storage binding of ${maxElems} floats cannot hold one ${SPLIT_UNIT}-float chunk of a segment at a ${align}-float aligned offset: the device (or test) binding limit is too small.`);
+      }
+      cur.pieces.push({ segment, offset: start, length: stop - start });
+      cur.size = Math.max(cur.size, stop - cur.base);
+      start = stop;
+    }
+  }
+  return windows;
+}
+
+/** Largest binding in floats, a multiple of the view alignment. */
+export function maxBindingElems(gpu: Gpu): number {
+  const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
+  return Math.floor(gpu.maxBindingBytes / 4 / align) * align;
+}
+
+/** What sumSquaresSegments needs per layout: built and uploaded once by segmentTable. */
+export interface SegmentTable {
+  /** Floats in each input. */
+  readonly n: number;
+  /** Segments (one result each). */
+  readonly count: number;
+  readonly windows: readonly BindingWindow[];
+  /** u32 [P, 4] per piece (all windows): offset in its window, length, first partial, 0. */
+  readonly pieces: Tensor;
+  /** u32 [S, 4] per segment: first partial, partial count, 1 if inside x (else 0: NaN), 0. */
+  readonly finish: Tensor;
+  /** Per window: index of its first piece and of its first partial, and its partials. */
+  readonly dispatches: readonly { firstPiece: number; pbase: number; partials: number }[];
+  /** Total partials (chunks of CH floats) over all segments. */
+  readonly partials: number;
+}
+
+/**
+ * Plans and uploads the segment tables for inputs of n floats (once per model layout;
+ * uploading flushes recorded work). Uses gpu.maxBindingBytes as it is now: build the table
+ * under the limit it will run with. Free it with releaseSegmentTable.
+ */
+export function segmentTable(gpu: Gpu, segs: readonly Segment[], n: number): SegmentTable {
+  const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
+  const windows = bindingWindows(segs, n, maxBindingElems(gpu), align);
+  const pieceCount = windows.reduce((a, w) => a + w.pieces.length, 0);
+  const pieces = new Uint32Array(Math.max(1, pieceCount) * 4);
+  const finish = new Uint32Array(Math.max(1, segs.length) * 4);
+  const dispatches: { firstPiece: number; pbase: number; partials: number }[] = [];
+  let p = 0, partials = 0;
+  // A split segment's pieces come one after another, so its partials are consecutive and
+  // are summed in the same order as if it had not been split.
+  for (const w of windows) {
+    const d = { firstPiece: p, pbase: partials, partials: 0 };
+    for (const pc of w.pieces) {
+      const chunks = Math.ceil(pc.length / CH);
+      pieces.set([pc.offset - w.base, pc.length, partials, 0], 4 * p++);
+      // The segment's first piece starts its partials range and marks it inside x.
+      if (finish[4 * pc.segment + 2] === 0) finish.set([partials, 0, 1], 4 * pc.segment);
+      finish[4 * pc.segment + 1]! += chunks;
+      partials += chunks;
+      d.partials += chunks;
+    }
+    dispatches.push(d);
+  }
+  // Empty segments inside x sum to 0 (no partials); segments outside x give NaN.
+  segs.forEach(([off, len], s) => {
+    if (len === 0 && off >= 0 && off <= n) finish[4 * s + 2] = 1;
+  });
+  return {
+    n,
+    count: segs.length,
+    windows,
+    pieces: gpu.upload(pieces, [Math.max(1, pieceCount), 4], 'segments.pieces'),
+    finish: gpu.upload(finish, [Math.max(1, segs.length), 4], 'segments.finish'),
+    dispatches,
+    partials,
+  };
+}
+
+export function releaseSegmentTable(gpu: Gpu, t: SegmentTable): void {
+  gpu.release(t.pieces, t.finish);
+}
+
+function params(n: number, s: number, cap: number, sq: boolean, pbase = 0, first = 0): Scalar[] {
+  return [['u32', n], ['u32', s], ['u32', cap], ['u32', sq ? 1 : 0], ['u32', pbase], ['u32', first]];
 }
 
 function dispatch(gpu: Gpu, entryPoint: string, uniforms: Scalar[], bindings: (Tensor | null)[], workgroups: number): void {
   gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint }, constants: CONSTANTS, uniforms, bindings }, workgroups);
 }
 
-// segments u32 [S, 2], xs[i] f32 [n] (all the same size) -> outs[i] f32 [S]:
+// table (from segmentTable over n floats), xs[i] f32 [n] -> outs[i] f32 [S]:
 //   outs[i][s] = sum over j in [offset_s, offset_s + length_s) of xs[i][j]^2
 // LARS passes [weights, grads] -> [||w||^2, ||g||^2] per tensor in one call, no readback.
-// Segments must be disjoint; an empty one gives 0; one outside x (or, if segments overlap,
-// one past the scratch capacity) gives NaN rather than a wrong number.
-export function sumSquaresSegments(gpu: Gpu, segments: Tensor, xs: readonly Tensor[], outs: readonly Tensor[]): void {
+// Per input: one partials dispatch per binding window (a view of x), then one dispatch
+// summing each segment's partials. An empty segment gives 0, one outside x gives NaN.
+export function sumSquaresSegments(gpu: Gpu, table: SegmentTable, xs: readonly Tensor[], outs: readonly Tensor[]): void {
   const what = 'sumSquaresSegments';
-  const S = segmentCount(segments.shape);
-  check(segments.dtype === 'u32', what, () => `segments must be u32, got ${segments.dtype}`);
+  const S = table.count;
   check(xs.length >= 1 && xs.length === outs.length, what, () => `${xs.length} inputs and ${outs.length} outputs (need one output per input)`);
-  const n = xs[0]!.size;
-  check(xs.every((x) => x.size === n && x.dtype === 'f32'), what, () => `inputs must be f32 of the same size: ${xs.map((x) => `${x.dtype} ${shapeStr(x.shape)}`).join(', ')}`);
-  check(outs.every((o) => o.size === S), what, () => `each output must be [${S}], got ${outs.map((o) => shapeStr(o.shape)).join(', ')}`);
-  if (n * 4 > gpu.maxBindingBytes) {
-    throw new VtError('too-large', `${what}: a flat buffer of ${n} floats exceeds one storage binding (${gpu.maxBindingBytes} bytes): split the model's parameters into several flat buffers.`);
+  check(xs.every((x) => x.size === table.n && x.dtype === 'f32'), what, () => `inputs must be f32 [${table.n}] (the table's size): ${xs.map((x) => `${x.dtype} ${shapeStr(x.shape)}`).join(', ')}`);
+  check(outs.every((o) => o.size === S && o.dtype === 'f32'), what, () => `each output must be f32 [${S}], got ${outs.map((o) => `${o.dtype} ${shapeStr(o.shape)}`).join(', ')}`);
+  const widest = Math.max(0, ...table.windows.map((w) => w.size));
+  if (widest * 4 > gpu.maxBindingBytes) {
+    throw new VtError('too-large', `${what}: the table was planned for bindings of ${widest} floats but the limit is now ${gpu.maxBindingBytes} bytes: build it again with segmentTable.`);
   }
   if (S === 0) return;
-  // Disjoint in-range segments have at most ceil(len / CH) <= len / CH + 1 chunks each.
-  const cap = Math.ceil(n / CH) + S;
-  const prefix = gpu.empty([S + 1], 'u32', 'reduce.prefix');
-  const partials = gpu.empty([cap], 'f32', 'reduce.partials');
-  const u = params(n, S, cap, true);
-  gpu.dispatch({ kernel: { ...KERNEL, entryPoint: 'segPrefix' }, constants: CONSTANTS, uniforms: u, bindings: [segments, null, prefix], workgroups: [1] });
+  const partials = gpu.empty([Math.max(1, table.partials)], 'f32', 'reduce.partials');
   // One partials buffer serves every input: dispatches run in order.
   xs.forEach((x, i) => {
-    dispatch(gpu, 'segPartials', u, [segments, x, null, prefix, partials], cap);
-    dispatch(gpu, 'segFinish', u, [segments, null, null, prefix, partials, outs[i]!], S);
+    table.windows.forEach((w, k) => {
+      const d = table.dispatches[k]!;
+      dispatch(gpu, 'segPartials', params(w.size, w.pieces.length, d.partials, true, d.pbase, d.firstPiece), [table.pieces, gpu.view(x, w.base, [w.size]), partials], d.partials);
+    });
+    dispatch(gpu, 'segFinish', params(0, S, 0, true), [table.finish, null, partials, outs[i]!], S);
   });
-  gpu.release(prefix, partials);
+  gpu.release(partials);
 }
 
 function wholeSum(gpu: Gpu, what: string, x: Tensor, out: Tensor, sq: boolean): void {
@@ -78,10 +194,10 @@ function wholeSum(gpu: Gpu, what: string, x: Tensor, out: Tensor, sq: boolean): 
   let pbase = 0;
   for (const [s, n] of ranges) {
     const chunks = Math.ceil(n / CH);
-    dispatch(gpu, 'wholePartials', params(n, 0, 0, sq, pbase), [null, gpu.view(x, s, [n]), null, null, partials], chunks);
+    dispatch(gpu, 'wholePartials', params(n, 0, 0, sq, pbase), [null, gpu.view(x, s, [n]), partials], chunks);
     pbase += chunks;
   }
-  dispatch(gpu, 'wholeFinish', params(0, total, 0, sq), [null, null, null, null, partials, out], 1);
+  dispatch(gpu, 'wholeFinish', params(0, total, 0, sq), [null, null, partials, out], 1);
   gpu.release(partials);
 }
 

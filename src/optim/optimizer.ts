@@ -2,24 +2,28 @@
 // momentum buffer V (zeros at creation), the segment tables (uploaded once) and LARS's norms
 // scratch; step() records, with no readback:
 //   lars: sumSquaresSegments(W, G) -> ||w||^2, ||G||^2 per segment, then one update dispatch
-//   sgd:  one update dispatch
+//         per binding window
+//   sgd:  one update dispatch per binding window
+// A layout that fits one storage binding has one window; a larger one (AlexNet, 244 MB) is
+// walked in windows of whole segments, a segment larger than a binding split across windows.
+import { check } from '../errors.ts';
 import type { Gpu } from '../gpu/runtime.ts';
-import type { Tensor } from '../gpu/tensor.ts';
-import { segmentTable, sumSquaresSegments } from '../ops/reduce.ts';
+import { shapeStr, type Tensor } from '../gpu/tensor.ts';
+import { maxBindingElems, releaseSegmentTable, segmentTable, sumSquaresSegments, type SegmentTable } from '../ops/reduce.ts';
 import { OptimError } from './errors.ts';
-import { larsUpdate, sgdUpdate, type UpdateBuffers } from './kernels.ts';
+import { larsUpdate, sgdUpdate, type UpdateBuffers, type UpdateScalars } from './kernels.ts';
 import { learningRate } from './schedule.ts';
-import { buildUpdateTable } from './table.ts';
+import { buildUpdateTable, ROW_U32, type UpdateWindow } from './table.ts';
 import type { NamedTensor, Optimizer, OptimizerConfig, ParamSegment, StepArgs } from './types.ts';
 
 class FlatOptimizer implements Optimizer {
   readonly stateTensors: readonly NamedTensor[];
   private readonly v: Tensor;
   private readonly table: Tensor;
-  private readonly chunks: number;
+  private readonly windows: readonly UpdateWindow[];
   private readonly S: number;
-  /** LARS only: (offset, length) table for the norms and their scratch. */
-  private readonly normTable: Tensor | null;
+  /** LARS only: the norms' segment table and their output. */
+  private readonly normTable: SegmentTable | null;
   private readonly norms: Tensor | null;
   private readonly gsqBase: number;
   private destroyed = false;
@@ -30,18 +34,19 @@ class FlatOptimizer implements Optimizer {
     segments: readonly ParamSegment[],
     readonly paramFloats: number,
   ) {
-    const t = buildUpdateTable(segments, paramFloats);
+    const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
+    const t = buildUpdateTable(segments, paramFloats, { maxElems: maxBindingElems(gpu), align });
     this.S = segments.length;
-    this.chunks = t.chunks;
-    // A zero-row table still needs a non-empty buffer; the kernels skip S = 0.
-    this.table = gpu.upload(this.S > 0 ? t.rows : new Uint32Array(4), [Math.max(1, this.S), 4], 'optim.segments');
+    this.windows = t.windows;
+    const R = t.rows.length / ROW_U32;
+    // A zero-row table still needs a non-empty buffer; the kernels skip windows with no rows.
+    this.table = gpu.upload(R > 0 ? t.rows : new Uint32Array(ROW_U32), [Math.max(1, R), ROW_U32], 'optim.rows');
     this.v = gpu.zeros([paramFloats], 'f32', 'optim.momentum');
     this.stateTensors = [{ name: 'momentum', tensor: this.v }];
     if (config.kind === 'lars' && this.S > 0) {
       // ||g||^2 goes at an aligned offset of the same buffer so both outputs can be views.
-      const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
       this.gsqBase = Math.ceil(this.S / align) * align;
-      this.normTable = segmentTable(gpu, t.norms);
+      this.normTable = segmentTable(gpu, t.norms, paramFloats);
       this.norms = gpu.empty([this.gsqBase + this.S], 'f32', 'optim.norms');
     } else {
       this.gsqBase = 0;
@@ -57,30 +62,41 @@ class FlatOptimizer implements Optimizer {
   step({ w, g, t, gradScale }: StepArgs): void {
     if (this.destroyed) throw new OptimError('bad-input', 'step() after destroy()');
     if (!Number.isFinite(gradScale) || gradScale <= 0) throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${gradScale}`);
+    const n = this.paramFloats;
+    check(w.dtype === 'f32' && g.dtype === 'f32' && w.size === n && g.size === n, 'optimizer.step', () => `w and g must be f32 [${n}] (the layout's paramFloats), got w ${w.dtype} ${shapeStr(w.shape)}, g ${g.dtype} ${shapeStr(g.shape)}`);
     const c = this.config;
-    const bufs: UpdateBuffers = { w, g, v: this.v, table: this.gpu.view(this.table, 0, [this.S, 4]), chunks: this.chunks };
-    const k = { lr: this.rate(t), momentum: c.momentum, weightDecay: c.weightDecay, gradScale };
+    const gpu = this.gpu;
+    const k: UpdateScalars = { lr: this.rate(t), momentum: c.momentum, weightDecay: c.weightDecay, gradScale };
+    const bufs = (win: UpdateWindow): UpdateBuffers => ({
+      w: gpu.view(w, win.base, [win.size]),
+      g: gpu.view(g, win.base, [win.size]),
+      v: gpu.view(this.v, win.base, [win.size]),
+      table: this.table,
+      window: win,
+    });
     if (c.kind === 'sgd') {
-      sgdUpdate(this.gpu, bufs, k, c.nesterov);
+      for (const win of this.windows) sgdUpdate(gpu, bufs(win), k, c.nesterov);
       return;
     }
     if (this.norms === null || this.normTable === null) return; // no segments: nothing to update
-    const gpu = this.gpu;
+    // Every window's update reads the norms of whole segments, so all norms come first.
     sumSquaresSegments(gpu, this.normTable, [w, g], [gpu.view(this.norms, 0, [this.S]), gpu.view(this.norms, this.gsqBase, [this.S])]);
-    larsUpdate(gpu, bufs, this.norms, this.gsqBase, k, c.eta);
+    for (const win of this.windows) larsUpdate(gpu, bufs(win), this.norms, this.S, this.gsqBase, k, c.eta);
   }
 
   destroy(): void {
     if (this.destroyed) return;
     this.destroyed = true;
-    this.gpu.release(this.v, this.table, this.normTable, this.norms);
+    this.gpu.release(this.v, this.table, this.norms);
+    if (this.normTable !== null) releaseSegmentTable(this.gpu, this.normTable);
   }
 }
 
 /**
  * An optimiser for flat buffers of `paramFloats` floats laid out as `segments` (pass
  * `layout.params` and `layout.paramFloats` from src/nn/layout.ts). Uploads its tables, so
- * it flushes recorded GPU work: create it once per layout, not per step.
+ * it flushes recorded GPU work: create it once per layout, not per step, under the binding
+ * limit (gpu.maxBindingBytes) it will run with.
  */
 export function createOptimizer(gpu: Gpu, config: OptimizerConfig, segments: readonly ParamSegment[], paramFloats: number): Optimizer {
   return new FlatOptimizer(gpu, config, segments, paramFloats);

@@ -1,7 +1,9 @@
 // The per-layout tables the update kernels read, built once on the CPU: checks that the
-// segments are disjoint and inside the buffers, then lays out (offset, length, flags,
-// firstChunk) per segment for shaders/lars.wgsl and (offset, length) pairs for the norms.
-import type { Segment } from '../ops/reduce.ts';
+// segments are disjoint and inside the buffers, groups them into binding windows (the same
+// windows as the norms' segmentTable, src/ops/reduce.ts), then lays out one row per piece
+// (offset in its window, length, flags, firstChunk, segment) for shaders/lars.wgsl and
+// (offset, length) pairs for the norms.
+import { bindingWindows, type Segment } from '../ops/reduce.ts';
 import { OptimError } from './errors.ts';
 import type { ParamSegment } from './types.ts';
 
@@ -13,13 +15,33 @@ export const UPDATE_CHUNK = UPDATE_WG * UPDATE_ITEMS;
 export const FLAG_ADAPT = 1;
 export const FLAG_DECAY = 2;
 
-export interface UpdateTable {
-  /** u32 [S, 4]: offset, length, flags, firstChunk. */
-  rows: Uint32Array;
-  /** Workgroups the update dispatches (sum of ceil(length / UPDATE_CHUNK)). */
+/** u32 per update row: offset in the window, length, flags, firstChunk, segment. */
+export const ROW_U32 = 5;
+
+/** One update dispatch: a view [base, base + size) of W, G, V and rows [firstRow, +rows). */
+export interface UpdateWindow {
+  base: number;
+  size: number;
+  firstRow: number;
+  rows: number;
+  /** Workgroups this window's dispatch needs (sum of ceil(length / UPDATE_CHUNK)). */
   chunks: number;
-  /** (offset, length) pairs for sumSquaresSegments. */
+}
+
+export interface UpdateTable {
+  /** u32 [R, ROW_U32], one row per piece of a segment, windows one after another. */
+  rows: Uint32Array;
+  windows: UpdateWindow[];
+  /** (offset, length) pairs for sumSquaresSegments (segmentTable), one per segment. */
   norms: Segment[];
+}
+
+/** The binding geometry the windows are planned for (see maxBindingElems in reduce.ts). */
+export interface BindingLimits {
+  /** Largest binding in floats. */
+  maxElems: number;
+  /** View offset alignment in floats. */
+  align: number;
 }
 
 /** Throws 'bad-layout' unless the segments are well formed, disjoint and inside [0, n). */
@@ -39,13 +61,21 @@ export function checkSegments(segs: readonly ParamSegment[], n: number): void {
   }
 }
 
-export function buildUpdateTable(segs: readonly ParamSegment[], n: number): UpdateTable {
+export function buildUpdateTable(segs: readonly ParamSegment[], n: number, limits: BindingLimits): UpdateTable {
   checkSegments(segs, n);
-  const rows = new Uint32Array(segs.length * 4);
-  let chunks = 0;
-  segs.forEach((s, i) => {
-    rows.set([s.offset, s.length, (s.adapt ? FLAG_ADAPT : 0) | (s.decay ? FLAG_DECAY : 0), chunks], i * 4);
-    chunks += Math.ceil(s.length / UPDATE_CHUNK);
-  });
-  return { rows, chunks, norms: segs.map((s) => [s.offset, s.length] as const) };
+  const norms = segs.map((s): Segment => [s.offset, s.length]);
+  const planned = bindingWindows(norms, n, limits.maxElems, limits.align);
+  const rows = new Uint32Array(planned.reduce((a, w) => a + w.pieces.length, 0) * ROW_U32);
+  const windows: UpdateWindow[] = [];
+  let r = 0;
+  for (const w of planned) {
+    const win: UpdateWindow = { base: w.base, size: w.size, firstRow: r, rows: w.pieces.length, chunks: 0 };
+    for (const p of w.pieces) {
+      const s = segs[p.segment]!;
+      rows.set([p.offset - w.base, p.length, (s.adapt ? FLAG_ADAPT : 0) | (s.decay ? FLAG_DECAY : 0), win.chunks, p.segment], r++ * ROW_U32);
+      win.chunks += Math.ceil(p.length / UPDATE_CHUNK);
+    }
+    windows.push(win);
+  }
+  return { rows, windows, norms };
 }

@@ -2,13 +2,17 @@
 // (src/ref/optim.ts) for several steps on a layout of awkward segment lengths, with a
 // zero-weight segment, a zero-gradient segment, an empty one, one excluded from adaptation
 // and one excluded from decay. Padding between segments holds a sentinel that must survive.
+// The same under small binding limits (withBindingLimit): the layout is walked in windows,
+// segments larger than a binding are split, and the result must be the same bits.
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { createOptimizer, parseOptimizerConfig, type OptimizerConfig, type ParamSegment } from '../../src/optim/index.ts';
 // The reference takes the rate from the same pure schedule function the optimiser uses
 // (tested on its own in test/optim/schedule.test.ts).
 import { learningRate } from '../../src/optim/schedule.ts';
+import { buildUpdateTable, ROW_U32 } from '../../src/optim/table.ts';
 import * as ref from '../../src/ref/optim.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { withBindingLimit } from '../helpers/binding-limit.ts';
 import { assertClose } from '../helpers/compare.ts';
 import type { OpSuite } from './suite.ts';
 
@@ -28,30 +32,36 @@ const SPECS: Spec[] = [
   { name: 'len4097', length: 4097 },
 ];
 
-function layout(specs: readonly Spec[]): { segs: ParamSegment[]; n: number } {
+interface Layout { specs: readonly Spec[]; segs: ParamSegment[]; n: number }
+
+function layout(specs: readonly Spec[]): Layout {
   let off = 0;
   const segs = specs.map((s) => {
     const seg = { name: s.name, offset: off, length: s.length, adapt: s.adapt ?? true, decay: s.decay ?? true };
     off = Math.ceil((off + s.length + 1) / 64) * 64; // at least one padding float after each
     return seg;
   });
-  return { segs, n: off };
+  return { specs, segs, n: off };
 }
 
-const { segs: SEGS, n: N } = layout(SPECS);
+const SMALL = layout(SPECS);
+// Segments longer than the smallest binding limit the split cases use ((4096 + 64) * 4
+// bytes), and runs of small ones that straddle the windows' boundaries.
+const LARGE = layout([...SPECS, { name: 'len10000', length: 10_000 }, { name: 'len3000', length: 3000 }, { name: 'len20', length: 20, decay: false }, { name: 'len9000', length: 9000, zeroW: true }, { name: 'len2', length: 2 }]);
+const SPLIT_LIMITS = [40_960, 16_640]; // bytes: 10240 and 4160 floats
 
-function initialWeights(seed: number): Float32Array {
-  const w = new Float32Array(N).fill(PAD);
+function initialWeights(l: Layout, seed: number): Float32Array {
+  const w = new Float32Array(l.n).fill(PAD);
   const rng = makeRng(seed);
-  SPECS.forEach((s, i) => w.set(s.zeroW ? new Float32Array(s.length) : uniformF32(rng, s.length, -0.5, 0.5), SEGS[i]!.offset));
+  l.specs.forEach((s, i) => w.set(s.zeroW ? new Float32Array(s.length) : uniformF32(rng, s.length, -0.5, 0.5), l.segs[i]!.offset));
   return w;
 }
 
 /** Gradient sums for step t (zero in the padding and in the zero-gradient segment). */
-function gradient(seed: number, t: number): Float32Array {
-  const G = new Float32Array(N);
+function gradient(l: Layout, seed: number, t: number): Float32Array {
+  const G = new Float32Array(l.n);
   const rng = makeRng(seed * 100 + t);
-  SPECS.forEach((s, i) => { if (!s.zeroG) G.set(uniformF32(rng, s.length, -0.5, 0.6), SEGS[i]!.offset); });
+  l.specs.forEach((s, i) => { if (!s.zeroG) G.set(uniformF32(rng, s.length, -0.5, 0.6), l.segs[i]!.offset); });
   return G;
 }
 
@@ -60,11 +70,11 @@ function config(over: Record<string, unknown>): OptimizerConfig {
 }
 
 /** Runs STEPS optimiser steps on the GPU; returns the final w and v. */
-async function runGpu(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise<{ w: Float32Array; v: Float32Array }> {
-  const opt = createOptimizer(gpu, cfg, SEGS, N);
-  const tw = gpu.upload(initialWeights(seed)), tg = gpu.empty([N]);
+async function runGpu(gpu: Gpu, cfg: OptimizerConfig, seed: number, l: Layout = SMALL): Promise<{ w: Float32Array; v: Float32Array }> {
+  const opt = createOptimizer(gpu, cfg, l.segs, l.n);
+  const tw = gpu.upload(initialWeights(l, seed)), tg = gpu.empty([l.n]);
   for (let t = 0; t < STEPS; t++) {
-    gpu.write(tg, gradient(seed, t));
+    gpu.write(tg, gradient(l, seed, t));
     opt.step({ w: tw, g: tg, t, gradScale: 1 / BATCH });
   }
   const w = await gpu.readF32(tw), v = await gpu.readF32(opt.stateTensors[0]!.tensor);
@@ -73,14 +83,14 @@ async function runGpu(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise<{ w
   return { w, v };
 }
 
-function runRef(cfg: OptimizerConfig, seed: number): { w: Float64Array; v: Float64Array; w0: Float64Array } {
-  const w0 = Float64Array.from(initialWeights(seed));
-  const w = w0.slice(), v = new Float64Array(N);
+function runRef(cfg: OptimizerConfig, seed: number, l: Layout): { w: Float64Array; v: Float64Array; w0: Float64Array } {
+  const w0 = Float64Array.from(initialWeights(l, seed));
+  const w = w0.slice(), v = new Float64Array(l.n);
   for (let t = 0; t < STEPS; t++) {
     const k = { lr: learningRate(cfg, t), momentum: cfg.momentum, weightDecay: cfg.weightDecay, gradScale: 1 / BATCH };
-    const G = Float64Array.from(gradient(seed, t));
-    if (cfg.kind === 'lars') ref.larsStep(w, v, G, SEGS, k, cfg.eta);
-    else ref.sgdStep(w, v, G, SEGS, k, cfg.nesterov);
+    const G = Float64Array.from(gradient(l, seed, t));
+    if (cfg.kind === 'lars') ref.larsStep(w, v, G, l.segs, k, cfg.eta);
+    else ref.sgdStep(w, v, G, l.segs, k, cfg.nesterov);
   }
   return { w, v, w0 };
 }
@@ -92,10 +102,10 @@ function runRef(cfg: OptimizerConfig, seed: number): { w: Float64Array; v: Float
 const W_TOL = { rtol: 1e-6, atol: 5e-7 };
 const V_TOL = { rtol: 1e-5, atol: 5e-7 };
 
-async function checkAgainstRef(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise<void> {
-  const got = await runGpu(gpu, cfg, seed);
-  const want = runRef(cfg, seed);
-  for (const s of SEGS) {
+async function checkAgainstRef(gpu: Gpu, cfg: OptimizerConfig, seed: number, l: Layout = SMALL): Promise<{ w: Float32Array; v: Float32Array }> {
+  const got = await runGpu(gpu, cfg, seed, l);
+  const want = runRef(cfg, seed, l);
+  for (const s of l.segs) {
     const r = (a: Float32Array | Float64Array) => a.subarray(s.offset, s.offset + s.length);
     assertClose(r(got.w), r(want.w), W_TOL, `${cfg.kind} w of '${s.name}'`);
     assertClose(r(got.v), r(want.v), V_TOL, `${cfg.kind} v of '${s.name}'`);
@@ -106,32 +116,63 @@ async function checkAgainstRef(gpu: Gpu, cfg: OptimizerConfig, seed: number): Pr
     if (!still && !(moved > 100 * W_TOL.atol)) throw new Error(`segment '${s.name}' moved only ${moved}: the test would not see a wrong update`);
   }
   // Padding: w keeps its sentinel, v stays 0.
-  const inSeg = new Uint8Array(N);
-  for (const s of SEGS) inSeg.fill(1, s.offset, s.offset + s.length);
+  const inSeg = new Uint8Array(l.n);
+  for (const s of l.segs) inSeg.fill(1, s.offset, s.offset + s.length);
   got.w.forEach((x, i) => { if (!inSeg[i] && x !== PAD) throw new Error(`padding w[${i}] = ${x}, expected ${PAD}`); });
   got.v.forEach((x, i) => { if (!inSeg[i] && x !== 0) throw new Error(`padding v[${i}] = ${x}, expected 0`); });
+  return got;
 }
 
 const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
 
+function sameBits(what: string, a: { w: Float32Array; v: Float32Array }, b: { w: Float32Array; v: Float32Array }): void {
+  for (const [name, x, y] of [['w', a.w, b.w], ['v', a.v, b.v]] as const) {
+    const i = bits(x).findIndex((u, j) => u !== bits(y)[j]);
+    if (i >= 0) throw new Error(`${what}: ${name}[${i}] differs: ${x[i]} vs ${y[i]}`);
+  }
+}
+
+/**
+ * LARGE against the reference with no limit and under each split limit, every split run
+ * bitwise equal to the unsplit one (the norms do not depend on the windows, the update is
+ * elementwise).
+ */
+async function checkSplit(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise<void> {
+  const whole = await checkAgainstRef(gpu, cfg, seed, LARGE);
+  let pieces = 0;
+  for (const bytes of SPLIT_LIMITS) {
+    // Every limit must give several windows, and some limit must split a segment.
+    const t = buildUpdateTable(LARGE.segs, LARGE.n, { maxElems: bytes / 4, align: gpu.limits.minStorageBufferOffsetAlignment / 4 });
+    if (!(t.windows.length > 1)) throw new Error(`a ${bytes}-byte limit gives one window: the case would not test windows`);
+    pieces = Math.max(pieces, t.rows.length / ROW_U32);
+    const split = await withBindingLimit(gpu, bytes, () => checkAgainstRef(gpu, cfg, seed, LARGE));
+    sameBits(`${cfg.kind} under a ${bytes}-byte binding limit vs none`, split, whole);
+  }
+  if (!(pieces > LARGE.segs.filter((s) => s.length > 0).length)) throw new Error('no limit splits a segment: the case would not test splitting');
+}
+
 export const suite: OpSuite = {
   op: 'optim',
   cases: [
-    { name: `LARS, ${STEPS} steps through warm-up into poly decay, 7 segments`, run: (gpu) => checkAgainstRef(gpu, config({ kind: 'lars', eta: 0.02 }), 1) },
-    { name: 'LARS with beta = 0 and the default eta', run: (gpu) => checkAgainstRef(gpu, config({ kind: 'lars', weightDecay: 0, eta: 0.001, lr: 20 }), 2) },
-    { name: `SGD with momentum, ${STEPS} steps`, run: (gpu) => checkAgainstRef(gpu, config({ kind: 'sgd' }), 3) },
-    { name: 'SGD with Nesterov momentum, step schedule', run: (gpu) => checkAgainstRef(gpu, config({ kind: 'sgd', nesterov: true, schedule: 'step', stepMilestones: [3] }), 4) },
+    { name: `LARS, ${STEPS} steps through warm-up into poly decay, 7 segments`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', eta: 0.02 }), 1)) },
+    { name: 'LARS with beta = 0 and the default eta', run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', weightDecay: 0, eta: 0.001, lr: 20 }), 2)) },
+    { name: `SGD with momentum, ${STEPS} steps`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd' }), 3)) },
+    { name: 'SGD with Nesterov momentum, step schedule', run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd', nesterov: true, schedule: 'step', stepMilestones: [3] }), 4)) },
     {
       name: 'LARS and SGD are bitwise the same when run twice',
       async run(gpu) {
         for (const kind of ['lars', 'sgd'] as const) {
-          const a = await runGpu(gpu, config({ kind }), 5), b = await runGpu(gpu, config({ kind }), 5);
-          for (const [what, x, y] of [['w', a.w, b.w], ['v', a.v, b.v]] as const) {
-            const i = bits(x).findIndex((u, j) => u !== bits(y)[j]);
-            if (i >= 0) throw new Error(`${kind} ${what}[${i}] differs between runs: ${x[i]} vs ${y[i]}`);
-          }
+          sameBits(`${kind} run twice`, await runGpu(gpu, config({ kind }), 5), await runGpu(gpu, config({ kind }), 5));
         }
       },
+    },
+    { name: `LARS split into binding windows (${SPLIT_LIMITS.join(', ')} bytes), a segment 2.4x the smallest`, run: (gpu) => checkSplit(gpu, config({ kind: 'lars', eta: 0.02 }), 6) },
+    { name: 'SGD (Nesterov) split into binding windows', run: (gpu) => checkSplit(gpu, config({ kind: 'sgd', nesterov: true }), 7) },
+    {
+      name: 'LARS split: bitwise the same when run twice under the same limit',
+      run: (gpu) => withBindingLimit(gpu, SPLIT_LIMITS[1]!, async () => {
+        sameBits('lars split run twice', await runGpu(gpu, config({ kind: 'lars' }), 8, LARGE), await runGpu(gpu, config({ kind: 'lars' }), 8, LARGE));
+      }),
     },
     {
       name: 'an empty layout records nothing and leaves w alone',

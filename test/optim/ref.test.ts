@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { resnet50 } from '../../src/nn/models.ts';
 import { OptimError } from '../../src/optim/errors.ts';
-import { buildUpdateTable, FLAG_ADAPT, FLAG_DECAY, UPDATE_CHUNK } from '../../src/optim/table.ts';
+import { SPLIT_UNIT } from '../../src/ops/reduce.ts';
+import { buildUpdateTable, FLAG_ADAPT, FLAG_DECAY, ROW_U32, UPDATE_CHUNK } from '../../src/optim/table.ts';
 import type { ParamSegment } from '../../src/optim/types.ts';
 import { larsStep, sgdStep, trustRatio } from '../../src/ref/optim.ts';
 
@@ -62,12 +63,42 @@ describe('sgdStep (float64 reference)', () => {
   });
 });
 
+const ONE = { maxElems: 2 ** 30, align: 64 }; // everything fits one binding
+
 describe('buildUpdateTable', () => {
-  it('lays out offset, length, flags and first chunk per segment', () => {
-    const t = buildUpdateTable([seg(0, 1), seg(64, 0), seg(64, UPDATE_CHUNK + 1, false, true), seg(2048, 3, true, false)], 2100);
-    expect([...t.rows]).toEqual([0, 1, FLAG_ADAPT | FLAG_DECAY, 0, 64, 0, 3, 1, 64, UPDATE_CHUNK + 1, FLAG_DECAY, 1, 2048, 3, FLAG_ADAPT, 3]);
-    expect(t.chunks).toBe(4);
+  it('lays out offset, length, flags, first chunk and segment per piece; empty segments get none', () => {
+    const t = buildUpdateTable([seg(0, 1), seg(64, 0), seg(64, UPDATE_CHUNK + 1, false, true), seg(2048, 3, true, false)], 2100, ONE);
+    expect([...t.rows]).toEqual([0, 1, FLAG_ADAPT | FLAG_DECAY, 0, 0, 64, UPDATE_CHUNK + 1, FLAG_DECAY, 1, 2, 2048, 3, FLAG_ADAPT, 3, 3]);
+    expect(t.windows).toEqual([{ base: 0, size: 2051, firstRow: 0, rows: 3, chunks: 4 }]);
     expect(t.norms).toEqual([[0, 1], [64, 0], [64, UPDATE_CHUNK + 1], [2048, 3]]);
+  });
+
+  it('groups segments into aligned windows that fit the binding and splits larger segments on norm chunks', () => {
+    const segs = [seg(0, 100), seg(128, 5000), seg(5184, 3), seg(5248, 20_000), seg(25_280, 64), seg(25_344, 1)];
+    const limits = { maxElems: 8192, align: 64 };
+    const t = buildUpdateTable(segs, 25_345, limits);
+    const covered = segs.map(() => [] as [number, number][]);
+    t.windows.forEach((w) => {
+      expect(w.base % limits.align).toBe(0);
+      expect(w.size).toBeLessThanOrEqual(limits.maxElems);
+      for (let r = w.firstRow; r < w.firstRow + w.rows; r++) {
+        const [off, len, , , s] = t.rows.subarray(r * ROW_U32, (r + 1) * ROW_U32);
+        expect(off! + len!).toBeLessThanOrEqual(w.size);
+        covered[s!]!.push([w.base + off!, len!]);
+      }
+    });
+    // Each segment is covered exactly, in order; pieces of a split segment are whole chunks.
+    segs.forEach((sg, i) => {
+      const pieces = covered[i]!;
+      expect(pieces[0]![0]).toBe(sg.offset);
+      expect(pieces.reduce((a, [, len]) => a + len, 0)).toBe(sg.length);
+      pieces.forEach(([off, len], k) => {
+        if (k > 0) expect(off).toBe(pieces[k - 1]![0] + pieces[k - 1]![1]);
+        if (k < pieces.length - 1) expect(len % SPLIT_UNIT).toBe(0);
+      });
+    });
+    expect(covered[3]!.length).toBeGreaterThan(2); // 20000 floats in windows of 8192
+    expect(t.windows.length).toBe(4); // [s0 s1 s2], then three for s3, the last shared with s4 and s5
   });
 
   it('rejects overlapping, out-of-range and malformed segments', () => {
@@ -79,12 +110,12 @@ describe('buildUpdateTable', () => {
       }
       return 'none';
     };
-    expect(kind(() => buildUpdateTable([seg(0, 10), seg(5, 10)], 100))).toBe('bad-layout');
-    expect(kind(() => buildUpdateTable([seg(90, 11)], 100))).toBe('bad-layout');
-    expect(kind(() => buildUpdateTable([seg(-1, 1)], 100))).toBe('bad-layout');
-    expect(kind(() => buildUpdateTable([seg(0, 1.5)], 100))).toBe('bad-layout');
-    expect(kind(() => buildUpdateTable([], 0))).toBe('bad-layout');
-    expect(kind(() => buildUpdateTable([seg(0, 10), seg(10, 10)], 100))).toBe('none');
+    expect(kind(() => buildUpdateTable([seg(0, 10), seg(5, 10)], 100, ONE))).toBe('bad-layout');
+    expect(kind(() => buildUpdateTable([seg(90, 11)], 100, ONE))).toBe('bad-layout');
+    expect(kind(() => buildUpdateTable([seg(-1, 1)], 100, ONE))).toBe('bad-layout');
+    expect(kind(() => buildUpdateTable([seg(0, 1.5)], 100, ONE))).toBe('bad-layout');
+    expect(kind(() => buildUpdateTable([], 0, ONE))).toBe('bad-layout');
+    expect(kind(() => buildUpdateTable([seg(0, 10), seg(10, 10)], 100, ONE))).toBe('none');
   });
 });
 
@@ -92,8 +123,8 @@ describe('the model layout feeds the optimiser as it is', () => {
   it("resnet50's 161 tensors make a valid table; BN and fc bias are not adapted or decayed by default", async () => {
     const layout = layoutOf(resnet50());
     const segments: readonly ParamSegment[] = layout.params;
-    const t = buildUpdateTable(segments, layout.paramFloats);
-    expect(t.chunks).toBe(layout.params.reduce((a, p) => a + Math.ceil(p.length / UPDATE_CHUNK), 0));
-    layout.params.forEach((p, i) => expect(t.rows[i * 4 + 2]).toBe(p.role === 'weight' ? FLAG_ADAPT | FLAG_DECAY : 0));
+    const t = buildUpdateTable(segments, layout.paramFloats, ONE);
+    expect(t.windows.map((w) => w.chunks)).toEqual([layout.params.reduce((a, p) => a + Math.ceil(p.length / UPDATE_CHUNK), 0)]);
+    layout.params.forEach((p, i) => expect(t.rows[i * ROW_U32 + 2]).toBe(p.role === 'weight' ? FLAG_ADAPT | FLAG_DECAY : 0));
   });
 });
