@@ -9,14 +9,14 @@
 // and the parent sends the next 'go' only after every peer's 'done': no frame of round k+1 can
 // meet round k's state.
 import { DEFAULT_RING_SETTINGS, RingError, allReduceSum, openEndpoint, type Link, type PeerEndpoint, type Ring } from '../src/comm/index.ts';
-import { NODE_RTC_CONFIG, loadNodePeer } from '../src/comm/node.ts';
+import { NODE_RTC_CONFIG, loadNodePeer, type SctpSettings } from '../src/comm/node.ts';
 import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../src/comm/wire.ts';
 import { checkResult, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task } from './allreduce-protocol.ts';
 
 const HIGH = DEFAULT_RING_SETTINGS.highWaterBytes; // the ring's own back-pressure marks
 const LOW = DEFAULT_RING_SETTINGS.lowWaterBytes;
-// Pairs open in 20-90 ms, now and then ~1 s (DTLS retransmit); a few never do, and the parent
-// retries those with a fresh job: waiting longer than this only delays the retry.
+// Pairs open in 10-30 ms (connectLinks re-dials a link whose DTLS handshake failed, see
+// src/comm/node.ts); if a ring still does not form, the parent retries it with a fresh job.
 const CONNECT_TIMEOUT_MS = 4000;
 // Peers share 2 cores: a neighbour's event loop may be busy for a while without being gone.
 const RING_SETTINGS = { deadAfterMs: 20_000, stallTimeoutMs: 120_000 };
@@ -249,7 +249,8 @@ async function handle(raw: unknown): Promise<void> {
   const msg = parseToPeer(raw);
   switch (msg.type) {
     case 'open': {
-      const Peer = await loadNodePeer();
+      // VT_SCTP='{"delayedSackTime":0}' tries node-datachannel SCTP settings (see node.ts).
+      const Peer = await loadNodePeer(process.env.VT_SCTP ? (JSON.parse(process.env.VT_SCTP) as SctpSettings) : undefined);
       endpoint = await openEndpoint({ Peer, id: msg.id, token: msg.token, server: msg.server, rtcConfig: NODE_RTC_CONFIG });
       return send({ type: 'opened' });
     }

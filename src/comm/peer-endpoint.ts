@@ -125,6 +125,8 @@ export interface FormRingOptions {
 }
 
 const MAX_PENDING = 16;
+/** Connection attempts per outgoing link; a failed one is re-dialed at once (see connectLinks). */
+const MAX_DIALS = 8;
 
 export class PeerEndpoint {
   readonly id: string;
@@ -157,13 +159,18 @@ export class PeerEndpoint {
     const link = new PeerJsLink(conn);
     const waiter = this.waiting.get(key);
     if (waiter) {
-      this.waiting.delete(key);
       waiter(link);
       return;
     }
-    if (meta.generation === this.newest.get(meta.job) || this.pending.has(key)) {
-      link.close(); // not our prev in a ring we formed, or a duplicate
+    if (meta.generation === this.newest.get(meta.job)) {
+      link.close(); // not our prev in a ring we formed (or a late re-dial of one already formed)
       return;
+    }
+    // A second connection for the same key is prev re-dialing after a failed attempt: it wins.
+    const older = this.pending.get(key);
+    if (older) {
+      older.close();
+      this.pending.delete(key);
     }
     // Bounded: the oldest early arrival goes first (its ring most likely failed elsewhere).
     if (this.pending.size >= MAX_PENDING) {
@@ -200,28 +207,59 @@ export class PeerEndpoint {
       const [j, g] = k.split('/').map(Number);
       if (j === job && g <= generation) { link.close(); this.pending.delete(k); }
     }
-    const conn = this.peer.connect(nextId, { label: `vt/${job}/${generation}`, metadata: { vt: 'ring', job, generation, from: this.id }, serialization: 'raw', reliable: true });
-    if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
-    const out = new PeerJsLink(conn);
-    const early = this.pending.get(key);
-    this.pending.delete(key);
-    const inc = early ? Promise.resolve(early) : new Promise<PeerJsLink>((resolve) => this.waiting.set(key, resolve));
+    const dial = (): PeerJsLink => {
+      const conn = this.peer.connect(nextId, { label: `vt/${job}/${generation}`, metadata: { vt: 'ring', job, generation, from: this.id }, serialization: 'raw', reliable: true });
+      if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
+      return new PeerJsLink(conn);
+    };
+    let out = dial();
+    // Each side re-dials its own outgoing link when an attempt fails (MAX_DIALS in all) and
+    // takes the newest incoming attempt: one bad link costs a few ms, not the whole ring.
+    let finished = false;
+    let incoming: PeerJsLink | null = null;
+    const inc = new Promise<PeerJsLink>((resolve) => {
+      const offer = (l: PeerJsLink) => {
+        if (finished) return l.close();
+        incoming?.close(); // superseded: prev re-dials only once its side of the attempt failed
+        incoming = l;
+        // A failed attempt needs nothing here: prev dials again, or the timeout below reports it.
+        l.opened.then(() => { if (incoming === l) resolve(l); }, () => undefined);
+      };
+      const early = this.pending.get(key);
+      this.pending.delete(key);
+      if (early) offer(early);
+      this.waiting.set(key, offer);
+    });
     let outOpen = false;
+    const outgoing = (async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await out.opened;
+          outOpen = true;
+          return out;
+        } catch (e) {
+          const why = e instanceof Error ? e.message : String(e);
+          if (finished || attempt >= MAX_DIALS) throw new RingError('connect-failed', nextId, `${attempt} connection attempts failed, the last one: ${why}`, this.id);
+          out = dial();
+        }
+      }
+    })();
     const unavailable = new Promise<never>((_, reject) => this.unavailable.set(nextId, reject));
     const timeoutMs = o.connectTimeoutMs ?? 15_000;
     try {
-      const [, prev] = await withTimeout(
-        Promise.race([Promise.all([out.opened.then(() => { outOpen = true; }), inc.then(async (l) => { await l.opened; return l; })]), unavailable]),
+      const [next, prev] = await withTimeout(
+        Promise.race([Promise.all([outgoing, inc]), unavailable]),
         timeoutMs,
         () => new RingError('connect-failed', outOpen ? prevId : nextId, `no open data connection ${outOpen ? 'from' : 'to'} it within ${timeoutMs} ms`, this.id),
       );
-      return { next: out, prev };
+      return { next, prev };
     } catch (e) {
       out.close();
-      this.waiting.delete(key);
-      void inc.then((l) => l.close());
+      (incoming as PeerJsLink | null)?.close();
       throw e;
     } finally {
+      finished = true;
+      this.waiting.delete(key);
       this.unavailable.delete(nextId);
     }
   }

@@ -12,12 +12,20 @@ export interface DataChannelLike {
   addEventListener(type: 'bufferedamountlow', cb: () => void): void;
 }
 
+/** The parts of RTCPeerConnection we watch (browsers and node-datachannel's polyfill). */
+export interface PeerConnectionLike {
+  readonly connectionState: string;
+  addEventListener(type: 'connectionstatechange', cb: () => void): void;
+}
+
 /** The parts of a PeerJS DataConnection we use. */
 export interface DataConnectionLike {
   readonly peer: string;
   readonly open: boolean;
   readonly metadata: unknown;
   readonly dataChannel: DataChannelLike | undefined;
+  /** Set by PeerJS when the connection is made (before connect() returns or 'connection' fires). */
+  readonly peerConnection: PeerConnectionLike | null | undefined;
   send(data: Uint8Array): void;
   close(): void;
   on(event: 'data', cb: (data: unknown) => void): unknown;
@@ -30,18 +38,34 @@ export class PeerJsLink implements Link {
   private readonly events = new PendingEvents();
   private isClosed = false;
   private lowWater = 0;
+  /** Resolves when the channel opens; rejects (with the reason) if the link goes before that. */
   readonly opened: Promise<void>;
+  private failOpen: (reason: string) => void = () => undefined;
 
   constructor(readonly conn: DataConnectionLike) {
     this.remoteId = conn.peer;
+    this.opened = new Promise<void>((resolve, reject) => {
+      this.failOpen = (reason) => reject(new Error(reason));
+      if (conn.open) resolve();
+      else conn.on('open', () => resolve());
+    }).then(() => this.armDrain());
+    // Whoever forms the ring subscribes later (or never, for a refused link): not unhandled.
+    this.opened.catch(() => undefined);
     // Listen at once: the other side may send before the ring takes this link.
     conn.on('data', (d) => this.events.frame(asBytes(d)));
     conn.on('close', () => this.gone('the data connection closed'));
     conn.on('error', (e) => this.gone(`data connection error: ${e.message}`));
-    this.opened = new Promise<void>((resolve) => {
-      if (conn.open) resolve();
-      else conn.on('open', () => resolve());
-    }).then(() => this.armDrain());
+    // PeerJS closes a DataConnection only on ICE 'failed'/'closed'. A DTLS handshake that fails
+    // (see offerAsDtlsClient in node.ts) leaves ICE 'connected' and the PeerConnection
+    // 'failed': without this the link would neither open nor close, and formation would wait
+    // for its timeout instead of re-dialing at once.
+    const pc = conn.peerConnection;
+    pc?.addEventListener('connectionstatechange', () => {
+      const state = pc.connectionState;
+      if (state !== 'failed' && state !== 'closed') return;
+      this.gone(`the peer connection is ${state}`);
+      this.conn.close();
+    });
   }
 
   private armDrain(): void {
@@ -53,6 +77,7 @@ export class PeerJsLink implements Link {
 
   private gone(reason: string): void {
     this.isClosed = true;
+    this.failOpen(reason);
     this.events.close(reason);
   }
 
@@ -82,6 +107,7 @@ export class PeerJsLink implements Link {
   close(): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    this.failOpen('closed locally');
     this.conn.close();
   }
 }
