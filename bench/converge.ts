@@ -83,13 +83,20 @@ export async function main(args: string[]): Promise<void> {
   await autotuneGemm(gpu);
   const ratio = p.large / p.small;
   process.stderr.write(`converge: ${p.dataset} (${p.trainSamples} train / ${p.evalSamples} test), ${p.epochs} epochs, b=${p.small}, B=${p.large} (${ratio}x)\n`);
-  const runs = [
-    await run(gpu, p, manifest, 'sgd_small', p.small, 'sgd', p.smallLr, 0),
-    await run(gpu, p, manifest, 'sgd_large', p.large, 'sgd', p.smallLr * ratio, p.warmupEpochs),
-    await run(gpu, p, manifest, 'lars_large', p.large, 'lars', p.larsLr, p.warmupEpochs),
+  // --runs=lars_large,... runs a subset (for exploring rates); the summary needs all three.
+  const only = args.find((a) => a.startsWith('--runs='))?.slice(7).split(',');
+  const plan: [string, number, 'sgd' | 'lars', number, number][] = [
+    ['sgd_small', p.small, 'sgd', p.smallLr, 0],
+    ['sgd_large', p.large, 'sgd', p.smallLr * ratio, p.warmupEpochs],
+    ['lars_large', p.large, 'lars', p.larsLr, p.warmupEpochs],
   ];
-  const pct = (r: RunResult) => +(r.final * 100).toFixed(2);
-  const summary = { bench: 'converge', sgd_small: pct(runs[0]!), sgd_large: pct(runs[1]!), lars_large: pct(runs[2]!) };
+  const runs: RunResult[] = [];
+  for (const [name, b, kind, lr, warm] of plan) if (!only || only.includes(name)) runs.push(await run(gpu, p, manifest, name, b, kind, lr, warm));
+  const pct = (name: string) => {
+    const r = runs.find((x) => x.name === name);
+    return r ? +(r.final * 100).toFixed(2) : null;
+  };
+  const summary = { bench: 'converge', sgd_small: pct('sgd_small'), sgd_large: pct('sgd_large'), lars_large: pct('lars_large') };
   writeFileEnsuringDir('bench/results/converge.json', JSON.stringify({ profile: { ...p, model: p.model(manifest).name }, device: gpu.info, runs, summary }, null, 2));
   writeFileEnsuringDir('bench/results/converge.svg', lineChartSvg({
     title: `${p.dataset}: test top-1 vs epoch (b=${p.small} SGD, B=${p.large} SGD / LARS)`, xLabel: 'epoch', yLabel: 'test top-1 (%)',
