@@ -1,0 +1,57 @@
+// Small HTTP helpers for the coordinator's API: JSON replies, errors as the protocol's
+// ErrorMessage with a 4xx/5xx status, and request bodies read with a size limit.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parseJsonText, type ErrorKind, type ErrorMessage } from '../src/client/protocol.ts';
+
+const STATUS: Record<ErrorKind, number> = {
+  'bad-request': 400, unauthorized: 401, forbidden: 403, 'not-found': 404, 'method-not-allowed': 405,
+  conflict: 409, 'too-large': 413, 'unsupported-media-type': 415, stale: 409, unavailable: 503, internal: 500,
+};
+
+/** A refusal with a reason; routes throw it, the server turns it into a JSON error reply. */
+export class HttpError extends Error {
+  constructor(readonly kind: ErrorKind, message: string) {
+    super(message);
+    this.name = 'HttpError';
+  }
+  get status(): number {
+    return STATUS[this.kind];
+  }
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' }).end(text);
+}
+
+export function sendError(res: ServerResponse, e: HttpError): void {
+  const body: ErrorMessage = { type: 'error', kind: e.kind, message: e.message };
+  if (res.headersSent) {
+    res.destroy(); // mid-stream: the client sees a cut-off reply, which it must treat as failed
+    return;
+  }
+  // A refused body may still be arriving: close the connection rather than read it all.
+  if (e.status === 413) res.setHeader('connection', 'close');
+  sendJson(res, e.status, body);
+}
+
+/**
+ * The request's JSON body as `unknown`, refused (413) past `maxBytes` without reading the
+ * rest, and refused (415/400) unless it is application/json that parses.
+ */
+export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') throw new HttpError('unsupported-media-type', `send the body as application/json (got "${type.slice(0, 60)}")`);
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (declared > maxBytes) throw new HttpError('too-large', `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > maxBytes) throw new HttpError('too-large', `body is over the ${maxBytes}-byte limit of this route`);
+    chunks.push(chunk);
+  }
+  const parsed = parseJsonText(Buffer.concat(chunks).toString('utf8'), maxBytes);
+  if (!parsed.ok) throw new HttpError(parsed.error.kind === 'too-large' ? 'too-large' : 'bad-request', `body: ${parsed.error.problems.join('; ')}`);
+  return parsed.value;
+}

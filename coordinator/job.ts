@@ -1,0 +1,182 @@
+// A training job: its validated config (parsed from untrusted JSON: a job file or an admin
+// request) and the pure membership rules the coordinator applies at step boundaries.
+//
+// Length: a job says `steps` or `epochs` (not both). The optimiser's schedule spans the job,
+// so its totalSteps is set from that length and may not be given separately; turning epochs
+// into steps needs the size of the training split, hence `trainSamples`.
+import type { DatasetName } from './data/cli.ts';
+import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
+import { OptimError, parseOptimizerConfig, type OptimizerConfig } from '../src/optim/index.ts';
+import { FieldReader, MAX_BATCH, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
+import { stepsPerEpoch } from '../src/train/sampler.ts';
+
+// Listed here rather than imported from ./data/cli.ts, which would load the shard builders
+// (sharp) into every process that only reads a job; job.test.ts checks the lists agree.
+export const JOB_DATASETS: readonly DatasetName[] = ['cifar10', 'mnist', 'imagenet'];
+
+export type JobAccess = { kind: 'public' } | { kind: 'private'; joinToken: string };
+
+export interface JobConfig {
+  name: string;
+  model: ModelName;
+  dataset: DatasetName;
+  /** B: images per step over the whole ring. */
+  globalBatch: number;
+  optimizer: OptimizerConfig;
+  totalSteps: number;
+  stepsPerEpoch: number;
+  /** Evaluate on the val split every this many steps (0: only at the end). */
+  evalEvery: number;
+  /** K: a checkpoint every K steps. */
+  checkpointEvery: number;
+  /** N: the newest N checkpoints are kept. */
+  keepCheckpoints: number;
+  access: JobAccess;
+  /** Seeds the epoch permutations and the weight initialisation. */
+  seed: number;
+}
+
+export class JobError extends Error {
+  readonly kind = 'bad-job';
+  constructor(readonly problems: string[]) {
+    super(`bad job config: ${problems.join('; ')}; fix the job file (see coordinator/job.ts for the fields).`);
+    this.name = 'JobError';
+  }
+}
+
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed'];
+/** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
+export const MIN_JOIN_TOKEN = 16;
+
+/** Parses a job config; throws one JobError listing every problem. */
+export function parseJobConfig(input: unknown, trainSamples: number): JobConfig {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new JobError([`expected a JSON object, got ${Array.isArray(input) ? 'an array' : typeof input}`]);
+  const r = new FieldReader(input as Record<string, unknown>);
+  r.only(FIELDS);
+  const model = r.oneOf('model', MODEL_NAMES);
+  const dataset = r.oneOf('dataset', JOB_DATASETS);
+  const globalBatch = r.int('globalBatch', 1, Math.min(MAX_BATCH, trainSamples));
+  const spe = stepsPerEpoch(trainSamples, Math.max(1, globalBatch));
+  let totalSteps = 1;
+  if (r.has('steps') === r.has('epochs')) r.problems.push('give exactly one of steps or epochs');
+  else if (r.has('steps')) totalSteps = r.int('steps', 1, 2 ** 32 - 1);
+  else totalSteps = r.int('epochs', 1, 100_000) * spe;
+  const access = r.has('access') ? r.oneOf('access', ['public', 'private'] as const) : 'public';
+  let jobAccess: JobAccess = { kind: 'public' };
+  if (access === 'private') jobAccess = { kind: 'private', joinToken: r.str('joinToken', MAX_TOKEN_LENGTH, new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`), `a token of ${MIN_JOIN_TOKEN}..${MAX_TOKEN_LENGTH} printable characters (a private job needs one)`) };
+  else if (r.has('joinToken')) r.problems.push('joinToken is only for access "private": set access or drop the token');
+  const config: JobConfig = {
+    name: r.has('name') ? r.str('name', 64) : 'job',
+    model, dataset, globalBatch,
+    optimizer: readOptimizer(r, totalSteps),
+    totalSteps, stepsPerEpoch: spe,
+    evalEvery: r.has('evalEvery') ? r.int('evalEvery', 0, 2 ** 32 - 1) : spe,
+    checkpointEvery: r.has('checkpointEvery') ? r.int('checkpointEvery', 1, 2 ** 32 - 1) : 50,
+    keepCheckpoints: r.has('keepCheckpoints') ? r.int('keepCheckpoints', 1, 100) : 3,
+    access: jobAccess,
+    seed: r.has('seed') ? r.int('seed', 0, 2 ** 32 - 1) : 0,
+  };
+  if (r.problems.length) throw new JobError(r.problems);
+  return config;
+}
+
+function readOptimizer(r: FieldReader, totalSteps: number): OptimizerConfig {
+  const o = r.o.optimizer;
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) {
+    r.fail('optimizer', "an object such as {\"kind\": \"lars\", \"lr\": 8}");
+    return parseOptimizerConfig({ kind: 'sgd', lr: 1, totalSteps: 1 });
+  }
+  if ('totalSteps' in o) {
+    r.problems.push('optimizer.totalSteps is set from the job\'s steps or epochs: remove it');
+    return parseOptimizerConfig({ kind: 'sgd', lr: 1, totalSteps: 1 });
+  }
+  try {
+    return parseOptimizerConfig({ ...o, totalSteps });
+  } catch (e) {
+    // Only the config's own complaints become problems of the job; anything else is a bug.
+    if (!(e instanceof OptimError)) throw e;
+    r.problems.push(`optimizer: ${e.message}`);
+    return parseOptimizerConfig({ kind: 'sgd', lr: 1, totalSteps: 1 });
+  }
+}
+
+/** What GET /api/job shows anyone: never the join token. */
+export function publicJobInfo(job: JobConfig): Omit<JobConfig, 'access'> & { access: 'public' | 'private' } {
+  return { ...job, access: job.access.kind };
+}
+
+// ---- membership ----
+
+/** A generation: one ring of peers, in order. Membership changes only between generations. */
+export interface Generation {
+  readonly index: number;
+  readonly ring: readonly string[];
+}
+
+/**
+ * The generation after a step boundary (or an aborted step): the survivors of `current` keep
+ * their order, then `joined` in the order given. An id that both joined and left stays out;
+ * ids already in the ring and leavers that were not in it are ignored. With no change,
+ * `current` itself is returned, so the ring need not be formed again.
+ */
+export function nextGeneration(current: Generation, joined: readonly string[], left: readonly string[]): Generation {
+  const gone = new Set(left);
+  const ring = current.ring.filter((id) => !gone.has(id));
+  const seen = new Set(ring);
+  for (const id of joined) {
+    if (gone.has(id) || seen.has(id)) continue;
+    seen.add(id);
+    ring.push(id);
+  }
+  const same = ring.length === current.ring.length && ring.every((id, i) => id === current.ring[i]);
+  return same ? current : { index: current.index + 1, ring };
+}
+
+/** Joins and leaves asked for during a step; applied together at the next boundary. */
+export interface Membership {
+  readonly generation: Generation;
+  readonly joining: readonly string[];
+  readonly leaving: readonly string[];
+}
+
+export const startMembership = (): Membership => ({ generation: { index: 0, ring: [] }, joining: [], leaving: [] });
+export const requestJoin = (m: Membership, id: string): Membership => (m.joining.includes(id) ? m : { ...m, joining: [...m.joining, id] });
+export const requestLeave = (m: Membership, id: string): Membership => (m.leaving.includes(id) ? m : { ...m, leaving: [...m.leaving, id] });
+
+/** Called when a step committed or was aborted: the next generation and nothing pending. */
+export function atStepBoundary(m: Membership): Membership {
+  return { generation: nextGeneration(m.generation, m.joining, m.leaving), joining: [], leaving: [] };
+}
+
+// ---- per-peer slices ----
+
+/**
+ * Splits a global batch B over the ring in proportion to each peer's measured throughput
+ * (images/s, by rank). Integers summing exactly to B; every slice >= 1 when B >= N. Rounding
+ * is deterministic: floors, then the leftover images go one each to the largest fractional
+ * parts (ties to the lower rank); a slice rounded to 0 then takes 1 from the largest slice
+ * (ties to the higher rank). A peer not measured yet should be given the ring's median.
+ */
+export function splitBatch(globalBatch: number, throughputs: readonly number[]): number[] {
+  const n = throughputs.length;
+  if (!Number.isInteger(globalBatch) || globalBatch < 1) throw new RangeError(`splitBatch: global batch must be an integer >= 1, got ${globalBatch}`);
+  if (n === 0) throw new RangeError('splitBatch: the ring is empty');
+  const bad = throughputs.findIndex((t) => !(Number.isFinite(t) && t > 0));
+  if (bad >= 0) throw new RangeError(`splitBatch: throughput of rank ${bad} must be a finite number > 0, got ${throughputs[bad]}`);
+  const total = throughputs.reduce((a, b) => a + b, 0);
+  const ideal = throughputs.map((t) => (globalBatch * t) / total);
+  const sizes = ideal.map(Math.floor);
+  const order = ideal.map((v, i) => i).sort((a, b) => ideal[b] - sizes[b] - (ideal[a] - sizes[a]) || a - b);
+  // Float rounding can leave the floors a hair off; cycling keeps the sum exact regardless.
+  for (let left = globalBatch - sizes.reduce((a, b) => a + b, 0), k = 0; left > 0; left--, k++) sizes[order[k % n]]++;
+  if (globalBatch >= n) {
+    for (let i = 0; i < n; i++) {
+      if (sizes[i] > 0) continue;
+      let donor = 0;
+      for (let j = 1; j < n; j++) if (sizes[j] >= sizes[donor]) donor = j;
+      sizes[donor]--;
+      sizes[i] = 1;
+    }
+  }
+  return sizes;
+}

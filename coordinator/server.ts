@@ -1,0 +1,88 @@
+// The coordinator's one HTTP server on one port: the JSON API and data files (routes.ts),
+// server-sent events (events.ts) and the PeerJS signaling server (signaling.ts), which also
+// takes the WebSocket upgrades on its path. Every other upgrade is refused.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { CheckpointStore } from './checkpoints.ts';
+import { createEventHub, type EventHub } from './events.ts';
+import { HttpError, sendError } from './http.ts';
+import type { JobConfig } from './job.ts';
+import { route, type JobStatus, type RouteContext } from './routes.ts';
+import { createSignalingServer, type SignalingServer } from './signaling.ts';
+
+export interface CoordinatorOptions {
+  job: JobConfig;
+  jobId: number;
+  dataDir: string;
+  checkpoints: CheckpointStore;
+  host?: string;
+  /** 0: an ephemeral port (tests). */
+  port?: number;
+  heartbeatMs?: number;
+  maxBodyBytes?: number;
+  maxEventClients?: number;
+  /** Where unexpected (500) errors are reported. */
+  log?: (line: string) => void;
+  status?: () => JobStatus;
+  onJoin?: (peerId: string, name: string | null) => void;
+}
+
+export interface Coordinator {
+  readonly server: Server;
+  readonly signaling: SignalingServer;
+  readonly events: EventHub;
+  readonly port: number;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinator> {
+  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const server = createServer();
+  const signaling = createSignalingServer(server, { path: '/signal' });
+  const events = createEventHub(o.maxEventClients);
+  const ctx: RouteContext = {
+    job: o.job, jobId: o.jobId, dataDir: o.dataDir, checkpoints: o.checkpoints, signaling, events,
+    heartbeatMs: o.heartbeatMs ?? 5000,
+    maxBodyBytes: o.maxBodyBytes ?? 16_384,
+    status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),
+    onJoin: o.onJoin ?? (() => undefined),
+  };
+
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (signaling.handleRequest(req, res)) return;
+    route(req, res, ctx).catch((e: unknown) => {
+      if (e instanceof HttpError) return sendError(res, e);
+      log(`coordinator: ${req.method} ${req.url?.slice(0, 200)} failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+      sendError(res, new HttpError('internal', 'the coordinator failed on this request (logged on its console); try again'));
+    });
+  });
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (!signaling.handleUpgrade(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+  });
+  // A malformed request line or headers: answer 400 rather than leave the socket hanging.
+  server.on('clientError', (_e, socket: Duplex) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+  });
+
+  const host = o.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return {
+    server, signaling, events, port,
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    close: () => new Promise<void>((resolve, reject) => {
+      events.close();
+      signaling.close();
+      server.closeAllConnections();
+      server.close((e) => (e ? reject(e) : resolve()));
+    }),
+  };
+}

@@ -1,0 +1,339 @@
+// Every coordinator <-> peer message, as discriminated unions on `type`, with decoders that
+// take untrusted `unknown` (parsed JSON from a socket or an HTTP body) and return either a
+// typed value or a typed error listing every problem found. Decoders never throw on bad
+// input: a volunteer is a stranger, and one malformed message must not take anything down.
+//
+// Rules that hold for every message:
+// - unknown fields are refused (a typo must not silently become "absent", and a peer cannot
+//   smuggle bulk data in fields we ignore);
+// - strings and arrays have size limits, numbers are finite and in range, ids are plain
+//   tokens ([A-Za-z0-9_-]); generation, step, job and seed are u32 like the ring's wire
+//   header (src/comm/wire.ts);
+// - a whole message is at most MAX_MESSAGE_BYTES of JSON (checked before parsing).
+// Peer <-> peer ring frames are binary and live in src/comm/wire.ts.
+import type { RingErrorKind } from '../comm/errors.ts';
+
+export const PROTOCOL_VERSION = 1;
+/** Largest JSON text we parse: a step assignment of a 65,536-sample slice fits with room. */
+export const MAX_MESSAGE_BYTES = 1 << 20;
+export const MAX_ID_LENGTH = 64;
+export const MAX_TOKEN_LENGTH = 256;
+export const MAX_TEXT_LENGTH = 1000;
+export const MAX_RING = 1024;
+export const MAX_BATCH = 65_536;
+export const MAX_SAMPLE_ID = 2 ** 31 - 1;
+const U32 = 2 ** 32 - 1;
+/** A timing above a day is a bug or a lie. */
+const MAX_MS = 86_400_000;
+
+// ---- messages from a peer to the coordinator ----
+
+/** POST /api/join body. `token` is the job's join token (private jobs only). */
+export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string }
+export interface Heartbeat { type: 'heartbeat'; peerId: string; generation: number; step: number }
+export interface StepTimings { computeMs: number; commMs: number; waitMs: number }
+export interface StepResult {
+  type: 'step-result';
+  peerId: string;
+  generation: number;
+  step: number;
+  /** Mean loss over this peer's slice; null when it was not finite (JSON has no NaN). */
+  loss: number | null;
+  /** Hex digest of the weights after the step: every peer of a ring must report the same. */
+  checksum: string;
+  timings: StepTimings;
+  /** Images this peer computed (its slice size). */
+  images: number;
+}
+export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
+/** A collective failed: `failedPeerId` is the peer the RingError blames. */
+export interface CollectiveFailure { type: 'collective-failure'; peerId: string; generation: number; step: number; failedPeerId: string; kind: RingErrorKind }
+/** The checkpoint this peer is about to upload (the body of the upload must match). */
+export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: string; generation: number; step: number; bytes: number; sha256: string }
+export interface Leave { type: 'leave'; peerId: string; reason?: string }
+
+export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave;
+
+// ---- messages from the coordinator to a peer ----
+
+export interface JoinAccept {
+  type: 'join-accept';
+  peerId: string;
+  /** Presented to the PeerJS server at `signalingPath` (it refuses ids it did not issue). */
+  signalingToken: string;
+  signalingPath: string;
+  job: number;
+  /** Send a heartbeat at least this often, or be dropped from the next generation. */
+  heartbeatMs: number;
+  /** Step of the checkpoint to load before entering (GET /api/checkpoints/latest); null: start from the seed. */
+  checkpointStep: number | null;
+}
+export interface StepAssignment {
+  type: 'step-assignment';
+  job: number;
+  generation: number;
+  step: number;
+  /** The ring in order: ring[rank] is this peer. */
+  ring: string[];
+  rank: number;
+  /** Global batch B: the summed gradient is divided by B whatever this peer's slice. */
+  globalBatch: number;
+  /** This peer's slice of the step's sample ids (src/train/sampler.ts). */
+  sampleIds: number[];
+  epoch: number;
+  seed: number;
+}
+export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'unavailable' | 'internal';
+export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'unavailable', 'internal'];
+/** Also the body of every HTTP error response. `message` says what to do next. */
+export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string }
+
+export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage;
+
+/** Live events (GET /api/events, server-sent): the SSE event name is `type`, data the JSON. */
+export type LiveEvent =
+  | { type: 'hello'; job: number; step: number; generation: number }
+  | { type: 'peer-joined'; peerId: string; name: string | null }
+  | { type: 'peer-left'; peerId: string; reason: string }
+  | { type: 'generation'; generation: number; ring: string[] }
+  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number }
+  | { type: 'checkpoint'; step: number };
+
+// ---- decoding ----
+
+export interface DecodeError {
+  kind: 'malformed' | 'unknown-type' | 'too-large';
+  /** Every problem found, each naming the field ("ring[3]: ..."). */
+  problems: string[];
+}
+export type Decoded<T> = { ok: true; value: T } | { ok: false; error: DecodeError };
+
+export function describe(e: DecodeError): string {
+  return `${e.kind} message: ${e.problems.join('; ')}`;
+}
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const show = (v: unknown): string => {
+  const s = typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : Array.isArray(v) ? `an array of ${v.length}` : isObj(v) ? 'an object' : String(v);
+  return s.length > 60 ? `${s.slice(0, 60)}...` : s;
+};
+
+/**
+ * Reads fields of one object, recording a problem per bad field. Getters return a
+ * placeholder on failure; the caller discards the value when `problems` is non-empty.
+ */
+export class FieldReader {
+  readonly problems: string[] = [];
+  constructor(readonly o: Obj, private readonly at = '') {}
+
+  private name(key: string): string {
+    return this.at ? `${this.at}.${key}` : key;
+  }
+  fail(key: string, rule: string): void {
+    this.problems.push(`${this.name(key)} must be ${rule}, got ${show(this.o[key])}`);
+  }
+  /** Records fields outside `allowed`. */
+  only(allowed: readonly string[]): void {
+    const extra = Object.keys(this.o).filter((k) => !allowed.includes(k));
+    if (extra.length) this.problems.push(`unknown field(s) ${extra.slice(0, 5).map((k) => this.name(k.slice(0, 40))).join(', ')}; allowed: ${allowed.join(', ')}`);
+  }
+  has(key: string): boolean {
+    return this.o[key] !== undefined;
+  }
+  int(key: string, min: number, max: number): number {
+    const v = this.o[key];
+    if (typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max) return v + 0; // -0 -> 0
+    this.fail(key, `an integer in [${min}, ${max}]`);
+    return min;
+  }
+  num(key: string, min: number, max: number): number {
+    const v = this.o[key];
+    if (typeof v === 'number' && Number.isFinite(v) && v >= min && v <= max) return v + 0; // -0 -> 0
+    this.fail(key, `a finite number in [${min}, ${max}]`);
+    return min;
+  }
+  bool(key: string): boolean {
+    const v = this.o[key];
+    if (typeof v === 'boolean') return v;
+    this.fail(key, 'true or false');
+    return false;
+  }
+  str(key: string, max: number, pattern?: RegExp, rule?: string): string {
+    const v = this.o[key];
+    if (typeof v === 'string' && v.length > 0 && v.length <= max && (!pattern || pattern.test(v))) return v;
+    this.fail(key, rule ?? `a non-empty string of at most ${max} characters`);
+    return '';
+  }
+  id(key: string): string {
+    return this.str(key, MAX_ID_LENGTH, ID_PATTERN, `an id of 1..${MAX_ID_LENGTH} characters [A-Za-z0-9_-]`);
+  }
+  oneOf<T extends string>(key: string, options: readonly T[]): T {
+    const found = options.find((x) => x === this.o[key]);
+    if (found !== undefined) return found;
+    this.fail(key, `one of ${options.join(', ')}`);
+    return options[0]!;
+  }
+  /** An array of at most `max` items, each checked by `item` (which returns a problem or null). */
+  array<T>(key: string, max: number, item: (v: unknown) => string | null): T[] {
+    const v = this.o[key];
+    if (!Array.isArray(v) || v.length > max) {
+      this.fail(key, `an array of at most ${max} items`);
+      return [];
+    }
+    for (let i = 0; i < v.length; i++) {
+      const problem = item(v[i]);
+      if (problem) {
+        this.problems.push(`${this.name(key)}[${i}] ${problem}, got ${show(v[i])}`);
+        break; // one bad item says enough; a 65k-item array must not yield 65k problems
+      }
+    }
+    // A copy (the caller's input stays the caller's), with -0 read as 0 like int() does.
+    return v.map((x: unknown) => (typeof x === 'number' ? x + 0 : x)) as T[];
+  }
+}
+
+export const ID_PATTERN = /^[A-Za-z0-9_-]+$/;
+const HEX = /^[0-9a-f]+$/;
+
+function u32s(r: FieldReader, ...keys: string[]): number[] {
+  return keys.map((k) => r.int(k, 0, U32));
+}
+
+type Fields<T> = Omit<T, 'type'>;
+type Reader<T> = (r: FieldReader) => Fields<T>;
+
+function readJoin(r: FieldReader): Fields<JoinRequest> {
+  r.only(['type', 'protocol', 'token', 'name']);
+  const protocol = r.int('protocol', 1, 1000);
+  if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
+  const out: Fields<JoinRequest> = { protocol };
+  if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
+  if (r.has('name')) out.name = r.str('name', MAX_ID_LENGTH);
+  return out;
+}
+
+function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
+  r.only(['type', 'peerId', 'generation', 'step']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step! };
+}
+
+function readStepResult(r: FieldReader): Fields<StepResult> {
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
+  let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
+  if (isObj(r.o.timings)) {
+    const t = new FieldReader(r.o.timings, 'timings');
+    t.only(['computeMs', 'commMs', 'waitMs']);
+    timings = { computeMs: t.num('computeMs', 0, MAX_MS), commMs: t.num('commMs', 0, MAX_MS), waitMs: t.num('waitMs', 0, MAX_MS) };
+    r.problems.push(...t.problems);
+  } else r.fail('timings', 'an object {computeMs, commMs, waitMs}');
+  return {
+    peerId: r.id('peerId'), generation: generation!, step: step!, loss,
+    checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
+    timings, images: r.int('images', 0, MAX_BATCH),
+  };
+}
+
+function readFailure(r: FieldReader): Fields<CollectiveFailure> {
+  r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS) };
+}
+
+function readAnnounce(r: FieldReader): Fields<CheckpointAnnounce> {
+  r.only(['type', 'peerId', 'generation', 'step', 'bytes', 'sha256']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return {
+    peerId: r.id('peerId'), generation: generation!, step: step!,
+    bytes: r.int('bytes', 1, Number.MAX_SAFE_INTEGER),
+    sha256: r.str('sha256', 64, /^[0-9a-f]{64}$/, 'a sha256 digest (64 lower-case hex characters)'),
+  };
+}
+
+function readLeave(r: FieldReader): Fields<Leave> {
+  r.only(['type', 'peerId', 'reason']);
+  const out: Fields<Leave> = { peerId: r.id('peerId') };
+  if (r.has('reason')) out.reason = r.str('reason', MAX_TEXT_LENGTH);
+  return out;
+}
+
+function readAccept(r: FieldReader): Fields<JoinAccept> {
+  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep']);
+  return {
+    peerId: r.id('peerId'),
+    signalingToken: r.str('signalingToken', MAX_TOKEN_LENGTH, ID_PATTERN, 'a token [A-Za-z0-9_-]'),
+    signalingPath: r.str('signalingPath', 256, /^\/[A-Za-z0-9_/-]*$/, 'an absolute URL path'),
+    job: r.int('job', 0, U32),
+    heartbeatMs: r.int('heartbeatMs', 100, 600_000),
+    checkpointStep: r.o.checkpointStep === null ? null : r.int('checkpointStep', 0, U32),
+  };
+}
+
+function readAssignment(r: FieldReader): Fields<StepAssignment> {
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed']);
+  const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
+  const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
+  if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
+  if (new Set(ring).size !== ring.length) r.problems.push('ring has a peer twice');
+  const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
+  const globalBatch = r.int('globalBatch', 1, MAX_BATCH);
+  const sampleIds = r.array<number>('sampleIds', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  if (sampleIds.length > globalBatch) r.problems.push(`sampleIds has ${sampleIds.length} ids, more than globalBatch ${globalBatch}`);
+  return { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
+}
+
+function readError(r: FieldReader): Fields<ErrorMessage> {
+  r.only(['type', 'kind', 'message']);
+  return { kind: r.oneOf('kind', ERROR_KINDS), message: r.str('message', MAX_TEXT_LENGTH) };
+}
+
+const PEER_READERS = {
+  join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave,
+} satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
+
+const COORDINATOR_READERS = {
+  'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
+} satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
+
+function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {
+  if (!isObj(input)) return { ok: false, error: { kind: 'malformed', problems: [`expected a JSON object, got ${show(input)}`] } };
+  const type = input.type;
+  if (typeof type !== 'string' || !Object.hasOwn(readers, type)) {
+    return { ok: false, error: { kind: 'unknown-type', problems: [`type must be one of ${Object.keys(readers).join(', ')} (${side}), got ${show(type)}`] } };
+  }
+  const r = new FieldReader(input);
+  const fields = readers[type]!(r);
+  if (r.problems.length) return { ok: false, error: { kind: 'malformed', problems: [`${type}: ${r.problems[0]}`, ...r.problems.slice(1)] } };
+  return { ok: true, value: { type, ...fields } as unknown as M };
+}
+
+export function decodePeerMessage(input: unknown): Decoded<PeerMessage> {
+  return decodeWith<PeerMessage>(PEER_READERS as Record<string, Reader<PeerMessage>>, input, 'messages a peer sends');
+}
+
+export function decodeCoordinatorMessage(input: unknown): Decoded<CoordinatorMessage> {
+  return decodeWith<CoordinatorMessage>(COORDINATOR_READERS as Record<string, Reader<CoordinatorMessage>>, input, 'messages the coordinator sends');
+}
+
+/** Narrows a decoded message to one type (e.g. the body of POST /api/join must be a 'join'). */
+export function expectType<M extends { type: string }, K extends M['type']>(d: Decoded<M>, type: K): Decoded<Extract<M, { type: K }>> {
+  if (!d.ok) return d;
+  if (d.value.type !== type) return { ok: false, error: { kind: 'unknown-type', problems: [`expected a '${type}' message here, got '${d.value.type}'`] } };
+  return { ok: true, value: d.value as Extract<M, { type: K }> };
+}
+
+/** JSON text (from a socket or a body) to `unknown`, refusing oversized or unparsable text. */
+export function parseJsonText(text: string, maxBytes = MAX_MESSAGE_BYTES): Decoded<unknown> {
+  // UTF-16 length <= UTF-8 bytes, so this is a cheap lower bound checked before parsing.
+  if (text.length > maxBytes) return { ok: false, error: { kind: 'too-large', problems: [`message is over ${maxBytes} bytes`] } };
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch (e) {
+    if (!(e instanceof SyntaxError)) throw e;
+    return { ok: false, error: { kind: 'malformed', problems: [`not JSON: ${e.message.slice(0, 200)}`] } };
+  }
+}

@@ -1,0 +1,193 @@
+// The coordinator <-> peer protocol decoders: every valid message round-trips, every listed
+// kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
+// mutated messages never makes a decoder throw or accept something that breaks an invariant.
+import { describe as suite, expect, it } from 'vitest';
+import {
+  MAX_BATCH, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, decodeCoordinatorMessage, decodePeerMessage, describe, expectType, parseJsonText,
+  type CoordinatorMessage, type Decoded, type PeerMessage,
+} from '../../src/client/protocol.ts';
+import { makeRng, type Rng } from '../../src/rng.ts';
+
+const PEER: PeerMessage[] = [
+  { type: 'join', protocol: PROTOCOL_VERSION },
+  { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12' },
+  { type: 'heartbeat', peerId: 'p-1', generation: 3, step: 17 },
+  { type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 }, images: 64 },
+  { type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: null, checksum: 'deadbeef', timings: { computeMs: 1, commMs: 1, waitMs: 1 }, images: 0 },
+  { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'peer-timeout' },
+  { type: 'checkpoint-announce', peerId: 'p-0', generation: 3, step: 100, bytes: 123456, sha256: 'a'.repeat(64) },
+  { type: 'leave', peerId: 'p-1' },
+  { type: 'leave', peerId: 'p-1', reason: 'tab closed' },
+];
+const COORD: CoordinatorMessage[] = [
+  { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null },
+  { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200 },
+  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
+  { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
+];
+
+function problemsOf<T>(d: Decoded<T>): string {
+  expect(d.ok, 'expected the decoder to refuse this').toBe(false);
+  return d.ok ? '' : describe(d.error);
+}
+
+suite('protocol: valid messages', () => {
+  it('decodes every message type to an equal value, on its own side only', () => {
+    for (const m of PEER) {
+      expect(decodePeerMessage(JSON.parse(JSON.stringify(m)))).toEqual({ ok: true, value: m });
+      expect(decodeCoordinatorMessage(m).ok).toBe(false);
+    }
+    for (const m of COORD) {
+      expect(decodeCoordinatorMessage(JSON.parse(JSON.stringify(m)))).toEqual({ ok: true, value: m });
+      expect(decodePeerMessage(m).ok).toBe(false);
+    }
+  });
+
+  it('expectType narrows and refuses another type', () => {
+    const d = expectType(decodePeerMessage(PEER[0]), 'join');
+    expect(d.ok && d.value.protocol).toBe(PROTOCOL_VERSION);
+    expect(problemsOf(expectType(decodePeerMessage(PEER[2]), 'join'))).toContain("expected a 'join' message");
+  });
+});
+
+suite('protocol: malformed messages are refused with a reason', () => {
+  const assignment = COORD[2] as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
+  const cases: [string, unknown, string][] = [
+    ['not an object', 'hello', 'expected a JSON object'],
+    ['null', null, 'expected a JSON object'],
+    ['array', [PEER[2]], 'expected a JSON object'],
+    ['unknown type', { type: 'format-disk' }, 'type must be one of'],
+    ['prototype key as type', { type: '__proto__' }, 'type must be one of'],
+    ['constructor as type', { type: 'constructor' }, 'type must be one of'],
+    ['missing field', { type: 'heartbeat', peerId: 'p', generation: 1 }, 'step must be an integer'],
+    ['negative step', { type: 'heartbeat', peerId: 'p', generation: 1, step: -1 }, 'step must be an integer'],
+    ['step beyond u32', { type: 'heartbeat', peerId: 'p', generation: 1, step: 2 ** 32 }, 'step must be'],
+    ['fractional generation', { type: 'heartbeat', peerId: 'p', generation: 1.5, step: 1 }, 'generation must be'],
+    ['string number', { type: 'heartbeat', peerId: 'p', generation: '1', step: 1 }, 'generation must be'],
+    ['bad peer id', { type: 'heartbeat', peerId: '../etc', generation: 1, step: 1 }, 'peerId must be an id'],
+    ['long peer id', { type: 'heartbeat', peerId: 'x'.repeat(65), generation: 1, step: 1 }, 'peerId must be an id'],
+    ['extra field', { ...PEER[2], payload: 'x'.repeat(1000) }, 'unknown field(s) payload'],
+    ['wrong protocol', { type: 'join', protocol: 99 }, 'protocol 99 is not supported'],
+    ['long token', { type: 'join', protocol: 1, token: 't'.repeat(257) }, 'token must be'],
+    ['bad checksum', { ...PEER[3], checksum: 'XYZ' }, 'checksum must be a lower-case hex'],
+    ['timings not object', { ...PEER[3], timings: 5 }, 'timings must be an object'],
+    ['negative timing', { ...PEER[3], timings: { computeMs: -1, commMs: 0, waitMs: 0 } }, 'timings.computeMs must be'],
+    ['extra timing', { ...PEER[3], timings: { computeMs: 1, commMs: 0, waitMs: 0, gpu: 3 } }, 'timings.gpu'],
+    ['string loss', { ...PEER[3], loss: 'NaN' }, 'loss must be'],
+    ['unknown failure kind', { ...PEER[5], kind: 'meteor' }, 'kind must be one of'],
+    ['short sha256', { ...PEER[6], sha256: 'abc' }, 'sha256 must be a sha256'],
+    ['rank outside ring', { ...assignment, rank: 3 }, 'rank must be an integer in [0, 2]'],
+    ['empty ring', { ...assignment, ring: [], rank: 0 }, 'ring must be a non-empty'],
+    ['duplicate ring id', { ...assignment, ring: ['a', 'b', 'a'] }, 'ring has a peer twice'],
+    ['ring too long', { ...assignment, ring: Array.from({ length: MAX_RING + 1 }, (_, i) => `p${i}`) }, 'ring must be an array of at most'],
+    ['bad ring item', { ...assignment, ring: ['a', 7, 'c'] }, 'ring[1] must be a peer id'],
+    ['negative sample id', { ...assignment, sampleIds: [1, -2, 3] }, 'sampleIds[1] must be an integer'],
+    ['slice larger than batch', { ...assignment, sampleIds: [1, 2, 3, 4, 5, 6, 7, 8, 9] }, 'more than globalBatch 8'],
+    ['too many sample ids', { ...assignment, globalBatch: MAX_BATCH, sampleIds: new Array(MAX_BATCH + 1).fill(0) }, 'sampleIds must be an array of at most'],
+    ['bad heartbeat period', { ...COORD[0], heartbeatMs: 1 }, 'heartbeatMs must be'],
+    ['unknown error kind', { type: 'error', kind: 'oops', message: 'x' }, 'kind must be one of'],
+  ];
+  it.each(cases)('%s', (_name, input, expected) => {
+    const peer = decodePeerMessage(input);
+    const coord = decodeCoordinatorMessage(input);
+    expect(peer.ok || coord.ok, 'neither side may accept it').toBe(false);
+    const text = [peer, coord].map((d) => (d.ok ? '' : describe(d.error))).join(' | ');
+    expect(text).toContain(expected);
+  });
+
+  it('lists every problem, not only the first', () => {
+    const text = problemsOf(decodePeerMessage({ type: 'heartbeat', peerId: '', generation: -1, step: 'x' }));
+    for (const f of ['peerId', 'generation', 'step']) expect(text).toContain(f);
+  });
+
+  it('parseJsonText refuses oversized and unparsable text', () => {
+    expect(parseJsonText('{"type":"leave","peerId":"a"}')).toEqual({ ok: true, value: { type: 'leave', peerId: 'a' } });
+    const big = parseJsonText(' '.repeat(MAX_MESSAGE_BYTES + 1));
+    expect(!big.ok && big.error.kind).toBe('too-large');
+    const bad = parseJsonText('{"type": ');
+    expect(!bad.ok && bad.error.kind).toBe('malformed');
+  });
+});
+
+// ---- fuzz ----
+
+function randomValue(rng: Rng, depth = 0): unknown {
+  switch (rng.int(depth > 1 ? 9 : 11)) {
+    case 0: return null;
+    case 1: return rng.int(2) === 0;
+    case 2: return rng.int(2 ** 33) - 2 ** 32;
+    case 3: return (rng.next() - 0.5) * 10 ** rng.int(40);
+    case 4: return [Number.NaN, Infinity, -Infinity, -0, 2 ** 53, 0.5][rng.int(6)];
+    case 5: return 'x'.repeat(rng.int(3) === 0 ? 70 + rng.int(2000) : rng.int(10));
+    case 6: return ['__proto__', 'constructor', '../..', '', 'p-1', 'a'.repeat(64), '\u0000', 'deadbeef'][rng.int(8)];
+    case 7: return undefined;
+    case 8: return rng.int(100);
+    case 9: return Array.from({ length: rng.int(4) }, () => randomValue(rng, depth + 1));
+    default: return { [['type', 'peerId', 'x', 'computeMs'][rng.int(4)]!]: randomValue(rng, depth + 1) };
+  }
+}
+
+/** One random edit of a message: drop, replace or add a field, or edit a nested array/object. */
+function mutate(rng: Rng, msg: Record<string, unknown>): Record<string, unknown> {
+  const m: Record<string, unknown> = structuredClone(msg);
+  const keys = Object.keys(m);
+  const key = keys[rng.int(keys.length)]!;
+  const op = rng.int(6);
+  if (op === 0) delete m[key];
+  else if (op === 1) m[key] = randomValue(rng);
+  else if (op === 2) m[['extra', 'type', '__proto__', 'toString'][rng.int(4)]!] = randomValue(rng);
+  else if (op === 3 && Array.isArray(m[key])) (m[key] as unknown[]).splice(rng.int((m[key] as unknown[]).length + 1), rng.int(2), randomValue(rng));
+  else if (op === 4 && typeof m[key] === 'object' && m[key] !== null) m[key] = mutate(rng, m[key] as Record<string, unknown>);
+  else m[key] = typeof m[key] === 'number' ? (m[key] as number) + [1, -1, 0.5, 2 ** 32][rng.int(4)]! : randomValue(rng);
+  return m;
+}
+
+/** What a decoded value must satisfy beyond its type (checks the decoder's promises). */
+function checkInvariants(m: PeerMessage | CoordinatorMessage): void {
+  const u32 = (v: number): boolean => Number.isInteger(v) && v >= 0 && v < 2 ** 32;
+  if ('generation' in m) expect(u32(m.generation)).toBe(true);
+  if ('step' in m) expect(u32(m.step)).toBe(true);
+  if (m.type === 'step-assignment') {
+    expect(m.rank).toBeLessThan(m.ring.length);
+    expect(new Set(m.ring).size).toBe(m.ring.length);
+    expect(m.sampleIds.length).toBeLessThanOrEqual(m.globalBatch);
+  }
+  if (m.type === 'step-result') expect(m.loss === null || Number.isFinite(m.loss)).toBe(true);
+  // A value that decoded once decodes again to itself (JSON round trip: what the wire does).
+  const again = JSON.parse(JSON.stringify(m)) as unknown;
+  const d = m.type === 'join-accept' || m.type === 'step-assignment' || m.type === 'error' ? decodeCoordinatorMessage(again) : decodePeerMessage(again);
+  expect(d).toEqual({ ok: true, value: m });
+}
+
+suite('protocol: seeded fuzz', () => {
+  it('never throws, always explains a refusal, and accepted values keep every invariant', () => {
+    const rng = makeRng(20240605);
+    const all = [...PEER, ...COORD] as unknown as Record<string, unknown>[];
+    const counts = { accepted: 0, refused: 0, random: 0 };
+    const start = performance.now();
+    for (let i = 0; i < 4000; i++) {
+      let input: unknown;
+      if (i % 8 === 7) {
+        input = randomValue(rng);
+        counts.random++;
+      } else {
+        input = all[rng.int(all.length)]!;
+        for (let k = 1 + rng.int(3); k > 0; k--) input = mutate(rng, input as Record<string, unknown>);
+      }
+      for (const d of [decodePeerMessage(input), decodeCoordinatorMessage(input)] as Decoded<PeerMessage | CoordinatorMessage>[]) {
+        if (d.ok) {
+          counts.accepted++;
+          checkInvariants(d.value);
+        } else {
+          counts.refused++;
+          expect(d.error.problems.length).toBeGreaterThan(0);
+          expect(d.error.problems.every((p) => typeof p === 'string' && p.length > 0 && p.length < 2000)).toBe(true);
+        }
+      }
+    }
+    // Both outcomes must occur often: a decoder that accepts or refuses everything fails here.
+    expect(counts.accepted).toBeGreaterThan(200);
+    expect(counts.refused).toBeGreaterThan(4000);
+    expect(performance.now() - start).toBeLessThan(5000);
+  });
+});
