@@ -178,3 +178,39 @@ fn blocked4(@builtin(global_invocation_id) gid: vec3u) {
     for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + 4u + j, acc1[i][j]); }
   }
 }
+
+// `blocked4t`: op(B) = B^T (B stored [N, K], what a linear layer's forward x W^T reads) with
+// K, leading dimensions and offsets multiples of 4. Both operands are read as vec4 along K;
+// each invocation owns TM rows x 4 columns and accumulates dot products.
+@compute @workgroup_size(WGX, WGY, 1)
+fn blocked4t(@builtin(global_invocation_id) gid: vec3u) {
+  let n0 = gid.x * 4u;
+  let m0 = gid.y * TM;
+  if (n0 >= p.N || m0 >= p.M) { return; }
+  let aBase = (gid.z * p.strideA + p.offA) / 4u;
+  let bBase = (gid.z * p.strideB + p.offB) / 4u;
+  let lda4 = p.lda / 4u;
+  let ldb4 = p.ldb / 4u;
+  var rowBase: array<u32, 8>;
+  for (var i = 0u; i < TM; i++) { rowBase[i] = aBase + min(m0 + i, p.M - 1u) * lda4; }
+  let c0 = bBase + min(n0, p.N - 1u) * ldb4;
+  let c1 = bBase + min(n0 + 1u, p.N - 1u) * ldb4;
+  let c2 = bBase + min(n0 + 2u, p.N - 1u) * ldb4;
+  let c3 = bBase + min(n0 + 3u, p.N - 1u) * ldb4;
+  var acc: array<vec4f, 8>;
+  let K4 = p.K / 4u;
+  for (var k4 = 0u; k4 < K4; k4++) {
+    let b0 = B4[c0 + k4];
+    let b1 = B4[c1 + k4];
+    let b2 = B4[c2 + k4];
+    let b3 = B4[c3 + k4];
+    for (var i = 0u; i < TM; i++) {
+      let a = A4[rowBase[i] + k4];
+      acc[i] += vec4f(dot(a, b0), dot(a, b1), dot(a, b2), dot(a, b3));
+    }
+  }
+  let cBase = gid.z * p.strideC;
+  for (var i = 0u; i < TM; i++) {
+    for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + j, acc[i][j]); }
+  }
+}

@@ -94,13 +94,16 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
   const lda = p.transA ? M : K, ldb = p.transB ? K : N, ldc = N;
   const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
   const maxElems = Math.floor(gpu.maxBindingBytes / 4);
-  // The vec4 kernel needs 16-byte aligned rows and offsets; otherwise the scalar blocked one.
+  // The vec4 kernels (blocked4 for B, blocked4t for B^T) need 16-byte aligned rows and
+  // offsets and no transposed A; otherwise the scalar blocked kernel runs.
   const variant = (m: number, n: number, k: number, offA: number, offB: number) => {
-    const vec4 = cfg.entry === 'blocked4' && !p.transA && !p.transB && k % 4 === 0 && n % 4 === 0 && lda % 4 === 0 && ldb % 4 === 0 && offA % 4 === 0 && offB % 4 === 0;
-    const entry = cfg.entry === 'blocked4' && !vec4 ? 'blocked' : cfg.entry;
+    const aligned = !p.transA && k % 4 === 0 && lda % 4 === 0 && ldb % 4 === 0 && offA % 4 === 0 && offB % 4 === 0;
+    const vecEntry = p.transB ? 'blocked4t' : n % 4 === 0 ? 'blocked4' : null;
+    const entry = cfg.entry === 'blocked4' ? (aligned && vecEntry ? vecEntry : 'blocked') : cfg.entry;
     const c = cfg.constants;
-    const groups: [number, number] = entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / ((entry === 'blocked4' ? 8 : c.TN!) * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
-    const constants: Constants = entry === 'blocked4' ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
+    const colsPerInvocation = entry === 'blocked4' ? 8 : entry === 'blocked4t' ? 4 : c.TN!;
+    const groups: [number, number] = entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / (colsPerInvocation * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
+    const constants: Constants = entry.startsWith('blocked4') ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
     return { kernel: { ...KERNEL, entryPoint: entry } as Kernel, constants, groups };
   };
 

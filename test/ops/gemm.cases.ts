@@ -42,6 +42,8 @@ const shapes: Shape[] = [
   { M: 4, N: 9, K: 6, batch: 3 },
   { M: 8, N: 1000, K: 200, transB: true }, // a classifier layer: logits = x W^T
   { M: 9, N: 12, K: 20 }, // vec4 path with N % 8 = 4 (clamped second quad)
+  { M: 9, N: 30, K: 64, transB: true }, // blocked4t (x W^T) with N not a multiple of 4
+  { M: 2, N: 7, K: 12, transB: true, batch: 3, beta: 1 },
   { M: 33, N: 64, K: 36, beta: 1, batch: 2 },
 ];
 
