@@ -22,7 +22,7 @@ export const TRAIN_USAGE = `usage: npm start -- [options]
   --model small-cnn|resnet20  (default small-cnn; alexnet, alexnet-bn, resnet50 need 224x224 data)
   --batch N                   global batch (default 32)
   --steps N | --epochs E      how long (default 200 steps)
-  --optimizer lars|sgd        (default lars)   --lr X (default 2 for LARS, 0.05 for SGD)
+  --optimizer lars|sgd        (default lars)   --lr X (default 0.5 for LARS, 0.05 for SGD)
   --warmup N                  warm-up steps (default 20)
   --eval-every N              evaluate every N steps (default 50)  --eval-samples N (default 500)
   --seed N                    (default 1)      --cache DIR (default .cache/data)`;
@@ -37,7 +37,7 @@ export async function trainLocalMain(argv: readonly string[]): Promise<void> {
   const modelName = a.oneOf<ModelName>('model', MODEL_NAMES, 'small-cnn');
   const batch = a.int('batch', 32, 1);
   const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
-  const lr = a.num('lr', kind === 'lars' ? 2 : 0.05, (v) => v > 0, 'a positive number');
+  const lr = a.num('lr', kind === 'lars' ? 0.5 : 0.05, (v) => v > 0, 'a positive number');
   const warmup = a.int('warmup', 20);
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', 500);
