@@ -1,0 +1,52 @@
+// The page's device check in real headless Chromium: with software WebGPU it reports the
+// adapter and a measured speed; with WebGPU switched off it explains what to do instead.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type ViteDevServer } from 'vite';
+import { launchChromium } from '../helpers/chromium.ts';
+
+describe('index.html device check', () => {
+  let server: ViteDevServer;
+  let url = '';
+  beforeAll(async () => {
+    server = await createServer({ configFile: 'vite.config.ts', server: { host: '127.0.0.1', port: 0, hmr: false }, logLevel: 'warn' });
+    await server.listen();
+    const addr = server.httpServer!.address();
+    if (!addr || typeof addr === 'string') throw new Error('vite server has no port');
+    url = `http://127.0.0.1:${addr.port}/`;
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+
+  it('shows the adapter and a GEMM speed', async () => {
+    const b = await launchChromium();
+    try {
+      const page = await (await b.newContext()).newPage();
+      await page.goto(url);
+      await page.waitForFunction(() => /GFLOP\/s|Could not|WebGPU is not/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 120_000 });
+      const text = await page.textContent('#status');
+      expect(text).toMatch(/WebGPU adapter: .*\n.*GEMM 512x512x512: [0-9.]+ GFLOP\/s/);
+    } finally {
+      await b.close();
+    }
+  }, 180_000);
+
+  it('explains what to do when WebGPU is unavailable, without a stack trace', async () => {
+    const b = await launchChromium({ args: ['--disable-features=WebGPU', '--disable-webgpu'] });
+    try {
+      const page = await (await b.newContext()).newPage();
+      await page.addInitScript(() => {
+        // Belt and braces: some builds still expose navigator.gpu with the switches above.
+        Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
+      });
+      await page.goto(url);
+      await page.waitForFunction(() => (document.getElementById('status')?.textContent ?? '').length > 30 && !/Checking/.test(document.getElementById('status')!.textContent!), undefined, { timeout: 60_000 });
+      const text = (await page.textContent('#status')) ?? '';
+      expect(text).toMatch(/WebGPU is not available in this browser/);
+      expect(text).toMatch(/Chrome or Edge 113\+/);
+      expect(text).not.toMatch(/at \w+ \(|\.ts:\d+/);
+    } finally {
+      await b.close();
+    }
+  }, 120_000);
+});
