@@ -11,15 +11,18 @@
 import { DEFAULT_RING_SETTINGS, RingError, allReduceSum, openEndpoint, type Link, type PeerEndpoint, type Ring } from '../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer, type SctpSettings } from '../src/comm/node.ts';
 import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../src/comm/wire.ts';
-import { checkResult, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task } from './allreduce-protocol.ts';
+import { checkResult, envInt, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task } from './allreduce-protocol.ts';
 
-const HIGH = DEFAULT_RING_SETTINGS.highWaterBytes; // the ring's own back-pressure marks
-const LOW = DEFAULT_RING_SETTINGS.lowWaterBytes;
+// The ring's own back-pressure marks, for the ring and the stream alike (VT_HIGH / VT_LOW try others).
+const HIGH = envInt('VT_HIGH', DEFAULT_RING_SETTINGS.highWaterBytes);
+const LOW = envInt('VT_LOW', DEFAULT_RING_SETTINGS.lowWaterBytes);
+// VT_MTU sets libdatachannel's path MTU (node-datachannel passes RTC config through); unset = its default.
+const MTU = envInt('VT_MTU', 0);
 // Pairs open in 10-30 ms (connectLinks re-dials a link whose DTLS handshake failed, see
 // src/comm/node.ts); if a ring still does not form, the parent retries it with a fresh job.
 const CONNECT_TIMEOUT_MS = 4000;
 // Peers share 2 cores: a neighbour's event loop may be busy for a while without being gone.
-const RING_SETTINGS = { deadAfterMs: 20_000, stallTimeoutMs: 120_000 };
+const RING_SETTINGS = { deadAfterMs: 20_000, stallTimeoutMs: 120_000, highWaterBytes: HIGH, lowWaterBytes: LOW };
 
 function send(msg: FromPeer): void {
   process.send?.(msg);
@@ -251,7 +254,7 @@ async function handle(raw: unknown): Promise<void> {
     case 'open': {
       // VT_SCTP='{"delayedSackTime":0}' tries node-datachannel SCTP settings (see node.ts).
       const Peer = await loadNodePeer(process.env.VT_SCTP ? (JSON.parse(process.env.VT_SCTP) as SctpSettings) : undefined);
-      endpoint = await openEndpoint({ Peer, id: msg.id, token: msg.token, server: msg.server, rtcConfig: NODE_RTC_CONFIG });
+      endpoint = await openEndpoint({ Peer, id: msg.id, token: msg.token, server: msg.server, rtcConfig: MTU ? ({ ...NODE_RTC_CONFIG, mtu: MTU } as RTCConfiguration) : NODE_RTC_CONFIG });
       return send({ type: 'opened' });
     }
     case 'prepare': {

@@ -120,3 +120,15 @@ export function checkResult(got: Float32Array, seeds: readonly number[]): Result
   }
   return { hash: hash >>> 0, relError };
 }
+
+/**
+ * An experiment knob from the environment (see the header of bench/allreduce.ts): a positive
+ * integer, or `fallback` when unset. Anything else stops the benchmark, naming the variable.
+ */
+export function envInt(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const v = Number(raw);
+  if (!Number.isInteger(v) || v <= 0) throw new Error(`${name}=${raw}: expected a positive integer (or unset for ${fallback})`);
+  return v;
+}

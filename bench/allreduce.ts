@@ -11,13 +11,27 @@
 // round's time as the max over peers of their own measured times, after one warm-up round.
 // Also a message-size sweep and the half-precision wire formats (time and error).
 // Writes bench/results/allreduce.json and allreduce.svg; prints one JSON summary line last.
+//
+// Experiment knobs (environment; unset = the defaults the library ships):
+//   VT_MSG=bytes    frame size incl. the 32-byte header (default 64 KiB, max 262144)
+//   VT_HIGH / VT_LOW=bytes   back-pressure marks of ring and stream (default 1 MiB / 256 KiB)
+//   VT_MTU=bytes    libdatachannel path MTU of the Node peers (default ~1200)
+//   VT_SCTP=JSON    node-datachannel SCTP settings, e.g. '{"delayedSackTime":0}'
+// Measured here (100 MiB, N=4, 2 shared cores, one other benchmark running; ring s / bound s):
+//   default        8.7-10.5 / 6.6-8.7, ring 13.4-16.3 CPU-s a round
+//   VT_MTU=4000    4.6-4.8 / 3.7-3.8, ring 7.8 CPU-s: half the packets, half the CPU, twice as
+//                  fast for ring, stream and star alike (efficiency unchanged, 0.77-0.81).
+//                  9000 and 16000 hang (datagrams over ~4 KiB are lost on the way in).
+//   VT_MSG=262144, VT_HIGH=4 MiB/VT_LOW=1 MiB: within the noise (CPU-s unchanged).
+//   Both directions at once (half the buffer counter-clockwise; tried and removed): same time,
+//   ~20% more CPU-s (16.8 vs 13.9), so no help while the cores are the limit.
 import { fork, type ChildProcess } from 'node:child_process';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startSignalingServer } from '../coordinator/signaling.ts';
-import type { WireFormat } from '../src/comm/index.ts';
-import { parseFromPeer, type FailureKind, type FromPeer, type ResultCheck, type Task, type ToPeer } from './allreduce-protocol.ts';
+import { DEFAULT_MESSAGE_BYTES, type WireFormat } from '../src/comm/index.ts';
+import { envInt, parseFromPeer, type FailureKind, type FromPeer, type ResultCheck, type Task, type ToPeer } from './allreduce-protocol.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { median } from './timing.ts';
 
@@ -259,7 +273,7 @@ export async function main(args: string[]): Promise<void> {
 
   try {
     await Promise.all(procs.map((p, i) => p.request({ type: 'open', ...issued[i], server }, 'opened', 20_000)));
-    const msgBytes = 64 << 10;
+    const msgBytes = envInt('VT_MSG', DEFAULT_MESSAGE_BYTES);
 
     // 1. Message size: 4 MiB, N = 3.
     const sweep: { msgBytes: number; seconds: number }[] = [];
