@@ -11,9 +11,6 @@
 import { join } from 'node:path';
 import { getDevice } from '../src/gpu/device.ts';
 import type { Gpu } from '../src/gpu/runtime.ts';
-import { BatchLoader, defaultAugment } from '../src/data/loader.ts';
-import { nodeDecoder } from '../src/data/decode-node.ts';
-import { fileShardSource } from '../src/data/node-source.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import { GraphBuilder, type ModelSpec } from '../src/nn/graph.ts';
 import { Model } from '../src/nn/model.ts';
@@ -23,6 +20,7 @@ import { createOptimizer, parseOptimizerConfig } from '../src/optim/index.ts';
 import { trainLocal } from '../src/train/local.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset, type DatasetName } from '../coordinator/data/cli.ts';
+import { localLoaders } from '../coordinator/data/loaders.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
 
@@ -52,10 +50,7 @@ async function run(gpu: Gpu, p: Profile, manifest: Manifest, name: string, batch
   const spec = p.model(manifest);
   const model = new Model(gpu, spec, { seed: 7 });
   const opt = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(Math.round(warmupEpochs * spe), steps - 1), momentum: 0.9, weightDecay: 5e-4 }), model.layout.params, model.layout.paramFloats);
-  const source = fileShardSource(join(DEFAULT_CACHE_DIR, p.dataset));
-  const train = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'train', augment: defaultAugment(manifest, 'train'), seed: 3 });
-  const evalLoader = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'val', augment: defaultAugment(manifest, 'val'), seed: 3 });
-  const evalIds = Array.from({ length: Math.min(p.evalSamples, manifest.splits.val.samples) }, (_, i) => i);
+  const { train, evalLoader, evalIds } = localLoaders(manifest, join(DEFAULT_CACHE_DIR, p.dataset), 3, p.evalSamples);
   const t0 = performance.now();
   const curve: RunResult['curve'] = [];
   await trainLocal({

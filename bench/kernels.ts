@@ -7,12 +7,13 @@ import { getDevice } from '../src/gpu/device.ts';
 import type { Gpu } from '../src/gpu/runtime.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
 import { gemm } from '../src/ops/gemm.ts';
+import { gemm as refGemm } from '../src/ref/gemm.ts';
 import { autotuneGemm } from '../src/ops/gemm-tune.ts';
 import { conv2dBackwardFilter, conv2dBackwardInput, conv2dForward, conv2dShape } from '../src/ops/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { tf, tfjsOnDevice } from './tfjs-webgpu.ts';
-import { timeGpu } from './timing.ts';
+import { geomean, timeGpu } from './timing.ts';
 
 interface CaseResult { name: string; gflop: number; oursMs: number; peerMs: number | null; oursGflops: number; peerGflops: number | null; maxRelDiff: number; peerNote?: string }
 
@@ -56,7 +57,7 @@ function gemmCase(name: string, M: number, N: number, K: number, transB = false)
           peer: () => undefined,
           async compare() {
             gemm(gpu, ta, tb, tc, { transB });
-            return relDiff(await gpu.readF32(tc), cpuGemm(a, b, M, N, K, transB));
+            return relDiff(await gpu.readF32(tc), refGemm(a, b, null, { M, N, K, transB }));
           },
           dispose: () => gpu.release(ta, tb, tc),
         };
@@ -76,16 +77,6 @@ function gemmCase(name: string, M: number, N: number, K: number, transB = false)
       };
     },
   };
-}
-
-function cpuGemm(a: Float32Array, b: Float32Array, M: number, N: number, K: number, transB: boolean): Float64Array {
-  const c = new Float64Array(M * N);
-  for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
-    let s = 0;
-    for (let k = 0; k < K; k++) s += a[m * K + k]! * b[transB ? n * K + k : k * N + n]!;
-    c[m * N + n] = s;
-  }
-  return c;
 }
 
 type ConvPass = 'fwd' | 'bwd-input' | 'bwd-filter';
@@ -156,8 +147,6 @@ function cases(quick: boolean): BenchCase[] {
   }
   return list;
 }
-
-const geomean = (xs: number[]) => Math.exp(xs.reduce((s, x) => s + Math.log(x), 0) / xs.length);
 
 export async function main(args: string[]): Promise<void> {
   const quick = args.includes('--quick');

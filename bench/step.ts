@@ -14,11 +14,9 @@ import { makeRng, uniformF32 } from '../src/rng.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { tfModel } from './tfjs-model.ts';
 import { tf, tfjsOnDevice } from './tfjs-webgpu.ts';
-import { median } from './timing.ts';
+import { geomean, median } from './timing.ts';
 
 interface Row { model: string; batch: number; oursIps: number; peerIps: number; oursMs: number; peerMs: number; oursLoss: number[]; peerLoss: number[] }
-
-const geomean = (xs: number[]) => Math.exp(xs.reduce((s, x) => s + Math.log(x), 0) / xs.length);
 
 export async function main(args: string[]): Promise<void> {
   const batch = Number(args.find((a) => a.startsWith('--batch='))?.slice(8) ?? 64);

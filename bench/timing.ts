@@ -1,6 +1,11 @@
 // Timing helpers: medians of repeated GPU work after warm-up, with repetitions chosen so
 // each sample lasts long enough to be measured.
 
+/** Geometric mean: how the benchmarks summarise ratios over shapes or models. */
+export function geomean(xs: number[]): number {
+  return Math.exp(xs.reduce((s, x) => s + Math.log(x), 0) / xs.length);
+}
+
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;

@@ -2,9 +2,6 @@
 // with a progress bar (step, epoch, loss, accuracy, images/s) and periodic evaluation.
 // The coordinator with many peers builds on this (same step, same sampler, same optimiser).
 import { getDevice } from '../src/gpu/device.ts';
-import { BatchLoader, defaultAugment } from '../src/data/loader.ts';
-import { nodeDecoder } from '../src/data/decode-node.ts';
-import { fileShardSource } from '../src/data/node-source.ts';
 import { Model } from '../src/nn/model.ts';
 import { type ModelName, MODEL_NAMES, modelByName } from '../src/nn/models.ts';
 import { layoutOf, summary } from '../src/nn/layout.ts';
@@ -15,6 +12,7 @@ import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ProgressPrinter } from '../src/train/progress.ts';
 import { Args } from './args.ts';
 import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.ts';
+import { localLoaders } from './data/loaders.ts';
 import { join } from 'node:path';
 
 export const TRAIN_USAGE = `usage: npm start -- [options]
@@ -62,10 +60,7 @@ export async function trainLocalMain(argv: readonly string[]): Promise<void> {
   process.stderr.write(`${summary(spec, layoutOf(spec)).split('\n').slice(-1)[0]}\n`);
   const model = new Model(gpu, spec, { seed });
   const optimizer = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(warmup, steps) }), model.layout.params, model.layout.paramFloats);
-  const source = fileShardSource(join(cache, dataset));
-  const train = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'train', augment: defaultAugment(manifest, 'train'), seed });
-  const evalLoader = new BatchLoader({ manifest, source, decoder: nodeDecoder, split: 'val', augment: defaultAugment(manifest, 'val'), seed });
-  const evalIds = Array.from({ length: Math.min(evalSamples, manifest.splits.val.samples) }, (_, i) => i);
+  const { train, evalLoader, evalIds } = localLoaders(manifest, join(cache, dataset), seed, evalSamples);
   process.stderr.write(`training ${modelName} on ${dataset} (${nTrain} images), batch ${batch}, ${steps} steps, ${kind} lr ${lr}; evaluating on ${evalIds.length} test images every ${evalEvery} steps\n`);
 
   const printer = new ProgressPrinter(process.stderr);

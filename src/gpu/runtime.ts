@@ -108,7 +108,7 @@ export class Gpu {
   zeros(shape: readonly number[], dtype: DType = 'f32', label = 'zeros'): Tensor {
     const t = this.empty(shape, dtype, label);
     this.endPass();
-    this.enc().clearBuffer(t.buffer, t.offset, Math.ceil((t.size * 4) / 4) * 4);
+    this.enc().clearBuffer(t.buffer, t.offset, t.size * 4);
     return t;
   }
 

@@ -10,6 +10,7 @@ import { check, VtError } from '../errors.ts';
 import type { Constants, Gpu, Kernel } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { gemmConfig } from '../gpu/tune.ts';
+import { u32s } from '../gpu/uniforms.ts';
 
 export interface GemmParams {
   transA?: boolean;
@@ -111,7 +112,7 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     const { kernel, constants, groups: [gx, gy] } = variant(M, N, K, 0, 0);
     gpu.dispatch({
       kernel, constants, bindings: [a, b, c],
-      uniforms: [...u(M, N, K, lda, ldb, ldc, 0, 0, 0, M * K, K * N, M * N), ['f32', alpha], ['f32', beta]],
+      uniforms: [...u32s(M, N, K, lda, ldb, ldc, 0, 0, 0, M * K, K * N, M * N), ['f32', alpha], ['f32', beta]],
       workgroups: [gx, gy, batch],
     });
     return;
@@ -132,14 +133,10 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     const { kernel, constants, groups: [gx, gy] } = variant(s.m1 - s.m0, s.n1 - s.n0, s.k1 - s.k0, va.off, vb.off);
     gpu.dispatch({
       kernel, constants, bindings: [va.t, vb.t, vc.t],
-      uniforms: [...u(s.m1 - s.m0, s.n1 - s.n0, s.k1 - s.k0, lda, ldb, ldc, va.off, vb.off, vc.off, 0, 0, 0), ['f32', alpha], ['f32', s.k0 > 0 ? 1 : beta]],
+      uniforms: [...u32s(s.m1 - s.m0, s.n1 - s.n0, s.k1 - s.k0, lda, ldb, ldc, va.off, vb.off, vc.off, 0, 0, 0), ['f32', alpha], ['f32', s.k0 > 0 ? 1 : beta]],
       workgroups: [gx, gy, 1],
     });
   }
-}
-
-function u(...v: number[]): ['u32', number][] {
-  return v.map((x) => ['u32', x]);
 }
 
 /** A view covering elements [start, end) whose first element is aligned down; returns the offset inside it. */

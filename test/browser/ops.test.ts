@@ -1,9 +1,10 @@
 // The op suites in real headless Chromium, inside a dedicated Web Worker, on software WebGPU
 // (llvmpipe through ANGLE). Every case that runs in Node must run and pass here too.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type ViteDevServer } from 'vite';
+import type { ViteDevServer } from 'vite';
 import type { Page } from 'playwright-core';
 import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { startViteServer } from '../helpers/vite.ts';
 import { allSuites } from '../ops/suite.ts';
 import type { CaseResult } from './ops-protocol.ts';
 
@@ -16,16 +17,14 @@ describe('op suites in headless Chromium (dedicated Worker, WebGPU)', () => {
   let state: OpsResults;
 
   beforeAll(async () => {
-    server = await createServer({ configFile: 'vite.config.ts', server: { host: '127.0.0.1', port: 0, hmr: false }, logLevel: 'warn' });
-    await server.listen();
-    const addr = server.httpServer!.address();
-    if (!addr || typeof addr === 'string') throw new Error('vite server has no port');
+    const started = await startViteServer();
+    server = started.server;
     browser = await launchChromium();
     const ctx = await browser.newContext();
     page = await ctx.newPage();
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(`http://127.0.0.1:${addr.port}/test/browser/ops.html`);
+    await page.goto(`${started.origin}/test/browser/ops.html`);
     await page.waitForFunction(() => (window as unknown as { opsResults?: { done: boolean } }).opsResults?.done === true, undefined, { timeout: 900_000, polling: 500 });
     state = await page.evaluate(() => (window as unknown as { opsResults: OpsResults }).opsResults);
     if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);

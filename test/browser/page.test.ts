@@ -1,18 +1,17 @@
 // The page's device check in real headless Chromium: with software WebGPU it reports the
 // adapter and a measured speed; with WebGPU switched off it explains what to do instead.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type ViteDevServer } from 'vite';
+import type { ViteDevServer } from 'vite';
 import { launchChromium } from '../helpers/chromium.ts';
+import { startViteServer } from '../helpers/vite.ts';
 
 describe('index.html device check', () => {
   let server: ViteDevServer;
   let url = '';
   beforeAll(async () => {
-    server = await createServer({ configFile: 'vite.config.ts', server: { host: '127.0.0.1', port: 0, hmr: false }, logLevel: 'warn' });
-    await server.listen();
-    const addr = server.httpServer!.address();
-    if (!addr || typeof addr === 'string') throw new Error('vite server has no port');
-    url = `http://127.0.0.1:${addr.port}/`;
+    const started = await startViteServer();
+    server = started.server;
+    url = `${started.origin}/`;
   });
   afterAll(async () => {
     await server?.close();

@@ -1,9 +1,10 @@
 // Real browsers: 3 headless Chromium pages (separate contexts = separate people) form a ring
 // through the real PeerJS server and sum 1M floats with the same src/comm code as Node.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type ViteDevServer } from 'vite';
+import type { ViteDevServer } from 'vite';
 import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
 import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { startViteServer } from '../helpers/vite.ts';
 import type { RunArgs, RunResult } from './browser/page.ts';
 
 let sig: StandaloneSignaling;
@@ -13,17 +14,9 @@ let pageUrl = '';
 
 beforeAll(async () => {
   sig = await startSignalingServer({ path: '/signal' });
-  vite = await createServer({
-    configFile: false,
-    root: process.cwd(),
-    logLevel: 'error',
-    server: { host: '127.0.0.1', port: 0, strictPort: false, hmr: false },
-    optimizeDeps: { include: ['peerjs'] },
-  });
-  await vite.listen();
-  const addr = vite.httpServer?.address();
-  if (!addr || typeof addr !== 'object') throw new Error('vite dev server has no address');
-  pageUrl = `http://127.0.0.1:${addr.port}/test/comm/browser/index.html`;
+  const started = await startViteServer({ configFile: false, root: process.cwd(), logLevel: 'error', optimizeDeps: { include: ['peerjs'] } });
+  vite = started.server;
+  pageUrl = `${started.origin}/test/comm/browser/index.html`;
   chrome = await launchChromium();
 });
 

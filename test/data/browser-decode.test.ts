@@ -7,7 +7,7 @@ import { rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Page } from 'playwright-core';
 import sharp from 'sharp';
-import { createServer, type ViteDevServer } from 'vite';
+import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildShards } from '../../coordinator/data/cli.ts';
 import type { AugmentSpec } from '../../src/data/augment.ts';
@@ -17,6 +17,7 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { fileShardSource } from '../../src/data/node-source.ts';
 import { encodePng } from '../../src/data/png.ts';
 import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { startViteServer } from '../helpers/vite.ts';
 import type { WorkerReply, WorkerRequest } from './browser/protocol.ts';
 import { randomImage } from './helpers.ts';
 
@@ -31,11 +32,7 @@ describe('data path in a Chromium Worker', () => {
 
   beforeAll(async () => {
     manifest = await buildShards({ dataset: 'mnist', out: DATA, limit: 96, samplesPerShard: 40, progress: false });
-    server = await createServer({ configFile: 'vite.config.ts', server: { host: '127.0.0.1', port: 0, hmr: false }, logLevel: 'warn' });
-    await server.listen();
-    const addr = server.httpServer?.address();
-    if (!addr || typeof addr === 'string') throw new Error('vite server has no port');
-    origin = `http://127.0.0.1:${addr.port}`;
+    ({ server, origin } = await startViteServer());
     browser = await launchChromium({ webgpu: 'swiftshader' });
     page = await (await browser.newContext()).newPage();
     await page.goto(`${origin}/test/data/browser/decode.html`);
