@@ -19,7 +19,10 @@ main(process.argv.slice(2)).then(
   () => process.exit(0),
   (e: unknown) => {
     const err = e instanceof Error ? e : new Error(String(e));
-    process.stderr.write(`\n${err.name === 'ArgError' || err.name === 'VtError' || err.name === 'DataError' ? err.message : err.stack ?? err.message}\n`);
+    // Typed errors (ArgError, and every error with a `kind`) carry a message that says what to
+    // do; only unexpected errors get a stack trace.
+    const typed = err.name === 'ArgError' || 'kind' in err;
+    process.stderr.write(`\n${typed ? err.message : err.stack ?? err.message}\n`);
     process.exit(1);
   },
 );

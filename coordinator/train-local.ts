@@ -59,7 +59,7 @@ export async function trainLocalMain(argv: readonly string[]): Promise<void> {
   process.stderr.write(`device: ${gpu.info.description} (gemm ${tune.config.entry})\n`);
   process.stderr.write(`${summary(spec, layoutOf(spec)).split('\n').slice(-1)[0]}\n`);
   const model = new Model(gpu, spec, { seed });
-  const optimizer = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(warmup, steps) }), model.layout.params, model.layout.paramFloats);
+  const optimizer = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(warmup, steps - 1) }), model.layout.params, model.layout.paramFloats);
   const { train, evalLoader, evalIds } = localLoaders(manifest, join(cache, dataset), seed, evalSamples);
   process.stderr.write(`training ${modelName} on ${dataset} (${nTrain} images), batch ${batch}, ${steps} steps, ${kind} lr ${lr}; evaluating on ${evalIds.length} test images every ${evalEvery} steps\n`);
 
