@@ -1,4 +1,4 @@
-// A job's checkpoint folder: `step-<step>.vtck` files (format: checkpoint-format.ts).
+// A job's checkpoint folder: `step-<step>.vtck` files (format: src/checkpoint/format.ts).
 //
 // - Writes are atomic: a temporary name, fsync, rename, fsync of the folder. A crash leaves at
 //   worst a temporary file (removed when the store opens), never a half file under a final name.
@@ -10,9 +10,9 @@
 import { mkdir, open, readdir, readFile, rename, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { CheckpointError, decodeCheckpoint, encodeCheckpoint, type Checkpoint } from './checkpoint-format.ts';
+import { CheckpointError, decodeCheckpoint, encodeCheckpoint, type Checkpoint } from '../src/checkpoint/format.ts';
 
-export { CheckpointError, layoutFingerprint, type Checkpoint } from './checkpoint-format.ts';
+export { CheckpointError, layoutFingerprint, type Checkpoint } from '../src/checkpoint/format.ts';
 
 const NAME = /^step-(\d{10})\.vtck$/;
 const TMP = /^\.step-\d{10}\.vtck\.tmp-/;
@@ -33,6 +33,8 @@ export interface CheckpointStore {
   readNewest(): Promise<(Checkpoint & { path: string }) | null>;
   /** The same checkpoint as the verified file's bytes (what peers download). */
   readNewestFile(): Promise<(StoredCheckpoint & { bytes: Uint8Array }) | null>;
+  /** The verified bytes of the checkpoint of `step`, or null when there is none (or it is damaged). */
+  readStepFile(step: number): Promise<(StoredCheckpoint & { bytes: Uint8Array }) | null>;
 }
 
 export interface StoreOptions {
@@ -104,10 +106,15 @@ export async function openCheckpointStore(dir: string, o: StoreOptions): Promise
       const found = await newestVerified();
       return found && { step: found.step, path: found.path, bytes: found.bytes };
     },
+    async readStepFile(step) {
+      if (!Number.isInteger(step) || step < 0 || step > 9_999_999_999) return null;
+      const found = await newestVerified([{ step, path: join(dir, fileName(step)) }]);
+      return found && { step: found.step, path: found.path, bytes: found.bytes };
+    },
   };
 
-  async function newestVerified(): Promise<(StoredCheckpoint & { bytes: Uint8Array; checkpoint: Checkpoint }) | null> {
-    for (const s of await list()) {
+  async function newestVerified(candidates?: StoredCheckpoint[]): Promise<(StoredCheckpoint & { bytes: Uint8Array; checkpoint: Checkpoint }) | null> {
+    for (const s of candidates ?? (await list())) {
       const bytes = await readFile(s.path).catch((e: NodeJS.ErrnoException) => {
         if (e.code === 'ENOENT') return null; // pruned by a write since list(): try the next
         throw e;

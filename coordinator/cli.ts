@@ -1,13 +1,13 @@
 // Command line of the coordinator: `start` (the main job), `build-shards` / `ensure` (data).
 import { ArgError } from './args.ts';
 import { main as dataMain } from './data/cli.ts';
-import { TRAIN_USAGE, trainLocalMain } from './train-local.ts';
+import { START_USAGE, startMain } from './main.ts';
 
-const USAGE = `usage: coordinator/cli.ts start [options] | build-shards ... | ensure NAME\n${TRAIN_USAGE}`;
+const USAGE = `usage: coordinator/cli.ts start [options] | build-shards ... | ensure NAME\n${START_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
-  if (cmd === 'start') return trainLocalMain(rest);
+  if (cmd === 'start') return startMain(rest);
   if (cmd === 'build-shards' || cmd === 'ensure') {
     await dataMain(argv);
     return;

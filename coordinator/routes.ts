@@ -5,12 +5,21 @@
 //   POST /api/join                 {type:'join', protocol, token?, name?} -> JoinAccept
 //   GET  /api/events               server-sent LiveEvents
 //   GET  /api/checkpoints/latest   the newest verified .vtck file (x-checkpoint-step header)
+//   GET  /api/checkpoints/<step>   the verified .vtck file of that step
+//   POST /api/checkpoints/<step>?peer=<id>   a checkpoint the coordinator asked that peer for
+//                                  (Authorization: Bearer <its token>; octet-stream body)
+//   GET  /api/metrics              the job's metrics history: { records: [...] }, newest last
 //   GET  /data/<dataset>/<file>    manifest.json and shards of the job's data set
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { decodePeerMessage, describe, expectType, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
+import { readMetrics } from './metrics.ts';
+
+/** GET /api/metrics sends at most this many (the newest) records. */
+const MAX_METRIC_RECORDS = 20_000;
 import type { EventHub } from './events.ts';
 import { HttpError, readJsonBody, sendJson } from './http.ts';
 import { publicJobInfo, type JobConfig } from './job.ts';
@@ -33,7 +42,21 @@ export interface RouteContext {
   maxBodyBytes: number;
   status(): JobStatus;
   /** Told about each accepted join (the membership logic queues it for the next boundary). */
-  onJoin(peerId: string, name: string | null): void;
+  onJoin(peerId: string, name: string | null, token: string): void;
+  /** Checkpoint uploads; without it, POST /api/checkpoints/<step> is refused. */
+  uploads?: UploadPolicy;
+  /** The metrics file GET /api/metrics serves (none: 404). */
+  metricsPath?: string;
+}
+
+export interface UploadPolicy {
+  /** The model fingerprint an upload must carry. */
+  fingerprint: string;
+  /** Largest upload accepted (the model's checkpoint size plus room for the header). */
+  maxBytes: number;
+  /** null when `peerId` (holding `token`) may upload `step` now, else why not (as an HttpError). */
+  check(peerId: string, token: string, step: number): HttpError | null;
+  stored(peerId: string, step: number): void;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext, segments: string[]) => Promise<void>;
@@ -62,7 +85,7 @@ const postJoin: Handler = async (req, res, ctx) => {
     type: 'join-accept', peerId: issued.id, signalingToken: issued.token, signalingPath: ctx.signaling.path,
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
   };
-  ctx.onJoin(issued.id, d.value.name ?? null);
+  ctx.onJoin(issued.id, d.value.name ?? null, issued.token);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);
 };
@@ -80,6 +103,64 @@ const getLatestCheckpoint: Handler = async (_req, res, ctx) => {
   res.end(file.bytes);
 };
 
+const STEP = /^\d{1,10}$/;
+function stepOf(segment: string | undefined): number {
+  if (segment === undefined || !STEP.test(segment)) throw new HttpError('not-found', 'checkpoints are /api/checkpoints/latest or /api/checkpoints/<step> (a whole number)');
+  return Number(segment);
+}
+
+const getCheckpointOfStep: Handler = async (_req, res, ctx, segments) => {
+  const step = stepOf(segments[2]);
+  const file = await ctx.checkpoints.readStepFile(step);
+  if (!file) throw new HttpError('not-found', `no usable checkpoint of step ${step}: GET /api/checkpoints/latest for the newest`);
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store' });
+  res.end(file.bytes);
+};
+
+const postCheckpoint: Handler = async (req, res, ctx, segments) => {
+  const step = stepOf(segments[2]);
+  const policy = ctx.uploads;
+  if (!policy) throw new HttpError('forbidden', 'this coordinator takes no checkpoint uploads');
+  const peerId = new URL(req.url ?? '/', 'http://x').searchParams.get('peer') ?? '';
+  const auth = /^Bearer (\S{1,256})$/.exec(req.headers.authorization ?? '');
+  if (!auth) throw new HttpError('unauthorized', 'send the token your join gave you as "Authorization: Bearer <token>"');
+  const refused = policy.check(peerId, auth[1]!, step);
+  if (refused) throw refused;
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/octet-stream') throw new HttpError('unsupported-media-type', 'send the .vtck file as application/octet-stream');
+  const declared = Number(req.headers['content-length'] ?? Number.NaN);
+  if (declared > policy.maxBytes) throw new HttpError('too-large', `a checkpoint of this job is at most ${policy.maxBytes} bytes, this one says ${declared}`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > policy.maxBytes) throw new HttpError('too-large', `a checkpoint of this job is at most ${policy.maxBytes} bytes`);
+    chunks.push(chunk);
+  }
+  const bytes = new Uint8Array(Buffer.concat(chunks));
+  let c;
+  try {
+    c = decodeCheckpoint(bytes, `the upload of step ${step}`);
+  } catch (e) {
+    if (!(e instanceof CheckpointError)) throw e;
+    throw new HttpError('bad-request', e.message);
+  }
+  if (c.fingerprint !== policy.fingerprint) throw new HttpError('conflict', `the upload is of model ${c.fingerprint}, this job trains ${policy.fingerprint}`);
+  if (c.step !== step) throw new HttpError('bad-request', `the upload holds step ${c.step}, the URL says ${step}`);
+  // Checked again: the job may have moved on while the body arrived.
+  const late = policy.check(peerId, auth[1]!, step);
+  if (late) throw late;
+  await ctx.checkpoints.write(c);
+  policy.stored(peerId, step);
+  sendJson(res, 201, { step });
+};
+
+const getMetrics: Handler = async (_req, res, ctx) => {
+  if (!ctx.metricsPath) throw new HttpError('not-found', 'this coordinator keeps no metrics');
+  const records = await readMetrics(ctx.metricsPath);
+  sendJson(res, 200, { records: records.slice(-MAX_METRIC_RECORDS) });
+};
+
 const getData: Handler = async (_req, res, ctx, segments) => {
   const [, dataset, name, ...more] = segments;
   if (dataset !== ctx.job.dataset || name === undefined || more.length) throw new HttpError('not-found', `this job serves /data/${ctx.job.dataset}/<file> only`);
@@ -91,6 +172,7 @@ const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
   '/api/join': { POST: postJoin },
   '/api/events': { GET: getEvents },
   '/api/checkpoints/latest': { GET: getLatestCheckpoint },
+  '/api/metrics': { GET: getMetrics },
 };
 
 /** Routes one request (signaling paths are handled before this). */
@@ -102,8 +184,13 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError('method-not-allowed', 'data files are read with GET');
     return getData(req, res, ctx, segments);
   }
+  if (segments[0] === 'api' && segments[1] === 'checkpoints' && segments.length === 3 && segments[2] !== 'latest') {
+    if (method === 'GET') return getCheckpointOfStep(req, res, ctx, segments);
+    if (method === 'POST') return postCheckpoint(req, res, ctx, segments);
+    throw new HttpError('method-not-allowed', '/api/checkpoints/<step> takes GET, POST');
+  }
   const table = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
-  if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/checkpoints/latest, /data/<dataset>/<file>`);
+  if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, /api/checkpoints/<step>, /data/<dataset>/<file>`);
   const handler = table[method];
   if (!handler) throw new HttpError('method-not-allowed', `${path} takes ${Object.keys(table).join(', ')}`);
   return handler(req, res, ctx, segments);

@@ -7,7 +7,7 @@ import type { CheckpointStore } from './checkpoints.ts';
 import { createEventHub, type EventHub } from './events.ts';
 import { HttpError, sendError } from './http.ts';
 import type { JobConfig } from './job.ts';
-import { route, type JobStatus, type RouteContext } from './routes.ts';
+import { route, type JobStatus, type RouteContext, type UploadPolicy } from './routes.ts';
 import { createSignalingServer, type SignalingServer } from './signaling.ts';
 
 export interface CoordinatorOptions {
@@ -24,7 +24,12 @@ export interface CoordinatorOptions {
   /** Where unexpected (500) errors are reported. */
   log?: (line: string) => void;
   status?: () => JobStatus;
-  onJoin?: (peerId: string, name: string | null) => void;
+  onJoin?: (peerId: string, name: string | null, token: string) => void;
+  /** Checkpoint uploads (routes.ts); none: uploads are refused. */
+  uploads?: UploadPolicy;
+  metricsPath?: string;
+  /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
+  upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
 
 export interface Coordinator {
@@ -47,6 +52,8 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     maxBodyBytes: o.maxBodyBytes ?? 16_384,
     status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),
     onJoin: o.onJoin ?? (() => undefined),
+    uploads: o.uploads,
+    metricsPath: o.metricsPath,
   };
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
@@ -58,7 +65,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     });
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (!signaling.handleUpgrade(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    if (!signaling.handleUpgrade(req, socket, head) && !o.upgrade?.(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
   });
   // A malformed request line or headers: answer 400 rather than leave the socket hanging.
   server.on('clientError', (_e, socket: Duplex) => {

@@ -14,6 +14,13 @@
 import type { RingErrorKind } from '../comm/errors.ts';
 
 export const PROTOCOL_VERSION = 1;
+/**
+ * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
+ * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
+ * but `join-accept` comes down it, one JSON text per WebSocket message. Its closing is the
+ * coordinator's fastest sign that a peer has gone.
+ */
+export const SESSION_PATH = '/api/session';
 /** Largest JSON text we parse: a step assignment of a 65,536-sample slice fits with room. */
 export const MAX_MESSAGE_BYTES = 1 << 20;
 export const MAX_ID_LENGTH = 64;
@@ -51,8 +58,13 @@ export interface CollectiveFailure { type: 'collective-failure'; peerId: string;
 /** The checkpoint this peer is about to upload (the body of the upload must match). */
 export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: string; generation: number; step: number; bytes: number; sha256: string }
 export interface Leave { type: 'leave'; peerId: string; reason?: string }
+/** This peer holds the weights of `step` (loaded from the seed or a checkpoint) and can enter a ring. */
+export interface Ready { type: 'ready'; peerId: string; step: number; checksum: string; device: string }
+/** Summed evaluation counts over the ids an `evaluate` message gave this peer. */
+export interface EvalCounts { samples: number; top1: number; top5: number; lossSum: number }
+export interface EvalResult { type: 'eval-result'; peerId: string; step: number; counts: EvalCounts }
 
-export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave;
+export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult;
 
 // ---- messages from the coordinator to a peer ----
 
@@ -82,13 +94,24 @@ export interface StepAssignment {
   sampleIds: number[];
   epoch: number;
   seed: number;
+  /** Upload the weights of `step` (committed) as a checkpoint before training it. */
+  uploadCheckpoint?: boolean;
 }
+/** Enter with the weights of `step`: from the job seed (step 0, no checkpoint) or the checkpoint of that step. */
+export interface LoadState { type: 'load-state'; source: 'seed' | 'checkpoint'; step: number }
+/** Upload the committed weights of `step` now (POST /api/checkpoints), then wait. */
+export interface UploadRequest { type: 'upload-checkpoint'; step: number }
+/** The job ended (its last step is done) or this peer was removed: close and exit or rejoin. */
+export interface Done { type: 'done'; step: number; reason: string }
+export interface Evicted { type: 'evicted'; reason: string }
+/** Evaluate these val-split ids on the (committed) weights of `step`; answer with an eval-result. */
+export interface Evaluate { type: 'evaluate'; step: number; ids: number[] }
 export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'unavailable' | 'internal';
 export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'unavailable', 'internal'];
 /** Also the body of every HTTP error response. `message` says what to do next. */
 export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string }
 
-export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage;
+export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate;
 
 /** Live events (GET /api/events, server-sent): the SSE event name is `type`, data the JSON. */
 export type LiveEvent =
@@ -96,8 +119,14 @@ export type LiveEvent =
   | { type: 'peer-joined'; peerId: string; name: string | null }
   | { type: 'peer-left'; peerId: string; reason: string }
   | { type: 'generation'; generation: number; ring: string[] }
-  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number }
-  | { type: 'checkpoint'; step: number };
+  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[] }
+  | { type: 'step-aborted'; step: number; generation: number; reason: string }
+  | { type: 'eval'; step: number; top1: number; top5: number; loss: number; samples: number }
+  | { type: 'checkpoint'; step: number }
+  | { type: 'done'; step: number };
+
+/** One peer's part of a committed step (metrics and the dashboard's timeline). */
+export interface PeerStepTiming { peerId: string; images: number; computeMs: number; commMs: number; waitMs: number }
 
 // ---- decoding ----
 
@@ -237,6 +266,31 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
   };
 }
 
+function readEvalResult(r: FieldReader): Fields<EvalResult> {
+  r.only(['type', 'peerId', 'step', 'counts']);
+  const base = { peerId: r.id('peerId'), step: r.int('step', 0, U32) };
+  if (!isObj(r.o.counts)) {
+    r.fail('counts', 'an object {samples, top1, top5, lossSum}');
+    return { ...base, counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 } };
+  }
+  const e = new FieldReader(r.o.counts, 'counts');
+  e.only(['samples', 'top1', 'top5', 'lossSum']);
+  const samples = e.int('samples', 0, MAX_BATCH);
+  const top5 = e.int('top5', 0, samples);
+  const counts = { samples, top1: e.int('top1', 0, top5), top5, lossSum: e.num('lossSum', 0, 1e30) };
+  r.problems.push(...e.problems);
+  return { ...base, counts };
+}
+
+function readReady(r: FieldReader): Fields<Ready> {
+  r.only(['type', 'peerId', 'step', 'checksum', 'device']);
+  return {
+    peerId: r.id('peerId'), step: r.int('step', 0, U32),
+    checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
+    device: r.str('device', MAX_TEXT_LENGTH),
+  };
+}
+
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {
   r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind']);
   const [generation, step] = u32s(r, 'generation', 'step');
@@ -273,7 +327,7 @@ function readAccept(r: FieldReader): Fields<JoinAccept> {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
@@ -282,7 +336,37 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   const globalBatch = r.int('globalBatch', 1, MAX_BATCH);
   const sampleIds = r.array<number>('sampleIds', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
   if (sampleIds.length > globalBatch) r.problems.push(`sampleIds has ${sampleIds.length} ids, more than globalBatch ${globalBatch}`);
-  return { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
+  const out: Fields<StepAssignment> = { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
+  if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
+  return out;
+}
+
+function readLoadState(r: FieldReader): Fields<LoadState> {
+  r.only(['type', 'source', 'step']);
+  const source = r.oneOf('source', ['seed', 'checkpoint'] as const);
+  const step = r.int('step', 0, U32);
+  if (source === 'seed' && step !== 0 && r.problems.length === 0) r.problems.push('source "seed" is only for step 0');
+  return { source, step };
+}
+
+function readUploadRequest(r: FieldReader): Fields<UploadRequest> {
+  r.only(['type', 'step']);
+  return { step: r.int('step', 0, U32) };
+}
+
+function readDone(r: FieldReader): Fields<Done> {
+  r.only(['type', 'step', 'reason']);
+  return { step: r.int('step', 0, U32), reason: r.str('reason', MAX_TEXT_LENGTH) };
+}
+
+function readEvaluate(r: FieldReader): Fields<Evaluate> {
+  r.only(['type', 'step', 'ids']);
+  return { step: r.int('step', 0, U32), ids: r.array<number>('ids', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`)) };
+}
+
+function readEvicted(r: FieldReader): Fields<Evicted> {
+  r.only(['type', 'reason']);
+  return { reason: r.str('reason', MAX_TEXT_LENGTH) };
 }
 
 function readError(r: FieldReader): Fields<ErrorMessage> {
@@ -292,11 +376,12 @@ function readError(r: FieldReader): Fields<ErrorMessage> {
 
 const PEER_READERS = {
   join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
-  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult,
 } satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
 
 const COORDINATOR_READERS = {
   'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
+  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate,
 } satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
 
 function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {

@@ -5,7 +5,7 @@ import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/pro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { decodeCheckpoint, encodeCheckpoint, PREFIX_BYTES } from '../../coordinator/checkpoint-format.ts';
+import { decodeCheckpoint, encodeCheckpoint, PREFIX_BYTES } from '../../src/checkpoint/format.ts';
 import { layoutFingerprint, openCheckpointStore, type Checkpoint } from '../../coordinator/checkpoints.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { smallCnn, resnet20 } from '../../src/nn/models.ts';

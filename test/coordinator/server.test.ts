@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { encodeCheckpoint, decodeCheckpoint } from '../../coordinator/checkpoint-format.ts';
+import { encodeCheckpoint, decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { openCheckpointStore, type CheckpointStore } from '../../coordinator/checkpoints.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/server.ts';

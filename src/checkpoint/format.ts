@@ -1,4 +1,5 @@
 // The checkpoint file format (.vtck): everything a peer needs to enter a ring at a step.
+// Shared by the coordinator (checkpoint store) and the volunteers (upload, load); no Node APIs.
 //
 //   offset  size  field (little-endian)
 //        0     4  magic "VTCK"
@@ -17,7 +18,7 @@
 // 56 bytes and H is a multiple of 4, so the payload is 4-aligned and read without copying.
 // The file's length must be exactly 56 + H + P: a cut-off or padded file is refused before
 // its hash is even computed.
-import { createHash } from 'node:crypto';
+import { Sha256, sha256Hex, toHex } from './sha256.ts';
 
 export const MAGIC = 0x4b435456; // 'VTCK' as a little-endian u32
 export const FORMAT_VERSION = 1;
@@ -65,10 +66,11 @@ export function encodeCheckpoint(c: Checkpoint): Uint8Array[] {
     return e;
   });
   const header: Header = { step: c.step, generation: c.generation, fingerprint: c.fingerprint, metadata: c.metadata, tensors: entries };
-  let json = JSON.stringify(header);
-  json += ' '.repeat((4 - (Buffer.byteLength(json) % 4)) % 4);
-  const headerBytes = new TextEncoder().encode(json);
-  const hash = createHash('sha256').update(headerBytes);
+  let headerBytes = new TextEncoder().encode(JSON.stringify(header));
+  const padded = new Uint8Array(Math.ceil(headerBytes.length / 4) * 4).fill(0x20);
+  padded.set(headerBytes);
+  headerBytes = padded;
+  const hash = new Sha256().update(headerBytes);
   for (const [, a] of tensors) hash.update(bytesOf(a));
   const prefix = new Uint8Array(PREFIX_BYTES);
   const v = new DataView(prefix.buffer);
@@ -82,7 +84,7 @@ export function encodeCheckpoint(c: Checkpoint): Uint8Array[] {
 
 /** The sha256 (hex) a file's prefix records. */
 export function recordedSha256(file: Uint8Array): string {
-  return Buffer.from(file.subarray(24, PREFIX_BYTES)).toString('hex');
+  return toHex(file.subarray(24, PREFIX_BYTES));
 }
 
 /** Checks length, hash and header; throws CheckpointError naming `what` (usually the path). */
@@ -100,7 +102,7 @@ export function decodeCheckpoint(file: Uint8Array, what: string): Checkpoint {
   if (h > MAX_HEADER_BYTES || h % 4 !== 0) fail(`header length ${h} is not plausible`);
   const expected = BigInt(PREFIX_BYTES + h) + p;
   if (BigInt(file.byteLength) !== expected) fail(`${file.byteLength} bytes, the prefix says ${expected} (a cut-off write?)`);
-  const digest = createHash('sha256').update(file.subarray(PREFIX_BYTES)).digest('hex');
+  const digest = sha256Hex(file.subarray(PREFIX_BYTES));
   if (digest !== recordedSha256(file)) fail('sha256 mismatch (the file was damaged after it was written)');
   let header: Header;
   try {
@@ -134,5 +136,5 @@ export function decodeCheckpoint(file: Uint8Array, what: string): Checkpoint {
 /** A short digest of what makes weights interchangeable: the model and its buffer layout. */
 export function layoutFingerprint(model: string, layout: { params: readonly { name: string; offset: number; length: number }[]; state: readonly { name: string; offset: number; length: number }[]; paramFloats: number; stateFloats: number }): string {
   const parts = [model, layout.paramFloats, layout.stateFloats, ...layout.params.map((p) => `${p.name}@${p.offset}+${p.length}`), ...layout.state.map((s) => `${s.name}@${s.offset}+${s.length}`)];
-  return `${model}:${createHash('sha256').update(parts.join('\n')).digest('hex').slice(0, 16)}`;
+  return `${model}:${sha256Hex(new TextEncoder().encode(parts.join('\n'))).slice(0, 16)}`;
 }

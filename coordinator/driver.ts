@@ -1,0 +1,440 @@
+// The training driver: the coordinator's state machine for one job. It owns membership (ring
+// generations), the step barrier, evaluation, checkpoints and the end of the job; peers talk
+// to it through their session sockets (sessions.ts) and checkpoint uploads (routes.ts).
+//
+//   between steps:  final? -> evaluate? -> admit joiners? -> assign step s to the ring
+//   admitting:      a checkpoint of step s is uploaded (unless stored), joiners load it (or
+//                   the seed), then the ring grows by the ready ones: generation g+1
+//   running:        every member reports step s with the same weight checksum -> commit
+//                   (s+1); a member lost, a collective failure or a timeout -> abort: the
+//                   survivors form g+1 and the SAME step s runs again (peers undo s if applied)
+//   evaluating:     members evaluate their share of the val ids on the weights of s
+//   finishing:      final evaluation, final checkpoint, 'done' to everyone
+//
+// A step's sample ids come from the seeded epoch permutation (src/train/sampler.ts), so a
+// re-run uses the same samples whatever the ring, and the dead peer's share is recomputed by
+// the others. The ring shrinking to nobody loses the steps since the newest checkpoint: the
+// job resumes from it (same samples again) when peers come back.
+import type { CoordinatorMessage, EvalCounts, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
+import { sliceIds, stepSamples } from '../src/train/sampler.ts';
+import { splitBatch, type JobConfig } from './job.ts';
+import type { MetricsLog } from './metrics.ts';
+
+export interface DriverTimeouts {
+  /** A step (assignment to last result) may take at most max(stepMs, 6 x the recent step time). */
+  stepMs: number;
+  /** Joiners have this long to load a checkpoint (and the uploader to upload it). */
+  admitMs: number;
+  evalMs: number;
+  /** A peer whose session sent nothing (heartbeats included) for this long is dropped. */
+  silentMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 30_000 };
+
+export interface DriverDeps {
+  job: JobConfig;
+  jobId: number;
+  /** Size of the train split (the sampler's n). */
+  trainSamples: number;
+  /** Val ids evaluated at each evaluation. */
+  evalIds: readonly number[];
+  /** Step of the newest stored checkpoint (null: none; the job starts from its seed). */
+  checkpointStep: number | null;
+  /** First generation number (after a restart: above every one used before). */
+  generation: number;
+  /** Steps already evaluated (from the metrics history). */
+  evaluated?: readonly number[];
+  metrics: MetricsLog;
+  send(peerId: string, m: CoordinatorMessage): boolean;
+  /** Ends a peer's session (it may rejoin as a new peer). */
+  disconnect(peerId: string, reason: string): void;
+  publish(e: LiveEvent): void;
+  log(line: string): void;
+  timeouts?: Partial<DriverTimeouts>;
+}
+
+interface PeerRec {
+  id: string;
+  name: string | null;
+  state: 'waiting' | 'loading' | 'ready' | 'member';
+  lastSeen: number;
+  /** Measured images/s of compute (EMA), null until its first step. */
+  ips: number | null;
+  device: string;
+}
+
+type Phase =
+  | { kind: 'between' }
+  | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
+  | { kind: 'running'; step: number; generation: number; ring: string[]; images: number[]; results: Map<string, StepResult>; started: number; deadline: number }
+  | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
+  | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
+  | { kind: 'done' };
+
+export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[] }
+
+export class Driver {
+  private readonly peers = new Map<string, PeerRec>();
+  private ring: string[] = [];
+  private generation: number;
+  private step: number;
+  private checkpointStep: number | null;
+  private phase: Phase = { kind: 'between' };
+  private readonly evaluated = new Set<number>();
+  /** Checkpoint uploads expected: peer id -> step. */
+  private readonly uploads = new Map<string, number>();
+  private readonly timeouts: DriverTimeouts;
+  private recentStepMs: number[] = [];
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private resolveDone!: () => void;
+  /** Resolves when the job has run its last step (and its final checkpoint is stored). */
+  readonly finished: Promise<void>;
+
+  constructor(private readonly d: DriverDeps) {
+    this.timeouts = { ...DEFAULT_TIMEOUTS, ...d.timeouts };
+    this.generation = d.generation;
+    this.checkpointStep = d.checkpointStep;
+    this.step = d.checkpointStep ?? 0;
+    for (const s of d.evaluated ?? []) this.evaluated.add(s);
+    this.finished = new Promise((r) => { this.resolveDone = r; });
+    this.timer = setInterval(() => this.tick(), 250);
+    this.timer.unref?.();
+  }
+
+  status(): DriverStatus {
+    return { step: this.step, generation: this.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring] };
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  // ---- inputs ----------------------------------------------------------------------------
+
+  peerConnected(id: string, name: string | null): void {
+    if (this.phase.kind === 'done') {
+      this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
+      return;
+    }
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), ips: null, device: '' });
+    this.advance();
+  }
+
+  peerGone(id: string, reason: string): void {
+    this.gone([id], reason);
+  }
+
+  /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
+  private gone(ids: readonly string[], reason: string): void {
+    const left = ids.filter((id) => this.peers.delete(id));
+    if (left.length === 0) return;
+    for (const id of left) {
+      this.uploads.delete(id);
+      this.d.publish({ type: 'peer-left', peerId: id, reason });
+      this.d.log(`peer ${id} left: ${reason}`);
+    }
+    this.lose(left, `${left.join(', ')} left (${reason})`);
+  }
+
+  message(id: string, m: PeerMessage): void {
+    const peer = this.peers.get(id);
+    if (!peer) return;
+    peer.lastSeen = Date.now();
+    const ph = this.phase;
+    switch (m.type) {
+      case 'heartbeat':
+        return;
+      case 'leave':
+        this.d.disconnect(id, m.reason ?? 'left');
+        return this.peerGone(id, m.reason ?? 'left');
+      case 'ready':
+        if (ph.kind === 'admitting' && peer.state === 'loading' && m.step === ph.step) {
+          peer.state = 'ready';
+          peer.device = m.device;
+          this.advance();
+        }
+        return;
+      case 'step-result':
+        if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id) || ph.results.has(id)) return;
+        ph.results.set(id, m);
+        if (m.images > 0 && m.timings.computeMs > 0) {
+          const ips = m.images / (m.timings.computeMs / 1000);
+          peer.ips = peer.ips === null ? ips : 0.7 * peer.ips + 0.3 * ips;
+        }
+        return this.advance();
+      case 'collective-failure': {
+        if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
+        // Blame whom the ring blames, if it is a member; a report naming a stranger blames its sender.
+        const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
+        this.evict([blamed], `the ring failed in step ${m.step} (${m.kind}, reported by ${id})`);
+        return;
+      }
+      case 'eval-result':
+        if (ph.kind !== 'evaluating' || m.step !== ph.step || !ph.pending.delete(id)) return;
+        ph.counts.samples += m.counts.samples;
+        ph.counts.top1 += m.counts.top1;
+        ph.counts.top5 += m.counts.top5;
+        ph.counts.lossSum += m.counts.lossSum;
+        return this.advance();
+      case 'join':
+      case 'checkpoint-announce':
+        return;
+    }
+  }
+
+  /** Whether `peerId` may upload the checkpoint of `step` now (the upload route asks). */
+  expectsUpload(peerId: string, step: number): boolean {
+    return this.uploads.get(peerId) === step;
+  }
+
+  checkpointStored(peerId: string, step: number): void {
+    if (this.uploads.get(peerId) === step) this.uploads.delete(peerId);
+    if (this.checkpointStep === null || step > this.checkpointStep) this.checkpointStep = step;
+    this.d.metrics.append({ type: 'checkpoint', time: Date.now(), step });
+    this.d.publish({ type: 'checkpoint', step });
+    this.advance();
+  }
+
+  // ---- the state machine -------------------------------------------------------------------
+
+  private advance(): void {
+    const ph = this.phase;
+    switch (ph.kind) {
+      case 'running':
+        if (ph.ring.every((id) => ph.results.has(id))) this.commit(ph);
+        return;
+      case 'evaluating':
+        if (ph.pending.size === 0) this.finishEval(ph);
+        return;
+      case 'admitting':
+        return this.admitProgress(ph);
+      case 'finishing':
+        if (this.checkpointStep === ph.step) this.finish();
+        return;
+      case 'between':
+        return this.boundary();
+      case 'done':
+        return;
+    }
+  }
+
+  private boundary(): void {
+    this.phase = { kind: 'between' };
+    const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting').map((p) => p.id);
+    if (this.ring.length === 0 && waiting.length === 0) return; // idle until someone comes
+    if (this.ring.length === 0 || waiting.length > 0) return this.startAdmission(waiting);
+    const last = this.step >= this.d.job.totalSteps;
+    const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&
+      (last || (this.d.job.evalEvery > 0 && this.step % this.d.job.evalEvery === 0));
+    if (evalDue) return this.startEval();
+    if (last) return this.startFinishing();
+    this.startStep();
+  }
+
+  private startAdmission(joiners: string[]): void {
+    const now = Date.now();
+    for (const id of joiners) this.peers.get(id)!.state = 'loading';
+    if (this.ring.length === 0) {
+      const from = this.checkpointStep ?? 0;
+      if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.checkpointStep === null ? 'the seed' : `the checkpoint of step ${from}`}`);
+      this.step = from;
+    }
+    const stored = (this.checkpointStep === this.step) || (this.step === 0 && this.checkpointStep === null);
+    const uploadFrom = stored ? null : this.ring[0]!;
+    this.phase = { kind: 'admitting', step: this.step, joiners, uploadFrom, loadSent: false, deadline: now + this.timeouts.admitMs };
+    if (uploadFrom) {
+      this.uploads.set(uploadFrom, this.step);
+      if (!this.d.send(uploadFrom, { type: 'upload-checkpoint', step: this.step })) return this.peerGone(uploadFrom, 'its session is closed');
+    }
+    this.admitProgress(this.phase);
+  }
+
+  private admitProgress(ph: Extract<Phase, { kind: 'admitting' }>): void {
+    const stored = this.checkpointStep === ph.step || (ph.step === 0 && this.checkpointStep === null);
+    if (!stored) return; // waiting for the upload
+    if (!ph.loadSent) {
+      ph.loadSent = true;
+      const source = this.checkpointStep === ph.step ? 'checkpoint' : 'seed';
+      for (const id of ph.joiners) if (this.peers.has(id)) this.d.send(id, { type: 'load-state', source, step: ph.step });
+    }
+    const loading = ph.joiners.filter((id) => this.peers.get(id)?.state === 'loading');
+    if (loading.length > 0) return;
+    const ready = ph.joiners.filter((id) => this.peers.get(id)?.state === 'ready');
+    for (const id of ready) this.peers.get(id)!.state = 'member';
+    this.setRing([...this.ring, ...ready]);
+    this.boundary();
+  }
+
+  private startStep(): void {
+    const B = this.d.job.globalBatch;
+    const { epoch, ids } = stepSamples(this.d.job.seed, this.step, B, this.d.trainSamples);
+    const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
+    const median = known.length ? known[known.length >> 1]! : 1;
+    const images = splitBatch(B, this.ring.map((id) => this.peers.get(id)?.ips ?? median));
+    const slices = sliceIds(ids, images);
+    const upload = this.d.job.checkpointEvery > 0 && this.step > 0 && this.step % this.d.job.checkpointEvery === 0 && this.checkpointStep !== this.step;
+    const now = Date.now();
+    const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
+    const ph: Extract<Phase, { kind: 'running' }> = {
+      kind: 'running', step: this.step, generation: this.generation, ring: [...this.ring], images, results: new Map(),
+      started: now, deadline: now + Math.max(this.timeouts.stepMs, 6 * recent),
+    };
+    this.phase = ph;
+    if (upload) this.uploads.set(this.ring[0]!, this.step);
+    const lost: string[] = [];
+    this.ring.forEach((id, rank) => {
+      const ok = this.d.send(id, {
+        type: 'step-assignment', job: this.d.jobId, generation: this.generation, step: this.step, ring: ph.ring, rank,
+        globalBatch: B, sampleIds: slices[rank]!, epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+      });
+      if (!ok) lost.push(id);
+    });
+    for (const id of lost) this.peerGone(id, 'its session is closed');
+  }
+
+  private commit(ph: Extract<Phase, { kind: 'running' }>): void {
+    const results = ph.ring.map((id) => ph.results.get(id)!);
+    // The weights must agree everywhere; the most common checksum wins (rank 0 breaks ties)
+    // and whoever disagrees is evicted: it must reload a checkpoint to take part again.
+    const votes = new Map<string, number>();
+    for (const r of results) votes.set(r.checksum, (votes.get(r.checksum) ?? 0) + 1);
+    let winner = results[0]!.checksum;
+    for (const [c, n] of votes) if (n > votes.get(winner)!) winner = c;
+    const now = Date.now();
+    const wallMs = now - ph.started;
+    this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
+    const images = results.reduce((a, r) => a + r.images, 0);
+    const lossed = results.filter((r) => r.loss !== null && r.images > 0);
+    const lossImages = lossed.reduce((a, r) => a + r.images, 0);
+    const loss = lossImages > 0 ? lossed.reduce((a, r) => a + r.loss! * r.images, 0) / lossImages : null;
+    const timings: PeerStepTiming[] = results.map((r) => ({ peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs }));
+    this.step = ph.step + 1;
+    const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
+    this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })) });
+    this.d.publish({ type: 'step', step: this.step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings });
+    this.phase = { kind: 'between' };
+    const dissent = results.filter((r) => r.checksum !== winner).map((r) => r.peerId);
+    if (dissent.length) this.evict(dissent, `its weights after step ${ph.step} differ from the ring's (the ring has checksum ${winner})`);
+    else this.advance();
+  }
+
+  private startEval(): void {
+    const ids = this.d.evalIds;
+    const known = this.ring.map((id) => this.peers.get(id)?.ips ?? 1);
+    const shares = splitBatch(ids.length, known);
+    const slices = sliceIds(ids, shares);
+    const ph: Extract<Phase, { kind: 'evaluating' }> = { kind: 'evaluating', step: this.step, pending: new Set(this.ring), counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 }, deadline: Date.now() + this.timeouts.evalMs };
+    this.phase = ph;
+    const lost: string[] = [];
+    this.ring.forEach((id, i) => { if (!this.d.send(id, { type: 'evaluate', step: this.step, ids: slices[i]! })) lost.push(id); });
+    for (const id of lost) this.peerGone(id, 'its session is closed');
+  }
+
+  private finishEval(ph: Extract<Phase, { kind: 'evaluating' }>): void {
+    this.evaluated.add(ph.step);
+    const c = ph.counts;
+    if (c.samples > 0) {
+      const e = { step: ph.step, top1: c.top1 / c.samples, top5: c.top5 / c.samples, loss: c.lossSum / c.samples, samples: c.samples };
+      this.d.metrics.append({ type: 'eval', time: Date.now(), ...e });
+      this.d.publish({ type: 'eval', ...e });
+    }
+    this.phase = { kind: 'between' };
+    this.advance();
+  }
+
+  private startFinishing(): void {
+    if (this.checkpointStep === this.step) return this.finish();
+    const from = this.ring[0]!;
+    this.phase = { kind: 'finishing', step: this.step, uploadFrom: from, deadline: Date.now() + this.timeouts.admitMs };
+    this.uploads.set(from, this.step);
+    if (!this.d.send(from, { type: 'upload-checkpoint', step: this.step })) this.peerGone(from, 'its session is closed');
+  }
+
+  private finish(): void {
+    this.phase = { kind: 'done' };
+    for (const id of this.peers.keys()) this.d.send(id, { type: 'done', step: this.step, reason: `the job has run its ${this.d.job.totalSteps} steps` });
+    this.d.metrics.append({ type: 'done', time: Date.now(), step: this.step });
+    this.d.publish({ type: 'done', step: this.step });
+    this.stop();
+    this.resolveDone();
+  }
+
+  // ---- membership ----------------------------------------------------------------------------
+
+  private setRing(ring: string[]): void {
+    const same = ring.length === this.ring.length && ring.every((id, i) => id === this.ring[i]);
+    if (same) return;
+    this.ring = ring;
+    this.generation++;
+    this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring });
+    this.d.publish({ type: 'generation', generation: this.generation, ring });
+  }
+
+  /** Removes peers that are still connected (their sessions are closed; they may rejoin fresh). */
+  private evict(ids: readonly string[], reason: string): void {
+    for (const id of ids) {
+      this.d.send(id, { type: 'evicted', reason });
+      this.d.disconnect(id, reason);
+    }
+    this.gone(ids, `evicted: ${reason}`);
+  }
+
+  /** Members are gone: whatever was in flight with them is aborted and redone without them. */
+  private lose(ids: string[], reason: string): void {
+    const ph = this.phase;
+    if (ph.kind === 'done') return;
+    const members = ids.filter((id) => this.ring.includes(id));
+    if (ph.kind === 'admitting') {
+      if (ph.uploadFrom && ids.includes(ph.uploadFrom) && this.checkpointStep !== ph.step) {
+        // The upload will not come: back to waiting; the next boundary asks a survivor.
+        for (const j of ph.joiners) { const p = this.peers.get(j); if (p) p.state = 'waiting'; }
+        this.setRing(this.ring.filter((id) => !members.includes(id)));
+        this.phase = { kind: 'between' };
+        return this.advance();
+      }
+    }
+    if (members.length === 0) return this.advance();
+    this.setRing(this.ring.filter((id) => !members.includes(id)));
+    if (ph.kind === 'running') {
+      this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step, generation: ph.generation, reason });
+      this.d.publish({ type: 'step-aborted', step: ph.step, generation: ph.generation, reason });
+      this.d.log(`step ${ph.step} of generation ${ph.generation} aborted: ${reason}; re-running it with ${this.ring.length} peer(s)`);
+      this.phase = { kind: 'between' };
+    } else if (ph.kind === 'evaluating') {
+      for (const id of members) ph.pending.delete(id);
+    } else if (ph.kind === 'finishing' && members.includes(ph.uploadFrom)) {
+      this.phase = { kind: 'between' };
+    }
+    this.advance();
+  }
+
+  private tick(): void {
+    const now = Date.now();
+    const silent = [...this.peers.values()].filter((p) => now - p.lastSeen > this.timeouts.silentMs).map((p) => p.id);
+    if (silent.length) {
+      for (const id of silent) this.d.disconnect(id, `silent for over ${this.timeouts.silentMs} ms`);
+      this.gone(silent, `no heartbeat for over ${this.timeouts.silentMs} ms`);
+    }
+    const ph = this.phase;
+    if (ph.kind === 'running' && now > ph.deadline) {
+      this.evict(ph.ring.filter((id) => !ph.results.has(id)), `no result for step ${ph.step} within ${ph.deadline - ph.started} ms`);
+    } else if (ph.kind === 'evaluating' && now > ph.deadline) {
+      this.evict([...ph.pending], `no evaluation result within ${this.timeouts.evalMs} ms`);
+    } else if (ph.kind === 'admitting' && now > ph.deadline) {
+      if (this.checkpointStep !== ph.step && !(ph.step === 0 && this.checkpointStep === null)) {
+        this.d.log(`the checkpoint of step ${ph.step} was not uploaded in time; training on without the joiners for now`);
+        if (ph.uploadFrom) this.uploads.delete(ph.uploadFrom);
+        for (const j of ph.joiners) { const p = this.peers.get(j); if (p) p.state = 'waiting'; }
+        this.phase = { kind: 'between' };
+        if (this.ring.length) this.startStep();
+        return;
+      }
+      const slow = ph.joiners.filter((id) => this.peers.get(id)?.state === 'loading');
+      if (slow.length) this.evict(slow, `did not load step ${ph.step} within ${this.timeouts.admitMs} ms`);
+    } else if (ph.kind === 'finishing' && now > ph.deadline) {
+      this.evict([ph.uploadFrom], `did not upload the final checkpoint within ${this.timeouts.admitMs} ms`);
+    }
+  }
+}

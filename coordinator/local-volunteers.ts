@@ -1,0 +1,49 @@
+// Headless volunteers as child processes of this machine (npm start --volunteers N, tests,
+// benchmarks): each is `npm run volunteer` in its own process, with its own GPU device and
+// WebRTC stack, exactly as on a lab desktop.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface LocalVolunteer {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Resolves with the exit code (null when killed by a signal). */
+  readonly exited: Promise<number | null>;
+  /** Every stderr line so far (bounded to the last 2,000). */
+  readonly lines: string[];
+  kill(signal?: NodeJS.Signals): void;
+}
+
+export interface SpawnOptions {
+  url: string;
+  name: string;
+  token?: string;
+  /** Extra volunteer options, e.g. ['--no-tune']. */
+  args?: string[];
+  /** Each stderr line as it comes (npm start prints them prefixed). */
+  onLine?: (line: string) => void;
+  env?: NodeJS.ProcessEnv;
+}
+
+export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
+  const args = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', o.url, '--name', o.name, ...(o.token ? ['--token', o.token] : []), ...(o.args ?? [])];
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } });
+  const lines: string[] = [];
+  let partial = '';
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop() ?? '';
+    for (const line of parts) {
+      lines.push(line);
+      if (lines.length > 2000) lines.shift();
+      o.onLine?.(line);
+    }
+  });
+  child.stdout!.resume();
+  const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+  return { name: o.name, child, exited, lines, kill: (signal = 'SIGTERM') => { if (child.exitCode === null && child.signalCode === null) child.kill(signal); } };
+}

@@ -1,0 +1,141 @@
+// npm start: the coordinator for one job on the embedded data set, plus local headless
+// volunteers (one by default), with a progress bar drawn from the job's live events.
+import { rename } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { LiveEvent } from '../src/client/protocol.ts';
+import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
+import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
+import { Args } from './args.ts';
+import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.ts';
+import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
+import { latestPerStep, readMetrics } from './metrics.ts';
+import { readJobFile, runJob } from './run.ts';
+import { randomBytes } from 'node:crypto';
+
+export const START_USAGE = `usage: npm start -- [options]
+  --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
+  --model small-cnn|resnet20  (default small-cnn)
+  --batch N                   global batch B over all peers (default 32)
+  --steps N | --epochs E      how long (default 200 steps)
+  --optimizer lars|sgd        (default lars)   --lr X (default 0.5 for LARS, 0.05 for SGD)
+  --warmup N                  warm-up steps (default 20)
+  --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 500)
+  --checkpoint-every K        a checkpoint every K steps (default 25)
+  --seed N                    (default 1)
+  --volunteers N              local headless volunteers to start (default 1; 0: only the coordinator)
+  --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab)
+  --private                   a private job: prints the join token volunteers need
+  --job-dir DIR               the job folder (default .cache/jobs/<model>-<dataset>); an unfinished
+                              job there with the same options is resumed from its newest checkpoint
+  --fresh                     start the job over (the old folder is kept, renamed)
+  --cache DIR                 data sets (default .cache/data)`;
+
+export async function startMain(argv: readonly string[]): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${START_USAGE}\n`);
+    return;
+  }
+  const a = new Args(argv);
+  const dataset = a.oneOf<DatasetName>('dataset', ['cifar10', 'mnist'], 'cifar10');
+  const model = a.oneOf<ModelName>('model', MODEL_NAMES, 'small-cnn');
+  const batch = a.int('batch', 32, 1);
+  const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
+  const lr = a.num('lr', kind === 'lars' ? 0.5 : 0.05, (v) => v > 0, 'a positive number');
+  const warmup = a.int('warmup', 20);
+  const evalEvery = a.int('eval-every', 50);
+  const evalSamples = a.int('eval-samples', 500);
+  const checkpointEvery = a.int('checkpoint-every', 25, 1);
+  const seed = a.int('seed', 1);
+  const volunteers = a.int('volunteers', 1);
+  const host = a.str('host', '127.0.0.1');
+  const port = a.int('port', 8080);
+  const isPrivate = a.flag('private');
+  const cache = resolve(a.str('cache', DEFAULT_CACHE_DIR));
+  const jobDir = resolve(a.str('job-dir', join(ROOT, '.cache', 'jobs', `${model}-${dataset}`)));
+  const fresh = a.flag('fresh');
+  const stepsArg = a.int('steps', 0);
+  const epochs = a.int('epochs', 0);
+  a.rejectUnknown(START_USAGE);
+
+  const manifest = await ensureDataset(dataset, cache);
+  const length = stepsArg > 0 ? { steps: stepsArg } : epochs > 0 ? { epochs } : { steps: 200 };
+  const totalGuess = stepsArg > 0 ? stepsArg : epochs > 0 ? epochs * Math.max(1, Math.floor(manifest.splits.train.samples / batch)) : 200;
+  const config: Record<string, unknown> = {
+    name: `${model}-${dataset}`, model, dataset, globalBatch: batch, ...length,
+    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },
+    evalEvery, checkpointEvery, seed,
+  };
+  // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
+  const existing = await readJobFile(jobDir);
+  const finished = existing && (await readMetrics(join(jobDir, 'metrics.jsonl'))).some((r) => r.type === 'done');
+  if (existing && (fresh || finished)) {
+    const aside = `${jobDir}-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+    await rename(jobDir, aside);
+    process.stderr.write(`the previous job in ${jobDir} ${finished ? 'had finished' : 'is set aside (--fresh)'}: moved to ${aside}\n`);
+  } else if (existing && isPrivate) {
+    throw new Error('--private applies to a new job: add --fresh (the old folder is kept)');
+  }
+  if (isPrivate) Object.assign(config, { access: 'private', joinToken: randomBytes(18).toString('base64url') });
+  const stored = await readJobFile(jobDir);
+  const jobConfig = stored ? stored.config : config;
+
+  const state: ProgressState = { step: 0, totalSteps: totalGuess, epoch: 0, loss: null, top1: null, imagesPerSec: null, peers: 0 };
+  const printer = new ProgressPrinter(process.stderr);
+  let spe = 1;
+  const onEvent = (e: LiveEvent) => {
+    if (e.type === 'step') {
+      state.step = e.step; state.epoch = e.step / spe; state.loss = e.loss; state.peers = e.peers;
+      state.imagesPerSec = state.imagesPerSec === null ? e.imagesPerSec : 0.8 * state.imagesPerSec + 0.2 * e.imagesPerSec;
+      printer.update(state);
+    } else if (e.type === 'eval') {
+      state.top1 = e.top1;
+      printer.update(state, true);
+      process.stderr.write(`\n  eval @ step ${e.step}: top-1 ${(e.top1 * 100).toFixed(1)}%, top-5 ${(e.top5 * 100).toFixed(1)}%, loss ${e.loss.toFixed(4)} on ${e.samples} test images\n`);
+    } else if (e.type === 'generation') {
+      state.peers = e.ring.length;
+      process.stderr.write(`\n  ring generation ${e.generation}: ${e.ring.length} peer(s)\n`);
+    } else if (e.type === 'step-aborted') {
+      process.stderr.write(`\n  step ${e.step} aborted (${e.reason}); running it again\n`);
+    }
+  };
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, log: (l) => process.stderr.write(`\n${l}\n`) });
+  spe = job.job.stepsPerEpoch;
+  state.totalSteps = job.job.totalSteps;
+  state.step = job.driver.status().step;
+  const token = job.job.access.kind === 'private' ? job.job.access.joinToken : undefined;
+  const shown = host === '0.0.0.0' ? job.url.replace('0.0.0.0', 'THIS-MACHINE') : job.url;
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
+  process.stderr.write(`  more volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
+
+  const locals: LocalVolunteer[] = [];
+  for (let i = 0; i < volunteers; i++) {
+    locals.push(spawnVolunteer({
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet'],
+      onLine: (line) => { if (line.trim()) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
+    }));
+  }
+  let stopping = false;
+  const stop = async (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`\n${why}: stopping the volunteers and the coordinator (the job resumes from its newest checkpoint next time)\n`);
+    for (const v of locals) v.kill('SIGTERM');
+    await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 5000))]);
+    for (const v of locals) v.kill('SIGKILL');
+    await job.close();
+    process.exit(130);
+  };
+  process.once('SIGINT', () => void stop('interrupted'));
+  process.once('SIGTERM', () => void stop('terminated'));
+
+  await job.driver.finished;
+  printer.done(state);
+  await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 10_000))]);
+  for (const v of locals) v.kill('SIGKILL');
+  await job.close();
+  const records = await readMetrics(join(jobDir, 'metrics.jsonl'));
+  const steps = latestPerStep(records);
+  const lastEval = records.filter((r) => r.type === 'eval').pop();
+  const last = steps[steps.length - 1];
+  process.stdout.write(`${JSON.stringify({ job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step, loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null, jobDir })}\n`);
+}

@@ -1,0 +1,189 @@
+// One job on one port: the job folder on disk (job.json, checkpoints/, metrics.jsonl), the
+// HTTP server with signaling (server.ts), the session sockets (sessions.ts) and the training
+// driver (driver.ts) wired together. Starting on a folder that already holds the job resumes
+// it from its newest verified checkpoint; peers rejoin on their own.
+import { randomInt } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { layoutFingerprint } from '../src/checkpoint/format.ts';
+import type { Manifest } from '../src/data/manifest.ts';
+import { layoutOf } from '../src/nn/layout.ts';
+import { modelByName } from '../src/nn/models.ts';
+import { openCheckpointStore, type CheckpointStore } from './checkpoints.ts';
+import { writeFileAtomic } from './data/files.ts';
+import { Driver, type DriverTimeouts } from './driver.ts';
+import { HttpError } from './http.ts';
+import { parseJobConfig, type JobConfig } from './job.ts';
+import { latestPerStep, openMetricsLog, readMetrics } from './metrics.ts';
+import { tokensMatch } from './routes.ts';
+import { startCoordinator, type Coordinator } from './server.ts';
+import { createSessionServer } from './sessions.ts';
+import type { LiveEvent } from '../src/client/protocol.ts';
+
+export const JOB_FILE = 'job.json';
+
+export interface JobRunOptions {
+  /** The job folder; created when new. */
+  jobDir: string;
+  /** The job config (JSON as in a job file). For an existing folder it must equal the stored one, or be omitted. */
+  config?: Record<string, unknown>;
+  /** Holds `<dataset>/manifest.json` and the shards, served at /data/<dataset>/. */
+  dataDir: string;
+  manifest: Manifest;
+  host?: string;
+  port?: number;
+  /** How many val images each evaluation uses (the first ones of the split). */
+  evalSamples?: number;
+  heartbeatMs?: number;
+  timeouts?: Partial<DriverTimeouts>;
+  log?: (line: string) => void;
+  /** Every live event, as the dashboard sees it (npm start draws its progress bar from these). */
+  onEvent?: (e: LiveEvent) => void;
+}
+
+export interface RunningJob {
+  readonly coordinator: Coordinator;
+  readonly driver: Driver;
+  readonly job: JobConfig;
+  readonly jobId: number;
+  readonly checkpoints: CheckpointStore;
+  readonly url: string;
+  /** True when the folder held this job already (a resume). */
+  readonly resumed: boolean;
+  close(): Promise<void>;
+}
+
+export class JobFolderError extends Error {
+  readonly kind = 'job-folder';
+  constructor(message: string) {
+    super(message);
+    this.name = 'JobFolderError';
+  }
+}
+
+interface StoredJob { jobId: number; config: Record<string, unknown> }
+
+/** Reads job.json of a folder, or null when the folder holds no job yet. */
+export async function readJobFile(jobDir: string): Promise<StoredJob | null> {
+  let text: string;
+  try {
+    text = await readFile(join(jobDir, JOB_FILE), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw e;
+  }
+  const parsed = JSON.parse(text) as StoredJob;
+  if (typeof parsed !== 'object' || parsed === null || !Number.isInteger(parsed.jobId) || typeof parsed.config !== 'object') {
+    throw new JobFolderError(`${join(jobDir, JOB_FILE)} is not a job file: move the folder away or pick another --job-dir`);
+  }
+  return parsed;
+}
+
+const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+export async function runJob(o: JobRunOptions): Promise<RunningJob> {
+  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  await mkdir(o.jobDir, { recursive: true });
+  const stored = await readJobFile(o.jobDir);
+  if (stored && o.config && !sameJson(stored.config, o.config)) {
+    throw new JobFolderError(`${o.jobDir} holds another job (${JSON.stringify(stored.config)}): resume it without changing options, or use another --job-dir (or --fresh to start over; the old folder is kept beside it)`);
+  }
+  const raw = stored?.config ?? o.config;
+  if (!raw) throw new JobFolderError(`${o.jobDir} holds no job and no config was given`);
+  const job = parseJobConfig(raw, o.manifest.splits.train.samples);
+  if (job.dataset !== o.manifest.dataset) throw new JobFolderError(`the job trains on ${job.dataset} but the data given is ${o.manifest.dataset}`);
+  const jobId = stored?.jobId ?? randomInt(1, 2 ** 31);
+  if (!stored) await writeFileAtomic(join(o.jobDir, JOB_FILE), `${JSON.stringify({ jobId, config: raw }, null, 1)}\n`);
+
+  const { channels, height, width } = o.manifest.image;
+  const spec = modelByName(job.model, [channels, height, width], o.manifest.classes.length);
+  if (spec.input[1] !== height || spec.input[2] !== width) throw new JobFolderError(`${job.model} takes ${spec.input[1]}x${spec.input[2]} images; ${job.dataset} has ${height}x${width}`);
+  const layout = layoutOf(spec);
+  const fingerprint = layoutFingerprint(spec.name, layout);
+
+  const checkpoints = await openCheckpointStore(join(o.jobDir, 'checkpoints'), { keep: job.keepCheckpoints, log });
+  const newest = await checkpoints.readNewest();
+  if (newest && newest.fingerprint !== fingerprint) throw new JobFolderError(`the checkpoints in ${o.jobDir} are of model ${newest.fingerprint}, the job says ${fingerprint}`);
+  const metricsPath = join(o.jobDir, 'metrics.jsonl');
+  const history = await readMetrics(metricsPath);
+  const metrics = openMetricsLog(metricsPath, log);
+  let generation = newest ? newest.generation + 1 : 0;
+  for (const r of history) if (r.type === 'generation' || r.type === 'step' || r.type === 'abort') generation = Math.max(generation, r.generation + 1);
+  const evaluated = history.filter((r) => r.type === 'eval').map((r) => r.step).filter((s) => newest === null || s <= newest.step);
+  if (stored) log(`resuming job ${jobId} from ${newest ? `the checkpoint of step ${newest.step}` : 'its seed (no checkpoint yet)'}; ${latestPerStep(history).length} steps of history`);
+
+  const names = new Map<string, string | null>();
+  const tokens = new Map<string, { token: string; at: number; session: boolean }>();
+  let coordinator: Coordinator | null = null;
+  const sessions = createSessionServer({
+    authenticate: (id, token) => {
+      const t = tokens.get(id);
+      return !!t && tokensMatch(token, t.token);
+    },
+    opened: (id) => {
+      tokens.get(id)!.session = true;
+      driver.peerConnected(id, names.get(id) ?? null);
+    },
+    message: (id, m) => driver.message(id, m),
+    closed: (id, reason) => {
+      tokens.delete(id);
+      names.delete(id);
+      coordinator?.signaling.revoke(id);
+      driver.peerGone(id, reason);
+    },
+  });
+  const publish = (e: LiveEvent) => {
+    coordinator?.events.publish(e);
+    o.onEvent?.(e);
+  };
+  const evalIds = Array.from({ length: Math.min(o.evalSamples ?? 500, o.manifest.splits.val.samples) }, (_, i) => i);
+  const driver: Driver = new Driver({
+    job, jobId, trainSamples: o.manifest.splits.train.samples, evalIds,
+    checkpointStep: newest?.step ?? null, generation, evaluated, metrics,
+    send: (id, m) => sessions.send(id, m),
+    disconnect: (id, reason) => sessions.close(id, reason),
+    publish, log, timeouts: o.timeouts,
+  });
+  const paramBytes = 4 * layout.paramFloats;
+  coordinator = await startCoordinator({
+    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath,
+    status: () => {
+      const s = driver.status();
+      return { step: s.step, generation: s.generation, peers: s.peers };
+    },
+    onJoin: (id, name, token) => {
+      // A join that never opens its session is forgotten after a minute (bounded memory).
+      const now = Date.now();
+      for (const [k, v] of tokens) {
+        if (v.session || now - v.at < 60_000) continue;
+        tokens.delete(k);
+        names.delete(k);
+        coordinator?.signaling.revoke(k);
+      }
+      tokens.set(id, { token, at: now, session: false });
+      names.set(id, name);
+    },
+    uploads: {
+      fingerprint,
+      maxBytes: 2 * paramBytes + 4 * layout.stateFloats + (1 << 20),
+      check: (peerId, token, step) => {
+        const t = tokens.get(peerId);
+        if (!t || !tokensMatch(token, t.token)) return new HttpError('forbidden', 'unknown peer or wrong token for this upload');
+        if (!driver.expectsUpload(peerId, step)) return new HttpError('conflict', `the coordinator did not ask ${peerId} for the checkpoint of step ${step} (or it has it already)`);
+        return null;
+      },
+      stored: (peerId, step) => driver.checkpointStored(peerId, step),
+    },
+    upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
+  });
+  const c = coordinator;
+  return {
+    coordinator: c, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored,
+    async close() {
+      driver.stop();
+      sessions.closeAll();
+      await c.close();
+      await metrics.flush();
+    },
+  };
+}

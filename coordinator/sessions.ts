@@ -1,0 +1,109 @@
+// The session sockets (SESSION_PATH in src/client/protocol.ts): one WebSocket per joined peer,
+// authenticated by the (peer id, token) that POST /api/join issued. Each text message is one
+// PeerMessage, decoded at the boundary: a malformed one gets an ErrorMessage back with the
+// reason and changes nothing; a peer that keeps sending bad or oversized messages is cut off.
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import {
+  MAX_MESSAGE_BYTES, SESSION_PATH, decodePeerMessage, describe, parseJsonText,
+  type CoordinatorMessage, type ErrorMessage, type PeerMessage,
+} from '../src/client/protocol.ts';
+
+export interface SessionHandlers {
+  /** Whether (id, token) was issued by a join and may open a session. */
+  authenticate(id: string, token: string): boolean;
+  opened(id: string): void;
+  message(id: string, m: PeerMessage): void;
+  closed(id: string, reason: string): void;
+}
+
+export interface SessionServer {
+  /** Takes the upgrade if it is for the session path; returns whether it did. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  /** Sends to a peer's open session; false when it has none. */
+  send(id: string, m: CoordinatorMessage): boolean;
+  /** Closes a peer's session (it gets the reason in the close frame). */
+  close(id: string, reason: string): void;
+  readonly open: number;
+  closeAll(): void;
+}
+
+/** Bad messages tolerated per session before it is closed (a confused peer, or a flood). */
+const MAX_BAD = 20;
+
+function refuse(socket: Duplex, status: string, reason: string): void {
+  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(reason)}\r\n\r\n${reason}`);
+}
+
+export function createSessionServer(h: SessionHandlers): SessionServer {
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
+  const live = new Map<string, WebSocket>();
+
+  const reply = (ws: WebSocket, e: ErrorMessage) => {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(e));
+  };
+
+  function attach(id: string, ws: WebSocket): void {
+    live.set(id, ws);
+    let bad = 0;
+    const strike = (e: ErrorMessage) => {
+      reply(ws, e);
+      if (++bad >= MAX_BAD) ws.close(1008, 'too many malformed messages');
+    };
+    ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (isBinary) return strike({ type: 'error', kind: 'unsupported-media-type', message: 'session messages are JSON text, not binary' });
+      const parsed = parseJsonText(data.toString());
+      const d = parsed.ok ? decodePeerMessage(parsed.value) : parsed;
+      if (!d.ok) return strike({ type: 'error', kind: d.error.kind === 'too-large' ? 'too-large' : 'bad-request', message: describe(d.error).slice(0, 900) });
+      const m = d.value;
+      if (m.type === 'join') return strike({ type: 'error', kind: 'bad-request', message: 'join with POST /api/join, not over the session' });
+      if (m.peerId !== id) return strike({ type: 'error', kind: 'forbidden', message: `this session belongs to ${id}; a message for ${m.peerId.slice(0, 64)} is refused` });
+      h.message(id, m);
+    });
+    ws.on('error', () => ws.terminate());
+    ws.on('close', (code: number, reason: Buffer) => {
+      if (live.get(id) !== ws) return;
+      live.delete(id);
+      h.closed(id, `session closed (${code}${reason.length ? ` ${reason.toString().slice(0, 200)}` : ''})`);
+    });
+    h.opened(id);
+  }
+
+  return {
+    get open() {
+      return live.size;
+    },
+    handleUpgrade(req, socket, head) {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (url.pathname !== SESSION_PATH) return false;
+      const id = url.searchParams.get('peer') ?? '';
+      const token = url.searchParams.get('token') ?? '';
+      if (!h.authenticate(id, token)) {
+        refuse(socket, '403 Forbidden', 'unknown peer or wrong token: join with POST /api/join first\n');
+        return true;
+      }
+      if (live.has(id)) {
+        refuse(socket, '409 Conflict', 'this peer already has a session\n');
+        return true;
+      }
+      wss.handleUpgrade(req, socket, head, (ws) => attach(id, ws));
+      return true;
+    },
+    send(id, m) {
+      const ws = live.get(id);
+      if (!ws || ws.readyState !== ws.OPEN) return false;
+      ws.send(JSON.stringify(m));
+      return true;
+    },
+    close(id, reason) {
+      const ws = live.get(id);
+      if (ws) ws.close(1000, reason.slice(0, 120));
+    },
+    closeAll() {
+      for (const ws of live.values()) ws.terminate();
+      live.clear();
+      wss.close();
+    },
+  };
+}

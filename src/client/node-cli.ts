@@ -1,0 +1,74 @@
+// The headless volunteer for lab desktops and CI: `npm run volunteer -- --url http://host:port`.
+// The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
+// 'webgpu' package (Dawn), WebRTC from node-datachannel, the session socket from 'ws'.
+import { WebSocket } from 'ws';
+import { ArgError, Args } from '../../coordinator/args.ts';
+import { NODE_RTC_CONFIG, loadNodePeer } from '../comm/node.ts';
+import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
+import { getDevice } from '../gpu/device.ts';
+import { autotuneGemm } from '../ops/gemm-tune.ts';
+import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
+
+export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
+  --url URL          the coordinator (the address npm start prints)
+  --token T          join token of a private job
+  --name NAME        shown on the dashboard (default: the host name)
+  --rejoin-for S     keep trying to (re)join for S seconds when the coordinator is away (default 600)
+  --no-tune          skip the GEMM autotune at start (faster start, maybe slower steps)
+  --quiet            only errors and the final line`;
+
+export async function volunteerMain(argv: readonly string[]): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${VOLUNTEER_USAGE}\n`);
+    return;
+  }
+  const a = new Args(argv);
+  const url = a.str('url', '');
+  const token = a.str('token', '');
+  const { hostname } = await import('node:os');
+  const name = a.str('name', hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 64) || 'node');
+  const rejoinFor = a.int('rejoin-for', 600);
+  const noTune = a.flag('no-tune');
+  const quiet = a.flag('quiet');
+  a.rejectUnknown(VOLUNTEER_USAGE);
+  if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
+
+  const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
+  const gpu = await getDevice();
+  if (!noTune) await autotuneGemm(gpu);
+  log(`volunteer: device ${gpu.info.description}`);
+  const Peer = await loadNodePeer();
+  const stop = new AbortController();
+  const onSignal = () => {
+    log('volunteer: leaving after this message');
+    stop.abort();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  const onEvent = (e: VolunteerEvent) => {
+    if (quiet) return;
+    if (e.type === 'step') log(`volunteer: step ${e.step} ring ${e.ringSize} images ${e.images} loss ${e.loss === null ? '-' : e.loss.toFixed(4)} compute ${e.computeMs.toFixed(0)} ms all-reduce ${e.commMs.toFixed(0)} ms`);
+    else if (e.type === 'state') log(`volunteer: loaded step ${e.step} from the ${e.source}`);
+  };
+  try {
+    const exit = await runVolunteer(
+      { gpu, Peer, rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip },
+      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal },
+    );
+    process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
+  } finally {
+    gpu.destroy();
+  }
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/^.*\//, ''))) {
+  volunteerMain(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (e: unknown) => {
+      const err = e instanceof Error ? e : new Error(String(e));
+      const typed = err.name === 'ArgError' || 'kind' in err;
+      process.stderr.write(`\n${typed ? err.message : err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,395 @@
+// The volunteer: the same client in a browser worker and in Node (headless lab desktops).
+// It joins the coordinator's job, then obeys the session: load the state of a step (seed or
+// checkpoint), and for each step assignment compute its slice's gradient, sum it with the
+// ring over WebRTC, apply LARS and report loss, timings and a checksum of the new weights.
+//
+// A step is undoable: the state is backed up on the GPU before each step, and when the
+// coordinator re-runs step s (a peer failed while some of us had already applied s), the
+// backup is restored first. An assignment of a newer generation closes the ring at once, so a
+// collective stuck on a dead peer ends when the coordinator has decided what happens next.
+import type { Ring } from '../comm/ring.ts';
+import { allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
+import type { Gunzip } from '../data/bytes.ts';
+import type { Decoder } from '../data/image.ts';
+import { BatchLoader, defaultAugment } from '../data/loader.ts';
+import { httpShardSource, loadManifest } from '../data/source.ts';
+import type { Gpu } from '../gpu/runtime.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { Model } from '../nn/model.ts';
+import { modelByName } from '../nn/models.ts';
+import { createOptimizer } from '../optim/index.ts';
+import { evaluate } from '../train/evaluate.ts';
+import { recordGradients, recordUpdate, uploadBatch } from '../train/step.ts';
+import { weightChecksum } from './checksum.ts';
+import { downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
+import {
+  PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
+  type CoordinatorMessage, type Evaluate, type JoinAccept, type LoadState, type PeerMessage, type StepAssignment,
+} from './protocol.ts';
+import { StateError, TrainingState } from './state.ts';
+
+/** The parts of a WebSocket the session uses (browser WebSocket, or `ws` in Node). */
+export interface SocketLike {
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  send(text: string): void;
+  close(): void;
+}
+export type SocketCtor = new (url: string) => SocketLike;
+
+export interface VolunteerPlatform {
+  gpu: Gpu;
+  Peer: PeerCtor;
+  rtcConfig: RTCConfiguration;
+  WebSocket: SocketCtor;
+  decoder: Decoder;
+  gunzip?: Gunzip;
+  fetch?: typeof fetch;
+}
+
+export type VolunteerEvent =
+  | { type: 'joined'; peerId: string; job: PublicJob }
+  | { type: 'state'; step: number; source: 'seed' | 'checkpoint' }
+  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number }
+  | { type: 'left'; reason: string };
+
+export interface VolunteerOptions {
+  /** The coordinator, e.g. http://lab-server:8080 */
+  url: string;
+  token?: string;
+  name?: string;
+  log?: (line: string) => void;
+  onEvent?: (e: VolunteerEvent) => void;
+  /** After losing the coordinator, keep trying to rejoin for this long (default 10 minutes). */
+  rejoinForMs?: number;
+  /** Stops after the current message when aborted. */
+  signal?: AbortSignal;
+  /** Ring timeouts (a neighbour silent this long is gone). */
+  deadAfterMs?: number;
+}
+
+export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const MAX_MS = 86_400_000;
+
+/** Joins the job at `url` and trains until the job is done (or `signal` aborts). */
+export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): Promise<VolunteerExit> {
+  const fetchFn = p.fetch ?? fetch;
+  const base = o.url.replace(/\/+$/, '');
+  const log = o.log ?? (() => undefined);
+  const rejoinFor = o.rejoinForMs ?? 600_000;
+  const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);
+  const source = httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn);
+  const manifest = await loadManifest(source);
+  const { channels, height, width } = manifest.image;
+  const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
+  const model = new Model(p.gpu, spec, { seed: job.job.seed });
+  const optimizer = createOptimizer(p.gpu, job.job.optimizer, model.layout.params, model.layout.paramFloats);
+  const state = new TrainingState(p.gpu, model, optimizer);
+  const loader = (split: 'train' | 'val') => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip });
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, optimizer, state, train: loader('train'), val: loader('val') };
+  let step: number | null = null;
+  try {
+    for (;;) {
+      if (o.signal?.aborted) return { reason: 'stopped', step };
+      let session: Session;
+      try {
+        session = await withRetry(() => Session.open(ctx), rejoinFor, log, o.signal);
+      } catch (e) {
+        if (o.signal?.aborted) return { reason: 'stopped', step };
+        throw e;
+      }
+      const end = await session.run();
+      step = session.committed;
+      if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step };
+      o.onEvent?.({ type: 'left', reason: end.detail });
+      log(`volunteer: session ended (${end.detail}); rejoining`);
+      await sleep(500);
+    }
+  } finally {
+    state.destroy();
+    optimizer.destroy();
+    model.destroy();
+  }
+}
+
+/** Retries `f` while the coordinator is unreachable or restarting, for up to `forMs`. */
+async function withRetry<T>(f: () => Promise<T>, forMs: number, log: (l: string) => void, signal?: AbortSignal): Promise<T> {
+  const until = Date.now() + forMs;
+  for (let wait = 250; ; wait = Math.min(wait * 2, 4000)) {
+    try {
+      return await f();
+    } catch (e) {
+      // 4xx are answers (wrong token, bad request): retrying will not change them.
+      const status = (e as { status?: number }).status ?? 0;
+      if ((status >= 400 && status < 500) || Date.now() + wait > until || signal?.aborted) throw e;
+      log(`volunteer: ${e instanceof Error ? e.message : String(e)}; retrying in ${wait} ms`);
+      await sleep(wait);
+    }
+  }
+}
+
+interface Ctx {
+  p: VolunteerPlatform;
+  o: VolunteerOptions;
+  base: string;
+  fetchFn: typeof fetch;
+  log: (line: string) => void;
+  job: PublicJob;
+  model: Model;
+  optimizer: ReturnType<typeof createOptimizer>;
+  state: TrainingState;
+  train: BatchLoader;
+  val: BatchLoader;
+}
+
+type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string };
+
+/** One membership of the job: a join, its session socket, its signaling endpoint and rings. */
+class Session {
+  /** The step whose weights this peer holds (committed or tentatively applied), null until loaded. */
+  committed: number | null = null;
+  /** The step the GPU backup was taken before. */
+  private backedUp: number | null = null;
+  private ring: Ring | null = null;
+  private readonly queue: CoordinatorMessage[] = [];
+  private busy = false;
+  private endWith: ((e: SessionEnd) => void) | null = null;
+  private ended = false;
+  private endReason: SessionEnd | null = null;
+  private lastReportAt = 0;
+  private x: Tensor | null = null;
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
+
+  private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike) {
+    // The coordinator may speak first (load-state at once): listen from the moment the
+    // socket is open; messages wait in the queue until run() starts the pump.
+    ws.onmessage = (ev) => this.receive(ev.data);
+    ws.onclose = (ev) => this.end({ reason: 'lost', detail: `the coordinator closed the session (${ev.code ?? ''} ${ev.reason ?? ''})`.trim() });
+    ws.onerror = () => undefined; // a close follows
+  }
+
+  static async open(c: Ctx): Promise<Session> {
+    const body = { type: 'join' as const, protocol: PROTOCOL_VERSION, ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}) };
+    const accept = await join(c.fetchFn, c.base, body);
+    const url = new URL(c.base);
+    const endpoint = await openEndpoint({
+      Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig: c.p.rtcConfig,
+      server: { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:' },
+    });
+    const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
+    let ws: SocketLike;
+    try {
+      ws = await new Promise<SocketLike>((resolve, reject) => {
+        const s = new c.p.WebSocket(wsUrl);
+        s.onopen = () => resolve(s);
+        s.onerror = () => reject(new Error(`the session socket ${SESSION_PATH} did not open`));
+        s.onclose = (ev) => reject(new Error(`the session socket closed before it opened (${ev.code ?? ''} ${ev.reason ?? ''})`));
+      });
+    } catch (e) {
+      endpoint.destroy();
+      throw e;
+    }
+    c.log(`volunteer: joined as ${accept.peerId}`);
+    c.o.onEvent?.({ type: 'joined', peerId: accept.peerId, job: c.job });
+    return new Session(c, accept, endpoint, ws);
+  }
+
+  get peerId(): string {
+    return this.accept.peerId;
+  }
+
+  run(): Promise<SessionEnd> {
+    const done = new Promise<SessionEnd>((resolve) => { this.endWith = resolve; });
+    if (this.ended) return Promise.resolve(this.endReason!);
+    void this.pump();
+    this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
+    const onAbort = () => this.end({ reason: 'stopped', detail: 'stopped' });
+    this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
+    return done.finally(() => this.c.o.signal?.removeEventListener('abort', onAbort));
+  }
+
+  private end(e: SessionEnd): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.endReason = e;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
+    this.ring?.close();
+    this.ring = null;
+    this.endpoint.destroy();
+    this.ws.onclose = null;
+    this.ws.close();
+    if (this.x) this.c.p.gpu.release(this.x);
+    this.x = null;
+    this.endWith?.(e);
+  }
+
+  private send(m: PeerMessage): void {
+    if (!this.ended && this.ws.readyState === 1) this.ws.send(JSON.stringify(m));
+  }
+
+  private receive(data: unknown): void {
+    const parsed = typeof data === 'string' ? parseJsonText(data) : typeof data === 'object' && data !== null && 'toString' in data ? parseJsonText(String(data)) : null;
+    const d = parsed?.ok ? decodeCoordinatorMessage(parsed.value) : parsed;
+    if (!d || !d.ok) {
+      this.c.log(`volunteer: ignored a message from the coordinator: ${d ? describe(d.error) : 'not text'}`);
+      return;
+    }
+    const m = d.value;
+    // Preempt: a collective of an older generation cannot finish any more once the coordinator
+    // moved on; closing the ring ends it now instead of at its timeout.
+    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted' || (m.type === 'step-assignment' && m.generation !== this.ring?.generation);
+    if (moves && this.ring) {
+      this.ring.close();
+      this.ring = null;
+    }
+    this.queue.push(m);
+    void this.pump();
+  }
+
+  private async pump(): Promise<void> {
+    if (this.busy || !this.endWith) return;
+    this.busy = true;
+    try {
+      while (!this.ended && this.queue.length) {
+        const m = this.queue.shift()!;
+        try {
+          await this.handle(m);
+        } catch (e) {
+          const why = e instanceof Error ? e.message : String(e);
+          this.c.log(`volunteer: ${m.type} failed: ${why}`);
+          this.send({ type: 'leave', peerId: this.peerId, reason: why.slice(0, 900) });
+          this.end({ reason: 'lost', detail: why });
+        }
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async handle(m: CoordinatorMessage): Promise<void> {
+    switch (m.type) {
+      case 'load-state': return this.loadState(m);
+      case 'step-assignment': return this.step(m);
+      case 'evaluate': return this.evaluate(m);
+      case 'upload-checkpoint':
+        this.requireStep(m.step, 'upload');
+        return this.upload(m.step);
+      case 'done':
+        this.c.log(`volunteer: job done at step ${m.step} (${m.reason})`);
+        return this.end({ reason: 'done', detail: m.reason });
+      case 'evicted':
+        return this.end({ reason: 'evicted', detail: `evicted: ${m.reason}` });
+      case 'error':
+        this.c.log(`volunteer: the coordinator refused a message: ${m.message}`);
+        return;
+      case 'join-accept':
+        return;
+    }
+  }
+
+  private requireStep(step: number, what: string): void {
+    if (this.committed !== step) throw new StateError(`asked to ${what} the weights of step ${step}, this peer holds step ${this.committed ?? 'none'}`);
+  }
+
+  private async loadState(m: LoadState): Promise<void> {
+    const { state, model } = this.c;
+    if (m.source === 'seed') state.reset(this.c.job.job.seed);
+    else state.load(await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step), m.step);
+    this.committed = m.step;
+    this.backedUp = null;
+    const checksum = weightChecksum(await model.readParams());
+    this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
+    this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: this.c.p.gpu.info.description.slice(0, 200) || 'unknown device' });
+  }
+
+  private async upload(step: number): Promise<void> {
+    const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
+    await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
+  }
+
+  private async evaluate(m: Evaluate): Promise<void> {
+    this.requireStep(m.step, 'evaluate');
+    const counts = { samples: 0, top1: 0, top5: 0, lossSum: 0 };
+    if (m.ids.length) {
+      const r = await evaluate(this.c.p.gpu, this.c.model, this.c.val, m.ids, Math.min(m.ids.length, 64));
+      counts.samples = r.samples;
+      counts.top1 = Math.round(r.top1 * r.samples);
+      counts.top5 = Math.round(r.top5 * r.samples);
+      counts.lossSum = Number.isFinite(r.loss) ? Math.max(0, r.loss * r.samples) : 0;
+    }
+    this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
+  }
+
+  private async step(a: StepAssignment): Promise<void> {
+    const arrived = performance.now();
+    const { p, model, optimizer, state } = this.c;
+    const gpu = p.gpu;
+    // Undo a step this peer applied (or began) before the coordinator aborted it.
+    if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
+      state.restore();
+      this.committed = a.step;
+    }
+    this.requireStep(a.step, 'train');
+    state.backup();
+    this.backedUp = a.step;
+    if (!this.ring) {
+      try {
+        this.ring = await this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 20_000, stallTimeoutMs: 120_000 } });
+      } catch (e) {
+        return this.ringFailed(e, a);
+      }
+    }
+    const ring = this.ring;
+    if (a.uploadCheckpoint) await this.upload(a.step);
+    // Compute: this slice's gradient SUM (the all-reduce adds the other slices).
+    const t0 = performance.now();
+    const images = a.sampleIds.length;
+    let lossSum = 0;
+    if (images > 0) {
+      const batch = await this.c.train.load(a.sampleIds, a.epoch);
+      this.x = uploadBatch(gpu, model, batch, this.x);
+      const total = recordGradients(model, this.x, a.seed * 1_000_003 + a.step);
+      gpu.flush();
+      lossSum = (await gpu.readF32(total))[0]!;
+    } else {
+      model.zeroGrads();
+    }
+    let grads: Float32Array | null = null;
+    if (ring.size > 1) grads = await gpu.readF32(model.grads);
+    const t1 = performance.now();
+    if (grads) {
+      try {
+        await allReduceSum(grads, { ring, step: a.step });
+      } catch (e) {
+        return this.ringFailed(e, a);
+      }
+      gpu.write(model.grads, grads);
+    }
+    const t2 = performance.now();
+    recordUpdate(model, optimizer, a.step, a.globalBatch);
+    const checksum = weightChecksum(await model.readParams());
+    this.committed = a.step + 1;
+    const loss = images > 0 && Number.isFinite(lossSum / images) ? lossSum / images : null;
+    const waitMs = this.lastReportAt > 0 ? Math.min(MAX_MS, Math.max(0, arrived - this.lastReportAt)) : 0;
+    const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - t1), waitMs };
+    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images });
+    this.lastReportAt = performance.now();
+    this.c.o.onEvent?.({ type: 'step', step: a.step + 1, generation: a.generation, ringSize: ring.size, images, loss, computeMs: timings.computeMs, commMs: timings.commMs });
+  }
+
+  /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */
+  private ringFailed(e: unknown, a: StepAssignment): void {
+    if (!isRingError(e)) throw e;
+    this.ring?.close();
+    this.ring = null;
+    if (e.kind === 'closed') return; // preempted by a newer assignment: nothing to report
+    this.c.log(`volunteer: step ${a.step} generation ${a.generation}: ${e.message}`);
+    this.send({ type: 'collective-failure', peerId: this.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.kind });
+  }
+}
