@@ -169,9 +169,16 @@ class Session {
     // The coordinator may speak first (load-state at once): listen from the moment the
     // socket is open; messages wait in the queue until run() starts the pump.
     ws.onmessage = (ev) => this.receive(ev.data);
-    ws.onclose = (ev) => this.end({ reason: 'lost', detail: `the coordinator closed the session (${ev.code ?? ''} ${ev.reason ?? ''})`.trim() });
+    ws.onclose = (ev) => {
+      const why = `the coordinator closed the session (${ev.code ?? ''} ${ev.reason ?? ''})`.trim();
+      if (this.onEarlyClose) this.onEarlyClose(why);
+      else this.end({ reason: 'lost', detail: why });
+    };
     ws.onerror = () => undefined; // a close follows
   }
+
+  /** Set while the socket is opening: a close then fails the open. */
+  onEarlyClose: ((why: string) => void) | null = null;
 
   static async open(c: Ctx): Promise<Session> {
     const body = { type: 'join' as const, protocol: PROTOCOL_VERSION, ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}) };
@@ -182,21 +189,23 @@ class Session {
       server: { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:' },
     });
     const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
-    let ws: SocketLike;
+    const ws = new c.p.WebSocket(wsUrl);
+    // Listen before the socket opens: the coordinator speaks first, and its first message can
+    // arrive in the same read as the handshake (before an await after 'open' would resume).
+    const session = new Session(c, accept, endpoint, ws);
     try {
-      ws = await new Promise<SocketLike>((resolve, reject) => {
-        const s = new c.p.WebSocket(wsUrl);
-        s.onopen = () => resolve(s);
-        s.onerror = () => reject(new Error(`the session socket ${SESSION_PATH} did not open`));
-        s.onclose = (ev) => reject(new Error(`the session socket closed before it opened (${ev.code ?? ''} ${ev.reason ?? ''})`));
+      await new Promise<void>((resolve, reject) => {
+        ws.onopen = () => resolve();
+        session.onEarlyClose = (why) => reject(new Error(`the session socket ${SESSION_PATH} did not open: ${why}`));
       });
     } catch (e) {
       endpoint.destroy();
       throw e;
     }
+    session.onEarlyClose = null;
     c.log(`volunteer: joined as ${accept.peerId}`);
     c.o.onEvent?.({ type: 'joined', peerId: accept.peerId, job: c.job });
-    return new Session(c, accept, endpoint, ws);
+    return session;
   }
 
   get peerId(): string {
