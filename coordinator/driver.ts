@@ -223,7 +223,7 @@ export class Driver {
   private boundary(): void {
     this.phase = { kind: 'between' };
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting').map((p) => p.id);
-    if (this.ring.length === 0 && waiting.length === 0) return; // idle until someone comes
+    if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     if (this.ring.length === 0 || waiting.length > 0) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&
@@ -398,9 +398,10 @@ export class Driver {
     if (members.length === 0) return this.advance();
     this.setRing(this.ring.filter((id) => !members.includes(id)));
     if (ph.kind === 'running') {
-      this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step, generation: ph.generation, reason });
-      this.d.publish({ type: 'step-aborted', step: ph.step, generation: ph.generation, reason });
-      this.d.log(`step ${ph.step} of generation ${ph.generation} aborted: ${reason}; re-running it with ${this.ring.length} peer(s)`);
+      // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
+      this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason });
+      this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
+      this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
       this.phase = { kind: 'between' };
     } else if (ph.kind === 'evaluating') {
       for (const id of members) ph.pending.delete(id);

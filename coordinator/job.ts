@@ -7,7 +7,7 @@
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { OptimError, parseOptimizerConfig, type OptimizerConfig } from '../src/optim/index.ts';
-import { FieldReader, MAX_BATCH, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
+import { FieldReader, MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 
 // Listed here rather than imported from ./data/cli.ts, which would load the shard builders
@@ -34,6 +34,8 @@ export interface JobConfig {
   access: JobAccess;
   /** Seeds the epoch permutations and the weight initialisation. */
   seed: number;
+  /** The first ring (and a ring formed again after everyone left) waits for this many peers. */
+  minPeers: number;
 }
 
 export class JobError extends Error {
@@ -44,7 +46,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers'];
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
 export const MIN_JOIN_TOKEN = 16;
 
@@ -75,6 +77,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     keepCheckpoints: r.has('keepCheckpoints') ? r.int('keepCheckpoints', 1, 100) : 3,
     access: jobAccess,
     seed: r.has('seed') ? r.int('seed', 0, 2 ** 32 - 1) : 0,
+    minPeers: r.has('minPeers') ? r.int('minPeers', 1, MAX_RING) : 1,
   };
   if (r.problems.length) throw new JobError(r.problems);
   return config;

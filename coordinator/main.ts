@@ -23,6 +23,7 @@ export const START_USAGE = `usage: npm start -- [options]
   --checkpoint-every K        a checkpoint every K steps (default 25)
   --seed N                    (default 1)
   --volunteers N              local headless volunteers to start (default 1; 0: only the coordinator)
+  --min-peers N               the first ring waits for N peers (default 1)
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab)
   --private                   a private job: prints the join token volunteers need
   --job-dir DIR               the job folder (default .cache/jobs/<model>-<dataset>); an unfinished
@@ -47,6 +48,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const checkpointEvery = a.int('checkpoint-every', 25, 1);
   const seed = a.int('seed', 1);
   const volunteers = a.int('volunteers', 1);
+  const minPeers = a.int('min-peers', 1, 1);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
   const isPrivate = a.flag('private');
@@ -63,7 +65,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const config: Record<string, unknown> = {
     name: `${model}-${dataset}`, model, dataset, globalBatch: batch, ...length,
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },
-    evalEvery, checkpointEvery, seed,
+    evalEvery, checkpointEvery, seed, minPeers,
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);

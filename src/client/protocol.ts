@@ -113,7 +113,12 @@ export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string 
 
 export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate;
 
-/** Live events (GET /api/events, server-sent): the SSE event name is `type`, data the JSON. */
+/**
+ * Live events (GET /api/events, server-sent): the SSE event name is `type`, data the JSON.
+ * Unlike the 0-based step index of assignments and results, events (and the metrics file)
+ * number steps from 1: 'step' n is the n-th update committed, 'step-aborted' n the n-th
+ * update being abandoned (it runs again), 'eval' / 'checkpoint' n the weights after n updates.
+ */
 export type LiveEvent =
   | { type: 'hello'; job: number; step: number; generation: number }
   | { type: 'peer-joined'; peerId: string; name: string | null }

@@ -373,6 +373,7 @@ class Session {
     if (ring.size > 1) grads = await gpu.readF32(model.grads);
     const t1 = performance.now();
     if (grads) {
+      this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
       try {
         await allReduceSum(grads, { ring, step: a.step });
       } catch (e) {
@@ -397,8 +398,12 @@ class Session {
     if (!isRingError(e)) throw e;
     this.ring?.close();
     this.ring = null;
-    if (e.kind === 'closed') return; // preempted by a newer assignment: nothing to report
-    this.c.log(`volunteer: step ${a.step} generation ${a.generation}: ${e.message}`);
+    if (e.kind === 'closed') {
+      // Preempted by a newer assignment: nothing to report.
+      this.c.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);
+      return;
+    }
+    this.c.log(`volunteer: step ${a.step + 1} generation ${a.generation}: ${e.message}`);
     this.send({ type: 'collective-failure', peerId: this.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.kind });
   }
 }

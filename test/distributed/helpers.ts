@@ -1,0 +1,89 @@
+// Shared by the distributed tests: a small real data set (MNIST, first 600/120 images), a
+// coordinator run in this process (real HTTP, PeerJS signaling, session sockets, checkpoint
+// folder) and volunteers as real child processes (Dawn WebGPU, node-datachannel WebRTC).
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildShards } from '../../coordinator/data/cli.ts';
+import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { readMetrics, type MetricRecord } from '../../coordinator/metrics.ts';
+import { runJob, type RunningJob } from '../../coordinator/run.ts';
+import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import type { LiveEvent } from '../../src/client/protocol.ts';
+import type { Manifest } from '../../src/data/manifest.ts';
+
+export async function tempRoot(prefix: string): Promise<{ dir: string; remove(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), `vt-${prefix}-`));
+  return { dir, remove: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** MNIST's first 600 train and 120 val images as shards in `<root>/data/mnist`. */
+export async function buildTestData(root: string): Promise<{ dataDir: string; manifest: Manifest }> {
+  const dataDir = join(root, 'data');
+  const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit: 600, samplesPerShard: 200, progress: false });
+  return { dataDir, manifest };
+}
+
+/** The job every distributed test trains: no BN, no dropout, so N peers == 1 peer with the same B. */
+export function testJob(steps: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name: 'test', model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps,
+    optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 2 }, evalEvery: 0, checkpointEvery: 4, keepCheckpoints: 10, seed: 3, ...extra,
+  };
+}
+
+export interface TestJob extends RunningJob {
+  readonly events: LiveEvent[];
+  readonly lines: string[];
+  readonly jobDir: string;
+}
+
+export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>): Promise<TestJob> {
+  const events: LiveEvent[] = [];
+  const lines: string[] = [];
+  const jobDir = join(root, name);
+  const job = await runJob({
+    jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
+    timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
+    onEvent: (e) => events.push(e), log: (l) => lines.push(l),
+  });
+  return Object.assign(job, { events, lines, jobDir });
+}
+
+export function volunteer(url: string, name: string): LocalVolunteer {
+  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60'] });
+}
+
+/** Waits until `cond` holds, polling every 50 ms; fails after `ms` with `what`. */
+export async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function finalWeights(jobDir: string): Promise<{ step: number; weights: Float32Array }> {
+  const store = await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 100 });
+  const c = await store.readNewest();
+  if (!c) throw new Error(`no checkpoint in ${jobDir}`);
+  return { step: c.step, weights: c.weights };
+}
+
+export const metricsOf = (jobDir: string): Promise<MetricRecord[]> => readMetrics(join(jobDir, 'metrics.jsonl'));
+
+/** max |a - b| / max |b|: float32-rounding differences of equal maths stay far below 1e-3. */
+export function relDiff(a: Float32Array, b: Float32Array): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    d = Math.max(d, Math.abs(a[i]! - b[i]!));
+    m = Math.max(m, Math.abs(b[i]!));
+  }
+  return d / m;
+}
+
+export async function stopAll(vs: readonly LocalVolunteer[]): Promise<void> {
+  for (const v of vs) v.kill('SIGKILL');
+  await Promise.all(vs.map((v) => v.exited));
+}

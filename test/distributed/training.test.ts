@@ -1,0 +1,98 @@
+// Distributed training end to end on loopback: a real coordinator (HTTP, PeerJS signaling,
+// session sockets, checkpoint folder) and volunteers as separate Node processes with Dawn
+// WebGPU and node-datachannel WebRTC.
+//   equivalence: 3 peers with global batch B == 1 peer with B (float32 tolerance), and the 3
+//     hold bitwise-identical weights after every step (their checksums agree);
+//   churn: a peer SIGKILLed in the middle of an all-reduce; the step is re-run by the 2
+//     survivors (no step skipped or repeated), a 4th peer joins from a checkpoint, ends
+//     bitwise equal to the others, and the final weights equal the run without the kill.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import type { Manifest } from '../../src/data/manifest.ts';
+import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+
+const K = 12;
+let root: { dir: string; remove(): Promise<void> };
+let data: { dataDir: string; manifest: Manifest };
+const spawned: LocalVolunteer[] = [];
+let single: Float32Array;
+
+beforeAll(async () => {
+  process.env.XDG_RUNTIME_DIR ??= '/tmp';
+  root = await tempRoot('dist');
+  data = await buildTestData(root.dir);
+  // The reference: one peer with the whole batch.
+  const job = await startTestJob(root.dir, 'single', data, testJob(K));
+  const v = volunteer(job.url, 'solo');
+  spawned.push(v);
+  await job.driver.finished;
+  await job.close();
+  expect(await v.exited, v.lines.join('\n')).toBe(0);
+  const w = await finalWeights(job.jobDir);
+  expect(w.step).toBe(K);
+  single = w.weights;
+});
+
+afterAll(async () => {
+  await stopAll(spawned);
+  await root?.remove();
+});
+
+/** Every committed step exactly once, 1..K in order, each with one checksum shared by all its peers. */
+async function checkSteps(jobDir: string): Promise<{ ring: number; checksums: string[] }[]> {
+  const records = await metricsOf(jobDir);
+  const steps = records.filter((r) => r.type === 'step');
+  expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+  expect(latestPerStep(records).length).toBe(K);
+  return steps.map((r) => {
+    const sums = new Set(r.peers.map((p) => p.checksum));
+    expect(sums.size, `step ${r.step}: checksums ${[...sums].join(', ')}`).toBe(1);
+    return { ring: r.ring, checksums: r.peers.map((p) => p.checksum) };
+  });
+}
+
+describe('N peers train one model', () => {
+  it('3 peers with global batch B: bitwise identical every step, equal to 1 peer with B', async () => {
+    const job = await startTestJob(root.dir, 'three', data, testJob(K, { minPeers: 3 }));
+    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
+    spawned.push(...vs);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const steps = await checkSteps(job.jobDir);
+    expect(steps.every((s) => s.ring === 3)).toBe(true);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single);
+    console.log(`3 peers vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
+
+  it('a peer killed mid all-reduce: the step is re-run by the survivors, a 4th joins from a checkpoint, weights as without the kill', async () => {
+    const job = await startTestJob(root.dir, 'churn', data, testJob(K, { minPeers: 3 }));
+    const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, n));
+    spawned.push(...vs);
+    const victim = vs[2]!;
+    // Kill the victim the moment it starts the all-reduce of step 3.
+    await until(() => victim.lines.some((l) => /step 3 all-reduce/.test(l)), 120_000, 'the victim to start the all-reduce of step 3');
+    victim.kill('SIGKILL');
+    await until(() => job.events.some((e) => e.type === 'step-aborted' && e.step === 3), 60_000, 'the coordinator to abort step 3');
+    const joiner = volunteer(job.url, 'joiner');
+    spawned.push(joiner);
+    await job.driver.finished;
+    await job.close();
+    for (const v of [vs[0]!, vs[1]!, joiner]) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    // The survivors were inside the collective when it broke (the kill landed mid all-reduce).
+    const interrupted = [vs[0]!, vs[1]!].some((v) => v.lines.some((l) => /step 3 generation \d+: /.test(l)));
+    expect(interrupted, [...vs[0]!.lines, ...vs[1]!.lines].join('\n')).toBe(true);
+    const steps = await checkSteps(job.jobDir);
+    expect(steps[2]!.ring, 'step 3 was committed by the 2 survivors').toBe(2);
+    expect(steps[K - 1]!.ring, 'the joiner is in the ring at the end').toBe(3);
+    const records = await metricsOf(job.jobDir);
+    expect(records.filter((r) => r.type === 'abort').map((r) => r.step)).toEqual([3]);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single);
+    console.log(`churn run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
+});
