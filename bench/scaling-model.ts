@@ -65,7 +65,7 @@ export interface RunFigures {
 export interface ModelFit {
   model: StepModel;
   /** How alpha and bw were found: both by least squares, or one of them pinned (see fitComm). */
-  comm: 'latency+bandwidth' | 'bandwidth only' | 'latency only';
+  comm: 'latency+bandwidth' | 'bandwidth only';
   /** Per run: measured stepS minus the model's T(N), seconds. */
   residualsS: number[];
   /** Root mean square of the residuals, seconds. */
@@ -84,8 +84,8 @@ export class FitError extends Error {
  * Fits the model to measured runs, one part at a time, each by ordinary least squares:
  *   1/c       from computeS = (B/N) * (1/c) over all runs (a line through the origin);
  *   alpha, bw from commS = 2(N-1) * alpha + 2(N-1)/N * S * (1/bw) over the runs with N >= 2;
- *             both must come out >= 0: otherwise (or with a single N, where the two columns
- *             cannot be told apart) the better of the two one-term fits is kept;
+ *             alpha must come out >= 0 and bw > 0: otherwise (or with a single N, where the
+ *             two columns cannot be told apart) alpha = 0 and bw alone is fitted;
  *   o         the mean of stepS - compute - comm of the fitted terms (the least-squares
  *             constant given them), at least 0.
  * Needs at least one run with N >= 2 (for the all-reduce) and compute times > 0.
@@ -114,10 +114,10 @@ export function fitStepModel(runs: readonly RunFigures[]): ModelFit {
 }
 
 /**
- * Least squares y = alpha a + v b with alpha, v >= 0 (v = 1/bw). Tries both columns, then each
- * alone (a one-column fit through the origin is >= 0 when a, b, y are): the smallest squared
- * error among the non-negative candidates wins. A bandwidth-only fit needs v > 0, otherwise bw
- * would be infinite; the latency-only fit is then kept.
+ * Least squares y = alpha a + v b with alpha >= 0 and v = 1/bw > 0: both columns when that
+ * solution is admissible, else bandwidth alone (alpha = 0, v through the origin); of the
+ * admissible candidates the smaller squared error wins. (Latency alone would mean an infinite
+ * bandwidth: not offered.)
  */
 function fitComm(a: number[], b: number[], y: number[]): { alpha: number; invBw: number; kind: ModelFit['comm'] } {
   type Candidate = { alpha: number; invBw: number; kind: ModelFit['comm'] };
@@ -135,7 +135,6 @@ function fitComm(a: number[], b: number[], y: number[]): { alpha: number; invBw:
   if (candidates.length === 0) throw new FitError('the all-reduce times are all 0: cannot fit a bandwidth');
   let best = candidates[0]!;
   for (const c of candidates) if (sse(c) < sse(best)) best = c;
-  // Latency only is a limit of the model (bw infinite): considered only when nothing else fits.
   return best;
 }
 

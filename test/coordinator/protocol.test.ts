@@ -18,13 +18,24 @@ const PEER: PeerMessage[] = [
   { type: 'checkpoint-announce', peerId: 'p-0', generation: 3, step: 100, bytes: 123456, sha256: 'a'.repeat(64) },
   { type: 'leave', peerId: 'p-1' },
   { type: 'leave', peerId: 'p-1', reason: 'tab closed' },
+  { type: 'ready', peerId: 'p-3', step: 40, checksum: '0123456789abcdef', device: 'llvmpipe (opengles)' },
+  { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
 ];
 const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null },
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200 },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
+  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42, uploadCheckpoint: true },
   { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
+  { type: 'load-state', source: 'seed', step: 0 },
+  { type: 'load-state', source: 'checkpoint', step: 40 },
+  { type: 'upload-checkpoint', step: 40 },
+  { type: 'evaluate', step: 40, ids: [0, 1, 2] },
+  { type: 'done', step: 100, reason: 'the job has run its 100 steps' },
+  { type: 'evicted', reason: 'its weights differ from the ring' },
 ];
+
+const COORD_TYPES = new Set<string>(COORD.map((m) => m.type));
 
 function problemsOf<T>(d: Decoded<T>): string {
   expect(d.ok, 'expected the decoder to refuse this').toBe(false);
@@ -153,9 +164,11 @@ function checkInvariants(m: PeerMessage | CoordinatorMessage): void {
     expect(m.sampleIds.length).toBeLessThanOrEqual(m.globalBatch);
   }
   if (m.type === 'step-result') expect(m.loss === null || Number.isFinite(m.loss)).toBe(true);
+  if (m.type === 'eval-result') expect(m.counts.top1 <= m.counts.top5 && m.counts.top5 <= m.counts.samples).toBe(true);
+  if (m.type === 'load-state' && m.source === 'seed') expect(m.step).toBe(0);
   // A value that decoded once decodes again to itself (JSON round trip: what the wire does).
   const again = JSON.parse(JSON.stringify(m)) as unknown;
-  const d = m.type === 'join-accept' || m.type === 'step-assignment' || m.type === 'error' ? decodeCoordinatorMessage(again) : decodePeerMessage(again);
+  const d = COORD_TYPES.has(m.type) ? decodeCoordinatorMessage(again) : decodePeerMessage(again);
   expect(d).toEqual({ ok: true, value: m });
 }
 
