@@ -30,7 +30,9 @@ export interface DriverTimeouts {
   silentMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 30_000 };
+// Generous: a peer that leaves closes its session and is noticed at once; these only catch
+// peers that hang while connected, and a big model on a CPU-only volunteer is slow.
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 120_000 };
 
 export interface DriverDeps {
   job: JobConfig;
@@ -279,7 +281,8 @@ export class Driver {
     const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
     const ph: Extract<Phase, { kind: 'running' }> = {
       kind: 'running', step: this.step, generation: this.generation, ring: [...this.ring], images, results: new Map(),
-      started: now, deadline: now + Math.max(this.timeouts.stepMs, 6 * recent),
+      // Before any step was timed (the first of a ring, big models) allow four times as long.
+      started: now, deadline: now + (recent > 0 ? Math.max(this.timeouts.stepMs, 6 * recent) : 4 * this.timeouts.stepMs),
     };
     this.phase = ph;
     if (upload) this.uploads.set(this.ring[0]!, this.step);

@@ -67,7 +67,11 @@ export interface VolunteerOptions {
   rejoinForMs?: number;
   /** Stops after the current message when aborted. */
   signal?: AbortSignal;
-  /** Ring timeouts (a neighbour silent this long is gone). */
+  /**
+   * A ring neighbour silent this long is gone (default 120 s). Peers that leave are noticed by
+   * the coordinator through their session at once; this only catches a hung neighbour, and a
+   * neighbour busy with a long GPU step must not be mistaken for one.
+   */
   deadAfterMs?: number;
 }
 
@@ -349,7 +353,7 @@ class Session {
     this.backedUp = a.step;
     if (!this.ring) {
       try {
-        this.ring = await this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 20_000, stallTimeoutMs: 120_000 } });
+        this.ring = await this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 120_000, stallTimeoutMs: 120_000 } });
       } catch (e) {
         return this.ringFailed(e, a);
       }

@@ -54,7 +54,7 @@ async function checkSteps(jobDir: string): Promise<{ ring: number; checksums: st
 
 describe('N peers train one model', () => {
   it('3 peers with global batch B: bitwise identical every step, equal to 1 peer with B', async () => {
-    const job = await startTestJob(root.dir, 'three', data, testJob(K, { minPeers: 3 }));
+    const job = await startTestJob(root.dir, 'three', data, testJob(K, { minPeers: 3, evalEvery: 6 }));
     const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
     spawned.push(...vs);
     await job.driver.finished;
@@ -62,6 +62,9 @@ describe('N peers train one model', () => {
     for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
+    // Evaluation at steps 6 and 12, the 48 test images spread over the 3 peers.
+    const evals = (await metricsOf(job.jobDir)).filter((r) => r.type === 'eval');
+    expect(evals.map((r) => [r.step, r.samples])).toEqual([[6, 48], [12, 48]]);
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single);
     console.log(`3 peers vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
