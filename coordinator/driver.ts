@@ -64,6 +64,8 @@ interface PeerRec {
   /** Measured images/s of compute (EMA), null until its first step. */
   ips: number | null;
   device: string;
+  /** Not admitted before this time (its last admission failed for want of a checkpoint). */
+  admitAfter: number;
 }
 
 type Phase =
@@ -120,7 +122,7 @@ export class Driver {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), ips: null, device: '' });
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), ips: null, device: '', admitAfter: 0 });
     this.advance();
   }
 
@@ -224,7 +226,8 @@ export class Driver {
 
   private boundary(): void {
     this.phase = { kind: 'between' };
-    const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting').map((p) => p.id);
+    const now = Date.now();
+    const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     if (this.ring.length === 0 || waiting.length > 0) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
@@ -430,10 +433,13 @@ export class Driver {
       if (this.checkpointStep !== ph.step && !(ph.step === 0 && this.checkpointStep === null)) {
         this.d.log(`the checkpoint of step ${ph.step} was not uploaded in time; training on without the joiners for now`);
         if (ph.uploadFrom) this.uploads.delete(ph.uploadFrom);
-        for (const j of ph.joiners) { const p = this.peers.get(j); if (p) p.state = 'waiting'; }
-        this.phase = { kind: 'between' };
-        if (this.ring.length) this.startStep();
-        return;
+        for (const j of ph.joiners) {
+          const p = this.peers.get(j);
+          if (!p) continue;
+          p.state = 'waiting';
+          p.admitAfter = now + this.timeouts.admitMs;
+        }
+        return this.boundary();
       }
       const slow = ph.joiners.filter((id) => this.peers.get(id)?.state === 'loading');
       if (slow.length) this.evict(slow, `did not load step ${ph.step} within ${this.timeouts.admitMs} ms`);

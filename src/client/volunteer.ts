@@ -21,7 +21,7 @@ import { createOptimizer } from '../optim/index.ts';
 import { evaluate } from '../train/evaluate.ts';
 import { recordGradients, recordUpdate, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
-import { downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
+import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
   type CoordinatorMessage, type Evaluate, type JoinAccept, type LoadState, type PeerMessage, type StepAssignment,
@@ -321,9 +321,15 @@ class Session {
     this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: this.c.p.gpu.info.description.slice(0, 200) || 'unknown device' });
   }
 
+  /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */
   private async upload(step: number): Promise<void> {
     const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
-    await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
+    try {
+      await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
+    } catch (e) {
+      if (!(e instanceof CoordinatorError)) throw e;
+      this.c.log(`volunteer: ${e.message}`);
+    }
   }
 
   private async evaluate(m: Evaluate): Promise<void> {
