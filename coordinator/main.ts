@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
-import { Args } from './args.ts';
+import { ArgError, Args } from './args.ts';
 import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
@@ -100,7 +100,12 @@ export async function startMain(argv: readonly string[]): Promise<void> {
       process.stderr.write(`\n  step ${e.step} aborted (${e.reason}); running it again\n`);
     }
   };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, log: (l) => process.stderr.write(`\n${l}\n`) });
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, log: (l) => process.stderr.write(`\n${l}\n`) }).catch((e: unknown) => {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
+    if (code === 'EADDRNOTAVAIL') throw new ArgError(`cannot listen on ${host}: pass --host 127.0.0.1 or an address of this machine`);
+    throw e;
+  });
   spe = job.job.stepsPerEpoch;
   state.totalSteps = job.job.totalSteps;
   state.step = job.driver.status().step;
