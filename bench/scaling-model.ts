@@ -13,6 +13,10 @@
 // tends to 2 S / bw while the latency term 2 (N-1) alpha keeps growing.
 //
 // Scaling efficiency (same global batch): throughput(N) / (N throughput(1)) = T(1) / (N T(N)).
+//
+// c is the speed of a peer with its machine to itself. When peers share a machine (the local
+// runs of bench/scaling.ts: N processes on one CPU), each gets a share of it, and the compute
+// term becomes B / (N c share); with share = 1/N that is B / c whatever N.
 
 /** The four constants of the model. */
 export interface StepModel {
@@ -33,10 +37,14 @@ export function ringBytesPerPeer(peers: number, gradBytes: number): number {
   return (2 * (peers - 1) / peers) * gradBytes;
 }
 
-/** T(N) and its three parts for `peers` peers, a global batch of `batch` and a gradient of `gradBytes`. */
-export function predictStep(m: StepModel, peers: number, batch: number, gradBytes: number): StepTime {
+/**
+ * T(N) and its three parts for `peers` peers, a global batch of `batch`, a gradient of
+ * `gradBytes`, each peer getting `share` of a machine (1: a machine each).
+ */
+export function predictStep(m: StepModel, peers: number, batch: number, gradBytes: number, share = 1): StepTime {
   if (!(Number.isInteger(peers) && peers >= 1)) throw new RangeError(`predictStep: peers must be an integer >= 1, got ${peers}`);
-  const computeS = batch / (peers * m.imagesPerSecPerPeer);
+  if (!(share > 0 && share <= 1)) throw new RangeError(`predictStep: share must be in (0, 1], got ${share}`);
+  const computeS = batch / (peers * m.imagesPerSecPerPeer * share);
   const commS = 2 * (peers - 1) * m.latencyS + ringBytesPerPeer(peers, gradBytes) / m.bandwidthBytesPerS;
   return { computeS, commS, overheadS: m.overheadS, totalS: computeS + commS + m.overheadS };
 }
@@ -54,9 +62,11 @@ export interface RunFigures {
   batch: number;
   /** S, bytes of the gradient each peer all-reduces. */
   gradBytes: number;
-  /** Seconds a peer spends computing its slice's gradient, per step. */
+  /** The share of a machine each peer had: 1 on machines of their own, 1/N for N on one machine. */
+  share: number;
+  /** Seconds of compute per step on the ring's critical path (the slowest peer's slice). */
   computeS: number;
-  /** Seconds a peer spends in the all-reduce, per step (0 when N = 1). */
+  /** Seconds of the all-reduce itself per step, once every peer has entered it (0 when N = 1). */
   commS: number;
   /** Seconds from one committed step to the next. */
   stepS: number;
@@ -82,22 +92,23 @@ export class FitError extends Error {
 
 /**
  * Fits the model to measured runs, one part at a time, each by ordinary least squares:
- *   1/c       from computeS = (B/N) * (1/c) over all runs (a line through the origin);
+ *   1/c       from computeS = B/(N share) * (1/c) over all runs (a line through the origin);
  *   alpha, bw from commS = 2(N-1) * alpha + 2(N-1)/N * S * (1/bw) over the runs with N >= 2;
  *             alpha must come out >= 0 and bw > 0: otherwise (or with a single N, where the
  *             two columns cannot be told apart) alpha = 0 and bw alone is fitted;
- *   o         the mean of stepS - compute - comm of the fitted terms (the least-squares
- *             constant given them), at least 0.
+ *   o         the mean over runs of the measured stepS - computeS - commS (what a step spends
+ *             outside compute and all-reduce), at least 0: taken from the measured parts, not
+ *             the fitted ones, so a compute misfit does not leak into it.
  * Needs at least one run with N >= 2 (for the all-reduce) and compute times > 0.
  */
 export function fitStepModel(runs: readonly RunFigures[]): ModelFit {
   if (runs.length === 0) throw new FitError('no runs to fit');
   for (const r of runs) {
-    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.gradBytes > 0 && r.computeS > 0 && r.commS >= 0 && r.stepS > 0)) {
-      throw new FitError(`run with N = ${r.peers} has unusable figures ${JSON.stringify(r)}: every time must be finite, compute and step > 0`);
+    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.gradBytes > 0 && r.share > 0 && r.share <= 1 && r.computeS > 0 && r.commS >= 0 && r.stepS > 0)) {
+      throw new FitError(`run with N = ${r.peers} has unusable figures ${JSON.stringify(r)}: every time must be finite, compute and step > 0, share in (0, 1]`);
     }
   }
-  const x = runs.map((r) => r.batch / r.peers);
+  const x = runs.map((r) => r.batch / (r.peers * r.share));
   const invC = dot(x, runs.map((r) => r.computeS)) / dot(x, x);
   const multi = runs.filter((r) => r.peers >= 2);
   if (multi.length === 0) throw new FitError('no run with 2 or more peers: the all-reduce cannot be fitted (run with --peers 1,2,... )');
@@ -106,10 +117,12 @@ export function fitStepModel(runs: readonly RunFigures[]): ModelFit {
     multi.map((r) => ringBytesPerPeer(r.peers, r.gradBytes)),
     multi.map((r) => r.commS),
   );
-  const partial: StepModel = { imagesPerSecPerPeer: 1 / invC, latencyS: comm.alpha, bandwidthBytesPerS: 1 / comm.invBw, overheadS: 0 };
-  const rest = runs.map((r) => r.stepS - predictStep(partial, r.peers, r.batch, r.gradBytes).totalS);
-  const model = { ...partial, overheadS: Math.max(0, rest.reduce((a, b) => a + b, 0) / rest.length) };
-  const residualsS = runs.map((r) => r.stepS - predictStep(model, r.peers, r.batch, r.gradBytes).totalS);
+  const rest = runs.map((r) => r.stepS - r.computeS - r.commS);
+  const model: StepModel = {
+    imagesPerSecPerPeer: 1 / invC, latencyS: comm.alpha, bandwidthBytesPerS: 1 / comm.invBw,
+    overheadS: Math.max(0, rest.reduce((a, b) => a + b, 0) / rest.length),
+  };
+  const residualsS = runs.map((r) => r.stepS - predictStep(model, r.peers, r.batch, r.gradBytes, r.share).totalS);
   return { model, comm: comm.kind, residualsS, rmsS: Math.sqrt(dot(residualsS, residualsS) / residualsS.length) };
 }
 

@@ -13,14 +13,21 @@
 // compute no faster than one: read the communication fraction and how it grows with N, not
 // the speed-up. Loopback "bandwidth" and "latency" are mostly CPU time of the WebRTC stack.
 //
-// Figures per N (medians over the measured steps of the mean over the ring's peers):
-//   step    time from one committed step to the next (what throughput is made of)
-//   wall    the coordinator's step time: assignment sent -> last result in
-//   compute a peer's forward + backward of its slice (+ reading the gradient back when N > 1)
-//   comm    a peer's all-reduce (+ writing the sum back to the GPU)
-//   wait    a peer's gap from its result to its next assignment (stragglers, coordinator)
-//   other   step - compute - comm - wait: the optimiser update and weight checksum
-//   commFraction = comm / (compute + comm); commShareOfStep = comm / step.
+// Figures per N, each a median over the measured steps:
+//   step         time from one committed step to the next (what throughput is made of)
+//   wall         the coordinator's step time: assignment sent -> last result in
+//   compute      mean over peers of computeMs: forward + backward of the slice (+ reading the
+//                gradient back from the GPU when N > 1)
+//   comm         mean over peers of commMs: the all-reduce call (+ writing the sum back to the
+//                GPU). A peer that finishes computing first waits inside the all-reduce for
+//                the slowest, so this holds straggler time too;
+//   wait         mean over peers of waitMs: result sent -> next assignment in
+//   The step's critical path: computeCritical (the slowest peer's compute) + allReduce (the
+//   smallest commMs of the ring: the peer that entered last waited for nobody, so its time is
+//   the all-reduce itself) + overhead (the rest: update, checksum, coordinator round trip).
+//   commFraction = allReduce / (computeCritical + allReduce): the share of the critical path
+//   spent communicating (the headline); commFractionPerPeer = comm / (compute + comm) as peers
+//   report it, straggler time included; commShareOfStep = allReduce / step.
 // Writes bench/results/scaling.json and scaling.svg; progress goes to stderr; the last stdout
 // line is {"bench":"scaling","comm_fraction_4":..,"predicted_eff_64_1g":..,...}.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -61,7 +68,7 @@ const LINKS = [{ name: '1 Gb/s', bytesPerS: 1e9 / 8 }, { name: '100 Mb/s', bytes
 const PREDICT_PEERS = [8, 64, 1024] as const;
 const RESNET50 = {
   imagesPerSecPerPeer: 250,
-  computeSource: 'assumed: one real GPU per peer training ResNet-50 at 224x224 in fp32 (about a V100); not measured here',
+  computeSource: 'assumed: a round figure for one real GPU per peer training ResNet-50 at 224x224; not measured here',
   globalBatch: 32_768,
   batchSource: 'You, Gitman, Ginsburg 2017 (LARS): ResNet-50 at B = 32K',
 };
@@ -82,14 +89,19 @@ interface RunSummary {
   computeMs: number;
   commMs: number;
   waitMs: number;
-  otherMs: number;
+  computeCriticalMs: number;
+  allReduceMs: number;
+  overheadMs: number;
   commFraction: number;
+  commFractionPerPeer: number;
   commShareOfStep: number;
-  /** c at this N: images / compute seconds over every peer and measured step. */
+  /** Images / compute seconds over every peer and measured step (peers share the cores). */
   perPeerImagesPerSec: number;
+  /** N times that: what the machine computes with N peers on it. */
+  machineImagesPerSec: number;
   imagesPerPeer: { min: number; max: number };
   ringBytesPerPeer: number;
-  /** ringBytesPerPeer / comm: what the all-reduce achieved per peer (null for N = 1). */
+  /** ringBytesPerPeer / allReduce: what the all-reduce achieved per peer (null for N = 1). */
   observedLinkMBps: number | null;
   volunteerExitCodes: (number | null)[];
   runSeconds: number;
@@ -127,22 +139,26 @@ function summarise(peers: number, batch: number, gradBytes: number, rows: StepRo
   const wrongRing = rows.filter((r) => r.ring !== peers);
   if (wrongRing.length) throw new Error(`N = ${peers}: steps ${wrongRing.map((r) => `${r.step} (ring ${r.ring})`).join(', ')} ran on another ring size: a peer joined late or left; rerun (or look at the volunteers' lines above)`);
   if (rows.length === 0) throw new Error(`N = ${peers}: no step after the ${WARMUP_STEPS} warm-up steps was recorded; use --steps >= 1`);
-  const per = (f: (p: PeerFigures) => number) => median(rows.map((r) => mean(r.peers.map(f))));
-  const stepMs = median(rows.map((r) => r.stepMs));
-  const computeMs = per((p) => p.computeMs);
-  const commMs = per((p) => p.commMs);
-  const waitMs = per((p) => p.waitMs);
+  const med = (f: (r: StepRow) => number) => median(rows.map(f));
+  const peerMean = (f: (p: PeerFigures) => number) => med((r) => mean(r.peers.map(f)));
+  const stepMs = med((r) => r.stepMs);
+  const computeMs = peerMean((p) => p.computeMs);
+  const commMs = peerMean((p) => p.commMs);
+  const computeCriticalMs = med((r) => Math.max(...r.peers.map((p) => p.computeMs)));
+  const allReduceMs = med((r) => Math.min(...r.peers.map((p) => p.commMs)));
   const all = rows.flatMap((r) => r.peers);
+  const perPeer = all.reduce((a, p) => a + p.images, 0) / (all.reduce((a, p) => a + p.computeMs, 0) / 1000);
   const bytes = ringBytesPerPeer(peers, gradBytes);
   return {
     peers, batch, measuredSteps: rows.length, abortedSteps: aborted,
-    stepMs, wallMs: median(rows.map((r) => r.wallMs)),
-    imagesPerSec: batch / (stepMs / 1000), driverImagesPerSec: median(rows.map((r) => r.driverImagesPerSec)),
-    computeMs, commMs, waitMs, otherMs: stepMs - computeMs - commMs - waitMs,
-    commFraction: commMs / (computeMs + commMs), commShareOfStep: commMs / stepMs,
-    perPeerImagesPerSec: all.reduce((a, p) => a + p.images, 0) / (all.reduce((a, p) => a + p.computeMs, 0) / 1000),
+    stepMs, wallMs: med((r) => r.wallMs),
+    imagesPerSec: batch / (stepMs / 1000), driverImagesPerSec: med((r) => r.driverImagesPerSec),
+    computeMs, commMs, waitMs: peerMean((p) => p.waitMs),
+    computeCriticalMs, allReduceMs, overheadMs: stepMs - computeCriticalMs - allReduceMs,
+    commFraction: allReduceMs / (computeCriticalMs + allReduceMs), commFractionPerPeer: commMs / (computeMs + commMs), commShareOfStep: allReduceMs / stepMs,
+    perPeerImagesPerSec: perPeer, machineImagesPerSec: peers * perPeer,
     imagesPerPeer: { min: Math.min(...all.map((p) => p.images)), max: Math.max(...all.map((p) => p.images)) },
-    ringBytesPerPeer: bytes, observedLinkMBps: peers > 1 ? bytes / (commMs / 1000) / 1e6 : null,
+    ringBytesPerPeer: bytes, observedLinkMBps: peers > 1 && allReduceMs > 0 ? bytes / (allReduceMs / 1000) / 1e6 : null,
     volunteerExitCodes: exits, runSeconds, steps: rows,
   };
 }
@@ -206,7 +222,12 @@ async function runRing(n: number, o: RunContext): Promise<RunSummary> {
 }
 
 interface Scenario { model: string; paramCount: number; gradBytes: number; imagesPerSecPerPeer: number; computeSource: string; globalBatch: number; batchSource: string }
-interface Prediction { model: string; link: string; peers: number; stepS: number; computeS: number; commS: number; overheadS: number; imagesPerSec: number; efficiency: number; commFraction: number }
+interface Prediction {
+  model: string; link: string; peers: number; stepS: number; computeS: number; commS: number; overheadS: number;
+  imagesPerSec: number; efficiency: number; commFraction: number;
+  /** The same with alpha = 0: the bound when only bandwidth costs (see fit.note on alpha). */
+  efficiencyNoLatency: number;
+}
 
 function predict(fit: StepModel, s: Scenario, link: (typeof LINKS)[number], peers: number): Prediction {
   const m: StepModel = { ...fit, imagesPerSecPerPeer: s.imagesPerSecPerPeer, bandwidthBytesPerS: link.bytesPerS };
@@ -214,6 +235,7 @@ function predict(fit: StepModel, s: Scenario, link: (typeof LINKS)[number], peer
   return {
     model: s.model, link: link.name, peers, stepS: t.totalS, computeS: t.computeS, commS: t.commS, overheadS: t.overheadS,
     imagesPerSec: s.globalBatch / t.totalS, efficiency: scalingEfficiency(m, peers, s.globalBatch, s.gradBytes), commFraction: t.commS / (t.computeS + t.commS),
+    efficiencyNoLatency: scalingEfficiency({ ...m, latencyS: 0 }, peers, s.globalBatch, s.gradBytes),
   };
 }
 
@@ -239,8 +261,17 @@ function plot(runs: RunSummary[], fit: ModelFit, gradBytes: number, scenarios: S
     xLabel: 'peers N', yLabel: 'ms per step',
     series: [
       { name: 'step (measured)', points: runs.map((r) => [r.peers, r.stepMs]) },
-      { name: 'T(N) (fitted model)', points: runs.map((r) => [r.peers, predictStep(fit.model, r.peers, r.batch, gradBytes).totalS * 1000]) },
-      { name: 'all-reduce (measured)', points: runs.map((r) => [r.peers, r.commMs]) },
+      { name: 'T(N) (fitted model)', points: runs.map((r) => [r.peers, predictStep(fit.model, r.peers, r.batch, gradBytes, 1 / r.peers).totalS * 1000]) },
+      { name: 'slowest compute (measured)', points: runs.map((r) => [r.peers, r.computeCriticalMs]) },
+    ],
+  });
+  const comm = lineChartSvg({
+    title: `all-reduce of ${(gradBytes / 1e6).toFixed(2)} MB and the rest of the step, local peers`,
+    xLabel: 'peers N', yLabel: 'ms per step',
+    series: [
+      { name: 'all-reduce (measured)', points: runs.map((r) => [r.peers, r.allReduceMs]) },
+      { name: 'all-reduce (fitted model)', points: runs.map((r) => [r.peers, predictStep(fit.model, r.peers, r.batch, gradBytes).commS * 1000]) },
+      { name: 'rest of the step (measured)', points: runs.map((r) => [r.peers, r.overheadMs]) },
     ],
   });
   const ns = Array.from({ length: 11 }, (_, k) => 2 ** k);
@@ -254,7 +285,7 @@ function plot(runs: RunSummary[], fit: ModelFit, gradBytes: number, scenarios: S
       { name: `${MODEL}, ${LINKS[0].name}`, points: curve(scenarios[1]!, LINKS[0]) },
     ],
   });
-  return stackSvgs([measured, predicted]);
+  return stackSvgs([measured, comm, predicted]);
 }
 
 export async function main(args: string[]): Promise<void> {
@@ -280,32 +311,31 @@ export async function main(args: string[]): Promise<void> {
     const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit: Math.max(TRAIN_IMAGES, batch), samplesPerShard: 400, progress: false });
     for (const n of peerList) {
       const r = await runRing(n, { root, dataDir, manifest, batch, steps, gradBytes });
-      log(`scaling: N=${n}: step ${r.stepMs.toFixed(0)} ms (compute ${r.computeMs.toFixed(0)}, all-reduce ${r.commMs.toFixed(0)}, wait ${r.waitMs.toFixed(0)}, other ${r.otherMs.toFixed(0)}), ${r.imagesPerSec.toFixed(1)} images/s, all-reduce ${(100 * r.commFraction).toFixed(1)}% of compute + all-reduce (${r.runSeconds.toFixed(0)} s)`);
+      log(`scaling: N=${n}: step ${r.stepMs.toFixed(0)} ms = slowest compute ${r.computeCriticalMs.toFixed(0)} + all-reduce ${r.allReduceMs.toFixed(0)} + rest ${r.overheadMs.toFixed(0)}; per peer compute ${r.computeMs.toFixed(0)}, comm ${r.commMs.toFixed(0)}, wait ${r.waitMs.toFixed(0)}; ${r.imagesPerSec.toFixed(1)} images/s; all-reduce ${(100 * r.commFraction).toFixed(1)}% of the critical path (${r.runSeconds.toFixed(0)} s)`);
       runs.push(r);
     }
   } finally {
     await rm(root, { recursive: true, force: true });
   }
 
-  const figures: RunFigures[] = runs.map((r) => ({ peers: r.peers, batch: r.batch, gradBytes, computeS: r.computeMs / 1000, commS: r.commMs / 1000, stepS: r.stepMs / 1000 }));
+  // All N peers ran on this one machine: each had 1/N of it.
+  const figures: RunFigures[] = runs.map((r) => ({ peers: r.peers, batch: r.batch, gradBytes, share: 1 / r.peers, computeS: r.computeCriticalMs / 1000, commS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 }));
   const fit = fitStepModel(figures);
   const m = fit.model;
   log(`scaling: fitted c = ${m.imagesPerSecPerPeer.toFixed(1)} images/s per peer, alpha = ${(m.latencyS * 1000).toFixed(2)} ms per ring step, bw = ${(m.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s per link (${fit.comm}), o = ${(m.overheadS * 1000).toFixed(0)} ms per step; rms error ${(fit.rmsS * 1000).toFixed(1)} ms`);
 
-  const single = runs.find((r) => r.peers === 1);
   const scenarios: Scenario[] = [
     { model: 'resnet50', paramCount: r50.paramCount, gradBytes: r50.paramFloats * 4, ...RESNET50 },
     {
-      model: MODEL, paramCount: small.paramCount, gradBytes,
-      imagesPerSecPerPeer: single ? single.perPeerImagesPerSec : m.imagesPerSecPerPeer,
-      computeSource: single ? 'measured here: one peer alone (N = 1 run), software WebGPU (llvmpipe) on 2 cores' : 'fitted c (no N = 1 run)',
+      model: MODEL, paramCount: small.paramCount, gradBytes, imagesPerSecPerPeer: m.imagesPerSecPerPeer,
+      computeSource: 'fitted here: c, one peer with this 2-core machine to itself, software WebGPU (Dawn, llvmpipe), no GEMM autotune',
       ...SMALL_CNN_BATCH,
     },
   ];
   const predictions = scenarios.flatMap((s) => LINKS.flatMap((l) => PREDICT_PEERS.map((n) => predict(m, s, l, n))));
   log('scaling: predictions (alpha and o as fitted on loopback, c and B per model as stated in the JSON):');
   for (const p of predictions) {
-    log(`  ${p.model.padEnd(9)} ${p.link.padEnd(8)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, all-reduce ${p.commS.toFixed(3)}), ${p.imagesPerSec.toFixed(0)} images/s, efficiency ${p.efficiency.toFixed(3)}`);
+    log(`  ${p.model.padEnd(9)} ${p.link.padEnd(8)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, all-reduce ${p.commS.toFixed(3)}), ${p.imagesPerSec.toFixed(0)} images/s, efficiency ${p.efficiency.toFixed(3)} (${p.efficiencyNoLatency.toFixed(3)} with alpha = 0)`);
   }
 
   const find = (model: string, link: (typeof LINKS)[number], n: number) => predictions.find((p) => p.model === model && p.link === link.name && p.peers === n)!;
@@ -320,21 +350,24 @@ export async function main(args: string[]): Promise<void> {
       step: 'ms from one committed step to the next (metrics.jsonl time), median over measured steps',
       wall: "the coordinator's wallMs: assignment sent -> last result in",
       computeMs: 'per-peer computeMs, mean over the ring, median over steps (includes the gradient read-back when N > 1)',
-      commMs: 'per-peer commMs (all-reduce + gradient write-back), same averaging',
+      commMs: 'per-peer commMs (all-reduce + gradient write-back; includes waiting inside the all-reduce for the slowest peer), same averaging',
       waitMs: 'per-peer waitMs (result sent -> next assignment in), same averaging',
-      otherMs: 'step - compute - comm - wait: optimiser update, weight checksum',
-      commFraction: 'comm / (compute + comm)',
-      commShareOfStep: 'comm / step',
-      observedLinkMBps: '2(N-1)/N * S bytes per peer / comm time',
+      computeCriticalMs: 'the slowest peer\'s computeMs of each step, median over steps',
+      allReduceMs: 'the smallest commMs of each step (the last peer in waited for nobody), median over steps',
+      overheadMs: 'step - computeCritical - allReduce: update, checksum, coordinator round trip',
+      commFraction: 'allReduce / (computeCritical + allReduce): the critical path share (headline comm_fraction_N)',
+      commFractionPerPeer: 'comm / (compute + comm) with the per-peer means (straggler waiting counted as comm)',
+      commShareOfStep: 'allReduce / step',
+      observedLinkMBps: '2(N-1)/N * S bytes per peer / allReduce time (1e6 bytes/s)',
       efficiency: 'throughput(N) / (N throughput(1)) at the same global batch = T(1) / (N T(N))',
     },
     runs,
     fit: {
       model: 'T(N) = B/(N c) + 2(N-1)(alpha + S/(N bw)) + o',
-      method: '1/c by least squares of compute on B/N through the origin; alpha, 1/bw by least squares of comm on [2(N-1), 2(N-1)/N S] over N >= 2 (alpha >= 0, else bandwidth alone); o the mean remaining step time',
+      method: 'each local peer had share 1/N of the machine; 1/c by least squares of computeCritical on B/(N share) through the origin; alpha, 1/bw by least squares of allReduce on [2(N-1), 2(N-1)/N S] over N >= 2 (alpha >= 0, else bandwidth alone); o the mean of step - computeCritical - allReduce',
       imagesPerSecPerPeer: m.imagesPerSecPerPeer, latencyMs: m.latencyS * 1000, bandwidthMBps: m.bandwidthBytesPerS / 1e6, overheadMs: m.overheadS * 1000,
       comm: fit.comm, residualsMs: fit.residualsS.map((s) => s * 1000), rmsMs: fit.rmsS * 1000,
-      note: 'fitted on loopback with every peer on the same 2 cores: c falls with N (shared cores) and alpha, bw are CPU costs of the WebRTC stack more than network figures',
+      note: 'fitted on loopback with every peer on the same 2 cores, where the all-reduce is CPU-bound (node-datachannel costs ~30 ms of CPU per MB): its total CPU work, 2(N-1) S, grows like the latency column 2(N-1), so alpha absorbs CPU time that a peer with its own machine would not pay, and bw is poorly determined (with one S, the two columns cannot be told apart once the cores are shared). Predictions therefore also give efficiencyNoLatency (alpha = 0). o grows with N here (see runs[].overheadMs) though the model keeps it fixed',
     },
     predictions: {
       assumptions: {
@@ -356,6 +389,7 @@ export async function main(args: string[]): Promise<void> {
     predicted_eff_64_1g: round(find('resnet50', LINKS[0], 64).efficiency),
     predicted_eff_1024_1g: round(find('resnet50', LINKS[0], 1024).efficiency),
     predicted_eff_64_100m: round(find('resnet50', LINKS[1], 64).efficiency),
+    predicted_eff_64_1g_no_latency: round(find('resnet50', LINKS[0], 64).efficiencyNoLatency),
     comm_fraction_by_n: Object.fromEntries(runs.map((r) => [r.peers, round(r.commFraction)])),
     images_per_sec_by_n: Object.fromEntries(runs.map((r) => [r.peers, round(r.imagesPerSec)])),
     fitted_alpha_ms: round(m.latencyS * 1000),

@@ -374,8 +374,9 @@ export class Driver {
     if (same) return;
     this.ring = ring;
     this.generation++;
-    this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring });
-    this.d.publish({ type: 'generation', generation: this.generation, ring });
+    const peers = ring.map((id) => ({ id, name: this.peers.get(id)?.name ?? null, device: this.peers.get(id)?.device ?? '' }));
+    this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring, peers });
+    this.d.publish({ type: 'generation', generation: this.generation, ring, peers });
   }
 
   /** Removes peers that are still connected (their sessions are closed; they may rejoin fresh). */

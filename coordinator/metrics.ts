@@ -4,15 +4,9 @@
 // is skipped when read; a step that was re-run after a restart appears again and the last
 // record of a step is the one that counts (latestPerStep).
 import { appendFile, readFile } from 'node:fs/promises';
-import type { PeerStepTiming } from '../src/client/protocol.ts';
+import type { MetricRecord } from '../src/client/protocol.ts';
 
-export type MetricRecord =
-  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[] }
-  | { type: 'abort'; time: number; step: number; generation: number; reason: string }
-  | { type: 'eval'; time: number; step: number; top1: number; top5: number; loss: number; samples: number }
-  | { type: 'checkpoint'; time: number; step: number }
-  | { type: 'generation'; time: number; generation: number; ring: string[] }
-  | { type: 'done'; time: number; step: number };
+export type { MetricRecord } from '../src/client/protocol.ts';
 
 export interface MetricsLog {
   readonly path: string;

@@ -47,6 +47,8 @@ export interface RouteContext {
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
   metricsPath?: string;
+  /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
+  pageDir?: string;
 }
 
 export interface UploadPolicy {
@@ -161,6 +163,22 @@ const getMetrics: Handler = async (_req, res, ctx) => {
   sendJson(res, 200, { records: records.slice(-MAX_METRIC_RECORDS) });
 };
 
+const TYPES: Record<string, string> = {
+  html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml',
+  json: 'application/json; charset=utf-8', wasm: 'application/wasm', png: 'image/png', ico: 'image/x-icon', map: 'application/json',
+};
+const typeOf = (name: string): string => TYPES[name.slice(name.lastIndexOf('.') + 1)] ?? 'application/octet-stream';
+
+/** The page and its assets: `/` (index.html), `/assets/<file>`, `/<file>` (favicon and such). */
+const getPage: Handler = async (_req, res, ctx, segments) => {
+  if (!ctx.pageDir) throw new HttpError('not-found', 'this coordinator serves no page: build it with `npm run build` (npm start does) and restart');
+  const [first, second, ...more] = segments;
+  if (first === '' || first === undefined || first === 'index.html') return sendFileFrom(res, ctx.pageDir, 'index.html', TYPES.html!);
+  if (first === 'assets' && second !== undefined && more.length === 0) return sendFileFrom(res, join(ctx.pageDir, 'assets'), second, typeOf(second));
+  if (second === undefined) return sendFileFrom(res, ctx.pageDir, first, typeOf(first));
+  throw new HttpError('not-found', `no page file /${segments.join('/').slice(0, 100)}`);
+};
+
 const getData: Handler = async (_req, res, ctx, segments) => {
   const [, dataset, name, ...more] = segments;
   if (dataset !== ctx.job.dataset || name === undefined || more.length) throw new HttpError('not-found', `this job serves /data/${ctx.job.dataset}/<file> only`);
@@ -190,6 +208,7 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
     throw new HttpError('method-not-allowed', '/api/checkpoints/<step> takes GET, POST');
   }
   const table = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
+  if (!table && segments[0] !== 'api' && (method === 'GET' || method === 'HEAD')) return getPage(req, res, ctx, segments);
   if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, /api/checkpoints/<step>, /data/<dataset>/<file>`);
   const handler = table[method];
   if (!handler) throw new HttpError('method-not-allowed', `${path} takes ${Object.keys(table).join(', ')}`);

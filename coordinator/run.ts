@@ -37,6 +37,8 @@ export interface JobRunOptions {
   heartbeatMs?: number;
   timeouts?: Partial<DriverTimeouts>;
   log?: (line: string) => void;
+  /** The built page (dist/) to serve at /. */
+  pageDir?: string;
   /** Every live event, as the dashboard sees it (npm start draws its progress bar from these). */
   onEvent?: (e: LiveEvent) => void;
 }
@@ -146,7 +148,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   });
   const paramBytes = 4 * layout.paramFloats;
   coordinator = await startCoordinator({
-    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath,
+    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir,
     status: () => {
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers };

@@ -28,6 +28,8 @@ export interface CoordinatorOptions {
   /** Checkpoint uploads (routes.ts); none: uploads are refused. */
   uploads?: UploadPolicy;
   metricsPath?: string;
+  /** The built page to serve at / (vite build output). */
+  pageDir?: string;
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -54,6 +56,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     onJoin: o.onJoin ?? (() => undefined),
     uploads: o.uploads,
     metricsPath: o.metricsPath,
+    pageDir: o.pageDir,
   };
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {

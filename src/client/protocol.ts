@@ -123,12 +123,24 @@ export type LiveEvent =
   | { type: 'hello'; job: number; step: number; generation: number }
   | { type: 'peer-joined'; peerId: string; name: string | null }
   | { type: 'peer-left'; peerId: string; reason: string }
-  | { type: 'generation'; generation: number; ring: string[] }
+  | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[] }
   | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[] }
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
   | { type: 'eval'; step: number; top1: number; top5: number; loss: number; samples: number }
   | { type: 'checkpoint'; step: number }
   | { type: 'done'; step: number };
+
+/** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
+export type MetricRecord =
+  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[] }
+  | { type: 'abort'; time: number; step: number; generation: number; reason: string }
+  | { type: 'eval'; time: number; step: number; top1: number; top5: number; loss: number; samples: number }
+  | { type: 'checkpoint'; time: number; step: number }
+  | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[] }
+  | { type: 'done'; time: number; step: number };
+
+/** A ring member as the dashboard draws it. */
+export interface RingPeer { id: string; name: string | null; device: string }
 
 /** One peer's part of a committed step (metrics and the dashboard's timeline). */
 export interface PeerStepTiming { peerId: string; images: number; computeMs: number; commMs: number; waitMs: number }

@@ -12,7 +12,7 @@ import { allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoi
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
 import { BatchLoader, defaultAugment } from '../data/loader.ts';
-import { httpShardSource, loadManifest } from '../data/source.ts';
+import { httpShardSource, loadManifest, type ShardSource } from '../data/source.ts';
 import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { Model } from '../nn/model.ts';
@@ -48,6 +48,15 @@ export interface VolunteerPlatform {
   decoder: Decoder;
   gunzip?: Gunzip;
   fetch?: typeof fetch;
+  /** Where a shard source gets a cache in front (the page: IndexedDB). */
+  cacheShards?: (source: ShardSource) => ShardSource;
+  /** Keeps the job's newest checkpoint on this device (the page: IndexedDB) for a fast rejoin. */
+  checkpoints?: CheckpointKeeper;
+}
+
+export interface CheckpointKeeper {
+  get(job: string, step: number): Promise<Uint8Array | null>;
+  keep(job: string, step: number, bytes: Uint8Array): Promise<void>;
 }
 
 export type VolunteerEvent =
@@ -67,6 +76,8 @@ export interface VolunteerOptions {
   rejoinForMs?: number;
   /** Stops after the current message when aborted. */
   signal?: AbortSignal;
+  /** Share of this device to use, in (0, 1]: each step idles (1/share - 1) times its compute time. */
+  throttle?: () => number;
   /**
    * A ring neighbour silent this long is gone (default 120 s). Peers that leave are noticed by
    * the coordinator through their session at once; this only catches a hung neighbour, and a
@@ -87,7 +98,8 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const log = o.log ?? (() => undefined);
   const rejoinFor = o.rejoinForMs ?? 600_000;
   const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);
-  const source = httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn);
+  const http = httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn);
+  const source = p.cacheShards ? p.cacheShards(http) : http;
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
@@ -313,7 +325,21 @@ class Session {
   private async loadState(m: LoadState): Promise<void> {
     const { state, model } = this.c;
     if (m.source === 'seed') state.reset(this.c.job.job.seed);
-    else state.load(await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step), m.step);
+    else {
+      const keeper = this.c.p.checkpoints;
+      const jobKey = `${this.c.base}#${this.c.job.jobId}`;
+      const kept = await keeper?.get(jobKey, m.step);
+      let file = kept ?? (await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step));
+      try {
+        state.load(file, m.step);
+      } catch (e) {
+        if (!kept) throw e;
+        // The kept copy is unusable (another model, damaged): fetch it from the coordinator.
+        file = await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step);
+        state.load(file, m.step);
+      }
+      if (!kept) await keeper?.keep(jobKey, m.step, file);
+    }
     this.committed = m.step;
     this.backedUp = null;
     const checksum = weightChecksum(await model.readParams());
@@ -326,6 +352,7 @@ class Session {
     const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
     try {
       await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
+      await this.c.p.checkpoints?.keep(`${this.c.base}#${this.c.job.jobId}`, step, file);
     } catch (e) {
       if (!(e instanceof CoordinatorError)) throw e;
       this.c.log(`volunteer: ${e.message}`);
@@ -381,6 +408,10 @@ class Session {
     }
     let grads: Float32Array | null = null;
     if (ring.size > 1) grads = await gpu.readF32(model.grads);
+    // Throttle: idle in proportion to the work, counted as compute so the coordinator gives
+    // this peer a smaller slice rather than waiting for it.
+    const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
+    if (share < 1) await sleep((performance.now() - t0) * (1 / share - 1));
     const t1 = performance.now();
     if (grads) {
       this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);

@@ -7,14 +7,15 @@ const S = 1.6e6;
 const B = 48;
 
 /** What a run of N peers would measure if the model held, times (1 + noise * a standard normal). */
-function synthetic(m: StepModel, peers: readonly number[], noise = 0, seed = 1): RunFigures[] {
+function synthetic(m: StepModel, peers: readonly number[], noise = 0, seed = 1, shared = false): RunFigures[] {
   const rng = makeRng(seed);
   const jitter = () => 1 + noise * rng.normal();
   return peers.map((n) => {
-    const t = predictStep(m, n, B, S);
+    const share = shared ? 1 / n : 1;
+    const t = predictStep(m, n, B, S, share);
     const computeS = t.computeS * jitter();
     const commS = t.commS * jitter();
-    return { peers: n, batch: B, gradBytes: S, computeS, commS, stepS: computeS + commS + t.overheadS * jitter() };
+    return { peers: n, batch: B, gradBytes: S, share, computeS, commS, stepS: computeS + commS + t.overheadS * jitter() };
   });
 }
 
@@ -28,6 +29,11 @@ describe('step-time model', () => {
     expect(t.totalS).toBeCloseTo(t.computeS + t.commS + 0.035, 12);
     expect(predictStep(TRUE, 1, B, S).commS).toBe(0);
     expect(ringBytesPerPeer(4, 100)).toBe(150);
+  });
+
+  it('peers sharing one machine compute B / c whatever N', () => {
+    for (const n of [1, 2, 4]) expect(predictStep(TRUE, n, B, S, 1 / n).computeS).toBeCloseTo(B / 180, 12);
+    expect(() => predictStep(TRUE, 2, B, S, 0)).toThrow(RangeError);
   });
 
   it('efficiency is 1 for one peer and T(1) / (N T(N)) otherwise; falls as N grows', () => {
@@ -44,6 +50,13 @@ describe('step-time model', () => {
     expect(rel(fit.model.imagesPerSecPerPeer, TRUE.imagesPerSecPerPeer)).toBeLessThan(1e-9);
     expect(rel(fit.model.latencyS, TRUE.latencyS)).toBeLessThan(1e-9);
     expect(rel(fit.model.bandwidthBytesPerS, TRUE.bandwidthBytesPerS)).toBeLessThan(1e-9);
+    expect(rel(fit.model.overheadS, TRUE.overheadS)).toBeLessThan(1e-9);
+    expect(fit.rmsS).toBeLessThan(1e-12);
+  });
+
+  it('the fit recovers c, the speed of a peer alone, from peers sharing one machine', () => {
+    const fit = fitStepModel(synthetic(TRUE, [1, 2, 3, 4], 0, 1, true));
+    expect(rel(fit.model.imagesPerSecPerPeer, TRUE.imagesPerSecPerPeer)).toBeLessThan(1e-9);
     expect(rel(fit.model.overheadS, TRUE.overheadS)).toBeLessThan(1e-9);
     expect(fit.rmsS).toBeLessThan(1e-12);
   });
@@ -82,6 +95,7 @@ describe('step-time model', () => {
   it('refuses runs it cannot fit, saying why', () => {
     expect(() => fitStepModel([])).toThrow(FitError);
     expect(() => fitStepModel(synthetic(TRUE, [1]))).toThrow(/no run with 2 or more peers/);
-    expect(() => fitStepModel([{ peers: 2, batch: B, gradBytes: S, computeS: NaN, commS: 0.1, stepS: 1 }])).toThrow(/unusable/);
+    expect(() => fitStepModel([{ peers: 2, batch: B, gradBytes: S, share: 1, computeS: NaN, commS: 0.1, stepS: 1 }])).toThrow(/unusable/);
+    expect(() => fitStepModel([{ peers: 2, batch: B, gradBytes: S, share: 2, computeS: 1, commS: 0.1, stepS: 2 }])).toThrow(/share/);
   });
 });

@@ -122,7 +122,8 @@ describe('API', () => {
     expectError(await send(pub.port, 'GET', '/api/join'), 405, 'method-not-allowed', /takes POST/);
     expectError(await send(pub.port, 'DELETE', '/api/job'), 405, 'method-not-allowed', /takes GET/);
     expectError(await send(pub.port, 'POST', '/data/cifar10/manifest.json'), 405, 'method-not-allowed', /GET/);
-    expectError(await send(pub.port, 'GET', '/__proto__'), 404, 'not-found', /no route/);
+    expectError(await send(pub.port, 'GET', '/__proto__'), 404, 'not-found', /serves no page/);
+    expectError(await send(pub.port, 'POST', '/index.html'), 404, 'not-found', /no route/);
   });
 });
 

@@ -1,0 +1,106 @@
+// The browser volunteer's IndexedDB store (through `idb`, typed by VolunteerDb): shards already
+// fetched are reused on the next visit, and the job's newest checkpoint is kept for a fast
+// rejoin. Every entry carries its length and SHA-256, checked on each read: a corrupt or cut-off
+// entry is deleted and fetched again. Shards live under a byte budget, least recently used out.
+import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
+import { sha256Hex } from '../checkpoint/sha256.ts';
+import type { ShardSource } from './source.ts';
+
+export interface VolunteerDb extends DBSchema {
+  shards: { key: string; value: { key: string; bytes: Uint8Array; sha256: string; size: number; usedAt: number } };
+  checkpoints: { key: string; value: { job: string; step: number; bytes: Uint8Array; sha256: string } };
+}
+
+export const DB_NAME = 'volunteer-trainer';
+/** Default shard budget: all of CIFAR-10 or MNIST, and a slice of an ImageNet job. */
+export const DEFAULT_BUDGET_BYTES = 1 << 30;
+
+export interface CacheStats { hits: number; misses: number; corrupt: number; evicted: number }
+
+export class VolunteerCache {
+  readonly stats: CacheStats = { hits: 0, misses: 0, corrupt: 0, evicted: 0 };
+  private constructor(private readonly db: IDBPDatabase<VolunteerDb>, private readonly budget: number) {}
+
+  static async open(budgetBytes = DEFAULT_BUDGET_BYTES, name = DB_NAME): Promise<VolunteerCache> {
+    const db = await openDB<VolunteerDb>(name, 1, {
+      upgrade(d) {
+        d.createObjectStore('shards', { keyPath: 'key' });
+        d.createObjectStore('checkpoints', { keyPath: 'job' });
+      },
+    });
+    return new VolunteerCache(db, budgetBytes);
+  }
+
+  /** `inner` with a cache in front; manifest.json always comes from `inner` (it may change). */
+  shards(inner: ShardSource): ShardSource {
+    return {
+      origin: inner.origin,
+      read: async (file) => {
+        if (file === 'manifest.json') return inner.read(file);
+        const key = `${inner.origin}${file}`;
+        const hit = await this.getShard(key);
+        if (hit) {
+          this.stats.hits++;
+          return hit;
+        }
+        this.stats.misses++;
+        const bytes = await inner.read(file);
+        await this.putShard(key, bytes);
+        return bytes;
+      },
+    };
+  }
+
+  private async getShard(key: string): Promise<Uint8Array | null> {
+    const e = await this.db.get('shards', key);
+    if (!e) return null;
+    if (e.bytes.byteLength !== e.size || sha256Hex(e.bytes) !== e.sha256) {
+      this.stats.corrupt++;
+      await this.db.delete('shards', key);
+      return null;
+    }
+    const tx = this.db.transaction('shards', 'readwrite');
+    await tx.store.put({ ...e, usedAt: Date.now() });
+    await tx.done;
+    return e.bytes;
+  }
+
+  private async putShard(key: string, bytes: Uint8Array): Promise<void> {
+    if (bytes.byteLength > this.budget) return;
+    // Evict least recently used shards until the new one fits the budget.
+    const all = await this.db.getAll('shards');
+    let total = all.reduce((n, e) => n + e.size, 0) + bytes.byteLength;
+    const tx = this.db.transaction('shards', 'readwrite');
+    for (const e of all.sort((a, b) => a.usedAt - b.usedAt)) {
+      if (total <= this.budget) break;
+      await tx.store.delete(e.key);
+      total -= e.size;
+      this.stats.evicted++;
+    }
+    await tx.store.put({ key, bytes, sha256: sha256Hex(bytes), size: bytes.byteLength, usedAt: Date.now() });
+    await tx.done;
+  }
+
+  /** The kept checkpoint of `job` if it is of `step` and intact. */
+  async checkpoint(job: string, step: number): Promise<Uint8Array | null> {
+    const e = await this.db.get('checkpoints', job);
+    if (!e || e.step !== step) return null;
+    if (sha256Hex(e.bytes) !== e.sha256) {
+      this.stats.corrupt++;
+      await this.db.delete('checkpoints', job);
+      return null;
+    }
+    return e.bytes;
+  }
+
+  /** Keeps this checkpoint as the job's one (replacing an older one). */
+  async keepCheckpoint(job: string, step: number, bytes: Uint8Array): Promise<void> {
+    const tx = this.db.transaction('checkpoints', 'readwrite');
+    await tx.store.put({ job, step, bytes, sha256: sha256Hex(bytes) });
+    await tx.done;
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

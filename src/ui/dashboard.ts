@@ -1,0 +1,129 @@
+// The dashboard (#dashboard): the job's history from GET /api/metrics, then live from the
+// server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
+// back of a classroom. Redraws at most once a second.
+import type { LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
+import { lineChartSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
+
+interface StepPoint { step: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
+interface EvalPoint { step: number; time: number; top1: number; top5: number }
+
+export interface DashboardModel {
+  steps: StepPoint[];
+  evals: EvalPoint[];
+  ring: RingPeer[];
+  globalBatch: number;
+  title: string;
+}
+
+const MAX_POINTS = 5000;
+
+/** Folds one metrics record or live event into the model (pure but for the arrays it extends). */
+export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.now()): void {
+  if (e.type === 'step') {
+    const timings = 'timings' in e ? e.timings : e.peers.map(({ checksum: _c, ...t }) => t);
+    const ring = 'ring' in e ? e.ring : e.peers;
+    const time = 'time' in e ? e.time : now;
+    // A step re-run after a restart replaces the later history.
+    while (m.steps.length && m.steps[m.steps.length - 1]!.step >= e.step) m.steps.pop();
+    m.steps.push({ step: e.step, time, loss: e.loss, ips: e.imagesPerSec, ring, timings });
+    if (m.steps.length > MAX_POINTS) m.steps.splice(0, m.steps.length - MAX_POINTS);
+  } else if (e.type === 'eval') {
+    while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
+    m.evals.push({ step: e.step, time: 'time' in e ? e.time : now, top1: e.top1, top5: e.top5 });
+  } else if (e.type === 'generation') {
+    m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[s.length >> 1]! : 0;
+};
+
+/** Every chart of the dashboard as SVG text. */
+export function charts(m: DashboardModel): string[] {
+  const t0 = m.steps[0]?.time ?? 0;
+  const minutes = (t: number) => (t - t0) / 60_000;
+  const losses = m.steps.filter((s) => s.loss !== null);
+  const W = 560, H = 340;
+  const out = [
+    lineChartSvg({ title: 'training loss', xLabel: 'step', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [s.step, s.loss!]) }] }),
+    lineChartSvg({ title: 'test accuracy', xLabel: 'step', yLabel: '%', width: W, height: H, series: [
+      { name: 'top-1', points: m.evals.map((e) => [e.step, 100 * e.top1]) },
+      { name: 'top-5', points: m.evals.map((e) => [e.step, 100 * e.top5]) },
+    ] }),
+    lineChartSvg({ title: 'loss against wall time', xLabel: 'minutes', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [minutes(s.time), s.loss!]) }] }),
+    lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s | peers', width: W, height: H, series: [
+      { name: 'images/s', points: m.steps.map((s) => [minutes(s.time), s.ips]) },
+      { name: 'peers', points: m.steps.map((s) => [minutes(s.time), s.ring]) },
+    ] }),
+  ];
+  // Scaling: median images/s per ring size, against the ideal line from the smallest ring.
+  const bySize = new Map<number, number[]>();
+  for (const s of m.steps) bySize.set(s.ring, [...(bySize.get(s.ring) ?? []), s.ips]);
+  const sizes = [...bySize.keys()].sort((a, b) => a - b);
+  if (sizes.length) {
+    const base = median(bySize.get(sizes[0]!)!) / sizes[0]!;
+    out.push(lineChartSvg({ title: 'scaling', xLabel: 'peers', yLabel: 'images/s', width: W, height: H, dashed: ['ideal'], series: [
+      { name: 'measured', points: sizes.map((n) => [n, median(bySize.get(n)!)]) },
+      { name: 'ideal', points: sizes.map((n) => [n, base * n]) },
+    ] }));
+  }
+  const names = new Map(m.ring.map((p) => [p.id, p.name ?? p.id.slice(0, 8)]));
+  const rows: TimelineRow[] = m.steps.slice(-3).reverse().flatMap((s) => s.timings.map((t) => ({
+    label: `step ${s.step} ${names.get(t.peerId) ?? t.peerId.slice(0, 8)}`,
+    parts: [{ value: t.computeMs, kind: 'compute' as const }, { value: t.commMs, kind: 'comm' as const }, { value: t.waitMs, kind: 'wait' as const }],
+  })));
+  out.push(timelineSvg('per-peer time in the last steps', rows, 'ms', W));
+  const last = m.steps[m.steps.length - 1];
+  const images = new Map((last?.timings ?? []).map((t) => [t.peerId, t.images]));
+  out.push(ringSvg(`the ring (${m.ring.length} peers)`, m.ring.map((p) => ({
+    label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch),
+  })), 460));
+  return out;
+}
+
+/** Shows the dashboard in `root`; returns a function that stops its updates. */
+export function showDashboard(root: HTMLElement): () => void {
+  const m: DashboardModel = { steps: [], evals: [], ring: [], globalBatch: 1, title: 'Training dashboard' };
+  const $ = (id: string) => root.querySelector<HTMLElement>(`#${id}`)!;
+  let dirty = true;
+  let peers = 0;
+  const draw = () => {
+    if (!dirty) return;
+    dirty = false;
+    const last = m.steps[m.steps.length - 1];
+    const ev = m.evals[m.evals.length - 1];
+    $('dash-title').textContent = m.title;
+    $('dash-step').textContent = last ? String(last.step) : '0';
+    $('dash-peers').textContent = String(m.ring.length || peers);
+    $('dash-ips').textContent = last ? last.ips.toFixed(1) : '-';
+    $('dash-loss').textContent = last?.loss != null ? last.loss.toFixed(3) : '-';
+    $('dash-top1').textContent = ev ? `${(ev.top1 * 100).toFixed(1)}%` : '-';
+    $('dash-charts').innerHTML = charts(m).join('\n');
+    root.dataset.step = last ? String(last.step) : '0';
+    root.dataset.peers = String(m.ring.length || peers);
+  };
+  const timer = setInterval(draw, 1000);
+  let events: EventSource | null = null;
+  void (async () => {
+    const job = (await (await fetch('/api/job')).json()) as { job: { name: string; model: string; dataset: string; globalBatch: number }; peers: number };
+    m.globalBatch = job.job.globalBatch;
+    m.title = `${job.job.name}: ${job.job.model} on ${job.job.dataset}, global batch ${job.job.globalBatch}`;
+    peers = job.peers;
+    const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
+    for (const r of history.records) fold(m, r);
+    dirty = true;
+    draw();
+    events = new EventSource('/api/events');
+    const on = (type: LiveEvent['type']) => events!.addEventListener(type, (ev) => {
+      fold(m, JSON.parse((ev as MessageEvent<string>).data) as LiveEvent);
+      dirty = true;
+    });
+    for (const t of ['step', 'eval', 'generation'] as const) on(t);
+  })();
+  return () => {
+    clearInterval(timer);
+    events?.close();
+  };
+}

@@ -1,0 +1,116 @@
+// The donate view: what the job is, what this device offers, one button to start, pause and
+// resume, and a throttle. All training runs in a dedicated Worker behind comlink; this thread
+// only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
+import { proxy, wrap, type Remote } from 'comlink';
+import type { PublicJob } from '../client/http.ts';
+import type { MetricRecord } from '../client/protocol.ts';
+import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
+
+const $ = (id: string): HTMLElement => document.getElementById(id)!;
+
+function row(dl: HTMLElement, pairs: [string, string][]): void {
+  dl.replaceChildren(...pairs.flatMap(([k, v]) => {
+    const dt = document.createElement('dt');
+    dt.textContent = k;
+    const dd = document.createElement('dd');
+    dd.textContent = v;
+    return [dt, dd];
+  }));
+}
+
+async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
+  try {
+    const res = await fetch('/api/job');
+    if (!res.ok) throw new Error(`the coordinator answered ${res.status}`);
+    const j = (await res.json()) as PublicJob;
+    const m = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
+    const ev = m.records.filter((r): r is Extract<MetricRecord, { type: 'eval' }> => r.type === 'eval').pop();
+    row(dl, [
+      ['job', j.job.name],
+      ['model', `${j.job.model} with ${j.job.optimizer.kind.toUpperCase()}, global batch ${j.job.globalBatch}`],
+      ['data set', j.job.dataset],
+      ['step', `${j.step} of ${j.job.totalSteps}`],
+      ['peers', String(j.peers)],
+      ['test accuracy', ev ? `${(ev.top1 * 100).toFixed(1)}% top-1 at step ${ev.step}` : 'not evaluated yet'],
+      ['access', j.job.access === 'private' ? 'private (needs a join token)' : 'public'],
+    ]);
+    return j;
+  } catch (e) {
+    row(dl, [['status', `no coordinator answers here (${e instanceof Error ? e.message : String(e)}): open the address the coordinator printed`]]);
+    return null;
+  }
+}
+
+export function showDonate(root: HTMLElement): void {
+  const params = new URLSearchParams(location.search);
+  const worker = new Worker(new URL('../client/worker.ts', import.meta.url), { type: 'module', name: 'volunteer' });
+  const api: Remote<VolunteerWorkerApi> = wrap<VolunteerWorkerApi>(worker);
+  const button = $('toggle') as HTMLButtonElement;
+  const status = $('status');
+  const device = $('device');
+  const throttle = $('throttle') as HTMLInputElement;
+  const token = $('token') as HTMLInputElement;
+  let state: VolunteerStatus['state'] = 'idle';
+  token.value = params.get('token') ?? '';
+
+  const jobDl = $('job');
+  let job: PublicJob | null = null;
+  const refresh = async () => {
+    job = await refreshJob(jobDl);
+    $('token-row').hidden = job?.job.access !== 'private';
+  };
+  void refresh();
+  const timer = setInterval(() => void refresh(), 5000);
+
+  const draw = (s: VolunteerStatus) => {
+    state = s.state;
+    button.textContent = s.state === 'joining' || s.state === 'training' ? 'Pause' : s.state === 'paused' ? 'Resume' : s.state === 'done' ? 'Finished' : 'Start';
+    button.disabled = s.state === 'done';
+    status.classList.toggle('bad', s.state === 'error');
+    const parts = [s.message];
+    if (s.step !== null) parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
+    if (s.cache) parts.push(`shard cache: ${s.cache.hits} reused, ${s.cache.misses} downloaded${s.cache.corrupt ? `, ${s.cache.corrupt} damaged and fetched again` : ''}`);
+    status.textContent = parts.join('\n');
+    root.dataset.state = s.state;
+  };
+  const onStatus = proxy(draw);
+
+  const start = async () => {
+    button.disabled = true;
+    try {
+      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100 }, onStatus);
+    } catch (e) {
+      draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
+    } finally {
+      button.disabled = state === 'done';
+    }
+  };
+  button.addEventListener('click', () => {
+    if (state === 'joining' || state === 'training') {
+      button.disabled = true;
+      void api.pause().finally(() => { button.disabled = false; });
+    } else void start();
+  });
+  throttle.addEventListener('input', () => {
+    $('throttle-value').textContent = `${throttle.value}%`;
+    void api.setThrottle(Number(throttle.value) / 100);
+  });
+  // Leaving the page is a normal leave: say so while the worker can still speak.
+  addEventListener('pagehide', () => { void api.pause(); clearInterval(timer); });
+
+  api.probe().then(
+    (r) => {
+      device.textContent = `WebGPU adapter: ${r.adapter}${r.software ? ' (software: a real GPU is 100x faster)' : ''}\nGEMM 512x512x512: ${r.gflops.toFixed(2)} GFLOP/s (kernel ${r.kernel})`;
+      button.disabled = false;
+      root.dataset.device = 'ok';
+      if (params.get('donate') === '1') void start();
+    },
+    (e: unknown) => {
+      device.classList.add('bad');
+      // The worker's errors say what to do (VtError messages); never show a stack.
+      const msg = e instanceof Error ? e.message : String(e);
+      device.textContent = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
+      root.dataset.device = 'missing';
+    },
+  );
+}
