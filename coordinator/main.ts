@@ -100,7 +100,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
       process.stderr.write(`\n  step ${e.step} aborted (${e.reason}); running it again\n`);
     }
   };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, log: (l) => process.stderr.write(`\n${l}\n`) }).catch((e: unknown) => {
+  const pageDir = await buildPage(join(ROOT, 'dist'));
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, log: (l) => process.stderr.write(`\n${l}\n`) }).catch((e: unknown) => {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
     if (code === 'EADDRNOTAVAIL') throw new ArgError(`cannot listen on ${host}: pass --host 127.0.0.1 or an address of this machine`);
@@ -112,7 +113,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const token = job.job.access.kind === 'private' ? job.job.access.joinToken : undefined;
   const shown = host === '0.0.0.0' ? job.url.replace('0.0.0.0', 'THIS-MACHINE') : job.url;
   process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
-  process.stderr.write(`  more volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
+  process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
+  process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
 
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
@@ -145,4 +147,11 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const lastEval = records.filter((r) => r.type === 'eval').pop();
   const last = steps[steps.length - 1];
   process.stdout.write(`${JSON.stringify({ job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step, loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null, jobDir })}\n`);
+}
+
+/** Builds the page (vite, about 2 s) into `outDir`; returns it. */
+export async function buildPage(outDir: string): Promise<string> {
+  const { build } = await import('vite');
+  await build({ root: ROOT, configFile: join(ROOT, 'vite.config.ts'), logLevel: 'error', build: { outDir, emptyOutDir: true } });
+  return outDir;
 }

@@ -37,8 +37,12 @@ export interface StartOptions {
 export interface VolunteerWorkerApi {
   /** Acquires WebGPU and measures it; rejects with a message that says what to do when it is missing. */
   probe(): Promise<DeviceReport>;
-  /** Joins and trains until paused or the job ends; progress goes to `onStatus`. */
-  start(o: StartOptions, onStatus: (s: VolunteerStatus) => void): Promise<void>;
+  /**
+   * Joins and trains until paused or the job ends; progress goes to `onStatus`. `rtc` is the
+   * worker's end of a channel whose other end the page serves with serveRtcRelay (browsers have
+   * no WebRTC in workers). Transfer it.
+   */
+  start(o: StartOptions, rtc: MessagePort, onStatus: (s: VolunteerStatus) => void): Promise<void>;
   /** Leaves the job (the ring heals without this peer); start() again to resume. */
   pause(): Promise<void>;
   setThrottle(share: number): void;

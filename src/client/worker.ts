@@ -1,7 +1,7 @@
 // The volunteer's Web Worker: WebGPU, WebRTC (PeerJS), the session socket and IndexedDB all
 // live here, so the page never freezes. The page talks to it through comlink (worker-api.ts).
 import { expose } from 'comlink';
-import { loadBrowserPeer } from '../comm/index.ts';
+import { relayPeerClass } from '../comm/relay.ts';
 import { browserDecoder } from '../data/decode-browser.ts';
 import { VolunteerCache } from '../data/idb-cache.ts';
 import { getDevice } from '../gpu/device.ts';
@@ -40,7 +40,7 @@ const api: VolunteerWorkerApi = {
     return (await device()).report;
   },
 
-  async start(o: StartOptions, onStatus: (s: VolunteerStatus) => void) {
+  async start(o: StartOptions, rtc: MessagePort, onStatus: (s: VolunteerStatus) => void) {
     if (running) return;
     share = o.throttle;
     const { gpu: g } = await device();
@@ -53,7 +53,8 @@ const api: VolunteerWorkerApi = {
     };
     tell({});
     const stop = new AbortController();
-    const Peer = await loadBrowserPeer();
+    // WebRTC lives on the page (no RTCPeerConnection in workers): its peers are driven over `rtc`.
+    const Peer = relayPeerClass(rtc);
     const done = runVolunteer(
       {
         gpu: g, Peer, rtcConfig: { iceServers: [] }, WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,

@@ -1,7 +1,9 @@
 // The donate view: what the job is, what this device offers, one button to start, pause and
 // resume, and a throttle. All training runs in a dedicated Worker behind comlink; this thread
 // only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
-import { proxy, wrap, type Remote } from 'comlink';
+import { proxy, transfer, wrap, type Remote } from 'comlink';
+import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
+import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
@@ -78,7 +80,10 @@ export function showDonate(root: HTMLElement): void {
   const start = async () => {
     button.disabled = true;
     try {
-      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100 }, onStatus);
+      // The worker trains; WebRTC stays here (workers have none) and is relayed over a channel.
+      const channel = new MessageChannel();
+      serveRtcRelay(channel.port1, await loadBrowserPeer());
+      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100 }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
     } finally {

@@ -38,14 +38,14 @@ export interface TestJob extends RunningJob {
   readonly jobDir: string;
 }
 
-export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>): Promise<TestJob> {
+export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string } = {}): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
   const jobDir = join(root, name);
   const job = await runJob({
     jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
-    onEvent: (e) => events.push(e), log: (l) => lines.push(l),
+    onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir,
   });
   return Object.assign(job, { events, lines, jobDir });
 }

@@ -1,0 +1,94 @@
+// End to end in real headless Chromium (software WebGPU): the coordinator serves the built
+// page; three people (separate browser contexts) open it and press Start; their workers train
+// with the coordinator's job over WebRTC. A fourth context watches the dashboard. Mid-run one
+// volunteer reloads its page (it rejoins, and fetches no shard twice: IndexedDB) and another
+// closes its tab (the ring heals and the others go on). Screenshots go to test-output/.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildPage } from '../../coordinator/main.ts';
+import { ROOT } from '../../coordinator/local-volunteers.ts';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import { buildTestData, metricsOf, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
+import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+
+const K = 12;
+const SHOTS = join(ROOT, 'test-output');
+let root: { dir: string; remove(): Promise<void> };
+let job: TestJob;
+let browser: LaunchedBrowser;
+
+beforeAll(async () => {
+  root = await tempRoot('e2e');
+  const data = await buildTestData(root.dir);
+  const pageDir = await buildPage(join(root.dir, 'page'));
+  job = await startTestJob(root.dir, 'job', data, testJob(K, { minPeers: 3 }), { pageDir });
+  browser = await launchChromium();
+  await mkdir(SHOTS, { recursive: true });
+});
+afterAll(async () => {
+  await browser?.close();
+  await job?.close();
+  await root?.remove();
+});
+
+/** Shard requests (not the manifest) a page made. */
+function countShards(page: Page): { n: number } {
+  const c = { n: 0 };
+  page.on('request', (r) => { if (/\/data\/mnist\/.*\.tar/.test(r.url())) c.n++; });
+  return c;
+}
+
+async function openVolunteer(name: string): Promise<{ page: Page; shards: { n: number } }> {
+  const page = await (await browser.newContext()).newPage();
+  const shards = countShards(page);
+  await page.goto(`${job.url}/?name=${name}`);
+  await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 120_000 });
+  expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device), await page.textContent('#device') ?? '').toBe('ok');
+  await page.click('#toggle');
+  return { page, shards };
+}
+
+const stateOf = (p: Page) => p.evaluate(() => document.getElementById('donate')!.dataset.state ?? '');
+
+describe('browser volunteers', () => {
+  it('3 tabs train with identical weights; a reload rejoins without fetching shards again; a closed tab leaves the ring', async () => {
+    const [a, b, c] = [await openVolunteer('alice'), await openVolunteer('bob'), await openVolunteer('carol')];
+    const dash = await (await browser.newContext()).newPage();
+    await dash.goto(`${job.url}/#dashboard`);
+    await dash.waitForFunction(() => Number(document.getElementById('dashboard')?.dataset.step ?? 0) >= 2 && document.getElementById('dashboard')?.dataset.peers === '3', undefined, { timeout: 300_000 });
+    await a.page.screenshot({ path: join(SHOTS, 'donate.png'), fullPage: true });
+    await dash.screenshot({ path: join(SHOTS, 'dashboard.png'), fullPage: true });
+    expect(await dash.textContent('#dash-peers')).toBe('3');
+    expect(await stateOf(a.page)).toBe('training');
+    expect(await a.page.textContent('#status')).toMatch(/step \d+, ring of 3/);
+
+    // carol reloads: a normal leave, then the page rejoins from a checkpoint with its shards from IndexedDB.
+    const before = c.shards.n;
+    expect(before, 'the first visit downloaded the shards').toBeGreaterThan(0);
+    c.shards.n = 0;
+    await c.page.reload();
+    await c.page.waitForFunction(() => document.getElementById('donate')?.dataset.device === 'ok', undefined, { timeout: 120_000 });
+    await c.page.click('#toggle');
+    await c.page.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'training', undefined, { timeout: 300_000 });
+    expect(c.shards.n, 'shards fetched again after the reload').toBe(0);
+    expect(await c.page.textContent('#status')).toMatch(/shard cache: [1-9]\d* reused, 0 downloaded/);
+
+    // bob closes his tab: the ring heals and the others finish the job.
+    const stepAtClose = job.driver.status().step;
+    await b.page.context().close();
+    await job.driver.finished;
+    for (const p of [a.page, c.page]) await p.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 });
+    await dash.waitForFunction((k) => Number(document.getElementById('dashboard')?.dataset.step) === k, K, { timeout: 30_000 });
+    await dash.screenshot({ path: join(SHOTS, 'dashboard-end.png'), fullPage: true });
+
+    const records = await metricsOf(job.jobDir);
+    const steps = latestPerStep(records);
+    expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+    for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
+    expect(steps.some((r) => r.ring === 3)).toBe(true);
+    expect(steps[K - 1]!.ring, 'bob is gone at the end').toBe(2);
+    expect(stepAtClose).toBeLessThan(K);
+  }, 900_000);
+});
