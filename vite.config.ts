@@ -1,11 +1,17 @@
 import { defineConfig } from 'vitest/config';
 
+// `npm run dev`: the page with hot reload against a running coordinator (npm start), whose
+// API, data, session and signaling sockets are proxied: VT_COORDINATOR=http://host:port
+// (default http://127.0.0.1:8080).
+const coordinator = process.env.VT_COORDINATOR ?? 'http://127.0.0.1:8080';
+const proxied = { target: coordinator, changeOrigin: true, ws: true };
+
 export default defineConfig({
   root: '.',
   publicDir: 'public',
   worker: { format: 'es' },
   build: { target: 'es2022', outDir: 'dist' },
-  server: { fs: { allow: ['.'] } },
+  server: { fs: { allow: ['.'] }, proxy: { '/api': proxied, '/data': proxied, '/signal': proxied } },
   test: {
     include: ['test/**/*.test.ts'],
     environment: 'node',

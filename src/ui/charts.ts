@@ -90,3 +90,14 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): 
   out.push('</svg>');
   return out.join('\n');
 }
+
+/** A chart's frame with a note instead of data. */
+export function placeholderSvg(title: string, note: string, width = 720, height = 440): string {
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="13">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    `<text x="${width / 2}" y="22" text-anchor="middle" font-size="15">${esc(title)}</text>`,
+    `<text x="${width / 2}" y="${height / 2}" text-anchor="middle" fill="#888">${esc(note)}</text>`,
+    '</svg>',
+  ].join('\n');
+}

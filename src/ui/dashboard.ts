@@ -2,7 +2,7 @@
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
 import type { LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
-import { lineChartSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
+import { lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 
 interface StepPoint { step: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
@@ -48,10 +48,12 @@ export function charts(m: DashboardModel): string[] {
   const W = 560, H = 340;
   const out = [
     lineChartSvg({ title: 'training loss', xLabel: 'step', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [s.step, s.loss!]) }] }),
-    lineChartSvg({ title: 'test accuracy', xLabel: 'step', yLabel: '%', width: W, height: H, series: [
-      { name: 'top-1', points: m.evals.map((e) => [e.step, 100 * e.top1]) },
-      { name: 'top-5', points: m.evals.map((e) => [e.step, 100 * e.top5]) },
-    ] }),
+    m.evals.length
+      ? lineChartSvg({ title: 'test accuracy', xLabel: 'step', yLabel: '%', width: W, height: H, series: [
+        { name: 'top-1', points: m.evals.map((e) => [e.step, 100 * e.top1]) },
+        { name: 'top-5', points: m.evals.map((e) => [e.step, 100 * e.top5]) },
+      ] })
+      : placeholderSvg('test accuracy', 'no evaluation yet (the job evaluates every few steps)', W, H),
     lineChartSvg({ title: 'loss against wall time', xLabel: 'minutes', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [minutes(s.time), s.loss!]) }] }),
     lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s | peers', width: W, height: H, series: [
       { name: 'images/s', points: m.steps.map((s) => [minutes(s.time), s.ips]) },

@@ -5,6 +5,7 @@ import { proxy, transfer, wrap, type Remote } from 'comlink';
 import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
+import { WEBGPU_HELP } from '../gpu/device.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
@@ -103,6 +104,13 @@ export function showDonate(root: HTMLElement): void {
   // Leaving the page is a normal leave: say so while the worker can still speak.
   addEventListener('pagehide', () => { void api.pause(); clearInterval(timer); });
 
+  // No WebGPU on this page means none in its worker either: explain at once.
+  if (typeof navigator === 'undefined' || !('gpu' in navigator) || !navigator.gpu) {
+    device.classList.add('bad');
+    device.textContent = WEBGPU_HELP;
+    root.dataset.device = 'missing';
+    return;
+  }
   api.probe().then(
     (r) => {
       device.textContent = `WebGPU adapter: ${r.adapter}${r.software ? ' (software: a real GPU is 100x faster)' : ''}\nGEMM 512x512x512: ${r.gflops.toFixed(2)} GFLOP/s (kernel ${r.kernel})`;

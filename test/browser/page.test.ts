@@ -22,8 +22,8 @@ describe('index.html device check', () => {
     try {
       const page = await (await b.newContext()).newPage();
       await page.goto(url);
-      await page.waitForFunction(() => /GFLOP\/s|Could not|WebGPU is not/.test(document.getElementById('status')?.textContent ?? ''), undefined, { timeout: 120_000 });
-      const text = await page.textContent('#status');
+      await page.waitForFunction(() => /GFLOP\/s|Could not|WebGPU is not/.test(document.getElementById('device')?.textContent ?? ''), undefined, { timeout: 120_000 });
+      const text = await page.textContent('#device');
       expect(text).toMatch(/WebGPU adapter: .*\n.*GEMM 512x512x512: [0-9.]+ GFLOP\/s/);
     } finally {
       await b.close();
@@ -39,8 +39,10 @@ describe('index.html device check', () => {
         Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
       });
       await page.goto(url);
-      await page.waitForFunction(() => (document.getElementById('status')?.textContent ?? '').length > 30 && !/Checking/.test(document.getElementById('status')!.textContent!), undefined, { timeout: 60_000 });
-      const text = (await page.textContent('#status')) ?? '';
+      await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 60_000 });
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device)).toBe('missing');
+      expect(await page.isDisabled('#toggle'), 'no Start button without WebGPU').toBe(true);
+      const text = (await page.textContent('#device')) ?? '';
       expect(text).toMatch(/WebGPU is not available in this browser/);
       expect(text).toMatch(/Chrome or Edge 113\+/);
       expect(text).not.toMatch(/at \w+ \(|\.ts:\d+/);
