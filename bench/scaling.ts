@@ -18,10 +18,10 @@
 //   wall         the coordinator's step time: assignment sent -> last result in
 //   compute      mean over peers of computeMs: forward + backward of the slice (+ reading the
 //                gradient back from the GPU when N > 1)
-//   comm         mean over peers of commMs: the all-reduce call (+ writing the sum back to the
-//                GPU). A peer that finishes computing first waits inside the all-reduce for
-//                the slowest, so this holds straggler time too;
-//   wait         mean over peers of waitMs: result sent -> next assignment in
+//   comm         mean over peers of commMs: the all-reduce from its first frame received to
+//                its end (+ writing the sum back to the GPU)
+//   wait         mean over peers of waitMs: result sent -> next assignment in, plus the time
+//                inside the all-reduce before prev's first frame (a straggler upstream)
 //   The step's critical path: computeCritical (the slowest peer's compute) + allReduce (the
 //   smallest commMs of the ring: the peer that entered last waited for nobody, so its time is
 //   the all-reduce itself) + overhead (the rest: update, checksum, coordinator round trip).

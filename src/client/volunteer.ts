@@ -413,10 +413,11 @@ class Session {
     const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
     if (share < 1) await sleep((performance.now() - t0) * (1 / share - 1));
     const t1 = performance.now();
+    let firstFrame = t1;
     if (grads) {
       this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
       try {
-        await allReduceSum(grads, { ring, step: a.step });
+        await allReduceSum(grads, { ring, step: a.step, onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
@@ -427,8 +428,11 @@ class Session {
     const checksum = weightChecksum(await model.readParams());
     this.committed = a.step + 1;
     const loss = images > 0 && Number.isFinite(lossSum / images) ? lossSum / images : null;
-    const waitMs = this.lastReportAt > 0 ? Math.min(MAX_MS, Math.max(0, arrived - this.lastReportAt)) : 0;
-    const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - t1), waitMs };
+    // wait: idle between steps (the barrier), plus the time inside the all-reduce before the
+    // first frame came (prev was still computing); comm: the rest of the all-reduce.
+    const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
+    const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
+    const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs };
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images });
     this.lastReportAt = performance.now();
     this.c.o.onEvent?.({ type: 'step', step: a.step + 1, generation: a.generation, ringSize: ring.size, images, loss, computeMs: timings.computeMs, commMs: timings.commMs });

@@ -22,6 +22,8 @@ export interface AllReduceOptions {
   messageBytes?: number;
   /** Keep a copy of the input and restore it if the collective fails (costs one copy). */
   keepInput?: boolean;
+  /** Called when the first data frame arrives: the time before it is spent waiting for prev. */
+  onFirstFrame?: () => void;
 }
 
 /**
@@ -40,7 +42,7 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
   const backup = opts.keepInput ? grad.slice() : null;
-  const c = new Collective(grad, ring, step, wire, Math.floor((messageBytes - HEADER_BYTES) / bpe));
+  const c = new Collective(grad, ring, step, wire, Math.floor((messageBytes - HEADER_BYTES) / bpe), opts.onFirstFrame);
   ring.begin(c);
   try {
     if (ring.size > 1) await Promise.all([c.sendAll(), c.received]);
@@ -73,6 +75,7 @@ class Collective implements CollectiveSink {
     step: number,
     private readonly wire: WireFormat,
     private readonly segElems: number,
+    private onFirstFrame?: () => void,
   ) {
     this.step = step;
     this.steps = ringSteps(ring.rank, ring.size);
@@ -101,6 +104,10 @@ class Collective implements CollectiveSink {
   }
 
   data(h: FrameHeader, frame: Uint8Array): void {
+    if (this.onFirstFrame) {
+      this.onFirstFrame();
+      this.onFirstFrame = undefined;
+    }
     const from = this.ring.prev?.remoteId ?? this.ring.selfId;
     const refuse = (why: string) => new RingError('bad-frame', from, `step ${this.step}: ${why}`, this.ring.selfId);
     if (this.recvT === this.steps.length) throw refuse('frame after the collective was complete');
