@@ -27,7 +27,7 @@
 //   the all-reduce itself) + overhead (the rest: update, checksum, coordinator round trip).
 //   commFraction = allReduce / (computeCritical + allReduce): the share of the critical path
 //   spent communicating (the headline); commFractionPerPeer = comm / (compute + comm) as peers
-//   report it, straggler time included; commShareOfStep = allReduce / step.
+//   report it; commShareOfStep = allReduce / step.
 // Writes bench/results/scaling.json and scaling.svg; progress goes to stderr; the last stdout
 // line is {"bench":"scaling","comm_fraction_4":..,"predicted_eff_64_1g":..,...}.
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -356,7 +356,7 @@ export async function main(args: string[]): Promise<void> {
       allReduceMs: 'the smallest commMs of each step (the last peer in waited for nobody), median over steps',
       overheadMs: 'step - computeCritical - allReduce: update, checksum, coordinator round trip',
       commFraction: 'allReduce / (computeCritical + allReduce): the critical path share (headline comm_fraction_N)',
-      commFractionPerPeer: 'comm / (compute + comm) with the per-peer means (straggler waiting counted as comm)',
+      commFractionPerPeer: 'comm / (compute + comm) with the per-peer means',
       commShareOfStep: 'allReduce / step',
       observedLinkMBps: '2(N-1)/N * S bytes per peer / allReduce time (1e6 bytes/s)',
       efficiency: 'throughput(N) / (N throughput(1)) at the same global batch = T(1) / (N T(N))',
