@@ -58,3 +58,19 @@ export class Args {
     if (unknown.length) throw new ArgError(`unknown option${unknown.length > 1 ? 's' : ''} ${unknown.map((k) => `--${k}`).join(', ')}\n${usage}`);
   }
 }
+
+/**
+ * Runs a command-line entry point: exit 0 when it resolves; on failure a typed error (ArgError,
+ * or any error with a `kind`) prints its message, which says what to do; others their stack.
+ */
+export function runCli(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      const err = e instanceof Error ? e : new Error(String(e));
+      const typed = err.name === 'ArgError' || 'kind' in err;
+      process.stderr.write(`\n${typed ? err.message : err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
+}

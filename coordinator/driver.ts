@@ -133,7 +133,7 @@ export class Driver {
   /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
   private gone(ids: readonly string[], reason: string): void {
     const left = ids.filter((id) => this.peers.delete(id));
-    if (left.length === 0) return;
+    if (left.length === 0 || this.phase.kind === 'done') return; // after the end, leaving is the plan
     for (const id of left) {
       this.uploads.delete(id);
       this.d.publish({ type: 'peer-left', peerId: id, reason });

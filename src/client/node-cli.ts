@@ -2,7 +2,7 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn), WebRTC from node-datachannel, the session socket from 'ws'.
 import { WebSocket } from 'ws';
-import { ArgError, Args } from '../../coordinator/args.ts';
+import { ArgError, Args, runCli } from '../../coordinator/args.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
 import { getDevice } from '../gpu/device.ts';
@@ -61,14 +61,4 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   }
 }
 
-if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/^.*\//, ''))) {
-  volunteerMain(process.argv.slice(2)).then(
-    () => process.exit(0),
-    (e: unknown) => {
-      const err = e instanceof Error ? e : new Error(String(e));
-      const typed = err.name === 'ArgError' || 'kind' in err;
-      process.stderr.write(`\n${typed ? err.message : err.stack ?? err.message}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/^.*\//, ''))) runCli(() => volunteerMain(process.argv.slice(2)));

@@ -2,6 +2,7 @@
 // checkpoint and back, and the one-step backup that lets an aborted step be undone: a peer
 // may have applied step s when another peer fails, and the coordinator then re-runs step s.
 import { decodeCheckpoint, encodeCheckpoint, layoutFingerprint, type Checkpoint } from '../checkpoint/format.ts';
+import { concatBytes } from '../data/bytes.ts';
 import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { initParams, initState } from '../nn/layout.ts';
@@ -56,14 +57,7 @@ export class TrainingState {
       optimizer: Object.fromEntries(await Promise.all(optimizer.stateTensors.map(async (t) => [t.name, await gpu.readF32(t.tensor)] as const))),
       metadata,
     };
-    const chunks = encodeCheckpoint(c);
-    const out = new Uint8Array(chunks.reduce((n, b) => n + b.byteLength, 0));
-    let o = 0;
-    for (const b of chunks) {
-      out.set(b, o);
-      o += b.byteLength;
-    }
-    return out;
+    return concatBytes(encodeCheckpoint(c));
   }
 
   /** Loads a checkpoint file (verified: hash, model, sizes); returns its step. */

@@ -1,6 +1,17 @@
 // Byte-stream helpers that run the same in browsers, Workers and Node 20 (all have
 // DecompressionStream and Response): gzip detection, gunzip, reading a stream in chunks.
 
+/** The parts back to back in one new array. */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
 export function isGzip(b: Uint8Array): boolean {
   return b.length >= 2 && b[0] === 0x1f && b[1] === 0x8b;
 }

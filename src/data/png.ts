@@ -3,6 +3,7 @@
 // injected so this file stays platform-neutral (Node passes node:zlib's sync functions).
 // Anything else (palette, 16-bit, interlaced) returns null from decodePng: use sharp.
 
+import { concatBytes } from './bytes.ts';
 import { DataError } from './errors.ts';
 import { makeImage, type RawImage } from './image.ts';
 
@@ -95,14 +96,7 @@ export function encodePng(img: RawImage, zlib: Zlib): Uint8Array {
   v.setUint32(0, w);
   v.setUint32(4, h);
   ihdr.set([8, bpp === 1 ? 0 : 2, 0, 0, 0], 8);
-  const parts = [Uint8Array.from(SIGNATURE), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflate(filtered)), chunk('IEND', new Uint8Array(0))];
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes([Uint8Array.from(SIGNATURE), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflate(filtered)), chunk('IEND', new Uint8Array(0))]);
 }
 
 const PNG_CHANNELS: Record<number, number> = { 0: 1, 2: 3, 4: 2, 6: 4 };
