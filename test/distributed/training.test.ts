@@ -85,7 +85,9 @@ describe('N peers train one model', () => {
     await job.driver.finished;
     await job.close();
     for (const v of [vs[0]!, vs[1]!, joiner]) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-    // The survivors were inside the collective when it broke (the kill landed mid all-reduce).
+    // The victim died inside the all-reduce of step 3: it began it and never finished the step.
+    expect(victim.lines.some((l) => /volunteer: step 3 ring/.test(l)), victim.lines.join('\n')).toBe(false);
+    // The survivors were inside the collective when it broke.
     const interrupted = [vs[0]!, vs[1]!].some((v) => v.lines.some((l) => /step 3 generation \d+: /.test(l)));
     expect(interrupted, [...vs[0]!.lines, ...vs[1]!.lines].join('\n')).toBe(true);
     const steps = await checkSteps(job.jobDir);
