@@ -47,6 +47,8 @@ export interface RouteContext {
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
   metricsPath?: string;
+  /** Resolves when every metric recorded so far is in the file (GET /api/metrics waits for it). */
+  metricsFlushed?: () => Promise<void>;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
   pageDir?: string;
 }
@@ -159,6 +161,7 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
 
 const getMetrics: Handler = async (_req, res, ctx) => {
   if (!ctx.metricsPath) throw new HttpError('not-found', 'this coordinator keeps no metrics');
+  await ctx.metricsFlushed?.();
   const records = await readMetrics(ctx.metricsPath);
   sendJson(res, 200, { records: records.slice(-MAX_METRIC_RECORDS) });
 };

@@ -148,7 +148,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   });
   const paramBytes = 4 * layout.paramFloats;
   coordinator = await startCoordinator({
-    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir,
+    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(),
     status: () => {
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers };

@@ -30,6 +30,7 @@ export interface CoordinatorOptions {
   metricsPath?: string;
   /** The built page to serve at / (vite build output). */
   pageDir?: string;
+  metricsFlushed?: () => Promise<void>;
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -57,6 +58,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     uploads: o.uploads,
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,
+    metricsFlushed: o.metricsFlushed,
   };
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {

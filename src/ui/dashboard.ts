@@ -98,34 +98,44 @@ export function showDashboard(root: HTMLElement): () => void {
     const ev = m.evals[m.evals.length - 1];
     $('dash-title').textContent = m.title;
     $('dash-step').textContent = last ? String(last.step) : '0';
-    $('dash-peers').textContent = String(m.ring.length || peers);
+    const shown = m.ring.length || last?.ring || peers;
+    $('dash-peers').textContent = String(shown);
     $('dash-ips').textContent = last ? last.ips.toFixed(1) : '-';
     $('dash-loss').textContent = last?.loss != null ? last.loss.toFixed(3) : '-';
     $('dash-top1').textContent = ev ? `${(ev.top1 * 100).toFixed(1)}%` : '-';
     $('dash-charts').innerHTML = charts(m).join('\n');
     root.dataset.step = last ? String(last.step) : '0';
-    root.dataset.peers = String(m.ring.length || peers);
+    root.dataset.peers = String(shown);
   };
   const timer = setInterval(draw, 1000);
-  let events: EventSource | null = null;
+  // Listen first, then read the history: events published in between are held and folded
+  // after it (the history may or may not hold them; fold keeps the newest per step).
+  const events = new EventSource('/api/events');
+  const listening = new Promise<void>((resolve) => events.addEventListener('hello', () => resolve(), { once: true }));
+  let held: LiveEvent[] | null = [];
+  for (const type of ['step', 'eval', 'generation'] as const) {
+    events.addEventListener(type, (ev) => {
+      const e = JSON.parse((ev as MessageEvent<string>).data) as LiveEvent;
+      if (held) held.push(e);
+      else fold(m, e);
+      dirty = true;
+    });
+  }
   void (async () => {
     const job = (await (await fetch('/api/job')).json()) as { job: { name: string; model: string; dataset: string; globalBatch: number }; peers: number };
     m.globalBatch = job.job.globalBatch;
     m.title = `${job.job.name}: ${job.job.model} on ${job.job.dataset}, global batch ${job.job.globalBatch}`;
     peers = job.peers;
+    await listening;
     const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
     for (const r of history.records) fold(m, r);
+    for (const e of held ?? []) fold(m, e);
+    held = null;
     dirty = true;
     draw();
-    events = new EventSource('/api/events');
-    const on = (type: LiveEvent['type']) => events!.addEventListener(type, (ev) => {
-      fold(m, JSON.parse((ev as MessageEvent<string>).data) as LiveEvent);
-      dirty = true;
-    });
-    for (const t of ['step', 'eval', 'generation'] as const) on(t);
   })();
   return () => {
     clearInterval(timer);
-    events?.close();
+    events.close();
   };
 }

@@ -1,8 +1,9 @@
 // End to end in real headless Chromium (software WebGPU): the coordinator serves the built
 // page; three people (separate browser contexts) open it and press Start; their workers train
 // with the coordinator's job over WebRTC. A fourth context watches the dashboard. Mid-run one
-// volunteer reloads its page (it rejoins, and fetches no shard twice: IndexedDB) and another
-// closes its tab (the ring heals and the others go on). Screenshots go to test-output/.
+// volunteer reloads its page (it rejoins, and fetches no shard twice: IndexedDB), one pauses
+// and resumes at half throttle, and another closes its tab (the ring heals and the others go
+// on). Screenshots go to test-output/.
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -13,7 +14,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import { buildTestData, metricsOf, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
 import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
 
-const K = 16;
+const K = 20;
 const SHOTS = join(ROOT, 'test-output');
 let root: { dir: string; remove(): Promise<void> };
 let job: TestJob;
@@ -53,11 +54,15 @@ async function openVolunteer(name: string): Promise<{ page: Page; shards: { n: n
 const stateOf = (p: Page) => p.evaluate(() => document.getElementById('donate')!.dataset.state ?? '');
 
 describe('browser volunteers', () => {
-  it('3 tabs train with identical weights; a reload rejoins without fetching shards again; a closed tab leaves the ring', async () => {
+  it('3 tabs train with identical weights; a reload rejoins without fetching shards again; pause and resume; a closed tab leaves the ring', async () => {
     const [a, b, c] = [await openVolunteer('alice'), await openVolunteer('bob'), await openVolunteer('carol')];
     const dash = await (await browser.newContext()).newPage();
     await dash.goto(`${job.url}/#dashboard`);
-    await dash.waitForFunction(() => Number(document.getElementById('dashboard')?.dataset.step ?? 0) >= 2 && document.getElementById('dashboard')?.dataset.peers === '3', undefined, { timeout: 300_000 });
+    await dash.waitForFunction(() => Number(document.getElementById('dashboard')?.dataset.step ?? 0) >= 2 && document.getElementById('dashboard')?.dataset.peers === '3', undefined, { timeout: 300_000 })
+      .catch(async (e: unknown) => {
+        const statuses = await Promise.all([a, b, c].map((v) => v.page.textContent('#status')));
+        throw new Error(`${String(e)}\npages: ${JSON.stringify(statuses)}\ncoordinator: ${JSON.stringify(job.driver.status())}\n${job.lines.slice(-20).join('\n')}`);
+      });
     await a.page.screenshot({ path: join(SHOTS, 'donate.png'), fullPage: true });
     await dash.screenshot({ path: join(SHOTS, 'dashboard.png'), fullPage: true });
     expect(await dash.textContent('#dash-peers')).toBe('3');
@@ -74,6 +79,18 @@ describe('browser volunteers', () => {
     await c.page.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'training', undefined, { timeout: 300_000 });
     expect(c.shards.n, 'shards fetched again after the reload').toBe(0);
     expect(await c.page.textContent('#status')).toMatch(/shard cache: [1-9]\d* reused, 0 downloaded/);
+
+    // alice pauses (a normal leave) and resumes (a rejoin from a checkpoint), at half throttle.
+    await a.page.$eval('#throttle', (el) => {
+      (el as HTMLInputElement).value = '50';
+      el.dispatchEvent(new Event('input'));
+    });
+    expect(await a.page.textContent('#throttle-value')).toBe('50%');
+    await a.page.click('#toggle');
+    await a.page.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'paused', undefined, { timeout: 60_000 });
+    expect(await a.page.textContent('#toggle')).toBe('Resume');
+    await a.page.click('#toggle');
+    await a.page.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'training', undefined, { timeout: 300_000 });
 
     // bob closes his tab: the ring heals and the others finish the job.
     const stepAtClose = job.driver.status().step;
