@@ -116,6 +116,10 @@ class Collective implements CollectiveSink {
     if (h.kind !== FrameKind.data || h.phase !== st.phase || h.chunk !== st.recvChunk || h.offset !== off || h.length !== len || h.dtype !== this.wire) {
       throw refuse(`expected ${this.wire} phase ${st.phase} chunk ${st.recvChunk} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}`);
     }
+    // A gradient is checked before it is added in: one NaN or Inf from a broken or hostile peer
+    // would spread to every weight of every peer. The sender (prev) is blamed.
+    const bad = this.nonFinite(frame, len);
+    if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.recvChunk})`);
     this.apply(st.phase, frame, off, len);
     this.got[this.recvT]++;
     this.recvJ++;
@@ -136,6 +140,20 @@ class Collective implements CollectiveSink {
       if (phase === Phase.allGather) decodeHalfSet(src, dst, this.wire);
       else decodeHalfAdd(src, dst, this.wire);
     }
+  }
+
+  /** Index of the first NaN or infinity in the frame's payload, or -1. */
+  private nonFinite(frame: Uint8Array, len: number): number {
+    if (this.wire === 'f32') {
+      const src = this.payload(frame, 4, len) as Float32Array;
+      // x * 0 is 0 for every finite x and NaN otherwise: one pass, no branch per element.
+      let acc = 0;
+      for (let i = 0; i < len; i++) acc += src[i]! * 0;
+      return acc === 0 ? -1 : src.findIndex((v) => !Number.isFinite(v));
+    }
+    const src = this.payload(frame, 2, len) as Uint16Array;
+    const mask = this.wire === 'f16' ? 0x7c00 : 0x7f80; // all-ones exponent: Inf or NaN
+    return src.findIndex((v) => (v & mask) === mask);
   }
 
   /** A typed view of the payload: in place when aligned, else one copy into a scratch buffer. */

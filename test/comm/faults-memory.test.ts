@@ -116,4 +116,24 @@ describe('ring faults (memory links)', () => {
     await expect(allReduceSum(g[0], { ring: mr.rings[0], step: 1 })).rejects.toMatchObject({ kind: 'aborted', peerId: 'a', origin: 'stale' });
     for (const r of mr.rings) r.close();
   });
+
+  it.each(['f32', 'f16', 'bf16'] as const)('a gradient holding NaN or Inf is refused before it is added in, blaming its sender (%s wire)', async (wire) => {
+    for (const poison of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const mr = memoryRing(IDS);
+      const inputs = IDS.map((_, i) => randomGrad(LEN, i + 1));
+      inputs[2]![123_456] = poison;
+      const outs = inputs.map((g) => g.slice());
+      const settled = await Promise.allSettled(mr.rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0, wire, keepInput: true })));
+      for (const r of mr.rings) r.close();
+      settled.forEach((r, i) => {
+        expect(r.status, `peer ${i}`).toBe('rejected');
+        if (r.status !== 'rejected') return;
+        expect(r.reason).toBeInstanceOf(RingError);
+        expect((r.reason as RingError).peerId, `peer ${i} blames the poisoned peer`).toBe('p2');
+      });
+      // Nobody's buffer took the poison (restored or never added).
+      for (let i = 0; i < 4; i++) if (i !== 2) expect(outs[i]!.every(Number.isFinite), `peer ${i}`).toBe(true);
+    }
+  });
 });
+
