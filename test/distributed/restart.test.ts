@@ -18,7 +18,6 @@ const spawned: LocalVolunteer[] = [];
 const coordinators: ChildProcess[] = [];
 
 beforeAll(async () => {
-  process.env.XDG_RUNTIME_DIR ??= '/tmp';
   root = await tempRoot('restart');
   ({ dataDir } = await buildTestData(root.dir));
 });

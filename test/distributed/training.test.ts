@@ -19,7 +19,6 @@ const spawned: LocalVolunteer[] = [];
 let single: Float32Array;
 
 beforeAll(async () => {
-  process.env.XDG_RUNTIME_DIR ??= '/tmp';
   root = await tempRoot('dist');
   data = await buildTestData(root.dir);
   // The reference: one peer with the whole batch.
