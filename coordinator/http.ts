@@ -5,7 +5,7 @@ import { parseJsonText, type ErrorKind, type ErrorMessage } from '../src/client/
 
 const STATUS: Record<ErrorKind, number> = {
   'bad-request': 400, unauthorized: 401, forbidden: 403, 'not-found': 404, 'method-not-allowed': 405,
-  conflict: 409, 'too-large': 413, 'unsupported-media-type': 415, stale: 409, unavailable: 503, internal: 500,
+  conflict: 409, 'too-large': 413, 'unsupported-media-type': 415, stale: 409, 'too-many-requests': 429, unavailable: 503, internal: 500,
 };
 
 /** A refusal with a reason; routes throw it, the server turns it into a JSON error reply. */

@@ -17,6 +17,7 @@ import { decodePeerMessage, describe, expectType, type JoinAccept, type LiveEven
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';
+import type { RateLimiter } from './rate-limit.ts';
 
 /** GET /api/metrics sends at most this many (the newest) records. */
 const MAX_METRIC_RECORDS = 20_000;
@@ -47,6 +48,8 @@ export interface RouteContext {
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
   metricsPath?: string;
+  /** Joins per client address. */
+  joinLimiter?: RateLimiter;
   /** Resolves when every metric recorded so far is in the file (GET /api/metrics waits for it). */
   metricsFlushed?: () => Promise<void>;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
@@ -76,6 +79,7 @@ const getJob: Handler = async (_req, res, ctx) => {
 };
 
 const postJoin: Handler = async (req, res, ctx) => {
+  if (ctx.joinLimiter && !ctx.joinLimiter.take(req.socket.remoteAddress ?? '?')) throw new HttpError('too-many-requests', 'too many joins from this address: wait a few seconds before joining again');
   const d = expectType(decodePeerMessage(await readJsonBody(req, ctx.maxBodyBytes)), 'join');
   if (!d.ok) throw new HttpError('bad-request', describe(d.error));
   const access = ctx.job.access;

@@ -7,6 +7,7 @@ import type { CheckpointStore } from './checkpoints.ts';
 import { createEventHub, type EventHub } from './events.ts';
 import { HttpError, sendError } from './http.ts';
 import type { JobConfig } from './job.ts';
+import { RateLimiter, type RateLimit } from './rate-limit.ts';
 import { route, type JobStatus, type RouteContext, type UploadPolicy } from './routes.ts';
 import { createSignalingServer, type SignalingServer } from './signaling.ts';
 
@@ -31,6 +32,8 @@ export interface CoordinatorOptions {
   /** The built page to serve at / (vite build output). */
   pageDir?: string;
   metricsFlushed?: () => Promise<void>;
+  /** Requests per client address (default 100/s, burst 400) and joins (default 1/s, burst 30). */
+  rateLimits?: { requests?: RateLimit; joins?: RateLimit };
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -59,9 +62,14 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,
     metricsFlushed: o.metricsFlushed,
+    joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };
+  const requests = new RateLimiter(o.rateLimits?.requests ?? { perSecond: 100, burst: 400 });
 
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!requests.take(req.socket.remoteAddress ?? '?')) {
+      return sendError(res, new HttpError('too-many-requests', 'too many requests from this address: slow down and try again in a few seconds'));
+    }
     if (signaling.handleRequest(req, res)) return;
     route(req, res, ctx).catch((e: unknown) => {
       if (e instanceof HttpError) return sendError(res, e);

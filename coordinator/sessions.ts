@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import { RateLimiter } from './rate-limit.ts';
 import {
   MAX_MESSAGE_BYTES, SESSION_PATH, decodePeerMessage, describe, parseJsonText,
   type CoordinatorMessage, type ErrorMessage, type PeerMessage,
@@ -31,6 +32,8 @@ export interface SessionServer {
 
 /** Bad messages tolerated per session before it is closed (a confused peer, or a flood). */
 const MAX_BAD = 20;
+/** A peer sends a heartbeat every few seconds and a few messages a step: far fewer than this. */
+const SESSION_RATE = { perSecond: 20, burst: 100 };
 
 function refuse(socket: Duplex, status: string, reason: string): void {
   socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(reason)}\r\n\r\n${reason}`);
@@ -47,11 +50,16 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
   function attach(id: string, ws: WebSocket): void {
     live.set(id, ws);
     let bad = 0;
+    const rate = new RateLimiter(SESSION_RATE, 1);
     const strike = (e: ErrorMessage) => {
       reply(ws, e);
       if (++bad >= MAX_BAD) ws.close(1008, 'too many malformed messages');
     };
     ws.on('message', (data: RawData, isBinary: boolean) => {
+      if (!rate.take(id)) {
+        ws.close(1008, 'flooding: too many messages');
+        return;
+      }
       if (isBinary) return strike({ type: 'error', kind: 'unsupported-media-type', message: 'session messages are JSON text, not binary' });
       const parsed = parseJsonText(data.toString());
       const d = parsed.ok ? decodePeerMessage(parsed.value) : parsed;

@@ -106,8 +106,8 @@ export interface Done { type: 'done'; step: number; reason: string }
 export interface Evicted { type: 'evicted'; reason: string }
 /** Evaluate these val-split ids on the (committed) weights of `step`; answer with an eval-result. */
 export interface Evaluate { type: 'evaluate'; step: number; ids: number[] }
-export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'unavailable' | 'internal';
-export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'unavailable', 'internal'];
+export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'too-many-requests' | 'unavailable' | 'internal';
+export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'too-many-requests', 'unavailable', 'internal'];
 /** Also the body of every HTTP error response. `message` says what to do next. */
 export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string }
 

@@ -140,9 +140,10 @@ async function withRetry<T>(f: () => Promise<T>, forMs: number, log: (l: string)
     try {
       return await f();
     } catch (e) {
-      // 4xx are answers (wrong token, bad request): retrying will not change them.
+      // 4xx are answers (wrong token, bad request): retrying will not change them, except
+      // 429 (too many joins from this address, e.g. a lab behind one NAT): wait and retry.
       const status = (e as { status?: number }).status ?? 0;
-      if ((status >= 400 && status < 500) || Date.now() + wait > until || signal?.aborted) throw e;
+      if ((status >= 400 && status < 500 && status !== 429) || Date.now() + wait > until || signal?.aborted) throw e;
       log(`volunteer: ${e instanceof Error ? e.message : String(e)}; retrying in ${wait} ms`);
       await sleep(wait);
     }

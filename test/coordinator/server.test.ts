@@ -60,8 +60,10 @@ beforeAll(async () => {
   await symlink(join(root, 'secret.txt'), join(dataDir, 'cifar10', 'escape.tar'));
   store = await openCheckpointStore(join(root, 'ckpt'), { keep: 2, log: () => undefined });
   const base = { model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 };
-  pub = await startCoordinator({ job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, onJoin: (id) => joined.push(id) });
-  priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store });
+  // Generous join limits: the fuzz below posts many joins from one address (rate limits are tested on their own).
+  const rateLimits = { joins: { perSecond: 1000, burst: 1000 } };
+  pub = await startCoordinator({ job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, onJoin: (id) => joined.push(id), rateLimits });
+  priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits });
 });
 
 afterAll(async () => {
@@ -115,6 +117,19 @@ describe('API', () => {
       req.end();
     });
     expectError(chunked, 413, 'too-large', /over the 16384-byte limit/);
+  });
+
+  it('limits joins per address: 429 with a reason once the burst is spent', async () => {
+    const limited = await startCoordinator({ job: parseJobConfig({ model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 }, 1000), jobId: 9, dataDir: join(root, 'data'), checkpoints: store, rateLimits: { joins: { perSecond: 0.01, burst: 3 } } });
+    try {
+      const codes = [];
+      for (let i = 0; i < 5; i++) codes.push((await postJson(limited.port, '/api/join', { type: 'join', protocol: 1 })).status);
+      expect(codes).toEqual([200, 200, 200, 429, 429]);
+      expectError(await postJson(limited.port, '/api/join', { type: 'join', protocol: 1 }), 429, 'too-many-requests', /too many joins from this address/);
+      expect((await send(limited.port, 'GET', '/api/job')).status, 'other routes are not joins').toBe(200);
+    } finally {
+      await limited.close();
+    }
   });
 
   it('answers unknown routes and methods with JSON 404/405', async () => {

@@ -147,6 +147,19 @@ describe('session sockets', () => {
   });
 });
 
+describe('rate limits', () => {
+  it('a session that floods well-formed messages is cut off; nothing else changes', async () => {
+    const p = await HandPeer.join();
+    await p.next('load-state');
+    const before = job.driver.status().step;
+    for (let i = 0; i < 300; i++) p.send({ type: 'heartbeat', peerId: p.id, generation: 0, step: 0 });
+    await until(() => p.closed !== null, 10_000, 'the flooding socket to be closed');
+    expect(p.closed).toMatchObject({ code: 1008, reason: 'flooding: too many messages' });
+    await until(() => job.driver.status().peers === 0, 10_000, 'the peer to be gone');
+    expect(job.driver.status().step).toBe(before);
+  });
+});
+
 describe('step barrier and checkpoint uploads', () => {
   it('commits results of the running step only, and stores only the checkpoint it asked for', async () => {
     const p = await HandPeer.join();
