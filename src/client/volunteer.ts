@@ -90,6 +90,8 @@ export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const MAX_MS = 86_400_000;
+/** How far over a peer's own gradient scale a received gradient may go (see gradientBound). */
+export const GRADIENT_BOUND = 1000;
 
 /** Joins the job at `url` and trains until the job is done (or `signal` aborts). */
 export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): Promise<VolunteerExit> {
@@ -181,6 +183,8 @@ class Session {
   private lastReportAt = 0;
   private x: Tensor | null = null;
   private heartbeat: ReturnType<typeof setInterval> | null = null;
+  /** Running per-image RMS of this peer's gradients (the all-reduce's bound). */
+  private gradRms: number | null = null;
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike) {
     // The coordinator may speak first (load-state at once): listen from the moment the
@@ -418,7 +422,7 @@ class Session {
     if (grads) {
       this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
       try {
-        await allReduceSum(grads, { ring, step: a.step, onFirstFrame: () => { firstFrame = performance.now(); } });
+        await allReduceSum(grads, { ring, step: a.step, maxRms: this.gradientBound(grads, images, a.globalBatch), onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
@@ -437,6 +441,22 @@ class Session {
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images });
     this.lastReportAt = performance.now();
     this.c.o.onEvent?.({ type: 'step', step: a.step + 1, generation: a.generation, ringSize: ring.size, images, loss, computeMs: timings.computeMs, commMs: timings.commMs });
+  }
+
+  /**
+   * The largest RMS a received gradient segment may have: GRADIENT_BOUND times the global batch
+   * times this peer's running per-image gradient RMS. Generous (honest sums of a batch stay far
+   * below it, even in the layers where the gradient concentrates); it stops huge values, which
+   * a broken or hostile peer would otherwise spread into every peer's weights.
+   */
+  private gradientBound(own: Float32Array, images: number, globalBatch: number): number {
+    if (images > 0) {
+      let sq = 0;
+      for (let i = 0; i < own.length; i++) sq += own[i]! * own[i]!;
+      const perImage = Math.sqrt(sq / Math.max(1, own.length)) / images;
+      if (Number.isFinite(perImage) && perImage > 0) this.gradRms = this.gradRms === null ? perImage : 0.9 * this.gradRms + 0.1 * perImage;
+    }
+    return this.gradRms === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * globalBatch * this.gradRms;
   }
 
   /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */

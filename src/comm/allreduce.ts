@@ -24,6 +24,12 @@ export interface AllReduceOptions {
   keepInput?: boolean;
   /** Called when the first data frame arrives: the time before it is spent waiting for prev. */
   onFirstFrame?: () => void;
+  /**
+   * A bound on what a peer may send: the RMS of a received segment must stay within
+   * `maxRms` (the caller's running statistic of a whole batch's gradient RMS, times a generous
+   * factor). A segment over it is refused before it is added in, blaming its sender.
+   */
+  maxRms?: number;
 }
 
 /**
@@ -42,7 +48,7 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
   const backup = opts.keepInput ? grad.slice() : null;
-  const c = new Collective(grad, ring, step, wire, Math.floor((messageBytes - HEADER_BYTES) / bpe), opts.onFirstFrame);
+  const c = new Collective(grad, ring, step, wire, Math.floor((messageBytes - HEADER_BYTES) / bpe), opts.onFirstFrame, opts.maxRms);
   ring.begin(c);
   try {
     if (ring.size > 1) await Promise.all([c.sendAll(), c.received]);
@@ -76,6 +82,7 @@ class Collective implements CollectiveSink {
     private readonly wire: WireFormat,
     private readonly segElems: number,
     private onFirstFrame?: () => void,
+    private readonly maxRms = Number.POSITIVE_INFINITY,
   ) {
     this.step = step;
     this.steps = ringSteps(ring.rank, ring.size);
@@ -118,8 +125,9 @@ class Collective implements CollectiveSink {
     }
     // A gradient is checked before it is added in: one NaN or Inf from a broken or hostile peer
     // would spread to every weight of every peer. The sender (prev) is blamed.
-    const bad = this.nonFinite(frame, len);
+    const { bad, rms } = this.inspect(frame, len);
     if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.recvChunk})`);
+    if (rms > this.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} (phase ${st.phase}, chunk ${st.recvChunk}, offset ${off})`);
     this.apply(st.phase, frame, off, len);
     this.got[this.recvT]++;
     this.recvJ++;
@@ -142,18 +150,29 @@ class Collective implements CollectiveSink {
     }
   }
 
-  /** Index of the first NaN or infinity in the frame's payload, or -1. */
-  private nonFinite(frame: Uint8Array, len: number): number {
+  /** The first NaN or infinity in the frame's payload (-1: none) and the payload's RMS. */
+  private inspect(frame: Uint8Array, len: number): { bad: number; rms: number } {
     if (this.wire === 'f32') {
       const src = this.payload(frame, 4, len) as Float32Array;
       // x * 0 is 0 for every finite x and NaN otherwise: one pass, no branch per element.
       let acc = 0;
-      for (let i = 0; i < len; i++) acc += src[i]! * 0;
-      return acc === 0 ? -1 : src.findIndex((v) => !Number.isFinite(v));
+      let sq = 0;
+      for (let i = 0; i < len; i++) {
+        const v = src[i]!;
+        acc += v * 0;
+        sq += v * v;
+      }
+      return { bad: acc === 0 ? -1 : src.findIndex((v) => !Number.isFinite(v)), rms: Math.sqrt(sq / Math.max(1, len)) };
     }
     const src = this.payload(frame, 2, len) as Uint16Array;
     const mask = this.wire === 'f16' ? 0x7c00 : 0x7f80; // all-ones exponent: Inf or NaN
-    return src.findIndex((v) => (v & mask) === mask);
+    const bad = src.findIndex((v) => (v & mask) === mask);
+    if (bad >= 0 || !Number.isFinite(this.maxRms)) return { bad, rms: 0 };
+    const f = new Float32Array(len);
+    decodeHalfSet(src, f, this.wire);
+    let sq = 0;
+    for (let i = 0; i < len; i++) sq += f[i]! * f[i]!;
+    return { bad, rms: Math.sqrt(sq / Math.max(1, len)) };
   }
 
   /** A typed view of the payload: in place when aligned, else one copy into a scratch buffer. */

@@ -135,5 +135,23 @@ describe('ring faults (memory links)', () => {
       for (let i = 0; i < 4; i++) if (i !== 2) expect(outs[i]!.every(Number.isFinite), `peer ${i}`).toBe(true);
     }
   });
+
+  it('a gradient of huge values is refused by the RMS bound before it is added in, blaming its sender', async () => {
+    const mr = memoryRing(IDS);
+    const inputs = IDS.map((_, i) => randomGrad(LEN, i + 1));
+    for (let j = 100_000; j < 100_100; j++) inputs[1]![j] = 1e12;
+    const outs = inputs.map((g) => g.slice());
+    const settled = await Promise.allSettled(mr.rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0, keepInput: true, maxRms: 1e6 })));
+    for (const r of mr.rings) r.close();
+    settled.forEach((r, i) => {
+      expect(r.status, `peer ${i}`).toBe('rejected');
+      if (r.status === 'rejected') expect((r.reason as RingError).peerId, `peer ${i}`).toBe('p1');
+    });
+    // The same honest inputs pass under the same bound.
+    const ok = memoryRing(IDS);
+    const clean = IDS.map((_, i) => randomGrad(LEN, i + 1));
+    await Promise.all(ok.rings.map((ring, i) => allReduceSum(clean[i]!, { ring, step: 0, maxRms: 1e6 })));
+    for (const r of ok.rings) r.close();
+  });
 });
 
