@@ -6,8 +6,9 @@
 //   admitting:      a checkpoint of step s is uploaded (unless stored), joiners load it (or
 //                   the seed), then the ring grows by the ready ones: generation g+1
 //   running:        every member reports step s with the same weight checksum -> commit
-//                   (s+1); a member lost, a collective failure or a timeout -> abort: the
-//                   survivors form g+1 and the SAME step s runs again (peers undo s if applied)
+//                   (s+1); a member lost, a collective failure, a checksum dissent or a
+//                   timeout -> abort: the survivors form g+1 and the SAME step s runs again
+//                   (peers undo s if they applied it)
 //   evaluating:     members evaluate their share of the val ids on the weights of s
 //   finishing:      final evaluation, final checkpoint, 'done' to everyone
 //
@@ -302,12 +303,15 @@ export class Driver {
 
   private commit(ph: Extract<Phase, { kind: 'running' }>): void {
     const results = ph.ring.map((id) => ph.results.get(id)!);
-    // The weights must agree everywhere; the most common checksum wins (rank 0 breaks ties)
-    // and whoever disagrees is evicted: it must reload a checkpoint to take part again.
+    // The weights must agree everywhere. The most common checksum wins (rank 0 breaks ties);
+    // whoever disagrees is evicted and the step runs again without it: what it added to the
+    // sum cannot be trusted either, so the step is not committed with its contribution in.
     const votes = new Map<string, number>();
     for (const r of results) votes.set(r.checksum, (votes.get(r.checksum) ?? 0) + 1);
     let winner = results[0]!.checksum;
     for (const [c, n] of votes) if (n > votes.get(winner)!) winner = c;
+    const dissent = results.filter((r) => r.checksum !== winner).map((r) => r.peerId);
+    if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
     const wallMs = now - ph.started;
     this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
@@ -321,9 +325,7 @@ export class Driver {
     this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })) });
     this.d.publish({ type: 'step', step: this.step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings });
     this.phase = { kind: 'between' };
-    const dissent = results.filter((r) => r.checksum !== winner).map((r) => r.peerId);
-    if (dissent.length) this.evict(dissent, `its weights after step ${ph.step} differ from the ring's (the ring has checksum ${winner})`);
-    else this.advance();
+    this.advance();
   }
 
   private startEval(): void {
