@@ -5,12 +5,17 @@
 //     hold bitwise-identical weights after every step (their checksums agree);
 //   churn: a peer SIGKILLed in the middle of an all-reduce; the step is re-run by the 2
 //     survivors (no step skipped or repeated), a 4th peer joins from a checkpoint, ends
-//     bitwise equal to the others, and the final weights equal the run without the kill.
+//     bitwise equal to the others, and the final weights equal the run without the kill;
+//   poison: a hostile fourth peer sends NaN, then huge values, then a false checksum; it is
+//     evicted each time, no committed step includes it, the weights equal the clean run's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
+import { layoutOf } from '../../src/nn/layout.ts';
+import { modelByName } from '../../src/nn/models.ts';
 import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;
 let root: { dir: string; remove(): Promise<void> };
@@ -99,4 +104,41 @@ describe('N peers train one model', () => {
     console.log(`churn run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   });
+
+  it('a poisoned volunteer (NaN, then huge values, then a false checksum) is evicted each time; the others\' weights equal a clean run\'s', async () => {
+    const job = await startTestJob(root.dir, 'poison', data, testJob(K, { minPeers: 4 }));
+    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
+    spawned.push(...vs);
+    // Join after the honest three so that the ring's first peer (the uploader) is honest.
+    await until(() => job.driver.status().peers === 3, 120_000, 'the honest volunteers to connect');
+    const floats = layoutOf(modelByName('small-cnn', [1, 28, 28], 10)).paramFloats;
+    const reasons: string[] = [];
+    const ids: string[] = [];
+    for (const poison of ['nan', 'huge', 'checksum'] as const) {
+      const p = await PoisonPeer.join(job.url, floats);
+      ids.push(p.id);
+      reasons.push(await p.attack(poison));
+    }
+    expect(reasons[0]).toMatch(/ring failed .*bad-frame/);
+    expect(reasons[1]).toMatch(/ring failed .*bad-frame/);
+    expect(reasons[2]).toMatch(/differ from the ring/);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const refusals = vs.flatMap((v) => v.lines.filter((l) => /non-finite value|values far too large/.test(l)));
+    expect(refusals.some((l) => /non-finite/.test(l)) && refusals.some((l) => /far too large/.test(l)), refusals.join('\n')).toBe(true);
+    const records = await metricsOf(job.jobDir);
+    const steps = latestPerStep(records);
+    expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+    for (const r of steps) {
+      expect(new Set(r.peers.map((q) => q.checksum)).size, `step ${r.step}`).toBe(1);
+      expect(r.peers.some((q) => ids.includes(q.peerId)), `no committed step counts the poisoned peer (step ${r.step})`).toBe(false);
+    }
+    expect(records.filter((r) => r.type === 'abort').length).toBeGreaterThanOrEqual(3);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single);
+    console.log(`poisoned run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
 });
+
