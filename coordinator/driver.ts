@@ -75,6 +75,7 @@ type Phase =
   | { kind: 'running'; step: number; generation: number; ring: string[]; images: number[]; results: Map<string, StepResult>; started: number; deadline: number }
   | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
+  | { kind: 'paused' }
   | { kind: 'done' };
 
 export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[] }
@@ -92,6 +93,8 @@ export class Driver {
   private readonly timeouts: DriverTimeouts;
   private recentStepMs: number[] = [];
   private timer: ReturnType<typeof setInterval> | null = null;
+  /** Asked to pause: the job holds at the next step boundary until resume(). */
+  private pauseAsked = false;
   private resolveDone!: () => void;
   /** Resolves when the job has run its last step (and its final checkpoint is stored). */
   readonly finished: Promise<void>;
@@ -109,6 +112,22 @@ export class Driver {
 
   status(): DriverStatus {
     return { step: this.step, generation: this.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring] };
+  }
+
+  /** Holds the job at the next step boundary (peers stay connected and idle). */
+  pause(): void {
+    this.pauseAsked = true;
+    this.advance();
+  }
+
+  resume(): void {
+    this.pauseAsked = false;
+    if (this.phase.kind === 'paused') this.phase = { kind: 'between' };
+    this.advance();
+  }
+
+  get paused(): boolean {
+    return this.pauseAsked;
   }
 
   stop(): void {
@@ -220,12 +239,17 @@ export class Driver {
         return;
       case 'between':
         return this.boundary();
+      case 'paused':
       case 'done':
         return;
     }
   }
 
   private boundary(): void {
+    if (this.pauseAsked) {
+      this.phase = { kind: 'paused' };
+      return;
+    }
     this.phase = { kind: 'between' };
     const now = Date.now();
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);

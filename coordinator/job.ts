@@ -49,6 +49,8 @@ export class JobError extends Error {
 const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers'];
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
 export const MIN_JOIN_TOKEN = 16;
+export const JOIN_TOKEN_PATTERN = new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`);
+export const JOIN_TOKEN_RULE = `a token of ${MIN_JOIN_TOKEN}..${MAX_TOKEN_LENGTH} printable characters`;
 
 /** Parses a job config; throws one JobError listing every problem. */
 export function parseJobConfig(input: unknown, trainSamples: number): JobConfig {
@@ -65,7 +67,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   else totalSteps = r.int('epochs', 1, 100_000) * spe;
   const access = r.has('access') ? r.oneOf('access', ['public', 'private'] as const) : 'public';
   let jobAccess: JobAccess = { kind: 'public' };
-  if (access === 'private') jobAccess = { kind: 'private', joinToken: r.str('joinToken', MAX_TOKEN_LENGTH, new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`), `a token of ${MIN_JOIN_TOKEN}..${MAX_TOKEN_LENGTH} printable characters (a private job needs one)`) };
+  if (access === 'private') jobAccess = { kind: 'private', joinToken: r.str('joinToken', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, `${JOIN_TOKEN_RULE} (a private job needs one)`) };
   else if (r.has('joinToken')) r.problems.push('joinToken is only for access "private": set access or drop the token');
   const config: JobConfig = {
     name: r.has('name') ? r.str('name', 64) : 'job',

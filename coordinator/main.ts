@@ -115,6 +115,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
+  process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);
 
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {

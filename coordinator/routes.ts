@@ -9,11 +9,12 @@
 //   POST /api/checkpoints/<step>?peer=<id>   a checkpoint the coordinator asked that peer for
 //                                  (Authorization: Bearer <its token>; octet-stream body)
 //   GET  /api/metrics              the job's metrics history: { records: [...] }, newest last
+//   POST /api/admin/pause|resume|join-token|schedule   the job owner's actions (admin token)
 //   GET  /data/<dataset>/<file>    manifest.json and shards of the job's data set
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { decodePeerMessage, describe, expectType, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { FieldReader, MAX_TOKEN_LENGTH, decodePeerMessage, describe, expectType, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';
@@ -23,7 +24,7 @@ import type { RateLimiter } from './rate-limit.ts';
 const MAX_METRIC_RECORDS = 20_000;
 import type { EventHub } from './events.ts';
 import { HttpError, readJsonBody, sendJson } from './http.ts';
-import { publicJobInfo, type JobConfig } from './job.ts';
+import { JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE, publicJobInfo, type JobConfig } from './job.ts';
 import { pathSegments, sendFileFrom } from './serve-files.ts';
 import type { SignalingServer } from './signaling.ts';
 
@@ -50,10 +51,23 @@ export interface RouteContext {
   metricsPath?: string;
   /** Joins per client address. */
   joinLimiter?: RateLimiter;
+  /** Admin actions (POST /api/admin/<action>); none: refused. */
+  admin?: AdminActions;
   /** Resolves when every metric recorded so far is in the file (GET /api/metrics waits for it). */
   metricsFlushed?: () => Promise<void>;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
   pageDir?: string;
+}
+
+/** What the job owner may do with the admin token (coordinator/run.ts implements them). */
+export interface AdminActions {
+  token: string;
+  pause(): void;
+  resume(): void;
+  /** Replaces a private job's join token (a new random one when none is given); returns it. */
+  rotateJoinToken(token?: string): Promise<string>;
+  /** Changes how often the job evaluates and checkpoints. */
+  setSchedule(s: { evalEvery?: number; checkpointEvery?: number }): Promise<void>;
 }
 
 export interface UploadPolicy {
@@ -163,6 +177,47 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
   sendJson(res, 201, { step });
 };
 
+const ADMIN_ACTIONS = ['pause', 'resume', 'join-token', 'schedule'] as const;
+
+/** POST /api/admin/<action> with "Authorization: Bearer <admin token>". */
+const postAdmin: Handler = async (req, res, ctx, segments) => {
+  const admin = ctx.admin;
+  if (!admin) throw new HttpError('forbidden', 'this coordinator has no admin actions');
+  const action = ADMIN_ACTIONS.find((a) => a === segments[2]);
+  if (!action || segments.length !== 3) throw new HttpError('not-found', `admin actions are POST /api/admin/${ADMIN_ACTIONS.join('|')}`);
+  const auth = /^Bearer (\S{1,256})$/.exec(req.headers.authorization ?? '');
+  if (!auth) throw new HttpError('unauthorized', 'admin actions need "Authorization: Bearer <admin token>" (npm start printed it; it is in the job folder)');
+  if (!tokensMatch(auth[1]!, admin.token)) throw new HttpError('forbidden', 'wrong admin token');
+  const body = (req.headers['content-length'] ?? '0') === '0' && !req.headers['transfer-encoding'] ? {} : await readJsonBody(req, 4096);
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad-request', 'the body must be a JSON object (or empty)');
+  const r = new FieldReader(body as Record<string, unknown>);
+  switch (action) {
+    case 'pause':
+    case 'resume':
+      r.only([]);
+      if (r.problems.length) throw new HttpError('bad-request', r.problems.join('; '));
+      if (action === 'pause') admin.pause();
+      else admin.resume();
+      return sendJson(res, 200, { ...ctx.status(), paused: action === 'pause' });
+    case 'join-token': {
+      r.only(['token']);
+      const token = r.has('token') ? r.str('token', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE) : undefined;
+      if (r.problems.length) throw new HttpError('bad-request', r.problems.join('; '));
+      if (ctx.job.access.kind !== 'private') throw new HttpError('conflict', 'this job is public: it has no join token');
+      return sendJson(res, 200, { joinToken: await admin.rotateJoinToken(token) });
+    }
+    case 'schedule': {
+      r.only(['evalEvery', 'checkpointEvery']);
+      const patch: { evalEvery?: number; checkpointEvery?: number } = {};
+      if (r.has('evalEvery')) patch.evalEvery = r.int('evalEvery', 0, 2 ** 32 - 1);
+      if (r.has('checkpointEvery')) patch.checkpointEvery = r.int('checkpointEvery', 1, 2 ** 32 - 1);
+      if (r.problems.length) throw new HttpError('bad-request', r.problems.join('; '));
+      await admin.setSchedule(patch);
+      return sendJson(res, 200, { evalEvery: ctx.job.evalEvery, checkpointEvery: ctx.job.checkpointEvery });
+    }
+  }
+};
+
 const getMetrics: Handler = async (_req, res, ctx) => {
   if (!ctx.metricsPath) throw new HttpError('not-found', 'this coordinator keeps no metrics');
   await ctx.metricsFlushed?.();
@@ -208,6 +263,10 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
   if (segments[0] === 'data') {
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError('method-not-allowed', 'data files are read with GET');
     return getData(req, res, ctx, segments);
+  }
+  if (segments[0] === 'api' && segments[1] === 'admin') {
+    if (method !== 'POST') throw new HttpError('method-not-allowed', 'admin actions take POST');
+    return postAdmin(req, res, ctx, segments);
   }
   if (segments[0] === 'api' && segments[1] === 'checkpoints' && segments.length === 3 && segments[2] !== 'latest') {
     if (method === 'GET') return getCheckpointOfStep(req, res, ctx, segments);

@@ -2,8 +2,8 @@
 // HTTP server with signaling (server.ts), the session sockets (sessions.ts) and the training
 // driver (driver.ts) wired together. Starting on a folder that already holds the job resumes
 // it from its newest verified checkpoint; peers rejoin on their own.
-import { randomInt } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { randomBytes, randomInt } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { layoutFingerprint } from '../src/checkpoint/format.ts';
 import type { Manifest } from '../src/data/manifest.ts';
@@ -21,6 +21,8 @@ import { createSessionServer } from './sessions.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
 
 export const JOB_FILE = 'job.json';
+/** The job owner's token for POST /api/admin/... (created with the job, mode 0600). */
+export const ADMIN_TOKEN_FILE = 'admin-token';
 
 export interface JobRunOptions {
   /** The job folder; created when new. */
@@ -52,6 +54,8 @@ export interface RunningJob {
   readonly url: string;
   /** True when the folder held this job already (a resume). */
   readonly resumed: boolean;
+  /** The admin token (also in `<jobDir>/admin-token`). */
+  readonly adminToken: string;
   close(): Promise<void>;
 }
 
@@ -95,7 +99,9 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   const job = parseJobConfig(raw, o.manifest.splits.train.samples);
   if (job.dataset !== o.manifest.dataset) throw new JobFolderError(`the job trains on ${job.dataset} but the data given is ${o.manifest.dataset}`);
   const jobId = stored?.jobId ?? randomInt(1, 2 ** 31);
-  if (!stored) await writeFileAtomic(join(o.jobDir, JOB_FILE), `${JSON.stringify({ jobId, config: raw }, null, 1)}\n`);
+  const saveJob = (config: Record<string, unknown>) => writeFileAtomic(join(o.jobDir, JOB_FILE), `${JSON.stringify({ jobId, config }, null, 1)}\n`);
+  if (!stored) await saveJob(raw);
+  const adminToken = await readOrCreateAdminToken(o.jobDir);
 
   const { channels, height, width } = o.manifest.image;
   const spec = modelByName(job.model, [channels, height, width], o.manifest.classes.length);
@@ -177,10 +183,30 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
     },
     upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
+    admin: {
+      token: adminToken,
+      pause: () => { driver.pause(); log('admin: the job pauses at the next step boundary'); },
+      resume: () => { driver.resume(); log('admin: the job resumes'); },
+      async rotateJoinToken(token) {
+        if (job.access.kind !== 'private') throw new HttpError('conflict', 'this job is public: it has no join token');
+        const next = token ?? randomBytes(18).toString('base64url');
+        job.access.joinToken = next;
+        await saveJob({ ...raw, joinToken: next });
+        log('admin: the join token was replaced (peers already in the job stay)');
+        return next;
+      },
+      async setSchedule(p) {
+        if (p.evalEvery !== undefined) job.evalEvery = p.evalEvery;
+        if (p.checkpointEvery !== undefined) job.checkpointEvery = p.checkpointEvery;
+        Object.assign(raw, p);
+        await saveJob(raw);
+        log(`admin: evaluation every ${job.evalEvery} steps, checkpoints every ${job.checkpointEvery}`);
+      },
+    },
   });
   const c = coordinator;
   return {
-    coordinator: c, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored,
+    coordinator: c, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
     async close() {
       driver.stop();
       sessions.closeAll();
@@ -188,4 +214,19 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       await metrics.flush();
     },
   };
+}
+
+/** The job's admin token, created (mode 0600) the first time. */
+async function readOrCreateAdminToken(jobDir: string): Promise<string> {
+  const path = join(jobDir, ADMIN_TOKEN_FILE);
+  try {
+    const t = (await readFile(path, 'utf8')).trim();
+    if (/^[A-Za-z0-9_-]{16,256}$/.test(t)) return t;
+    throw new JobFolderError(`${path} is not an admin token: delete it to get a new one`);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  const token = randomBytes(24).toString('base64url');
+  await writeFile(path, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  return token;
 }

@@ -8,7 +8,7 @@ import { createEventHub, type EventHub } from './events.ts';
 import { HttpError, sendError } from './http.ts';
 import type { JobConfig } from './job.ts';
 import { RateLimiter, type RateLimit } from './rate-limit.ts';
-import { route, type JobStatus, type RouteContext, type UploadPolicy } from './routes.ts';
+import { route, type AdminActions, type JobStatus, type RouteContext, type UploadPolicy } from './routes.ts';
 import { createSignalingServer, type SignalingServer } from './signaling.ts';
 
 export interface CoordinatorOptions {
@@ -32,6 +32,8 @@ export interface CoordinatorOptions {
   /** The built page to serve at / (vite build output). */
   pageDir?: string;
   metricsFlushed?: () => Promise<void>;
+  /** The job owner's actions (POST /api/admin/...); none: refused. */
+  admin?: AdminActions;
   /** Requests per client address (default 100/s, burst 400) and joins (default 1/s, burst 30). */
   rateLimits?: { requests?: RateLimit; joins?: RateLimit };
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
@@ -62,6 +64,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,
     metricsFlushed: o.metricsFlushed,
+    admin: o.admin,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };
   const requests = new RateLimiter(o.rateLimits?.requests ?? { perSecond: 100, burst: 400 });

@@ -7,10 +7,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import { decodeCoordinatorMessage, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/client/protocol.ts';
+import { SESSION_PATH, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
 import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../distributed/helpers.ts';
+import { HandPeer } from './hand-peer.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let job: TestJob;
@@ -32,42 +33,6 @@ afterAll(async () => {
   await job?.close();
   await root?.remove();
 });
-
-/** A peer speaking the session protocol by hand. */
-class HandPeer {
-  readonly inbox: CoordinatorMessage[] = [];
-  closed: { code: number; reason: string } | null = null;
-  private constructor(readonly accept: JoinAccept, readonly ws: WebSocket) {
-    ws.on('message', (data) => {
-      const d = decodeCoordinatorMessage(JSON.parse(String(data)) as unknown);
-      if (!d.ok) throw new Error(`the coordinator sent a malformed message: ${JSON.stringify(d.error)}`);
-      this.inbox.push(d.value);
-    });
-    ws.on('close', (code, reason) => { this.closed = { code, reason: reason.toString() }; });
-  }
-  static async join(): Promise<HandPeer> {
-    const r = await fetch(`${job.url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'hand' }) });
-    const accept = (await r.json()) as JoinAccept;
-    const ws = new WebSocket(`${job.url.replace('http', 'ws')}${SESSION_PATH}?peer=${accept.peerId}&token=${accept.signalingToken}`);
-    const peer = new HandPeer(accept, ws);
-    await new Promise<void>((res, rej) => { ws.once('open', () => res()); ws.once('error', rej); });
-    return peer;
-  }
-  get id(): string {
-    return this.accept.peerId;
-  }
-  send(m: PeerMessage | Record<string, unknown> | string): void {
-    this.ws.send(typeof m === 'string' ? m : JSON.stringify(m));
-  }
-  async next<T extends CoordinatorMessage['type']>(type: T, ms = 20_000): Promise<Extract<CoordinatorMessage, { type: T }>> {
-    await until(() => this.inbox.some((m) => m.type === type), ms, `a '${type}' message`);
-    const i = this.inbox.findIndex((m) => m.type === type);
-    return this.inbox.splice(i, 1)[0] as Extract<CoordinatorMessage, { type: T }>;
-  }
-  result(a: StepAssignment, checksum = 'abcdef0123456789'): PeerMessage {
-    return { type: 'step-result', peerId: this.id, generation: a.generation, step: a.step, loss: 2.3, checksum, timings: { computeMs: 100, commMs: 0, waitMs: 0 }, images: a.sampleIds.length };
-  }
-}
 
 function upgradeStatus(path: string): Promise<number> {
   return new Promise((resolve) => {
@@ -103,7 +68,7 @@ async function expectRefusal(r: Response, status: number, reason: RegExp): Promi
 describe('session sockets', () => {
   it('refuse unknown peers, wrong tokens and a second session', async () => {
     expect(await upgradeStatus(`${SESSION_PATH}?peer=nobody&token=x`)).toBe(403);
-    const p = await HandPeer.join();
+    const p = await HandPeer.join(job.url);
     expect(await upgradeStatus(`${SESSION_PATH}?peer=${p.id}&token=wrong`)).toBe(403);
     expect(await upgradeStatus(`${SESSION_PATH}?peer=${p.id}&token=${p.accept.signalingToken}`)).toBe(409);
     p.ws.close();
@@ -111,7 +76,7 @@ describe('session sockets', () => {
   });
 
   it('answer malformed messages with a reason and change nothing; cut off a peer that keeps at it', async () => {
-    const p = await HandPeer.join();
+    const p = await HandPeer.join(job.url);
     const load = await p.next('load-state');
     expect(load).toMatchObject({ source: 'seed', step: 0 });
     const before = job.driver.status();
@@ -139,7 +104,7 @@ describe('session sockets', () => {
     await until(() => p.closed !== null, 10_000, 'the socket to be closed');
     expect(p.closed!.code).toBe(1009);
     await until(() => job.driver.status().peers === 0, 10_000, 'the peer to be gone');
-    const q = await HandPeer.join();
+    const q = await HandPeer.join(job.url);
     for (let i = 0; i < 25; i++) q.send('{');
     await until(() => q.closed !== null, 10_000, 'the flooding socket to be closed');
     expect(q.closed).toMatchObject({ code: 1008, reason: 'too many malformed messages' });
@@ -149,7 +114,7 @@ describe('session sockets', () => {
 
 describe('rate limits', () => {
   it('a session that floods well-formed messages is cut off; nothing else changes', async () => {
-    const p = await HandPeer.join();
+    const p = await HandPeer.join(job.url);
     await p.next('load-state');
     const before = job.driver.status().step;
     for (let i = 0; i < 300; i++) p.send({ type: 'heartbeat', peerId: p.id, generation: 0, step: 0 });
@@ -162,7 +127,7 @@ describe('rate limits', () => {
 
 describe('step barrier and checkpoint uploads', () => {
   it('commits results of the running step only, and stores only the checkpoint it asked for', async () => {
-    const p = await HandPeer.join();
+    const p = await HandPeer.join(job.url);
     const load = await p.next('load-state');
     p.send({ type: 'ready', peerId: p.id, step: load.step, checksum: '00', device: 'hand' });
     let a = await p.next('step-assignment');
@@ -184,7 +149,7 @@ describe('step barrier and checkpoint uploads', () => {
     expect(job.driver.status().step).toBe(2);
 
     const files = await ckptFiles();
-    const other = await HandPeer.join();
+    const other = await HandPeer.join(job.url);
     await expectRefusal(await upload(p, 2, checkpointFile(2), { authorization: 'Bearer wrong' }), 403, /wrong token/);
     await expectRefusal(await upload(p, 2, checkpointFile(2), { authorization: 'Basic abc' }), 401, /Bearer/);
     await expectRefusal(await upload(other, 2, checkpointFile(2)), 409, /did not ask/);

@@ -1,0 +1,91 @@
+// The job owner's admin actions: only with the admin token (constant-time checked, never in a
+// log); pause and resume at step boundaries; a private job's join token replaced (the old one
+// stops working, peers in the job stay) and kept across a restart; the schedule changed.
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
+import { ADMIN_TOKEN_FILE, JOB_FILE } from '../../coordinator/run.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
+import { HandPeer } from './hand-peer.ts';
+
+const JOIN = 'first-join-token-0123456789';
+let root: { dir: string; remove(): Promise<void> };
+let job: TestJob;
+
+beforeAll(async () => {
+  root = await tempRoot('admin');
+  const data = await buildTestData(root.dir);
+  job = await startTestJob(root.dir, 'job', data, testJob(6, { access: 'private', joinToken: JOIN, checkpointEvery: 100 }));
+});
+afterAll(async () => {
+  await job?.close();
+  await root?.remove();
+});
+
+const admin = (action: string, body?: unknown, token = job.adminToken): Promise<Response> => fetch(`${job.url}/api/admin/${action}`, {
+  method: 'POST',
+  headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+  body: body === undefined ? undefined : JSON.stringify(body),
+});
+const joinWith = (token: string) => fetch(`${job.url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token }) });
+
+async function refused(r: Response, status: number, reason: RegExp): Promise<void> {
+  const body = (await r.json()) as { message: string };
+  expect(r.status, body.message).toBe(status);
+  expect(body.message).toMatch(reason);
+}
+
+describe('admin actions', () => {
+  it('need the admin token, kept in the job folder readable by its owner only', async () => {
+    const file = join(job.jobDir, ADMIN_TOKEN_FILE);
+    expect((await readFile(file, 'utf8')).trim()).toBe(job.adminToken);
+    expect((await stat(file)).mode & 0o077).toBe(0);
+    await refused(await fetch(`${job.url}/api/admin/pause`, { method: 'POST' }), 401, /Authorization: Bearer/);
+    await refused(await admin('pause', undefined, 'x'.repeat(32)), 403, /wrong admin token/);
+    await refused(await admin('pause', undefined, JOIN), 403, /wrong admin token/);
+    await refused(await admin('format-disk'), 404, /pause\|resume/);
+    await refused(await fetch(`${job.url}/api/admin/pause`), 405, /POST/);
+    await refused(await admin('schedule', { evalEvery: -1 }), 400, /evalEvery/);
+    await refused(await admin('schedule', { everything: 1 }), 400, /unknown field/);
+    expect(job.lines.join('\n')).not.toContain(job.adminToken);
+  });
+
+  it('pause holds the job at the next step boundary; resume goes on', async () => {
+    const p = await HandPeer.join(job.url, JOIN);
+    const load = await p.next('load-state');
+    p.send({ type: 'ready', peerId: p.id, step: load.step, checksum: '00', device: 'hand' });
+    const a = await p.next('step-assignment');
+    expect((await admin('pause')).status).toBe(200);
+    p.send(p.result(a));
+    await new Promise((r) => setTimeout(r, 600));
+    expect(p.inbox.some((m) => m.type === 'step-assignment'), 'no step while paused').toBe(false);
+    expect(job.driver.status()).toMatchObject({ step: 1, phase: 'paused' });
+    expect((await admin('resume')).status).toBe(200);
+    expect((await p.next('step-assignment')).step).toBe(1);
+    p.ws.close();
+  });
+
+  it('replaces the join token: the old one stops working, the new one is kept in job.json', async () => {
+    expect((await joinWith(JOIN)).status).toBe(200);
+    const r = await admin('join-token');
+    expect(r.status).toBe(200);
+    const { joinToken } = (await r.json()) as { joinToken: string };
+    expect(joinToken).not.toBe(JOIN);
+    await refused(await joinWith(JOIN), 403, /wrong join token/);
+    expect((await joinWith(joinToken)).status).toBe(200);
+    const stored = JSON.parse(await readFile(join(job.jobDir, JOB_FILE), 'utf8')) as { config: { joinToken: string } };
+    expect(stored.config.joinToken).toBe(joinToken);
+    await refused(await admin('join-token', { token: 'short' }), 400, /printable characters/);
+    expect((await admin('join-token', { token: 'chosen-by-the-owner-42' })).status).toBe(200);
+    expect((await joinWith('chosen-by-the-owner-42')).status).toBe(200);
+  });
+
+  it('changes how often the job evaluates and checkpoints', async () => {
+    const r = await admin('schedule', { evalEvery: 3, checkpointEvery: 2 });
+    expect(await r.json()).toEqual({ evalEvery: 3, checkpointEvery: 2 });
+    expect(job.job).toMatchObject({ evalEvery: 3, checkpointEvery: 2 });
+    const stored = JSON.parse(await readFile(join(job.jobDir, JOB_FILE), 'utf8')) as { config: Record<string, unknown> };
+    expect(stored.config).toMatchObject({ evalEvery: 3, checkpointEvery: 2 });
+  });
+});
