@@ -33,10 +33,20 @@ export function asBytes(data: unknown): Uint8Array {
   return new Uint8Array(0);
 }
 
+/**
+ * Bytes a connection may deliver before a ring takes it. A neighbour that started the step
+ * sooner sends at most about one gradient's share ahead (the Ring allows 256 MiB the same way);
+ * a stranger's connection that just pours data in is cut off here.
+ */
+export const MAX_EARLY_BYTES = 256 << 20;
+
 /** Holds messages and a close that arrive before the listener is set (connections open early). */
 export class PendingEvents {
   private events: LinkEvents | null = null;
   private early: Uint8Array[] = [];
+  private earlyBytes = 0;
+  /** Called once when more than `maxEarly` bytes arrived before listen() (the owner closes the link). */
+  constructor(private readonly onOverflow: () => void = () => undefined, private readonly maxEarly = MAX_EARLY_BYTES) {}
   private earlyClose: string | null = null;
   private closedOnce = false;
 
@@ -50,8 +60,16 @@ export class PendingEvents {
   }
 
   frame(data: Uint8Array): void {
-    if (this.events) this.events.frame(data);
-    else this.early.push(data);
+    if (this.events) return this.events.frame(data);
+    if (this.closedOnce) return;
+    this.earlyBytes += data.byteLength;
+    if (this.earlyBytes > this.maxEarly) {
+      this.early = [];
+      this.close(`more than ${this.maxEarly} bytes arrived before the ring took this connection`);
+      this.onOverflow();
+      return;
+    }
+    this.early.push(data);
   }
 
   drain(): void {

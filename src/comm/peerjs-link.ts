@@ -35,7 +35,8 @@ export interface DataConnectionLike {
 
 export class PeerJsLink implements Link {
   readonly remoteId: string;
-  private readonly events = new PendingEvents();
+  // A connection nobody has taken yet that pours data in is closed (bounded memory).
+  private readonly events = new PendingEvents(() => this.close());
   private isClosed = false;
   private lowWater = 0;
   /** Resolves when the channel opens; rejects (with the reason) if the link goes before that. */
