@@ -470,6 +470,7 @@ class Session {
       return;
     }
     this.c.log(`volunteer: step ${a.step + 1} generation ${a.generation}: ${e.message}`);
-    this.send({ type: 'collective-failure', peerId: this.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.kind });
+    // An ABORT passed on by a neighbour names the peer to blame and the original failure: report that.
+    this.send({ type: 'collective-failure', peerId: this.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin });
   }
 }
