@@ -432,6 +432,8 @@ class Session {
     recordUpdate(model, optimizer, a.step, a.globalBatch);
     const checksum = weightChecksum(await model.readParams());
     this.committed = a.step + 1;
+    // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
+    if (this.ended) return;
     const loss = images > 0 && Number.isFinite(lossSum / images) ? lossSum / images : null;
     // wait: idle between steps (the barrier), plus the time inside the all-reduce before the
     // first frame came (prev was still computing); comm: the rest of the all-reduce.

@@ -47,7 +47,10 @@ const api: VolunteerWorkerApi = {
     cache ??= await VolunteerCache.open();
     const c = cache;
     const status: VolunteerStatus = { state: 'joining', message: 'joining the job…', peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: c.stats };
-    const tell = (patch: Partial<VolunteerStatus>) => {
+    let over = false;
+    const tell = (patch: Partial<VolunteerStatus>, last = false) => {
+      if (over) return; // nothing after the final word (paused, done, error)
+      over = last;
       Object.assign(status, patch, { cache: { ...c.stats } });
       onStatus({ ...status });
     };
@@ -72,8 +75,8 @@ const api: VolunteerWorkerApi = {
         },
       },
     ).then(
-      (exit) => tell(exit.reason === 'done' ? { state: 'done', message: `the job has finished (step ${exit.step ?? '-'}). Thank you!` } : { state: 'paused', message: 'paused: this device left the job; resume to rejoin' }),
-      (e: unknown) => tell({ state: 'error', message: e instanceof Error ? e.message : String(e) }),
+      (exit) => tell(exit.reason === 'done' ? { state: 'done', message: `the job has finished (step ${exit.step ?? '-'}). Thank you!` } : { state: 'paused', message: 'paused: this device left the job; resume to rejoin' }, true),
+      (e: unknown) => tell({ state: 'error', message: e instanceof Error ? e.message : String(e) }, true),
     ).finally(() => { running = null; });
     running = { stop, done };
   },
