@@ -72,7 +72,7 @@ interface PeerRec {
 type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
-  | { kind: 'running'; step: number; generation: number; ring: string[]; images: number[]; results: Map<string, StepResult>; started: number; deadline: number }
+  | { kind: 'running'; step: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number }
   | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }
@@ -124,10 +124,6 @@ export class Driver {
     this.pauseAsked = false;
     if (this.phase.kind === 'paused') this.phase = { kind: 'between' };
     this.advance();
-  }
-
-  get paused(): boolean {
-    return this.pauseAsked;
   }
 
   stop(): void {
@@ -192,7 +188,7 @@ export class Driver {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
         // Blame whom the ring blames, if it is a member; a report naming a stranger blames its sender.
         const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
-        this.evict([blamed], `the ring failed in step ${m.step} (${m.kind}, reported by ${id})`);
+        this.evict([blamed], `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id})`);
         return;
       }
       case 'eval-result':
@@ -271,8 +267,7 @@ export class Driver {
       if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.checkpointStep === null ? 'the seed' : `the checkpoint of step ${from}`}`);
       this.step = from;
     }
-    const stored = (this.checkpointStep === this.step) || (this.step === 0 && this.checkpointStep === null);
-    const uploadFrom = stored ? null : this.ring[0]!;
+    const uploadFrom = this.loadable(this.step) ? null : this.ring[0]!;
     this.phase = { kind: 'admitting', step: this.step, joiners, uploadFrom, loadSent: false, deadline: now + this.timeouts.admitMs };
     if (uploadFrom) {
       this.uploads.set(uploadFrom, this.step);
@@ -281,9 +276,13 @@ export class Driver {
     this.admitProgress(this.phase);
   }
 
+  /** Whether joiners can load the weights of `step` now: its checkpoint, or the seed at step 0. */
+  private loadable(step: number): boolean {
+    return this.checkpointStep === step || (step === 0 && this.checkpointStep === null);
+  }
+
   private admitProgress(ph: Extract<Phase, { kind: 'admitting' }>): void {
-    const stored = this.checkpointStep === ph.step || (ph.step === 0 && this.checkpointStep === null);
-    if (!stored) return; // waiting for the upload
+    if (!this.loadable(ph.step)) return; // waiting for the upload
     if (!ph.loadSent) {
       ph.loadSent = true;
       const source = this.checkpointStep === ph.step ? 'checkpoint' : 'seed';
@@ -308,7 +307,7 @@ export class Driver {
     const now = Date.now();
     const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
     const ph: Extract<Phase, { kind: 'running' }> = {
-      kind: 'running', step: this.step, generation: this.generation, ring: [...this.ring], images, results: new Map(),
+      kind: 'running', step: this.step, generation: this.generation, ring: [...this.ring], results: new Map(),
       // Before any step was timed (the first of a ring, big models) allow four times as long.
       started: now, deadline: now + (recent > 0 ? Math.max(this.timeouts.stepMs, 6 * recent) : 4 * this.timeouts.stepMs),
     };
@@ -322,7 +321,7 @@ export class Driver {
       });
       if (!ok) lost.push(id);
     });
-    for (const id of lost) this.peerGone(id, 'its session is closed');
+    if (lost.length) this.gone(lost, 'its session is closed');
   }
 
   private commit(ph: Extract<Phase, { kind: 'running' }>): void {
@@ -361,7 +360,7 @@ export class Driver {
     this.phase = ph;
     const lost: string[] = [];
     this.ring.forEach((id, i) => { if (!this.d.send(id, { type: 'evaluate', step: this.step, ids: slices[i]! })) lost.push(id); });
-    for (const id of lost) this.peerGone(id, 'its session is closed');
+    if (lost.length) this.gone(lost, 'its session is closed');
   }
 
   private finishEval(ph: Extract<Phase, { kind: 'evaluating' }>): void {
@@ -457,7 +456,7 @@ export class Driver {
     } else if (ph.kind === 'evaluating' && now > ph.deadline) {
       this.evict([...ph.pending], `no evaluation result within ${this.timeouts.evalMs} ms`);
     } else if (ph.kind === 'admitting' && now > ph.deadline) {
-      if (this.checkpointStep !== ph.step && !(ph.step === 0 && this.checkpointStep === null)) {
+      if (!this.loadable(ph.step)) {
         this.d.log(`the checkpoint of step ${ph.step} was not uploaded in time; training on without the joiners for now`);
         if (ph.uploadFrom) this.uploads.delete(ph.uploadFrom);
         for (const j of ph.joiners) {

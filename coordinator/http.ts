@@ -36,22 +36,42 @@ export function sendError(res: ServerResponse, e: HttpError): void {
 }
 
 /**
- * The request's JSON body as `unknown`, refused (413) past `maxBytes` without reading the
- * rest, and refused (415/400) unless it is application/json that parses.
+ * The request's body, refused (413) past `maxBytes` without reading the rest: the declared
+ * length is checked first, then the bytes as they arrive (chunked bodies declare none).
+ * `tooLarge` words the refusal (given the declared length when that was over).
  */
-export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/json') throw new HttpError('unsupported-media-type', `send the body as application/json (got "${type.slice(0, 60)}")`);
+export async function readBody(req: IncomingMessage, maxBytes: number, tooLarge: (declared?: number) => string = routeLimit(maxBytes)): Promise<Buffer> {
   const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (declared > maxBytes) throw new HttpError('too-large', `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`);
+  if (declared > maxBytes) throw new HttpError('too-large', tooLarge(declared));
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.byteLength;
-    if (size > maxBytes) throw new HttpError('too-large', `body is over the ${maxBytes}-byte limit of this route`);
+    if (size > maxBytes) throw new HttpError('too-large', tooLarge());
     chunks.push(chunk);
   }
-  const parsed = parseJsonText(Buffer.concat(chunks).toString('utf8'), maxBytes);
+  return Buffer.concat(chunks);
+}
+
+const routeLimit = (maxBytes: number) => (declared?: number): string =>
+  declared === undefined ? `body is over the ${maxBytes}-byte limit of this route` : `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`;
+
+/** The request's media type, lower case, without parameters. */
+export const mediaType = (req: IncomingMessage): string => (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+
+/** The token of an "Authorization: Bearer <token>" header, or null. */
+export function bearerToken(req: IncomingMessage): string | null {
+  return /^Bearer (\S{1,256})$/.exec(req.headers.authorization ?? '')?.[1] ?? null;
+}
+
+/**
+ * The request's JSON body as `unknown`, refused (413) past `maxBytes` without reading the
+ * rest, and refused (415/400) unless it is application/json that parses.
+ */
+export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
+  const type = mediaType(req);
+  if (type !== 'application/json') throw new HttpError('unsupported-media-type', `send the body as application/json (got "${type.slice(0, 60)}")`);
+  const parsed = parseJsonText((await readBody(req, maxBytes)).toString('utf8'), maxBytes);
   if (!parsed.ok) throw new HttpError(parsed.error.kind === 'too-large' ? 'too-large' : 'bad-request', `body: ${parsed.error.problems.join('; ')}`);
   return parsed.value;
 }

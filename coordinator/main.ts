@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
+import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from './args.ts';
 import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
@@ -61,7 +62,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
 
   const manifest = await ensureDataset(dataset, cache);
   const length = stepsArg > 0 ? { steps: stepsArg } : epochs > 0 ? { epochs } : { steps: 200 };
-  const totalGuess = stepsArg > 0 ? stepsArg : epochs > 0 ? epochs * Math.max(1, Math.floor(manifest.splits.train.samples / batch)) : 200;
+  const totalGuess = stepsArg > 0 ? stepsArg : epochs > 0 ? epochs * stepsPerEpoch(manifest.splits.train.samples, batch) : 200;
   const config: Record<string, unknown> = {
     name: `${model}-${dataset}`, model, dataset, globalBatch: batch, ...length,
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },

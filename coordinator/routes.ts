@@ -19,11 +19,8 @@ import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
-
-/** GET /api/metrics sends at most this many (the newest) records. */
-const MAX_METRIC_RECORDS = 20_000;
 import type { EventHub } from './events.ts';
-import { HttpError, readJsonBody, sendJson } from './http.ts';
+import { HttpError, bearerToken, mediaType, readBody, readJsonBody, sendJson } from './http.ts';
 import { JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE, publicJobInfo, type JobConfig } from './job.ts';
 import { pathSegments, sendFileFrom } from './serve-files.ts';
 import type { SignalingServer } from './signaling.ts';
@@ -80,6 +77,9 @@ export interface UploadPolicy {
   stored(peerId: string, step: number): void;
 }
 
+/** GET /api/metrics sends at most this many (the newest) records. */
+const MAX_METRIC_RECORDS = 20_000;
+
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext, segments: string[]) => Promise<void>;
 
 /** Constant-time comparison: hashing first makes the lengths equal, so length leaks nothing. */
@@ -118,11 +118,15 @@ const getEvents: Handler = async (_req, res, ctx) => {
   if (!ctx.events.open(res, hello)) throw new HttpError('unavailable', 'too many live-event listeners: try again later');
 };
 
+function sendCheckpointFile(res: ServerResponse, file: { step: number; bytes: Uint8Array }): void {
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store' });
+  res.end(file.bytes);
+}
+
 const getLatestCheckpoint: Handler = async (_req, res, ctx) => {
   const file = await ctx.checkpoints.readNewestFile();
   if (!file) throw new HttpError('not-found', 'no checkpoint yet: start from the job seed');
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store' });
-  res.end(file.bytes);
+  sendCheckpointFile(res, file);
 };
 
 const STEP = /^\d{1,10}$/;
@@ -135,8 +139,7 @@ const getCheckpointOfStep: Handler = async (_req, res, ctx, segments) => {
   const step = stepOf(segments[2]);
   const file = await ctx.checkpoints.readStepFile(step);
   if (!file) throw new HttpError('not-found', `no usable checkpoint of step ${step}: GET /api/checkpoints/latest for the newest`);
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store' });
-  res.end(file.bytes);
+  sendCheckpointFile(res, file);
 };
 
 const postCheckpoint: Handler = async (req, res, ctx, segments) => {
@@ -144,22 +147,13 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
   const policy = ctx.uploads;
   if (!policy) throw new HttpError('forbidden', 'this coordinator takes no checkpoint uploads');
   const peerId = new URL(req.url ?? '/', 'http://x').searchParams.get('peer') ?? '';
-  const auth = /^Bearer (\S{1,256})$/.exec(req.headers.authorization ?? '');
-  if (!auth) throw new HttpError('unauthorized', 'send the token your join gave you as "Authorization: Bearer <token>"');
-  const refused = policy.check(peerId, auth[1]!, step);
+  const token = bearerToken(req);
+  if (!token) throw new HttpError('unauthorized', 'send the token your join gave you as "Authorization: Bearer <token>"');
+  const refused = policy.check(peerId, token, step);
   if (refused) throw refused;
-  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-  if (type !== 'application/octet-stream') throw new HttpError('unsupported-media-type', 'send the .vtck file as application/octet-stream');
-  const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (declared > policy.maxBytes) throw new HttpError('too-large', `a checkpoint of this job is at most ${policy.maxBytes} bytes, this one says ${declared}`);
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > policy.maxBytes) throw new HttpError('too-large', `a checkpoint of this job is at most ${policy.maxBytes} bytes`);
-    chunks.push(chunk);
-  }
-  const bytes = new Uint8Array(Buffer.concat(chunks));
+  if (mediaType(req) !== 'application/octet-stream') throw new HttpError('unsupported-media-type', 'send the .vtck file as application/octet-stream');
+  const bytes = new Uint8Array(await readBody(req, policy.maxBytes, (declared) =>
+    `a checkpoint of this job is at most ${policy.maxBytes} bytes${declared === undefined ? '' : `, this one says ${declared}`}`));
   let c;
   try {
     c = decodeCheckpoint(bytes, `the upload of step ${step}`);
@@ -170,7 +164,7 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
   if (c.fingerprint !== policy.fingerprint) throw new HttpError('conflict', `the upload is of model ${c.fingerprint}, this job trains ${policy.fingerprint}`);
   if (c.step !== step) throw new HttpError('bad-request', `the upload holds step ${c.step}, the URL says ${step}`);
   // Checked again: the job may have moved on while the body arrived.
-  const late = policy.check(peerId, auth[1]!, step);
+  const late = policy.check(peerId, token, step);
   if (late) throw late;
   await ctx.checkpoints.write(c);
   policy.stored(peerId, step);
@@ -185,9 +179,9 @@ const postAdmin: Handler = async (req, res, ctx, segments) => {
   if (!admin) throw new HttpError('forbidden', 'this coordinator has no admin actions');
   const action = ADMIN_ACTIONS.find((a) => a === segments[2]);
   if (!action || segments.length !== 3) throw new HttpError('not-found', `admin actions are POST /api/admin/${ADMIN_ACTIONS.join('|')}`);
-  const auth = /^Bearer (\S{1,256})$/.exec(req.headers.authorization ?? '');
-  if (!auth) throw new HttpError('unauthorized', 'admin actions need "Authorization: Bearer <admin token>" (npm start printed it; it is in the job folder)');
-  if (!tokensMatch(auth[1]!, admin.token)) throw new HttpError('forbidden', 'wrong admin token');
+  const token = bearerToken(req);
+  if (!token) throw new HttpError('unauthorized', 'admin actions need "Authorization: Bearer <admin token>" (npm start printed it; it is in the job folder)');
+  if (!tokensMatch(token, admin.token)) throw new HttpError('forbidden', 'wrong admin token');
   const body = (req.headers['content-length'] ?? '0') === '0' && !req.headers['transfer-encoding'] ? {} : await readJsonBody(req, 4096);
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError('bad-request', 'the body must be a JSON object (or empty)');
   const r = new FieldReader(body as Record<string, unknown>);
@@ -201,10 +195,9 @@ const postAdmin: Handler = async (req, res, ctx, segments) => {
       return sendJson(res, 200, { ...ctx.status(), paused: action === 'pause' });
     case 'join-token': {
       r.only(['token']);
-      const token = r.has('token') ? r.str('token', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE) : undefined;
+      const joinToken = r.has('token') ? r.str('token', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE) : undefined;
       if (r.problems.length) throw new HttpError('bad-request', r.problems.join('; '));
-      if (ctx.job.access.kind !== 'private') throw new HttpError('conflict', 'this job is public: it has no join token');
-      return sendJson(res, 200, { joinToken: await admin.rotateJoinToken(token) });
+      return sendJson(res, 200, { joinToken: await admin.rotateJoinToken(joinToken) });
     }
     case 'schedule': {
       r.only(['evalEvery', 'checkpointEvery']);

@@ -233,6 +233,11 @@ class Session {
     return this.accept.peerId;
   }
 
+  /** The job's key for the kept checkpoint (one per coordinator and job). */
+  private get jobKey(): string {
+    return `${this.c.base}#${this.c.job.jobId}`;
+  }
+
   run(): Promise<SessionEnd> {
     const done = new Promise<SessionEnd>((resolve) => { this.endWith = resolve; });
     if (this.ended) return Promise.resolve(this.endReason!);
@@ -332,8 +337,7 @@ class Session {
     if (m.source === 'seed') state.reset(this.c.job.job.seed);
     else {
       const keeper = this.c.p.checkpoints;
-      const jobKey = `${this.c.base}#${this.c.job.jobId}`;
-      const kept = await keeper?.get(jobKey, m.step);
+      const kept = await keeper?.get(this.jobKey, m.step);
       let file = kept ?? (await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step));
       try {
         state.load(file, m.step);
@@ -343,7 +347,7 @@ class Session {
         file = await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step);
         state.load(file, m.step);
       }
-      if (!kept) await keeper?.keep(jobKey, m.step, file);
+      if (!kept) await keeper?.keep(this.jobKey, m.step, file);
     }
     this.committed = m.step;
     this.backedUp = null;
@@ -357,7 +361,7 @@ class Session {
     const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
     try {
       await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
-      await this.c.p.checkpoints?.keep(`${this.c.base}#${this.c.job.jobId}`, step, file);
+      await this.c.p.checkpoints?.keep(this.jobKey, step, file);
     } catch (e) {
       if (!(e instanceof CoordinatorError)) throw e;
       this.c.log(`volunteer: ${e.message}`);
