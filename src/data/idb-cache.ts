@@ -2,16 +2,19 @@
 // fetched are reused on the next visit, and the job's newest checkpoint is kept for a fast
 // rejoin. Every entry carries its length and SHA-256, checked on each read: a corrupt or cut-off
 // entry is deleted and fetched again. Shards live under a byte budget, least recently used out.
-import { openDB, type DBSchema, type IDBPDatabase } from 'idb';
+import { openDB, type DBSchema, type IDBPDatabase, type IDBPTransaction } from 'idb';
 import { sha256Hex } from '../checkpoint/sha256.ts';
 import type { ShardSource } from './source.ts';
 
 export interface VolunteerDb extends DBSchema {
-  shards: { key: string; value: { key: string; bytes: Uint8Array; sha256: string; size: number; usedAt: number } };
+  shards: { key: string; value: { key: string; bytes: Uint8Array; sha256: string } };
+  /** Size and last use of each shard, apart from its bytes: eviction and hits touch only these. */
+  shardMeta: { key: string; value: { key: string; size: number; usedAt: number } };
   checkpoints: { key: string; value: { job: string; step: number; bytes: Uint8Array; sha256: string } };
 }
 
 export const DB_NAME = 'volunteer-trainer';
+export const DB_VERSION = 2;
 /** Default shard budget: all of CIFAR-10 or MNIST, and a slice of an ImageNet job. */
 export const DEFAULT_BUDGET_BYTES = 1 << 30;
 
@@ -22,10 +25,13 @@ export class VolunteerCache {
   private constructor(private readonly db: IDBPDatabase<VolunteerDb>, private readonly budget: number) {}
 
   static async open(budgetBytes = DEFAULT_BUDGET_BYTES, name = DB_NAME): Promise<VolunteerCache> {
-    const db = await openDB<VolunteerDb>(name, 1, {
-      upgrade(d) {
+    const db = await openDB<VolunteerDb>(name, DB_VERSION, {
+      upgrade(d, old) {
+        // Version 1 kept size and use time inside the shard entries: start its shards afresh.
+        if (old === 1) d.deleteObjectStore('shards');
         d.createObjectStore('shards', { keyPath: 'key' });
-        d.createObjectStore('checkpoints', { keyPath: 'job' });
+        d.createObjectStore('shardMeta', { keyPath: 'key' });
+        if (old < 1) d.createObjectStore('checkpoints', { keyPath: 'job' });
       },
     });
     return new VolunteerCache(db, budgetBytes);
@@ -52,32 +58,40 @@ export class VolunteerCache {
   }
 
   private async getShard(key: string): Promise<Uint8Array | null> {
-    const e = await this.db.get('shards', key);
-    if (!e) return null;
-    if (e.bytes.byteLength !== e.size || sha256Hex(e.bytes) !== e.sha256) {
+    const [e, meta] = await Promise.all([this.db.get('shards', key), this.db.get('shardMeta', key)]);
+    if (!e && !meta) return null;
+    if (!e || !meta || e.bytes.byteLength !== meta.size || sha256Hex(e.bytes) !== e.sha256) {
       this.stats.corrupt++;
-      await this.db.delete('shards', key);
+      await this.deleteShards([key]);
       return null;
     }
-    const tx = this.db.transaction('shards', 'readwrite');
-    await tx.store.put({ ...e, usedAt: Date.now() });
-    await tx.done;
+    await this.db.put('shardMeta', { ...meta, usedAt: Date.now() });
     return e.bytes;
   }
 
   private async putShard(key: string, bytes: Uint8Array): Promise<void> {
     if (bytes.byteLength > this.budget) return;
-    // Evict least recently used shards until the new one fits the budget.
-    const all = await this.db.getAll('shards');
-    let total = all.reduce((n, e) => n + e.size, 0) + bytes.byteLength;
-    const tx = this.db.transaction('shards', 'readwrite');
-    for (const e of all.sort((a, b) => a.usedAt - b.usedAt)) {
+    // Evict least recently used shards until the new one fits the budget (sizes from the
+    // small meta records: no shard's bytes are read for this).
+    const metas = await this.db.getAll('shardMeta');
+    let total = metas.reduce((n, m) => n + m.size, 0) + bytes.byteLength;
+    const evict: string[] = [];
+    for (const m of metas.sort((a, b) => a.usedAt - b.usedAt)) {
       if (total <= this.budget) break;
-      await tx.store.delete(e.key);
-      total -= e.size;
-      this.stats.evicted++;
+      evict.push(m.key);
+      total -= m.size;
     }
-    await tx.store.put({ key, bytes, sha256: sha256Hex(bytes), size: bytes.byteLength, usedAt: Date.now() });
+    this.stats.evicted += evict.length;
+    const tx = this.db.transaction(['shards', 'shardMeta'], 'readwrite');
+    await dropShards(tx, evict);
+    await tx.objectStore('shards').put({ key, bytes, sha256: sha256Hex(bytes) });
+    await tx.objectStore('shardMeta').put({ key, size: bytes.byteLength, usedAt: Date.now() });
+    await tx.done;
+  }
+
+  private async deleteShards(keys: readonly string[]): Promise<void> {
+    const tx = this.db.transaction(['shards', 'shardMeta'], 'readwrite');
+    await dropShards(tx, keys);
     await tx.done;
   }
 
@@ -102,5 +116,15 @@ export class VolunteerCache {
 
   close(): void {
     this.db.close();
+  }
+}
+
+type ShardTx = IDBPTransaction<VolunteerDb, ('shards' | 'shardMeta')[], 'readwrite'>;
+
+/** Deletes shards and their meta records inside `tx`. */
+async function dropShards(tx: ShardTx, keys: readonly string[]): Promise<void> {
+  for (const k of keys) {
+    await tx.objectStore('shards').delete(k);
+    await tx.objectStore('shardMeta').delete(k);
   }
 }

@@ -54,6 +54,7 @@ export function showDonate(root: HTMLElement): void {
   const throttle = $('throttle') as HTMLInputElement;
   const token = $('token') as HTMLInputElement;
   let state: VolunteerStatus['state'] = 'idle';
+  let stopRelay: (() => void) | null = null;
   token.value = params.get('token') ?? '';
 
   const jobDl = $('job');
@@ -83,7 +84,8 @@ export function showDonate(root: HTMLElement): void {
     try {
       // The worker trains; WebRTC stays here (workers have none) and is relayed over a channel.
       const channel = new MessageChannel();
-      serveRtcRelay(channel.port1, await loadBrowserPeer());
+      stopRelay?.(); // the previous run's peers are gone (its worker side left)
+      stopRelay = serveRtcRelay(channel.port1, await loadBrowserPeer());
       await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100 }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });

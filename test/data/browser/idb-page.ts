@@ -1,7 +1,7 @@
 // Test page: the volunteer's IndexedDB cache in a real browser. An in-page shard source counts
 // the reads that reach it, so the test sees what the cache saves and what it fetches again.
 import { openDB } from 'idb';
-import { VolunteerCache, type VolunteerDb } from '../../../src/data/idb-cache.ts';
+import { DB_VERSION, VolunteerCache, type VolunteerDb } from '../../../src/data/idb-cache.ts';
 import type { ShardSource } from '../../../src/data/source.ts';
 
 export interface CacheReport {
@@ -46,7 +46,7 @@ window.runCacheChecks = async (): Promise<CacheReport> => {
   await src.read('b.tar');
   const reopenedReads = reads.length - before;
   // Damage entries behind the cache's back: flipped bytes, and a cut-off entry.
-  const db = await openDB<VolunteerDb>(name, 1);
+  const db = await openDB<VolunteerDb>(name, DB_VERSION);
   const a = (await db.get('shards', 'http://coordinator/data/mnist/a.tar'))!;
   a.bytes[10] = (a.bytes[10]! + 1) & 255;
   await db.put('shards', a);
