@@ -30,7 +30,13 @@ function harness(config: Record<string, unknown>, checkpointStep: number | null 
   };
   const ready = (id: string, step: number) => d.message(id, { type: 'ready', peerId: id, step, checksum: 'aa', device: 'test' });
   const result = (id: string, a: StepAssignment, checksum = 'c0ffee') => d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum, timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: a.sampleIds.length });
-  return { d, sent, records, events, take, ready, result };
+  /** Peers connect, load the seed and get the first step's assignments (in ring order). */
+  const startRing = (ids: string[]): StepAssignment[] => {
+    for (const id of ids) d.peerConnected(id, null);
+    for (const id of ids) { take(id, 'load-state'); ready(id, 0); }
+    return ids.map((id) => take(id, 'step-assignment'));
+  };
+  return { d, sent, records, events, take, ready, result, startRing };
 }
 
 describe('driver', () => {
@@ -52,9 +58,7 @@ describe('driver', () => {
 
   it('a member lost mid-step: the same step again with the same samples over the survivors, in a new generation', () => {
     const h = harness({});
-    for (const id of ['a', 'b', 'c']) h.d.peerConnected(id, null);
-    for (const id of ['a', 'b', 'c']) { h.take(id, 'load-state'); h.ready(id, 0); }
-    let as = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
+    let as = h.startRing(['a', 'b', 'c']);
     for (let i = 0; i < 3; i++) h.result(['a', 'b', 'c'][i]!, as[i]!);
     as = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
     expect(as[0]!.step).toBe(1);
@@ -98,9 +102,7 @@ describe('driver', () => {
 
   it('a collective failure evicts the peer the ring blames; a stranger named in it blames the reporter', () => {
     const h = harness({});
-    for (const id of ['a', 'b', 'c']) h.d.peerConnected(id, null);
-    for (const id of ['a', 'b', 'c']) { h.take(id, 'load-state'); h.ready(id, 0); }
-    const as = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
+    const as = h.startRing(['a', 'b', 'c']);
     h.d.message('a', { type: 'collective-failure', peerId: 'a', generation: as[0]!.generation, step: 0, failedPeerId: 'b', kind: 'peer-timeout' });
     expect(h.take('b', 'evicted').reason).toMatch(/ring failed/);
     const again = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
