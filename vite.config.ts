@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { wasmKernels } from './scripts/vite-wasm-plugin.mjs';
 
 // `npm run dev`: the page with hot reload against a running coordinator (npm start), whose
 // API, data, session and signaling sockets are proxied: VT_COORDINATOR=http://host:port
@@ -8,6 +9,8 @@ const proxied = { target: coordinator, changeOrigin: true, ws: true };
 
 export default defineConfig({
   root: '.',
+  // Builds the wasm kernels (wasm/ -> src/wasm/build/kernels.wasm) when vite starts or builds.
+  plugins: [wasmKernels()],
   publicDir: 'public',
   worker: { format: 'es' },
   build: { target: 'es2022', outDir: 'dist' },

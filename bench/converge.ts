@@ -23,6 +23,7 @@ import { DEFAULT_CACHE_DIR, ensureDataset, type DatasetName } from '../coordinat
 import { localLoaders } from '../coordinator/data/loaders.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
+import { WebGpuEngine } from '../src/backend/webgpu.ts';
 
 interface Profile {
   dataset: DatasetName; trainSamples: number; evalSamples: number; epochs: number;
@@ -48,7 +49,7 @@ async function run(gpu: Gpu, p: Profile, manifest: Manifest, name: string, batch
   const spe = stepsPerEpoch(p.trainSamples, batch);
   const steps = spe * p.epochs;
   const spec = p.model(manifest);
-  const model = new Model(gpu, spec, { seed: 7 });
+  const model = new Model(new WebGpuEngine(gpu), spec, { seed: 7 });
   const opt = createOptimizer(gpu, parseOptimizerConfig({ kind, lr, totalSteps: steps, warmupSteps: Math.min(Math.round(warmupEpochs * spe), steps - 1), momentum: 0.9, weightDecay: 5e-4 }), model.layout.params, model.layout.paramFloats);
   const { train, evalLoader, evalIds } = localLoaders(manifest, join(DEFAULT_CACHE_DIR, p.dataset), 3, p.evalSamples);
   const t0 = performance.now();

@@ -197,7 +197,7 @@ async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const vs: LocalVolunteer[] = [];
   try {
     log(`scaling: N=${n}: coordinator at ${job.url}, starting ${n} volunteer${n > 1 ? 's' : ''}`);
-    for (let i = 0; i < n; i++) vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune'] }));
+    for (let i = 0; i < n; i++) vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune', '--backend', 'webgpu'] }));
     const finished = job.driver.finished.then(() => 'finished' as const);
     const allExited = Promise.all(vs.map((v) => v.exited)).then(() => 'all volunteers exited' as const);
     try {
@@ -344,7 +344,7 @@ export async function main(args: string[]): Promise<void> {
     bench: 'scaling',
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, note: 'all peers share these cores; WebGPU in software (Dawn, llvmpipe)' },
-    setup: { model: MODEL, dataset: 'mnist', trainImages: Math.max(TRAIN_IMAGES, batch), globalBatch: batch, measuredSteps: steps, warmupSteps: WARMUP_STEPS, volunteerArgs: ['--no-tune'] },
+    setup: { model: MODEL, dataset: 'mnist', trainImages: Math.max(TRAIN_IMAGES, batch), globalBatch: batch, measuredSteps: steps, warmupSteps: WARMUP_STEPS, volunteerArgs: ['--no-tune', '--backend', 'webgpu'] },
     gradient: { paramCount: small.paramCount, paramFloats: small.paramFloats, bytes: gradBytes, note: 'the all-reduce moves paramFloats (aligned) float32s' },
     definitions: {
       step: 'ms from one committed step to the next (metrics.jsonl time), median over measured steps',

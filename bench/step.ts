@@ -15,6 +15,7 @@ import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { tfModel } from './tfjs-model.ts';
 import { tf, tfjsOnDevice } from './tfjs-webgpu.ts';
 import { geomean, median } from './timing.ts';
+import { WebGpuEngine } from '../src/backend/webgpu.ts';
 
 interface Row { model: string; batch: number; oursIps: number; peerIps: number; oursMs: number; peerMs: number; oursLoss: number[]; peerLoss: number[] }
 
@@ -32,7 +33,7 @@ export async function main(args: string[]): Promise<void> {
     const x = uniformF32(rng, batch * 3 * 32 * 32);
     const labels = Int32Array.from({ length: batch }, () => rng.int(10));
     // Ours: LARS step on the GPU, one loss readback per step.
-    const model = new Model(gpu, spec, { seed: 1 });
+    const model = new Model(new WebGpuEngine(gpu), spec, { seed: 1 });
     const opt = createOptimizer(gpu, parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 }), model.layout.params, model.layout.paramFloats);
     const tx = gpu.upload(x, [batch, 3, 32, 32]);
     gpu.write(model.labelsTensor(batch), labels);

@@ -12,6 +12,7 @@ import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
 import { randomBytes } from 'node:crypto';
+import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
 
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
@@ -24,6 +25,8 @@ export const START_USAGE = `usage: npm start -- [options]
   --checkpoint-every K        a checkpoint every K steps (default 25)
   --seed N                    (default 1)
   --volunteers N              local headless volunteers to start (default 1; 0: only the coordinator)
+  --backend auto|webgpu|wasm  the local volunteers' compute path (default auto: each measures
+                              both for a second and keeps the faster)
   --min-peers N               the first ring waits for N peers (default 1)
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab)
   --private                   a private job: prints the join token volunteers need
@@ -49,6 +52,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const checkpointEvery = a.int('checkpoint-every', 25, 1);
   const seed = a.int('seed', 1);
   const volunteers = a.int('volunteers', 1);
+  const backend = a.oneOf('backend', BACKEND_PREFERENCES, 'auto');
   const minPeers = a.int('min-peers', 1, 1);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
@@ -121,7 +125,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
     locals.push(spawnVolunteer({
-      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet'],
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet', '--backend', backend],
       // Dawn's notes about limits it lowered are not news to anyone running a job.
       onLine: (line) => { if (line.trim() && !/^Warning: max\w+ artificially reduced/.test(line)) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
     }));

@@ -1,12 +1,17 @@
 // The headless volunteer for lab desktops and CI: `npm run volunteer -- --url http://host:port`.
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
-// 'webgpu' package (Dawn), WebRTC from node-datachannel, the session socket from 'ws'.
+// 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
+// WebRTC from node-datachannel, the session socket from 'ws'.
 import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../../coordinator/args.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
+import { BACKEND_PREFERENCES, type AnyEngine, type BackendPreference } from '../backend/engine.ts';
+import { WebGpuEngine } from '../backend/webgpu.ts';
 import { getDevice } from '../gpu/device.ts';
 import { autotuneGemm } from '../ops/gemm-tune.ts';
+import { WasmEngine } from '../wasm/engine.ts';
+import { chooseEngine } from './backend-choice.ts';
 import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
 
 export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
@@ -14,7 +19,8 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --token T          join token of a private job
   --name NAME        shown on the dashboard (default: the host name)
   --rejoin-for S     keep trying to (re)join for S seconds when the coordinator is away (default 600)
-  --no-tune          skip the GEMM autotune at start (faster start, maybe slower steps)
+  --backend B        compute with auto (default: measure both, keep the faster), webgpu or wasm
+  --no-tune          skip the WebGPU GEMM autotune at start (faster start, maybe slower steps)
   --quiet            only errors and the final line`;
 
 export async function volunteerMain(argv: readonly string[]): Promise<void> {
@@ -28,15 +34,23 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const { hostname } = await import('node:os');
   const name = a.str('name', hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 64) || 'node');
   const rejoinFor = a.int('rejoin-for', 600);
+  const backend = a.str('backend', 'auto');
   const noTune = a.flag('no-tune');
   const quiet = a.flag('quiet');
   a.rejectUnknown(VOLUNTEER_USAGE);
+  if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
 
   const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
-  const gpu = await getDevice();
-  if (!noTune) await autotuneGemm(gpu);
-  log(`volunteer: device ${gpu.info.description}`);
+  const { engine, choice } = await chooseEngine(backend as BackendPreference, {
+    webgpu: async (): Promise<AnyEngine> => {
+      const gpu = await getDevice();
+      if (!noTune) await autotuneGemm(gpu);
+      return new WebGpuEngine(gpu);
+    },
+    wasm: (): Promise<AnyEngine> => WasmEngine.create(),
+  });
+  log(`volunteer: computing with ${choice.chosen} (${engine.info.description}): ${choice.reason}`);
   const Peer = await loadNodePeer();
   const stop = new AbortController();
   const onSignal = () => {
@@ -52,12 +66,12 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   };
   try {
     const exit = await runVolunteer(
-      { gpu, Peer, rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip },
+      { engine, Peer, rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip },
       { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {
-    gpu.destroy();
+    engine.destroy();
   }
 }
 

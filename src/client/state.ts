@@ -1,13 +1,18 @@
-// A peer's training state on the GPU (weights, BN running statistics, optimiser state) as a
-// checkpoint and back, and the one-step backup that lets an aborted step be undone: a peer
-// may have applied step s when another peer fails, and the coordinator then re-runs step s.
+// A volunteer's training state as a checkpoint and back, and the one-step backup that lets an
+// aborted step be undone: a peer may have applied step s when another peer fails, and the
+// coordinator then re-runs step s.
+//
+// The weights W and the momentum V live on the host (Float32Array): the optimiser step runs
+// there in the one implementation every backend shares (src/optim/host.ts), and W is written
+// to the engine after each step. The BN running statistics are per peer and stay on the
+// engine (copied there for the backup).
+import type { Engine, TensorLike } from '../backend/engine.ts';
 import { decodeCheckpoint, encodeCheckpoint, layoutFingerprint, type Checkpoint } from '../checkpoint/format.ts';
 import { concatBytes } from '../data/bytes.ts';
-import type { Gpu } from '../gpu/runtime.ts';
-import type { Tensor } from '../gpu/tensor.ts';
 import { initParams, initState } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
-import type { Optimizer } from '../optim/types.ts';
+import { hostOptimizerStep } from '../optim/host.ts';
+import type { OptimizerConfig } from '../optim/types.ts';
 
 export class StateError extends Error {
   readonly kind = 'bad-state';
@@ -19,42 +24,64 @@ export class StateError extends Error {
 
 export const fingerprintOf = (model: Model): string => layoutFingerprint(model.spec.name, model.layout);
 
-/** Every tensor that a step changes, paired with the tensor that backs it up. */
-interface Pair { live: Tensor; saved: Tensor }
+/** The optimiser state's name in checkpoints (the WebGPU optimiser uses the same). */
+const MOMENTUM = 'momentum';
 
-export class TrainingState {
-  private readonly pairs: Pair[];
+export class TrainingState<T extends TensorLike = TensorLike> {
+  /** The weights (the truth; the engine's copy is written from it). */
+  readonly w: Float32Array;
+  /** The momentum. */
+  readonly v: Float32Array;
+  private readonly savedW: Float32Array;
+  private readonly savedV: Float32Array;
+  private readonly savedBn: T;
+  private readonly engine: Engine<T>;
 
-  constructor(private readonly gpu: Gpu, readonly model: Model, readonly optimizer: Optimizer) {
-    const live = [model.params, model.state, ...optimizer.stateTensors.map((t) => t.tensor)];
-    this.pairs = live.map((t) => ({ live: t, saved: gpu.empty(t.shape, 'f32', 'backup') }));
+  constructor(readonly model: Model<T>, readonly config: OptimizerConfig) {
+    this.engine = model.engine;
+    const n = model.layout.paramFloats;
+    this.w = new Float32Array(n);
+    this.v = new Float32Array(n);
+    this.savedW = new Float32Array(n);
+    this.savedV = new Float32Array(n);
+    this.savedBn = this.engine.empty(model.state.shape, 'f32', 'backup.bn');
   }
 
-  /** Records copies of the state (before a step). */
+  /** Copies the state (before a step). */
   backup(): void {
-    for (const p of this.pairs) this.gpu.copy(p.live, p.saved);
+    this.savedW.set(this.w);
+    this.savedV.set(this.v);
+    this.engine.copy(this.model.state, this.savedBn);
   }
 
-  /** Records the copies back (undoing the step since backup()). */
+  /** Copies the backup back (undoing the step since backup()). */
   restore(): void {
-    for (const p of this.pairs) this.gpu.copy(p.saved, p.live);
+    this.w.set(this.savedW);
+    this.v.set(this.savedV);
+    this.engine.write(this.model.params, this.w);
+    this.engine.copy(this.savedBn, this.model.state);
   }
 
   /** The job's initial state: weights from the seed, fresh BN statistics, zero momentum. */
   reset(seed: number): void {
-    const { model, optimizer, gpu } = this;
-    gpu.write(model.params, initParams(model.layout, seed));
-    gpu.write(model.state, initState(model.layout));
-    for (const t of optimizer.stateTensors) gpu.write(t.tensor, new Float32Array(t.tensor.size));
+    this.w.set(initParams(this.model.layout, seed));
+    this.v.fill(0);
+    this.engine.write(this.model.params, this.w);
+    this.engine.write(this.model.state, initState(this.model.layout));
+  }
+
+  /** The optimiser step t on the host with the summed gradient G; the engine gets the new W. */
+  applyUpdate(G: Float32Array, t: number, globalBatch: number): void {
+    hostOptimizerStep(this.config, this.model.layout.params, { w: this.w, v: this.v, G, t, gradScale: 1 / globalBatch });
+    this.engine.write(this.model.params, this.w);
   }
 
   async toCheckpoint(step: number, generation: number, metadata: Record<string, unknown>): Promise<Uint8Array> {
-    const { model, optimizer, gpu } = this;
     const c: Checkpoint = {
-      step, generation, fingerprint: fingerprintOf(model),
-      weights: await gpu.readF32(model.params),
-      bnState: await gpu.readF32(model.state),
-      optimizer: Object.fromEntries(await Promise.all(optimizer.stateTensors.map(async (t) => [t.name, await gpu.readF32(t.tensor)] as const))),
+      step, generation, fingerprint: fingerprintOf(this.model),
+      weights: this.w.slice(),
+      bnState: await this.engine.readF32(this.model.state),
+      optimizer: { [MOMENTUM]: this.v.slice() },
       metadata,
     };
     return concatBytes(encodeCheckpoint(c));
@@ -62,23 +89,27 @@ export class TrainingState {
 
   /** Loads a checkpoint file (verified: hash, model, sizes); returns its step. */
   load(file: Uint8Array, expectStep: number): number {
-    const { model, optimizer, gpu } = this;
+    const { model } = this;
     const c = decodeCheckpoint(file, `checkpoint of step ${expectStep}`);
     const want = fingerprintOf(model);
     if (c.fingerprint !== want) throw new StateError(`the checkpoint is of model ${c.fingerprint}, this job trains ${want}: the coordinator serves another job's checkpoint`);
     if (c.step !== expectStep) throw new StateError(`the checkpoint is of step ${c.step}, the coordinator asked for step ${expectStep}`);
-    const sized = (name: string, a: Float32Array | undefined, t: Tensor): Float32Array => {
-      const n = t.size;
+    const sized = (name: string, a: Float32Array | undefined, n: number): Float32Array => {
       if (!a || a.length !== n) throw new StateError(`checkpoint tensor ${name} has ${a?.length ?? 0} floats, the model needs ${n}`);
       return a;
     };
-    gpu.write(model.params, sized('weights', c.weights, model.params));
-    gpu.write(model.state, sized('bn-state', c.bnState, model.state));
-    for (const t of optimizer.stateTensors) gpu.write(t.tensor, sized(`optim/${t.name}`, c.optimizer[t.name], t.tensor));
+    // Validate everything before changing anything.
+    const w = sized('weights', c.weights, this.w.length);
+    const bn = sized('bn-state', c.bnState, model.state.size);
+    const v = sized(`optim/${MOMENTUM}`, c.optimizer[MOMENTUM], this.v.length);
+    this.w.set(w);
+    this.v.set(v);
+    this.engine.write(model.params, this.w);
+    this.engine.write(model.state, bn);
     return c.step;
   }
 
   destroy(): void {
-    for (const p of this.pairs) this.gpu.release(p.saved);
+    this.engine.release(this.savedBn);
   }
 }

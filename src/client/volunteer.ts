@@ -3,7 +3,7 @@
 // checkpoint), and for each step assignment compute its slice's gradient, sum it with the
 // ring over WebRTC, apply LARS and report loss, timings and a checksum of the new weights.
 //
-// A step is undoable: the state is backed up on the GPU before each step, and when the
+// A step is undoable: the state is backed up before each step, and when the
 // coordinator re-runs step s (a peer failed while some of us had already applied s), the
 // backup is restored first. An assignment of a newer generation closes the ring at once, so a
 // collective stuck on a dead peer ends when the coordinator has decided what happens next.
@@ -13,13 +13,11 @@ import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
 import { BatchLoader, defaultAugment } from '../data/loader.ts';
 import { httpShardSource, loadManifest, type ShardSource } from '../data/source.ts';
-import type { Gpu } from '../gpu/runtime.ts';
-import type { Tensor } from '../gpu/tensor.ts';
+import type { AnyEngine, TensorLike } from '../backend/engine.ts';
 import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
-import { createOptimizer } from '../optim/index.ts';
 import { evaluate } from '../train/evaluate.ts';
-import { recordGradients, recordUpdate, uploadBatch } from '../train/step.ts';
+import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
@@ -41,7 +39,8 @@ export interface SocketLike {
 export type SocketCtor = new (url: string) => SocketLike;
 
 export interface VolunteerPlatform {
-  gpu: Gpu;
+  /** The compute backend (WebGPU or wasm: src/client/backend-choice.ts picks one). */
+  engine: AnyEngine;
   Peer: PeerCtor;
   rtcConfig: RTCConfiguration;
   WebSocket: SocketCtor;
@@ -105,11 +104,10 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
-  const model = new Model(p.gpu, spec, { seed: job.job.seed });
-  const optimizer = createOptimizer(p.gpu, job.job.optimizer, model.layout.params, model.layout.paramFloats);
-  const state = new TrainingState(p.gpu, model, optimizer);
+  const model = new Model(p.engine, spec, { seed: job.job.seed });
+  const state = new TrainingState(model, job.job.optimizer);
   const loader = (split: 'train' | 'val') => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, optimizer, state, train: loader('train'), val: loader('val') };
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, train: loader('train'), val: loader('val') };
   let step: number | null = null;
   try {
     for (;;) {
@@ -130,9 +128,13 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
     }
   } finally {
     state.destroy();
-    optimizer.destroy();
     model.destroy();
   }
+}
+
+/** The device a peer reports (shown on the dashboard's ring): backend and device. */
+export function deviceLabel(e: AnyEngine): string {
+  return `${e.info.backend}: ${e.info.description}`.slice(0, 200);
 }
 
 /** Retries `f` while the coordinator is unreachable or restarting, for up to `forMs`. */
@@ -160,7 +162,6 @@ interface Ctx {
   log: (line: string) => void;
   job: PublicJob;
   model: Model;
-  optimizer: ReturnType<typeof createOptimizer>;
   state: TrainingState;
   train: BatchLoader;
   val: BatchLoader;
@@ -181,7 +182,7 @@ class Session {
   private ended = false;
   private endReason: SessionEnd | null = null;
   private lastReportAt = 0;
-  private x: Tensor | null = null;
+  private x: TensorLike | null = null;
   private heartbeat: ReturnType<typeof setInterval> | null = null;
   /** Running per-image RMS of this peer's gradients (the all-reduce's bound). */
   private gradRms: number | null = null;
@@ -259,7 +260,7 @@ class Session {
     this.endpoint.destroy();
     this.ws.onclose = null;
     this.ws.close();
-    if (this.x) this.c.p.gpu.release(this.x);
+    if (this.x) this.c.p.engine.release(this.x);
     this.x = null;
     this.endWith?.(e);
   }
@@ -333,7 +334,7 @@ class Session {
   }
 
   private async loadState(m: LoadState): Promise<void> {
-    const { state, model } = this.c;
+    const { state } = this.c;
     if (m.source === 'seed') state.reset(this.c.job.job.seed);
     else {
       const keeper = this.c.p.checkpoints;
@@ -351,9 +352,9 @@ class Session {
     }
     this.committed = m.step;
     this.backedUp = null;
-    const checksum = weightChecksum(await model.readParams());
+    const checksum = weightChecksum(state.w);
     this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
-    this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: this.c.p.gpu.info.description.slice(0, 200) || 'unknown device' });
+    this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: deviceLabel(this.c.p.engine) });
   }
 
   /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */
@@ -372,7 +373,7 @@ class Session {
     this.requireStep(m.step, 'evaluate');
     const counts = { samples: 0, top1: 0, top5: 0, lossSum: 0 };
     if (m.ids.length) {
-      const r = await evaluate(this.c.p.gpu, this.c.model, this.c.val, m.ids, Math.min(m.ids.length, 64));
+      const r = await evaluate(this.c.model, this.c.val, m.ids, Math.min(m.ids.length, 64));
       counts.samples = r.samples;
       counts.top1 = Math.round(r.top1 * r.samples);
       counts.top5 = Math.round(r.top5 * r.samples);
@@ -383,8 +384,8 @@ class Session {
 
   private async step(a: StepAssignment): Promise<void> {
     const arrived = performance.now();
-    const { p, model, optimizer, state } = this.c;
-    const gpu = p.gpu;
+    const { p, model, state } = this.c;
+    const engine = p.engine;
     // Undo a step this peer applied (or began) before the coordinator aborted it.
     if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
       state.restore();
@@ -408,33 +409,32 @@ class Session {
     let lossSum = 0;
     if (images > 0) {
       const batch = await this.c.train.load(a.sampleIds, a.epoch);
-      this.x = uploadBatch(gpu, model, batch, this.x);
+      this.x = uploadBatch(model, batch, this.x);
       const total = recordGradients(model, this.x, a.seed * 1_000_003 + a.step);
-      gpu.flush();
-      lossSum = (await gpu.readF32(total))[0]!;
+      engine.flush();
+      lossSum = (await engine.readF32(total))[0]!;
     } else {
       model.zeroGrads();
     }
-    let grads: Float32Array | null = null;
-    if (ring.size > 1) grads = await gpu.readF32(model.grads);
+    // The optimiser runs on the host (src/optim/host.ts), so the gradient always comes back.
+    const grads = await engine.readF32(model.grads);
     // Throttle: idle in proportion to the work, counted as compute so the coordinator gives
     // this peer a smaller slice rather than waiting for it.
     const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
     if (share < 1) await sleep((performance.now() - t0) * (1 / share - 1));
     const t1 = performance.now();
     let firstFrame = t1;
-    if (grads) {
+    if (ring.size > 1) {
       this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
       try {
         await allReduceSum(grads, { ring, step: a.step, maxRms: this.gradientBound(grads, images, a.globalBatch), onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
-      gpu.write(model.grads, grads);
     }
     const t2 = performance.now();
-    recordUpdate(model, optimizer, a.step, a.globalBatch);
-    const checksum = weightChecksum(await model.readParams());
+    state.applyUpdate(grads, a.step, a.globalBatch);
+    const checksum = weightChecksum(state.w);
     this.committed = a.step + 1;
     // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
     if (this.ended) return;

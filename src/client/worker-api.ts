@@ -1,13 +1,20 @@
 // The typed boundary between the page (main thread) and the volunteer's Web Worker, used
 // through comlink as `Remote<VolunteerWorkerApi>`. Status comes back through a proxied callback.
+import type { BackendKind } from '../backend/engine.ts';
 import type { CacheStats } from '../data/idb-cache.ts';
+import type { BackendMeasure, BackendPreference } from './backend-choice.ts';
 
 export interface DeviceReport {
-  adapter: string;
-  software: boolean;
-  /** A quick 512^3 GEMM on this device. */
-  gflops: number;
-  kernel: string;
+  /** The backend this device trains on, and why (src/client/backend-choice.ts). */
+  backend: BackendKind;
+  reason: string;
+  /** The chosen engine's device (adapter name, or the wasm configuration). */
+  device: string;
+  /** True where the chosen path runs on the CPU (wasm, or software WebGPU). */
+  cpu: boolean;
+  /** Each path's probe (training images/s, or why it is not available). */
+  measures: BackendMeasure[];
+  preference: BackendPreference;
 }
 
 export type VolunteerState = 'idle' | 'joining' | 'training' | 'paused' | 'done' | 'error';
@@ -32,11 +39,17 @@ export interface StartOptions {
   name?: string;
   /** Share of the device to use, in (0, 1]. */
   throttle: number;
+  /** Which compute path to train on ('auto': the faster one measured here). */
+  backend: BackendPreference;
 }
 
 export interface VolunteerWorkerApi {
-  /** Acquires WebGPU and measures it; rejects with a message that says what to do when it is missing. */
-  probe(): Promise<DeviceReport>;
+  /**
+   * Measures the compute paths this browser has (WebGPU, wasm) and picks one by `preference`;
+   * rejects with a message that says what to do when none works. Probing again with another
+   * preference switches the engine (not while training).
+   */
+  probe(preference: BackendPreference): Promise<DeviceReport>;
   /**
    * Joins and trains until paused or the job ends; progress goes to `onStatus`. `rtc` is the
    * worker's end of a channel whose other end the page serves with serveRtcRelay (browsers have

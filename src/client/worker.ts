@@ -1,49 +1,53 @@
-// The volunteer's Web Worker: WebGPU, WebRTC (PeerJS), the session socket and IndexedDB all
-// live here, so the page never freezes. The page talks to it through comlink (worker-api.ts).
+// The volunteer's Web Worker: the compute engine (WebGPU or wasm), the session socket and
+// IndexedDB all live here (WebRTC is relayed from the page), so the page never freezes. The page talks to it through comlink (worker-api.ts).
 import { expose } from 'comlink';
 import { relayPeerClass } from '../comm/relay.ts';
 import { browserDecoder } from '../data/decode-browser.ts';
 import { VolunteerCache } from '../data/idb-cache.ts';
+import type { AnyEngine } from '../backend/engine.ts';
+import { WebGpuEngine } from '../backend/webgpu.ts';
 import { getDevice } from '../gpu/device.ts';
-import type { Gpu } from '../gpu/runtime.ts';
-import { gemm } from '../ops/gemm.ts';
 import { autotuneGemm } from '../ops/gemm-tune.ts';
+import { WasmEngine } from '../wasm/engine.ts';
+import { chooseEngine, type BackendPreference } from './backend-choice.ts';
 import { runVolunteer, type SocketCtor } from './volunteer.ts';
 import type { DeviceReport, StartOptions, VolunteerStatus, VolunteerWorkerApi } from './worker-api.ts';
 
-let gpu: Gpu | null = null;
+let engine: AnyEngine | null = null;
 let report: DeviceReport | null = null;
 let cache: VolunteerCache | null = null;
 let running: { stop: AbortController; done: Promise<void> } | null = null;
 let share = 1;
 
-async function device(): Promise<{ gpu: Gpu; report: DeviceReport }> {
-  if (gpu && report) return { gpu, report };
-  const g = await getDevice();
-  const tune = await autotuneGemm(g);
-  const n = 512;
-  const a = g.zeros([n, n]), b = g.zeros([n, n]), c = g.empty([n, n]);
-  gemm(g, a, b, c);
-  await g.sync();
-  const t0 = performance.now();
-  for (let i = 0; i < 3; i++) gemm(g, a, b, c);
-  await g.sync();
-  const ms = (performance.now() - t0) / 3;
-  g.release(a, b, c);
-  gpu = g;
-  report = { adapter: g.info.description || 'unknown adapter', software: g.info.software, gflops: (2 * n ** 3) / ms / 1e6, kernel: tune.config.entry };
-  return { gpu: g, report };
+const factories = {
+  webgpu: async (): Promise<AnyEngine> => {
+    const gpu = await getDevice();
+    await autotuneGemm(gpu);
+    return new WebGpuEngine(gpu);
+  },
+  wasm: (): Promise<AnyEngine> => WasmEngine.create(),
+};
+
+async function device(preference: BackendPreference): Promise<{ engine: AnyEngine; report: DeviceReport }> {
+  if (engine && report?.preference === preference) return { engine, report };
+  if (running) throw new Error('pause before changing the compute path');
+  engine?.destroy();
+  engine = null;
+  const chosen = await chooseEngine(preference, factories);
+  engine = chosen.engine;
+  report = { backend: chosen.choice.chosen, reason: chosen.choice.reason, device: engine.info.description, cpu: engine.info.cpu, measures: chosen.choice.measures, preference };
+  return { engine, report };
 }
 
 const api: VolunteerWorkerApi = {
-  async probe() {
-    return (await device()).report;
+  async probe(preference) {
+    return (await device(preference)).report;
   },
 
   async start(o: StartOptions, rtc: MessagePort, onStatus: (s: VolunteerStatus) => void) {
     if (running) return;
     share = o.throttle;
-    const { gpu: g } = await device();
+    const { engine: e } = await device(o.backend);
     cache ??= await VolunteerCache.open();
     const c = cache;
     const status: VolunteerStatus = { state: 'joining', message: 'joining the job…', peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: c.stats };
@@ -60,7 +64,7 @@ const api: VolunteerWorkerApi = {
     const Peer = relayPeerClass(rtc);
     const done = runVolunteer(
       {
-        gpu: g, Peer, rtcConfig: { iceServers: [] }, WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,
+        engine: e, Peer, rtcConfig: { iceServers: [] }, WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,
         cacheShards: (s) => c.shards(s),
         checkpoints: { get: (job, step) => c.checkpoint(job, step), keep: (job, step, bytes) => c.keepCheckpoint(job, step, bytes) },
       },

@@ -27,8 +27,8 @@ export function shapeStr(shape: readonly number[]): string {
   return `[${shape.join(', ')}]`;
 }
 
-/** Same data, another shape with the same number of elements. */
-export function reshape(t: Tensor, shape: readonly number[]): Tensor {
+/** Same data, another shape with the same number of elements (any engine's tensor). */
+export function reshape<T extends { readonly shape: readonly number[]; readonly size: number }>(t: T, shape: readonly number[]): T {
   const size = sizeOf(shape);
   if (size !== t.size) throw new VtError('bad-shape', `reshape: cannot view ${shapeStr(t.shape)} (${t.size} elements) as ${shapeStr(shape)} (${size})`);
   return { ...t, shape: [...shape] };

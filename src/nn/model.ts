@@ -1,24 +1,13 @@
-// A model on the GPU: the flat parameter, gradient and state buffers, the activations of one
+// A model on an Engine (WebGPU or wasm, src/backend/engine.ts): the flat parameter, gradient and state buffers, the activations of one
 // batch size, and forward / backward walks over the node list (src/nn/graph.ts). Forward keeps
 // what backward needs (llm.c style); backward runs the list in reverse and ADDS parameter
 // gradients into the flat gradient buffer, so gradients of several micro-batches (or several
 // peers, after the all-reduce) sum. Nothing here reads back: a whole step is recorded into
 // one command stream and only the caller decides when to read.
+import type { Engine, TensorLike } from '../backend/engine.ts';
 import { VtError } from '../errors.ts';
-import type { Gpu } from '../gpu/runtime.ts';
-import { type Tensor, reshape } from '../gpu/tensor.ts';
+import { reshape } from '../gpu/tensor.ts';
 import { hash32 } from '../rng.ts';
-import { batchNormBackward, batchNormForward, batchNormInference } from '../ops/batchnorm.ts';
-import { biasAddInPlace, biasBackward } from '../ops/bias.ts';
-import { conv2dBackwardFilter, conv2dBackwardInput, conv2dForward } from '../ops/conv2d.ts';
-import { dropoutBackward, dropoutForward } from '../ops/dropout.ts';
-import { add, addInPlace, fill } from '../ops/eltwise.ts';
-import { gemm } from '../ops/gemm.ts';
-import { lrnBackward, lrnForward } from '../ops/lrn.ts';
-import { avgPoolBackward, avgPoolForward, globalAvgPoolBackward, globalAvgPoolForward, maxPoolBackward, maxPoolForward } from '../ops/pool.ts';
-import { reluBackward, reluForward } from '../ops/relu.ts';
-import { softmaxXent } from '../ops/softmax_xent.ts';
-import { topkCount } from '../ops/topk.ts';
 import { type ModelSpec, type NodeSpec, inputsOf } from './graph.ts';
 import { type Layout, type LayoutOptions, type ParamTensor, initParams, initState, layoutOf } from './layout.ts';
 
@@ -30,36 +19,40 @@ export function dropoutSeed(stepSeed: number, node: number): number {
 export const BN_EPS = 1e-5;
 export const BN_MOMENTUM = 0.1;
 
-interface Activations {
+interface Activations<T> {
   batch: number;
-  out: (Tensor | null)[];
-  grad: (Tensor | null)[];
+  out: (T | null)[];
+  grad: (T | null)[];
   /** Per node: argmax (max-pool), [mean, invstd] (BN). */
-  saved: Tensor[][];
+  saved: T[][];
   dropoutSeeds: number[];
-  labels: Tensor;
-  losses: Tensor;
-  total: Tensor;
-  counts: Tensor;
-  owned: Tensor[];
+  labels: T;
+  losses: T;
+  total: T;
+  counts: T;
+  owned: T[];
 }
 
-export class Model {
+type Views<T> = Map<number, Map<string, T>>;
+
+export class Model<T extends TensorLike = TensorLike> {
   readonly spec: ModelSpec;
   readonly layout: Layout;
-  readonly params: Tensor;
-  readonly grads: Tensor;
-  readonly state: Tensor;
-  private readonly gpu: Gpu;
+  readonly params: T;
+  readonly grads: T;
+  readonly state: T;
+  readonly engine: Engine<T>;
   private readonly consumers: number[];
-  private acts: Activations | null = null;
-  /** Views of each node's parameter tensors, by role. */
-  private readonly views: Map<number, Map<string, Tensor>> = new Map();
-  private readonly stateViews: Map<number, Map<string, Tensor>> = new Map();
+  private acts: Activations<T> | null = null;
+  /** Views of each node's parameter tensors (and of their gradients), by role. */
+  private readonly views: Views<T> = new Map();
+  private readonly gradViews: Views<T> = new Map();
+  private readonly stateViews: Views<T> = new Map();
   private training = true;
 
-  constructor(gpu: Gpu, spec: ModelSpec, opts: { seed?: number; layout?: LayoutOptions; weights?: Float32Array } = {}) {
-    this.gpu = gpu;
+  constructor(engine: Engine<T>, spec: ModelSpec, opts: { seed?: number; layout?: LayoutOptions; weights?: Float32Array } = {}) {
+    this.engine = engine;
+    const gpu = engine;
     this.spec = spec;
     this.layout = layoutOf(spec, opts.layout);
     this.consumers = spec.nodes.map(() => 0);
@@ -72,40 +65,43 @@ export class Model {
     this.params = gpu.upload(w, [this.layout.paramFloats], `${spec.name}.params`);
     this.grads = gpu.zeros([this.layout.paramFloats], 'f32', `${spec.name}.grads`);
     this.state = gpu.upload(initState(this.layout), [this.layout.stateFloats], `${spec.name}.state`);
-    for (const p of this.layout.params) this.viewsOf(this.views, p.node).set(p.role, gpu.view(this.params, p.offset, p.shape));
+    for (const p of this.layout.params) {
+      this.viewsOf(this.views, p.node).set(p.role, gpu.view(this.params, p.offset, p.shape));
+      this.viewsOf(this.gradViews, p.node).set(p.role, gpu.view(this.grads, p.offset, p.shape));
+    }
     for (const s of this.layout.state) this.viewsOf(this.stateViews, s.node).set(s.role, gpu.view(this.state, s.offset, [s.length]));
   }
 
-  private viewsOf(m: Map<number, Map<string, Tensor>>, node: number): Map<string, Tensor> {
+  private viewsOf(m: Views<T>, node: number): Map<string, T> {
     let v = m.get(node);
     if (!v) m.set(node, (v = new Map()));
     return v;
   }
 
   /** The gradient view of a parameter tensor. */
-  gradView(p: ParamTensor): Tensor {
-    return this.gpu.view(this.grads, p.offset, p.shape);
+  gradView(p: ParamTensor): T {
+    return this.engine.view(this.grads, p.offset, p.shape);
   }
 
-  private param(node: number, role: string, buf: 'params' | 'grads' = 'params'): Tensor {
-    const t = this.views.get(node)?.get(role);
+  private param(node: number, role: string, buf: 'params' | 'grads' = 'params'): T {
+    const t = (buf === 'params' ? this.views : this.gradViews).get(node)?.get(role);
     if (!t) throw new VtError('bad-shape', `${this.spec.name}: node ${node} has no ${role}`);
-    return buf === 'params' ? t : { ...t, buffer: this.grads.buffer };
+    return t;
   }
 
-  private stateOf(node: number, role: 'running-mean' | 'running-var'): Tensor {
+  private stateOf(node: number, role: 'running-mean' | 'running-var'): T {
     return this.stateViews.get(node)!.get(role)!;
   }
 
   /** Allocates (once per batch size) every activation and gradient tensor. */
-  private activations(batch: number): Activations {
+  private activations(batch: number): Activations<T> {
     if (this.acts?.batch === batch) return this.acts;
     this.releaseActivations();
-    const g = this.gpu;
-    const owned: Tensor[] = [];
-    const own = (t: Tensor) => (owned.push(t), t);
+    const g = this.engine;
+    const owned: T[] = [];
+    const own = (t: T) => (owned.push(t), t);
     const shapes = this.layout.shapes;
-    const out: (Tensor | null)[] = [], grad: (Tensor | null)[] = [], saved: Tensor[][] = [];
+    const out: (T | null)[] = [], grad: (T | null)[] = [], saved: T[][] = [];
     this.spec.nodes.forEach((n, i) => {
       const shape = [batch, ...shapes[i]!];
       saved.push([]);
@@ -136,12 +132,12 @@ export class Model {
   }
 
   releaseActivations(): void {
-    if (this.acts) this.gpu.release(...this.acts.owned);
+    if (this.acts) this.engine.release(...this.acts.owned);
     this.acts = null;
   }
 
   /** The logits tensor [batch, classes] of the last forward. */
-  get logits(): Tensor {
+  get logits(): T {
     const a = this.acts;
     if (!a) throw new VtError('bad-shape', 'no forward has run yet');
     return a.out[a.out.length - 1]!;
@@ -151,7 +147,7 @@ export class Model {
    * Records the forward pass of a batch x [N, C, H, W]. `train` uses batch statistics (and
    * updates the running ones) and dropout; `seed` makes the dropout masks of this step.
    */
-  forward(x: Tensor, opts: { train: boolean; seed?: number }): Tensor {
+  forward(x: T, opts: { train: boolean; seed?: number }): T {
     const [c, h, w] = this.spec.input;
     if (x.shape.length !== 4 || x.shape[1] !== c || x.shape[2] !== h || x.shape[3] !== w) {
       throw new VtError('bad-shape', `${this.spec.name} takes [N, ${c}, ${h}, ${w}] images, got [${x.shape.join(', ')}]`);
@@ -166,37 +162,37 @@ export class Model {
     return a.out[a.out.length - 1]!;
   }
 
-  private forwardNode(n: NodeSpec, i: number, a: Activations): void {
-    const g = this.gpu;
+  private forwardNode(n: NodeSpec, i: number, a: Activations<T>): void {
+    const g = this.engine;
     const y = a.out[i]!;
     switch (n.op) {
       case 'input': case 'flatten': return;
       case 'conv':
-        conv2dForward(g, a.out[n.in]!, this.param(i, 'weight'), y, { stride: n.stride, pad: n.pad });
-        if (n.bias) biasAddInPlace(g, y, this.param(i, 'bias'));
+        g.conv2dForward(a.out[n.in]!, this.param(i, 'weight'), y, { stride: n.stride, pad: n.pad });
+        if (n.bias) g.biasAddInPlace(y, this.param(i, 'bias'));
         return;
       case 'linear':
-        gemm(g, a.out[n.in]!, this.param(i, 'weight'), y, { transB: true });
-        if (n.bias) biasAddInPlace(g, y, this.param(i, 'bias'));
+        g.gemm(a.out[n.in]!, this.param(i, 'weight'), y, { transB: true });
+        if (n.bias) g.biasAddInPlace(y, this.param(i, 'bias'));
         return;
       case 'bn': {
         const x = a.out[n.in]!;
         const [gamma, beta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-beta')];
         const [rm, rv] = [this.stateOf(i, 'running-mean'), this.stateOf(i, 'running-var')];
-        if (this.training) batchNormForward(g, x, gamma, beta, rm, rv, y, a.saved[i]![0]!, a.saved[i]![1]!, { eps: BN_EPS, momentum: BN_MOMENTUM });
-        else batchNormInference(g, x, gamma, beta, rm, rv, y, { eps: BN_EPS });
+        if (this.training) g.batchNormForward(x, gamma, beta, rm, rv, y, a.saved[i]![0]!, a.saved[i]![1]!, { eps: BN_EPS, momentum: BN_MOMENTUM });
+        else g.batchNormInference(x, gamma, beta, rm, rv, y, { eps: BN_EPS });
         return;
       }
-      case 'relu': reluForward(g, a.out[n.in]!, y); return;
-      case 'maxpool': maxPoolForward(g, a.out[n.in]!, y, a.saved[i]![0]!, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
-      case 'avgpool': avgPoolForward(g, a.out[n.in]!, y, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
-      case 'gap': globalAvgPoolForward(g, a.out[n.in]!, y); return;
-      case 'lrn': lrnForward(g, a.out[n.in]!, y, n.params); return;
+      case 'relu': g.reluForward(a.out[n.in]!, y); return;
+      case 'maxpool': g.maxPoolForward(a.out[n.in]!, y, a.saved[i]![0]!, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
+      case 'avgpool': g.avgPoolForward(a.out[n.in]!, y, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
+      case 'gap': g.globalAvgPoolForward(a.out[n.in]!, y); return;
+      case 'lrn': g.lrnForward(a.out[n.in]!, y, n.params); return;
       case 'dropout':
-        if (this.training && n.p > 0) dropoutForward(g, a.out[n.in]!, y, { p: n.p, seed: a.dropoutSeeds[i]! });
+        if (this.training && n.p > 0) g.dropoutForward(a.out[n.in]!, y, { p: n.p, seed: a.dropoutSeeds[i]! });
         else g.copy(a.out[n.in]!, y);
         return;
-      case 'add': add(g, a.out[n.a]!, a.out[n.b]!, y); return;
+      case 'add': g.add(a.out[n.a]!, a.out[n.b]!, y); return;
     }
   }
 
@@ -205,27 +201,27 @@ export class Model {
    * caller into `labelsTensor`); dlogits = (softmax - onehot) * gradScale. Returns the tensor
    * holding the summed loss.
    */
-  loss(gradScale: number): Tensor {
+  loss(gradScale: number): T {
     const a = this.acts!;
     const last = a.out.length - 1;
-    softmaxXent(this.gpu, a.out[last]!, a.labels, a.grad[last]!, a.losses, a.total, { gradScale });
+    this.engine.softmaxXent(a.out[last]!, a.labels, a.grad[last]!, a.losses, a.total, { gradScale });
     return a.total;
   }
 
   /** The labels tensor of the current batch size, to write labels into before loss(). */
-  labelsTensor(batch: number): Tensor {
+  labelsTensor(batch: number): T {
     return this.activations(batch).labels;
   }
 
   /** Records top-1 / top-k counting of the last forward into the counts tensor (u32 [2]). */
-  countCorrect(k: number, accumulate: boolean): Tensor {
+  countCorrect(k: number, accumulate: boolean): T {
     const a = this.acts!;
-    topkCount(this.gpu, a.out[a.out.length - 1]!, a.labels, a.counts, { k, accumulate });
+    this.engine.topkCount(a.out[a.out.length - 1]!, a.labels, a.counts, { k, accumulate });
     return a.counts;
   }
 
   zeroGrads(): void {
-    fill(this.gpu, this.grads, 0);
+    this.engine.fill(this.grads, 0);
   }
 
   /** Records the backward pass of the last forward + loss, ADDING into the gradient buffer. */
@@ -241,7 +237,7 @@ export class Model {
    * Writes the gradient of node j's output: the first consumer overwrites, later consumers
    * (residual branches) add. `write(dst)` must overwrite dst.
    */
-  private toInput(j: number, a: Activations, written: boolean[], write: (dst: Tensor) => void): void {
+  private toInput(j: number, a: Activations<T>, written: boolean[], write: (dst: T) => void): void {
     if (j === 0) return; // no gradient for the images
     const dst = a.grad[j]!;
     if (!written[j]) {
@@ -249,14 +245,14 @@ export class Model {
       written[j] = true;
       return;
     }
-    const tmp = this.gpu.empty(dst.shape, 'f32', 'grad.tmp');
+    const tmp = this.engine.empty(dst.shape, 'f32', 'grad.tmp');
     write(tmp);
-    addInPlace(this.gpu, dst, tmp);
-    this.gpu.release(tmp);
+    this.engine.addInPlace(dst, tmp);
+    this.engine.release(tmp);
   }
 
-  private backwardNode(n: NodeSpec, i: number, a: Activations, written: boolean[]): void {
-    const g = this.gpu;
+  private backwardNode(n: NodeSpec, i: number, a: Activations<T>, written: boolean[]): void {
+    const g = this.engine;
     const dy = a.grad[i]!;
     switch (n.op) {
       case 'input': return;
@@ -264,20 +260,20 @@ export class Model {
       case 'conv': {
         const params = { stride: n.stride, pad: n.pad };
         const x = a.out[n.in]!;
-        conv2dBackwardFilter(g, x, dy, this.param(i, 'weight', 'grads'), params, { accumulate: true });
-        if (n.bias) biasBackward(g, dy, this.param(i, 'bias', 'grads'), { accumulate: true });
+        g.conv2dBackwardFilter(x, dy, this.param(i, 'weight', 'grads'), params, { accumulate: true });
+        if (n.bias) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
         if (n.in !== 0) {
-          conv2dBackwardInput(g, dy, this.param(i, 'weight'), a.grad[n.in]!, params, { accumulate: written[n.in] });
+          g.conv2dBackwardInput(dy, this.param(i, 'weight'), a.grad[n.in]!, params, { accumulate: written[n.in] });
           written[n.in] = true;
         }
         return;
       }
       case 'linear': {
         const x = a.out[n.in]!;
-        gemm(g, dy, x, this.param(i, 'weight', 'grads'), { transA: true, beta: 1 });
-        if (n.bias) biasBackward(g, dy, this.param(i, 'bias', 'grads'), { accumulate: true });
+        g.gemm(dy, x, this.param(i, 'weight', 'grads'), { transA: true, beta: 1 });
+        if (n.bias) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
         if (n.in !== 0) {
-          gemm(g, dy, this.param(i, 'weight'), a.grad[n.in]!, { beta: written[n.in] ? 1 : 0 });
+          g.gemm(dy, this.param(i, 'weight'), a.grad[n.in]!, { beta: written[n.in] ? 1 : 0 });
           written[n.in] = true;
         }
         return;
@@ -285,16 +281,16 @@ export class Model {
       case 'bn': {
         const x = a.out[n.in]!;
         const [mean, invstd] = a.saved[i]!;
-        this.toInput(n.in, a, written, (dst) => batchNormBackward(g, x, dy, this.param(i, 'bn-gamma'), mean!, invstd!, dst, this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads'), { accumulate: true }));
+        this.toInput(n.in, a, written, (dst) => g.batchNormBackward(x, dy, this.param(i, 'bn-gamma'), mean!, invstd!, dst, this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads'), { accumulate: true }));
         return;
       }
-      case 'relu': this.toInput(n.in, a, written, (dst) => reluBackward(g, a.out[n.in]!, dy, dst)); return;
-      case 'maxpool': this.toInput(n.in, a, written, (dst) => maxPoolBackward(g, dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
-      case 'avgpool': this.toInput(n.in, a, written, (dst) => avgPoolBackward(g, dy, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
-      case 'gap': this.toInput(n.in, a, written, (dst) => globalAvgPoolBackward(g, dy, dst)); return;
-      case 'lrn': this.toInput(n.in, a, written, (dst) => lrnBackward(g, a.out[n.in]!, a.out[i]!, dy, dst, n.params)); return;
+      case 'relu': this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst)); return;
+      case 'maxpool': this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
+      case 'avgpool': this.toInput(n.in, a, written, (dst) => g.avgPoolBackward(dy, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
+      case 'gap': this.toInput(n.in, a, written, (dst) => g.globalAvgPoolBackward(dy, dst)); return;
+      case 'lrn': this.toInput(n.in, a, written, (dst) => g.lrnBackward(a.out[n.in]!, a.out[i]!, dy, dst, n.params)); return;
       case 'dropout':
-        this.toInput(n.in, a, written, (dst) => (this.training && n.p > 0 ? dropoutBackward(g, dy, dst, { p: n.p, seed: a.dropoutSeeds[i]! }) : g.copy(dy, dst)));
+        this.toInput(n.in, a, written, (dst) => (this.training && n.p > 0 ? g.dropoutBackward(dy, dst, { p: n.p, seed: a.dropoutSeeds[i]! }) : g.copy(dy, dst)));
         return;
       case 'add':
         for (const j of [n.a, n.b]) this.toInput(j, a, written, (dst) => g.copy(dy, dst));
@@ -304,11 +300,11 @@ export class Model {
 
   /** Reads the flat parameters back (for checkpoints and checksums). */
   async readParams(): Promise<Float32Array> {
-    return this.gpu.readF32(this.params);
+    return this.engine.readF32(this.params);
   }
 
   destroy(): void {
     this.releaseActivations();
-    this.gpu.release(this.params, this.grads, this.state);
+    this.engine.release(this.params, this.grads, this.state);
   }
 }

@@ -1,6 +1,7 @@
 // Softmax cross-entropy with integer labels: per-sample loss, their sum, and dlogits, all from
 // one read of the logits (the loss layer is always followed by its own backward in training).
 import code from '../../shaders/softmax_xent.wgsl?raw';
+import type { TensorLike } from '../backend/engine.ts';
 import { check, VtError } from '../errors.ts';
 import type { Gpu, Kernel } from '../gpu/runtime.ts';
 import { shapeStr, type Tensor } from '../gpu/tensor.ts';
@@ -22,16 +23,22 @@ export function logitsDims(logitsShape: readonly number[], what = 'softmaxXent')
   return { n: logitsShape[0]!, k: logitsShape[1]! };
 }
 
-// logits [N, K], labels [N] i32 -> dlogits [N, K], losses [N], total [1]
-// A label outside [0, K) gives a NaN loss (so total is NaN) and a zero dlogits row; labels are
-// validated when data is loaded, this only keeps a bad one from reading out of bounds.
-export function softmaxXent(gpu: Gpu, logits: Tensor, labels: Tensor, dlogits: Tensor, losses: Tensor, total: Tensor, params: SoftmaxXentParams): void {
-  const what = 'softmaxXent';
+/** Checks every operand of softmaxXent (any engine's tensors); returns N and K. */
+export function softmaxXentDims(logits: TensorLike, labels: TensorLike, dlogits: TensorLike, losses: TensorLike, total: TensorLike, what = 'softmaxXent'): { n: number; k: number } {
   const { n, k } = logitsDims(logits.shape, what);
   check(labels.dtype === 'i32' && labels.size === n, what, () => `labels must be i32 [${n}], got ${labels.dtype} ${shapeStr(labels.shape)}`);
   check(dlogits.size === n * k, what, () => `dlogits must be [${n}, ${k}], got ${shapeStr(dlogits.shape)}`);
   check(losses.size === n, what, () => `losses must be [${n}], got ${shapeStr(losses.shape)}`);
   check(total.size === 1, what, () => `total must be [1], got ${shapeStr(total.shape)}`);
+  return { n, k };
+}
+
+// logits [N, K], labels [N] i32 -> dlogits [N, K], losses [N], total [1]
+// A label outside [0, K) gives a NaN loss (so total is NaN) and a zero dlogits row; labels are
+// validated when data is loaded, this only keeps a bad one from reading out of bounds.
+export function softmaxXent(gpu: Gpu, logits: Tensor, labels: Tensor, dlogits: Tensor, losses: Tensor, total: Tensor, params: SoftmaxXentParams): void {
+  const what = 'softmaxXent';
+  const { n, k } = softmaxXentDims(logits, labels, dlogits, losses, total, what);
   if (n * k * 4 > gpu.maxBindingBytes) {
     throw new VtError('too-large', `${what}: logits ${shapeStr(logits.shape)} exceed one storage binding (${gpu.maxBindingBytes} bytes): use a smaller batch.`);
   }

@@ -4,4 +4,5 @@ export { parseOptimizerConfig, OPTIMIZER_DEFAULTS } from './config.ts';
 export { OptimError, type OptimErrorKind } from './errors.ts';
 export { createOptimizer } from './optimizer.ts';
 export { learningRate } from './schedule.ts';
+export { hostOptimizerStep, type HostStepArgs } from './host.ts';
 export type { NamedTensor, Optimizer, OptimizerConfig, OptimizerKind, ParamSegment, ScheduleConfig, ScheduleKind, StepArgs } from './types.ts';

@@ -14,6 +14,18 @@
 import { OptimError } from './errors.ts';
 import type { ScheduleConfig } from './types.ts';
 
+/**
+ * x^p by repeated multiplication for small integer p (the usual 2 of 'poly', milestone
+ * counts), which every JS engine rounds alike; Math.pow is not required to be correctly
+ * rounded, and peers on different browsers must agree on the rate to the last bit.
+ */
+export function powExact(x: number, p: number): number {
+  if (!Number.isInteger(p) || p < 0 || p > 64) return Math.pow(x, p);
+  let r = 1;
+  for (let i = 0; i < p; i++) r *= x;
+  return r;
+}
+
 export function learningRate(cfg: ScheduleConfig, t: number): number {
   if (!Number.isInteger(t) || t < 0) throw new OptimError('bad-input', `step index t must be an integer >= 0, got ${t}`);
   const { lr, warmupSteps: W, totalSteps: T } = cfg;
@@ -21,10 +33,10 @@ export function learningRate(cfg: ScheduleConfig, t: number): number {
   if (t < W) return lr * (cfg.warmupStartFactor + (1 - cfg.warmupStartFactor) * (t / W));
   switch (cfg.schedule) {
     case 'poly':
-      return lr * Math.pow(1 - (t - W) / (T - W), cfg.power);
+      return lr * powExact(1 - (t - W) / (T - W), cfg.power);
     case 'constant':
       return lr;
     case 'step':
-      return lr * Math.pow(cfg.stepFactor, cfg.stepMilestones.filter((m) => m <= t).length);
+      return lr * powExact(cfg.stepFactor, cfg.stepMilestones.filter((m) => m <= t).length);
   }
 }

@@ -12,7 +12,7 @@ import { recordGradients, recordUpdate, uploadBatch } from './step.ts';
 
 export interface LocalTrainOptions {
   gpu: Gpu;
-  model: Model;
+  model: Model<Tensor>;
   optimizer: Optimizer;
   train: BatchLoader;
   trainSamples: number;
@@ -45,7 +45,7 @@ export async function trainLocal(o: LocalTrainOptions): Promise<LocalTrainResult
   const evals: { step: number; result: EvalResult }[] = [];
   const runEval = async (step: number) => {
     if (!o.evalLoader || !o.evalIds || o.evalIds.length === 0) return;
-    const result = await evaluate(gpu, model, o.evalLoader, o.evalIds, globalBatch);
+    const result = await evaluate(model, o.evalLoader, o.evalIds, globalBatch);
     evals.push({ step, result });
     o.onEval?.(step, result);
   };
@@ -56,7 +56,7 @@ export async function trainLocal(o: LocalTrainOptions): Promise<LocalTrainResult
   for (; s < o.steps; s++) {
     const t0 = performance.now();
     const batch = await pending!;
-    x = uploadBatch(gpu, model, batch, x);
+    x = uploadBatch(model, batch, x);
     const total = recordGradients(model, x, o.seed * 1_000_003 + s);
     recordUpdate(model, optimizer, s, globalBatch);
     gpu.flush();

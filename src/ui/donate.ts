@@ -2,6 +2,7 @@
 // resume, and a throttle. All training runs in a dedicated Worker behind comlink; this thread
 // only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
 import { proxy, transfer, wrap, type Remote } from 'comlink';
+import { BACKEND_PREFERENCES, type BackendPreference } from '../backend/engine.ts';
 import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
@@ -53,6 +54,10 @@ export function showDonate(root: HTMLElement): void {
   const device = $('device');
   const throttle = $('throttle') as HTMLInputElement;
   const token = $('token') as HTMLInputElement;
+  const backend = $('backend') as HTMLSelectElement;
+  const wanted = params.get('backend');
+  if (wanted && (BACKEND_PREFERENCES as readonly string[]).includes(wanted)) backend.value = wanted;
+  const preference = () => backend.value as BackendPreference;
   let state: VolunteerStatus['state'] = 'idle';
   let stopRelay: (() => void) | null = null;
   token.value = params.get('token') ?? '';
@@ -70,6 +75,7 @@ export function showDonate(root: HTMLElement): void {
     state = s.state;
     button.textContent = s.state === 'joining' || s.state === 'training' ? 'Pause' : s.state === 'paused' ? 'Resume' : s.state === 'done' ? 'Finished' : 'Start';
     button.disabled = s.state === 'done';
+    backend.disabled = s.state === 'joining' || s.state === 'training';
     status.classList.toggle('bad', s.state === 'error');
     const parts = [s.message];
     if (s.step !== null) parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
@@ -86,7 +92,7 @@ export function showDonate(root: HTMLElement): void {
       const channel = new MessageChannel();
       stopRelay?.(); // the previous run's peers are gone (its worker side left)
       stopRelay = serveRtcRelay(channel.port1, await loadBrowserPeer());
-      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100 }, transfer(channel.port2, [channel.port2]), onStatus);
+      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
     } finally {
@@ -106,26 +112,36 @@ export function showDonate(root: HTMLElement): void {
   // Leaving the page is a normal leave: say so while the worker can still speak.
   addEventListener('pagehide', () => { void api.pause(); clearInterval(timer); });
 
-  // No WebGPU on this page means none in its worker either: explain at once.
-  if (typeof navigator === 'undefined' || !('gpu' in navigator) || !navigator.gpu) {
-    device.classList.add('bad');
-    device.textContent = WEBGPU_HELP;
-    root.dataset.device = 'missing';
-    return;
-  }
-  api.probe().then(
-    (r) => {
-      device.textContent = `WebGPU adapter: ${r.adapter}${r.software ? ' (software: a real GPU is 100x faster)' : ''}\nGEMM 512x512x512: ${r.gflops.toFixed(2)} GFLOP/s (kernel ${r.kernel})`;
-      button.disabled = false;
-      root.dataset.device = 'ok';
-      if (params.get('donate') === '1') void start();
-    },
-    (e: unknown) => {
-      device.classList.add('bad');
-      // The worker's errors say what to do (VtError messages); never show a stack.
-      const msg = e instanceof Error ? e.message : String(e);
-      device.textContent = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
-      root.dataset.device = 'missing';
-    },
-  );
+  // Measures the paths this browser has and shows which one trains, and why.
+  const probe = (then?: () => void) => {
+    button.disabled = true;
+    device.classList.remove('bad');
+    device.textContent = 'Measuring this device…';
+    root.dataset.probing = '1';
+    api.probe(preference()).then(
+      (r) => {
+        const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${r.reason}.`];
+        const noGpu = r.measures.find((m) => m.backend === 'webgpu' && !m.available);
+        if (noGpu) lines.push(WEBGPU_HELP);
+        else if (r.backend === 'webgpu' && r.cpu) lines.push('(software WebGPU: a real GPU is 100x faster)');
+        device.textContent = lines.join('\n');
+        button.disabled = false;
+        root.dataset.device = 'ok';
+        root.dataset.backend = r.backend;
+        root.dataset.probing = '';
+        then?.();
+      },
+      (e: unknown) => {
+        device.classList.add('bad');
+        // The worker's errors say what to do; never show a stack.
+        const msg = e instanceof Error ? e.message : String(e);
+        device.textContent = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
+        root.dataset.device = 'missing';
+        delete root.dataset.backend;
+        root.dataset.probing = '';
+      },
+    );
+  };
+  backend.addEventListener('change', () => probe());
+  probe(() => { if (params.get('donate') === '1') void start(); });
 }

@@ -1,9 +1,22 @@
-// The page's device check in real headless Chromium: with software WebGPU it reports the
-// adapter and a measured speed; with WebGPU switched off it explains what to do instead.
+// The page's device check in real headless Chromium: it measures the WebGPU and the wasm path
+// in its worker and shows which one trains and why; the setting forces either; with WebGPU
+// switched off it trains on wasm and explains how to get WebGPU.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
 import { launchChromium } from '../helpers/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
+
+const deviceText = async (page: Page) => (await page.textContent('#device')) ?? '';
+
+/** Waits for the probe to end (the device state set, the text no longer "Measuring"). */
+async function probed(page: Page): Promise<string> {
+  await page.waitForFunction(() => {
+    const d = document.getElementById('donate')?.dataset.device;
+    return d !== undefined && !/^Measuring/.test(document.getElementById('device')?.textContent ?? '') && (document.getElementById('donate')?.dataset.probing ?? '') === '';
+  }, undefined, { timeout: 180_000 });
+  return deviceText(page);
+}
 
 describe('index.html device check', () => {
   let server: ViteDevServer;
@@ -17,20 +30,30 @@ describe('index.html device check', () => {
     await server?.close();
   });
 
-  it('shows the adapter and a GEMM speed', async () => {
+  it('measures both paths, shows the faster and why; the setting forces either', async () => {
     const b = await launchChromium();
     try {
       const page = await (await b.newContext()).newPage();
       await page.goto(url);
-      await page.waitForFunction(() => /GFLOP\/s|Could not|WebGPU is not/.test(document.getElementById('device')?.textContent ?? ''), undefined, { timeout: 120_000 });
-      const text = await page.textContent('#device');
-      expect(text).toMatch(/WebGPU adapter: .*\n.*GEMM 512x512x512: [0-9.]+ GFLOP\/s/);
+      const text = await probed(page);
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device), text).toBe('ok');
+      expect(text).toMatch(/^Training on (WebGPU|WebAssembly SIMD \(CPU\)): .+\nWhy: (webgpu|wasm) is the faster path on this device: [0-9.]+ images\/s vs (webgpu|wasm) [0-9.]+ images\/s/);
+      const chosen = await page.evaluate(() => document.getElementById('donate')!.dataset.backend);
+      expect(text).toContain(`Why: ${chosen} is the faster path`);
+      expect(await page.isDisabled('#toggle')).toBe(false);
+
+      await page.selectOption('#backend', 'wasm');
+      expect(await probed(page)).toMatch(/^Training on WebAssembly SIMD \(CPU\): .+\nWhy: wasm was chosen in the settings/);
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.backend)).toBe('wasm');
+      await page.selectOption('#backend', 'webgpu');
+      expect(await probed(page)).toMatch(/^Training on WebGPU: .+\nWhy: webgpu was chosen in the settings/);
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.backend)).toBe('webgpu');
     } finally {
       await b.close();
     }
-  }, 180_000);
+  }, 400_000);
 
-  it('explains what to do when WebGPU is unavailable, without a stack trace', async () => {
+  it('without WebGPU it trains on wasm and says how to get WebGPU, without a stack trace', async () => {
     const b = await launchChromium({ args: ['--disable-features=WebGPU', '--disable-webgpu'] });
     try {
       const page = await (await b.newContext()).newPage();
@@ -39,15 +62,23 @@ describe('index.html device check', () => {
         Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined });
       });
       await page.goto(url);
-      await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 60_000 });
-      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device)).toBe('missing');
-      expect(await page.isDisabled('#toggle'), 'no Start button without WebGPU').toBe(true);
-      const text = (await page.textContent('#device')) ?? '';
+      const text = await probed(page);
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device), text).toBe('ok');
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.backend)).toBe('wasm');
+      expect(await page.isDisabled('#toggle'), 'Start works on the CPU path').toBe(false);
+      expect(text).toMatch(/^Training on WebAssembly SIMD \(CPU\)/);
+      expect(text).toMatch(/webgpu is not available/);
       expect(text).toMatch(/WebGPU is not available in this browser/);
       expect(text).toMatch(/Chrome or Edge 113\+/);
       expect(text).not.toMatch(/at \w+ \(|\.ts:\d+/);
+
+      // Forcing WebGPU here is refused with a reason, not a hang.
+      await page.selectOption('#backend', 'webgpu');
+      const forced = await probed(page);
+      expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device)).toBe('missing');
+      expect(forced).toMatch(/the webgpu backend was asked for but is not available here: .*Choose 'auto'/);
     } finally {
       await b.close();
     }
-  }, 120_000);
+  }, 300_000);
 });

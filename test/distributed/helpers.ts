@@ -50,8 +50,9 @@ export async function startTestJob(root: string, name: string, data: { dataDir: 
   return Object.assign(job, { events, lines, jobDir });
 }
 
-export function volunteer(url: string, name: string): LocalVolunteer {
-  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60'] });
+/** A headless volunteer process on the given compute path (WebGPU unless asked). */
+export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' = 'webgpu'): LocalVolunteer {
+  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', backend] });
 }
 
 /** Waits until `cond` holds, polling every 50 ms; fails after `ms` with `what`. */

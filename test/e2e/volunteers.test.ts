@@ -44,7 +44,7 @@ function countShards(page: Page): { n: number } {
 async function openVolunteer(name: string): Promise<{ page: Page; shards: { n: number } }> {
   const page = await (await browser.newContext()).newPage();
   const shards = countShards(page);
-  await page.goto(`${job.url}/?name=${name}`);
+  await page.goto(`${job.url}/?name=${name}&backend=webgpu`);
   await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 120_000 });
   expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device), await page.textContent('#device') ?? '').toBe('ok');
   await page.click('#toggle');

@@ -14,6 +14,7 @@ import { createOptimizer, learningRate, parseOptimizerConfig } from '../../src/o
 import { buildUpdateTable, ROW_U32 } from '../../src/optim/table.ts';
 import { trustRatio } from '../../src/ref/optim.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { WebGpuEngine } from '../../src/backend/webgpu.ts';
 
 const BATCH = 2;
 
@@ -25,7 +26,7 @@ describe('AlexNet-BN trains with LARS over buffers larger than one binding', () 
   afterAll(() => gpu?.destroy());
 
   it('two LARS steps at batch 2: finite loss that drops, every tensor moves, fc6 as float64', async () => {
-    const model = new Model(gpu, modelByName('alexnet-bn'), { seed: 1 });
+    const model = new Model(new WebGpuEngine(gpu), modelByName('alexnet-bn'), { seed: 1 });
     const { params, paramFloats } = model.layout;
     const fc6 = params.reduce((a, p) => (p.length > a.length ? p : a));
     // Otherwise this test would not exercise the windows and the split segment.

@@ -7,6 +7,7 @@ import { Model } from '../../src/nn/model.ts';
 import { type ModelName, modelByName } from '../../src/nn/models.ts';
 import { axpy } from '../../src/ops/eltwise.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { WebGpuEngine } from '../../src/backend/webgpu.ts';
 
 describe('224x224 models train one step at batch 2', () => {
   let gpu: Gpu;
@@ -17,7 +18,7 @@ describe('224x224 models train one step at batch 2', () => {
 
   for (const [name, lr] of [['alexnet-bn', 0.01], ['resnet50', 0.05]] as [ModelName, number][]) {
     it(`${name}: finite loss that drops on the repeated batch`, async () => {
-      const model = new Model(gpu, modelByName(name), { seed: 1 });
+      const model = new Model(new WebGpuEngine(gpu), modelByName(name), { seed: 1 });
       const x = gpu.upload(uniformF32(makeRng(2), 2 * 3 * 224 * 224), [2, 3, 224, 224]);
       gpu.write(model.labelsTensor(2), Int32Array.from([3, 997]));
       const lossOf = async (train: boolean): Promise<number> => {

@@ -1,6 +1,5 @@
-import type { Gpu } from '../../src/gpu/runtime.ts';
-import type { Tensor } from '../../src/gpu/tensor.ts';
-import { batchNormBackward, batchNormDims, batchNormForward, batchNormInference } from '../../src/ops/batchnorm.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
+import { batchNormDims } from '../../src/ops/batchnorm.ts';
 import * as ref from '../../src/ref/batchnorm.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { withBindingLimit } from '../helpers/binding-limit.ts';
@@ -17,40 +16,40 @@ const sumTol = (base: Tolerance, m: number): Tolerance => ({ rtol: base.rtol, at
  * Training forward + backward (+ inference) against the reference. dgamma and dbeta are views
  * of one flat gradient buffer, as a model lays them out, pre-filled so accumulate shows.
  */
-async function check(gpu: Gpu, shape: number[], accumulate: boolean): Promise<void> {
+async function check<T extends TensorLike>(e: Engine<T>, shape: number[], accumulate: boolean): Promise<void> {
   const { n, c, hw } = batchNormDims(shape);
   const size = n * c * hw, m = n * hw;
   const rng = makeRng(size + 7 * c);
   const x = uniformF32(rng, size, -1, 3), dy = uniformF32(rng, size);
   const gamma = uniformF32(rng, c, 0.5, 1.5), beta = uniformF32(rng, c), rm = uniformF32(rng, c), rv = uniformF32(rng, c, 0.5, 2);
   const g0 = uniformF32(rng, 2 * c);
-  const stride = Math.ceil(c / 64) * 64; // 256-byte aligned views
-  const grads = gpu.zeros([2 * stride]);
-  const tdg = gpu.view(grads, 0, [c]), tdb = gpu.view(grads, stride, [c]);
-  gpu.write(grads, g0.subarray(0, c), 0);
-  gpu.write(grads, g0.subarray(c), stride);
-  const tx = gpu.upload(x, shape), tdy = gpu.upload(dy, shape), tg = gpu.upload(gamma), tb = gpu.upload(beta);
-  const trm = gpu.upload(rm), trv = gpu.upload(rv);
-  const ty = gpu.empty(shape), tdx = gpu.empty(shape), tmean = gpu.empty([c]), tinv = gpu.empty([c]), tyi = gpu.empty(shape);
-  batchNormForward(gpu, tx, tg, tb, trm, trv, ty, tmean, tinv, P);
-  batchNormBackward(gpu, tx, tdy, tg, tmean, tinv, tdx, tdg, tdb, { accumulate });
-  batchNormInference(gpu, tx, tg, tb, trm, trv, tyi, P);
+  const stride = Math.ceil(c / e.viewAlign) * e.viewAlign; // aligned views, as in a model's layout
+  const grads = e.zeros([2 * stride]);
+  const tdg = e.view(grads, 0, [c]), tdb = e.view(grads, stride, [c]);
+  e.write(grads, g0.subarray(0, c), 0);
+  e.write(grads, g0.subarray(c), stride);
+  const tx = e.upload(x, shape), tdy = e.upload(dy, shape), tg = e.upload(gamma), tb = e.upload(beta);
+  const trm = e.upload(rm), trv = e.upload(rv);
+  const ty = e.empty(shape), tdx = e.empty(shape), tmean = e.empty([c]), tinv = e.empty([c]), tyi = e.empty(shape);
+  e.batchNormForward(tx, tg, tb, trm, trv, ty, tmean, tinv, P);
+  e.batchNormBackward(tx, tdy, tg, tmean, tinv, tdx, tdg, tdb, { accumulate });
+  e.batchNormInference(tx, tg, tb, trm, trv, tyi, P);
 
-  const e = ref.batchNormForward(f64(x), shape, f64(gamma), f64(beta), f64(rm), f64(rv), P);
-  const read = (t: Tensor): Promise<Float32Array> => gpu.readF32(t);
-  assertClose(await read(tmean), e.mean, FWD, 'bn mean');
-  assertClose(await read(tinv), e.invstd, FWD, 'bn invstd');
-  assertClose(await read(ty), e.y, FWD, 'bn y');
-  assertClose(await read(trm), e.runningMean, FWD, 'bn running mean');
-  assertClose(await read(trv), e.runningVar, FWD, 'bn running var');
-  const yi = ref.batchNormInference(f64(x), shape, f64(gamma), f64(beta), e.runningMean, e.runningVar, P.eps);
+  const want = ref.batchNormForward(f64(x), shape, f64(gamma), f64(beta), f64(rm), f64(rv), P);
+  const read = (t: T): Promise<Float32Array> => e.readF32(t);
+  assertClose(await read(tmean), want.mean, FWD, 'bn mean');
+  assertClose(await read(tinv), want.invstd, FWD, 'bn invstd');
+  assertClose(await read(ty), want.y, FWD, 'bn y');
+  assertClose(await read(trm), want.runningMean, FWD, 'bn running mean');
+  assertClose(await read(trv), want.runningVar, FWD, 'bn running var');
+  const yi = ref.batchNormInference(f64(x), shape, f64(gamma), f64(beta), want.runningMean, want.runningVar, P.eps);
   assertClose(await read(tyi), yi, FWD, 'bn inference y');
-  const g = ref.batchNormBackward(f64(x), f64(dy), shape, f64(gamma), e.mean, e.invstd);
+  const g = ref.batchNormBackward(f64(x), f64(dy), shape, f64(gamma), want.mean, want.invstd);
   const plus = (a: Float64Array, off: number): Float64Array => (accumulate ? a.map((v, i) => v + g0[off + i]!) : a);
   assertClose(await read(tdx), g.dx, GRAD, 'bn dx');
   assertClose(await read(tdg), plus(g.dgamma, 0), sumTol(GRAD, m), 'bn dgamma');
   assertClose(await read(tdb), plus(g.dbeta, c), sumTol(GRAD, m), 'bn dbeta');
-  gpu.release(grads, tx, tdy, tg, tb, trm, trv, ty, tdx, tmean, tinv, tyi);
+  e.release(grads, tx, tdy, tg, tb, trm, trv, ty, tdx, tmean, tinv, tyi);
 }
 
 const shapes: [string, number[]][] = [
@@ -64,20 +63,20 @@ const shapes: [string, number[]][] = [
 ];
 
 /** Forward + backward twice on the same inputs: every output must repeat bit for bit. */
-async function repeatable(gpu: Gpu, shape: number[]): Promise<void> {
+async function repeatable<T extends TensorLike>(e: Engine<T>, shape: number[]): Promise<void> {
   const { c } = batchNormDims(shape);
   const size = shape.reduce((a, b) => a * b, 1);
   const rng = makeRng(size);
-  const tx = gpu.upload(uniformF32(rng, size), shape), tdy = gpu.upload(uniformF32(rng, size), shape);
-  const tg = gpu.upload(uniformF32(rng, c)), tb = gpu.upload(uniformF32(rng, c));
+  const tx = e.upload(uniformF32(rng, size), shape), tdy = e.upload(uniformF32(rng, size), shape);
+  const tg = e.upload(uniformF32(rng, c)), tb = e.upload(uniformF32(rng, c));
   const runOnce = async (): Promise<Uint32Array[]> => {
-    const trm = gpu.zeros([c]), trv = gpu.zeros([c]), ty = gpu.empty(shape), tdx = gpu.empty(shape);
-    const tmean = gpu.empty([c]), tinv = gpu.empty([c]), tdg = gpu.empty([c]), tdb = gpu.empty([c]);
-    batchNormForward(gpu, tx, tg, tb, trm, trv, ty, tmean, tinv, P);
-    batchNormBackward(gpu, tx, tdy, tg, tmean, tinv, tdx, tdg, tdb, { accumulate: false });
+    const trm = e.zeros([c]), trv = e.zeros([c]), ty = e.empty(shape), tdx = e.empty(shape);
+    const tmean = e.empty([c]), tinv = e.empty([c]), tdg = e.empty([c]), tdb = e.empty([c]);
+    e.batchNormForward(tx, tg, tb, trm, trv, ty, tmean, tinv, P);
+    e.batchNormBackward(tx, tdy, tg, tmean, tinv, tdx, tdg, tdb, { accumulate: false });
     const all = [ty, tmean, tinv, trm, trv, tdx, tdg, tdb];
-    const bits = await Promise.all(all.map(async (t) => new Uint32Array((await gpu.readF32(t)).buffer)));
-    gpu.release(...all);
+    const bits = await Promise.all(all.map(async (t) => new Uint32Array((await e.readF32(t)).buffer)));
+    e.release(...all);
     return bits;
   };
   const [a, b] = [await runOnce(), await runOnce()];
@@ -85,15 +84,15 @@ async function repeatable(gpu: Gpu, shape: number[]): Promise<void> {
     const i = v.findIndex((bitsA, j) => bitsA !== b[k]![j]);
     if (i >= 0) throw new Error(`batchnorm output ${k} differs between two identical runs at [${i}]`);
   });
-  gpu.release(tx, tdy, tg, tb);
+  e.release(tx, tdy, tg, tb);
 }
 
 const cases: OpCase[] = [
-  { name: 'bitwise repeatable [2, 24, 17, 17]', run: (gpu) => repeatable(gpu, [2, 24, 17, 17]) },
-  ...shapes.map(([name, shape], i): OpCase => ({ name: `${name}${i % 2 ? ', accumulate' : ''}`, run: (gpu) => check(gpu, shape, i % 2 === 1) })),
+  { name: 'bitwise repeatable [2, 24, 17, 17]', run: (e) => repeatable(e, [2, 24, 17, 17]) },
+  ...shapes.map(([name, shape], i): OpCase => ({ name: `${name}${i % 2 ? ', accumulate' : ''}`, run: (e) => check(e, shape, i % 2 === 1) })),
   // 315 floats per sample, 512-float bindings: one sample per slice, unaligned slice starts.
-  { name: 'split into 2 KiB bindings [3, 5, 7, 9]', run: (gpu) => withBindingLimit(gpu, 2048, () => check(gpu, [3, 5, 7, 9], false)) },
-  { name: 'split, accumulate [3, 5, 7, 9]', run: (gpu) => withBindingLimit(gpu, 2048, () => check(gpu, [3, 5, 7, 9], true)) },
+  { name: 'split into 2 KiB bindings [3, 5, 7, 9]', gpuOnly: true, run: (e) => withBindingLimit(e.gpu, 2048, () => check(e, [3, 5, 7, 9], false)) },
+  { name: 'split, accumulate [3, 5, 7, 9]', gpuOnly: true, run: (e) => withBindingLimit(e.gpu, 2048, () => check(e, [3, 5, 7, 9], true)) },
 ];
 
 export const suite: OpSuite = { op: 'batchnorm', cases };

@@ -1,8 +1,8 @@
-import { conv2dBatchChunks, conv2dBackwardFilter, conv2dBackwardInput, conv2dForward, conv2dShape, normalizeConv2d, type Conv2dParams } from '../../src/ops/conv2d.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
+import { conv2dBatchChunks, conv2dShape, normalizeConv2d, type Conv2dParams } from '../../src/ops/conv2d.ts';
 import * as ref from '../../src/ref/conv2d.ts';
 import { VtError } from '../../src/errors.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
-import type { Tensor } from '../../src/gpu/tensor.ts';
 import { makeRng, uniformF32, type Rng } from '../../src/rng.ts';
 import { assertClose, FWD, GRAD, type Tolerance } from '../helpers/compare.ts';
 import type { OpCase, OpSuite } from './suite.ts';
@@ -40,30 +40,30 @@ const shapes: [string, Geometry][] = [
   ['AlexNet conv2 5x5 p2 48->64 at 1x13x13', { x: [1, 48, 13, 13], w: [64, 48, 5, 5], p: { stride: 1, pad: 2 } }],
 ];
 
-interface Problem {
+interface Problem<T extends TensorLike> {
   x: Float32Array; w: Float32Array; dy: Float32Array;
-  tx: Tensor; tw: Tensor; tdy: Tensor;
+  tx: T; tw: T; tdy: T;
   oshape: number[];
 }
 
-function upload(gpu: Gpu, g: Geometry, rng: Rng): Problem {
+function upload<T extends TensorLike>(e: Engine<T>, g: Geometry, rng: Rng): Problem<T> {
   const oshape = conv2dShape(g.x, g.w, g.p);
   const x = uniformF32(rng, prod(g.x)), w = uniformF32(rng, prod(g.w)), dy = uniformF32(rng, prod(oshape));
-  return { x, w, dy, oshape, tx: gpu.upload(x, g.x), tw: gpu.upload(w, g.w), tdy: gpu.upload(dy, oshape) };
+  return { x, w, dy, oshape, tx: e.upload(x, g.x), tw: e.upload(w, g.w), tdy: e.upload(dy, oshape) };
 }
 
 /** Runs all three passes into fresh outputs and reads them back. */
-async function runAll(gpu: Gpu, g: Geometry, pr: Problem): Promise<[Float32Array, Float32Array, Float32Array]> {
-  const out = gpu.empty(pr.oshape), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
-  conv2dForward(gpu, pr.tx, pr.tw, out, g.p);
-  conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, g.p);
-  conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, g.p);
-  const r: [Float32Array, Float32Array, Float32Array] = [await gpu.readF32(out), await gpu.readF32(dx), await gpu.readF32(dw)];
-  gpu.release(out, dx, dw);
+async function runAll<T extends TensorLike>(e: Engine<T>, g: Geometry, pr: Problem<T>): Promise<[Float32Array, Float32Array, Float32Array]> {
+  const out = e.empty(pr.oshape), dx = e.empty(g.x), dw = e.empty(g.w);
+  e.conv2dForward(pr.tx, pr.tw, out, g.p);
+  e.conv2dBackwardInput(pr.tdy, pr.tw, dx, g.p);
+  e.conv2dBackwardFilter(pr.tx, pr.tdy, dw, g.p);
+  const r: [Float32Array, Float32Array, Float32Array] = [await e.readF32(out), await e.readF32(dx), await e.readF32(dw)];
+  e.release(out, dx, dw);
   return r;
 }
 
-function expected(g: Geometry, pr: Problem): [Float64Array, Float64Array, Float64Array] {
+function expected(g: Geometry, pr: Problem<TensorLike>): [Float64Array, Float64Array, Float64Array] {
   return [
     ref.conv2dForward(f64(pr.x), g.x, f64(pr.w), g.w, g.p),
     ref.conv2dBackwardInput(f64(pr.dy), f64(pr.w), g.x, g.w, g.p),
@@ -71,16 +71,16 @@ function expected(g: Geometry, pr: Problem): [Float64Array, Float64Array, Float6
   ];
 }
 
-async function checkAll(gpu: Gpu, g: Geometry, seed: number): Promise<void> {
-  const pr = upload(gpu, g, makeRng(seed));
-  const [out, dx, dw] = await runAll(gpu, g, pr);
+async function checkAll<T extends TensorLike>(e: Engine<T>, g: Geometry, seed: number): Promise<void> {
+  const pr = upload(e, g, makeRng(seed));
+  const [out, dx, dw] = await runAll(e, g, pr);
   const [eo, edx, edw] = expected(g, pr);
   const [, cin, , ] = g.x, [cout, , kh, kw] = g.w, [n, , oh, ow] = pr.oshape as Shape4;
   const [sh, sw] = typeof g.p.stride === 'number' ? [g.p.stride, g.p.stride] : g.p.stride;
   assertClose(out, eo, tolFor(FWD, cin * kh * kw), 'conv2d out');
   assertClose(dx, edx, tolFor(GRAD, cout * Math.ceil(kh / sh) * Math.ceil(kw / sw)), 'conv2d dx');
   assertClose(dw, edw, tolFor(GRAD, n * oh * ow), 'conv2d dw');
-  gpu.release(pr.tx, pr.tw, pr.tdy);
+  e.release(pr.tx, pr.tw, pr.tdy);
 }
 
 function expectVtError(kind: VtError['kind'], f: () => void, what: string): void {
@@ -95,23 +95,23 @@ function expectVtError(kind: VtError['kind'], f: () => void, what: string): void
 
 const shapeCases: OpCase[] = shapes.map(([name, g], i) => ({
   name: `${name}: forward, backward input, backward filter`,
-  run: (gpu) => checkAll(gpu, g, 100 + i),
+  run: (e) => checkAll(e, g, 100 + i),
 }));
 
 const small: Geometry = { x: [2, 5, 9, 7], w: [6, 5, 3, 3], p: { stride: 2, pad: 1 } };
 
 /** dx += ..., dw += ... on top of random contents. */
-async function checkAccumulate(gpu: Gpu): Promise<void> {
+async function checkAccumulate<T extends TensorLike>(e: Engine<T>): Promise<void> {
   const rng = makeRng(3);
-  const pr = upload(gpu, small, rng);
+  const pr = upload(e, small, rng);
   const dx0 = uniformF32(rng, prod(small.x)), dw0 = uniformF32(rng, prod(small.w));
-  const dx = gpu.upload(dx0, small.x), dw = gpu.upload(dw0, small.w);
-  conv2dBackwardInput(gpu, pr.tdy, pr.tw, dx, small.p, { accumulate: true });
-  conv2dBackwardFilter(gpu, pr.tx, pr.tdy, dw, small.p, { accumulate: true });
+  const dx = e.upload(dx0, small.x), dw = e.upload(dw0, small.w);
+  e.conv2dBackwardInput(pr.tdy, pr.tw, dx, small.p, { accumulate: true });
+  e.conv2dBackwardFilter(pr.tx, pr.tdy, dw, small.p, { accumulate: true });
   const [, edx, edw] = expected(small, pr);
-  assertClose(await gpu.readF32(dx), edx.map((v, i) => v + dx0[i]!), GRAD, 'dx += ...');
-  assertClose(await gpu.readF32(dw), edw.map((v, i) => v + dw0[i]!), GRAD, 'dw += ...');
-  gpu.release(pr.tx, pr.tw, pr.tdy, dx, dw);
+  assertClose(await e.readF32(dx), edx.map((v, i) => v + dx0[i]!), GRAD, 'dx += ...');
+  assertClose(await e.readF32(dw), edw.map((v, i) => v + dw0[i]!), GRAD, 'dw += ...');
+  e.release(pr.tx, pr.tw, pr.tdy, dx, dw);
 }
 
 const BLOCKED = ['conv2d_fwd', 'conv2d_bwd_input', 'conv2d_bwd_filter'];
@@ -140,61 +140,66 @@ function shape(prefix: string): Geometry {
 const otherCases: OpCase[] = [
   {
     name: 'blocked variant (CPU drivers) with tuned BM = 3, WG = 32',
-    run: (gpu) => withTuning(gpu, BLOCKED.map((k) => [k, { BM: 3, WG: 32 }]), async () => {
-      await checkAll(gpu, shape('Cout 37'), 7);
-      await checkAll(gpu, small, 8);
+    gpuOnly: true,
+    run: (e) => withTuning(e.gpu, BLOCKED.map((k) => [k, { BM: 3, WG: 32 }]), async () => {
+      await checkAll(e, shape('Cout 37'), 7);
+      await checkAll(e, small, 8);
     }),
   },
   {
     name: 'blocked variant with its default block sizes (whatever the adapter)',
-    run: (gpu) => withTuning(gpu, BLOCKED.map((k) => [k, {}]), () => checkAll(gpu, small, 9)),
+    gpuOnly: true,
+    run: (e) => withTuning(e.gpu, BLOCKED.map((k) => [k, {}]), () => checkAll(e, small, 9)),
   },
   ...tiledShapes.map((prefix, i): OpCase => ({
     name: `tiled variant (GPUs): ${prefix}...`,
-    run: (gpu) => withTuning(gpu, [['conv2d_tiled', {}]], () => checkAll(gpu, shape(prefix), 200 + i)),
+    gpuOnly: true,
+    run: (e) => withTuning(e.gpu, [['conv2d_tiled', {}]], () => checkAll(e, shape(prefix), 200 + i)),
   })),
   {
     name: 'tiled variant with a small tile (WGX = 8, WGY = 4, BK = 8) and accumulate',
-    run: (gpu) => withTuning(gpu, [['conv2d_tiled', { WGX: 8, WGY: 4, BK: 8 }]], async () => {
-      await checkAll(gpu, shape('Cout 37'), 10);
-      await checkAccumulate(gpu);
+    gpuOnly: true,
+    run: (e) => withTuning(e.gpu, [['conv2d_tiled', { WGX: 8, WGY: 4, BK: 8 }]], async () => {
+      await checkAll(e, shape('Cout 37'), 10);
+      await checkAccumulate(e);
     }),
   },
   {
     name: 'accumulate adds into dx and dw (micro-batch gradient sums)',
-    run: (gpu) => checkAccumulate(gpu),
+    run: (e) => checkAccumulate(e),
   },
   {
     name: 'bitwise identical results on repeated runs',
-    async run(gpu) {
+    async run(e) {
       const g = shape('11x11');
-      const pr = upload(gpu, g, makeRng(4));
-      const a = await runAll(gpu, g, pr), b = await runAll(gpu, g, pr);
+      const pr = upload(e, g, makeRng(4));
+      const a = await runAll(e, g, pr), b = await runAll(e, g, pr);
       a.forEach((r, k) => {
         const u = new Uint32Array(r.buffer, r.byteOffset, r.length), v = new Uint32Array(b[k]!.buffer, b[k]!.byteOffset, r.length);
         const i = u.findIndex((bits, j) => bits !== v[j]);
         if (i >= 0) throw new Error(`pass ${k}: element ${i} differs between runs (${r[i]} vs ${b[k]![i]})`);
       });
-      gpu.release(pr.tx, pr.tw, pr.tdy);
+      e.release(pr.tx, pr.tw, pr.tdy);
     },
   },
   {
     name: 'bad shapes and params are rejected with bad-shape errors',
-    async run(gpu) {
-      const pr = upload(gpu, small, makeRng(5));
-      const out = gpu.empty(pr.oshape);
-      const wrong = gpu.empty([2, 6, 4, 5]);
-      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, wrong, small.p), 'wrong out shape');
-      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, out, { stride: 0, pad: 1 }), 'stride 0');
-      expectVtError('bad-shape', () => conv2dForward(gpu, pr.tx, pr.tw, out, { stride: 1, pad: -1 }), 'negative pad');
+    async run(e) {
+      const pr = upload(e, small, makeRng(5));
+      const out = e.empty(pr.oshape);
+      const wrong = e.empty([2, 6, 4, 5]);
+      expectVtError('bad-shape', () => e.conv2dForward(pr.tx, pr.tw, wrong, small.p), 'wrong out shape');
+      expectVtError('bad-shape', () => e.conv2dForward(pr.tx, pr.tw, out, { stride: 0, pad: 1 }), 'stride 0');
+      expectVtError('bad-shape', () => e.conv2dForward(pr.tx, pr.tw, out, { stride: 1, pad: -1 }), 'negative pad');
       expectVtError('bad-shape', () => normalizeConv2d([2, 4, 9, 7], small.w, small.p), 'channel mismatch');
       expectVtError('bad-shape', () => normalizeConv2d([2, 5, 2, 2], small.w, { stride: 1, pad: 0 }), 'kernel larger than input');
-      expectVtError('bad-shape', () => conv2dBackwardFilter(gpu, pr.tx, out, wrong, small.p), 'dw shape');
-      gpu.release(pr.tx, pr.tw, pr.tdy, out, wrong);
+      expectVtError('bad-shape', () => e.conv2dBackwardFilter(pr.tx, out, wrong, small.p), 'dw shape');
+      e.release(pr.tx, pr.tw, pr.tdy, out, wrong);
     },
   },
   {
     name: 'batch split into binding-sized chunks at aligned sample counts (planning)',
+    gpuOnly: true,
     async run() {
       const limits = { maxStorageBufferBindingSize: 1 << 20, minStorageBufferOffsetAlignment: 256 };
       const plan = (x: Shape4, w: Shape4) => JSON.stringify(conv2dBatchChunks(limits, normalizeConv2d(x, w, { stride: 1, pad: 0 }), 'test'));
@@ -209,7 +214,9 @@ const otherCases: OpCase[] = [
   },
   {
     name: 'batch larger than one storage binding (1x1 stride 2 conv, exact integer data)',
-    async run(gpu) {
+    gpuOnly: true,
+    async run(e) {
+      const gpu = e.gpu;
       // Only where the binding limit is small enough to exceed cheaply (128 MiB on llvmpipe).
       if (gpu.limits.maxStorageBufferBindingSize > 256 * 2 ** 20) return;
       // Two images of ~0.55 of the limit (side a multiple of 64 keeps samples 256-byte aligned);
@@ -224,9 +231,9 @@ const otherCases: OpCase[] = [
       const x = new Float32Array(prod(g.x)).map(() => rng.int(3) - 1), dy = new Float32Array(prod(oshape)).map(() => rng.int(3) - 1);
       const tx = gpu.upload(x, g.x), tdy = gpu.upload(dy, oshape), tw = gpu.upload(new Float32Array([2]), g.w);
       const out = gpu.empty(oshape), dx = gpu.empty(g.x), dw = gpu.empty(g.w);
-      conv2dForward(gpu, tx, tw, out, g.p);
-      conv2dBackwardInput(gpu, tdy, tw, dx, g.p);
-      conv2dBackwardFilter(gpu, tx, tdy, dw, g.p);
+      e.conv2dForward(tx, tw, out, g.p);
+      e.conv2dBackwardInput(tdy, tw, dx, g.p);
+      e.conv2dBackwardFilter(tx, tdy, dw, g.p);
       const ro = await gpu.readF32(out), rdw = await gpu.readF32(dw);
       let s = 0;
       for (let o = 0; o < dy.length; o++) {

@@ -1,4 +1,6 @@
-import { gemm, planSplits } from '../../src/ops/gemm.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
+import type { WebGpuEngine } from '../../src/backend/webgpu.ts';
+import { planSplits } from '../../src/ops/gemm.ts';
 import * as ref from '../../src/ref/gemm.ts';
 import { GEMM_CANDIDATES, gemmConfig, setGemmConfig } from '../../src/gpu/tune.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
@@ -11,23 +13,23 @@ interface Shape { M: number; N: number; K: number; transA?: boolean; transB?: bo
 // Sums of K products: float32 error grows with K, so atol scales with sqrt(K) (inputs in [-1, 1]).
 const tol = (K: number) => ({ rtol: 1e-5, atol: 2e-6 * Math.sqrt(K) + 1e-6 });
 
-async function check(gpu: Gpu, s: Shape, seed: number): Promise<void> {
+async function check<T extends TensorLike>(e: Engine<T>, s: Shape, seed: number): Promise<void> {
   const rng = makeRng(seed);
   const batch = s.batch ?? 1;
   const lead = batch > 1 ? [batch] : [];
   const aShape = s.transA ? [s.K, s.M] : [s.M, s.K];
   const bShape = s.transB ? [s.N, s.K] : [s.K, s.N];
   const a = uniformF32(rng, batch * s.M * s.K), b = uniformF32(rng, batch * s.K * s.N), c0 = uniformF32(rng, batch * s.M * s.N);
-  const ta = gpu.upload(a, [...lead, ...aShape]), tb = gpu.upload(b, [...lead, ...bShape]), tc = gpu.upload(c0, [...lead, s.M, s.N]);
-  gemm(gpu, ta, tb, tc, s);
-  const got = await gpu.readF32(tc);
+  const ta = e.upload(a, [...lead, ...aShape]), tb = e.upload(b, [...lead, ...bShape]), tc = e.upload(c0, [...lead, s.M, s.N]);
+  e.gemm(ta, tb, tc, s);
+  const got = await e.readF32(tc);
   const expected = new Float64Array(batch * s.M * s.N);
   for (let i = 0; i < batch; i++) {
     const part = ref.gemm(a.subarray(i * s.M * s.K), b.subarray(i * s.K * s.N), c0.subarray(i * s.M * s.N), s);
     expected.set(part, i * s.M * s.N);
   }
   assertClose(got, expected, tol(s.K), `gemm ${JSON.stringify(s)}`);
-  gpu.release(ta, tb, tc);
+  e.release(ta, tb, tc);
 }
 
 const shapes: Shape[] = [
@@ -47,16 +49,20 @@ const shapes: Shape[] = [
   { M: 33, N: 64, K: 36, beta: 1, batch: 2 },
 ];
 
+const shapeName = (s: Shape): string => `${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''}${s.beta ? ` beta=${s.beta}` : ''}`;
+
+/** Every shape with one WGSL kernel variant forced (GPU-only: the variants are the GPU's). */
 function cases(label: string, pick: (gpu: Gpu) => void): OpCase[] {
-  return shapes.map((s, i) => ({
-    name: `${label} ${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''}${s.beta ? ` beta=${s.beta}` : ''}`,
-    async run(gpu) {
-      const before = gemmConfig(gpu);
-      pick(gpu);
+  return shapes.map((s, i): OpCase => ({
+    name: `${label} ${shapeName(s)}`,
+    gpuOnly: true,
+    async run(e: WebGpuEngine) {
+      const before = gemmConfig(e.gpu);
+      pick(e.gpu);
       try {
-        await check(gpu, s, 100 + i);
+        await check(e, s, 100 + i);
       } finally {
-        setGemmConfig(gpu, before);
+        setGemmConfig(e.gpu, before);
       }
     },
   }));
@@ -65,6 +71,8 @@ function cases(label: string, pick: (gpu: Gpu) => void): OpCase[] {
 export const suite: OpSuite = {
   op: 'gemm',
   cases: [
+    // Every shape with whatever kernel the engine picks (on WebGPU: this adapter's tuned config).
+    ...shapes.map((s, i): OpCase => ({ name: `engine's default ${shapeName(s)}`, run: (e) => check(e, s, 100 + i) })),
     ...cases('blocked4 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[0]!)),
     ...cases('blocked4 8x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[1]!)),
     ...cases('blocked 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[2]!)),
@@ -77,10 +85,11 @@ export const suite: OpSuite = {
     ] as Shape[]).map((s, i): OpCase => ({
       // llvmpipe silently stops an invocation after 65,535 loop iterations: long K is chunked.
       name: `long reduction K=${s.K}${s.transB ? ' tB' : ''}${s.batch ? ` b${s.batch}` : ''} is exact past llvmpipe's loop limit`,
-      run: (gpu) => check(gpu, s, 500 + i),
+      run: (e) => check(e, s, 500 + i),
     })),
     {
       name: 'operands larger than one binding are split (planSplits covers every block once)',
+      gpuOnly: true,
       async run() {
         // Pure planning check at a tiny binding size, then the maths is exercised below.
         const d = { batch: 1, M: 10, N: 7, K: 9 };
@@ -102,13 +111,14 @@ export const suite: OpSuite = {
       { M: 37, N: 70, K: 33, transA: true, transB: true },
     ] as Shape[]).map((s, i): OpCase => ({
       name: `split into sub-GEMMs when operands exceed the binding limit ${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''}`,
-      async run(gpu) {
-        const before = gpu.maxBindingBytes;
-        gpu.maxBindingBytes = 4 * 640; // 640 floats: every operand above needs several pieces
+      gpuOnly: true,
+      async run(e: WebGpuEngine) {
+        const before = e.gpu.maxBindingBytes;
+        e.gpu.maxBindingBytes = 4 * 640; // 640 floats: every operand above needs several pieces
         try {
-          await check(gpu, s, 300 + i);
+          await check(e, s, 300 + i);
         } finally {
-          gpu.maxBindingBytes = before;
+          e.gpu.maxBindingBytes = before;
         }
       },
     })),

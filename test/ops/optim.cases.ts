@@ -14,7 +14,7 @@ import * as ref from '../../src/ref/optim.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { withBindingLimit } from '../helpers/binding-limit.ts';
 import { assertClose } from '../helpers/compare.ts';
-import type { OpSuite } from './suite.ts';
+import { gpuOnly, type OpSuite } from './suite.ts';
 
 const PAD = 7; // sentinel in the padding between segments: the update must not touch it
 const STEPS = 5;
@@ -151,9 +151,10 @@ async function checkSplit(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise
   if (!(pieces > LARGE.segs.filter((s) => s.length > 0).length)) throw new Error('no limit splits a segment: the case would not test splitting');
 }
 
+// Every case is GPU-only: the WebGPU optimizer's kernels are not Engine ops.
 export const suite: OpSuite = {
   op: 'optim',
-  cases: [
+  cases: gpuOnly([
     { name: `LARS, ${STEPS} steps through warm-up into poly decay, 7 segments`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', eta: 0.02 }), 1)) },
     { name: 'LARS with beta = 0 and the default eta', run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', weightDecay: 0, eta: 0.001, lr: 20 }), 2)) },
     { name: `SGD with momentum, ${STEPS} steps`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd' }), 3)) },
@@ -187,5 +188,5 @@ export const suite: OpSuite = {
         }
       },
     },
-  ],
+  ]),
 };

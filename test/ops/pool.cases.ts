@@ -1,5 +1,5 @@
-import type { Gpu } from '../../src/gpu/runtime.ts';
-import { avgPoolBackward, avgPoolForward, globalAvgPoolBackward, globalAvgPoolForward, maxPoolBackward, maxPoolForward, pool2dShape, type Pool2dParams } from '../../src/ops/pool.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
+import { pool2dShape, type Pool2dParams } from '../../src/ops/pool.ts';
 import * as ref from '../../src/ref/pool.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { withBindingLimit } from '../helpers/binding-limit.ts';
@@ -17,39 +17,39 @@ function data(shape: readonly number[], oshape: readonly number[], ties: boolean
   return { x, dy: uniformF32(rng, size(oshape)) };
 }
 
-async function maxCase(gpu: Gpu, shape: number[], params: Pool2dParams, ties = false): Promise<void> {
+async function maxCase<T extends TensorLike>(e: Engine<T>, shape: number[], params: Pool2dParams, ties = false): Promise<void> {
   const oshape = pool2dShape(shape, params);
   const { x, dy } = data(shape, oshape, ties);
-  const tx = gpu.upload(x, shape), tdy = gpu.upload(dy, oshape);
-  const ty = gpu.empty(oshape), targ = gpu.empty(oshape, 'u32'), tdx = gpu.empty(shape);
-  maxPoolForward(gpu, tx, ty, targ, params);
-  maxPoolBackward(gpu, tdy, targ, tdx, params);
+  const tx = e.upload(x, shape), tdy = e.upload(dy, oshape);
+  const ty = e.empty(oshape), targ = e.empty(oshape, 'u32'), tdx = e.empty(shape);
+  e.maxPoolForward(tx, ty, targ, params);
+  e.maxPoolBackward(tdy, targ, tdx, params);
   const r = ref.maxPoolForward(f64(x), shape, params);
-  assertClose(await gpu.readF32(ty), r.y, FWD, 'maxPool y');
+  assertClose(await e.readF32(ty), r.y, FWD, 'maxPool y');
   // Ties must break the same way on both sides: argmax compared exactly.
-  assertClose(await gpu.read(targ), r.argmax, { rtol: 0, atol: 0 }, 'maxPool argmax');
-  assertClose(await gpu.readF32(tdx), ref.maxPoolBackward(f64(dy), r.argmax, shape, params), GRAD, 'maxPool dx');
-  gpu.release(tx, tdy, ty, targ, tdx);
+  assertClose(await e.read(targ), r.argmax, { rtol: 0, atol: 0 }, 'maxPool argmax');
+  assertClose(await e.readF32(tdx), ref.maxPoolBackward(f64(dy), r.argmax, shape, params), GRAD, 'maxPool dx');
+  e.release(tx, tdy, ty, targ, tdx);
 }
 
-async function avgCase(gpu: Gpu, shape: number[], params: Pool2dParams | 'global'): Promise<void> {
+async function avgCase<T extends TensorLike>(e: Engine<T>, shape: number[], params: Pool2dParams | 'global'): Promise<void> {
   const oshape = params === 'global' ? shape.slice(0, 2) : pool2dShape(shape, params);
   const { x, dy } = data(shape, oshape, false);
-  const tx = gpu.upload(x, shape), tdy = gpu.upload(dy, oshape);
-  const ty = gpu.empty(oshape), tdx = gpu.empty(shape);
+  const tx = e.upload(x, shape), tdy = e.upload(dy, oshape);
+  const ty = e.empty(oshape), tdx = e.empty(shape);
   if (params === 'global') {
-    globalAvgPoolForward(gpu, tx, ty);
-    globalAvgPoolBackward(gpu, tdy, tdx);
+    e.globalAvgPoolForward(tx, ty);
+    e.globalAvgPoolBackward(tdy, tdx);
   } else {
-    avgPoolForward(gpu, tx, ty, params);
-    avgPoolBackward(gpu, tdy, tdx, params);
+    e.avgPoolForward(tx, ty, params);
+    e.avgPoolBackward(tdy, tdx, params);
   }
   const [ey, edx] = params === 'global'
     ? [ref.globalAvgPoolForward(f64(x), shape), ref.globalAvgPoolBackward(f64(dy), shape)]
     : [ref.avgPoolForward(f64(x), shape, params), ref.avgPoolBackward(f64(dy), shape, params)];
-  assertClose(await gpu.readF32(ty), ey, FWD, 'avgPool y');
-  assertClose(await gpu.readF32(tdx), edx, GRAD, 'avgPool dx');
-  gpu.release(tx, tdy, ty, tdx);
+  assertClose(await e.readF32(ty), ey, FWD, 'avgPool y');
+  assertClose(await e.readF32(tdx), edx, GRAD, 'avgPool dx');
+  e.release(tx, tdy, ty, tdx);
 }
 
 const S2 = { kernel: 3, stride: 2, pad: 0 };
@@ -64,17 +64,17 @@ const windows: [string, number[], Pool2dParams][] = [
 ];
 
 const cases: OpCase[] = [
-  ...windows.map(([name, shape, params]): OpCase => ({ name: `max ${name}`, run: (gpu) => maxCase(gpu, shape, params) })),
-  ...windows.map(([name, shape, params]): OpCase => ({ name: `avg ${name}`, run: (gpu) => avgCase(gpu, shape, params) })),
-  { name: 'max with many ties (3x3 s2 p1) [2, 3, 9, 9]', run: (gpu) => maxCase(gpu, [2, 3, 9, 9], S2P1, true) },
-  { name: 'max AlexNet pool1 [1, 96, 55, 55] -> 27x27', run: (gpu) => maxCase(gpu, [1, 96, 55, 55], S2) },
-  { name: 'max ResNet stem [1, 64, 112, 112] 3x3 s2 p1 -> 56x56', run: (gpu) => maxCase(gpu, [1, 64, 112, 112], S2P1) },
-  { name: 'global avg [2, 5, 7, 7]', run: (gpu) => avgCase(gpu, [2, 5, 7, 7], 'global') },
-  { name: 'global avg 1x1 planes [3, 10, 1, 1]', run: (gpu) => avgCase(gpu, [3, 10, 1, 1], 'global') },
-  { name: 'global avg ResNet-50 head [1, 2048, 7, 7]', run: (gpu) => avgCase(gpu, [1, 2048, 7, 7], 'global') },
+  ...windows.map(([name, shape, params]): OpCase => ({ name: `max ${name}`, run: (e) => maxCase(e, shape, params) })),
+  ...windows.map(([name, shape, params]): OpCase => ({ name: `avg ${name}`, run: (e) => avgCase(e, shape, params) })),
+  { name: 'max with many ties (3x3 s2 p1) [2, 3, 9, 9]', run: (e) => maxCase(e, [2, 3, 9, 9], S2P1, true) },
+  { name: 'max AlexNet pool1 [1, 96, 55, 55] -> 27x27', run: (e) => maxCase(e, [1, 96, 55, 55], S2) },
+  { name: 'max ResNet stem [1, 64, 112, 112] 3x3 s2 p1 -> 56x56', run: (e) => maxCase(e, [1, 64, 112, 112], S2P1) },
+  { name: 'global avg [2, 5, 7, 7]', run: (e) => avgCase(e, [2, 5, 7, 7], 'global') },
+  { name: 'global avg 1x1 planes [3, 10, 1, 1]', run: (e) => avgCase(e, [3, 10, 1, 1], 'global') },
+  { name: 'global avg ResNet-50 head [1, 2048, 7, 7]', run: (e) => avgCase(e, [1, 2048, 7, 7], 'global') },
   // 315 floats per sample, 512-float bindings: one sample per slice, unaligned slice starts.
-  { name: 'max split into 2 KiB bindings [3, 5, 7, 9]', run: (gpu) => withBindingLimit(gpu, 2048, () => maxCase(gpu, [3, 5, 7, 9], S2P1)) },
-  { name: 'avg split into 2 KiB bindings [3, 5, 7, 9]', run: (gpu) => withBindingLimit(gpu, 2048, () => avgCase(gpu, [3, 5, 7, 9], S2P1)) },
+  { name: 'max split into 2 KiB bindings [3, 5, 7, 9]', gpuOnly: true, run: (e) => withBindingLimit(e.gpu, 2048, () => maxCase(e, [3, 5, 7, 9], S2P1)) },
+  { name: 'avg split into 2 KiB bindings [3, 5, 7, 9]', gpuOnly: true, run: (e) => withBindingLimit(e.gpu, 2048, () => avgCase(e, [3, 5, 7, 9], S2P1)) },
 ];
 
 export const suite: OpSuite = { op: 'pool', cases };

@@ -5,7 +5,7 @@ import * as ref from '../../src/ref/reduce.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { assertClose, type Tolerance } from '../helpers/compare.ts';
 import { withBindingLimit } from '../helpers/binding-limit.ts';
-import type { OpSuite } from './suite.ts';
+import { gpuOnly, type OpSuite } from './suite.ts';
 
 /**
  * The error bound of the shader's summation tree for n terms: each term passes through at
@@ -99,9 +99,10 @@ function layout(sizes: readonly number[], align: number): { n: number; segs: Seg
   return { n: Math.max(1, off), segs };
 }
 
+// Every case is GPU-only: the WebGPU optimizer's kernels and segment reductions are not Engine ops.
 export const suite: OpSuite = {
   op: 'reduce',
-  cases: [
+  cases: gpuOnly([
     ...[1, 7, 4095, 4097, 100_003].map((n) => ({ name: `sum and sumSquares n=${n}`, run: (gpu: Gpu) => checkWhole(gpu, n) })),
     { name: 'sum split into 4 KiB bindings n=10000', run: (gpu: Gpu) => withBindingLimit(gpu, 4096, () => checkWhole(gpu, 10_000)) },
     {
@@ -199,5 +200,5 @@ export const suite: OpSuite = {
         releaseSegmentTable(gpu, table);
       },
     },
-  ],
+  ]),
 };

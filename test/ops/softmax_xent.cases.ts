@@ -1,9 +1,8 @@
-import { softmaxXent } from '../../src/ops/softmax_xent.ts';
-import type { Gpu } from '../../src/gpu/runtime.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
 import * as ref from '../../src/ref/softmax_xent.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { assertClose, FWD, GRAD } from '../helpers/compare.ts';
-import type { OpSuite } from './suite.ts';
+import type { OpCase, OpSuite } from './suite.ts';
 
 interface Case {
   name: string;
@@ -14,23 +13,23 @@ interface Case {
   edit?: (logits: Float32Array, labels: Int32Array) => void;
 }
 
-async function check(gpu: Gpu, c: Case): Promise<void> {
+async function check<T extends TensorLike>(e: Engine<T>, c: Case): Promise<void> {
   const { n, k } = c;
   const rng = makeRng(n * 1009 + k);
   const logits = uniformF32(rng, n * k, -3, 3);
   // Labels at both ends of [0, K) first, then random.
   const labels = Int32Array.from({ length: n }, (_, i) => (i === 0 ? 0 : i === 1 ? k - 1 : rng.int(k)));
   c.edit?.(logits, labels);
-  const tl = gpu.upload(logits, [n, k]), tlab = gpu.upload(labels, [n]);
-  const td = gpu.empty([n, k]), tloss = gpu.empty([n]), ttot = gpu.empty([1]);
-  softmaxXent(gpu, tl, tlab, td, tloss, ttot, { gradScale: c.gradScale });
+  const tl = e.upload(logits, [n, k]), tlab = e.upload(labels, [n]);
+  const td = e.empty([n, k]), tloss = e.empty([n]), ttot = e.empty([1]);
+  e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: c.gradScale });
   const l64 = Float64Array.from(logits);
   const losses = ref.softmaxXentForward(l64, labels, [n, k]);
-  assertClose(await gpu.readF32(tloss), losses, FWD, 'losses');
+  assertClose(await e.readF32(tloss), losses, FWD, 'losses');
   // The total is a sum of n losses: its rounding grows with n, so the atol does too.
-  assertClose(await gpu.readF32(ttot), [losses.reduce((a, v) => a + v, 0)], { rtol: FWD.rtol, atol: FWD.atol * n }, 'total');
-  assertClose(await gpu.readF32(td), ref.softmaxXentBackward(l64, labels, [n, k], c.gradScale), GRAD, 'dlogits');
-  gpu.release(tl, tlab, td, tloss, ttot);
+  assertClose(await e.readF32(ttot), [losses.reduce((a, v) => a + v, 0)], { rtol: FWD.rtol, atol: FWD.atol * n }, 'total');
+  assertClose(await e.readF32(td), ref.softmaxXentBackward(l64, labels, [n, k], c.gradScale), GRAD, 'dlogits');
+  e.release(tl, tlab, td, tloss, ttot);
 }
 
 const cases: Case[] = [
@@ -68,21 +67,21 @@ const cases: Case[] = [
 export const suite: OpSuite = {
   op: 'softmax_xent',
   cases: [
-    ...cases.map((c) => ({ name: c.name, run: (gpu: Gpu) => check(gpu, c) })),
+    ...cases.map((c): OpCase => ({ name: c.name, run: (e) => check(e, c) })),
     {
       name: 'bitwise the same on every run [16, 1000]',
-      async run(gpu: Gpu) {
+      async run<T extends TensorLike>(e: Engine<T>) {
         const rng = makeRng(5);
-        const tl = gpu.upload(uniformF32(rng, 16000, -5, 5), [16, 1000]), tlab = gpu.upload(Int32Array.from({ length: 16 }, () => rng.int(1000)));
-        const td = gpu.empty([16, 1000]), tloss = gpu.empty([16]), ttot = gpu.empty([1]);
+        const tl = e.upload(uniformF32(rng, 16000, -5, 5), [16, 1000]), tlab = e.upload(Int32Array.from({ length: 16 }, () => rng.int(1000)));
+        const td = e.empty([16, 1000]), tloss = e.empty([16]), ttot = e.empty([1]);
         const runOnce = async (): Promise<number[]> => {
-          softmaxXent(gpu, tl, tlab, td, tloss, ttot, { gradScale: 1 / 16 });
-          return [...(await gpu.readF32(ttot)), ...(await gpu.readF32(td))];
+          e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: 1 / 16 });
+          return [...(await e.readF32(ttot)), ...(await e.readF32(td))];
         };
         const a = await runOnce(), b = await runOnce();
         const i = a.findIndex((v, j) => !Object.is(v, b[j]));
         if (i >= 0) throw new Error(`run 2 differs at [${i}]: ${a[i]} then ${b[i]}`);
-        gpu.release(tl, tlab, td, tloss, ttot);
+        e.release(tl, tlab, td, tloss, ttot);
       },
     },
   ],

@@ -1,8 +1,7 @@
-import { topkCount } from '../../src/ops/topk.ts';
-import type { Gpu } from '../../src/gpu/runtime.ts';
+import type { Engine, TensorLike } from '../../src/backend/engine.ts';
 import * as ref from '../../src/ref/topk.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
-import type { OpSuite } from './suite.ts';
+import type { OpCase, OpSuite } from './suite.ts';
 
 interface Case {
   name: string;
@@ -14,20 +13,20 @@ interface Case {
   edit?: (logits: Float32Array, labels: Int32Array) => void;
 }
 
-async function check(gpu: Gpu, c: Case): Promise<void> {
+async function check<T extends TensorLike>(e: Engine<T>, c: Case): Promise<void> {
   const { n, k } = c;
   const rng = makeRng(n * 31 + k + c.topk);
   const logits = c.ties ? Float32Array.from({ length: n * k }, () => rng.int(3)) : uniformF32(rng, n * k);
   const labels = Int32Array.from({ length: n }, (_, i) => (i === 0 ? 0 : i === 1 ? k - 1 : rng.int(k)));
   c.edit?.(logits, labels);
-  const tl = gpu.upload(logits, [n, k]), tlab = gpu.upload(labels), counts = gpu.empty([2], 'u32');
+  const tl = e.upload(logits, [n, k]), tlab = e.upload(labels), counts = e.empty([2], 'u32');
   const expected = ref.topkCount(Float64Array.from(logits), labels, [n, k], c.topk);
-  topkCount(gpu, tl, tlab, counts, { k: c.topk });
-  const got = Array.from(await gpu.read(counts));
+  e.topkCount(tl, tlab, counts, { k: c.topk });
+  const got = Array.from(await e.read(counts));
   // Accumulating a second batch (the same one) doubles the counts.
-  topkCount(gpu, tl, tlab, counts, { k: c.topk, accumulate: true });
-  const twice = Array.from(await gpu.read(counts));
-  gpu.release(tl, tlab, counts);
+  e.topkCount(tl, tlab, counts, { k: c.topk, accumulate: true });
+  const twice = Array.from(await e.read(counts));
+  e.release(tl, tlab, counts);
   if (`${got}` !== `${expected}` || `${twice}` !== `${expected.map((v) => 2 * v)}`) {
     throw new Error(`counts [top1, top${c.topk}] = [${got}], then accumulated [${twice}]; expected [${expected}]`);
   }
@@ -67,4 +66,4 @@ const cases: Case[] = [
   },
 ];
 
-export const suite: OpSuite = { op: 'topk', cases: cases.map((c) => ({ name: c.name, run: (gpu: Gpu) => check(gpu, c) })) };
+export const suite: OpSuite = { op: 'topk', cases: cases.map((c): OpCase => ({ name: c.name, run: (e) => check(e, c) })) };

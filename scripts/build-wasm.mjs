@@ -1,0 +1,92 @@
+// Builds the wasm engine's kernels (wasm/*.ts, AssemblyScript) into src/wasm/build/kernels.wasm
+// on demand: ensureWasm() compiles only when the output is missing or was built from other
+// sources, compiler version or flags (a SHA-256 of all three is kept next to it). Nothing it
+// writes is tracked by git. Called by WasmEngine.create() in Node, by the vite plugin
+// (scripts/vite-wasm-plugin.mjs) at build start and dev-server start, and by
+// `npm run build:wasm` (add --force to rebuild regardless).
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const WASM_SRC = join(root, 'wasm');
+export const WASM_OUT = join(root, 'src', 'wasm', 'build', 'kernels.wasm');
+const HASH_FILE = `${WASM_OUT}.sha256`;
+const ENTRY = join(WASM_SRC, 'kernels.ts');
+const FLAGS = ['-O3', '--enable', 'simd', '--runtime', 'stub', '--importMemory', '--noAssert'];
+
+/** SHA-256 over the flags, the compiler version and every source file (sorted by name). */
+async function sourceHash() {
+  const h = createHash('sha256');
+  h.update(FLAGS.join(' '));
+  const pkg = JSON.parse(await readFile(join(root, 'node_modules', 'assemblyscript', 'package.json'), 'utf8'));
+  h.update(`assemblyscript ${pkg.version}`);
+  const files = (await readdir(WASM_SRC)).filter((f) => f.endsWith('.ts')).sort();
+  for (const f of files) {
+    h.update(`\0${f}\0`);
+    h.update(await readFile(join(WASM_SRC, f)));
+  }
+  return h.digest('hex');
+}
+
+async function readOr(path, fallback) {
+  try {
+    return await readFile(path, 'utf8');
+  } catch {
+    return fallback; // missing: build it
+  }
+}
+
+async function compile(hash) {
+  const { default: asc } = await import('assemblyscript/asc');
+  await mkdir(dirname(WASM_OUT), { recursive: true });
+  // Unique temporary names, then rename: concurrent builders (test workers, several
+  // volunteers) never see a half-written file.
+  const tmp = `${WASM_OUT}.${process.pid}.${Date.now()}.tmp`;
+  let log = '';
+  const sink = { write: (s) => { log += String(s); return true; } };
+  const { error } = await asc.main([ENTRY, '--outFile', tmp, ...FLAGS], { stdout: sink, stderr: sink });
+  if (error) {
+    await rm(tmp, { force: true });
+    throw new Error(`Compiling the wasm kernels (wasm/*.ts) failed: ${error.message}\n${log}\nFix the AssemblyScript source and run \`npm run build:wasm\`.`);
+  }
+  await rename(tmp, WASM_OUT);
+  await writeFile(`${HASH_FILE}.${process.pid}.tmp`, hash);
+  await rename(`${HASH_FILE}.${process.pid}.tmp`, HASH_FILE);
+}
+
+let pending = null;
+
+/**
+ * Makes sure src/wasm/build/kernels.wasm matches the sources; returns its path. Concurrent
+ * calls in one process share one check (and build); later calls check again (cheap: a hash
+ * of a few small files), so a long-running dev server picks up edits.
+ * @param {{ force?: boolean }} [opts]
+ * @returns {Promise<string>}
+ */
+export function ensureWasm(opts = {}) {
+  if (pending && !opts.force) return pending;
+  const run = (async () => {
+    const hash = await sourceHash();
+    const built = await readOr(HASH_FILE, '');
+    const present = await stat(WASM_OUT).then((st) => st.size > 0, () => false);
+    if (opts.force || !present || built.trim() !== hash) await compile(hash);
+    return WASM_OUT;
+  })();
+  pending = run;
+  const clear = () => { if (pending === run) pending = null; };
+  run.then(clear, clear);
+  return run;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const t0 = Date.now();
+  ensureWasm({ force: process.argv.includes('--force') }).then(
+    (out) => console.log(`wasm kernels: ${out} (${Date.now() - t0} ms)`),
+    (e) => {
+      console.error(e instanceof Error ? e.message : e);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,98 @@
+// The op interface every compute backend implements: the model (src/nn/model.ts), the
+// training step and the volunteer only talk to an Engine, never to WebGPU or WebAssembly
+// directly. Two engines exist: 'webgpu' (src/backend/webgpu.ts: the WGSL kernels of src/ops
+// on a Gpu) and 'wasm' (src/wasm/: WebAssembly SIMD kernels on the CPU).
+//
+// Semantics are those of src/ops (each op's file documents shapes and layout; every op has
+// a float64 reference in src/ref). Work is RECORDED: an engine may run an op at once (wasm)
+// or queue it until flush() (webgpu); only read()/readF32() wait for results. Tensors are
+// views (offset, shape) into buffers the engine owns; view() of a view is relative to it.
+import type { BatchNormBackwardParams, BatchNormParams } from '../ops/batchnorm.ts';
+import type { BiasBackwardParams } from '../ops/bias.ts';
+import type { Conv2dBackwardOptions, Conv2dParams } from '../ops/conv2d.ts';
+import type { DropoutParams } from '../ops/dropout.ts';
+import type { GemmParams } from '../ops/gemm.ts';
+import type { LrnParams } from '../ops/lrn.ts';
+import type { Pool2dParams } from '../ops/pool.ts';
+import type { SoftmaxXentParams } from '../ops/softmax_xent.ts';
+import type { TopkParams } from '../ops/topk.ts';
+
+export type DType = 'f32' | 'i32' | 'u32';
+export type HostArray = Float32Array | Int32Array | Uint32Array;
+export type BackendKind = 'webgpu' | 'wasm';
+/** A volunteer's setting: a backend, or 'auto' (the faster one measured on the device). */
+export type BackendPreference = 'auto' | BackendKind;
+export const BACKEND_PREFERENCES: readonly BackendPreference[] = ['auto', 'webgpu', 'wasm'];
+
+/** What every engine's tensors have; each engine adds its own handle to the storage. */
+export interface TensorLike {
+  readonly shape: readonly number[];
+  /** Number of elements (product of shape). */
+  readonly size: number;
+  readonly dtype: DType;
+}
+
+export interface EngineInfo {
+  backend: BackendKind;
+  platform: 'node' | 'browser';
+  /** Human-readable device: adapter name, or e.g. 'WebAssembly SIMD, 2 threads'. */
+  description: string;
+  /** True where the engine runs on the CPU (software WebGPU, or wasm). */
+  cpu: boolean;
+}
+
+/** Every op the models need, forward and backward (argument order as in src/ops). */
+export interface Ops<T extends TensorLike> {
+  gemm(a: T, b: T, c: T, p?: GemmParams): void;
+  conv2dForward(x: T, w: T, y: T, p: Conv2dParams): void;
+  conv2dBackwardInput(dy: T, w: T, dx: T, p: Conv2dParams, o?: Conv2dBackwardOptions): void;
+  conv2dBackwardFilter(x: T, dy: T, dw: T, p: Conv2dParams, o?: Conv2dBackwardOptions): void;
+  biasAddInPlace(x: T, b: T): void;
+  biasBackward(dy: T, db: T, p: BiasBackwardParams): void;
+  reluForward(x: T, y: T): void;
+  reluBackward(x: T, dy: T, dx: T): void;
+  add(x: T, y: T, z: T): void;
+  addInPlace(x: T, y: T): void;
+  fill(x: T, value: number): void;
+  maxPoolForward(x: T, y: T, argmax: T, p: Pool2dParams): void;
+  maxPoolBackward(dy: T, argmax: T, dx: T, p: Pool2dParams): void;
+  avgPoolForward(x: T, y: T, p: Pool2dParams): void;
+  avgPoolBackward(dy: T, dx: T, p: Pool2dParams): void;
+  globalAvgPoolForward(x: T, y: T): void;
+  globalAvgPoolBackward(dy: T, dx: T): void;
+  batchNormForward(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, mean: T, invstd: T, p: BatchNormParams): void;
+  batchNormInference(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, p: { eps: number }): void;
+  batchNormBackward(x: T, dy: T, gamma: T, mean: T, invstd: T, dx: T, dgamma: T, dbeta: T, p: BatchNormBackwardParams): void;
+  lrnForward(x: T, y: T, p: LrnParams): void;
+  lrnBackward(x: T, y: T, dy: T, dx: T, p: LrnParams): void;
+  dropoutForward(x: T, y: T, p: DropoutParams): void;
+  dropoutBackward(dy: T, dx: T, p: DropoutParams): void;
+  softmaxXent(logits: T, labels: T, dlogits: T, losses: T, total: T, p: SoftmaxXentParams): void;
+  topkCount(logits: T, labels: T, counts: T, p?: TopkParams): void;
+}
+
+/** Memory and scheduling: what the model needs besides the ops. */
+export interface Engine<T extends TensorLike> extends Ops<T> {
+  readonly info: EngineInfo;
+  /**
+   * Element alignment of views into flat buffers (parameter layouts pad tensors to it):
+   * the GPU's minStorageBufferOffsetAlignment / 4; 4 floats (16 bytes, one v128) for wasm.
+   */
+  readonly viewAlign: number;
+  empty(shape: readonly number[], dtype?: DType, label?: string): T;
+  zeros(shape: readonly number[], dtype?: DType, label?: string): T;
+  upload(data: HostArray, shape?: readonly number[], label?: string): T;
+  write(t: T, data: HostArray, elemOffset?: number): void;
+  /** Elements [start, start + size(shape)) of t as a tensor of that shape (same storage). */
+  view(t: T, start: number, shape: readonly number[]): T;
+  copy(src: T, dst: T): void;
+  release(...ts: (T | null | undefined)[]): void;
+  read(t: T): Promise<HostArray>;
+  readF32(t: T): Promise<Float32Array>;
+  /** Submits recorded work (a no-op where ops run at once). */
+  flush(): void;
+  destroy(): void;
+}
+
+/** An engine of either kind, for code that never touches its tensors' storage. */
+export type AnyEngine = Engine<TensorLike>;

@@ -1,0 +1,68 @@
+// The optimiser step every volunteer runs, whatever its compute backend: the ONE agreed
+// implementation that keeps the weights of a mixed ring (WebGPU peers, wasm peers, different
+// GPUs) bitwise identical. After the all-reduce every peer holds the same gradient sum G
+// (the ring's reduce-scatter fixes one summation order per chunk and the all-gather copies
+// its bits), and this step is plain IEEE arithmetic in a fixed order: float64 for the norms
+// and the per-element expressions (+, -, *, /, sqrt are exactly rounded in every JS engine),
+// rounded to float32 where stored. A GPU's update kernel would give each GPU model its own
+// last bits (fused multiply-add, reduction trees), and the per-step checksum would then evict
+// honest peers. Costs ~10 flops per parameter on the CPU, next to an all-reduce that already
+// moves G through the CPU.
+//
+// Same formulas as shaders/lars.wgsl and src/ref/optim.ts:
+//   lars: lambda = eta ||w|| / (||g|| + beta ||w||) (1 when not adapted or a norm is 0),
+//         v <- m v + (lr lambda)(g + beta w);  w <- w - v
+//   sgd:  d = g + beta w;  v <- m v + lr d;  w <- w - v  (Nesterov: w <- w - (m v + lr d))
+// with g = G * gradScale and beta = 0 on segments without decay.
+import { OptimError } from './errors.ts';
+import { learningRate } from './schedule.ts';
+import type { OptimizerConfig, ParamSegment } from './types.ts';
+
+export interface HostStepArgs {
+  w: Float32Array;
+  v: Float32Array;
+  /** Gradient SUM over the global batch (not modified). */
+  G: Float32Array;
+  /** 0-based step index (selects the scheduled rate). */
+  t: number;
+  /** 1 / global batch. */
+  gradScale: number;
+}
+
+/** Sum of squares of x[off, off + len) times scale^2, in float64, in index order. */
+function sumSquares(x: Float32Array, off: number, len: number, scale: number): number {
+  let s = 0;
+  for (let i = off; i < off + len; i++) {
+    const v = x[i]! * scale;
+    s += v * v;
+  }
+  return s;
+}
+
+/** One optimiser step in place on w and v (see the file comment for why on the host). */
+export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly ParamSegment[], a: HostStepArgs): void {
+  const n = a.w.length;
+  if (a.v.length !== n || a.G.length !== n) throw new OptimError('bad-input', `w, v and G must have the same length, got ${n}, ${a.v.length}, ${a.G.length}`);
+  if (!Number.isFinite(a.gradScale) || a.gradScale <= 0) throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${a.gradScale}`);
+  const lr = learningRate(cfg, a.t);
+  const m = cfg.momentum;
+  const { w, v, G, gradScale } = a;
+  for (const s of segments) {
+    if (s.offset < 0 || s.offset + s.length > n) throw new OptimError('bad-input', `segment ${s.name} [${s.offset}, ${s.offset + s.length}) is outside the ${n} parameters`);
+    const beta = s.decay ? cfg.weightDecay : 0;
+    let rate = lr;
+    if (cfg.kind === 'lars' && s.adapt) {
+      const wn = Math.sqrt(sumSquares(w, s.offset, s.length, 1));
+      const gn = Math.sqrt(sumSquares(G, s.offset, s.length, gradScale));
+      if (wn > 0 && gn > 0) rate = lr * ((cfg.eta * wn) / (gn + beta * wn));
+    }
+    const nesterov = cfg.kind === 'sgd' && cfg.nesterov;
+    for (let i = s.offset; i < s.offset + s.length; i++) {
+      const wi = w[i]!;
+      const d = G[i]! * gradScale + beta * wi;
+      const vi = Math.fround(m * v[i]! + rate * d);
+      v[i] = vi;
+      w[i] = nesterov ? wi - (m * vi + rate * d) : wi - vi;
+    }
+  }
+}

@@ -1,0 +1,222 @@
+// Every op besides GEMM and conv2d on the wasm kernels, with the shapes, checks and semantics
+// of the matching src/ops file (bias, relu, eltwise, pool, batchnorm, lrn, dropout,
+// softmax_xent, topk). Each function: validate with src/ops' shape function, then one kernel call.
+import { check } from '../errors.ts';
+import { shapeStr } from '../gpu/tensor.ts';
+import { type BatchNormBackwardParams, type BatchNormParams, batchNormDims } from '../ops/batchnorm.ts';
+import { type BiasBackwardParams, biasDims } from '../ops/bias.ts';
+import { type DropoutParams, dropoutScale, dropoutShape, dropoutThreshold } from '../ops/dropout.ts';
+import { eltwiseSize } from '../ops/eltwise.ts';
+import { type LrnParams, lrnDims } from '../ops/lrn.ts';
+import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d } from '../ops/pool.ts';
+import { type SoftmaxXentParams, softmaxXentDims } from '../ops/softmax_xent.ts';
+import { type TopkParams, topkDims } from '../ops/topk.ts';
+import type { WasmCtx, WasmTensor } from './tensor.ts';
+
+const f32bits = new Uint32Array(new Float32Array([0]).buffer);
+const f32view = new Float32Array(f32bits.buffer);
+
+/** The bits of Math.fround(v): what WGSL stores for an f32 uniform. */
+function bitsOf(v: number): number {
+  f32view[0] = v;
+  return f32bits[0]!;
+}
+
+// ---- bias, relu, eltwise -------------------------------------------------------------------
+
+function checkBias(what: string, x: WasmTensor, b: WasmTensor): { n: number; c: number; hw: number } {
+  const d = biasDims(x.shape);
+  check(b.size === d.c, what, () => `bias has ${b.size} values for ${d.c} channels of x ${shapeStr(x.shape)}`);
+  return d;
+}
+
+// x [N, C, H, W] or [N, F] (updated in place), b [C]
+export function biasAddInPlace(cx: WasmCtx, x: WasmTensor, b: WasmTensor): void {
+  const d = checkBias('biasAddInPlace', x, b);
+  cx.k.biasAddInPlace(cx.ptr(x, 'biasAddInPlace'), cx.ptr(b, 'biasAddInPlace'), d.n, d.c, d.hw);
+}
+
+// dy [N, C, H, W] or [N, F] -> db [C] (= or += by params.accumulate)
+export function biasBackward(cx: WasmCtx, dy: WasmTensor, db: WasmTensor, params: BiasBackwardParams): void {
+  const d = checkBias('biasBackward', dy, db);
+  cx.k.biasBackward(cx.ptr(dy, 'biasBackward'), cx.ptr(db, 'biasBackward'), d.n, d.c, d.hw, params.accumulate ? 1 : 0);
+}
+
+function checkRelu(what: string, x: WasmTensor, out: WasmTensor, dy: WasmTensor | null): void {
+  check(out.size === x.size && (!dy || dy.size === x.size), what, () => `sizes differ: x ${x.size}, out ${out.size}${dy ? `, dy ${dy.size}` : ''}`);
+}
+
+export function reluForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
+  checkRelu('relu.forward', x, y, null);
+  cx.k.reluForward(cx.ptr(x, 'relu.forward'), cx.ptr(y, 'relu.forward'), x.size);
+}
+
+export function reluBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, dx: WasmTensor): void {
+  const what = 'relu.backward';
+  checkRelu(what, x, dx, dy);
+  cx.k.reluBackward(cx.ptr(x, what), cx.ptr(dy, what), cx.ptr(dx, what), x.size);
+}
+
+// x, y, z [any, same size]: z = x + y
+export function add(cx: WasmCtx, x: WasmTensor, y: WasmTensor, z: WasmTensor): void {
+  const n = eltwiseSize(z.size, x.size, y.size);
+  cx.k.add(cx.ptr(x, 'add'), cx.ptr(y, 'add'), cx.ptr(z, 'add'), n);
+}
+
+// x, y [any, same size]: x += y
+export function addInPlace(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
+  const n = eltwiseSize(x.size, y.size);
+  const px = cx.ptr(x, 'addInPlace');
+  cx.k.add(px, cx.ptr(y, 'addInPlace'), px, n);
+}
+
+// x [any]: x = value as an f32 (its bits, whatever x's dtype: as the WGSL fill)
+export function fill(cx: WasmCtx, x: WasmTensor, value: number): void {
+  cx.k.fill(cx.ptr(x, 'fill'), bitsOf(value), x.size);
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+
+function checkT(t: WasmTensor, shape: readonly number[], dtype: WasmTensor['dtype'], what: string, name: string): void {
+  check(t.size === shape.reduce((a, b) => a * b, 1) && t.dtype === dtype, what, () => `${name} must be ${dtype} ${shapeStr(shape)}, got ${t.dtype} ${shapeStr(t.shape)}`);
+}
+
+function checkMax(xShape: readonly number[], out: WasmTensor, argmax: WasmTensor, params: Pool2dParams, what: string, name: string): PoolGeometry {
+  const g = normalizePool2d(xShape, params, what);
+  const oshape = [g.n, g.c, g.oh, g.ow];
+  checkT(out, oshape, 'f32', what, name);
+  checkT(argmax, oshape, 'u32', what, 'argmax');
+  return g;
+}
+
+const windowArgs = (g: PoolGeometry): [number, number, number, number, number, number] => [g.kh, g.kw, g.sh, g.sw, g.ph, g.pw];
+
+// x [N, C, H, W] -> y f32 [N, C, OH, OW], argmax u32 (iy*W + ix in the plane)
+export function maxPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, argmax: WasmTensor, params: Pool2dParams): void {
+  const what = 'maxPool.forward';
+  const g = checkMax(x.shape, y, argmax, params, what, 'y');
+  cx.k.maxPoolForward(cx.ptr(x, what), cx.ptr(y, what), cx.ptr(argmax, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+}
+
+// dy [N, C, OH, OW], argmax -> dx [N, C, H, W] (written)
+export function maxPoolBackward(cx: WasmCtx, dy: WasmTensor, argmax: WasmTensor, dx: WasmTensor, params: Pool2dParams): void {
+  const what = 'maxPool.backward';
+  const g = checkMax(dx.shape, dy, argmax, params, what, 'dy');
+  cx.k.maxPoolBackward(cx.ptr(dy, what), cx.ptr(argmax, what), cx.ptr(dx, what), g.n * g.c, g.h, g.w, g.oh, g.ow);
+}
+
+export function avgPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, params: Pool2dParams): void {
+  const what = 'avgPool.forward';
+  const g = normalizePool2d(x.shape, params, what);
+  checkT(y, [g.n, g.c, g.oh, g.ow], 'f32', what, 'y');
+  cx.k.avgPoolForward(cx.ptr(x, what), cx.ptr(y, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+}
+
+export function avgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor, params: Pool2dParams): void {
+  const what = 'avgPool.backward';
+  const g = normalizePool2d(dx.shape, params, what);
+  checkT(dy, [g.n, g.c, g.oh, g.ow], 'f32', what, 'dy');
+  cx.k.avgPoolBackward(cx.ptr(dy, what), cx.ptr(dx, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+}
+
+// x [N, C, H, W] -> y [N, C] (or [N, C, 1, 1])
+export function globalAvgPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
+  const what = 'avgPool.forward';
+  const g = normalizePool2d(x.shape, globalPoolParams(x.shape), what);
+  checkT(y, [g.n, g.c, 1, 1], 'f32', what, 'y');
+  cx.k.globalAvgPoolForward(cx.ptr(x, what), cx.ptr(y, what), g.n * g.c, g.h * g.w);
+}
+
+// dy [N, C] -> dx [N, C, H, W] = dy / (H*W)
+export function globalAvgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor): void {
+  const what = 'avgPool.backward';
+  const g = normalizePool2d(dx.shape, globalPoolParams(dx.shape), what);
+  checkT(dy, [g.n, g.c, 1, 1], 'f32', what, 'dy');
+  cx.k.globalAvgPoolBackward(cx.ptr(dy, what), cx.ptr(dx, what), g.n * g.c, g.h * g.w);
+}
+
+// ---- batch norm, LRN -------------------------------------------------------------------------
+
+function checkBn(what: string, x: WasmTensor, same: Record<string, WasmTensor>, perChannel: Record<string, WasmTensor>): { n: number; c: number; hw: number } {
+  const d = batchNormDims(x.shape);
+  for (const [name, t] of Object.entries(same)) check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
+  for (const [name, t] of Object.entries(perChannel)) check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  return d;
+}
+
+// x; gamma, beta, runningMean, runningVar (updated) [C] -> y, mean, invstd [C]
+export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
+  y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams): void {
+  const what = 'batchNorm.forward';
+  const { n, c, hw } = checkBn(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
+  const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
+  cx.k.batchNormStats(px, n, c, hw, pm, pi, cx.ptr(runningMean, what), cx.ptr(runningVar, what), params.eps, params.momentum);
+  cx.k.batchNormApply(px, cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), pm, pi, 0, 0);
+}
+
+export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
+  y: WasmTensor, params: { eps: number }): void {
+  const what = 'batchNorm.inference';
+  const { n, c, hw } = checkBn(what, x, { y }, { gamma, beta, runningMean, runningVar });
+  cx.k.batchNormApply(cx.ptr(x, what), cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), cx.ptr(runningMean, what), cx.ptr(runningVar, what), 1, params.eps);
+}
+
+export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
+  dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, params: BatchNormBackwardParams): void {
+  const what = 'batchNorm.backward';
+  const { n, c, hw } = checkBn(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
+  cx.k.batchNormBackward(cx.ptr(x, what), cx.ptr(dy, what), cx.ptr(gamma, what), cx.ptr(mean, what), cx.ptr(invstd, what), cx.ptr(dx, what),
+    cx.ptr(dgamma, what), cx.ptr(dbeta, what), n, c, hw, params.accumulate ? 1 : 0);
+}
+
+function checkLrn(what: string, x: WasmTensor, others: WasmTensor[], p: LrnParams): { n: number; c: number; hw: number } {
+  const d = lrnDims(x.shape, p, what);
+  for (const t of others) check(t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t.shape)}`);
+  return d;
+}
+
+export function lrnForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, p: LrnParams): void {
+  const what = 'lrn.forward';
+  const { n, c, hw } = checkLrn(what, x, [y], p);
+  const scratch = cx.scratch('aux', c * hw * 4);
+  cx.k.lrnForward(cx.ptr(x, what), cx.ptr(y, what), n, c, hw, p.size, p.alpha, p.beta, p.k, scratch);
+}
+
+// x (forward's input), y (forward's output), dy -> dx (written)
+export function lrnBackward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, dy: WasmTensor, dx: WasmTensor, p: LrnParams): void {
+  const what = 'lrn.backward';
+  const { n, c, hw } = checkLrn(what, x, [y, dy, dx], p);
+  const scratch = cx.scratch('aux', 2 * c * hw * 4);
+  cx.k.lrnBackward(cx.ptr(x, what), cx.ptr(y, what), cx.ptr(dy, what), cx.ptr(dx, what), n, c, hw, p.size, p.alpha, p.beta, p.k, scratch);
+}
+
+// ---- dropout, loss, accuracy -----------------------------------------------------------------
+
+function dropout(cx: WasmCtx, inp: WasmTensor, out: WasmTensor, params: DropoutParams, what: string): void {
+  dropoutShape(inp.shape, params);
+  check(out.size === inp.size, what, () => `output ${shapeStr(out.shape)} must have the input's ${inp.size} elements (${shapeStr(inp.shape)})`);
+  cx.k.dropout(cx.ptr(inp, what), cx.ptr(out, what), inp.size, params.seed, dropoutThreshold(params.p), dropoutScale(params.p));
+}
+
+// x [any] -> y [same]: y = x * mask / (1 - p), the mask of shaders/dropout.wgsl bit for bit
+export function dropoutForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, params: DropoutParams): void {
+  dropout(cx, x, y, params, 'dropout.forward');
+}
+
+export function dropoutBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor, params: DropoutParams): void {
+  dropout(cx, dy, dx, params, 'dropout.backward');
+}
+
+// logits [N, K], labels [N] i32 -> dlogits [N, K], losses [N], total [1]
+export function softmaxXent(cx: WasmCtx, logits: WasmTensor, labels: WasmTensor, dlogits: WasmTensor, losses: WasmTensor, total: WasmTensor, params: SoftmaxXentParams): void {
+  const what = 'softmaxXent';
+  const { n, k } = softmaxXentDims(logits, labels, dlogits, losses, total, what);
+  cx.k.softmaxXent(cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(dlogits, what), cx.ptr(losses, what), cx.ptr(total, what), n, k, params.gradScale);
+}
+
+// logits [N, K], labels [N] i32 -> counts [2] u32: [#top-1 hits, #top-k hits] (= or +=)
+export function topkCount(cx: WasmCtx, logits: WasmTensor, labels: WasmTensor, counts: WasmTensor, params: TopkParams = {}): void {
+  const what = 'topkCount';
+  const { n, k, topk } = topkDims(logits, labels, counts, params, what);
+  cx.k.topkCount(cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(counts, what), n, k, Math.min(topk, 0x7fffffff), params.accumulate ? 1 : 0);
+}

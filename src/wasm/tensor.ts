@@ -1,0 +1,35 @@
+// Tensors of the wasm engine: (shape, dtype, byte offset) inside the engine's one
+// WebAssembly.Memory. A block is one allocation; views share their root's block.
+import type { TensorLike } from '../backend/engine.ts';
+import type { Kernels } from './kernels.ts';
+
+export interface WasmBlock {
+  /** Byte address of the allocation. */
+  readonly ptr: number;
+  readonly bytes: number;
+  readonly label: string;
+  /** Owner id: an engine only accepts its own tensors. */
+  readonly owner: number;
+  /** False after release() (or the engine's destroy()). */
+  live: boolean;
+}
+
+export interface WasmTensor extends TensorLike {
+  /** Byte address of element 0 in the engine's memory. */
+  readonly byteOffset: number;
+  readonly block: WasmBlock;
+  /** True for tensors from view(): they are freed with the tensor they view. */
+  readonly isView: boolean;
+}
+
+/** Scratch kept by the engine between ops: packing buffers, im2col columns, op temporaries. */
+export type ScratchSlot = 'gemm' | 'col' | 'aux';
+
+/** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
+export interface WasmCtx {
+  readonly k: Kernels;
+  /** Byte address of t's element 0; throws unless t is a live tensor of this engine. */
+  ptr(t: WasmTensor, what: string): number;
+  /** A block of at least `bytes` bytes for `slot`, reused by later calls (contents undefined). */
+  scratch(slot: ScratchSlot, bytes: number): number;
+}

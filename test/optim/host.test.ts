@@ -1,0 +1,75 @@
+// The host optimiser step (the one implementation every volunteer runs, whatever its backend)
+// against the float64 reference, its determinism, and its bad-input errors.
+import { describe, expect, it } from 'vitest';
+import { hostOptimizerStep } from '../../src/optim/host.ts';
+import { parseOptimizerConfig } from '../../src/optim/config.ts';
+import { learningRate, powExact } from '../../src/optim/schedule.ts';
+import type { ParamSegment } from '../../src/optim/types.ts';
+import { larsStep, sgdStep } from '../../src/ref/optim.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { assertClose } from '../helpers/compare.ts';
+
+// Awkward segments: a lone float, odd lengths, one without decay, one not adapted, a gap.
+const SEGS: ParamSegment[] = [
+  { name: 'a', offset: 0, length: 1, adapt: true, decay: true },
+  { name: 'b', offset: 64, length: 257, adapt: true, decay: true },
+  { name: 'bias', offset: 384, length: 7, adapt: false, decay: false },
+  { name: 'bn', offset: 448, length: 13, adapt: true, decay: false },
+  { name: 'zero-w', offset: 512, length: 33, adapt: true, decay: true },
+];
+const N = 576;
+
+function setup(seed: number) {
+  const rng = makeRng(seed);
+  const w = uniformF32(rng, N);
+  w.fill(0, 512, 545); // ||w|| = 0: lambda falls back to 1
+  return { w, v: uniformF32(rng, N).map((x) => x * 0.01), G: uniformF32(rng, N).map((x) => x * 40) };
+}
+
+describe('hostOptimizerStep', () => {
+  for (const kind of ['lars', 'sgd', 'sgd-nesterov'] as const) {
+    it(`${kind}: three steps match the float64 reference`, () => {
+      const cfg = parseOptimizerConfig({ kind: kind === 'lars' ? 'lars' : 'sgd', lr: 0.3, totalSteps: 10, warmupSteps: 2, momentum: 0.9, weightDecay: 5e-4, nesterov: kind === 'sgd-nesterov' });
+      const { w, v, G } = setup(3);
+      const [w64, v64, G64] = [Float64Array.from(w), Float64Array.from(v), Float64Array.from(G)];
+      for (let t = 0; t < 3; t++) {
+        hostOptimizerStep(cfg, SEGS, { w, v, G, t, gradScale: 1 / 40 });
+        const k = { lr: learningRate(cfg, t), momentum: cfg.momentum, weightDecay: cfg.weightDecay, gradScale: 1 / 40 };
+        if (kind === 'lars') larsStep(w64, v64, G64, SEGS, k, cfg.eta);
+        else sgdStep(w64, v64, G64, SEGS, k, cfg.nesterov);
+      }
+      assertClose(w, w64, { rtol: 1e-6, atol: 1e-7 }, `${kind} w`);
+      assertClose(v, v64, { rtol: 1e-5, atol: 1e-7 }, `${kind} v`);
+      // Floats outside every segment are never touched.
+      const before = setup(3);
+      for (let i = 1; i < 64; i++) expect(w[i]).toBe(before.w[i]);
+    });
+  }
+
+  it('is bitwise deterministic (the same bits on every run: mixed rings depend on it)', () => {
+    const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.5, totalSteps: 20 });
+    const runs = [0, 1].map(() => {
+      const s = setup(9);
+      for (let t = 0; t < 5; t++) hostOptimizerStep(cfg, SEGS, { ...s, t, gradScale: 1 / 24 });
+      return new Uint32Array(s.w.buffer).slice();
+    });
+    expect(runs[0]).toEqual(runs[1]);
+  });
+
+  it('refuses mismatched buffers, a bad gradScale and segments outside the buffer', () => {
+    const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.5, totalSteps: 20 });
+    const s = setup(1);
+    expect(() => hostOptimizerStep(cfg, SEGS, { ...s, v: new Float32Array(3), t: 0, gradScale: 1 })).toThrow(/same length/);
+    expect(() => hostOptimizerStep(cfg, SEGS, { ...s, t: 0, gradScale: 0 })).toThrow(/gradScale must be a finite number > 0/);
+    expect(() => hostOptimizerStep(cfg, [{ name: 'x', offset: 570, length: 10, adapt: true, decay: true }], { ...s, t: 0, gradScale: 1 })).toThrow(/outside/);
+  });
+});
+
+describe('powExact', () => {
+  it('multiplies for small integer powers, Math.pow otherwise', () => {
+    expect(powExact(0.7, 0)).toBe(1);
+    expect(powExact(0.7, 2)).toBe(0.7 * 0.7);
+    expect(powExact(0.5, 3)).toBe(0.125);
+    expect(powExact(0.7, 1.5)).toBe(Math.pow(0.7, 1.5));
+  });
+});

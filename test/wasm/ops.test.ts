@@ -1,0 +1,356 @@
+// Every op of the wasm engine against the float64 references (src/ref) on awkward shapes: odd
+// sizes, strides 1 and 2, pads 0-2, kernels 1/3/5/11, non-square, accumulate on and off,
+// batch 1 and 3; tolerances as test/ops/*.cases.ts use them. Plus bitwise determinism and the
+// dropout mask being the reference's bit for bit. (The shared op suites in test/ops also run
+// on this engine; these are the wasm engine's own, kernel-path-specific checks.)
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { VtError } from '../../src/errors.ts';
+import type { Conv2dParams } from '../../src/ops/conv2d.ts';
+import { conv2dShape } from '../../src/ops/conv2d.ts';
+import { dropoutMask } from '../../src/ref/dropout.ts';
+import * as ref from '../../src/ref/index.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
+import { assertClose, FWD, GRAD, type Tolerance } from '../helpers/compare.ts';
+
+let e: WasmEngine;
+beforeAll(async () => {
+  e = await WasmEngine.create();
+});
+afterAll(() => e?.destroy());
+
+const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
+const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+/** k-term f32 sums of products of values in [-1, 1] (as test/ops/conv2d.cases.ts). */
+const tolFor = (base: Tolerance, k: number): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * k * 2 ** -24) });
+const gemmTol = (K: number): Tolerance => ({ rtol: 1e-5, atol: 2e-6 * Math.sqrt(K) + 1e-6 });
+const read = (t: WasmTensor): Promise<Float32Array> => e.readF32(t);
+
+describe('gemm (wasm)', () => {
+  interface S { M: number; N: number; K: number; transA?: boolean; transB?: boolean; alpha?: number; beta?: number; batch?: number }
+  const shapes: S[] = [
+    { M: 1, N: 1, K: 1 },
+    { M: 7, N: 9, K: 13 },
+    { M: 33, N: 17, K: 5, transA: true },
+    { M: 5, N: 31, K: 19, transB: true },
+    { M: 12, N: 10, K: 3, transA: true, transB: true },
+    { M: 65, N: 129, K: 70, beta: 1, alpha: 0.5 },
+    { M: 3, N: 100, K: 257, transB: true, beta: -2 },
+    { M: 13, N: 257, K: 300, beta: 0.5 }, // K over one KC block, N not a multiple of 8
+    { M: 130, N: 7, K: 257, transA: true, beta: 1 }, // M over one MC block
+    { M: 4, N: 9, K: 6, batch: 3 },
+    { M: 2, N: 7, K: 12, transB: true, batch: 3, beta: 1 },
+    { M: 9, N: 2100, K: 3 }, // N over one NC block
+    { M: 5, N: 6, K: 0, beta: 2 }, // empty reduction: C = beta C
+  ];
+  for (const s of shapes) {
+    it(`${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''} alpha ${s.alpha ?? 1} beta ${s.beta ?? 0}`, async () => {
+      const rng = makeRng(s.M * 1000 + s.N * 10 + s.K);
+      const batch = s.batch ?? 1, lead = s.batch ? [batch] : [];
+      const a = uniformF32(rng, batch * s.M * s.K), b = uniformF32(rng, batch * s.K * s.N), c0 = uniformF32(rng, batch * s.M * s.N);
+      const ta = e.upload(a, [...lead, ...(s.transA ? [s.K, s.M] : [s.M, s.K])]);
+      const tb = e.upload(b, [...lead, ...(s.transB ? [s.N, s.K] : [s.K, s.N])]);
+      const tc = e.upload(c0, [...lead, s.M, s.N]);
+      e.gemm(ta, tb, tc, s);
+      const want = new Float64Array(batch * s.M * s.N);
+      for (let i = 0; i < batch; i++) want.set(ref.gemm.gemm(a.subarray(i * s.M * s.K), b.subarray(i * s.K * s.N), c0.subarray(i * s.M * s.N), s), i * s.M * s.N);
+      assertClose(await read(tc), want, gemmTol(s.K), 'gemm');
+      e.release(ta, tb, tc);
+    });
+  }
+
+  it('beta 0 never reads C (NaN in C does not leak)', async () => {
+    // [A shape, B shape, params, C shape, the value every element of C must get]
+    const cases: [number[], number[], { transA?: boolean; transB?: boolean }, number[], number][] = [
+      [[2, 3], [3, 3], {}, [2, 3], 3],
+      [[2, 3], [3, 3], { transB: true }, [2, 3], 3],
+      [[2, 3], [2, 5], { transA: true }, [3, 5], 2],
+    ];
+    for (const [as, bs, p, cs, v] of cases) {
+      const ta = e.upload(new Float32Array(prod(as)).fill(1), as), tb = e.upload(new Float32Array(prod(bs)).fill(1), bs);
+      const tc = e.upload(new Float32Array(prod(cs)).fill(NaN), cs);
+      e.gemm(ta, tb, tc, p);
+      expect(Array.from(await read(tc))).toEqual(new Array(prod(cs)).fill(v));
+      e.release(ta, tb, tc);
+    }
+  });
+
+  it('rejects mismatched shapes', () => {
+    const a = e.empty([2, 3]), b = e.empty([4, 5]), c = e.empty([2, 5]);
+    expect(() => e.gemm(a, b, c)).toThrow(VtError);
+    e.release(a, b, c);
+  });
+});
+
+describe('conv2d (wasm)', () => {
+  type G = { x: [number, number, number, number]; w: [number, number, number, number]; p: Conv2dParams };
+  const shapes: [string, G][] = [
+    ['batch 1, 3x3 p1, odd 7x9, Cin 3', { x: [1, 3, 7, 9], w: [5, 3, 3, 3], p: { stride: 1, pad: 1 } }],
+    ['1x1 s1 p0 (pointwise path), Cin 5', { x: [3, 5, 6, 7], w: [7, 5, 1, 1], p: { stride: 1, pad: 0 } }],
+    ['1x1 s2 p0, Cin 13, 9x8', { x: [2, 13, 9, 8], w: [6, 13, 1, 1], p: { stride: 2, pad: 0 } }],
+    ['3x3 s2 p1, 11x9', { x: [3, 6, 11, 9], w: [7, 6, 3, 3], p: { stride: 2, pad: 1 } }],
+    ['5x5 p2, 13x13', { x: [2, 5, 13, 13], w: [9, 5, 5, 5], p: { stride: 1, pad: 2 } }],
+    ['11x11 s4 p2, 3x35x35', { x: [1, 3, 35, 35], w: [13, 3, 11, 11], p: { stride: 4, pad: 2 } }],
+    ['non-square: 5x12, kernel 3x5, stride [1, 2], pad [1, 2]', { x: [2, 4, 5, 12], w: [3, 4, 3, 5], p: { stride: [1, 2], pad: [1, 2] } }],
+    ['kernel as large as the padded input', { x: [2, 3, 4, 4], w: [4, 3, 6, 6], p: { stride: 1, pad: 1 } }],
+    ['1x1 image, 3x3 p1', { x: [3, 2, 1, 1], w: [3, 2, 3, 3], p: { stride: 1, pad: 1 } }],
+    ['Cout 37, Cin 17, 3x3 p1 on 16x16 (several gemm panels)', { x: [1, 17, 16, 16], w: [37, 17, 3, 3], p: { stride: 1, pad: 1 } }],
+    ['stride 3 > kernel 2', { x: [1, 3, 10, 11], w: [4, 3, 2, 2], p: { stride: 3, pad: 0 } }],
+    ['ResNet 3x3 64->64 at 1x8x8', { x: [1, 64, 8, 8], w: [64, 64, 3, 3], p: { stride: 1, pad: 1 } }],
+    ['257 wide row, 3x3 p1', { x: [1, 2, 3, 257], w: [3, 2, 3, 3], p: { stride: 1, pad: 1 } }],
+  ];
+  for (const [name, g] of shapes) {
+    for (const accumulate of [false, true]) {
+      it(`${name}${accumulate ? ', backward accumulate' : ''}`, async () => {
+        const rng = makeRng(prod(g.x) + prod(g.w) + (accumulate ? 1 : 0));
+        const oshape = conv2dShape(g.x, g.w, g.p);
+        const x = uniformF32(rng, prod(g.x)), w = uniformF32(rng, prod(g.w)), dy = uniformF32(rng, prod(oshape));
+        const dx0 = uniformF32(rng, prod(g.x)), dw0 = uniformF32(rng, prod(g.w));
+        const tx = e.upload(x, g.x), tw = e.upload(w, g.w), tdy = e.upload(dy, oshape);
+        const ty = e.upload(uniformF32(rng, prod(oshape)), oshape), tdx = e.upload(dx0, g.x), tdw = e.upload(dw0, g.w);
+        e.conv2dForward(tx, tw, ty, g.p);
+        e.conv2dBackwardInput(tdy, tw, tdx, g.p, { accumulate });
+        e.conv2dBackwardFilter(tx, tdy, tdw, g.p, { accumulate });
+        const [cout, cin, kh, kw] = g.w, [n, , oh, ow] = oshape as [number, number, number, number];
+        const plus = (a: Float64Array, b: Float32Array): Float64Array => (accumulate ? a.map((v, i) => v + b[i]!) : a);
+        assertClose(await read(ty), ref.conv2d.conv2dForward(f64(x), g.x, f64(w), g.w, g.p), tolFor(FWD, cin * kh * kw), 'conv2d y');
+        assertClose(await read(tdx), plus(ref.conv2d.conv2dBackwardInput(f64(dy), f64(w), g.x, g.w, g.p), dx0), tolFor(GRAD, cout * kh * kw), 'conv2d dx');
+        assertClose(await read(tdw), plus(ref.conv2d.conv2dBackwardFilter(f64(x), f64(dy), g.x, g.w, g.p), dw0), tolFor(GRAD, n * oh * ow), 'conv2d dw');
+        e.release(tx, tw, tdy, ty, tdx, tdw);
+      });
+    }
+  }
+
+  it('is bitwise deterministic (same inputs, same bits)', async () => {
+    const rng = makeRng(9);
+    const xs = [2, 16, 12, 12], ws = [16, 16, 3, 3], p = { stride: 1, pad: 1 };
+    const os = conv2dShape(xs, ws, p);
+    const tx = e.upload(uniformF32(rng, prod(xs)), xs), tw = e.upload(uniformF32(rng, prod(ws)), ws), tdy = e.upload(uniformF32(rng, prod(os)), os);
+    const run = async (): Promise<Float32Array[]> => {
+      const y = e.empty(os), dx = e.empty(xs), dw = e.empty(ws);
+      e.conv2dForward(tx, tw, y, p);
+      e.conv2dBackwardInput(tdy, tw, dx, p);
+      e.conv2dBackwardFilter(tx, tdy, dw, p);
+      const r = [await read(y), await read(dx), await read(dw)];
+      e.release(y, dx, dw);
+      return r;
+    };
+    const [a, b] = [await run(), await run()];
+    for (let i = 0; i < 3; i++) expect(Buffer.from(a[i]!.buffer).equals(Buffer.from(b[i]!.buffer))).toBe(true);
+    e.release(tx, tw, tdy);
+  });
+
+  it('rejects a wrong output shape', () => {
+    const x = e.empty([1, 3, 5, 5]), w = e.empty([4, 3, 3, 3]), y = e.empty([1, 4, 5, 5]);
+    expect(() => e.conv2dForward(x, w, y, { stride: 1, pad: 0 })).toThrow(/out must be \[1, 4, 3, 3\]/);
+    e.release(x, w, y);
+  });
+});
+
+describe('element-wise, bias, relu (wasm)', () => {
+  for (const n of [1, 7, 13, 257]) {
+    it(`add, addInPlace, fill, relu forward/backward on ${n} elements`, async () => {
+      const rng = makeRng(n);
+      const x = uniformF32(rng, n), y = uniformF32(rng, n);
+      x[0] = 0; // relu at exactly 0
+      const tx = e.upload(x), ty = e.upload(y), tz = e.empty([n]), tr = e.empty([n]), td = e.empty([n]);
+      e.add(tx, ty, tz);
+      assertClose(await read(tz), ref.eltwise.add(f64(x), f64(y)), FWD, 'add');
+      e.reluForward(tx, tr);
+      assertClose(await read(tr), ref.relu.reluForward(f64(x)), FWD, 'relu');
+      e.reluBackward(tx, ty, td);
+      assertClose(await read(td), ref.relu.reluBackward(f64(x), f64(y)), FWD, 'relu backward');
+      e.addInPlace(tx, ty);
+      assertClose(await read(tx), ref.eltwise.add(f64(x), f64(y)), FWD, 'addInPlace');
+      e.fill(tz, 0.1);
+      assertClose(await read(tz), ref.eltwise.fill(n, Math.fround(0.1)), { rtol: 0, atol: 0 }, 'fill');
+      e.release(tx, ty, tz, tr, td);
+    });
+  }
+
+  for (const shape of [[3, 5, 7, 3], [1, 4, 1, 1], [3, 13], [2, 3, 4, 4]]) {
+    for (const accumulate of [false, true]) {
+      it(`bias add and backward on [${shape}]${accumulate ? ' accumulate' : ''}`, async () => {
+        const rng = makeRng(prod(shape));
+        const c = shape[1]!;
+        const x = uniformF32(rng, prod(shape)), b = uniformF32(rng, c), db0 = uniformF32(rng, c);
+        const tx = e.upload(x, shape), tb = e.upload(b), tdb = e.upload(db0);
+        e.biasAddInPlace(tx, tb);
+        assertClose(await read(tx), ref.bias.biasForward(f64(x), f64(b), shape), FWD, 'bias add');
+        e.biasBackward(tx, tdb, { accumulate });
+        const [, db] = ref.bias.biasBackward(ref.bias.biasForward(f64(x), f64(b), shape), shape);
+        assertClose(await read(tdb), accumulate ? db.map((v, i) => v + db0[i]!) : db, GRAD, 'bias backward');
+        e.release(tx, tb, tdb);
+      });
+    }
+  }
+
+  it('rejects size mismatches', () => {
+    const a = e.empty([3]), b = e.empty([4]);
+    expect(() => e.add(a, b, a)).toThrow(VtError);
+    expect(() => e.reluForward(a, b)).toThrow(/sizes differ/);
+    expect(() => e.biasAddInPlace(e.view(b, 0, [2, 2]), a)).toThrow(/bias has 3 values for 2 channels/);
+    e.release(a, b);
+  });
+});
+
+describe('pooling (wasm)', () => {
+  const cases: [number[], { kernel: number | [number, number]; stride: number | [number, number]; pad: number | [number, number] }][] = [
+    [[3, 2, 7, 9], { kernel: 2, stride: 2, pad: 0 }],
+    [[1, 3, 13, 13], { kernel: 3, stride: 2, pad: 1 }],
+    [[2, 2, 5, 6], { kernel: [3, 2], stride: [1, 2], pad: [1, 0] }],
+    [[1, 1, 1, 1], { kernel: 1, stride: 1, pad: 0 }],
+    [[2, 3, 11, 11], { kernel: 5, stride: 3, pad: 2 }],
+  ];
+  for (const [shape, p] of cases) {
+    it(`max and avg pool on [${shape}] ${JSON.stringify(p)}`, async () => {
+      const rng = makeRng(prod(shape));
+      const x = uniformF32(rng, prod(shape));
+      x[1 % x.length] = x[0]!; // a tie: the first max wins
+      const want = ref.pool.maxPoolForward(f64(x), shape, p);
+      const os = [shape[0]!, shape[1]!, ...poolOut(shape, p)];
+      const tx = e.upload(x, shape), ty = e.empty(os), ta = e.empty(os, 'u32');
+      const dy = uniformF32(rng, want.y.length), tdy = e.upload(dy, os), tdx = e.empty(shape);
+      e.maxPoolForward(tx, ty, ta, p);
+      assertClose(await read(ty), want.y, FWD, 'max pool y');
+      expect(Array.from(await e.read(ta))).toEqual(Array.from(want.argmax));
+      e.maxPoolBackward(tdy, ta, tdx, p);
+      assertClose(await read(tdx), ref.pool.maxPoolBackward(f64(dy), want.argmax, shape, p), GRAD, 'max pool dx');
+      e.avgPoolForward(tx, ty, p);
+      assertClose(await read(ty), ref.pool.avgPoolForward(f64(x), shape, p), FWD, 'avg pool y');
+      e.avgPoolBackward(tdy, tdx, p);
+      assertClose(await read(tdx), ref.pool.avgPoolBackward(f64(dy), shape, p), GRAD, 'avg pool dx');
+      e.release(tx, ty, ta, tdy, tdx);
+    });
+  }
+
+  for (const shape of [[3, 5, 7, 9], [1, 2, 1, 1], [2, 4, 8, 8]]) {
+    it(`global average pool on [${shape}]`, async () => {
+      const rng = makeRng(prod(shape));
+      const x = uniformF32(rng, prod(shape)), dy = uniformF32(rng, shape[0]! * shape[1]!);
+      const tx = e.upload(x, shape), ty = e.empty([shape[0]!, shape[1]!]), tdy = e.upload(dy, [shape[0]!, shape[1]!]), tdx = e.empty(shape);
+      e.globalAvgPoolForward(tx, ty);
+      assertClose(await read(ty), ref.pool.globalAvgPoolForward(f64(x), shape), FWD, 'gap y');
+      e.globalAvgPoolBackward(tdy, tdx);
+      assertClose(await read(tdx), ref.pool.globalAvgPoolBackward(f64(dy), shape), GRAD, 'gap dx');
+      e.release(tx, ty, tdy, tdx);
+    });
+  }
+
+  it('rejects an f32 argmax', () => {
+    const x = e.empty([1, 1, 4, 4]), y = e.empty([1, 1, 2, 2]), a = e.empty([1, 1, 2, 2]);
+    expect(() => e.maxPoolForward(x, y, a, { kernel: 2, stride: 2, pad: 0 })).toThrow(/argmax must be u32/);
+    e.release(x, y, a);
+  });
+});
+
+function poolOut(shape: number[], p: { kernel: number | [number, number]; stride: number | [number, number]; pad: number | [number, number] }): number[] {
+  const pr = (v: number | [number, number]): [number, number] => (typeof v === 'number' ? [v, v] : v);
+  const [kh, kw] = pr(p.kernel), [sh, sw] = pr(p.stride), [ph, pw] = pr(p.pad);
+  return [Math.floor((shape[2]! + 2 * ph - kh) / sh) + 1, Math.floor((shape[3]! + 2 * pw - kw) / sw) + 1];
+}
+
+describe('batch norm and LRN (wasm)', () => {
+  const P = { eps: 1e-5, momentum: 0.1 };
+  const sumTol = (base: Tolerance, m: number): Tolerance => ({ rtol: base.rtol, atol: base.atol * Math.max(1, Math.sqrt(m) / 16) });
+  for (const shape of [[1, 3, 1, 1], [1, 3, 5, 7], [3, 5, 3, 3], [4, 10], [3, 7, 16, 16]]) {
+    for (const accumulate of [false, true]) {
+      it(`batch norm forward, inference, backward on [${shape}]${accumulate ? ' accumulate' : ''}`, async () => {
+        const c = shape[1]!, size = prod(shape), m = size / c;
+        const rng = makeRng(size + c);
+        const x = uniformF32(rng, size, -1, 3), dy = uniformF32(rng, size);
+        const gamma = uniformF32(rng, c, 0.5, 1.5), beta = uniformF32(rng, c), rm = uniformF32(rng, c), rv = uniformF32(rng, c, 0.5, 2);
+        const dg0 = uniformF32(rng, c), db0 = uniformF32(rng, c);
+        const tx = e.upload(x, shape), tdy = e.upload(dy, shape), tg = e.upload(gamma), tb = e.upload(beta), trm = e.upload(rm), trv = e.upload(rv);
+        const ty = e.empty(shape), tdx = e.empty(shape), tm = e.empty([c]), ti = e.empty([c]), tyi = e.empty(shape);
+        const tdg = e.upload(dg0), tdb = e.upload(db0);
+        e.batchNormForward(tx, tg, tb, trm, trv, ty, tm, ti, P);
+        e.batchNormBackward(tx, tdy, tg, tm, ti, tdx, tdg, tdb, { accumulate });
+        e.batchNormInference(tx, tg, tb, trm, trv, tyi, P);
+        const want = ref.batchnorm.batchNormForward(f64(x), shape, f64(gamma), f64(beta), f64(rm), f64(rv), P);
+        assertClose(await read(tm), want.mean, FWD, 'bn mean');
+        assertClose(await read(ti), want.invstd, FWD, 'bn invstd');
+        assertClose(await read(ty), want.y, FWD, 'bn y');
+        assertClose(await read(trm), want.runningMean, FWD, 'bn running mean');
+        assertClose(await read(trv), want.runningVar, FWD, 'bn running var');
+        assertClose(await read(tyi), ref.batchnorm.batchNormInference(f64(x), shape, f64(gamma), f64(beta), want.runningMean, want.runningVar, P.eps), FWD, 'bn inference');
+        const g = ref.batchnorm.batchNormBackward(f64(x), f64(dy), shape, f64(gamma), want.mean, want.invstd);
+        const plus = (a: Float64Array, b: Float32Array): Float64Array => (accumulate ? a.map((v, i) => v + b[i]!) : a);
+        assertClose(await read(tdx), g.dx, GRAD, 'bn dx');
+        assertClose(await read(tdg), plus(g.dgamma, dg0), sumTol(GRAD, m), 'bn dgamma');
+        assertClose(await read(tdb), plus(g.dbeta, db0), sumTol(GRAD, m), 'bn dbeta');
+        e.release(tx, tdy, tg, tb, trm, trv, ty, tdx, tm, ti, tyi, tdg, tdb);
+      });
+    }
+  }
+
+  const lrnCases: [number[], { size: number; alpha: number; beta: number; k: number }][] = [
+    [[2, 7, 3, 5], { size: 5, alpha: 1e-4, beta: 0.75, k: 2 }],
+    [[1, 3, 1, 1], { size: 5, alpha: 0.5, beta: 0.75, k: 1 }],
+    [[3, 6, 4, 4], { size: 2, alpha: 0.3, beta: 0.5, k: 1.5 }],
+    [[1, 4, 13], { size: 1, alpha: 1, beta: 1, k: 1 }],
+  ];
+  for (const [shape, p] of lrnCases) {
+    it(`LRN forward and backward on [${shape}] size ${p.size}`, async () => {
+      const rng = makeRng(prod(shape) + p.size);
+      const x = uniformF32(rng, prod(shape)), dy = uniformF32(rng, prod(shape));
+      const tx = e.upload(x, shape), ty = e.empty(shape), tdy = e.upload(dy, shape), tdx = e.empty(shape);
+      e.lrnForward(tx, ty, p);
+      assertClose(await read(ty), ref.lrn.lrnForward(f64(x), shape, p), FWD, 'lrn y');
+      e.lrnBackward(tx, ty, tdy, tdx, p);
+      assertClose(await read(tdx), ref.lrn.lrnBackward(f64(x), f64(dy), shape, p), GRAD, 'lrn dx');
+      e.release(tx, ty, tdy, tdx);
+    });
+  }
+});
+
+describe('dropout, softmax cross-entropy, top-k (wasm)', () => {
+  for (const [n, p, seed] of [[1, 0.5, 0], [7, 0.3, 1], [257, 0.5, 0xffffffff], [1000, 0, 5], [13, 0.999, 42]] as const) {
+    it(`dropout on ${n} elements, p ${p}, seed ${seed}: the reference's mask bit for bit`, async () => {
+      const rng = makeRng(n);
+      const x = uniformF32(rng, n, 0.5, 1); // never 0, so y != 0 exactly where kept
+      const tx = e.upload(x), ty = e.empty([n]), tdx = e.empty([n]);
+      e.dropoutForward(tx, ty, { p, seed });
+      const y = await read(ty);
+      const mask = dropoutMask(n, { p, seed });
+      expect(Array.from(y, (v) => (v !== 0 ? 1 : 0))).toEqual(Array.from(mask));
+      assertClose(y, ref.dropout.dropoutForward(f64(x), { p, seed }), FWD, 'dropout y');
+      e.dropoutBackward(tx, tdx, { p, seed });
+      expect(Buffer.from((await read(tdx)).buffer).equals(Buffer.from(y.buffer))).toBe(true);
+      e.release(tx, ty, tdx);
+    });
+  }
+
+  for (const [n, k] of [[1, 1], [3, 10], [7, 13], [2, 257]]) {
+    it(`softmax cross-entropy and top-k on [${n}, ${k}]`, async () => {
+      const rng = makeRng(n * k);
+      const logits = uniformF32(rng, n * k, -4, 4);
+      const labels = Int32Array.from({ length: n }, (_, i) => (i === 2 ? k : rng.int(k))); // row 2 (if any): out of range
+      if (n > 1) logits[k + labels[1]!] = logits[k + ((labels[1]! + 1) % k)]!; // a tie in row 1
+      const tl = e.upload(logits, [n, k]), tlab = e.upload(labels), td = e.empty([n, k]), tloss = e.empty([n]), tt = e.empty([1]);
+      const scale = 1 / n;
+      e.softmaxXent(tl, tlab, td, tloss, tt, { gradScale: scale });
+      const losses = ref.softmaxXent.softmaxXentForward(f64(logits), labels, [n, k]);
+      assertClose(await read(tloss), losses, FWD, 'losses');
+      assertClose(await read(td), ref.softmaxXent.softmaxXentBackward(f64(logits), labels, [n, k], scale), FWD, 'dlogits');
+      assertClose(await read(tt), [losses.reduce((a, b) => a + b, 0)], FWD, 'total');
+      const counts = e.upload(new Uint32Array([5, 7]));
+      for (const accumulate of [false, true]) {
+        e.topkCount(tl, tlab, counts, { k: 3, accumulate });
+        const [t1, tk] = ref.topk.topkCount(f64(logits), labels, [n, k], 3);
+        const got = Array.from(await e.read(counts));
+        expect(got).toEqual(accumulate ? [2 * t1, 2 * tk] : [t1, tk]);
+      }
+      e.release(tl, tlab, td, tloss, tt, counts);
+    });
+  }
+
+  it('rejects f32 labels and a wrong counts dtype', () => {
+    const l = e.empty([2, 3]), lab = e.empty([2]), d = e.empty([2, 3]), loss = e.empty([2]), t = e.empty([1]);
+    expect(() => e.softmaxXent(l, lab, d, loss, t, { gradScale: 1 })).toThrow(/labels must be i32/);
+    const lab32 = e.empty([2], 'i32');
+    expect(() => e.topkCount(l, lab32, t)).toThrow(/counts must be u32/);
+    expect(() => e.dropoutForward(l, d, { p: 1, seed: 0 })).toThrow(/p must be in \[0, 1\)/);
+    e.release(l, lab, d, loss, t, lab32);
+  });
+});

@@ -1,0 +1,290 @@
+// GEMM kernels: C = alpha * op(A) op(B) + beta * C, f32, row-major, one matrix (the engine
+// loops over batches). Pointers are byte addresses in the engine's memory; leading dimensions
+// are in elements. beta == 0 never reads C (a NaN there does not leak into the result).
+//
+// Two kernels, chosen by layout:
+//  - gemm (packed, outer-product): BLIS loop order jc (NC columns) > pc (KC of the reduction)
+//    > ic (MC rows) > jr (8-column micro-panels) > ir (4-row micro-panels). B's KC x NC block
+//    is packed into 8-wide k-major panels, A's MC x KC block (times alpha) into 4-tall panels;
+//    the 4x8 micro-kernel keeps 8 f32x4 accumulators in registers and per k does 2 loads of B,
+//    4 load-splats of A and 8 mul + 8 add. Edge tiles are computed whole on zero padding and
+//    written through a small tile buffer. Used for A B, A^T B and A^T B^T.
+//  - gemmNT (dot-product, no packing): A [M, K] and B [N, K] both have K contiguous
+//    (y = x W^T, and conv2d's filter gradient dY col^T); 4x2 outputs per loop, f32x4 partial
+//    sums along K, a fixed-order horizontal sum, then the K % 4 tail in order.
+// Summation orders depend only on the shapes: identical inputs give identical bits.
+// Threads later: both kernels can split C by rows (ic blocks / 4-row blocks) with private
+// packing buffers; nothing here is shared between row blocks except B's packed block.
+
+export const MR: i32 = 4;
+export const NR: i32 = 8;
+export const KC: i32 = 256;
+export const MC: i32 = 128;
+export const NC: i32 = 2048;
+
+/** Bytes of scratch gemm() needs: B block, A block, one MR x NR tile. */
+export function gemmScratchBytes(): i32 {
+  return (KC * NC + MC * KC + MR * NR) * 4;
+}
+
+// Store modes of a tile: C = acc, C += acc, C = beta * C + acc.
+const SET: i32 = 0;
+const ADD: i32 = 1;
+const SCALE: i32 = 2;
+
+@inline function storeRow(c: usize, v0: v128, v1: v128, mode: i32, vb: v128): void {
+  if (mode == SET) {
+    v128.store(c, v0);
+    v128.store(c, v1, 16);
+  } else if (mode == ADD) {
+    v128.store(c, f32x4.add(v128.load(c), v0));
+    v128.store(c, f32x4.add(v128.load(c, 16), v1), 16);
+  } else {
+    v128.store(c, f32x4.add(f32x4.mul(v128.load(c), vb), v0));
+    v128.store(c, f32x4.add(f32x4.mul(v128.load(c, 16), vb), v1), 16);
+  }
+}
+
+/** 4x8 tile of C (row stride ldcB bytes) from kc steps of packed A (4 per k) and B (8 per k). */
+function micro4x8(kc: i32, a: usize, b: usize, c: usize, ldcB: usize, mode: i32, beta: f32): void {
+  let c00 = f32x4.splat(0), c01 = f32x4.splat(0);
+  let c10 = f32x4.splat(0), c11 = f32x4.splat(0);
+  let c20 = f32x4.splat(0), c21 = f32x4.splat(0);
+  let c30 = f32x4.splat(0), c31 = f32x4.splat(0);
+  for (let k = 0; k < kc; k++) {
+    const b0 = v128.load(b);
+    const b1 = v128.load(b, 16);
+    let av = v128.load32_splat(a);
+    c00 = f32x4.add(c00, f32x4.mul(av, b0));
+    c01 = f32x4.add(c01, f32x4.mul(av, b1));
+    av = v128.load32_splat(a, 4);
+    c10 = f32x4.add(c10, f32x4.mul(av, b0));
+    c11 = f32x4.add(c11, f32x4.mul(av, b1));
+    av = v128.load32_splat(a, 8);
+    c20 = f32x4.add(c20, f32x4.mul(av, b0));
+    c21 = f32x4.add(c21, f32x4.mul(av, b1));
+    av = v128.load32_splat(a, 12);
+    c30 = f32x4.add(c30, f32x4.mul(av, b0));
+    c31 = f32x4.add(c31, f32x4.mul(av, b1));
+    a += 16;
+    b += 32;
+  }
+  const vb = f32x4.splat(beta);
+  storeRow(c, c00, c01, mode, vb);
+  storeRow(c + ldcB, c10, c11, mode, vb);
+  storeRow(c + 2 * ldcB, c20, c21, mode, vb);
+  storeRow(c + 3 * ldcB, c30, c31, mode, vb);
+}
+
+/** Packs B[pc .. pc+kc, jc .. jc+nc] into 8-wide panels (kc x 8 each, zero padded). */
+function packB(kc: i32, nc: i32, b: usize, ldb: i32, transB: bool, pc: i32, jc: i32, dst: usize): void {
+  for (let jr = 0; jr < nc; jr += NR) {
+    const nr = min(NR, nc - jr);
+    const panel = dst + <usize>(jr * kc) * 4;
+    if (!transB && nr == NR) {
+      let src = b + (<usize>pc * ldb + jc + jr) * 4;
+      const step = <usize>ldb * 4;
+      for (let k = 0; k < kc; k++) {
+        const d = panel + <usize>k * 32;
+        v128.store(d, v128.load(src));
+        v128.store(d, v128.load(src, 16), 16);
+        src += step;
+      }
+    } else if (!transB) {
+      for (let k = 0; k < kc; k++) {
+        const src = b + (<usize>(pc + k) * ldb + jc + jr) * 4;
+        const d = panel + <usize>k * 32;
+        for (let j = 0; j < NR; j++) store<f32>(d + j * 4, j < nr ? load<f32>(src + j * 4) : 0);
+      }
+    } else {
+      // B stored [N, K]: column n of op(B) is row n of B, contiguous in k.
+      for (let j = 0; j < NR; j++) {
+        const d = panel + j * 4;
+        if (j < nr) {
+          const src = b + (<usize>(jc + jr + j) * ldb + pc) * 4;
+          for (let k = 0; k < kc; k++) store<f32>(d + <usize>k * 32, load<f32>(src + <usize>k * 4));
+        } else {
+          for (let k = 0; k < kc; k++) store<f32>(d + <usize>k * 32, 0);
+        }
+      }
+    }
+  }
+}
+
+/** Packs alpha * A[ic .. ic+mc, pc .. pc+kc] into 4-tall panels (kc x 4 each, zero padded). */
+function packA(mc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32, dst: usize): void {
+  const va = f32x4.splat(alpha);
+  for (let ir = 0; ir < mc; ir += MR) {
+    const mr = min(MR, mc - ir);
+    const panel = dst + <usize>(ir * kc) * 4;
+    if (transA && mr == MR) {
+      // A stored [K, M]: the 4 rows at one k are contiguous.
+      let src = a + (<usize>pc * lda + ic + ir) * 4;
+      const step = <usize>lda * 4;
+      for (let k = 0; k < kc; k++) {
+        v128.store(panel + <usize>k * 16, f32x4.mul(v128.load(src), va));
+        src += step;
+      }
+    } else if (transA) {
+      for (let k = 0; k < kc; k++) {
+        const src = a + (<usize>(pc + k) * lda + ic + ir) * 4;
+        for (let i = 0; i < MR; i++) store<f32>(panel + <usize>k * 16 + i * 4, i < mr ? load<f32>(src + i * 4) * alpha : 0);
+      }
+    } else {
+      for (let i = 0; i < MR; i++) {
+        const d = panel + i * 4;
+        if (i < mr) {
+          const src = a + (<usize>(ic + ir + i) * lda + pc) * 4;
+          for (let k = 0; k < kc; k++) store<f32>(d + <usize>k * 16, load<f32>(src + <usize>k * 4) * alpha);
+        } else {
+          for (let k = 0; k < kc; k++) store<f32>(d + <usize>k * 16, 0);
+        }
+      }
+    }
+  }
+}
+
+/** Writes the top-left mr x nr of an MR x NR tile (row stride NR) into C with `mode`. */
+function mergeTile(mr: i32, nr: i32, tile: usize, c: usize, ldc: i32, mode: i32, beta: f32): void {
+  for (let i = 0; i < mr; i++) {
+    for (let j = 0; j < nr; j++) {
+      const p = c + (<usize>i * ldc + j) * 4;
+      const v = load<f32>(tile + (i * NR + j) * 4);
+      if (mode == SET) store<f32>(p, v);
+      else if (mode == ADD) store<f32>(p, load<f32>(p) + v);
+      else store<f32>(p, load<f32>(p) * beta + v);
+    }
+  }
+}
+
+/** C = beta * C (beta 0 writes zeros): the K = 0 case. */
+function scaleC(m: i32, n: i32, c: usize, ldc: i32, beta: f32): void {
+  for (let i = 0; i < m; i++) {
+    const row = c + <usize>i * ldc * 4;
+    for (let j = 0; j < n; j++) store<f32>(row + j * 4, beta == 0 ? 0 : load<f32>(row + j * 4) * beta);
+  }
+}
+
+/** Rows [ic, ic + mc) x columns of one packed B block: A packing, then micro-tiles. */
+function gemmRows(mc: i32, nc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32,
+  bp: usize, c: usize, ldc: i32, mode: i32, beta: f32, ap: usize, tile: usize): void {
+  packA(mc, kc, a, lda, transA, ic, pc, alpha, ap);
+  const ldcB = <usize>ldc * 4;
+  for (let jr = 0; jr < nc; jr += NR) {
+    const nr = min(NR, nc - jr);
+    const bpanel = bp + <usize>(jr * kc) * 4;
+    for (let ir = 0; ir < mc; ir += MR) {
+      const mr = min(MR, mc - ir);
+      const apanel = ap + <usize>(ir * kc) * 4;
+      const cp = c + (<usize>(ic + ir) * ldc + jr) * 4;
+      if (mr == MR && nr == NR) {
+        micro4x8(kc, apanel, bpanel, cp, ldcB, mode, beta);
+      } else {
+        micro4x8(kc, apanel, bpanel, tile, NR * 4, SET, 0);
+        mergeTile(mr, nr, tile, cp, ldc, mode, beta);
+      }
+    }
+  }
+}
+
+/** C[M, N] = alpha op(A) op(B) + beta C with the packed kernel (any transposes). */
+export function gemm(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b: usize, ldb: i32, transB: bool,
+  c: usize, ldc: i32, alpha: f32, beta: f32, scratch: usize): void {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    scaleC(M, N, c, ldc, beta);
+    return;
+  }
+  const bp = scratch;
+  const ap = bp + <usize>(KC * NC) * 4;
+  const tile = ap + <usize>(MC * KC) * 4;
+  for (let jc = 0; jc < N; jc += NC) {
+    const nc = min(NC, N - jc);
+    const cj = c + <usize>jc * 4;
+    for (let pc = 0; pc < K; pc += KC) {
+      const kc = min(KC, K - pc);
+      packB(kc, nc, b, ldb, transB, pc, jc, bp);
+      const mode = pc > 0 || beta == 1 ? ADD : beta == 0 ? SET : SCALE;
+      for (let ic = 0; ic < M; ic += MC) {
+        gemmRows(min(MC, M - ic), nc, kc, a, lda, transA, ic, pc, alpha, bp, cj, ldc, mode, beta, ap, tile);
+      }
+    }
+  }
+}
+
+// ---- A B^T by dot products ---------------------------------------------------------------
+
+@inline function hsum(v: v128): f32 {
+  return (f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1)) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
+}
+
+@inline function finish(p: usize, s: f32, alpha: f32, beta: f32): void {
+  const r = alpha * s;
+  store<f32>(p, beta == 0 ? r : beta == 1 ? load<f32>(p) + r : load<f32>(p) * beta + r);
+}
+
+/** One output: dot of A's row (a) and B's row (b) over K, same order as the 4x2 kernel. */
+function dot1(K: i32, a: usize, b: usize): f32 {
+  const K4 = K & ~3;
+  let acc = f32x4.splat(0);
+  for (let k = 0; k < K4; k += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(a + <usize>k * 4), v128.load(b + <usize>k * 4)));
+  let s = hsum(acc);
+  for (let k = K4; k < K; k++) s += load<f32>(a + <usize>k * 4) * load<f32>(b + <usize>k * 4);
+  return s;
+}
+
+/** C[M, N] = alpha A B^T + beta C, A [M, K] (lda), B [N, K] (ldb). */
+export function gemmNT(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb: i32, c: usize, ldc: i32, alpha: f32, beta: f32): void {
+  if (M <= 0 || N <= 0) return;
+  const K4 = K & ~3;
+  const sa = <usize>lda * 4, sb = <usize>ldb * 4, sc = <usize>ldc * 4;
+  const M4 = M & ~3, N2 = N & ~1;
+  for (let i = 0; i < M4; i += 4) {
+    const a0 = a + <usize>i * sa, a1 = a0 + sa, a2 = a1 + sa, a3 = a2 + sa;
+    const crow = c + <usize>i * sc;
+    for (let j = 0; j < N2; j += 2) {
+      const b0 = b + <usize>j * sb, b1 = b0 + sb;
+      let s00 = f32x4.splat(0), s01 = f32x4.splat(0);
+      let s10 = f32x4.splat(0), s11 = f32x4.splat(0);
+      let s20 = f32x4.splat(0), s21 = f32x4.splat(0);
+      let s30 = f32x4.splat(0), s31 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k * 4;
+        const v0 = v128.load(b0 + o), v1 = v128.load(b1 + o);
+        let u = v128.load(a0 + o);
+        s00 = f32x4.add(s00, f32x4.mul(u, v0));
+        s01 = f32x4.add(s01, f32x4.mul(u, v1));
+        u = v128.load(a1 + o);
+        s10 = f32x4.add(s10, f32x4.mul(u, v0));
+        s11 = f32x4.add(s11, f32x4.mul(u, v1));
+        u = v128.load(a2 + o);
+        s20 = f32x4.add(s20, f32x4.mul(u, v0));
+        s21 = f32x4.add(s21, f32x4.mul(u, v1));
+        u = v128.load(a3 + o);
+        s30 = f32x4.add(s30, f32x4.mul(u, v0));
+        s31 = f32x4.add(s31, f32x4.mul(u, v1));
+      }
+      let r00 = hsum(s00), r01 = hsum(s01), r10 = hsum(s10), r11 = hsum(s11);
+      let r20 = hsum(s20), r21 = hsum(s21), r30 = hsum(s30), r31 = hsum(s31);
+      for (let k = K4; k < K; k++) {
+        const o = <usize>k * 4;
+        const v0 = load<f32>(b0 + o), v1 = load<f32>(b1 + o);
+        const u0 = load<f32>(a0 + o), u1 = load<f32>(a1 + o), u2 = load<f32>(a2 + o), u3 = load<f32>(a3 + o);
+        r00 += u0 * v0; r01 += u0 * v1;
+        r10 += u1 * v0; r11 += u1 * v1;
+        r20 += u2 * v0; r21 += u2 * v1;
+        r30 += u3 * v0; r31 += u3 * v1;
+      }
+      const p = crow + <usize>j * 4;
+      finish(p, r00, alpha, beta); finish(p + 4, r01, alpha, beta);
+      finish(p + sc, r10, alpha, beta); finish(p + sc + 4, r11, alpha, beta);
+      finish(p + 2 * sc, r20, alpha, beta); finish(p + 2 * sc + 4, r21, alpha, beta);
+      finish(p + 3 * sc, r30, alpha, beta); finish(p + 3 * sc + 4, r31, alpha, beta);
+    }
+  }
+  // Edges: the last column when N is odd, and the last M % 4 rows.
+  for (let i = 0; i < M; i++) {
+    const j0 = i < M4 ? N2 : 0;
+    for (let j = j0; j < N; j++) finish(c + <usize>i * sc + <usize>j * 4, dot1(K, a + <usize>i * sa, b + <usize>j * sb), alpha, beta);
+  }
+}

@@ -1,0 +1,194 @@
+// Batch normalisation and local response normalisation, NCHW [N, C, HW], with the formulas
+// of shaders/batchnorm.wgsl and shaders/lrn.wgsl. Per-channel reductions: each plane (HW
+// values of one sample and channel) is summed in f32x4 lanes, the plane sums in f64, sample
+// by sample: a fixed order, and f64 keeps a 65,536-value channel sum accurate.
+import { sumPlane } from './eltwise';
+
+/** (l0 + l1) + (l2 + l3): the fixed horizontal sum. */
+@inline function lanes(v: v128): f32 {
+  return (f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1)) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
+}
+
+/** Sum over the n values at p of (x - m)^2. */
+function sumSqDev(p: usize, n: i32, m: f32): f32 {
+  const vm = f32x4.splat(m);
+  let acc = f32x4.splat(0);
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const d = f32x4.sub(v128.load(p + <usize>j * 4), vm);
+    acc = f32x4.add(acc, f32x4.mul(d, d));
+  }
+  let s = lanes(acc);
+  for (let j = n4; j < n; j++) {
+    const d = load<f32>(p + <usize>j * 4) - m;
+    s += d * d;
+  }
+  return s;
+}
+
+/** Sum over n values of dy * (x - m). */
+function sumDyDev(x: usize, dy: usize, n: i32, m: f32): f32 {
+  const vm = f32x4.splat(m);
+  let acc = f32x4.splat(0);
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const o = <usize>j * 4;
+    acc = f32x4.add(acc, f32x4.mul(v128.load(dy + o), f32x4.sub(v128.load(x + o), vm)));
+  }
+  let s = lanes(acc);
+  for (let j = n4; j < n; j++) {
+    const o = <usize>j * 4;
+    s += load<f32>(dy + o) * (load<f32>(x + o) - m);
+  }
+  return s;
+}
+
+@inline function f(p: usize, i: i32): f32 {
+  return load<f32>(p + <usize>i * 4);
+}
+
+/**
+ * Training statistics: mean[c], invstd[c] = 1/sqrt(biased var + eps); running mean and
+ * (unbiased, M = 1: 0) variance updated in place with `momentum`.
+ */
+export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, invstd: usize, runMean: usize, runVar: usize, eps: f32, momentum: f32): void {
+  const M = <f64>n * hw;
+  for (let ch = 0; ch < c; ch++) {
+    let s: f64 = 0;
+    for (let b = 0; b < n; b++) s += <f64>sumPlane(x + <usize>(b * c + ch) * hw * 4, hw);
+    const m = <f32>(s / M);
+    let ssd: f64 = 0;
+    for (let b = 0; b < n; b++) ssd += <f64>sumSqDev(x + <usize>(b * c + ch) * hw * 4, hw, m);
+    const o = <usize>ch * 4;
+    store<f32>(mean + o, m);
+    store<f32>(invstd + o, <f32>(1 / Math.sqrt(ssd / M + <f64>eps)));
+    const unbiased = <f32>(ssd / Math.max(M - 1, 1));
+    store<f32>(runMean + o, (1 - momentum) * load<f32>(runMean + o) + momentum * m);
+    store<f32>(runVar + o, (1 - momentum) * load<f32>(runVar + o) + momentum * unbiased);
+  }
+}
+
+/**
+ * y = (x - m[c]) * is[c] * gamma[c] + beta[c]; is = stat2 (saved invstd) when mode 0, or
+ * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x.
+ */
+export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32): void {
+  for (let ch = 0; ch < c; ch++) {
+    const is = mode == 1 ? <f32>1 / Mathf.sqrt(f(stat2, ch) + eps) : f(stat2, ch);
+    const mv = f(m, ch), g = f(gamma, ch), bt = f(beta, ch);
+    const vm = f32x4.splat(mv), vis = f32x4.splat(is), vg = f32x4.splat(g), vb = f32x4.splat(bt);
+    const n4 = hw & ~3;
+    for (let b = 0; b < n; b++) {
+      const off = <usize>(b * c + ch) * hw * 4;
+      const px = x + off, py = y + off;
+      for (let j = 0; j < n4; j += 4) {
+        const o = <usize>j * 4;
+        v128.store(py + o, f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(v128.load(px + o), vm), vis), vg), vb));
+      }
+      for (let j = n4; j < hw; j++) {
+        const o = <usize>j * 4;
+        store<f32>(py + o, (load<f32>(px + o) - mv) * is * g + bt);
+      }
+    }
+  }
+}
+
+/**
+ * Backward of the training forward: sdy = sum dy, sdyx = sum dy (x - mean) per channel;
+ * dbeta (+)= sdy, dgamma (+)= sdyx * invstd; dx = gamma invstd (dy - sdy/M - xhat sdyx invstd / M).
+ */
+export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize, invstd: usize, dx: usize,
+  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool): void {
+  const M = <f32>(<f64>n * hw);
+  for (let ch = 0; ch < c; ch++) {
+    const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch);
+    let s1: f64 = 0, s2: f64 = 0;
+    for (let b = 0; b < n; b++) {
+      const off = <usize>(b * c + ch) * hw * 4;
+      s1 += <f64>sumPlane(dy + off, hw);
+      s2 += <f64>sumDyDev(x + off, dy + off, hw, mv);
+    }
+    const sdy = <f32>s1, sdyx = <f32>s2;
+    const o = <usize>ch * 4;
+    const gx = sdyx * is;
+    store<f32>(dbeta + o, accumulate ? load<f32>(dbeta + o) + sdy : sdy);
+    store<f32>(dgamma + o, accumulate ? load<f32>(dgamma + o) + gx : gx);
+    const k = g * is, a = sdy / M, bb = gx / M;
+    const vk = f32x4.splat(k), va = f32x4.splat(a), vb = f32x4.splat(bb), vm = f32x4.splat(mv), vis = f32x4.splat(is);
+    const n4 = hw & ~3;
+    for (let b = 0; b < n; b++) {
+      const off = <usize>(b * c + ch) * hw * 4;
+      const px = x + off, pdy = dy + off, pdx = dx + off;
+      for (let j = 0; j < n4; j += 4) {
+        const q = <usize>j * 4;
+        const xhat = f32x4.mul(f32x4.sub(v128.load(px + q), vm), vis);
+        v128.store(pdx + q, f32x4.mul(vk, f32x4.sub(f32x4.sub(v128.load(pdy + q), va), f32x4.mul(xhat, vb))));
+      }
+      for (let j = n4; j < hw; j++) {
+        const q = <usize>j * 4;
+        const xhat = (load<f32>(px + q) - mv) * is;
+        store<f32>(pdx + q, k * (load<f32>(pdy + q) - a - xhat * bb));
+      }
+    }
+  }
+}
+
+// ---- LRN ------------------------------------------------------------------------------------
+
+/** s[c, j] = k + alpha/size * sum of x^2 over channels c - size/2 .. c + (size-1)/2 (one sample). */
+function lrnScales(x: usize, s: usize, c: i32, hw: i32, size: i32, alpha: f32, k: f32): void {
+  const a = alpha / <f32>size;
+  for (let ch = 0; ch < c; ch++) {
+    const c0 = max(0, ch - size / 2), c1 = min(c - 1, ch + (size - 1) / 2);
+    const ps = s + <usize>ch * hw * 4;
+    for (let j = 0; j < hw; j++) {
+      let sum: f32 = 0;
+      for (let cc = c0; cc <= c1; cc++) {
+        const v = load<f32>(x + (<usize>cc * hw + j) * 4);
+        sum += v * v;
+      }
+      store<f32>(ps + <usize>j * 4, k + a * sum);
+    }
+  }
+}
+
+/** y = x * s^(-beta) for n samples of [C, HW]; scratch holds C*HW floats. */
+export function lrnForward(x: usize, y: usize, n: i32, c: i32, hw: i32, size: i32, alpha: f32, beta: f32, k: f32, scratch: usize): void {
+  const per = c * hw;
+  for (let b = 0; b < n; b++) {
+    const px = x + <usize>b * per * 4, py = y + <usize>b * per * 4;
+    lrnScales(px, scratch, c, hw, size, alpha, k);
+    for (let i = 0; i < per; i++) {
+      const o = <usize>i * 4;
+      store<f32>(py + o, load<f32>(px + o) * Mathf.pow(load<f32>(scratch + o), -beta));
+    }
+  }
+}
+
+/**
+ * dx_j = dy_j s_j^(-beta) - 2 alpha beta / size * x_j * sum over c with j in window(c) of
+ * dy_c y_c / s_c (y from forward). scratch holds 2*C*HW floats.
+ */
+export function lrnBackward(x: usize, y: usize, dy: usize, dx: usize, n: i32, c: i32, hw: i32, size: i32, alpha: f32, beta: f32, k: f32, scratch: usize): void {
+  const per = c * hw;
+  const t = scratch + <usize>per * 4;
+  const coef = <f32>2 * alpha * beta / <f32>size;
+  for (let b = 0; b < n; b++) {
+    const off = <usize>b * per * 4;
+    const px = x + off, py = y + off, pdy = dy + off, pdx = dx + off;
+    lrnScales(px, scratch, c, hw, size, alpha, k);
+    for (let i = 0; i < per; i++) {
+      const o = <usize>i * 4;
+      store<f32>(t + o, load<f32>(pdy + o) * load<f32>(py + o) / load<f32>(scratch + o));
+    }
+    for (let ch = 0; ch < c; ch++) {
+      const c0 = max(0, ch - (size - 1) / 2), c1 = min(c - 1, ch + size / 2);
+      for (let j = 0; j < hw; j++) {
+        let sum: f32 = 0;
+        for (let cc = c0; cc <= c1; cc++) sum += load<f32>(t + (<usize>cc * hw + j) * 4);
+        const o = (<usize>ch * hw + j) * 4;
+        store<f32>(pdx + o, load<f32>(pdy + o) * Mathf.pow(load<f32>(scratch + o), -beta) - coef * load<f32>(px + o) * sum);
+      }
+    }
+  }
+}

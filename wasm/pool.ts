@@ -1,0 +1,129 @@
+// 2-D pooling over `planes` planes of H x W (NCHW, N*C planes), as src/ops/pool.ts defines:
+// floor mode, padding never part of a max or a mean, average divides by the in-image count,
+// max ties to the first max in row-major window order (a NaN never beats the running max),
+// argmax = iy*W + ix inside the plane. Backward scatters into a zeroed dx in output order.
+
+/** First input row (or column) of window o, clipped to the image. */
+@inline function lo(o: i32, s: i32, p: i32): i32 {
+  const v = o * s - p;
+  return v < 0 ? 0 : v;
+}
+
+/** One past the last input row (or column) of window o, clipped to the image. */
+@inline function hi(o: i32, s: i32, p: i32, k: i32, size: i32): i32 {
+  const v = o * s - p + k;
+  return v > size ? size : v;
+}
+
+export function maxPoolForward(x: usize, y: usize, argmax: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,
+  kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32): void {
+  let out = 0;
+  for (let pl = 0; pl < planes; pl++) {
+    const base = x + <usize>pl * h * w * 4;
+    for (let oy = 0; oy < oh; oy++) {
+      const y0 = lo(oy, sh, ph), y1 = hi(oy, sh, ph, kh, h);
+      for (let ox = 0; ox < ow; ox++) {
+        const x0 = lo(ox, sw, pw), x1 = hi(ox, sw, pw, kw, w);
+        let best = y0 * w + x0;
+        let bv = load<f32>(base + <usize>best * 4);
+        for (let iy = y0; iy < y1; iy++) {
+          for (let ix = x0; ix < x1; ix++) {
+            const i = iy * w + ix;
+            const v = load<f32>(base + <usize>i * 4);
+            if (v > bv) { bv = v; best = i; }
+          }
+        }
+        store<f32>(y + <usize>out * 4, bv);
+        store<u32>(argmax + <usize>out * 4, <u32>best);
+        out++;
+      }
+    }
+  }
+}
+
+/** dx = 0, then dx[plane, argmax] += dy in output order. */
+export function maxPoolBackward(dy: usize, argmax: usize, dx: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32): void {
+  const hw = h * w, ohw = oh * ow;
+  memory.fill(dx, 0, <usize>planes * hw * 4);
+  let o = 0;
+  for (let pl = 0; pl < planes; pl++) {
+    const base = dx + <usize>pl * hw * 4;
+    for (let j = 0; j < ohw; j++) {
+      const a = load<u32>(argmax + <usize>o * 4);
+      // An argmax outside the plane (not from forward) is ignored rather than written out of bounds.
+      if (a < <u32>hw) {
+        const p = base + <usize>a * 4;
+        store<f32>(p, load<f32>(p) + load<f32>(dy + <usize>o * 4));
+      }
+      o++;
+    }
+  }
+}
+
+export function avgPoolForward(x: usize, y: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,
+  kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32): void {
+  let out = 0;
+  for (let pl = 0; pl < planes; pl++) {
+    const base = x + <usize>pl * h * w * 4;
+    for (let oy = 0; oy < oh; oy++) {
+      const y0 = lo(oy, sh, ph), y1 = hi(oy, sh, ph, kh, h);
+      for (let ox = 0; ox < ow; ox++) {
+        const x0 = lo(ox, sw, pw), x1 = hi(ox, sw, pw, kw, w);
+        let s: f32 = 0;
+        for (let iy = y0; iy < y1; iy++) {
+          for (let ix = x0; ix < x1; ix++) s += load<f32>(base + <usize>(iy * w + ix) * 4);
+        }
+        store<f32>(y + <usize>out * 4, s / <f32>((y1 - y0) * (x1 - x0)));
+        out++;
+      }
+    }
+  }
+}
+
+export function avgPoolBackward(dy: usize, dx: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,
+  kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32): void {
+  memory.fill(dx, 0, <usize>planes * h * w * 4);
+  let o = 0;
+  for (let pl = 0; pl < planes; pl++) {
+    const base = dx + <usize>pl * h * w * 4;
+    for (let oy = 0; oy < oh; oy++) {
+      const y0 = lo(oy, sh, ph), y1 = hi(oy, sh, ph, kh, h);
+      for (let ox = 0; ox < ow; ox++) {
+        const x0 = lo(ox, sw, pw), x1 = hi(ox, sw, pw, kw, w);
+        const g = load<f32>(dy + <usize>o * 4) / <f32>((y1 - y0) * (x1 - x0));
+        for (let iy = y0; iy < y1; iy++) {
+          for (let ix = x0; ix < x1; ix++) {
+            const p = base + <usize>(iy * w + ix) * 4;
+            store<f32>(p, load<f32>(p) + g);
+          }
+        }
+        o++;
+      }
+    }
+  }
+}
+
+/** y[pl] = mean of plane pl (hw values): the global average pool. */
+export function globalAvgPoolForward(x: usize, y: usize, planes: i32, hw: i32): void {
+  for (let pl = 0; pl < planes; pl++) {
+    const p = x + <usize>pl * hw * 4;
+    let acc = f32x4.splat(0);
+    const n4 = hw & ~3;
+    for (let j = 0; j < n4; j += 4) acc = f32x4.add(acc, v128.load(p + <usize>j * 4));
+    let s = (f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1)) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
+    for (let j = n4; j < hw; j++) s += load<f32>(p + <usize>j * 4);
+    store<f32>(y + <usize>pl * 4, s / <f32>hw);
+  }
+}
+
+/** dx[pl, :] = dy[pl] / hw. */
+export function globalAvgPoolBackward(dy: usize, dx: usize, planes: i32, hw: i32): void {
+  for (let pl = 0; pl < planes; pl++) {
+    const g = load<f32>(dy + <usize>pl * 4) / <f32>hw;
+    const v = f32x4.splat(g);
+    const p = dx + <usize>pl * hw * 4;
+    const n4 = hw & ~3;
+    for (let j = 0; j < n4; j += 4) v128.store(p + <usize>j * 4, v);
+    for (let j = n4; j < hw; j++) store<f32>(p + <usize>j * 4, g);
+  }
+}
