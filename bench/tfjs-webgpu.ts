@@ -12,7 +12,7 @@ export { tf };
  * cannot resolve; esbuild (already installed with vite) bundles it once into .cache. The
  * registries are process-global, so the bundle's registrations serve the main tfjs-core.
  */
-async function registerGradients(): Promise<void> {
+export async function registerGradients(): Promise<void> {
   const { build } = await import('esbuild');
   const { createRequire } = await import('node:module');
   const { pathToFileURL } = await import('node:url');

@@ -1,0 +1,107 @@
+// `npm run bench -- cpu`: training images/s on the CPU of the small CNN and ResNet-20 at batch
+// 64 on 32x32x3: our wasm SIMD path (src/wasm, the whole volunteer step: forward, loss,
+// backward, gradient read back, LARS on the host, weights written back) against the SAME models
+// trained by TF.js on its WebAssembly backend (XNNPACK, SIMD; SGD with momentum) in the same
+// process, with the same number of threads (1: TF.js's Node wasm build has no threads, and
+// ours runs one). Medians of timed steps after 2 warm-up steps. Last line:
+// {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..} (geometric means over the models).
+import * as tf from '@tensorflow/tfjs-core';
+import type { ModelSpec } from '../src/nn/graph.ts';
+import { Model } from '../src/nn/model.ts';
+import { resnet20, smallCnn } from '../src/nn/models.ts';
+import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
+import { makeRng, uniformF32 } from '../src/rng.ts';
+import { recordGradients, uploadBatch } from '../src/train/step.ts';
+import { WasmEngine } from '../src/wasm/engine.ts';
+import type { WasmTensor } from '../src/wasm/tensor.ts';
+import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
+import { tfModel } from './tfjs-model.ts';
+import { tfjsWasm } from './tfjs-wasm.ts';
+import { geomean, median } from './timing.ts';
+
+interface Row { model: string; batch: number; oursIps: number; peerIps: number; oursMs: number; peerMs: number; oursLoss: number[]; peerLoss: number[] }
+
+const arg = (args: string[], name: string, def: number) => Number(args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def);
+
+/** Our volunteer's step on the wasm engine; returns the per-step times and losses. */
+async function ours(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
+  const model = new Model(engine, spec, { seed: 1 });
+  const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
+  const w = await model.readParams();
+  const v = new Float32Array(w.length);
+  const host = { x, labels, shape: [batch, 3, 32, 32] as const };
+  let tx: WasmTensor | null = null;
+  const ms: number[] = [], loss: number[] = [];
+  try {
+    for (let s = 0; s < steps + 2; s++) {
+      const t0 = performance.now();
+      tx = uploadBatch(model, host, tx);
+      const total = recordGradients(model, tx, s);
+      const l = (await engine.readF32(total))[0]! / batch;
+      const G = await engine.readF32(model.grads);
+      hostOptimizerStep(cfg, model.layout.params, { w, v, G, t: s, gradScale: 1 / batch });
+      engine.write(model.params, w);
+      if (s >= 2) { ms.push(performance.now() - t0); loss.push(l); }
+    }
+  } finally {
+    if (tx) engine.release(tx);
+    model.destroy();
+  }
+  return { ms, loss };
+}
+
+/** The same model in TF.js (NHWC) on its wasm backend. */
+async function peer(spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
+  const tm = tfModel(spec, 0.01);
+  const X = tf.transpose(tf.tensor4d(x, [batch, 3, 32, 32]), [0, 2, 3, 1]) as tf.Tensor4D;
+  const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), 10), 'float32') as tf.Tensor2D;
+  const ms: number[] = [], loss: number[] = [];
+  for (let s = 0; s < steps + 2; s++) {
+    const t0 = performance.now();
+    const l = tm.step(X, Y);
+    const v = (await l.data())[0]!;
+    l.dispose();
+    if (s >= 2) { ms.push(performance.now() - t0); loss.push(v); }
+  }
+  tm.dispose();
+  tf.dispose([X, Y]);
+  return { ms, loss };
+}
+
+export async function main(args: string[]): Promise<void> {
+  const batch = arg(args, 'batch', 64);
+  const steps = arg(args, 'steps', 5);
+  const { threads } = await tfjsWasm();
+  const engine = await WasmEngine.create();
+  const rows: Row[] = [];
+  try {
+    for (const spec of [smallCnn([3, 32, 32], 10), resnet20([3, 32, 32], 10)]) {
+      const rng = makeRng(1);
+      const x = uniformF32(rng, batch * 3 * 32 * 32);
+      const labels = Int32Array.from({ length: batch }, () => rng.int(10));
+      const o = await ours(engine, spec, x, labels, batch, steps);
+      const p = await peer(spec, x, labels, batch, steps);
+      const row: Row = { model: spec.name, batch, oursMs: median(o.ms), peerMs: median(p.ms), oursIps: batch / (median(o.ms) / 1000), peerIps: batch / (median(p.ms) / 1000), oursLoss: o.loss, peerLoss: p.loss };
+      rows.push(row);
+      console.error(`${spec.name.padEnd(10)} batch ${batch}: ours (wasm) ${row.oursIps.toFixed(1)} img/s (${row.oursMs.toFixed(0)} ms/step)  tfjs-wasm ${row.peerIps.toFixed(1)} img/s (${row.peerMs.toFixed(0)} ms/step)  x${(row.oursIps / row.peerIps).toFixed(2)}`);
+      if (!o.loss.every(Number.isFinite)) throw new Error(`${spec.name}: our loss is not finite: ${o.loss}`);
+    }
+  } finally {
+    engine.destroy();
+  }
+  const summary = {
+    bench: 'cpu',
+    ours_ips: +geomean(rows.map((r) => r.oursIps)).toFixed(2),
+    peer_ips: +geomean(rows.map((r) => r.peerIps)).toFixed(2),
+    ratio: +geomean(rows.map((r) => r.oursIps / r.peerIps)).toFixed(3),
+    threads,
+    by_model: Object.fromEntries(rows.map((r) => [r.model, { ours_ips: +r.oursIps.toFixed(2), peer_ips: +r.peerIps.toFixed(2), ratio: +(r.oursIps / r.peerIps).toFixed(3) }])),
+  };
+  writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({ ours: engine.info.description, peer: `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`, rows, summary }, null, 2));
+  writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
+    title: `Training on the CPU, batch ${batch}, 32x32x3, ${threads} thread: ours (wasm SIMD) vs TF.js wasm`, yLabel: 'images/s (median)',
+    categories: rows.map((r) => r.model),
+    series: [{ name: 'ours: wasm SIMD (LARS)', values: rows.map((r) => r.oursIps) }, { name: 'TF.js wasm (momentum)', values: rows.map((r) => r.peerIps) }],
+  }));
+  console.log(JSON.stringify(summary));
+}
