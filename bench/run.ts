@@ -16,4 +16,5 @@ if (!name || !existsSync(join(here, `${name}.ts`)) || !available.includes(name))
 }
 const mod = (await import(`./${name}.ts`)) as { main(args: string[]): Promise<void> };
 await mod.main(process.argv.slice(3));
-process.exit(0);
+// A benchmark whose checks failed sets process.exitCode after printing its summary (churn).
+process.exit(Number(process.exitCode ?? 0));

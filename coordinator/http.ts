@@ -1,6 +1,7 @@
 // Small HTTP helpers for the coordinator's API: JSON replies, errors as the protocol's
 // ErrorMessage with a 4xx/5xx status, and request bodies read with a size limit.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { parseJsonText, type ErrorKind, type ErrorMessage } from '../src/client/protocol.ts';
 
 const STATUS: Record<ErrorKind, number> = {
@@ -45,16 +46,49 @@ export async function readBody(req: IncomingMessage, maxBytes: number, tooLarge:
   if (declared > maxBytes) throw new HttpError('too-large', tooLarge(declared));
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.byteLength;
-    if (size > maxBytes) throw new HttpError('too-large', tooLarge());
-    chunks.push(chunk);
+  try {
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.byteLength;
+      if (size > maxBytes) throw new HttpError('too-large', tooLarge());
+      chunks.push(chunk);
+    }
+  } catch (e) {
+    // The client went away mid-body: its refusal, not a failure of ours (nothing to log as a 500).
+    if (e instanceof HttpError || !(req.destroyed || (e as NodeJS.ErrnoException).code === 'ECONNRESET')) throw e;
+    throw new HttpError('bad-request', 'the request body was cut off (the client closed the connection)');
   }
   return Buffer.concat(chunks);
 }
 
 const routeLimit = (maxBytes: number) => (declared?: number): string =>
   declared === undefined ? `body is over the ${maxBytes}-byte limit of this route` : `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`;
+
+/**
+ * The request's URL, parsed without ever throwing: only its path and query count (the host is a
+ * placeholder). `new URL(req.url, base)` throws on targets like "//" or "//[" (read as a host),
+ * and a throw in a request or upgrade listener would take the whole process down.
+ */
+export function requestUrl(req: IncomingMessage): URL {
+  const raw = req.url ?? '/';
+  try {
+    return new URL(`http://x${raw.startsWith('/') ? raw : '/'}`);
+  } catch {
+    return new URL('http://x/');
+  }
+}
+
+/**
+ * Refuses a raw socket (an upgrade or CONNECT that no handler takes) with a whole HTTP reply
+ * and a one-line reason, then lets it close: what the client still sends is read and dropped
+ * (a detached socket nobody reads never sees the client's end, and would keep the server from
+ * closing), and a client that never hangs up is cut off after a few seconds.
+ */
+export function refuseSocket(socket: Duplex, status: string, reason: string): void {
+  const text = `${reason}\n`;
+  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`);
+  socket.resume();
+  setTimeout(() => socket.destroy(), 5000).unref();
+}
 
 /** The request's media type, lower case, without parameters. */
 export const mediaType = (req: IncomingMessage): string => (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();

@@ -20,9 +20,9 @@ import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { EventHub } from './events.ts';
-import { HttpError, bearerToken, mediaType, readBody, readJsonBody, sendJson } from './http.ts';
+import { HttpError, bearerToken, mediaType, readBody, readJsonBody, requestUrl, sendJson } from './http.ts';
 import { JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE, publicJobInfo, type JobConfig } from './job.ts';
-import { pathSegments, sendFileFrom } from './serve-files.ts';
+import { isolate, pathSegments, sendFileFrom } from './serve-files.ts';
 import type { SignalingServer } from './signaling.ts';
 
 export interface JobStatus { step: number; generation: number; peers: number }
@@ -146,7 +146,7 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
   const step = stepOf(segments[2]);
   const policy = ctx.uploads;
   if (!policy) throw new HttpError('forbidden', 'this coordinator takes no checkpoint uploads');
-  const peerId = new URL(req.url ?? '/', 'http://x').searchParams.get('peer') ?? '';
+  const peerId = requestUrl(req).searchParams.get('peer') ?? '';
   const token = bearerToken(req);
   if (!token) throw new HttpError('unauthorized', 'send the token your join gave you as "Authorization: Bearer <token>"');
   const refused = policy.check(peerId, token, step);
@@ -226,6 +226,7 @@ const typeOf = (name: string): string => TYPES[name.slice(name.lastIndexOf('.') 
 
 /** The page and its assets: `/` (index.html), `/assets/<file>`, `/<file>` (favicon and such). */
 const getPage: Handler = async (_req, res, ctx, segments) => {
+  isolate(res); // COOP + COEP: the page is cross-origin isolated (wasm threads)
   if (!ctx.pageDir) throw new HttpError('not-found', 'this coordinator serves no page: build it with `npm run build` (npm start does) and restart');
   const [first, second, ...more] = segments;
   if (first === '' || first === undefined || first === 'index.html') return sendFileFrom(res, ctx.pageDir, 'index.html', TYPES.html!);

@@ -16,8 +16,9 @@ import { HttpError } from './http.ts';
 import { parseJobConfig, type JobConfig } from './job.ts';
 import { latestPerStep, openMetricsLog, readMetrics } from './metrics.ts';
 import { tokensMatch } from './routes.ts';
-import { startCoordinator, type Coordinator } from './server.ts';
+import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
 import { createSessionServer } from './sessions.ts';
+import { ringNeighbours } from './signaling.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
 
 export const JOB_FILE = 'job.json';
@@ -43,6 +44,8 @@ export interface JobRunOptions {
   pageDir?: string;
   /** Every live event, as the dashboard sees it (npm start draws its progress bar from these). */
   onEvent?: (e: LiveEvent) => void;
+  /** Per-address request and join limits (server.ts has the defaults); many local peers need more. */
+  rateLimits?: CoordinatorOptions['rateLimits'];
 }
 
 export interface RunningJob {
@@ -154,7 +157,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   });
   const paramBytes = 4 * layout.paramFloats;
   coordinator = await startCoordinator({
-    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(),
+    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
     status: () => {
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers };
@@ -183,6 +186,9 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
     },
     upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
+    // WebRTC set-up only between neighbours of the current ring. The driver sets the ring of a
+    // new generation before it sends the assignments, so peers never dial before this allows it.
+    mayConnect: (from, to) => ringNeighbours(driver.status().ring, from, to),
     admin: {
       token: adminToken,
       pause: () => { driver.pause(); log('admin: the job pauses at the next step boundary'); },

@@ -9,6 +9,21 @@ import { HttpError } from './http.ts';
 
 const PLAIN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
+/**
+ * Cross-origin isolation for the page and its assets (workers' scripts too): with these the
+ * page has SharedArrayBuffer, so the wasm engine can run threads. The page only loads from its
+ * own origin (/api, /data, the session and signaling sockets), which these do not restrict.
+ */
+export const ISOLATION_HEADERS: Readonly<Record<string, string>> = {
+  'cross-origin-opener-policy': 'same-origin',
+  'cross-origin-embedder-policy': 'require-corp',
+};
+
+/** Sets ISOLATION_HEADERS on a response (before its head is written). */
+export function isolate(res: ServerResponse): void {
+  for (const [k, v] of Object.entries(ISOLATION_HEADERS)) res.setHeader(k, v);
+}
+
 /** The decoded segments of a raw request path; refuses encoded separators and dot segments. */
 export function pathSegments(rawUrl: string): string[] {
   const raw = rawUrl.split(/[?#]/, 1)[0]!;

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import type { CheckpointStore } from './checkpoints.ts';
 import { createEventHub, type EventHub } from './events.ts';
-import { HttpError, sendError } from './http.ts';
+import { HttpError, refuseSocket, sendError } from './http.ts';
 import type { JobConfig } from './job.ts';
 import { RateLimiter, type RateLimit } from './rate-limit.ts';
 import { route, type AdminActions, type JobStatus, type RouteContext, type UploadPolicy } from './routes.ts';
@@ -36,6 +36,8 @@ export interface CoordinatorOptions {
   admin?: AdminActions;
   /** Requests per client address (default 100/s, burst 400) and joins (default 1/s, burst 30). */
   rateLimits?: { requests?: RateLimit; joins?: RateLimit };
+  /** Which peers may set up a WebRTC connection through signaling (signaling.ts); none: any. */
+  mayConnect?: (fromId: string, toId: string) => boolean;
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -52,7 +54,7 @@ export interface Coordinator {
 export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinator> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const server = createServer();
-  const signaling = createSignalingServer(server, { path: '/signal' });
+  const signaling = createSignalingServer(server, { path: '/signal', mayConnect: o.mayConnect, log });
   const events = createEventHub(o.maxEventClients);
   const ctx: RouteContext = {
     job: o.job, jobId: o.jobId, dataDir: o.dataDir, checkpoints: o.checkpoints, signaling, events,
@@ -81,11 +83,15 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     });
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (!signaling.handleUpgrade(req, socket, head) && !o.upgrade?.(req, socket, head)) socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    if (!signaling.handleUpgrade(req, socket, head) && !o.upgrade?.(req, socket, head)) refuseSocket(socket, '404 Not Found', 'no WebSocket endpoint here: the session is /api/session, signaling /signal/peerjs');
   });
-  // A malformed request line or headers: answer 400 rather than leave the socket hanging.
+  // Node closes CONNECT requests without a word unless someone listens: say why.
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    refuseSocket(socket, '405 Method Not Allowed', 'CONNECT is not supported: this server is not a proxy');
+  });
+  // A malformed request line, headers or body framing: answer 400 rather than leave the socket hanging.
   server.on('clientError', (_e, socket: Duplex) => {
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    if (socket.writable) refuseSocket(socket, '400 Bad Request', 'malformed HTTP request (request line, headers or body length)');
   });
 
   const host = o.host ?? '127.0.0.1';

@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import { refuseSocket, requestUrl } from './http.ts';
 import { RateLimiter } from './rate-limit.ts';
 import {
   MAX_MESSAGE_BYTES, SESSION_PATH, decodePeerMessage, describe, parseJsonText,
@@ -34,10 +35,6 @@ export interface SessionServer {
 const MAX_BAD = 20;
 /** A peer sends a heartbeat every few seconds and a few messages a step: far fewer than this. */
 const SESSION_RATE = { perSecond: 20, burst: 100 };
-
-function refuse(socket: Duplex, status: string, reason: string): void {
-  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(reason)}\r\n\r\n${reason}`);
-}
 
 export function createSessionServer(h: SessionHandlers): SessionServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
@@ -69,7 +66,10 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (m.peerId !== id) return strike({ type: 'error', kind: 'forbidden', message: `this session belongs to ${id}; a message for ${m.peerId.slice(0, 64)} is refused` });
       h.message(id, m);
     });
-    ws.on('error', () => ws.terminate());
+    // On a protocol error (an oversized or invalid frame) ws has already sent the close frame
+    // with its code (1009, 1007...): let that reach the peer, ws ends the socket within its
+    // close timeout. Terminating at once could drop the frame (the peer saw 1006, no reason).
+    ws.on('error', () => { if (ws.readyState !== ws.CLOSING) ws.terminate(); });
     ws.on('close', (code: number, reason: Buffer) => {
       if (live.get(id) !== ws) return;
       live.delete(id);
@@ -83,16 +83,16 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       return live.size;
     },
     handleUpgrade(req, socket, head) {
-      const url = new URL(req.url ?? '/', 'http://x');
+      const url = requestUrl(req);
       if (url.pathname !== SESSION_PATH) return false;
       const id = url.searchParams.get('peer') ?? '';
       const token = url.searchParams.get('token') ?? '';
       if (!h.authenticate(id, token)) {
-        refuse(socket, '403 Forbidden', 'unknown peer or wrong token: join with POST /api/join first\n');
+        refuseSocket(socket, '403 Forbidden', 'unknown peer or wrong token: join with POST /api/join first');
         return true;
       }
       if (live.has(id)) {
-        refuse(socket, '409 Conflict', 'this peer already has a session\n');
+        refuseSocket(socket, '409 Conflict', 'this peer already has a session');
         return true;
       }
       wss.handleUpgrade(req, socket, head, (ws) => attach(id, ws));

@@ -176,6 +176,8 @@ class Session {
   /** The step the GPU backup was taken before. */
   private backedUp: number | null = null;
   private ring: Ring | null = null;
+  /** Set while a ring is being formed: gives up on it (a newer assignment came). */
+  private supersede: (() => void) | null = null;
   private readonly queue: CoordinatorMessage[] = [];
   private busy = false;
   private endWith: ((e: SessionEnd) => void) | null = null;
@@ -246,15 +248,18 @@ class Session {
     this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
     const onAbort = () => this.end({ reason: 'stopped', detail: 'stopped' });
     this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
+    // Stopped while joining: the listener above came too late to hear it.
+    if (this.c.o.signal?.aborted) onAbort();
     return done.finally(() => this.c.o.signal?.removeEventListener('abort', onAbort));
   }
 
   private end(e: SessionEnd): void {
     if (this.ended) return;
+    // Say goodbye while send() still speaks: a normal leave, not a lost peer to blame.
+    if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
     this.ended = true;
     this.endReason = e;
     if (this.heartbeat) clearInterval(this.heartbeat);
-    if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
     this.ring?.close();
     this.ring = null;
     this.endpoint.destroy();
@@ -284,6 +289,7 @@ class Session {
       this.ring.close();
       this.ring = null;
     }
+    if (moves) this.supersede?.();
     this.queue.push(m);
     void this.pump();
   }
@@ -294,6 +300,10 @@ class Session {
     try {
       while (!this.ended && this.queue.length) {
         const m = this.queue.shift()!;
+        if (this.superseded(m)) {
+          this.c.log(`volunteer: skipped step ${m.type === 'step-assignment' ? m.step + 1 : '?'} of an old generation (the coordinator has moved on)`);
+          continue;
+        }
         try {
           await this.handle(m);
         } catch (e) {
@@ -305,6 +315,32 @@ class Session {
       }
     } finally {
       this.busy = false;
+    }
+  }
+
+  /**
+   * A step assignment with a newer one (or a reload, the end, an eviction) behind it in the
+   * queue: the coordinator has abandoned that generation, so its ring would never form.
+   */
+  private superseded(m: CoordinatorMessage): boolean {
+    if (m.type !== 'step-assignment') return false;
+    return this.queue.some((n) => n.type === 'load-state' || n.type === 'done' || n.type === 'evicted' || (n.type === 'step-assignment' && n.generation > m.generation));
+  }
+
+  /** Forms the assignment's ring, or gives up (null) when a newer assignment arrives first. */
+  private async formRing(a: StepAssignment): Promise<Ring | null> {
+    const formed = this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 120_000, stallTimeoutMs: 120_000 } });
+    const superseded = new Promise<null>((resolve) => { this.supersede = () => resolve(null); });
+    try {
+      const ring = await Promise.race([formed, superseded]);
+      if (ring === null) {
+        // Its neighbours have moved on too; close it if it forms after all.
+        formed.then((late) => late.close(), () => undefined);
+        this.c.log(`volunteer: gave up forming the ring of generation ${a.generation} (the coordinator has moved on)`);
+      }
+      return ring;
+    } finally {
+      this.supersede = null;
     }
   }
 
@@ -396,10 +432,11 @@ class Session {
     this.backedUp = a.step;
     if (!this.ring) {
       try {
-        this.ring = await this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 120_000, stallTimeoutMs: 120_000 } });
+        this.ring = await this.formRing(a);
       } catch (e) {
         return this.ringFailed(e, a);
       }
+      if (!this.ring) return;
     }
     const ring = this.ring;
     if (a.uploadCheckpoint) await this.upload(a.step);

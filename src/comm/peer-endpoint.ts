@@ -156,14 +156,17 @@ export class PeerEndpoint {
       return;
     }
     const key = `${meta.job}/${meta.generation}/${meta.from}`;
-    const link = new PeerJsLink(conn);
     const waiter = this.waiting.get(key);
-    if (waiter) {
-      waiter(link);
+    if (!waiter && meta.generation === this.newest.get(meta.job)) {
+      // Not our prev in a ring we know (or a late re-dial of one already formed): closed
+      // before anything listens to it, so nothing it sends is read. (The coordinator's
+      // signaling already refuses peers that are not our neighbours; this is the second lock.)
+      conn.close();
       return;
     }
-    if (meta.generation === this.newest.get(meta.job)) {
-      link.close(); // not our prev in a ring we formed (or a late re-dial of one already formed)
+    const link = new PeerJsLink(conn);
+    if (waiter) {
+      waiter(link);
       return;
     }
     // A second connection for the same key is prev re-dialing after a failed attempt: it wins.

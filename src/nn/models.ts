@@ -2,8 +2,8 @@
 import { ALEXNET_LRN } from '../ops/lrn.ts';
 import { GraphBuilder, type ModelSpec } from './graph.ts';
 
-export type ModelName = 'small-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';
-export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'resnet20', 'alexnet', 'alexnet-bn', 'resnet50'];
+export type ModelName = 'small-cnn' | 'tiny-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';
+export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'tiny-cnn', 'resnet20', 'alexnet', 'alexnet-bn', 'resnet50'];
 
 /** The demo network for 28x28 and 32x32 images: three conv blocks and two linear layers. */
 export function smallCnn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
@@ -15,6 +15,18 @@ export function smallCnn(input: readonly [number, number, number] = [3, 32, 32],
   x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
   g.linear(x, 'fc2', classes);
   return { name: 'small-cnn', input, classes, nodes: g.nodes };
+}
+
+/**
+ * A few hundred parameters (170 on MNIST, 314 on CIFAR): one 3x3 stride-2 conv of 8 channels,
+ * ReLU, global average pooling, a linear layer. For endurance runs of many simulated peers
+ * (bench/churn.ts), where the protocol is under test and the model only has to be cheap.
+ */
+export function tinyCnn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
+  const g = new GraphBuilder();
+  const x = g.gap(g.relu(g.conv(g.input, 'conv1', 8, 3, { stride: 2, pad: 1 })));
+  g.linear(x, 'fc', classes);
+  return { name: 'tiny-cnn', input, classes, nodes: g.nodes };
 }
 
 /** conv -> BN (-> ReLU): the ResNet unit. Convs before BN carry no bias. */
@@ -93,6 +105,7 @@ export function resnet50(classes = 1000): ModelSpec {
 export function modelByName(name: ModelName, input?: readonly [number, number, number], classes?: number): ModelSpec {
   switch (name) {
     case 'small-cnn': return smallCnn(input, classes);
+    case 'tiny-cnn': return tinyCnn(input, classes);
     case 'resnet20': return resnet20(input, classes);
     case 'alexnet': return alexnet(false, classes);
     case 'alexnet-bn': return alexnet(true, classes);

@@ -1,0 +1,117 @@
+// What the churn benchmark checks after a run: the job's history (metrics.jsonl) accounts for
+// every step exactly once, and every checkpoint left in the job folder is readable and holds
+// the weights the ring committed for its step.
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { MetricRecord } from '../coordinator/metrics.ts';
+import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
+import { weightChecksum } from '../src/client/checksum.ts';
+
+export interface HistoryCheck {
+  /** The highest committed step. */
+  finalStep: number;
+  /** Committed step records (all of them, re-runs included). */
+  stepRecords: number;
+  /** Step numbers in 1..finalStep without a committed record. */
+  lostSteps: number[];
+  /** Step numbers with more than one committed record. */
+  doubledSteps: number[];
+  /** Steps whose peers reported different checksums in the committed record (the driver should never commit these). */
+  splitChecksums: number[];
+  aborts: number;
+  generations: number;
+  maxRing: number;
+  checkpointsRecorded: number;
+  done: boolean;
+}
+
+export function checkHistory(records: readonly MetricRecord[]): HistoryCheck {
+  const count = new Map<number, number>();
+  const splitChecksums: number[] = [];
+  let aborts = 0;
+  let generations = 0;
+  let maxRing = 0;
+  let checkpointsRecorded = 0;
+  let done = false;
+  let stepRecords = 0;
+  for (const r of records) {
+    if (r.type === 'step') {
+      stepRecords++;
+      count.set(r.step, (count.get(r.step) ?? 0) + 1);
+      if (new Set(r.peers.map((p) => p.checksum)).size > 1) splitChecksums.push(r.step);
+      maxRing = Math.max(maxRing, r.ring);
+    } else if (r.type === 'abort') aborts++;
+    else if (r.type === 'generation') {
+      generations++;
+      maxRing = Math.max(maxRing, r.ring.length);
+    } else if (r.type === 'checkpoint') checkpointsRecorded++;
+    else if (r.type === 'done') done = true;
+  }
+  const finalStep = Math.max(0, ...count.keys());
+  const lostSteps: number[] = [];
+  for (let s = 1; s <= finalStep; s++) if (!count.has(s)) lostSteps.push(s);
+  const doubledSteps = [...count].filter(([, n]) => n > 1).map(([s]) => s).sort((a, b) => a - b);
+  return { finalStep, stepRecords, lostSteps, doubledSteps, splitChecksums, aborts, generations, maxRing, checkpointsRecorded, done };
+}
+
+/** The committed weight checksum of each step (its last record, as latestPerStep counts). */
+export function committedChecksums(records: readonly MetricRecord[]): Map<number, string> {
+  const by = new Map<number, string>();
+  for (const r of records) if (r.type === 'step' && r.peers.length) by.set(r.step, r.peers[0]!.checksum);
+  return by;
+}
+
+export interface CheckpointCheck {
+  files: number;
+  steps: number[];
+  /** Files that do not decode (length, sha256, header). */
+  unreadable: { file: string; why: string }[];
+  /** Files whose fingerprint is not the job's model. */
+  wrongModel: string[];
+  /** Files whose weights' checksum differs from the committed checksum of their step. */
+  mismatches: { step: number; file: string; checkpoint: string; committed: string }[];
+  /** Files of a step that has no committed record (only step 0 may, when it is the seed). */
+  unmatched: number[];
+}
+
+const NAME = /^step-(\d{10})\.vtck$/;
+
+/** Decodes and hash-verifies every checkpoint file of a job folder and matches it to the history. */
+export async function checkCheckpoints(jobDir: string, fingerprint: string, committed: ReadonlyMap<number, string>): Promise<CheckpointCheck> {
+  const dir = join(jobDir, 'checkpoints');
+  const names = (await readdir(dir)).filter((n) => NAME.test(n)).sort();
+  const out: CheckpointCheck = { files: names.length, steps: [], unreadable: [], wrongModel: [], mismatches: [], unmatched: [] };
+  for (const name of names) {
+    const path = join(dir, name);
+    let c;
+    try {
+      c = decodeCheckpoint(new Uint8Array(await readFile(path)), path);
+    } catch (e) {
+      if (!(e instanceof CheckpointError)) throw e;
+      out.unreadable.push({ file: name, why: e.message });
+      continue;
+    }
+    out.steps.push(c.step);
+    if (c.fingerprint !== fingerprint) out.wrongModel.push(name);
+    const want = committed.get(c.step);
+    const got = weightChecksum(c.weights);
+    if (want === undefined) out.unmatched.push(c.step);
+    else if (want !== got) out.mismatches.push({ step: c.step, file: name, checkpoint: got, committed: want });
+  }
+  return out;
+}
+
+/** Least-squares slope of y over x (null with fewer than 2 distinct x). */
+export function slope(points: readonly (readonly [number, number])[]): number | null {
+  const n = points.length;
+  if (n < 2) return null;
+  const mx = points.reduce((a, p) => a + p[0], 0) / n;
+  const my = points.reduce((a, p) => a + p[1], 0) / n;
+  let sxx = 0;
+  let sxy = 0;
+  for (const [x, y] of points) {
+    sxx += (x - mx) ** 2;
+    sxy += (x - mx) * (y - my);
+  }
+  return sxx > 0 ? sxy / sxx : null;
+}

@@ -1,0 +1,151 @@
+// `npm run bench -- churn [--peers 50] [--seconds S] [--steps N] [--seed K]`: endurance on
+// loopback (issue 7). A real job runs in this process (coordinator/run.ts: HTTP, PeerJS
+// signaling, session sockets, job folder; model tiny-cnn on MNIST) while about `peers`
+// simulated volunteers (bench/churn-host.ts: the real client, real WebRTC, WasmEngine; ~10 per
+// host process) join, leave and crash at random on a seeded schedule (bench/churn-run.ts) for
+// a bounded time; the run ends by itself, when the job has run its steps or, at the time
+// bound, after the peers present finished it (or were sent away).
+//
+// Checked: no step lost (every step 1..final has a committed record) or doubled (more than
+// one), every checkpoint left in the job folder decodes, verifies its sha256 and holds the
+// weights whose checksum the ring committed for its step; this process's memory (gc, then
+// heapUsed and rss every second): start, max, end (all volunteers gone, coordinator still up)
+// and the slope of heapUsed over the second half of the churn; the driver's tables at the end.
+// Writes bench/results/churn.json and churn.svg; progress goes to stderr; the last stdout line
+// is {"bench":"churn","peers":..,"steps":..,"lost_steps":..,...}. Exit code 1 when a step was
+// lost or doubled or a checkpoint is unreadable or does not match.
+import { cpus } from 'node:os';
+import { rm } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ArgError, Args } from '../coordinator/args.ts';
+import { CHURN_DEFAULTS, CHURN_MODEL, churnData, runChurn, type ChurnResult } from './churn-run.ts';
+import { writeFileEnsuringDir } from './plot.ts';
+import { lineChartSvg } from './plot-lines.ts';
+
+const USAGE = `usage: npm run bench -- churn [options]
+  --peers N        volunteers present on average (default 50)
+  --seconds S      how long the churn runs at most (default 170); then the peers present get
+                   --grace seconds to finish the job
+  --grace S        (default 40)
+  --steps N        steps of the job (default 200)
+  --seed K         seeds the schedule and the job (default 1)
+  --host-size N    volunteers per host process (default 10)
+  --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
+  --leave-rate P   probability per second of a normal leave (default 0.5)
+  --batch B        global batch (default 100)`;
+
+const here = dirname(fileURLToPath(import.meta.url));
+const log = (line: string) => process.stderr.write(`${line}\n`);
+const r2 = (x: number) => Math.round(x * 100) / 100;
+
+/** Stacks complete SVG charts vertically in one SVG. */
+function stackSvgs(parts: string[]): string {
+  let y = 0;
+  let width = 0;
+  const body = parts.map((p) => {
+    const m = /<svg[^>]*\swidth="(\d+)"\s+height="(\d+)"/.exec(p);
+    if (!m) throw new Error('stackSvgs: a chart without width and height');
+    const g = `<g transform="translate(0 ${y})">\n${p}\n</g>`;
+    y += Number(m[2]);
+    width = Math.max(width, Number(m[1]));
+    return g;
+  });
+  return [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y}">`, ...body, '</svg>'].join('\n');
+}
+
+function plot(r: ChurnResult, peers: number): string {
+  const s = r.samples;
+  return stackSvgs([
+    lineChartSvg({
+      title: `churn: ~${peers} simulated volunteers, ${r.peers.leaves} leaves, ${r.peers.hostKills} host kills (${r.peers.kills} peers)`,
+      xLabel: 'seconds', yLabel: 'peers',
+      series: [
+        { name: 'ring size', points: s.map((x) => [x.t, x.ring]) },
+        { name: 'sessions open', points: s.map((x) => [x.t, x.connected]) },
+        { name: 'volunteers running', points: s.map((x) => [x.t, x.present]) },
+      ],
+    }),
+    lineChartSvg({
+      title: 'coordinator process memory (after gc)', xLabel: 'seconds', yLabel: 'MB',
+      series: [
+        { name: 'heapUsed', points: s.map((x) => [x.t, x.heapMb]) },
+        { name: 'rss', points: s.map((x) => [x.t, x.rssMb]) },
+      ],
+    }),
+    lineChartSvg({
+      title: `committed step (${r.history.aborts} aborted attempts, ${r.evictions} evictions)`, xLabel: 'seconds', yLabel: 'step',
+      series: [{ name: 'step', points: s.map((x) => [x.t, x.step]) }],
+    }),
+  ]);
+}
+
+export async function main(args: string[]): Promise<void> {
+  const a = new Args(args);
+  const peers = a.int('peers', 50, 1);
+  const seconds = a.int('seconds', 170, 5);
+  const grace = a.int('grace', 40, 0);
+  const steps = a.int('steps', 200, 1);
+  const seed = a.int('seed', 1, 0);
+  const hostSize = a.int('host-size', CHURN_DEFAULTS.hostSize, 1);
+  const killEvery = a.int('kill-every', CHURN_DEFAULTS.killEverySec, 0);
+  const leaveRate = a.num('leave-rate', CHURN_DEFAULTS.leavePerSec, (v) => v >= 0 && v <= 1, 'a probability in [0, 1]');
+  const batch = a.int('batch', CHURN_DEFAULTS.batch, 1);
+  a.rejectUnknown(USAGE);
+  if (batch > 1200) throw new ArgError('--batch must be at most 1200 (the churn data set has 1,200 train images)');
+
+  const t0 = performance.now();
+  const cache = resolve(here, '../.cache/bench/churn');
+  const data = await churnData(join(cache, 'data'));
+  const workDir = join(cache, 'run');
+  await rm(workDir, { recursive: true, force: true });
+  log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
+  const r = await runChurn({
+    ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate,
+    finishGraceSec: grace, workDir, data, log,
+  });
+  const h = r.history;
+  const c = r.checkpoints;
+  const failures = h.lostSteps.length + h.doubledSteps.length + c.unreadable.length + c.mismatches.length + c.wrongModel.length;
+  log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, ${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
+  log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
+  log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
+  log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
+  if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
+  if (r.peers.neverEnded.length) log(`churn: volunteers that never ended on their own: ${r.peers.neverEnded.join(' ')}`);
+  if (r.peers.errors.length) log(`churn: volunteer errors:\n  ${r.peers.errors.join('\n  ')}`);
+  if (r.peers.unexpectedHostExits.length) log(`churn: hosts that died on their own:\n  ${r.peers.unexpectedHostExits.join('\n  ')}`);
+
+  const result = {
+    bench: 'churn',
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, node: process.version, note: 'coordinator and every simulated volunteer share these cores (loopback WebRTC, WasmEngine)' },
+    setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery },
+    definitions: {
+      lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
+      doubled_steps: 'step numbers with more than one committed step record',
+      evictions: "peer-left events whose reason is an eviction (timeout, checksum dissent, blamed by the ring)",
+      aborts: 'abort records: a step attempt abandoned because a member left, crashed or was evicted (it runs again)',
+      unreadable_checkpoints: 'checkpoint files that fail decodeCheckpoint (length, sha256, header)',
+      checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
+      heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
+      heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
+    },
+    ...r,
+    coordinatorLog: r.coordinatorLog.slice(-100),
+  };
+  const out = join(here, 'results');
+  writeFileEnsuringDir(join(out, 'churn.json'), `${JSON.stringify(result, null, 1)}\n`);
+  writeFileEnsuringDir(join(out, 'churn.svg'), plot(r, peers));
+  log(`churn: wrote ${join(out, 'churn.json')} and churn.svg (${((performance.now() - t0) / 1000).toFixed(0)} s in all)`);
+  const headline = {
+    bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
+    evictions: r.evictions, aborts: h.aborts, kills: r.peers.kills, max_ring: h.maxRing,
+    unreadable_checkpoints: c.unreadable.length, checkpoint_checksum_mismatches: c.mismatches.length,
+    heap_mb_start: r2(r.memory.heapMbStart), heap_mb_max: r2(r.memory.heapMbMax), heap_mb_end: r2(r.memory.heapMbEnd),
+    heap_slope_mb_per_min: r.memory.heapSlopeMbPerMin === null ? null : r2(r.memory.heapSlopeMbPerMin),
+    finished: r.finished, seconds: Math.round(r.seconds),
+  };
+  process.stdout.write(`${JSON.stringify(headline)}\n`);
+  if (failures > 0) process.exitCode = 1;
+}
