@@ -47,9 +47,10 @@ export interface VolunteerWorkerApi {
   /**
    * Measures the compute paths this browser has (WebGPU, wasm) and picks one by `preference`;
    * rejects with a message that says what to do when none works. Probing again with another
-   * preference switches the engine (not while training).
+   * preference switches the engine (not while training). `pageHasWebGpu`: whether the page
+   * sees navigator.gpu (a browser without it on the page has none in workers either).
    */
-  probe(preference: BackendPreference): Promise<DeviceReport>;
+  probe(preference: BackendPreference, pageHasWebGpu: boolean): Promise<DeviceReport>;
   /**
    * Joins and trains until paused or the job ends; progress goes to `onStatus`. `rtc` is the
    * worker's end of a channel whose other end the page serves with serveRtcRelay (browsers have

@@ -6,7 +6,7 @@ import { browserDecoder } from '../data/decode-browser.ts';
 import { VolunteerCache } from '../data/idb-cache.ts';
 import type { AnyEngine } from '../backend/engine.ts';
 import { WebGpuEngine } from '../backend/webgpu.ts';
-import { getDevice } from '../gpu/device.ts';
+import { getDevice, WEBGPU_HELP } from '../gpu/device.ts';
 import { autotuneGemm } from '../ops/gemm-tune.ts';
 import { WasmEngine } from '../wasm/engine.ts';
 import { chooseEngine, type BackendPreference } from './backend-choice.ts';
@@ -19,8 +19,11 @@ let cache: VolunteerCache | null = null;
 let running: { stop: AbortController; done: Promise<void> } | null = null;
 let share = 1;
 
+let pageHasWebGpu = true;
+
 const factories = {
   webgpu: async (): Promise<AnyEngine> => {
+    if (!pageHasWebGpu) throw new Error(WEBGPU_HELP);
     const gpu = await getDevice();
     await autotuneGemm(gpu);
     return new WebGpuEngine(gpu);
@@ -40,7 +43,11 @@ async function device(preference: BackendPreference): Promise<{ engine: AnyEngin
 }
 
 const api: VolunteerWorkerApi = {
-  async probe(preference) {
+  async probe(preference, hasWebGpu) {
+    if (hasWebGpu !== pageHasWebGpu && !running) {
+      pageHasWebGpu = hasWebGpu;
+      report = null; // measure again with what the page says
+    }
     return (await device(preference)).report;
   },
 

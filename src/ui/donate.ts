@@ -118,7 +118,8 @@ export function showDonate(root: HTMLElement): void {
     device.classList.remove('bad');
     device.textContent = 'Measuring this device…';
     root.dataset.probing = '1';
-    api.probe(preference()).then(
+    const pageHasWebGpu = typeof navigator !== 'undefined' && 'gpu' in navigator && !!navigator.gpu;
+    api.probe(preference(), pageHasWebGpu).then(
       (r) => {
         const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${r.reason}.`];
         const noGpu = r.measures.find((m) => m.backend === 'webgpu' && !m.available);
