@@ -2,9 +2,11 @@
 // 64 on 32x32x3: our wasm SIMD path (src/wasm, the whole volunteer step: forward, loss,
 // backward, gradient read back, LARS on the host, weights written back) against the SAME models
 // trained by TF.js on its WebAssembly backend (XNNPACK, SIMD; SGD with momentum) in the same
-// process, with the same number of threads (1: TF.js's Node wasm build has no threads, and
-// ours runs one). Medians of timed steps after 2 warm-up steps. Last line:
-// {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..} (geometric means over the models).
+// process, with the same number of threads (1: TF.js's Node wasm build has no threads), plus a
+// third series: ours with 2 threads (src/wasm/threads.ts). Medians of timed steps after 2
+// warm-up steps. Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,
+// "ours_ips_2t":..,"speedup_2t":..,...} (geometric means over the models; ratio is 1 thread vs
+// 1 thread, speedup_2t is ours with 2 threads over ours with 1).
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { Model } from '../src/nn/model.ts';
@@ -19,7 +21,7 @@ import { tfModel } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { geomean, median } from './timing.ts';
 
-interface Row { model: string; batch: number; oursIps: number; peerIps: number; oursMs: number; peerMs: number; oursLoss: number[]; peerLoss: number[] }
+interface Row { model: string; batch: number; oursIps: number; peerIps: number; ours2Ips: number; oursMs: number; peerMs: number; ours2Ms: number; oursLoss: number[]; peerLoss: number[] }
 
 const arg = (args: string[], name: string, def: number) => Number(args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def);
 
@@ -72,7 +74,8 @@ export async function main(args: string[]): Promise<void> {
   const batch = arg(args, 'batch', 64);
   const steps = arg(args, 'steps', 5);
   const { threads } = await tfjsWasm();
-  const engine = await WasmEngine.create();
+  const engine = await WasmEngine.create({ threads: 1 });
+  const engine2 = await WasmEngine.create({ threads: 2 });
   const rows: Row[] = [];
   try {
     for (const spec of [smallCnn([3, 32, 32], 10), resnet20([3, 32, 32], 10)]) {
@@ -81,13 +84,21 @@ export async function main(args: string[]): Promise<void> {
       const labels = Int32Array.from({ length: batch }, () => rng.int(10));
       const o = await ours(engine, spec, x, labels, batch, steps);
       const p = await peer(spec, x, labels, batch, steps);
-      const row: Row = { model: spec.name, batch, oursMs: median(o.ms), peerMs: median(p.ms), oursIps: batch / (median(o.ms) / 1000), peerIps: batch / (median(p.ms) / 1000), oursLoss: o.loss, peerLoss: p.loss };
+      const o2 = await ours(engine2, spec, x, labels, batch, steps);
+      const ips = (ms: number[]) => batch / (median(ms) / 1000);
+      const row: Row = {
+        model: spec.name, batch, oursMs: median(o.ms), peerMs: median(p.ms), ours2Ms: median(o2.ms),
+        oursIps: ips(o.ms), peerIps: ips(p.ms), ours2Ips: ips(o2.ms), oursLoss: o.loss, peerLoss: p.loss,
+      };
       rows.push(row);
-      console.error(`${spec.name.padEnd(10)} batch ${batch}: ours (wasm) ${row.oursIps.toFixed(1)} img/s (${row.oursMs.toFixed(0)} ms/step)  tfjs-wasm ${row.peerIps.toFixed(1)} img/s (${row.peerMs.toFixed(0)} ms/step)  x${(row.oursIps / row.peerIps).toFixed(2)}`);
+      console.error(`${spec.name.padEnd(10)} batch ${batch}: ours (wasm) ${row.oursIps.toFixed(1)} img/s (${row.oursMs.toFixed(0)} ms/step)  tfjs-wasm ${row.peerIps.toFixed(1)} img/s (${row.peerMs.toFixed(0)} ms/step)  x${(row.oursIps / row.peerIps).toFixed(2)}  ours 2 threads ${row.ours2Ips.toFixed(1)} img/s (x${(row.ours2Ips / row.oursIps).toFixed(2)})`);
       if (!o.loss.every(Number.isFinite)) throw new Error(`${spec.name}: our loss is not finite: ${o.loss}`);
+      // Threads give the same bits: the same losses, step for step.
+      if (o2.loss.some((l, i) => l !== o.loss[i])) throw new Error(`${spec.name}: losses with 2 threads ${o2.loss} differ from 1 thread ${o.loss}`);
     }
   } finally {
     engine.destroy();
+    engine2.destroy();
   }
   const summary = {
     bench: 'cpu',
@@ -95,13 +106,21 @@ export async function main(args: string[]): Promise<void> {
     peer_ips: +geomean(rows.map((r) => r.peerIps)).toFixed(2),
     ratio: +geomean(rows.map((r) => r.oursIps / r.peerIps)).toFixed(3),
     threads,
-    by_model: Object.fromEntries(rows.map((r) => [r.model, { ours_ips: +r.oursIps.toFixed(2), peer_ips: +r.peerIps.toFixed(2), ratio: +(r.oursIps / r.peerIps).toFixed(3) }])),
+    ours_ips_2t: +geomean(rows.map((r) => r.ours2Ips)).toFixed(2),
+    speedup_2t: +geomean(rows.map((r) => r.ours2Ips / r.oursIps)).toFixed(3),
+    by_model: Object.fromEntries(rows.map((r) => [r.model, {
+      ours_ips: +r.oursIps.toFixed(2), peer_ips: +r.peerIps.toFixed(2), ratio: +(r.oursIps / r.peerIps).toFixed(3), ours_ips_2t: +r.ours2Ips.toFixed(2),
+    }])),
   };
-  writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({ ours: engine.info.description, peer: `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`, rows, summary }, null, 2));
+  writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({ ours: engine.info.description, ours2: engine2.info.description, peer: `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`, rows, summary }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
-    title: `Training on the CPU, batch ${batch}, 32x32x3, ${threads} thread: ours (wasm SIMD) vs TF.js wasm`, yLabel: 'images/s (median)',
+    title: `Training on the CPU, batch ${batch}, 32x32x3: ours (wasm SIMD, 1 and 2 threads) vs TF.js wasm (${threads} thread)`, yLabel: 'images/s (median)',
     categories: rows.map((r) => r.model),
-    series: [{ name: 'ours: wasm SIMD (LARS)', values: rows.map((r) => r.oursIps) }, { name: 'TF.js wasm (momentum)', values: rows.map((r) => r.peerIps) }],
+    series: [
+      { name: 'ours: wasm SIMD (LARS), 1 thread', values: rows.map((r) => r.oursIps) },
+      { name: 'TF.js wasm (momentum)', values: rows.map((r) => r.peerIps) },
+      { name: 'ours, 2 threads', values: rows.map((r) => r.ours2Ips) },
+    ],
   }));
   console.log(JSON.stringify(summary));
 }

@@ -1,6 +1,11 @@
-// Builds the wasm engine's kernels (wasm/*.ts, AssemblyScript) into src/wasm/build/kernels.wasm
-// on demand: ensureWasm() compiles only when the output is missing or was built from other
-// sources, compiler version or flags (a SHA-256 of all three is kept next to it). Nothing it
+// Builds the wasm engine's kernels (wasm/*.ts, AssemblyScript) on demand, in two variants of the
+// same sources:
+//   src/wasm/build/kernels.wasm      one thread: a private imported memory (every page)
+//   src/wasm/build/kernels-mt.wasm   threads: an imported SHARED memory (maximum 4 GiB), which
+//                                    every thread of one engine instantiates (pages that are
+//                                    cross-origin isolated, and Node)
+// ensureWasm() compiles a variant only when it is missing or was built from other sources,
+// compiler version or flags (a SHA-256 of all three is kept next to each file). Nothing it
 // writes is tracked by git. Called by WasmEngine.create() in Node, by the vite plugin
 // (scripts/vite-wasm-plugin.mjs) at build start and dev-server start, and by
 // `npm run build:wasm` (add --force to rebuild regardless).
@@ -12,14 +17,20 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const WASM_SRC = join(root, 'wasm');
 export const WASM_OUT = join(root, 'src', 'wasm', 'build', 'kernels.wasm');
-const HASH_FILE = `${WASM_OUT}.sha256`;
+export const WASM_OUT_THREADS = join(root, 'src', 'wasm', 'build', 'kernels-mt.wasm');
+/** Largest shared memory, in 64 KiB pages (wasm32's 4 GiB; the engine may ask for less). */
+export const MAX_SHARED_PAGES = 65536;
 const ENTRY = join(WASM_SRC, 'kernels.ts');
 const FLAGS = ['-O3', '--enable', 'simd', '--runtime', 'stub', '--importMemory', '--noAssert'];
+const VARIANTS = [
+  { out: WASM_OUT, flags: FLAGS },
+  { out: WASM_OUT_THREADS, flags: [...FLAGS, '--enable', 'threads', '--sharedMemory', '--maximumMemory', String(MAX_SHARED_PAGES)] },
+];
 
 /** SHA-256 over the flags, the compiler version and every source file (sorted by name). */
-async function sourceHash() {
+async function sourceHash(flags) {
   const h = createHash('sha256');
-  h.update(FLAGS.join(' '));
+  h.update(flags.join(' '));
   const pkg = JSON.parse(await readFile(join(root, 'node_modules', 'assemblyscript', 'package.json'), 'utf8'));
   h.update(`assemblyscript ${pkg.version}`);
   const files = (await readdir(WASM_SRC)).filter((f) => f.endsWith('.ts')).sort();
@@ -38,40 +49,45 @@ async function readOr(path, fallback) {
   }
 }
 
-async function compile(hash) {
+async function compile(out, flags, hash) {
   const { default: asc } = await import('assemblyscript/asc');
-  await mkdir(dirname(WASM_OUT), { recursive: true });
+  await mkdir(dirname(out), { recursive: true });
   // Unique temporary names, then rename: concurrent builders (test workers, several
   // volunteers) never see a half-written file.
-  const tmp = `${WASM_OUT}.${process.pid}.${Date.now()}.tmp`;
+  const tmp = `${out}.${process.pid}.${Date.now()}.tmp`;
   let log = '';
   const sink = { write: (s) => { log += String(s); return true; } };
-  const { error } = await asc.main([ENTRY, '--outFile', tmp, ...FLAGS], { stdout: sink, stderr: sink });
+  const { error } = await asc.main([ENTRY, '--outFile', tmp, ...flags], { stdout: sink, stderr: sink });
   if (error) {
     await rm(tmp, { force: true });
     throw new Error(`Compiling the wasm kernels (wasm/*.ts) failed: ${error.message}\n${log}\nFix the AssemblyScript source and run \`npm run build:wasm\`.`);
   }
-  await rename(tmp, WASM_OUT);
-  await writeFile(`${HASH_FILE}.${process.pid}.tmp`, hash);
-  await rename(`${HASH_FILE}.${process.pid}.tmp`, HASH_FILE);
+  await rename(tmp, out);
+  await writeFile(`${out}.sha256.${process.pid}.tmp`, hash);
+  await rename(`${out}.sha256.${process.pid}.tmp`, `${out}.sha256`);
+}
+
+async function ensureVariant({ out, flags }, force) {
+  const hash = await sourceHash(flags);
+  const built = await readOr(`${out}.sha256`, '');
+  const present = await stat(out).then((st) => st.size > 0, () => false);
+  if (force || !present || built.trim() !== hash) await compile(out, flags, hash);
 }
 
 let pending = null;
 
 /**
- * Makes sure src/wasm/build/kernels.wasm matches the sources; returns its path. Concurrent
- * calls in one process share one check (and build); later calls check again (cheap: a hash
- * of a few small files), so a long-running dev server picks up edits.
+ * Makes sure both variants (src/wasm/build/kernels.wasm and kernels-mt.wasm) match the
+ * sources; returns the path of the single-thread one (the threaded one is WASM_OUT_THREADS).
+ * Concurrent calls in one process share one check (and build); later calls check again
+ * (cheap: a hash of a few small files), so a long-running dev server picks up edits.
  * @param {{ force?: boolean }} [opts]
  * @returns {Promise<string>}
  */
 export function ensureWasm(opts = {}) {
   if (pending && !opts.force) return pending;
   const run = (async () => {
-    const hash = await sourceHash();
-    const built = await readOr(HASH_FILE, '');
-    const present = await stat(WASM_OUT).then((st) => st.size > 0, () => false);
-    if (opts.force || !present || built.trim() !== hash) await compile(hash);
+    for (const v of VARIANTS) await ensureVariant(v, !!opts.force);
     return WASM_OUT;
   })();
   pending = run;
@@ -83,7 +99,7 @@ export function ensureWasm(opts = {}) {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const t0 = Date.now();
   ensureWasm({ force: process.argv.includes('--force') }).then(
-    (out) => console.log(`wasm kernels: ${out} (${Date.now() - t0} ms)`),
+    (out) => console.log(`wasm kernels: ${out} and ${WASM_OUT_THREADS} (${Date.now() - t0} ms)`),
     (e) => {
       console.error(e instanceof Error ? e.message : e);
       process.exit(1);

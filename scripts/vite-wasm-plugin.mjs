@@ -1,8 +1,9 @@
-// Vite plugin: builds the wasm kernels (scripts/build-wasm.mjs) before vite needs them, so
-// `new URL('./build/kernels.wasm', import.meta.url)` in src/wasm/kernels.ts resolves in the
-// page and in workers: at build start (vite build, which bundles the file as an asset), when
-// the dev server starts, and again in dev whenever a file under wasm/ changes (then the page
-// reloads). Add to vite.config.ts: plugins: [wasmKernels()].
+// Vite plugin: builds the wasm kernels (scripts/build-wasm.mjs: kernels.wasm and the threaded
+// kernels-mt.wasm) before vite needs them, so `new URL('./build/kernels.wasm', import.meta.url)`
+// (and kernels-mt.wasm) in src/wasm/kernels.ts resolve in the page and in workers: at build
+// start (vite build, which bundles the files as assets), when the dev server starts, and again
+// in dev whenever a file under wasm/ changes (then the page reloads). Add to vite.config.ts:
+// plugins: [wasmKernels()].
 import { relative, sep } from 'node:path';
 import { ensureWasm, WASM_SRC } from './build-wasm.mjs';
 

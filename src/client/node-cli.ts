@@ -20,6 +20,7 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --name NAME        shown on the dashboard (default: the host name)
   --rejoin-for S     keep trying to (re)join for S seconds when the coordinator is away (default 600)
   --backend B        compute with auto (default: measure both, keep the faster), webgpu or wasm
+  --threads N        wasm threads (default 1; a desktop that does nothing else: its core count)
   --no-tune          skip the WebGPU GEMM autotune at start (faster start, maybe slower steps)
   --quiet            only errors and the final line`;
 
@@ -35,6 +36,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const name = a.str('name', hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 64) || 'node');
   const rejoinFor = a.int('rejoin-for', 600);
   const backend = a.str('backend', 'auto');
+  const threads = a.int('threads', 1, 1);
   const noTune = a.flag('no-tune');
   const quiet = a.flag('quiet');
   a.rejectUnknown(VOLUNTEER_USAGE);
@@ -48,7 +50,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
       if (!noTune) await autotuneGemm(gpu);
       return new WebGpuEngine(gpu);
     },
-    wasm: (): Promise<AnyEngine> => WasmEngine.create(),
+    wasm: (): Promise<AnyEngine> => WasmEngine.create({ threads }),
   });
   log(`volunteer: computing with ${choice.chosen} (${engine.info.description}): ${choice.reason}`);
   const Peer = await loadNodePeer();

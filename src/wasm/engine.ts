@@ -1,8 +1,13 @@
 // The wasm engine: WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript) on the CPU behind the
 // Engine interface. Tensors are (shape, dtype, byte offset) in one WebAssembly.Memory that the
-// engine owns (src/wasm/heap.ts); ops run at once, in the calling thread, so flush() is a
-// no-op and read() only copies. Op semantics, shapes and checks are those of src/ops (the op
-// drivers are src/wasm/ops-linalg.ts and ops-layers.ts). Works in Node, pages and workers.
+// engine owns (src/wasm/heap.ts); ops run at once, so flush() is a no-op and read() only
+// copies. Op semantics, shapes and checks are those of src/ops (the op drivers are
+// src/wasm/ops-linalg.ts and ops-layers.ts). Works in Node, pages and workers.
+// With threads > 1 the memory is shared and threads-1 workers (src/wasm/threads.ts) run parts
+// of GEMM, conv2d, pooling, relu and add next to the calling thread, with results bitwise
+// identical to 1 thread; the other ops stay on the calling thread. That needs
+// SharedArrayBuffer (in a page: cross-origin isolation) and a thread that may block (Node, or a
+// Web Worker; not a page's main thread).
 import type { DType, Engine, EngineInfo, HostArray } from '../backend/engine.ts';
 import { check, VtError } from '../errors.ts';
 import { shapeStr, sizeOf } from '../gpu/tensor.ts';
@@ -16,15 +21,20 @@ import type { Pool2dParams } from '../ops/pool.ts';
 import type { SoftmaxXentParams } from '../ops/softmax_xent.ts';
 import type { TopkParams } from '../ops/topk.ts';
 import { Heap } from './heap.ts';
-import { isNode, type Kernels, loadKernels } from './kernels.ts';
+import { compileKernels, isNode, KERNEL_NAMES, type Kernels, loadKernels } from './kernels.ts';
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
-import type { ScratchSlot, WasmBlock, WasmCtx, WasmTensor } from './tensor.ts';
+import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor } from './tensor.ts';
+import { ThreadPool, threadsUnavailable } from './threads.ts';
 
 export type { WasmTensor } from './tensor.ts';
 
 export interface WasmEngineOptions {
-  /** Worker threads for the kernels. Only 1 exists so far; larger values run on 1. */
+  /**
+   * Threads for the heavy ops, the calling one included (1 to MAX_THREADS). Default: 1 in
+   * Node; in a browser navigator.hardwareConcurrency (at most 4) where the page is cross-origin
+   * isolated and this thread may block, else 1.
+   */
   threads?: number;
   /** Initial memory in MiB (it grows on demand); default 64. */
   initialMiB?: number;
@@ -32,29 +42,97 @@ export interface WasmEngineOptions {
 
 let nextOwner = 1;
 
+export const MAX_THREADS = 64;
+/** The shared memory's maximum (pages): 4 GiB, or 1 GiB where that cannot be reserved. */
+const SHARED_MAX_PAGES = [65536, 16384];
+
+/** The default thread count here (see WasmEngineOptions.threads). */
+export function defaultThreads(): number {
+  if (isNode()) return 1;
+  const g = globalThis as { crossOriginIsolated?: boolean; navigator?: { hardwareConcurrency?: number } };
+  if (g.crossOriginIsolated !== true || threadsUnavailable() !== null) return 1;
+  return Math.max(1, Math.min(4, Math.floor(g.navigator?.hardwareConcurrency ?? 1)));
+}
+
+function sharedHeap(pages: number): Heap {
+  for (const max of SHARED_MAX_PAGES) {
+    try {
+      return new Heap(pages, undefined, max);
+    } catch (e) {
+      if (!(e instanceof RangeError) || max === SHARED_MAX_PAGES[SHARED_MAX_PAGES.length - 1]) throw e;
+    }
+  }
+  throw new Error('unreachable');
+}
+
+/** Records kernel calls as commands for a thread (src/wasm/threads.ts); queries go to `live`. */
+function recorder(live: Kernels, cmds: number[]): Kernels {
+  const rec: Record<string, unknown> = { heapBase: () => live.heapBase(), gemmScratchBytes: () => live.gemmScratchBytes() };
+  KERNEL_NAMES.forEach((name, i) => {
+    if (!(name in rec)) rec[name] = (...args: number[]) => { cmds.push(i, args.length, ...args); };
+  });
+  return rec as unknown as Kernels; // every name of Kernels is set above
+}
+
 const dtypeOf = (data: HostArray): DType => (data instanceof Float32Array ? 'f32' : data instanceof Int32Array ? 'i32' : 'u32');
 
 export class WasmEngine implements Engine<WasmTensor> {
   readonly info: EngineInfo;
   readonly viewAlign = 4;
   private readonly owner = nextOwner++;
-  private readonly scratchBlocks = new Map<ScratchSlot, { ptr: number; bytes: number }>();
+  /** Scratch by key: '<slot>' for an op's shared buffers, '<part>:<slot>' for each part's own. */
+  private readonly scratchBlocks = new Map<string, { ptr: number; bytes: number }>();
   private destroyed = false;
   private readonly cx: WasmCtx;
+  private readonly live: PartCtx;
 
-  private constructor(private readonly heap: Heap, private readonly k: Kernels) {
-    this.info = { backend: 'wasm', platform: isNode() ? 'node' : 'browser', description: 'WebAssembly SIMD, 1 thread', cpu: true };
-    this.cx = { k, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes) };
+  private constructor(private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null) {
+    const threads = pool?.size ?? 1;
+    const description = `WebAssembly SIMD, ${threads} thread${threads > 1 ? 's' : ''}`;
+    this.info = { backend: 'wasm', platform: isNode() ? 'node' : 'browser', description, cpu: true };
+    this.live = { k, scratch: (slot, bytes) => this.scratch(`0:${slot}`, bytes), barrier: () => {} };
+    this.cx = {
+      k, threads, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
+      run: (parts, part) => this.run(parts, part),
+    };
   }
 
-  /** Loads (in Node: builds first if needed) the kernels and makes an engine with its own memory. */
+  /**
+   * Loads (in Node: builds first if needed) the kernels and makes an engine with its own memory
+   * (and threads). When the thread count was not given and the threads cannot start (e.g. the
+   * browser refuses the workers), it falls back to 1 thread; an explicit count fails instead.
+   */
   static async create(opts: WasmEngineOptions = {}): Promise<WasmEngine> {
-    const threads = opts.threads ?? 1;
-    if (!Number.isInteger(threads) || threads < 1) throw new VtError('bad-shape', `WasmEngine: threads must be an integer >= 1, got ${threads}`);
-    const heap = new Heap(Math.ceil(((opts.initialMiB ?? 64) * 2 ** 20) / 65536));
-    const k = await loadKernels(heap.memory);
+    const threads = opts.threads ?? defaultThreads();
+    if (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS) {
+      throw new VtError('bad-shape', `WasmEngine: threads must be an integer from 1 to ${MAX_THREADS}, got ${String(threads)}`);
+    }
+    if (threads > 1) {
+      const why = threadsUnavailable();
+      if (why) throw new VtError('bad-shape', `WasmEngine: ${threads} threads were asked for, but ${why}. Use threads: 1 here.`);
+    }
+    const pages = Math.ceil(((opts.initialMiB ?? 64) * 2 ** 20) / 65536);
+    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages);
+    try {
+      return await WasmEngine.make(threads, pages);
+    } catch (e) {
+      console.warn(`WasmEngine: ${threads} threads could not start (${e instanceof Error ? e.message : String(e)}); running on 1 thread`);
+      return WasmEngine.make(1, pages);
+    }
+  }
+
+  private static async make(threads: number, pages: number): Promise<WasmEngine> {
+    const heap = threads > 1 ? sharedHeap(pages) : new Heap(pages);
+    const variant = threads > 1 ? 'threads' : 'single';
+    const k = await loadKernels(heap.memory, variant);
     heap.setBase(k.heapBase());
-    return new WasmEngine(heap, k);
+    const pool = threads > 1 ? await ThreadPool.start(threads - 1, await compileKernels(variant), heap, k) : null;
+    return new WasmEngine(heap, k, pool);
+  }
+
+  /** Threads that run the kernels, the calling one included. */
+  get threads(): number {
+    return this.pool?.size ?? 1;
   }
 
   /** Allocator and memory figures (tests, diagnostics). */
@@ -132,10 +210,11 @@ export class WasmEngine implements Engine<WasmTensor> {
     this.alive('flush');
   }
 
-  /** Drops the memory; every tensor of this engine becomes unusable. */
+  /** Drops the memory and ends the threads; every tensor of this engine becomes unusable. */
   destroy(): void {
     this.destroyed = true;
     this.scratchBlocks.clear();
+    this.pool?.destroy();
   }
 
   // ---- ops (src/wasm/ops-*.ts) -----------------------------------------------------------
@@ -189,14 +268,30 @@ export class WasmEngine implements Engine<WasmTensor> {
     return t.byteOffset;
   }
 
-  private scratch(slot: ScratchSlot, bytes: number): number {
-    const s = this.scratchBlocks.get(slot);
+  /** Runs an op's parts: here when there is one, else recorded and handed to the pool. */
+  private run(parts: number, part: (pcx: PartCtx, t: number) => void): void {
+    this.alive('run');
+    if (parts <= 1 || !this.pool) {
+      part(this.live, 0);
+      return;
+    }
+    const lists: number[][] = [];
+    for (let t = 0; t < parts; t++) {
+      const cmds: number[] = [];
+      part({ k: recorder(this.k, cmds), scratch: (slot, bytes) => this.scratch(`${t}:${slot}`, bytes), barrier: () => { cmds.push(-1, 0); } }, t);
+      lists.push(cmds);
+    }
+    this.pool.run(lists);
+  }
+
+  private scratch(key: ScratchSlot | `${number}:${ScratchSlot}`, bytes: number): number {
+    const s = this.scratchBlocks.get(key);
     if (s && s.bytes >= bytes) return s.ptr;
     if (s) this.heap.release(s.ptr);
     // Some headroom, so slowly growing requests do not reallocate every time.
     const size = Math.max(bytes, s ? Math.ceil(s.bytes * 1.5) : 0);
-    const ptr = this.heap.alloc(size, `scratch '${slot}'`);
-    this.scratchBlocks.set(slot, { ptr, bytes: size });
+    const ptr = this.heap.alloc(size, `scratch '${key}'`);
+    this.scratchBlocks.set(key, { ptr, bytes: size });
     return ptr;
   }
 }

@@ -89,13 +89,20 @@ export class FreeList {
 /** The engine's memory and allocator. Owns the WebAssembly.Memory. */
 export class Heap {
   readonly memory: WebAssembly.Memory;
+  private readonly maxPages: number;
   private readonly free = new FreeList();
-  private buf!: ArrayBuffer;
+  private buf!: ArrayBufferLike;
   private views!: { f32: Float32Array; i32: Int32Array; u32: Uint32Array; u8: Uint8Array };
 
-  /** `initialPages` of memory; allocation starts at `base` (the module's __heap_base). */
-  constructor(initialPages: number, base?: number) {
-    this.memory = new WebAssembly.Memory({ initial: initialPages });
+  /**
+   * `initialPages` of memory; allocation starts at `base` (the module's __heap_base). With
+   * `sharedMaxPages` the memory is shared (threads), growable up to that many pages.
+   */
+  constructor(initialPages: number, base?: number, sharedMaxPages?: number) {
+    this.memory = sharedMaxPages === undefined
+      ? new WebAssembly.Memory({ initial: initialPages })
+      : new WebAssembly.Memory({ initial: initialPages, maximum: sharedMaxPages, shared: true });
+    this.maxPages = sharedMaxPages ?? MAX_PAGES;
     if (base !== undefined) this.setBase(base);
   }
 
@@ -138,9 +145,9 @@ export class Heap {
     const missing = size - (tail ? tail[1] : 0);
     const pages = Math.max(Math.ceil(missing / PAGE), Math.ceil(end / PAGE / 2));
     const have = end / PAGE;
-    const add = Math.min(pages, MAX_PAGES - have);
+    const add = Math.min(pages, this.maxPages - have);
     if (add * PAGE < missing) {
-      throw new VtError('too-large', `${what}: ${size} bytes do not fit the 4 GiB of WebAssembly memory (${end} bytes in use or free): use a smaller batch or model.`);
+      throw new VtError('too-large', `${what}: ${size} bytes do not fit the ${this.maxPages / 16384} GiB of WebAssembly memory (${end} bytes in use or free): use a smaller batch or model.`);
     }
     try {
       this.memory.grow(add);

@@ -1,11 +1,12 @@
-// Loading the kernels module (wasm/*.ts, AssemblyScript, built into ./build/kernels.wasm by
-// scripts/build-wasm.mjs) and its typed exports. Pointers are byte addresses in the engine's
-// memory (imported as env.memory); booleans are 0/1; u32 arguments may be passed as numbers up
-// to 2^32 - 1 (wasm reads the same 32 bits).
+// Loading the kernels module (wasm/*.ts, AssemblyScript, built by scripts/build-wasm.mjs into
+// ./build/kernels.wasm, and ./build/kernels-mt.wasm for a shared memory) and its typed
+// exports. Pointers are byte addresses in the engine's memory (imported as env.memory);
+// booleans are 0/1; u32 arguments may be passed as numbers up to 2^32 - 1 (wasm reads the
+// same 32 bits).
 //  - Node (tsx, vitest): ensureWasm() builds the file if it is missing or stale, then fs reads it.
 //  - Browser page or Web Worker: vite serves / bundles `new URL('./build/kernels.wasm',
-//    import.meta.url)` (scripts/vite-wasm-plugin.mjs builds it first); fetched and compiled
-//    with instantiateStreaming. No DOM is used.
+//    import.meta.url)` (and kernels-mt.wasm; scripts/vite-wasm-plugin.mjs builds them first);
+//    fetched and compiled with instantiateStreaming. No DOM is used.
 
 type Ptr = number;
 type Flag = number;
@@ -41,7 +42,8 @@ export interface Kernels {
   topkCount(logits: Ptr, labels: Ptr, counts: Ptr, n: number, k: number, topk: number, accumulate: Flag): void;
 }
 
-const NAMES: readonly (keyof Kernels)[] = [
+/** Every export, in a fixed order (threads name kernels by index in this list). */
+export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'heapBase', 'gemmScratchBytes', 'gemm', 'gemmNT', 'im2col', 'col2imAdd', 'copyRows', 'add', 'fill', 'reluForward', 'reluBackward',
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
@@ -55,45 +57,53 @@ const UNSUPPORTED = 'This WebAssembly has no SIMD: use Chrome/Edge 91+, Firefox 
 /** The builder, relative to this file (a variable: vite must not bundle it as an asset). */
 const BUILD_SCRIPT = '../../scripts/build-wasm.mjs';
 
-/** Compiled once per realm (page, worker or Node process); each engine instantiates it with its own memory. */
-let compiled: Promise<WebAssembly.Module> | null = null;
+/** Which build: 'single' (a private memory) or 'threads' (a shared memory). */
+export type KernelVariant = 'single' | 'threads';
 
-async function compileNode(): Promise<WebAssembly.Module> {
+/** Compiled once per realm (page, worker or Node process) and variant; each engine instantiates it with its own memory. */
+const compiled = new Map<KernelVariant, Promise<WebAssembly.Module>>();
+
+async function compileNode(variant: KernelVariant): Promise<WebAssembly.Module> {
   // Variable specifiers: bundlers must not follow these into the browser build.
   const script = new URL(BUILD_SCRIPT, import.meta.url).href;
-  const build = (await import(/* @vite-ignore */ script)) as { ensureWasm?: unknown };
+  const build = (await import(/* @vite-ignore */ script)) as { ensureWasm?: unknown; WASM_OUT_THREADS?: unknown };
   if (typeof build.ensureWasm !== 'function') throw new Error(`${script} does not export ensureWasm()`);
-  const path: unknown = await (build.ensureWasm as () => Promise<unknown>)();
-  if (typeof path !== 'string') throw new Error(`ensureWasm() returned ${String(path)}, not a path`);
+  const single: unknown = await (build.ensureWasm as () => Promise<unknown>)();
+  const path = variant === 'single' ? single : build.WASM_OUT_THREADS;
+  if (typeof path !== 'string') throw new Error(`${script} gave ${String(path)}, not a path, for the ${variant} kernels`);
   const fsName = 'node:fs/promises';
   const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs/promises');
   return WebAssembly.compile(await fs.readFile(path));
 }
 
-async function compileBrowser(): Promise<WebAssembly.Module> {
-  const url = new URL('./build/kernels.wasm', import.meta.url);
+async function compileBrowser(variant: KernelVariant): Promise<WebAssembly.Module> {
+  // Literal URLs: vite bundles both files as assets.
+  const url = variant === 'single' ? new URL('./build/kernels.wasm', import.meta.url) : new URL('./build/kernels-mt.wasm', import.meta.url);
   const res = await fetch(url);
   if (!res.ok) throw new Error(`fetching the wasm kernels from ${url.href} failed (HTTP ${res.status}): run the page through vite (npm run dev / npm run build), which builds them.`);
   if (res.headers.get('content-type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(res);
   return WebAssembly.compile(await res.arrayBuffer());
 }
 
-function compile(): Promise<WebAssembly.Module> {
-  if (!compiled) {
-    compiled = (isNode() ? compileNode() : compileBrowser()).catch((e: unknown) => {
-      compiled = null;
+/** The compiled module of a variant (the threaded one is also what the workers instantiate). */
+export function compileKernels(variant: KernelVariant = 'single'): Promise<WebAssembly.Module> {
+  let c = compiled.get(variant);
+  if (!c) {
+    c = (isNode() ? compileNode(variant) : compileBrowser(variant)).catch((e: unknown) => {
+      compiled.delete(variant);
       if (e instanceof WebAssembly.CompileError) throw new Error(`${UNSUPPORTED} (${e.message}).`);
       throw e;
     });
+    compiled.set(variant, c);
   }
-  return compiled;
+  return c;
 }
 
-/** Instantiates the kernels on `memory` (imported as env.memory). */
-export async function loadKernels(memory: WebAssembly.Memory): Promise<Kernels> {
-  const instance = await WebAssembly.instantiate(await compile(), { env: { memory } });
+/** Instantiates the kernels on `memory` (imported as env.memory; shared for the threaded variant). */
+export async function loadKernels(memory: WebAssembly.Memory, variant: KernelVariant = 'single'): Promise<Kernels> {
+  const instance = await WebAssembly.instantiate(await compileKernels(variant), { env: { memory } });
   const ex = instance.exports;
-  const missing = NAMES.filter((n) => typeof ex[n] !== 'function');
+  const missing = KERNEL_NAMES.filter((n) => typeof ex[n] !== 'function');
   if (missing.length > 0) throw new Error(`the wasm kernels lack ${missing.join(', ')}: rebuild them with \`npm run build:wasm -- --force\`.`);
   return ex as unknown as Kernels;
 }

@@ -1,6 +1,8 @@
 // Every op besides GEMM and conv2d on the wasm kernels, with the shapes, checks and semantics
 // of the matching src/ops file (bias, relu, eltwise, pool, batchnorm, lrn, dropout,
-// softmax_xent, topk). Each function: validate with src/ops' shape function, then one kernel call.
+// softmax_xent, topk). Each function: validate with src/ops' shape function, then one kernel call,
+// or, for big pooling and relu / add calls on a threaded engine, one per thread on disjoint
+// planes or element ranges (each element computed as with one thread: bitwise the same).
 import { check } from '../errors.ts';
 import { shapeStr } from '../gpu/tensor.ts';
 import { type BatchNormBackwardParams, type BatchNormParams, batchNormDims } from '../ops/batchnorm.ts';
@@ -11,7 +13,21 @@ import { type LrnParams, lrnDims } from '../ops/lrn.ts';
 import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d } from '../ops/pool.ts';
 import { type SoftmaxXentParams, softmaxXentDims } from '../ops/softmax_xent.ts';
 import { type TopkParams, topkDims } from '../ops/topk.ts';
+import type { Kernels } from './kernels.ts';
 import type { WasmCtx, WasmTensor } from './tensor.ts';
+
+/** Below this many elements touched, an elementwise or pooling op stays on one thread. */
+const MIN_SPLIT_ELEMS = 1 << 16;
+
+/** Runs run(k, lo, hi) over disjoint ranges of [0, units) (aligned to `align`), one per thread. */
+function split(cx: WasmCtx, units: number, elems: number, align: number, run: (k: Kernels, lo: number, hi: number) => void): void {
+  const parts = elems < MIN_SPLIT_ELEMS ? 1 : Math.max(1, Math.min(cx.threads, Math.ceil(units / align)));
+  cx.run(parts, (pc, t) => {
+    const blocks = Math.ceil(units / align);
+    const at = (i: number) => Math.min(units, Math.floor((blocks * i) / parts) * align);
+    if (at(t + 1) > at(t)) run(pc.k, at(t), at(t + 1));
+  });
+}
 
 const f32bits = new Uint32Array(new Float32Array([0]).buffer);
 const f32view = new Float32Array(f32bits.buffer);
@@ -48,26 +64,29 @@ function checkRelu(what: string, x: WasmTensor, out: WasmTensor, dy: WasmTensor 
 
 export function reluForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
   checkRelu('relu.forward', x, y, null);
-  cx.k.reluForward(cx.ptr(x, 'relu.forward'), cx.ptr(y, 'relu.forward'), x.size);
+  const px = cx.ptr(x, 'relu.forward'), py = cx.ptr(y, 'relu.forward');
+  split(cx, x.size, x.size, 16, (k, lo, hi) => k.reluForward(px + lo * 4, py + lo * 4, hi - lo));
 }
 
 export function reluBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, dx: WasmTensor): void {
   const what = 'relu.backward';
   checkRelu(what, x, dx, dy);
-  cx.k.reluBackward(cx.ptr(x, what), cx.ptr(dy, what), cx.ptr(dx, what), x.size);
+  const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pdx = cx.ptr(dx, what);
+  split(cx, x.size, x.size, 16, (k, lo, hi) => k.reluBackward(px + lo * 4, pdy + lo * 4, pdx + lo * 4, hi - lo));
 }
 
 // x, y, z [any, same size]: z = x + y
 export function add(cx: WasmCtx, x: WasmTensor, y: WasmTensor, z: WasmTensor): void {
   const n = eltwiseSize(z.size, x.size, y.size);
-  cx.k.add(cx.ptr(x, 'add'), cx.ptr(y, 'add'), cx.ptr(z, 'add'), n);
+  const px = cx.ptr(x, 'add'), py = cx.ptr(y, 'add'), pz = cx.ptr(z, 'add');
+  split(cx, n, n, 16, (k, lo, hi) => k.add(px + lo * 4, py + lo * 4, pz + lo * 4, hi - lo));
 }
 
 // x, y [any, same size]: x += y
 export function addInPlace(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
   const n = eltwiseSize(x.size, y.size);
-  const px = cx.ptr(x, 'addInPlace');
-  cx.k.add(px, cx.ptr(y, 'addInPlace'), px, n);
+  const px = cx.ptr(x, 'addInPlace'), py = cx.ptr(y, 'addInPlace');
+  split(cx, n, n, 16, (k, lo, hi) => k.add(px + lo * 4, py + lo * 4, px + lo * 4, hi - lo));
 }
 
 // x [any]: x = value as an f32 (its bits, whatever x's dtype: as the WGSL fill)
@@ -95,28 +114,40 @@ const windowArgs = (g: PoolGeometry): [number, number, number, number, number, n
 export function maxPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, argmax: WasmTensor, params: Pool2dParams): void {
   const what = 'maxPool.forward';
   const g = checkMax(x.shape, y, argmax, params, what, 'y');
-  cx.k.maxPoolForward(cx.ptr(x, what), cx.ptr(y, what), cx.ptr(argmax, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+  const px = cx.ptr(x, what), py = cx.ptr(y, what), pa = cx.ptr(argmax, what);
+  const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
+  split(cx, g.n * g.c, g.n * g.c * ohw * g.kh * g.kw, 1, (k, lo, hi) =>
+    k.maxPoolForward(px + lo * hw * 4, py + lo * ohw * 4, pa + lo * ohw * 4, hi - lo, g.h, g.w, g.oh, g.ow, ...windowArgs(g)));
 }
 
 // dy [N, C, OH, OW], argmax -> dx [N, C, H, W] (written)
 export function maxPoolBackward(cx: WasmCtx, dy: WasmTensor, argmax: WasmTensor, dx: WasmTensor, params: Pool2dParams): void {
   const what = 'maxPool.backward';
   const g = checkMax(dx.shape, dy, argmax, params, what, 'dy');
-  cx.k.maxPoolBackward(cx.ptr(dy, what), cx.ptr(argmax, what), cx.ptr(dx, what), g.n * g.c, g.h, g.w, g.oh, g.ow);
+  const pdy = cx.ptr(dy, what), pa = cx.ptr(argmax, what), pdx = cx.ptr(dx, what);
+  const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
+  split(cx, g.n * g.c, g.n * g.c * (hw + ohw), 1, (k, lo, hi) =>
+    k.maxPoolBackward(pdy + lo * ohw * 4, pa + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow));
 }
 
 export function avgPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, params: Pool2dParams): void {
   const what = 'avgPool.forward';
   const g = normalizePool2d(x.shape, params, what);
   checkT(y, [g.n, g.c, g.oh, g.ow], 'f32', what, 'y');
-  cx.k.avgPoolForward(cx.ptr(x, what), cx.ptr(y, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+  const px = cx.ptr(x, what), py = cx.ptr(y, what);
+  const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
+  split(cx, g.n * g.c, g.n * g.c * ohw * g.kh * g.kw, 1, (k, lo, hi) =>
+    k.avgPoolForward(px + lo * hw * 4, py + lo * ohw * 4, hi - lo, g.h, g.w, g.oh, g.ow, ...windowArgs(g)));
 }
 
 export function avgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor, params: Pool2dParams): void {
   const what = 'avgPool.backward';
   const g = normalizePool2d(dx.shape, params, what);
   checkT(dy, [g.n, g.c, g.oh, g.ow], 'f32', what, 'dy');
-  cx.k.avgPoolBackward(cx.ptr(dy, what), cx.ptr(dx, what), g.n * g.c, g.h, g.w, g.oh, g.ow, ...windowArgs(g));
+  const pdy = cx.ptr(dy, what), pdx = cx.ptr(dx, what);
+  const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
+  split(cx, g.n * g.c, g.n * g.c * (hw + ohw * g.kh * g.kw), 1, (k, lo, hi) =>
+    k.avgPoolBackward(pdy + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow, ...windowArgs(g)));
 }
 
 // x [N, C, H, W] -> y [N, C] (or [N, C, 1, 1])

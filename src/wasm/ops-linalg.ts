@@ -8,14 +8,38 @@
 //     backward input   dcol[K, S] = w^T dy[Cout, S], then dx (+)= col2im(dcol)
 //     backward filter  dw[Cout, K] (+)= dy[Cout, S] col^T, group after group (fixed order)
 //   A 1x1 stride-1 unpadded convolution of one image uses x (or dx) itself as the columns.
-// A later threaded version splits the images (conv) or C's rows (gemm) between workers.
+// Threads (cx.run, src/wasm/threads.ts) split each op by disjoint OUTPUTS, so every output
+// element is computed by one thread in the same summation order as with one thread (results
+// are bitwise identical for any thread count; the kernels' orders depend on K only, not on
+// which rows or columns a call covers):
+//   gemm       batches, or rows of C (multiples of 4)
+//   forward, backward input   groups of images (the groups of one thread); with fewer groups
+//              than threads, each group's GEMM by rows (Cout, or K / Cin) between barriers
+//   backward filter   groups of images: each thread's groups' partial sums into their own
+//              buffers, then dw (+)= them in group order (each thread a range of dw); with
+//              fewer groups than threads, rows of dw (output channels) group after group, the
+//              group's columns built by all threads (split by image) between barriers
 import { check } from '../errors.ts';
 import { shapeStr } from '../gpu/tensor.ts';
 import { type Conv2dBackwardOptions, type Conv2dGeometry, type Conv2dParams, normalizeConv2d } from '../ops/conv2d.ts';
 import { type GemmParams, gemmDims } from '../ops/gemm.ts';
-import type { WasmCtx, WasmTensor } from './tensor.ts';
+import type { Kernels } from './kernels.ts';
+import type { PartCtx, WasmCtx, WasmTensor } from './tensor.ts';
 
 const F = 4;
+
+/** Below this many multiply-adds an op runs on one thread (a dispatch costs tens of µs). */
+export const MIN_SPLIT_MACS = 1 << 18;
+
+/** Part t of [0, total) cut into `parts` contiguous ranges whose inner bounds are multiples of `align`. */
+export function splitRange(total: number, parts: number, t: number, align = 1): [number, number] {
+  const blocks = Math.ceil(total / align);
+  const at = (i: number) => Math.min(total, Math.floor((blocks * i) / parts) * align);
+  return [at(t), at(t + 1)];
+}
+
+/** How many parts an op of `macs` multiply-adds over `units` splittable units gets. */
+const partsFor = (cx: WasmCtx, units: number, macs: number): number => (macs < MIN_SPLIT_MACS ? 1 : Math.max(1, Math.min(cx.threads, units)));
 
 export function gemm(cx: WasmCtx, a: WasmTensor, b: WasmTensor, c: WasmTensor, p: GemmParams = {}): void {
   const what = 'gemm';
@@ -25,12 +49,22 @@ export function gemm(cx: WasmCtx, a: WasmTensor, b: WasmTensor, c: WasmTensor, p
   const pa = cx.ptr(a, what), pb = cx.ptr(b, what), pc = cx.ptr(c, what);
   const lda = p.transA ? M : K, ldb = p.transB ? K : N;
   const dot = !!p.transB && !p.transA;
-  const scratch = dot ? 0 : cx.scratch('gemm', cx.k.gemmScratchBytes());
-  for (let i = 0; i < batch; i++) {
-    const ai = pa + i * M * K * F, bi = pb + i * K * N * F, ci = pc + i * M * N * F;
-    if (dot) cx.k.gemmNT(M, N, K, ai, lda, bi, ldb, ci, N, alpha, beta);
-    else cx.k.gemm(M, N, K, ai, lda, p.transA ? 1 : 0, bi, ldb, p.transB ? 1 : 0, ci, N, alpha, beta, scratch);
-  }
+  const gsBytes = cx.k.gemmScratchBytes();
+  // Row r of op(A): row r of A, or column r of A stored [K, M].
+  const rowA = (r: number) => (p.transA ? r : r * lda) * F;
+  const byBatch = batch >= cx.threads;
+  const parts = partsFor(cx, byBatch ? batch : Math.ceil(M / 4), batch * M * N * K);
+  cx.run(parts, (px, t) => {
+    const scratch = dot ? 0 : px.scratch('gemm', gsBytes);
+    const [i0, i1] = byBatch ? splitRange(batch, parts, t) : [0, batch];
+    const [r0, r1] = byBatch ? [0, M] : splitRange(M, parts, t, 4);
+    if (r1 <= r0) return;
+    for (let i = i0; i < i1; i++) {
+      const ai = pa + i * M * K * F + rowA(r0), bi = pb + i * K * N * F, ci = pc + (i * M + r0) * N * F;
+      if (dot) px.k.gemmNT(r1 - r0, N, K, ai, lda, bi, ldb, ci, N, alpha, beta);
+      else px.k.gemm(r1 - r0, N, K, ai, lda, p.transA ? 1 : 0, bi, ldb, p.transB ? 1 : 0, ci, N, alpha, beta, scratch);
+    }
+  });
 }
 
 function checkShape(t: WasmTensor, shape: readonly number[], what: string, name: string): void {
@@ -49,13 +83,36 @@ const TARGET_COLS = 1024;
 const groupOf = (n: number, S: number): number => Math.max(1, Math.min(n, Math.floor(TARGET_COLS / S)));
 
 /** col[K, S] (row stride ld) = im2col(one image at x). */
-function im2col(cx: WasmCtx, g: Conv2dGeometry, x: number, col: number, ld: number): void {
-  cx.k.im2col(x, g.cin, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, col, ld);
+function im2col(k: Kernels, g: Conv2dGeometry, x: number, col: number, ld: number): void {
+  k.im2col(x, g.cin, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, col, ld);
 }
 
 /** dx (one image) += col2im(dcol[K, S], row stride ld). */
-function col2imAdd(cx: WasmCtx, g: Conv2dGeometry, dcol: number, dx: number, ld: number): void {
-  cx.k.col2imAdd(dcol, g.cin, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, dx, ld);
+function col2imAdd(k: Kernels, g: Conv2dGeometry, dcol: number, dx: number, ld: number): void {
+  k.col2imAdd(dcol, g.cin, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow, dx, ld);
+}
+
+/** Pointers and sizes of one conv2d call. */
+interface ConvJob { g: Conv2dGeometry; K: number; S: number; X: number; nb: number; accumulate: boolean }
+
+/**
+ * Runs a conv op: groups of images split between threads (each thread `images(pc, i0, i1,
+ * own scratch)`), or, with fewer groups than threads, every thread on all images with the
+ * GEMMs split by `rows` (shared scratch, barriers): `phased(pc, t, parts)`.
+ */
+function runConv(cx: WasmCtx, j: ConvJob, macs: number, rows: number,
+  images: (pc: PartCtx, i0: number, i1: number) => void, phased: (pc: PartCtx, t: number, parts: number) => void): void {
+  const groups = Math.ceil(j.g.n / j.nb);
+  if (macs < MIN_SPLIT_MACS || cx.threads === 1 || groups >= cx.threads) {
+    const parts = partsFor(cx, groups, macs);
+    cx.run(parts, (pc, t) => {
+      const [q0, q1] = splitRange(groups, parts, t);
+      if (q1 > q0) images(pc, q0 * j.nb, Math.min(j.g.n, q1 * j.nb));
+    });
+    return;
+  }
+  const parts = Math.min(cx.threads, Math.ceil(rows / 4));
+  cx.run(parts, (pc, t) => phased(pc, t, parts));
 }
 
 // x [N, Cin, H, W], w [Cout, Cin, KH, KW] -> out [N, Cout, OH, OW]
@@ -63,23 +120,36 @@ export function conv2dForward(cx: WasmCtx, x: WasmTensor, w: WasmTensor, out: Wa
   const what = 'conv2d.forward';
   const g = normalizeConv2d(x.shape, w.shape, params, what);
   checkShape(out, [g.n, g.cout, g.oh, g.ow], what, 'out');
-  const K = g.cin * g.kh * g.kw, S = g.oh * g.ow, X = g.cin * g.h * g.w;
+  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: false };
   const px = cx.ptr(x, what), pw = cx.ptr(w, what), py = cx.ptr(out, what);
-  const nb = groupOf(g.n, S);
-  const gs = cx.scratch('gemm', cx.k.gemmScratchBytes());
-  const col = nb === 1 && isPointwise(g) ? 0 : cx.scratch('col', K * nb * S * F);
-  const ytmp = nb === 1 ? 0 : cx.scratch('aux', g.cout * nb * S * F);
-  for (let b0 = 0; b0 < g.n; b0 += nb) {
-    const cnt = Math.min(nb, g.n - b0), ld = cnt * S;
-    if (cnt === 1) {
-      const xi = px + b0 * X * F;
-      if (col) im2col(cx, g, xi, col, S);
-      cx.k.gemm(g.cout, S, K, pw, K, 0, col || xi, S, 0, py + b0 * g.cout * S * F, S, 1, 0, gs);
-      continue;
+  const gsBytes = cx.k.gemmScratchBytes();
+  const noCol = j.nb === 1 && isPointwise(g);
+  const colBytes = j.K * j.nb * j.S * F, yBytes = g.cout * j.nb * j.S * F;
+  runConv(cx, j, g.n * g.cout * j.K * j.S, g.cout,
+    (pc, i0, i1) => forwardGroups(pc.k, j, px, pw, py, i0, i1, 0, 1, () => {}, pc.scratch('gemm', gsBytes),
+      noCol ? 0 : pc.scratch('col', colBytes), j.nb === 1 ? 0 : pc.scratch('aux', yBytes)),
+    (pc, t, parts) => forwardGroups(pc.k, j, px, pw, py, 0, g.n, t, parts, () => pc.barrier(), pc.scratch('gemm', gsBytes),
+      noCol ? 0 : cx.scratch('col', colBytes), j.nb === 1 ? 0 : cx.scratch('aux', yBytes)));
+}
+
+/** Images [i0, i1) in groups of nb; this is part t of `parts` (rows of Cout; images of a group). */
+function forwardGroups(k: Kernels, j: ConvJob, px: number, pw: number, py: number, i0: number, i1: number,
+  t: number, parts: number, barrier: () => void, gs: number, col: number, ytmp: number): void {
+  const { g, K, S, X, nb } = j;
+  const [r0, r1] = splitRange(g.cout, parts, t, 4);
+  for (let b0 = i0; b0 < i1; b0 += nb) {
+    const cnt = Math.min(nb, i1 - b0), ld = cnt * S;
+    const [m0, m1] = splitRange(cnt, parts, t);
+    if (b0 > i0) barrier(); // the previous group's readers of col and ytmp are done
+    if (col) {
+      for (let i = m0; i < m1; i++) im2col(k, g, px + (b0 + i) * X * F, col + i * S * F, ld);
+      barrier();
     }
-    for (let i = 0; i < cnt; i++) im2col(cx, g, px + (b0 + i) * X * F, col + i * S * F, ld);
-    cx.k.gemm(g.cout, ld, K, pw, K, 0, col, ld, 0, ytmp, ld, 1, 0, gs);
-    for (let i = 0; i < cnt; i++) cx.k.copyRows(ytmp + i * S * F, ld, py + (b0 + i) * g.cout * S * F, S, g.cout, S);
+    const dst = cnt === 1 ? py + b0 * g.cout * S * F : ytmp;
+    if (r1 > r0) k.gemm(r1 - r0, ld, K, pw + r0 * K * F, K, 0, col || px + b0 * X * F, ld, 0, dst + r0 * ld * F, ld, 1, 0, gs);
+    if (cnt === 1) continue;
+    barrier();
+    for (let i = m0; i < m1; i++) k.copyRows(ytmp + i * S * F, ld, py + (b0 + i) * g.cout * S * F, S, g.cout, S);
   }
 }
 
@@ -88,29 +158,43 @@ export function conv2dBackwardInput(cx: WasmCtx, dy: WasmTensor, w: WasmTensor, 
   const what = 'conv2d.backwardInput';
   const g = normalizeConv2d(dx.shape, w.shape, params, what);
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
-  const K = g.cin * g.kh * g.kw, S = g.oh * g.ow, X = g.cin * g.h * g.w;
+  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: !!opts.accumulate };
   const pdy = cx.ptr(dy, what), pw = cx.ptr(w, what), pdx = cx.ptr(dx, what);
-  const nb = groupOf(g.n, S);
-  const direct = nb === 1 && isPointwise(g);
-  const gs = cx.scratch('gemm', cx.k.gemmScratchBytes());
-  const dcol = direct ? 0 : cx.scratch('col', K * nb * S * F);
-  const dycat = nb === 1 ? 0 : cx.scratch('aux', g.cout * nb * S * F);
-  for (let b0 = 0; b0 < g.n; b0 += nb) {
-    const cnt = Math.min(nb, g.n - b0), ld = cnt * S;
+  const direct = j.nb === 1 && isPointwise(g);
+  const gsBytes = cx.k.gemmScratchBytes();
+  const colBytes = j.K * j.nb * j.S * F, dyBytes = g.cout * j.nb * j.S * F;
+  runConv(cx, j, g.n * g.cout * j.K * j.S, direct ? g.cin : j.K,
+    (pc, i0, i1) => backwardInputGroups(pc.k, j, direct, pdy, pw, pdx, i0, i1, 0, 1, () => {}, pc.scratch('gemm', gsBytes),
+      direct ? 0 : pc.scratch('col', colBytes), j.nb === 1 ? 0 : pc.scratch('aux', dyBytes)),
+    (pc, t, parts) => backwardInputGroups(pc.k, j, direct, pdy, pw, pdx, 0, g.n, t, parts, () => pc.barrier(), pc.scratch('gemm', gsBytes),
+      direct ? 0 : cx.scratch('col', colBytes), j.nb === 1 ? 0 : cx.scratch('aux', dyBytes)));
+}
+
+/** Images [i0, i1) in groups of nb; part t of `parts` (rows of dcol, or of dx when direct; images of a group). */
+function backwardInputGroups(k: Kernels, j: ConvJob, direct: boolean, pdy: number, pw: number, pdx: number, i0: number, i1: number,
+  t: number, parts: number, barrier: () => void, gs: number, dcol: number, dycat: number): void {
+  const { g, K, S, X, nb } = j;
+  const [r0, r1] = splitRange(direct ? g.cin : K, parts, t, 4);
+  for (let b0 = i0; b0 < i1; b0 += nb) {
+    const cnt = Math.min(nb, i1 - b0), ld = cnt * S;
+    const [m0, m1] = splitRange(cnt, parts, t);
+    if (b0 > i0) barrier(); // the previous group's readers of dycat and dcol are done
     let src = pdy + b0 * g.cout * S * F;
     if (cnt > 1) {
-      for (let i = 0; i < cnt; i++) cx.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
+      for (let i = m0; i < m1; i++) k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
+      barrier();
       src = dycat;
     }
     if (direct) {
-      cx.k.gemm(g.cin, S, g.cout, pw, K, 1, src, S, 0, pdx + b0 * X * F, S, 1, opts.accumulate ? 1 : 0, gs);
+      if (r1 > r0) k.gemm(r1 - r0, S, g.cout, pw + r0 * F, K, 1, src, S, 0, pdx + b0 * X * F + r0 * S * F, S, 1, j.accumulate ? 1 : 0, gs);
       continue;
     }
-    cx.k.gemm(K, ld, g.cout, pw, K, 1, src, ld, 0, dcol, ld, 1, 0, gs);
-    for (let i = 0; i < cnt; i++) {
+    if (r1 > r0) k.gemm(r1 - r0, ld, g.cout, pw + r0 * F, K, 1, src, ld, 0, dcol + r0 * ld * F, ld, 1, 0, gs);
+    barrier();
+    for (let i = m0; i < m1; i++) {
       const dxi = pdx + (b0 + i) * X * F;
-      if (!opts.accumulate) cx.k.fill(dxi, 0, X);
-      col2imAdd(cx, g, dcol + i * S * F, dxi, ld);
+      if (!j.accumulate) k.fill(dxi, 0, X);
+      col2imAdd(k, g, dcol + i * S * F, dxi, ld);
     }
   }
 }
@@ -120,19 +204,87 @@ export function conv2dBackwardFilter(cx: WasmCtx, x: WasmTensor, dy: WasmTensor,
   const what = 'conv2d.backwardFilter';
   const g = normalizeConv2d(x.shape, dw.shape, params, what);
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
-  const K = g.cin * g.kh * g.kw, S = g.oh * g.ow, X = g.cin * g.h * g.w;
+  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: !!opts.accumulate };
   const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pdw = cx.ptr(dw, what);
-  const nb = groupOf(g.n, S);
-  const col = nb === 1 && isPointwise(g) ? 0 : cx.scratch('col', K * nb * S * F);
-  const dycat = nb === 1 ? 0 : cx.scratch('aux', g.cout * nb * S * F);
-  for (let b0 = 0; b0 < g.n; b0 += nb) {
-    const cnt = Math.min(nb, g.n - b0), ld = cnt * S;
-    let a = pdy + b0 * g.cout * S * F;
-    if (cnt > 1) {
-      for (let i = 0; i < cnt; i++) cx.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
-      a = dycat;
+  const groups = Math.ceil(g.n / j.nb);
+  const macs = g.n * g.cout * j.K * j.S;
+  if (macs >= MIN_SPLIT_MACS && cx.threads > 1 && groups >= cx.threads) filterByGroups(cx, j, px, pdy, pdw, groups);
+  else filterByRows(cx, j, px, pdy, pdw, partsFor(cx, Math.ceil(g.cout / 4), macs));
+}
+
+/** The partial sums of one round of groups stay under this many bytes (rounds of `threads` groups at least). */
+const PARTIAL_BYTES = 32 * 2 ** 20;
+
+/**
+ * dw summed over groups of images as one thread does it, dw (+)= r_0, += r_1, ... in group
+ * order, where r_q = dy_q col_q^T: the threads compute the r_q of different groups into
+ * separate buffers (each with its own columns), then, after a barrier, each adds them in
+ * group order into its own range of dw's elements. Every r_q and every addition is the
+ * one-thread path's, so the bits are too.
+ */
+function filterByGroups(cx: WasmCtx, j: ConvJob, px: number, pdy: number, pdw: number, groups: number): void {
+  const { g, K, S, X, nb } = j;
+  const T = cx.threads, W = g.cout * K;
+  const perRound = Math.min(groups, Math.max(T, Math.floor(PARTIAL_BYTES / (W * F) / T) * T));
+  const partials = cx.scratch('aux2', perRound * W * F);
+  const noCol = nb === 1 && isPointwise(g);
+  const colBytes = K * nb * S * F, dyBytes = g.cout * nb * S * F;
+  cx.run(T, (pc, t) => {
+    const col = noCol ? 0 : pc.scratch('col', colBytes), dycat = nb === 1 ? 0 : pc.scratch('aux', dyBytes);
+    const [e0, e1] = splitRange(W, T, t, 4);
+    for (let q0 = 0; q0 < groups; q0 += perRound) {
+      const q1 = Math.min(groups, q0 + perRound);
+      if (q0 > 0) pc.barrier(); // the previous round's partial sums are all added
+      const [a0, a1] = splitRange(q1 - q0, T, t);
+      for (let q = q0 + a0; q < q0 + a1; q++) {
+        const b0 = q * nb, cnt = Math.min(nb, g.n - b0), ld = cnt * S;
+        let a = pdy + b0 * g.cout * S * F;
+        if (cnt > 1) {
+          for (let i = 0; i < cnt; i++) pc.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
+          a = dycat;
+        }
+        if (col) for (let i = 0; i < cnt; i++) im2col(pc.k, g, px + (b0 + i) * X * F, col + i * S * F, ld);
+        pc.k.gemmNT(g.cout, K, ld, a, ld, col || px + b0 * X * F, ld, partials + (q - q0) * W * F, K, 1, 0);
+      }
+      pc.barrier(); // every partial sum of the round is there
+      if (e1 <= e0) continue;
+      const d = pdw + e0 * F;
+      for (let q = q0; q < q1; q++) {
+        const r = partials + ((q - q0) * W + e0) * F;
+        if (q === 0 && !j.accumulate) pc.k.copyRows(r, 0, d, 0, 1, e1 - e0);
+        else pc.k.add(d, r, d, e1 - e0);
+      }
     }
-    if (col) for (let i = 0; i < cnt; i++) im2col(cx, g, px + (b0 + i) * X * F, col + i * S * F, ld);
-    cx.k.gemmNT(g.cout, K, ld, a, ld, col || px + b0 * X * F, ld, pdw, K, 1, opts.accumulate || b0 > 0 ? 1 : 0);
-  }
+  });
+}
+
+/**
+ * dw by rows (output channels) per part, group after group as with one thread; the group's
+ * columns (and dy rows side by side) are built by all parts (split by image) and shared: two
+ * of each, used in turn, so one barrier per group suffices (a part writes buffer q & 1 only
+ * after every part passed group q-1's barrier, i.e. finished reading it in group q-2).
+ */
+function filterByRows(cx: WasmCtx, j: ConvJob, px: number, pdy: number, pdw: number, parts: number): void {
+  const { g, K, S, X, nb } = j;
+  const noCol = nb === 1 && isPointwise(g);
+  const colBytes = K * nb * S * F, dyBytes = g.cout * nb * S * F;
+  const col = noCol ? [0, 0] : [cx.scratch('col', colBytes), parts > 1 ? cx.scratch('col2', colBytes) : 0];
+  const dycat = nb === 1 ? [0, 0] : [cx.scratch('aux', dyBytes), parts > 1 ? cx.scratch('aux2', dyBytes) : 0];
+  if (parts === 1) { col[1] = col[0]!; dycat[1] = dycat[0]!; }
+  cx.run(parts, (pc, t) => {
+    const [r0, r1] = splitRange(g.cout, parts, t, 4);
+    for (let b0 = 0, q = 0; b0 < g.n; b0 += nb, q++) {
+      const cnt = Math.min(nb, g.n - b0), ld = cnt * S;
+      const [m0, m1] = splitRange(cnt, parts, t);
+      const cb = col[q & 1]!, db = dycat[q & 1]!;
+      let a = pdy + b0 * g.cout * S * F;
+      if (cnt > 1) {
+        for (let i = m0; i < m1; i++) pc.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, db + i * S * F, ld, g.cout, S);
+        a = db;
+      }
+      if (cb) for (let i = m0; i < m1; i++) im2col(pc.k, g, px + (b0 + i) * X * F, cb + i * S * F, ld);
+      if (cnt > 1 || cb) pc.barrier();
+      if (r1 > r0) pc.k.gemmNT(r1 - r0, K, ld, a + r0 * ld * F, ld, cb || px + b0 * X * F, ld, pdw + r0 * K * F, K, 1, j.accumulate || b0 > 0 ? 1 : 0);
+    }
+  });
 }

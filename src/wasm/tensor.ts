@@ -23,7 +23,17 @@ export interface WasmTensor extends TensorLike {
 }
 
 /** Scratch kept by the engine between ops: packing buffers, im2col columns, op temporaries. */
-export type ScratchSlot = 'gemm' | 'col' | 'aux';
+export type ScratchSlot = 'gemm' | 'col' | 'aux' | 'col2' | 'aux2';
+
+/** What one part of a split op may do (src/wasm/threads.ts runs the parts on the threads). */
+export interface PartCtx {
+  /** The kernels: real calls in a one-part op, recorded calls in a split one. */
+  readonly k: Kernels;
+  /** This part's own scratch for `slot` (no other part uses it during the op). */
+  scratch(slot: ScratchSlot, bytes: number): number;
+  /** Waits until every part of the op got here (a no-op in a one-part op). */
+  barrier(): void;
+}
 
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
 export interface WasmCtx {
@@ -32,4 +42,12 @@ export interface WasmCtx {
   ptr(t: WasmTensor, what: string): number;
   /** A block of at least `bytes` bytes for `slot`, reused by later calls (contents undefined). */
   scratch(slot: ScratchSlot, bytes: number): number;
+  /** Threads the engine has (1: none besides the calling one). */
+  readonly threads: number;
+  /**
+   * Runs part(pcx, t) for t in [0, parts) (parts <= threads), each on its own thread with its
+   * own scratch; returns when all are done. Parts must write disjoint outputs. Scratch from
+   * cx.scratch() (the calling thread's) may be handed to every part as shared input/output.
+   */
+  run(parts: number, part: (pcx: PartCtx, t: number) => void): void;
 }

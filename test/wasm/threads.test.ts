@@ -1,0 +1,218 @@
+// The threaded wasm engine: every op's result with 2 and 3 threads is bitwise equal to 1 thread
+// on awkward shapes (odd sizes, batch 1 and 3, strides 2, accumulate; both ways of splitting
+// conv2d: by image groups, and by GEMM rows when there are fewer groups than threads), a whole
+// model's forward + backward gradient is bitwise equal, destroy() ends the workers (a child
+// process exits by itself), and bad thread counts are refused with a clear error.
+import { execFile } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Conv2dParams } from '../../src/ops/conv2d.ts';
+import { conv2dShape } from '../../src/ops/conv2d.ts';
+import { Model } from '../../src/nn/model.ts';
+import { resnet20, smallCnn } from '../../src/nn/models.ts';
+import type { ModelSpec } from '../../src/nn/graph.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { recordGradients, uploadBatch } from '../../src/train/step.ts';
+import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
+import { MIN_SPLIT_MACS, splitRange } from '../../src/wasm/ops-linalg.ts';
+
+const COUNTS = [1, 2, 3] as const;
+let engines: WasmEngine[] = [];
+beforeAll(async () => {
+  engines = await Promise.all(COUNTS.map((threads) => WasmEngine.create({ threads, initialMiB: 16 })));
+});
+afterAll(() => { for (const e of engines) e.destroy(); });
+
+const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
+
+/** Runs `op` on every engine with the same inputs (and initial output); the outputs' bits per engine. */
+async function onAll(inputs: { shape: number[]; data: Float32Array }[], outShape: number[], outInit: Float32Array,
+  op: (e: WasmEngine, ts: WasmTensor[], out: WasmTensor) => void): Promise<Uint32Array[]> {
+  const res: Uint32Array[] = [];
+  for (const e of engines) {
+    const ts = inputs.map((i) => e.upload(i.data, i.shape));
+    const out = e.upload(outInit, outShape);
+    op(e, ts, out);
+    res.push(bits(await e.readF32(out)));
+    e.release(...ts, out);
+  }
+  return res;
+}
+
+function expectSame(res: Uint32Array[]): void {
+  for (let i = 1; i < res.length; i++) {
+    const r = res[i]!, r0 = res[0]!;
+    let first = -1;
+    for (let j = 0; j < r0.length && first < 0; j++) if (r[j] !== r0[j]) first = j;
+    expect(first, `${COUNTS[i]} threads differ from 1 thread first at element ${first} of ${r0.length}`).toBe(-1);
+  }
+}
+
+it('describes its threads; splitRange covers [0, total) in aligned pieces', () => {
+  expect(engines.map((e) => e.info.description)).toEqual(['WebAssembly SIMD, 1 thread', 'WebAssembly SIMD, 2 threads', 'WebAssembly SIMD, 3 threads']);
+  expect(engines.map((e) => e.threads)).toEqual([1, 2, 3]);
+  expect([0, 1, 2].map((t) => splitRange(10, 3, t, 4))).toEqual([[0, 4], [4, 8], [8, 10]]);
+  expect([0, 1, 2].map((t) => splitRange(2, 3, t))).toEqual([[0, 0], [0, 1], [1, 2]]);
+});
+
+describe('gemm: bitwise equal for 1, 2, 3 threads', () => {
+  interface S { M: number; N: number; K: number; transA?: boolean; transB?: boolean; alpha?: number; beta?: number; batch?: number }
+  const shapes: S[] = [
+    { M: 67, N: 45, K: 131 },
+    { M: 130, N: 33, K: 257, transA: true, beta: 1 },
+    { M: 61, N: 75, K: 99, transB: true, alpha: 0.5 }, // the dot-product kernel
+    { M: 37, N: 29, K: 300, transA: true, transB: true, beta: -0.75 },
+    { M: 9, N: 257, K: 300, beta: 0.5 }, // 3 row blocks of 4 for 3 threads
+    { M: 21, N: 40, K: 120, batch: 3, transB: true, beta: 1 }, // split by batch
+    { M: 45, N: 38, K: 77, batch: 2 }, // batch < 3 threads: split by rows
+  ];
+  for (const s of shapes) {
+    it(JSON.stringify(s), async () => {
+      const rng = makeRng(s.M * 31 + s.N);
+      const batch = s.batch ?? 1;
+      const aShape = s.transA ? [s.K, s.M] : [s.M, s.K], bShape = s.transB ? [s.N, s.K] : [s.K, s.N];
+      const a = { shape: batch > 1 ? [batch, ...aShape] : aShape, data: uniformF32(rng, batch * s.M * s.K) };
+      const b = { shape: batch > 1 ? [batch, ...bShape] : bShape, data: uniformF32(rng, batch * s.K * s.N) };
+      const cShape = batch > 1 ? [batch, s.M, s.N] : [s.M, s.N];
+      const res = await onAll([a, b], cShape, uniformF32(rng, prod(cShape)), (e, [ta, tb], c) =>
+        e.gemm(ta!, tb!, c, { transA: s.transA, transB: s.transB, alpha: s.alpha, beta: s.beta }));
+      expectSame(res);
+    });
+  }
+});
+
+describe('conv2d: bitwise equal for 1, 2, 3 threads', () => {
+  interface C { n: number; cin: number; h: number; w: number; cout: number; k: number; p: Conv2dParams; accumulate?: boolean }
+  const cases: C[] = [
+    { n: 1, cin: 5, h: 27, w: 29, cout: 13, k: 3, p: { stride: 1, pad: 1 } }, // one group: rows split
+    { n: 3, cin: 12, h: 25, w: 23, cout: 9, k: 3, p: { stride: 2, pad: 1 }, accumulate: true }, // stride 2, one group of 3
+    { n: 3, cin: 3, h: 33, w: 33, cout: 8, k: 3, p: { stride: 1, pad: 1 } }, // S > 1024: one image per group, split by groups
+    { n: 5, cin: 6, h: 11, w: 9, cout: 13, k: 5, p: { stride: 2, pad: 2 }, accumulate: true },
+    { n: 3, cin: 24, h: 37, w: 35, cout: 10, k: 1, p: { stride: 1, pad: 0 } }, // pointwise, direct paths
+    { n: 1, cin: 40, h: 33, w: 35, cout: 6, k: 1, p: { stride: 1, pad: 0 }, accumulate: true }, // pointwise, one image
+    { n: 7, cin: 16, h: 8, w: 8, cout: 16, k: 3, p: { stride: 1, pad: 1 } }, // ResNet's small maps: 7 images in one group
+    { n: 9, cin: 4, h: 16, w: 16, cout: 8, k: 3, p: { stride: 1, pad: 1 }, accumulate: true }, // groups of 4, 4, 1
+  ];
+  for (const c of cases) {
+    const xShape = [c.n, c.cin, c.h, c.w], wShape = [c.cout, c.cin, c.k, c.k];
+    const yShape = conv2dShape(xShape, wShape, c.p);
+    const name = `x ${xShape.join('x')} w ${wShape.join('x')} ${JSON.stringify(c.p)}${c.accumulate ? ' accumulate' : ''}`;
+    it(`${name}: forward, backward input, backward filter`, async () => {
+      expect(c.n * c.cout * c.cin * c.k * c.k * prod(yShape.slice(2)), 'big enough to be split').toBeGreaterThanOrEqual(MIN_SPLIT_MACS);
+      const rng = makeRng(c.n * 7 + c.cin);
+      const x = { shape: xShape, data: uniformF32(rng, prod(xShape)) };
+      const w = { shape: wShape, data: uniformF32(rng, prod(wShape)) };
+      const dy = { shape: yShape, data: uniformF32(rng, prod(yShape)) };
+      const o = { accumulate: c.accumulate };
+      expectSame(await onAll([x, w], yShape, uniformF32(rng, prod(yShape)), (e, [tx, tw], y) => e.conv2dForward(tx!, tw!, y, c.p)));
+      expectSame(await onAll([dy, w], xShape, uniformF32(rng, prod(xShape)), (e, [tdy, tw], dx) => e.conv2dBackwardInput(tdy!, tw!, dx, c.p, o)));
+      expectSame(await onAll([x, dy], wShape, uniformF32(rng, prod(wShape)), (e, [tx, tdy], dw) => e.conv2dBackwardFilter(tx!, tdy!, dw, c.p, o)));
+    });
+  }
+});
+
+describe('pooling, relu, add: bitwise equal for 1, 2, 3 threads (split by planes or elements)', () => {
+  const xShape = [3, 7, 67, 65], n = prod(xShape);
+  const pool = { kernel: [3, 2] as [number, number], stride: 2, pad: [1, 0] as [number, number] };
+  const oShape = [3, 7, 34, 32];
+  const x = () => ({ shape: xShape, data: uniformF32(makeRng(21), n) });
+  const o = () => ({ shape: oShape, data: uniformF32(makeRng(22), prod(oShape)) });
+  it('max and average pooling, forward and backward', async () => {
+    expectSame(await onAll([x()], oShape, new Float32Array(prod(oShape)), (e, [tx], y) => {
+      const a = e.zeros(oShape, 'u32');
+      e.maxPoolForward(tx!, y, a, pool);
+      e.release(a);
+    }));
+    const argmax = await (async () => {
+      const e = engines[0]!;
+      const tx = e.upload(x().data, xShape), y = e.zeros(oShape), a = e.zeros(oShape, 'u32');
+      e.maxPoolForward(tx, y, a, pool);
+      const r = await e.read(a);
+      e.release(tx, y, a);
+      return r;
+    })();
+    expectSame(await onAll([o()], xShape, uniformF32(makeRng(3), n), (e, [dy], dx) => {
+      const a = e.upload(argmax as Uint32Array, oShape);
+      e.maxPoolBackward(dy!, a, dx, pool);
+      e.release(a);
+    }));
+    expectSame(await onAll([x()], oShape, new Float32Array(prod(oShape)), (e, [tx], y) => e.avgPoolForward(tx!, y, pool)));
+    expectSame(await onAll([o()], xShape, uniformF32(makeRng(3), n), (e, [dy], dx) => e.avgPoolBackward(dy!, dx, pool)));
+  });
+  it('relu forward and backward, add, addInPlace (odd sizes)', async () => {
+    const y = { shape: xShape, data: uniformF32(makeRng(23), n) };
+    expectSame(await onAll([x()], xShape, new Float32Array(n), (e, [tx], out) => e.reluForward(tx!, out)));
+    expectSame(await onAll([x(), y], xShape, new Float32Array(n), (e, [tx, dy], out) => e.reluBackward(tx!, dy!, out)));
+    expectSame(await onAll([x(), y], xShape, new Float32Array(n), (e, [a, b], out) => e.add(a!, b!, out)));
+    expectSame(await onAll([y], xShape, uniformF32(makeRng(24), n), (e, [b], out) => e.addInPlace(out, b!)));
+  });
+});
+
+describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', () => {
+  const run = async (e: WasmEngine, spec: ModelSpec, batch: number): Promise<{ loss: Uint32Array; grads: Uint32Array }> => {
+    const model = new Model(e, spec, { seed: 3 });
+    const rng = makeRng(11);
+    const host = { x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => (i * 7) % 10), shape: [batch, 3, 32, 32] as const };
+    const x = uploadBatch(model, host, null);
+    try {
+      const total = recordGradients(model, x, 5);
+      return { loss: bits(await e.readF32(total)), grads: bits(await e.readF32(model.grads)) };
+    } finally {
+      e.release(x);
+      model.destroy();
+    }
+  };
+  for (const [spec, batch] of [[smallCnn([3, 32, 32], 10), 6], [resnet20([3, 32, 32], 10), 3]] as const) {
+    it(`${spec.name}, batch ${batch}`, async () => {
+      const out = [];
+      for (const e of engines) out.push(await run(e, spec, batch));
+      expectSame(out.map((o) => o.loss));
+      expectSame(out.map((o) => o.grads));
+      expect(out[0]!.grads.some((b) => b !== 0)).toBe(true);
+    });
+  }
+});
+
+describe('thread counts and lifetime', () => {
+  it('keeps working when the shared memory grows under the workers', async () => {
+    const small = await WasmEngine.create({ threads: 2, initialMiB: 1 });
+    try {
+      const before = small.memoryStats().memoryBytes;
+      const rng = makeRng(9);
+      const xShape = [4, 6, 40, 40], wShape = [10, 6, 3, 3], p = { stride: 1, pad: 1 };
+      const x = uniformF32(rng, prod(xShape)), w = uniformF32(rng, prod(wShape));
+      const run = async (e: WasmEngine) => {
+        const tx = e.upload(x, xShape), tw = e.upload(w, wShape), ty = e.zeros([4, 10, 40, 40]);
+        e.conv2dForward(tx, tw, ty, p);
+        const r = bits(await e.readF32(ty));
+        e.release(tx, tw, ty);
+        return r;
+      };
+      const got = await run(small);
+      expect(small.memoryStats().memoryBytes).toBeGreaterThan(before);
+      expectSame([await run(engines[0]!), got]);
+    } finally {
+      small.destroy();
+    }
+  });
+
+  it('refuses bad thread counts clearly', async () => {
+    for (const threads of [0, -1, 1.5, Number.NaN, 65]) {
+      await expect(WasmEngine.create({ threads })).rejects.toThrow(/threads must be an integer from 1 to 64/);
+    }
+  });
+
+  it('destroy() ends the workers: the process exits by itself; the engine refuses work afterwards', async () => {
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'test/wasm/threads-exit.ts'], { timeout: 60_000 }, (err, stdout, stderr) => {
+        if (err) reject(new Error(`${err.message}\n${stderr}`));
+        else resolve(stdout);
+      });
+    });
+    expect(out.trim()).toBe('ok WebAssembly SIMD, 2 threads');
+    const e = await WasmEngine.create({ threads: 2, initialMiB: 1 });
+    const t = e.zeros([2, 2]);
+    e.destroy();
+    expect(() => e.gemm(t, t, t)).toThrow(/destroyed/);
+  });
+});
