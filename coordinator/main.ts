@@ -13,6 +13,7 @@ import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
 import { randomBytes } from 'node:crypto';
 import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
+import { availableParallelism } from 'node:os';
 
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
@@ -27,6 +28,8 @@ export const START_USAGE = `usage: npm start -- [options]
   --volunteers N              local headless volunteers to start (default 1; 0: only the coordinator)
   --backend auto|webgpu|wasm  the local volunteers' compute path (default auto: each measures
                               both for a second and keeps the faster)
+  --threads N                 wasm threads per local volunteer (default: the cores, up to 4,
+                              with one volunteer; 1 with several)
   --min-peers N               the first ring waits for N peers (default 1)
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab)
   --private                   a private job: prints the join token volunteers need
@@ -53,6 +56,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const seed = a.int('seed', 1);
   const volunteers = a.int('volunteers', 1);
   const backend = a.oneOf('backend', BACKEND_PREFERENCES, 'auto');
+  const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
@@ -100,7 +104,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
       process.stderr.write(`\n  eval @ step ${e.step}: top-1 ${(e.top1 * 100).toFixed(1)}%, top-5 ${(e.top5 * 100).toFixed(1)}%, loss ${e.loss.toFixed(4)} on ${e.samples} test images\n`);
     } else if (e.type === 'generation') {
       state.peers = e.ring.length;
-      process.stderr.write(`\n  ring generation ${e.generation}: ${e.ring.length} peer(s)\n`);
+      process.stderr.write(`\n  ring generation ${e.generation}: ${e.ring.length} peer(s): ${e.peers.map((p) => `${p.name ?? p.id.slice(0, 8)} (${p.device})`).join(', ')}\n`);
     } else if (e.type === 'step-aborted') {
       process.stderr.write(`\n  step ${e.step} aborted (${e.reason}); running it again\n`);
     }
@@ -125,7 +129,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
     locals.push(spawnVolunteer({
-      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet', '--backend', backend],
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet', '--backend', backend, '--threads', String(threads)],
       // Dawn's notes about limits it lowered are not news to anyone running a job.
       onLine: (line) => { if (line.trim() && !/^Warning: max\w+ artificially reduced/.test(line)) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
     }));
