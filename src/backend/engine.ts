@@ -86,6 +86,11 @@ export interface Engine<T extends TensorLike> extends Ops<T> {
   /** Elements [start, start + size(shape)) of t as a tensor of that shape (same storage). */
   view(t: T, start: number, shape: readonly number[]): T;
   copy(src: T, dst: T): void;
+  /**
+   * Returns tensors made by empty/zeros/upload to the engine, once each. Never a view: the
+   * wasm engine refuses one (and a second release), the WebGPU engine would free the whole
+   * buffer under it.
+   */
   release(...ts: (T | null | undefined)[]): void;
   read(t: T): Promise<HostArray>;
   readF32(t: T): Promise<Float32Array>;
