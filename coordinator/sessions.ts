@@ -33,12 +33,23 @@ export interface SessionServer {
 
 /** Bad messages tolerated per session before it is closed (a confused peer, or a flood). */
 const MAX_BAD = 20;
-/** A peer sends a heartbeat every few seconds and a few messages a step: far fewer than this. */
+/**
+ * Unsolicited messages (heartbeats, leaves, stray or malformed ones) a session may send. The
+ * answers the coordinator asked for (a step result per assignment, an evaluation per request,
+ * a ready per load) do not count: a fast honest peer on a tiny model answers 50 steps a second.
+ */
 const SESSION_RATE = { perSecond: 20, burst: 100 };
+/** Coordinator messages that ask for one answer, and the answers. */
+const REQUESTS: ReadonlySet<string> = new Set(['step-assignment', 'evaluate', 'load-state']);
+const ANSWERS: ReadonlySet<string> = new Set(['step-result', 'collective-failure', 'eval-result', 'ready']);
+/** Answers owed to a session at most (more requests unanswered than this is not a state the driver reaches). */
+const MAX_OWED = 8;
 
 export function createSessionServer(h: SessionHandlers): SessionServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const live = new Map<string, WebSocket>();
+  /** Per session: answers the coordinator has asked for and not yet received. */
+  const owed = new Map<string, number>();
 
   const reply = (ws: WebSocket, e: ErrorMessage) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(e));
@@ -53,13 +64,15 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (++bad >= MAX_BAD) ws.close(1008, 'too many malformed messages');
     };
     ws.on('message', (data: RawData, isBinary: boolean) => {
-      if (!rate.take(id)) {
+      const parsed = isBinary ? null : parseJsonText(data.toString());
+      const d = parsed === null ? null : parsed.ok ? decodePeerMessage(parsed.value) : parsed;
+      const due = owed.get(id) ?? 0;
+      if (d?.ok && ANSWERS.has(d.value.type) && due > 0) owed.set(id, due - 1);
+      else if (!rate.take(id)) {
         ws.close(1008, 'flooding: too many messages');
         return;
       }
-      if (isBinary) return strike({ type: 'error', kind: 'unsupported-media-type', message: 'session messages are JSON text, not binary' });
-      const parsed = parseJsonText(data.toString());
-      const d = parsed.ok ? decodePeerMessage(parsed.value) : parsed;
+      if (d === null) return strike({ type: 'error', kind: 'unsupported-media-type', message: 'session messages are JSON text, not binary' });
       if (!d.ok) return strike({ type: 'error', kind: d.error.kind === 'too-large' ? 'too-large' : 'bad-request', message: describe(d.error).slice(0, 900) });
       const m = d.value;
       if (m.type === 'join') return strike({ type: 'error', kind: 'bad-request', message: 'join with POST /api/join, not over the session' });
@@ -73,6 +86,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
     ws.on('close', (code: number, reason: Buffer) => {
       if (live.get(id) !== ws) return;
       live.delete(id);
+      owed.delete(id);
       h.closed(id, `session closed (${code}${reason.length ? ` ${reason.toString().slice(0, 200)}` : ''})`);
     });
     h.opened(id);
@@ -101,6 +115,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
     send(id, m) {
       const ws = live.get(id);
       if (!ws || ws.readyState !== ws.OPEN) return false;
+      if (REQUESTS.has(m.type)) owed.set(id, Math.min(MAX_OWED, (owed.get(id) ?? 0) + 1));
       ws.send(JSON.stringify(m));
       return true;
     },

@@ -8,6 +8,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CHURN_DEFAULTS, churnData, runChurn } from '../../bench/churn-run.ts';
 
+// Enough steps that the host kill (2 s after the ramp) lands mid-run: 6 peers of tiny-cnn run
+// 150 steps in under 2 s here.
+const STEPS = 800;
+
 describe('churn benchmark', () => {
   it('6 peers, leaves and a host kill: no step lost or doubled, checkpoints readable, ends by itself', async () => {
     const root = await mkdtemp(join(tmpdir(), 'vt-churn-'));
@@ -15,12 +19,12 @@ describe('churn benchmark', () => {
     try {
       const data = await churnData(resolve('.cache/bench/churn/data'));
       const r = await runChurn({
-        ...CHURN_DEFAULTS, peers: 6, hostSize: 3, steps: 150, seconds: 40, seed: 5, batch: 24,
-        killEverySec: 2, maxKills: 1, leavePerSec: 0.3, finishGraceSec: 30, workDir: root, data, log: (l) => lines.push(l),
+        ...CHURN_DEFAULTS, peers: 6, hostSize: 3, steps: STEPS, seconds: 60, seed: 5, batch: 24,
+        killEverySec: 2, maxKills: 1, leavePerSec: 0.3, finishGraceSec: 60, workDir: root, data, log: (l) => lines.push(l),
       });
       const why = `\n${lines.join('\n')}\n${r.coordinatorLog.slice(-30).join('\n')}`;
       expect(r.finished, why).toBe(true);
-      expect(r.history.finalStep).toBe(150);
+      expect(r.history.finalStep).toBe(STEPS);
       expect(r.history.lostSteps, why).toEqual([]);
       expect(r.history.doubledSteps, why).toEqual([]);
       expect(r.history.splitChecksums).toEqual([]);

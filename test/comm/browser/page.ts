@@ -38,9 +38,12 @@ window.runRing = async (a: RunArgs): Promise<RunResult> => {
   const Peer = await loadBrowserPeer();
   const ep = await openEndpoint({ Peer, id: a.id, token: a.token, server: { host: '127.0.0.1', port: a.signalPort, path: '/signal' }, rtcConfig: { iceServers: [] } });
   addEventListener('pagehide', () => ep.destroy());
-  // A loaded CI machine can stall a page's main thread for seconds: this test is about the sum.
-  const ring = await ep.formRing({ ids: a.ids, job: 3, generation: 1, settings: { deadAfterMs: 20_000 } });
+  // The inputs first: generating them blocks the page's main thread (no heartbeats), which must
+  // not happen while a ring is up. A loaded CI machine can still stall a page, or its loopback
+  // data channel, for many seconds (seen: 15-25 s with 3 pages on 2 cores): this test is about
+  // the sum, so a neighbour counts as dead only after a minute.
   const inputs = a.ids.map((_, i) => randomGrad(a.length, 500 + i));
+  const ring = await ep.formRing({ ids: a.ids, job: 3, generation: 1, settings: { deadAfterMs: 60_000 } });
   const mine = inputs[ring.rank].slice();
   const t0 = performance.now();
   await allReduceSum(mine, { ring, step: 0 });
