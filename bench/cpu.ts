@@ -17,7 +17,7 @@ import { recordGradients, uploadBatch } from '../src/train/step.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
-import { tfModel } from './tfjs-model.ts';
+import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { geomean, median } from './timing.ts';
 
@@ -52,24 +52,6 @@ async function ours(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels
   return { ms, loss };
 }
 
-/** The same model in TF.js (NHWC) on its wasm backend. */
-async function peer(spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
-  const tm = tfModel(spec, 0.01);
-  const X = tf.transpose(tf.tensor4d(x, [batch, 3, 32, 32]), [0, 2, 3, 1]) as tf.Tensor4D;
-  const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), 10), 'float32') as tf.Tensor2D;
-  const ms: number[] = [], loss: number[] = [];
-  for (let s = 0; s < steps + 2; s++) {
-    const t0 = performance.now();
-    const l = tm.step(X, Y);
-    const v = (await l.data())[0]!;
-    l.dispose();
-    if (s >= 2) { ms.push(performance.now() - t0); loss.push(v); }
-  }
-  tm.dispose();
-  tf.dispose([X, Y]);
-  return { ms, loss };
-}
-
 export async function main(args: string[]): Promise<void> {
   const batch = arg(args, 'batch', 64);
   const steps = arg(args, 'steps', 5);
@@ -83,7 +65,7 @@ export async function main(args: string[]): Promise<void> {
       const x = uniformF32(rng, batch * 3 * 32 * 32);
       const labels = Int32Array.from({ length: batch }, () => rng.int(10));
       const o = await ours(engine, spec, x, labels, batch, steps);
-      const p = await peer(spec, x, labels, batch, steps);
+      const p = await timeTfTraining(spec, x, labels, batch, steps);
       const o2 = await ours(engine2, spec, x, labels, batch, steps);
       const ips = (ms: number[]) => batch / (median(ms) / 1000);
       const row: Row = {

@@ -12,8 +12,8 @@ import { createOptimizer, parseOptimizerConfig } from '../src/optim/index.ts';
 import { recordGradients, recordUpdate } from '../src/train/step.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
-import { tfModel } from './tfjs-model.ts';
-import { tf, tfjsOnDevice } from './tfjs-webgpu.ts';
+import { timeTfTraining } from './tfjs-model.ts';
+import { tfjsOnDevice } from './tfjs-webgpu.ts';
 import { geomean, median } from './timing.ts';
 import { WebGpuEngine } from '../src/backend/webgpu.ts';
 
@@ -49,19 +49,7 @@ export async function main(args: string[]): Promise<void> {
     opt.destroy();
     model.destroy();
     // Peer: the same model in TF.js (NHWC), SGD with momentum, loss read back each step.
-    const tm = tfModel(spec, 0.01);
-    const X = tf.transpose(tf.tensor4d(x, [batch, 3, 32, 32]), [0, 2, 3, 1]) as tf.Tensor4D;
-    const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), 10), 'float32') as tf.Tensor2D;
-    const peerLoss: number[] = [], peerMs: number[] = [];
-    for (let s = 0; s < steps + 2; s++) {
-      const t0 = performance.now();
-      const l = tm.step(X, Y);
-      const loss = (await l.data())[0]!;
-      l.dispose();
-      if (s >= 2) { peerMs.push(performance.now() - t0); peerLoss.push(loss); }
-    }
-    tm.dispose();
-    tf.dispose([X, Y]);
+    const { ms: peerMs, loss: peerLoss } = await timeTfTraining(spec, x, labels, batch, steps);
     const row: Row = { model: spec.name, batch, oursMs: median(oursMs), peerMs: median(peerMs), oursIps: batch / (median(oursMs) / 1000), peerIps: batch / (median(peerMs) / 1000), oursLoss, peerLoss };
     rows.push(row);
     console.error(`${spec.name.padEnd(10)} batch ${batch}: ours ${row.oursIps.toFixed(1)} img/s (${row.oursMs.toFixed(0)} ms/step)  tfjs ${row.peerIps.toFixed(1)} img/s (${row.peerMs.toFixed(0)} ms/step)  x${(row.oursIps / row.peerIps).toFixed(2)}; losses ours ${oursLoss.map((l) => l.toFixed(3)).join(' ')} | tfjs ${peerLoss.map((l) => l.toFixed(3)).join(' ')}`);

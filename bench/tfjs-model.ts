@@ -65,3 +65,24 @@ export function tfModel(spec: ModelSpec, lr: number): TfModel {
     },
   };
 }
+
+/**
+ * The peer's timed training: `steps` steps (after 2 warm-up steps) of the model in TF.js on
+ * whichever backend is active, on one fixed NCHW 32x32x3 batch, the loss read back each step.
+ */
+export async function timeTfTraining(spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
+  const tm = tfModel(spec, 0.01);
+  const X = tf.transpose(tf.tensor4d(x, [batch, 3, 32, 32]), [0, 2, 3, 1]) as tf.Tensor4D;
+  const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), spec.classes), 'float32') as tf.Tensor2D;
+  const ms: number[] = [], loss: number[] = [];
+  for (let s = 0; s < steps + 2; s++) {
+    const t0 = performance.now();
+    const l = tm.step(X, Y);
+    const v = (await l.data())[0]!;
+    l.dispose();
+    if (s >= 2) { ms.push(performance.now() - t0); loss.push(v); }
+  }
+  tm.dispose();
+  tf.dispose([X, Y]);
+  return { ms, loss };
+}

@@ -95,6 +95,11 @@ function col2imAdd(k: Kernels, g: Conv2dGeometry, dcol: number, dx: number, ld: 
 /** Pointers and sizes of one conv2d call. */
 interface ConvJob { g: Conv2dGeometry; K: number; S: number; X: number; nb: number; accumulate: boolean }
 
+/** The sizes every conv driver derives from the geometry: im2col rows K, output pixels S, input floats X, images per group nb. */
+function convJob(g: Conv2dGeometry, accumulate: boolean): ConvJob {
+  return { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate };
+}
+
 /**
  * Runs a conv op: groups of images split between threads (each thread `images(pc, i0, i1,
  * own scratch)`), or, with fewer groups than threads, every thread on all images with the
@@ -120,7 +125,7 @@ export function conv2dForward(cx: WasmCtx, x: WasmTensor, w: WasmTensor, out: Wa
   const what = 'conv2d.forward';
   const g = normalizeConv2d(x.shape, w.shape, params, what);
   checkShape(out, [g.n, g.cout, g.oh, g.ow], what, 'out');
-  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: false };
+  const j = convJob(g, false);
   const px = cx.ptr(x, what), pw = cx.ptr(w, what), py = cx.ptr(out, what);
   const gsBytes = cx.k.gemmScratchBytes();
   const noCol = j.nb === 1 && isPointwise(g);
@@ -158,7 +163,7 @@ export function conv2dBackwardInput(cx: WasmCtx, dy: WasmTensor, w: WasmTensor, 
   const what = 'conv2d.backwardInput';
   const g = normalizeConv2d(dx.shape, w.shape, params, what);
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
-  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: !!opts.accumulate };
+  const j = convJob(g, !!opts.accumulate);
   const pdy = cx.ptr(dy, what), pw = cx.ptr(w, what), pdx = cx.ptr(dx, what);
   const direct = j.nb === 1 && isPointwise(g);
   const gsBytes = cx.k.gemmScratchBytes();
@@ -204,7 +209,7 @@ export function conv2dBackwardFilter(cx: WasmCtx, x: WasmTensor, dy: WasmTensor,
   const what = 'conv2d.backwardFilter';
   const g = normalizeConv2d(x.shape, dw.shape, params, what);
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
-  const j: ConvJob = { g, K: g.cin * g.kh * g.kw, S: g.oh * g.ow, X: g.cin * g.h * g.w, nb: groupOf(g.n, g.oh * g.ow), accumulate: !!opts.accumulate };
+  const j = convJob(g, !!opts.accumulate);
   const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pdw = cx.ptr(dw, what);
   const groups = Math.ceil(g.n / j.nb);
   const macs = g.n * g.cout * j.K * j.S;
