@@ -14,7 +14,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { FieldReader, MAX_TOKEN_LENGTH, decodePeerMessage, describe, expectType, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { FieldReader, MAX_TOKEN_LENGTH, decodePeerMessage, describe, expectType, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';
@@ -54,6 +54,8 @@ export interface RouteContext {
   metricsFlushed?: () => Promise<void>;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
   pageDir?: string;
+  /** The ICE servers a joining peer is given (TURN credentials made for it); none: []. */
+  iceServers?: (peerId: string) => IceServer[];
 }
 
 /** What the job owner may do with the admin token (coordinator/run.ts implements them). */
@@ -106,6 +108,7 @@ const postJoin: Handler = async (req, res, ctx) => {
   const accept: JoinAccept = {
     type: 'join-accept', peerId: issued.id, signalingToken: issued.token, signalingPath: ctx.signaling.path,
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
+    iceServers: ctx.iceServers?.(issued.id) ?? [],
   };
   ctx.onJoin(issued.id, d.value.name ?? null, issued.token);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });

@@ -38,6 +38,8 @@ export interface CoordinatorOptions {
   rateLimits?: { requests?: RateLimit; joins?: RateLimit };
   /** Which peers may set up a WebRTC connection through signaling (signaling.ts); none: any. */
   mayConnect?: (fromId: string, toId: string) => boolean;
+  /** The ICE servers each joining peer is given (routes.ts); none: []. */
+  iceServers?: RouteContext['iceServers'];
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -67,6 +69,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     pageDir: o.pageDir,
     metricsFlushed: o.metricsFlushed,
     admin: o.admin,
+    iceServers: o.iceServers,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };
   const requests = new RateLimiter(o.rateLimits?.requests ?? { perSecond: 100, burst: 400 });

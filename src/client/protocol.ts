@@ -39,6 +39,9 @@ const MAX_MS = 86_400_000;
 export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string }
 export interface Heartbeat { type: 'heartbeat'; peerId: string; generation: number; step: number }
 export interface StepTimings { computeMs: number; commMs: number; waitMs: number }
+/** How a peer's link to its ring successor runs: straight between the two, or through a TURN relay. */
+export type LinkKind = 'direct' | 'relayed';
+export const LINK_KINDS: readonly LinkKind[] = ['direct', 'relayed'];
 export interface StepResult {
   type: 'step-result';
   peerId: string;
@@ -51,6 +54,8 @@ export interface StepResult {
   timings: StepTimings;
   /** Images this peer computed (its slice size). */
   images: number;
+  /** Its link to ring[rank + 1] (absent in a ring of one, or when the transport cannot tell). */
+  link?: LinkKind;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -79,7 +84,11 @@ export interface JoinAccept {
   heartbeatMs: number;
   /** Step of the checkpoint to load before entering (GET /api/checkpoints/latest); null: start from the seed. */
   checkpointStep: number | null;
+  /** STUN/TURN servers for WebRTC (RTCIceServer); TURN entries carry short-lived credentials. */
+  iceServers: IceServer[];
 }
+/** One ICE server as RTCConfiguration takes it. */
+export interface IceServer { urls: string[]; username?: string; credential?: string }
 export interface StepAssignment {
   type: 'step-assignment';
   job: number;
@@ -143,7 +152,7 @@ export type MetricRecord =
 export interface RingPeer { id: string; name: string | null; device: string }
 
 /** One peer's part of a committed step (metrics and the dashboard's timeline). */
-export interface PeerStepTiming { peerId: string; images: number; computeMs: number; commMs: number; waitMs: number }
+export interface PeerStepTiming { peerId: string; images: number; computeMs: number; commMs: number; waitMs: number; link?: LinkKind }
 
 // ---- decoding ----
 
@@ -266,7 +275,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -280,6 +289,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     peerId: r.id('peerId'), generation: generation!, step: step!, loss,
     checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
     timings, images: r.int('images', 0, MAX_BATCH),
+    ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
   };
 }
 
@@ -332,7 +342,7 @@ function readLeave(r: FieldReader): Fields<Leave> {
 }
 
 function readAccept(r: FieldReader): Fields<JoinAccept> {
-  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep']);
+  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep', 'iceServers']);
   return {
     peerId: r.id('peerId'),
     signalingToken: r.str('signalingToken', MAX_TOKEN_LENGTH, ID_PATTERN, 'a token [A-Za-z0-9_-]'),
@@ -340,7 +350,30 @@ function readAccept(r: FieldReader): Fields<JoinAccept> {
     job: r.int('job', 0, U32),
     heartbeatMs: r.int('heartbeatMs', 100, 600_000),
     checkpointStep: r.o.checkpointStep === null ? null : r.int('checkpointStep', 0, U32),
+    iceServers: readIceServers(r),
   };
+}
+
+const ICE_URL = /^(stuns?|turns?):[^\s]{1,250}$/;
+const MAX_ICE_SERVERS = 16;
+
+function readIceServers(r: FieldReader): IceServer[] {
+  if (!r.has('iceServers')) return [];
+  const list = r.array<unknown>('iceServers', MAX_ICE_SERVERS, (v) => (isObj(v) ? null : 'must be an object {urls, username?, credential?}'));
+  const out: IceServer[] = [];
+  list.forEach((v, i) => {
+    if (!isObj(v)) return;
+    const s = new FieldReader(v, `iceServers[${i}]`);
+    s.only(['urls', 'username', 'credential']);
+    const urls = s.array<string>('urls', 8, (u) => (typeof u === 'string' && ICE_URL.test(u) ? null : 'must be a stun:, stuns:, turn: or turns: URL'));
+    if (urls.length === 0 && Array.isArray(s.o.urls)) s.fail('urls', 'at least one URL');
+    const server: IceServer = { urls };
+    if (s.has('username')) server.username = s.str('username', 256);
+    if (s.has('credential')) server.credential = s.str('credential', 256);
+    r.problems.push(...s.problems);
+    out.push(server);
+  });
+  return out;
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {

@@ -3,8 +3,28 @@
 import type { PeerCtor } from './peer-endpoint.ts';
 import { peerClassOf } from './peer-endpoint.ts';
 
-/** RTC configuration for Node peers on one machine or a LAN without STUN/TURN. */
+/**
+ * RTC configuration for single-host tests and benchmarks ONLY: every peer on loopback. Across
+ * hosts a peer bound to 127.0.0.1 never connects (RECIPES.md): real volunteers use nodeRtcConfig.
+ */
 export const NODE_RTC_CONFIG = { iceServers: [], bindAddress: '127.0.0.1' } as RTCConfiguration;
+
+/**
+ * RTC configuration for a Node volunteer on a real network: the job's ICE servers (from the
+ * join answer), host candidates on every interface unless `bindAddress` names the one facing
+ * the peers. libdatachannel takes TURN credentials inside the URL (turn:user:pass@host), so
+ * they are percent-encoded here (TURN REST usernames hold ':' and credentials '/', '+', '=').
+ */
+export function nodeRtcConfig(iceServers: readonly IceServerLike[], bindAddress?: string): RTCConfiguration {
+  const servers = iceServers.map((s) => ({
+    urls: [...s.urls],
+    ...(s.username !== undefined ? { username: encodeURIComponent(s.username) } : {}),
+    ...(s.credential !== undefined ? { credential: encodeURIComponent(s.credential) } : {}),
+  }));
+  return { iceServers: servers, ...(bindAddress ? { bindAddress } : {}) } as RTCConfiguration;
+}
+
+export interface IceServerLike { urls: readonly string[]; username?: string; credential?: string }
 
 let loaded: Promise<PeerCtor> | null = null;
 
