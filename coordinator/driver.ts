@@ -16,6 +16,7 @@
 // re-run uses the same samples whatever the ring, and the dead peer's share is recomputed by
 // the others. The ring shrinking to nobody loses the steps since the newest checkpoint: the
 // job resumes from it (same samples again) when peers come back.
+import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
 import type { CoordinatorMessage, EvalCounts, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
 import { sliceIds, stepSamples } from '../src/train/sampler.ts';
 import { splitBatch, type JobConfig } from './job.ts';
@@ -72,11 +73,14 @@ interface PeerRec {
 type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
-  | { kind: 'running'; step: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number }
+  | { kind: 'running'; step: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable }
   | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }
   | { kind: 'done' };
+
+/** connect-failed reports of a running ring (blame.ts), decided at `decideAt` or when every member reported. */
+interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
 
 export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[] }
 
@@ -186,6 +190,14 @@ export class Driver {
         return this.advance();
       case 'collective-failure': {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
+        if (m.kind === 'connect-failed') {
+          // Both ends of a link that never opened report it: collect, then blame (blame.ts).
+          const u = ph.unreachable ??= { edges: [], reporters: new Set(), decideAt: Date.now() + UNREACHABLE_GRACE_MS };
+          u.edges.push([id, m.failedPeerId]);
+          u.reporters.add(id);
+          if (ph.ring.every((p) => u.reporters.has(p) || ph.results.has(p))) this.decideUnreachable(ph);
+          return;
+        }
         // Blame whom the ring blames, if it is a member; a report naming a stranger blames its sender.
         const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
         this.evict([blamed], `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id})`);
@@ -342,7 +354,12 @@ export class Driver {
     const lossed = results.filter((r) => r.loss !== null && r.images > 0);
     const lossImages = lossed.reduce((a, r) => a + r.images, 0);
     const loss = lossImages > 0 ? lossed.reduce((a, r) => a + r.loss! * r.images, 0) / lossImages : null;
-    const timings: PeerStepTiming[] = results.map((r) => ({ peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs }));
+    const timings: PeerStepTiming[] = results.map((r, i) => {
+      // The edge to the successor, as either end saw it: relayed if either saw a relay.
+      const next = results[(i + 1) % results.length];
+      const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
+      return { peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}) };
+    });
     this.step = ph.step + 1;
     const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
     this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })) });
@@ -404,10 +421,18 @@ export class Driver {
     this.d.publish({ type: 'generation', generation: this.generation, ring, peers });
   }
 
+  private decideUnreachable(ph: Extract<Phase, { kind: 'running' }>): void {
+    const u = ph.unreachable;
+    if (!u || this.phase !== ph) return;
+    const blamed = blameUnreachable(ph.ring, u.edges);
+    const failed = u.edges.map(([a, b]) => `${a}->${b}`).join(', ');
+    this.evict([blamed], `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}); check its network, or run the coordinator with --turn`, 'unreachable');
+  }
+
   /** Removes peers that are still connected (their sessions are closed; they may rejoin fresh). */
-  private evict(ids: readonly string[], reason: string): void {
+  private evict(ids: readonly string[], reason: string, cause?: 'unreachable'): void {
     for (const id of ids) {
-      this.d.send(id, { type: 'evicted', reason });
+      this.d.send(id, { type: 'evicted', reason, ...(cause ? { cause } : {}) });
       this.d.disconnect(id, reason);
     }
     this.gone(ids, `evicted: ${reason}`);
@@ -451,7 +476,9 @@ export class Driver {
       this.gone(silent, `no heartbeat for over ${this.timeouts.silentMs} ms`);
     }
     const ph = this.phase;
-    if (ph.kind === 'running' && now > ph.deadline) {
+    if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {
+      this.decideUnreachable(ph);
+    } else if (ph.kind === 'running' && now > ph.deadline) {
       this.evict(ph.ring.filter((id) => !ph.results.has(id)), `no result for step ${ph.step} within ${ph.deadline - ph.started} ms`);
     } else if (ph.kind === 'evaluating' && now > ph.deadline) {
       this.evict([...ph.pending], `no evaluation result within ${this.timeouts.evalMs} ms`);

@@ -14,6 +14,9 @@ import { readJobFile, runJob } from './run.ts';
 import { randomBytes } from 'node:crypto';
 import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
 import { availableParallelism } from 'node:os';
+import { joinUrls } from './addresses.ts';
+import { checkIcePlan, parseIceList } from './ice.ts';
+import { startTurnRelay } from './turn.ts';
 
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
@@ -31,7 +34,15 @@ export const START_USAGE = `usage: npm start -- [options]
   --threads N                 wasm threads per local volunteer (default: the cores, up to 4,
                               with one volunteer; 1 with several)
   --min-peers N               the first ring waits for N peers (default 1)
-  --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab)
+  --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab:
+                              prints every LAN address as a join URL)
+  --turn                      start a TURN relay (Debian's coturn) for peers that cannot reach each
+                              other (NAT on both sides, Wi-Fi with client isolation); credentials
+                              are short-lived, derived from a secret made at start
+  --turn-port P               the relay's UDP/TCP port (default 3478; relayed traffic: UDP 49160-49359)
+  --ice URL,...               external STUN/TURN servers (stun:HOST:PORT, turn:USER:PASS@HOST:PORT)
+  --ice-secret S              the static-auth-secret of an external coturn (TURN REST credentials)
+  --stun on|off               answer STUN on UDP at --port (default on)
   --private                   a private job: prints the join token volunteers need
   --job-dir DIR               the job folder (default .cache/jobs/<model>-<dataset>); an unfinished
                               job there with the same options is resumed from its newest checkpoint
@@ -61,12 +72,19 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
   const isPrivate = a.flag('private');
+  const turn = a.flag('turn');
+  const turnPort = a.int('turn-port', 3478, 1);
+  const iceArg = a.str('ice', '');
+  const iceSecret = a.str('ice-secret', '');
+  const stunOn = a.oneOf('stun', ['on', 'off'] as const, 'on') === 'on';
   const cache = resolve(a.str('cache', DEFAULT_CACHE_DIR));
   const jobDir = resolve(a.str('job-dir', join(ROOT, '.cache', 'jobs', `${model}-${dataset}`)));
   const fresh = a.flag('fresh');
   const stepsArg = a.int('steps', 0);
   const epochs = a.int('epochs', 0);
   a.rejectUnknown(START_USAGE);
+  const external = iceArg ? parseIceList(iceArg) : [];
+  checkIcePlan({ external, externalSecret: iceSecret || undefined });
 
   const manifest = await ensureDataset(dataset, cache);
   const length = stepsArg > 0 ? { steps: stepsArg } : epochs > 0 ? { epochs } : { steps: 200 };
@@ -110,7 +128,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     }
   };
   const pageDir = await buildPage(join(ROOT, 'dist'));
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, log: (l) => process.stderr.write(`\n${l}\n`) }).catch((e: unknown) => {
+  const relay = turn ? await startTurnRelay({ port: turnPort, listen: host, log: (l) => process.stderr.write(`\n${l}\n`) }) : null;
+  const ice = { stun: stunOn, turn: relay ? { port: relay.port, secret: relay.secret } : undefined, external, externalSecret: iceSecret || undefined };
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, ice, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
+    await relay?.close();
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
     if (code === 'EADDRNOTAVAIL') throw new ArgError(`cannot listen on ${host}: pass --host 127.0.0.1 or an address of this machine`);
@@ -120,7 +141,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   state.totalSteps = job.job.totalSteps;
   state.step = job.driver.status().step;
   const token = job.job.access.kind === 'private' ? job.job.access.joinToken : undefined;
-  const shown = host === '0.0.0.0' ? job.url.replace('0.0.0.0', 'THIS-MACHINE') : job.url;
+  const urls = joinUrls(host, job.coordinator.port, job.url.startsWith('https:'));
+  const shown = urls[0]!.replace(/\/$/, '');
+  if (urls.length > 1) process.stderr.write(`join addresses (any one that the volunteers' network reaches):\n${urls.map((u) => `  ${u}${token ? `?token=${token}` : ''}`).join('\n')}\n`);
+  if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
   process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
@@ -143,6 +167,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 5000))]);
     for (const v of locals) v.kill('SIGKILL');
     await job.close();
+    await relay?.close();
     process.exit(130);
   };
   process.once('SIGINT', () => void stop('interrupted'));
@@ -153,6 +178,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 10_000))]);
   for (const v of locals) v.kill('SIGKILL');
   await job.close();
+  await relay?.close();
   const records = await readMetrics(join(jobDir, 'metrics.jsonl'));
   const steps = latestPerStep(records);
   const lastEval = records.filter((r) => r.type === 'eval').pop();

@@ -23,6 +23,7 @@ import type { EventHub } from './events.ts';
 import { HttpError, bearerToken, mediaType, readBody, readJsonBody, requestUrl, sendJson } from './http.ts';
 import { JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE, publicJobInfo, type JobConfig } from './job.ts';
 import { isolate, pathSegments, sendFileFrom } from './serve-files.ts';
+import { hostOfHeader } from './ice.ts';
 import type { SignalingServer } from './signaling.ts';
 
 export interface JobStatus { step: number; generation: number; peers: number }
@@ -54,8 +55,13 @@ export interface RouteContext {
   metricsFlushed?: () => Promise<void>;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
   pageDir?: string;
-  /** The ICE servers a joining peer is given (TURN credentials made for it); none: []. */
-  iceServers?: (peerId: string) => IceServer[];
+  /**
+   * The ICE servers a joining peer is given (TURN credentials made for it), from the host it
+   * reached the coordinator by (its Host header; null when absent); none: [].
+   */
+  iceServers?: (peerId: string, host: string | null) => IceServer[];
+  /** The addresses people can join by (addresses.ts), never with the join token. */
+  joinUrls?: () => string[];
 }
 
 /** What the job owner may do with the admin token (coordinator/run.ts implements them). */
@@ -91,7 +97,7 @@ export function tokensMatch(given: string, expected: string): boolean {
 }
 
 const getJob: Handler = async (_req, res, ctx) => {
-  sendJson(res, 200, { jobId: ctx.jobId, job: publicJobInfo(ctx.job), ...ctx.status() });
+  sendJson(res, 200, { jobId: ctx.jobId, job: publicJobInfo(ctx.job), ...ctx.status(), joinUrls: ctx.joinUrls?.() ?? [] });
 };
 
 const postJoin: Handler = async (req, res, ctx) => {
@@ -108,7 +114,7 @@ const postJoin: Handler = async (req, res, ctx) => {
   const accept: JoinAccept = {
     type: 'join-accept', peerId: issued.id, signalingToken: issued.token, signalingPath: ctx.signaling.path,
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
-    iceServers: ctx.iceServers?.(issued.id) ?? [],
+    iceServers: ctx.iceServers?.(issued.id, hostOfHeader(req.headers.host)) ?? [],
   };
   ctx.onJoin(issued.id, d.value.name ?? null, issued.token);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });

@@ -17,6 +17,9 @@ import { parseJobConfig, type JobConfig } from './job.ts';
 import { latestPerStep, openMetricsLog, readMetrics } from './metrics.ts';
 import { tokensMatch } from './routes.ts';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
+import { checkIcePlan, iceServersFor, type ExternalIce, type IcePlan } from './ice.ts';
+import { startStunServer } from './stun.ts';
+import { joinUrls } from './addresses.ts';
 import { createSessionServer } from './sessions.ts';
 import { ringNeighbours } from './signaling.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
@@ -44,6 +47,11 @@ export interface JobRunOptions {
   pageDir?: string;
   /** Every live event, as the dashboard sees it (npm start draws its progress bar from these). */
   onEvent?: (e: LiveEvent) => void;
+  /**
+   * ICE servers for the volunteers (ice.ts). Default: the coordinator's own STUN, UDP on its
+   * port (`stun: false` turns it off); `turn`: a relay started by the caller (turn.ts).
+   */
+  ice?: { stun?: boolean; turn?: { port: number; secret: string }; external?: ExternalIce[]; externalSecret?: string; ttlSeconds?: number };
   /** Per-address request and join limits (server.ts has the defaults); many local peers need more. */
   rateLimits?: CoordinatorOptions['rateLimits'];
 }
@@ -156,7 +164,12 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     publish, log, timeouts: o.timeouts,
   });
   const paramBytes = 4 * layout.paramFloats;
+  const icePlan: IcePlan = { turn: o.ice?.turn, external: o.ice?.external, externalSecret: o.ice?.externalSecret, ttlSeconds: o.ice?.ttlSeconds };
+  checkIcePlan(icePlan);
   coordinator = await startCoordinator({
+    // A peer is told the servers at the address it reached us by (its Host header).
+    iceServers: (peerId, host) => iceServersFor(icePlan, host ?? loopbackOr(o.host), peerId),
+    joinUrls: () => (coordinator ? joinUrls(o.host ?? '127.0.0.1', coordinator.port, coordinator.url.startsWith('https:')) : []),
     job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
     status: () => {
       const s = driver.status();
@@ -211,16 +224,26 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     },
   });
   const c = coordinator;
+  // STUN on UDP at the same port number; a port someone else holds only costs this service.
+  const stun = o.ice?.stun === false ? null : await startStunServer(o.host ?? '127.0.0.1', c.port).catch((e: unknown) => {
+    log(`coordinator: no STUN on UDP port ${c.port} (${e instanceof Error ? e.message : String(e)}): peers on other networks may not find each other; free the port or pass --ice`);
+    return null;
+  });
+  if (stun) icePlan.stunPort = stun.port;
   return {
     coordinator: c, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
     async close() {
       driver.stop();
       sessions.closeAll();
       await c.close();
+      await stun?.close();
       await metrics.flush();
     },
   };
 }
+
+/** The address a peer would use when its join named no Host: loopback for a wildcard listen. */
+const loopbackOr = (host: string | undefined): string => (!host || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
 
 /** The job's admin token, created (mode 0600) the first time. */
 async function readOrCreateAdminToken(jobDir: string): Promise<string> {

@@ -40,6 +40,7 @@ export interface CoordinatorOptions {
   mayConnect?: (fromId: string, toId: string) => boolean;
   /** The ICE servers each joining peer is given (routes.ts); none: []. */
   iceServers?: RouteContext['iceServers'];
+  joinUrls?: RouteContext['joinUrls'];
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
@@ -70,6 +71,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     metricsFlushed: o.metricsFlushed,
     admin: o.admin,
     iceServers: o.iceServers,
+    joinUrls: o.joinUrls,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };
   const requests = new RateLimiter(o.rateLimits?.requests ?? { perSecond: 100, burst: 400 });

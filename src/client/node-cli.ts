@@ -2,9 +2,11 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
 // WebRTC from node-datachannel, the session socket from 'ws'.
+import { isIP } from 'node:net';
 import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../../coordinator/args.ts';
-import { NODE_RTC_CONFIG, loadNodePeer } from '../comm/node.ts';
+import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
+import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
 import { BACKEND_PREFERENCES, type AnyEngine, type BackendPreference } from '../backend/engine.ts';
 import { WebGpuEngine } from '../backend/webgpu.ts';
@@ -22,6 +24,9 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --backend B        compute with auto (default: measure both, keep the faster), webgpu or wasm
   --threads N        wasm threads (default 1; a desktop that does nothing else: its core count)
   --no-tune          skip the WebGPU GEMM autotune at start (faster start, maybe slower steps)
+  --bind ADDR        WebRTC only on this local address (default: every interface, or
+                     127.0.0.1 when the coordinator is on loopback; the address facing the
+                     other volunteers when a machine has several)
   --quiet            only errors and the final line`;
 
 export async function volunteerMain(argv: readonly string[]): Promise<void> {
@@ -39,7 +44,11 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const threads = a.int('threads', 1, 1);
   const noTune = a.flag('no-tune');
   const quiet = a.flag('quiet');
+  const bind = a.str('bind', '');
   a.rejectUnknown(VOLUNTEER_USAGE);
+  if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
+  // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
+  const rtcBind = bind || (/^https?:\/\/(127\.[\d.]+|localhost|\[::1\])(:\d+)?(\/|$)/.test(url) ? '127.0.0.1' : undefined);
   if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
 
@@ -68,7 +77,12 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   };
   try {
     const exit = await runVolunteer(
-      { engine, Peer, rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip },
+      {
+        engine, Peer, rtcConfig: nodeRtcConfig([], rtcBind), rtcConfigFor: (servers) => nodeRtcConfig(servers, rtcBind),
+        // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
+        iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
+        WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
+      },
       { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);

@@ -56,6 +56,8 @@ export interface StepResult {
   images: number;
   /** Its link to ring[rank + 1] (absent in a ring of one, or when the transport cannot tell). */
   link?: LinkKind;
+  /** Its link from ring[rank - 1], as seen from this end (the coordinator combines both ends' views). */
+  linkPrev?: LinkKind;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -112,7 +114,8 @@ export interface LoadState { type: 'load-state'; source: 'seed' | 'checkpoint'; 
 export interface UploadRequest { type: 'upload-checkpoint'; step: number }
 /** The job ended (its last step is done) or this peer was removed: close and exit or rejoin. */
 export interface Done { type: 'done'; step: number; reason: string }
-export interface Evicted { type: 'evicted'; reason: string }
+/** `unreachable`: no WebRTC link to its ring neighbours could be opened (a network problem, not misconduct). */
+export interface Evicted { type: 'evicted'; reason: string; cause?: 'unreachable' }
 /** Evaluate these val-split ids on the (committed) weights of `step`; answer with an eval-result. */
 export interface Evaluate { type: 'evaluate'; step: number; ids: number[] }
 export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'too-many-requests' | 'unavailable' | 'internal';
@@ -275,7 +278,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -290,6 +293,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
     timings, images: r.int('images', 0, MAX_BATCH),
     ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
+    ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
   };
 }
 
@@ -415,8 +419,8 @@ function readEvaluate(r: FieldReader): Fields<Evaluate> {
 }
 
 function readEvicted(r: FieldReader): Fields<Evicted> {
-  r.only(['type', 'reason']);
-  return { reason: r.str('reason', MAX_TEXT_LENGTH) };
+  r.only(['type', 'reason', 'cause']);
+  return { reason: r.str('reason', MAX_TEXT_LENGTH), ...(r.has('cause') ? { cause: r.oneOf('cause', ['unreachable'] as const) } : {}) };
 }
 
 function readError(r: FieldReader): Fields<ErrorMessage> {

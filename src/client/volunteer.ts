@@ -8,6 +8,9 @@
 // backup is restored first. An assignment of a newer generation closes the ring at once, so a
 // collective stuck on a dead peer ends when the coordinator has decided what happens next.
 import type { Ring } from '../comm/ring.ts';
+import type { IceReport } from '../comm/ice-check.ts';
+import { MAX_UNREACHABLE, reportIce, unreachableError } from './reachability.ts';
+import { relayHostsOf } from '../comm/route.ts';
 import { allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
@@ -22,7 +25,7 @@ import { weightChecksum } from './checksum.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
-  type CoordinatorMessage, type Evaluate, type JoinAccept, type LoadState, type PeerMessage, type StepAssignment,
+  type CoordinatorMessage, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type StepAssignment,
 } from './protocol.ts';
 import { StateError, TrainingState } from './state.ts';
 
@@ -42,7 +45,12 @@ export interface VolunteerPlatform {
   /** The compute backend (WebGPU or wasm: src/client/backend-choice.ts picks one). */
   engine: AnyEngine;
   Peer: PeerCtor;
+  /** The base RTC configuration; the job's ICE servers (join answer) are added to it. */
   rtcConfig: RTCConfiguration;
+  /** The RTC configuration for the job's ICE servers, where the platform needs its own (Node: nodeRtcConfig). */
+  rtcConfigFor?: (iceServers: IceServer[]) => RTCConfiguration;
+  /** Gathers this device's WebRTC candidates (ice-check.ts): says why no neighbour could be reached. */
+  iceCheck?: (config: RTCConfiguration) => Promise<IceReport>;
   WebSocket: SocketCtor;
   decoder: Decoder;
   gunzip?: Gunzip;
@@ -109,6 +117,8 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const loader = (split: 'train' | 'val') => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip });
   const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, train: loader('train'), val: loader('val') };
   let step: number | null = null;
+  let unreachable = 0;
+  let checkedIce = false;
   try {
     for (;;) {
       if (o.signal?.aborted) return { reason: 'stopped', step };
@@ -119,9 +129,14 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
         if (o.signal?.aborted) return { reason: 'stopped', step };
         throw e;
       }
+      // Once, in the background: what this device offers WebRTC, and any server that failed.
+      if (!checkedIce && p.iceCheck && session.iceServers.length) checkedIce = reportIce(p.iceCheck, session.iceServers, session.rtcConfig, log);
       const end = await session.run();
       step = session.committed;
       if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step };
+      // Evicted again and again because no neighbour could be reached: rejoining will not help.
+      unreachable = end.unreachable ? (session.linked ? 1 : unreachable + 1) : 0;
+      if (unreachable >= MAX_UNREACHABLE) throw await unreachableError(p, session.iceServers, session.rtcConfig, end.detail, log);
       o.onEvent?.({ type: 'left', reason: end.detail });
       log(`volunteer: session ended (${end.detail}); rejoining`);
       await sleep(500);
@@ -167,7 +182,7 @@ interface Ctx {
   val: BatchLoader;
 }
 
-type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string };
+type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string; unreachable?: boolean };
 
 /** One membership of the job: a join, its session socket, its signaling endpoint and rings. */
 class Session {
@@ -188,8 +203,12 @@ class Session {
   private heartbeat: ReturnType<typeof setInterval> | null = null;
   /** Running per-image RMS of this peer's gradients (the all-reduce's bound). */
   private gradRms: number | null = null;
+  /** How the links to the ring successor and from the predecessor run (null: unknown). */
+  private links: { next: LinkKind | null; prev: LinkKind | null } = { next: null, prev: null };
+  /** True once a ring with neighbours formed in this session. */
+  linked = false;
 
-  private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike) {
+  private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
     // The coordinator may speak first (load-state at once): listen from the moment the
     // socket is open; messages wait in the queue until run() starts the pump.
     ws.onmessage = (ev) => this.receive(ev.data);
@@ -208,15 +227,16 @@ class Session {
     const body = { type: 'join' as const, protocol: PROTOCOL_VERSION, ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}) };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);
+    const rtcConfig = c.p.rtcConfigFor ? c.p.rtcConfigFor(accept.iceServers) : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };
     const endpoint = await openEndpoint({
-      Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig: c.p.rtcConfig,
+      Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig,
       server: { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:' },
     });
     const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
     const ws = new c.p.WebSocket(wsUrl);
     // Listen before the socket opens: the coordinator speaks first, and its first message can
     // arrive in the same read as the handshake (before an await after 'open' would resume).
-    const session = new Session(c, accept, endpoint, ws);
+    const session = new Session(c, accept, endpoint, ws, rtcConfig);
     try {
       await new Promise<void>((resolve, reject) => {
         ws.onopen = () => resolve();
@@ -234,6 +254,10 @@ class Session {
 
   get peerId(): string {
     return this.accept.peerId;
+  }
+
+  get iceServers(): IceServer[] {
+    return this.accept.iceServers;
   }
 
   /** The job's key for the kept checkpoint (one per coordinator and job). */
@@ -356,7 +380,7 @@ class Session {
         this.c.log(`volunteer: job done at step ${m.step} (${m.reason})`);
         return this.end({ reason: 'done', detail: m.reason });
       case 'evicted':
-        return this.end({ reason: 'evicted', detail: `evicted: ${m.reason}` });
+        return this.end({ reason: 'evicted', detail: `evicted: ${m.reason}`, unreachable: m.cause === 'unreachable' });
       case 'error':
         this.c.log(`volunteer: the coordinator refused a message: ${m.message}`);
         return;
@@ -437,6 +461,13 @@ class Session {
         return this.ringFailed(e, a);
       }
       if (!this.ring) return;
+      if (this.ring.size > 1) {
+        this.linked = true;
+        const relays = relayHostsOf(this.accept.iceServers);
+        const [next, prev] = await Promise.all([this.ring.next?.route?.(relays), this.ring.prev?.route?.(relays)]);
+        this.links = { next: next ?? null, prev: prev ?? null };
+        this.c.log(`volunteer: ring of ${this.ring.size}: link to ${this.ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${this.ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+      }
     }
     const ring = this.ring;
     if (a.uploadCheckpoint) await this.upload(a.step);
@@ -481,7 +512,7 @@ class Session {
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
     const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs };
-    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images });
+    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
     this.c.o.onEvent?.({ type: 'step', step: a.step + 1, generation: a.generation, ringSize: ring.size, images, loss, computeMs: timings.computeMs, commMs: timings.commMs });
   }

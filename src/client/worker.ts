@@ -71,7 +71,7 @@ const api: VolunteerWorkerApi = {
     const Peer = relayPeerClass(rtc);
     const done = runVolunteer(
       {
-        engine: e, Peer, rtcConfig: { iceServers: [] }, WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,
+        engine: e, Peer, rtcConfig: { iceServers: [] }, iceCheck: (config) => Peer.iceCheck(config), WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,
         cacheShards: (s) => c.shards(s),
         checkpoints: { get: (job, step) => c.checkpoint(job, step), keep: (job, step, bytes) => c.keepCheckpoint(job, step, bytes) },
       },

@@ -1,6 +1,7 @@
 // A Link is one side of an ordered, reliable, message-oriented connection to one other peer
 // (an RTCDataChannel, or an in-memory pair in tests). The ring only needs this much.
 
+import type { LinkKind } from '../client/protocol.ts';
 export interface LinkEvents {
   /** One whole message, as sent. The view may be kept: links never reuse its memory. */
   frame(data: Uint8Array): void;
@@ -23,6 +24,8 @@ export interface Link {
   /** Sets the one listener. Messages that arrived earlier are delivered now, in order. */
   listen(events: LinkEvents): void;
   close(): void;
+  /** Direct or through a TURN relay (WebRTC links); null or absent when it cannot tell. */
+  route?(relayHosts?: readonly string[]): Promise<LinkKind | null>;
 }
 
 /** Turns whatever a transport delivered into a byte view without copying. */

@@ -3,7 +3,9 @@
 // the channel's own bufferedAmount and `bufferedamountlow`; we stay far below PeerJS's 8 MiB
 // internal queue, which would otherwise poll every 50 ms.
 
+import type { LinkKind } from '../client/protocol.ts';
 import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
+import { routeOf } from './route.ts';
 
 /** The parts of RTCDataChannel we use (browsers and node-datachannel's polyfill both have them). */
 export interface DataChannelLike {
@@ -16,6 +18,8 @@ export interface DataChannelLike {
 export interface PeerConnectionLike {
   readonly connectionState: string;
   addEventListener(type: 'connectionstatechange', cb: () => void): void;
+  /** The route of the selected candidate pair (a worker's relayed connection asks the page). */
+  route?(relayHosts: readonly string[]): Promise<LinkKind | null>;
 }
 
 /** The parts of a PeerJS DataConnection we use. */
@@ -103,6 +107,12 @@ export class PeerJsLink implements Link {
 
   listen(events: LinkEvents): void {
     this.events.listen(events);
+  }
+
+  route(relayHosts: readonly string[] = []): Promise<LinkKind | null> {
+    const pc = this.conn.peerConnection;
+    if (!pc || this.isClosed) return Promise.resolve(null);
+    return pc.route ? pc.route(relayHosts) : routeOf(pc, relayHosts);
   }
 
   close(): void {

@@ -6,6 +6,9 @@
 // `bufferedamountlow`; the worker adds the bytes it sent since the last report.
 import type { DataChannelLike, DataConnectionLike, PeerConnectionLike } from './peerjs-link.ts';
 import type { ConnectOptionsLike, PeerCtor, PeerLike, PeerOptionsLike } from './peer-endpoint.ts';
+import type { LinkKind } from '../client/protocol.ts';
+import { gatherCandidates, type GatherPcCtor, type IceReport } from './ice-check.ts';
+import { routeOf } from './route.ts';
 
 type ToPage =
   | { op: 'peer'; pid: number; id: string; options: PeerOptionsLike }
@@ -13,7 +16,9 @@ type ToPage =
   | { op: 'connect'; pid: number; cid: number; peer: string; options: ConnectOptionsLike }
   | { op: 'send'; cid: number; data: ArrayBuffer }
   | { op: 'close'; cid: number }
-  | { op: 'low-water'; cid: number; bytes: number };
+  | { op: 'low-water'; cid: number; bytes: number }
+  | { op: 'route'; cid: number; rid: number; relayHosts: string[] }
+  | { op: 'ice-check'; rid: number; config: RTCConfiguration; timeoutMs: number };
 
 type ToWorker =
   | { ev: 'peer-open'; pid: number; id: string }
@@ -25,7 +30,8 @@ type ToWorker =
   | { ev: 'error'; cid: number; message: string }
   | { ev: 'buffered'; cid: number; amount: number; acked: number }
   | { ev: 'low'; cid: number; amount: number }
-  | { ev: 'state'; cid: number; state: string };
+  | { ev: 'state'; cid: number; state: string }
+  | { ev: 'answer'; rid: number; route?: LinkKind | null; report?: IceReport };
 
 /** Minimal port shape (MessagePort, or a Worker's side of one). */
 export interface PortLike {
@@ -104,6 +110,15 @@ export function serveRtcRelay(port: PortLike, Peer: PeerCtor): () => void {
         if (dc) dc.bufferedAmountLowThreshold = m.bytes;
         return;
       }
+      case 'route':
+        void routeOf(conns.get(m.cid)?.peerConnection, m.relayHosts).then((route) => post({ ev: 'answer', rid: m.rid, route }));
+        return;
+      case 'ice-check': {
+        const Pc = (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection as GatherPcCtor | undefined;
+        const none: IceReport = { host: [], srflx: [], relay: [], errors: [], complete: false };
+        void (Pc ? gatherCandidates(Pc, m.config, m.timeoutMs) : Promise.resolve(none)).then((report) => post({ ev: 'answer', rid: m.rid, report }), () => post({ ev: 'answer', rid: m.rid, report: none }));
+        return;
+      }
     }
   };
   return () => {
@@ -157,17 +172,22 @@ class RelayChannel implements DataChannelLike {
 class RelayPeerConnection implements PeerConnectionLike {
   connectionState = 'new';
   readonly listeners: (() => void)[] = [];
+  constructor(private readonly hub: RelayHub, private readonly cid: number) {}
   addEventListener(_type: 'connectionstatechange', cb: () => void): void {
     this.listeners.push(cb);
+  }
+  async route(relayHosts: readonly string[]): Promise<LinkKind | null> {
+    return (await this.hub.ask({ op: 'route', cid: this.cid, rid: 0, relayHosts: [...relayHosts] })).route ?? null;
   }
 }
 
 class RelayConnection extends Emitter implements DataConnectionLike {
   open = false;
   readonly dataChannel: RelayChannel;
-  readonly peerConnection = new RelayPeerConnection();
+  readonly peerConnection: RelayPeerConnection;
   constructor(private readonly hub: RelayHub, readonly cid: number, readonly peer: string, readonly metadata: unknown) {
     super();
+    this.peerConnection = new RelayPeerConnection(hub, cid);
     this.dataChannel = new RelayChannel((bytes) => hub.post({ op: 'low-water', cid, bytes }));
   }
   send(data: Uint8Array): void {
@@ -210,10 +230,16 @@ class RelayConnection extends Emitter implements DataConnectionLike {
 class RelayHub {
   readonly peers = new Map<number, RelayPeer>();
   readonly conns = new Map<number, RelayConnection>();
+  private readonly asked = new Map<number, (m: Extract<ToWorker, { ev: 'answer' }>) => void>();
   private nextId = 1;
   constructor(private readonly port: PortLike) {
     port.onmessage = (e: MessageEvent) => {
       const m = e.data as ToWorker;
+      if (m.ev === 'answer') {
+        this.asked.get(m.rid)?.(m);
+        this.asked.delete(m.rid);
+        return;
+      }
       if ('pid' in m && m.ev !== 'connection') return this.peers.get(m.pid)?.event(m);
       if (m.ev === 'connection') {
         const conn = new RelayConnection(this, m.cid, m.peer, m.metadata);
@@ -228,6 +254,14 @@ class RelayHub {
   }
   post(m: ToPage, transfer: Transferable[] = []): void {
     this.port.postMessage(m, transfer);
+  }
+  /** A request the page answers once (its `rid` is set here). */
+  ask(m: Extract<ToPage, { rid: number }>): Promise<Extract<ToWorker, { ev: 'answer' }>> {
+    const rid = this.id();
+    return new Promise((resolve) => {
+      this.asked.set(rid, resolve);
+      this.post({ ...m, rid });
+    });
   }
 }
 
@@ -268,12 +302,18 @@ class RelayPeer extends Emitter implements PeerLike {
   }
 }
 
-/** Runs in the worker: a Peer class whose peers live on the page behind `port`. */
-export function relayPeerClass(port: PortLike): PeerCtor {
+/**
+ * Runs in the worker: a Peer class whose peers live on the page behind `port`, and the ICE
+ * self-check (ice-check.ts) run by the page, which has RTCPeerConnection.
+ */
+export function relayPeerClass(port: PortLike): PeerCtor & { iceCheck(config: RTCConfiguration, timeoutMs?: number): Promise<IceReport> } {
   const hub = new RelayHub(port);
   return class extends RelayPeer {
     constructor(id: string, options: PeerOptionsLike) {
       super(hub, id, options);
+    }
+    static async iceCheck(config: RTCConfiguration, timeoutMs = 5000): Promise<IceReport> {
+      return (await hub.ask({ op: 'ice-check', config, timeoutMs, rid: 0 })).report ?? { host: [], srflx: [], relay: [], errors: [], complete: false };
     }
   };
 }
