@@ -11,11 +11,13 @@ import { routeOfStats, type StatsLike } from '../../src/comm/route.ts';
 
 const PORT = 34_780 + (process.pid % 200);
 let relay: TurnRelay;
-let Pc: GatherPcCtor & (new (c: RTCConfiguration) => RTCPeerConnection);
+let Gather: GatherPcCtor;
+let Pc: new (c: RTCConfiguration) => RTCPeerConnection;
 
 beforeAll(async () => {
   await loadNodePeer();
   Pc = (globalThis as unknown as { RTCPeerConnection: typeof Pc }).RTCPeerConnection;
+  Gather = Pc as unknown as GatherPcCtor;
   relay = await startTurnRelay({ port: PORT, relayPorts: [PORT + 1000, PORT + 1100], allowLoopbackPeers: true });
 });
 afterAll(async () => relay?.close());
@@ -54,10 +56,10 @@ describe('coturn with short-lived credentials', () => {
   it('refuses credentials made with another secret; the self-check names the relay', async () => {
     const before = relay.authFailures.length;
     const bad = servers('p-bad', 'not-the-secret');
-    const report = await gatherCandidates(Pc, nodeRtcConfig(bad), 4000);
+    const report = await gatherCandidates(Gather, nodeRtcConfig(bad), 4000);
     expect(report.relay).toEqual([]);
     expect(diagnoseIce(bad, report).join('\n')).toContain(`TURN relay at 127.0.0.1:${PORT}`);
-    const good = await gatherCandidates(Pc, nodeRtcConfig(servers('p-good', relay.secret)), 4000);
+    const good = await gatherCandidates(Gather, nodeRtcConfig(servers('p-good', relay.secret)), 4000);
     expect(good.relay.length).toBeGreaterThan(0);
     expect(relay.authFailures.length).toBeGreaterThan(before);
   });
