@@ -28,13 +28,16 @@ export interface DriverTimeouts {
   /** Joiners have this long to load a checkpoint (and the uploader to upload it). */
   admitMs: number;
   evalMs: number;
-  /** A peer whose session sent nothing (heartbeats included) for this long is dropped. */
+  /**
+   * A peer whose session sent nothing (heartbeats, every 2 s by default) for this long, or for
+   * 4x the longest gap it has shown, is dropped: a host whose link is cut is noticed in seconds.
+   */
   silentMs: number;
 }
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 120_000 };
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 30_000 };
 
 export interface DriverDeps {
   job: JobConfig;
@@ -63,6 +66,8 @@ interface PeerRec {
   name: string | null;
   state: 'waiting' | 'loading' | 'ready' | 'member';
   lastSeen: number;
+  /** The longest time between two of its messages so far (its heartbeats stall while it computes). */
+  maxGap: number;
   /** Measured images/s of compute (EMA), null until its first step. */
   ips: number | null;
   device: string;
@@ -142,7 +147,7 @@ export class Driver {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), ips: null, device: '', admitAfter: 0 });
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, device: '', admitAfter: 0 });
     this.advance();
   }
 
@@ -165,7 +170,9 @@ export class Driver {
   message(id: string, m: PeerMessage): void {
     const peer = this.peers.get(id);
     if (!peer) return;
-    peer.lastSeen = Date.now();
+    const now = Date.now();
+    peer.maxGap = Math.max(peer.maxGap, now - peer.lastSeen);
+    peer.lastSeen = now;
     const ph = this.phase;
     switch (m.type) {
       case 'heartbeat':
@@ -470,10 +477,12 @@ export class Driver {
 
   private tick(): void {
     const now = Date.now();
-    const silent = [...this.peers.values()].filter((p) => now - p.lastSeen > this.timeouts.silentMs).map((p) => p.id);
+    // Silent: no message for silentMs, or for 4x the longest gap this peer has shown (a peer
+    // whose compute blocks its heartbeats for a while gets that much more time).
+    const silent = [...this.peers.values()].filter((p) => now - p.lastSeen > Math.max(this.timeouts.silentMs, 4 * p.maxGap)).map((p) => p.id);
     if (silent.length) {
-      for (const id of silent) this.d.disconnect(id, `silent for over ${this.timeouts.silentMs} ms`);
-      this.gone(silent, `no heartbeat for over ${this.timeouts.silentMs} ms`);
+      for (const id of silent) this.d.disconnect(id, `silent for over ${Math.round((now - (this.peers.get(id)?.lastSeen ?? now)) / 1000)} s`);
+      this.gone(silent, `no heartbeat for over ${this.timeouts.silentMs} ms (or 4x its longest gap)`);
     }
     const ph = this.phase;
     if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {

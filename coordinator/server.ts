@@ -61,7 +61,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
   const events = createEventHub(o.maxEventClients);
   const ctx: RouteContext = {
     job: o.job, jobId: o.jobId, dataDir: o.dataDir, checkpoints: o.checkpoints, signaling, events,
-    heartbeatMs: o.heartbeatMs ?? 5000,
+    heartbeatMs: o.heartbeatMs ?? 2000,
     maxBodyBytes: o.maxBodyBytes ?? 16_384,
     status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),
     onJoin: o.onJoin ?? (() => undefined),
