@@ -26,11 +26,13 @@ export interface SpawnOptions {
   /** Each stderr line as it comes (npm start prints them prefixed). */
   onLine?: (line: string) => void;
   env?: NodeJS.ProcessEnv;
+  /** How to start the process (default child_process.spawn; the test bed starts it inside a host). */
+  launch?: (cmd: string, args: string[], opts: { cwd: string; stdio: ['ignore', 'pipe', 'pipe']; env: NodeJS.ProcessEnv }) => ChildProcess;
 }
 
 export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
   const args = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', o.url, '--name', o.name, ...(o.token ? ['--token', o.token] : []), ...(o.args ?? [])];
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } });
+  const child = (o.launch ?? spawn)(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } });
   const lines: string[] = [];
   let partial = '';
   child.stderr!.setEncoding('utf8');

@@ -1,0 +1,90 @@
+// The multi-host scenario shared by the test and `npm run bench -- network`: a coordinator
+// (with STUN, a real coturn and its local CA) on one host of a test bed, Node volunteers on
+// other hosts and one behind a NAT that lets it reach only the coordinator's host, each a
+// real process inside its host's namespace.
+import type { ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { ROOT, spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import type { LiveEvent } from '../../src/client/protocol.ts';
+import type { Testbed } from './bed.ts';
+
+export interface CoordinatorProc {
+  readonly url: string;
+  readonly port: number;
+  readonly events: { at: number; e: LiveEvent }[];
+  readonly lines: string[];
+  readonly finished: Promise<void>;
+  /** Resolves with the first event (after `since`) that `pred` accepts; rejects after `ms`. */
+  waitFor(pred: (e: LiveEvent) => boolean, ms: number, what: string, since?: number): Promise<{ at: number; e: LiveEvent }>;
+  stop(): Promise<void>;
+}
+
+export interface CoordinatorProcOptions {
+  jobDir: string;
+  dataDir: string;
+  dataset: string;
+  config: Record<string, unknown>;
+  port: number;
+  turn?: { port: number; relayPorts: [number, number] };
+  pageDir?: string;
+  tlsDir?: string;
+  timeouts?: Record<string, number>;
+  heartbeatMs?: number;
+}
+
+/** Starts test/net/coordinator-proc.ts inside `host`; resolves once it listens. */
+export async function startCoordinatorIn(bed: Testbed, host: string, o: CoordinatorProcOptions): Promise<CoordinatorProc> {
+  const child: ChildProcess = bed.spawn(host, process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'test/net/coordinator-proc.ts', JSON.stringify(o)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const events: { at: number; e: LiveEvent }[] = [];
+  const lines: string[] = [];
+  const waiters = new Set<() => void>();
+  let ready: (v: { url: string; port: number }) => void = () => undefined;
+  let done: () => void = () => undefined;
+  const readyP = new Promise<{ url: string; port: number }>((r) => { ready = r; });
+  const finished = new Promise<void>((r) => { done = r; });
+  let partial = '';
+  child.stdout!.setEncoding('utf8');
+  child.stdout!.on('data', (chunk: string) => {
+    const parts = (partial + chunk).split('\n');
+    partial = parts.pop() ?? '';
+    for (const line of parts) {
+      if (!line.trim()) continue;
+      const m = JSON.parse(line) as { event?: LiveEvent; ready?: { url: string; port: number }; finished?: unknown };
+      if (m.event) { events.push({ at: Date.now(), e: m.event }); for (const w of waiters) w(); }
+      if (m.ready) ready(m.ready);
+      if (m.finished) done();
+    }
+  });
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => { for (const l of chunk.split('\n')) if (l.trim()) { lines.push(l); if (lines.length > 3000) lines.shift(); } });
+  const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
+  const first = await Promise.race([readyP, exited.then((c) => { throw new Error(`the coordinator process exited (${c}) before listening:\n${lines.slice(-20).join('\n')}`); })]);
+  return {
+    url: first.url, port: first.port, events, lines, finished,
+    waitFor(pred, ms, what, since = 0) {
+      return new Promise((resolve, reject) => {
+        const check = () => {
+          const hit = events.find((x) => x.at >= since && pred(x.e));
+          if (hit) { waiters.delete(check); clearTimeout(t); resolve(hit); }
+        };
+        const t = setTimeout(() => { waiters.delete(check); reject(new Error(`timed out after ${ms} ms waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`)); }, ms);
+        waiters.add(check);
+        check();
+      });
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    },
+  };
+}
+
+/** A headless volunteer (`npm run volunteer`) inside `host` of the test bed. */
+export function volunteerIn(bed: Testbed, host: string, url: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): LocalVolunteer {
+  return spawnVolunteer({
+    url, name: host, args: ['--backend', 'wasm', '--rejoin-for', '60', ...extra], env,
+    launch: (cmd, args, opts) => bed.spawn(host, cmd, args, opts),
+  });
+}
+
+export const jobDirOf = (root: string, name: string): string => join(root, name);
