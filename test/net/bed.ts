@@ -108,6 +108,8 @@ export class Testbed {
   private switchProc: ChildProcess | null = null;
   private closed = false;
   private readonly tmp: string;
+  /** Frames the userspace switch dropped (queue full) and forwarded so far (shaped profiles). */
+  switchStats = { dropped: 0, forwarded: 0 };
   /** The NAT router's address on the LAN (what others see as the NATed host's source). */
   natPublicIp: string | null = null;
 
@@ -229,7 +231,12 @@ export class Testbed {
     this.children.add(proc);
     const ready = await new Promise<string | null>((resolve) => {
       const t = setTimeout(() => resolve('no "ready" from linkemu.py within 10 s'), 10_000);
-      proc.stdout?.on('data', (b: Buffer) => { if (b.toString().includes('ready')) { clearTimeout(t); resolve(null); } });
+      proc.stdout?.on('data', (b: Buffer) => {
+        for (const line of b.toString().split('\n')) {
+          if (line.startsWith('ready')) { clearTimeout(t); resolve(null); }
+          if (line.startsWith('{')) this.switchStats = JSON.parse(line) as { dropped: number; forwarded: number };
+        }
+      });
       let err = '';
       proc.stderr?.on('data', (b: Buffer) => { err += b.toString(); });
       proc.once('exit', (c) => { clearTimeout(t); resolve(`linkemu.py exited (${c}): ${err.trim()}`); });

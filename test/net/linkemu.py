@@ -48,8 +48,16 @@ def main() -> None:
     seq = 0
     dropped = 0
     print("ready", flush=True)
+    reported = (0, 0)
+    next_report = time.monotonic() + 1.0
+    forwarded = 0
     while True:
         now = time.monotonic()
+        if now >= next_report:
+            next_report = now + 1.0
+            if (dropped, forwarded) != reported:
+                reported = (dropped, forwarded)
+                print(json.dumps({"dropped": dropped, "forwarded": forwarded}), flush=True)
         while heap and heap[0][0] <= now:
             _, _, port, frame = heapq.heappop(heap)
             try:
@@ -67,7 +75,7 @@ def main() -> None:
                 if addr[2] == PACKET_OUTGOING or len(frame) < 14:
                     continue
                 t = time.monotonic()
-                bits = 8 * (len(frame) + 24)  # preamble, FCS, inter-frame gap
+                bits = 8 * len(frame)  # the Ethernet frame (header included; no preamble or gap)
                 macs[frame[6:12]] = i
                 # stage 1: the sender's uplink, or the one shared medium
                 if shared > 0:
@@ -96,6 +104,7 @@ def main() -> None:
                         continue
                     down_free[j] = start2 + (bits / down if down > 0 else 0.0)
                     seq += 1
+                    forwarded += 1
                     heapq.heappush(heap, (down_free[j] + down_delay, seq, j, frame))
 
 

@@ -1,0 +1,52 @@
+// The multi-host scenario of `npm run bench -- network` (the same parts as
+// test/net/multihost.test.ts): a coordinator with STUN and coturn on host `coord`, a Node
+// volunteer on host `a` and one on host `n` behind a NAT that reaches only `coord`. Did n train
+// through the TURN relay (its links reported relayed, every step one checksum)?
+import { latestPerStep } from '../coordinator/metrics.ts';
+import type { MetricRecord } from '../src/client/protocol.ts';
+import { buildTestData, metricsOf, tempRoot, testJob } from '../test/distributed/helpers.ts';
+import { Testbed } from '../test/net/bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from '../test/net/scenario.ts';
+
+export interface ScenarioResult {
+  hosts: number;
+  natRelayed: boolean;
+  /** null: not measured in this run (see lanPageNote). */
+  lanPageWebGpu: boolean | null;
+  lanPageNote: string;
+  /** From the first generation to its first committed step, ms. */
+  ringFormMs: number | null;
+  steps: number;
+}
+
+const STEPS = 4;
+
+export async function runNetworkScenario(): Promise<ScenarioResult> {
+  const root = await tempRoot('netbench');
+  const bed = await Testbed.create({ hosts: ['coord', 'a'], nat: { host: 'n', onlyTo: ['coord'] } });
+  try {
+    const data = await buildTestData(root.dir);
+    const jobDir = jobDirOf(root.dir, 'scenario');
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(STEPS, { minPeers: 2 }), port: 8443,
+      turn: { port: 3478, relayPorts: [49160, 49359] }, heartbeatMs: 1000,
+    });
+    const url = `http://${bed.host('coord').ip}:${coord.port}`;
+    const peers = ['a', 'n'].map((h) => volunteerIn(bed, h, url));
+    try {
+      const gen = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 2, 120_000, 'a ring of a and n');
+      const first = await coord.waitFor((e) => e.type === 'step', 120_000, 'the first step', gen.at);
+      await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error('scenario did not finish in 5 minutes')), 300_000))]);
+      const records: MetricRecord[] = await metricsOf(jobDir);
+      const steps = latestPerStep(records) as Extract<MetricRecord, { type: 'step' }>[];
+      const natRelayed = steps.length === STEPS && steps.every((s) => s.ring === 2 && new Set(s.peers.map((p) => p.checksum)).size === 1 && s.peers.every((p) => p.link === 'relayed'));
+      return { hosts: 4, natRelayed, lanPageWebGpu: null, lanPageNote: 'the page part runs in test/net/page.test.ts', ringFormMs: first.at - gen.at, steps: steps.length };
+    } finally {
+      for (const p of peers) p.kill('SIGKILL');
+      await coord.stop();
+    }
+  } finally {
+    await bed.close();
+    await root.remove();
+  }
+}
