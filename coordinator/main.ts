@@ -17,6 +17,7 @@ import { availableParallelism } from 'node:os';
 import { joinUrls } from './addresses.ts';
 import { checkIcePlan, parseIceList } from './ice.ts';
 import { startTurnRelay } from './turn.ts';
+import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
 
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
@@ -43,6 +44,11 @@ export const START_USAGE = `usage: npm start -- [options]
   --ice URL,...               external STUN/TURN servers (stun:HOST:PORT, turn:USER:PASS@HOST:PORT)
   --ice-secret S              the static-auth-secret of an external coturn (TURN REST credentials)
   --stun on|off               answer STUN on UDP at --port (default on)
+  --tls auto|off              HTTPS whenever --host is beyond loopback (default auto: browsers on
+                              other machines get WebGPU only from https:// pages); off: plain HTTP
+  --cert FILE --key FILE      a real certificate for HTTPS (a public server); else a local CA
+  --tls-dir DIR               the local CA and server certificate (default .cache/tls; the CA key
+                              stays there, mode 0600)
   --private                   a private job: prints the join token volunteers need
   --job-dir DIR               the job folder (default .cache/jobs/<model>-<dataset>); an unfinished
                               job there with the same options is resumed from its newest checkpoint
@@ -77,6 +83,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const iceArg = a.str('ice', '');
   const iceSecret = a.str('ice-secret', '');
   const stunOn = a.oneOf('stun', ['on', 'off'] as const, 'on') === 'on';
+  const tlsMode = a.oneOf('tls', ['auto', 'off'] as const, 'auto');
+  const certFile = a.str('cert', '');
+  const keyFile = a.str('key', '');
+  const tlsDir = resolve(a.str('tls-dir', DEFAULT_TLS_DIR));
   const cache = resolve(a.str('cache', DEFAULT_CACHE_DIR));
   const jobDir = resolve(a.str('job-dir', join(ROOT, '.cache', 'jobs', `${model}-${dataset}`)));
   const fresh = a.flag('fresh');
@@ -130,7 +140,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const pageDir = await buildPage(join(ROOT, 'dist'));
   const relay = turn ? await startTurnRelay({ port: turnPort, listen: host, log: (l) => process.stderr.write(`\n${l}\n`) }) : null;
   const ice = { stun: stunOn, turn: relay ? { port: relay.port, secret: relay.secret } : undefined, external, externalSecret: iceSecret || undefined };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, ice, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
     await relay?.close();
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
@@ -144,16 +154,25 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const urls = joinUrls(host, job.coordinator.port, job.url.startsWith('https:'));
   const shown = urls[0]!.replace(/\/$/, '');
   if (urls.length > 1) process.stderr.write(`join addresses (any one that the volunteers' network reaches):\n${urls.map((u) => `  ${u}${token ? `?token=${token}` : ''}`).join('\n')}\n`);
+  const ca = job.tls?.ca;
+  if (ca) {
+    process.stderr.write(`HTTPS with this machine's own certificate authority: ${ca.certPath}\n  SHA-256 ${ca.sha256}\n`);
+    process.stderr.write(`  each device trusts it once: download ${shown}/ca.crt (also on the dashboard), then Chrome/Edge: Settings > Privacy and security > Security > Manage certificates > Import (as a trusted root); Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import; macOS/Safari: open it in Keychain Access, set "Always Trust"; iOS: install the profile, then Settings > General > About > Certificate Trust Settings; Android: Settings > Security > Install a certificate > CA. README: "HTTPS and WebGPU on other machines".\n`);
+  } else if (host !== '127.0.0.1' && host !== 'localhost' && !job.tls) {
+    process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
+  }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
   process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
-  process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}\n  job folder: ${jobDir}\n`);
+  process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);
 
+  // Local volunteers reach the coordinator at https://127.0.0.1 (in its certificate) and trust its CA.
+  const localEnv = ca ? { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, ca.pem) } : undefined;
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
     locals.push(spawnVolunteer({
-      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, args: ['--quiet', '--backend', backend, '--threads', String(threads)],
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, env: localEnv, args: ['--quiet', '--backend', backend, '--threads', String(threads)],
       // Dawn's notes about limits it lowered are not news to anyone running a job.
       onLine: (line) => { if (line.trim() && !/^Warning: max\w+ artificially reduced/.test(line)) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
     }));

@@ -60,6 +60,8 @@ export interface RouteContext {
    * reached the coordinator by (its Host header; null when absent); none: [].
    */
   iceServers?: (peerId: string, host: string | null) => IceServer[];
+  /** The local CA (tls.ts) whose certificate GET /ca.crt serves; none: 404. */
+  localCa?: { pem: string; sha256: string };
   /** The addresses people can join by (addresses.ts), never with the join token. */
   joinUrls?: () => string[];
 }
@@ -97,7 +99,15 @@ export function tokensMatch(given: string, expected: string): boolean {
 }
 
 const getJob: Handler = async (_req, res, ctx) => {
-  sendJson(res, 200, { jobId: ctx.jobId, job: publicJobInfo(ctx.job), ...ctx.status(), joinUrls: ctx.joinUrls?.() ?? [] });
+  const tls = ctx.localCa ? { caUrl: '/ca.crt', caSha256: ctx.localCa.sha256 } : null;
+  sendJson(res, 200, { jobId: ctx.jobId, job: publicJobInfo(ctx.job), ...ctx.status(), joinUrls: ctx.joinUrls?.() ?? [], tls });
+};
+
+/** The local CA's certificate (never its key), for people to trust on their devices. */
+const getCaCert: Handler = async (_req, res, ctx) => {
+  if (!ctx.localCa) throw new HttpError('not-found', 'this coordinator has no local certificate authority (it serves plain HTTP on loopback, or a real certificate from --cert)');
+  res.writeHead(200, { 'content-type': 'application/x-x509-ca-cert', 'content-disposition': 'attachment; filename="volunteer-trainer-ca.crt"', 'cache-control': 'no-cache' });
+  res.end(ctx.localCa.pem);
 };
 
 const postJoin: Handler = async (req, res, ctx) => {
@@ -256,6 +266,7 @@ const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
   '/api/events': { GET: getEvents },
   '/api/checkpoints/latest': { GET: getLatestCheckpoint },
   '/api/metrics': { GET: getMetrics },
+  '/ca.crt': { GET: getCaCert },
 };
 
 /** Routes one request (signaling paths are handled before this). */

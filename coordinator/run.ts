@@ -19,6 +19,7 @@ import { tokensMatch } from './routes.ts';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
 import { checkIcePlan, iceServersFor, type ExternalIce, type IcePlan } from './ice.ts';
 import { startStunServer } from './stun.ts';
+import { DEFAULT_TLS_DIR, localTls, resolveTls, type TlsMaterial, type TlsOption } from './tls.ts';
 import { joinUrls } from './addresses.ts';
 import { createSessionServer } from './sessions.ts';
 import { ringNeighbours } from './signaling.ts';
@@ -52,12 +53,16 @@ export interface JobRunOptions {
    * port (`stun: false` turns it off); `turn`: a relay started by the caller (turn.ts).
    */
   ice?: { stun?: boolean; turn?: { port: number; secret: string }; external?: ExternalIce[]; externalSecret?: string; ttlSeconds?: number };
+  /** HTTPS (tls.ts): by default whenever `host` is beyond loopback, with the local CA. */
+  tls?: TlsOption;
   /** Per-address request and join limits (server.ts has the defaults); many local peers need more. */
   rateLimits?: CoordinatorOptions['rateLimits'];
 }
 
 export interface RunningJob {
   readonly coordinator: Coordinator;
+  /** What the coordinator serves HTTPS with (null: plain HTTP). */
+  readonly tls: TlsMaterial | null;
   readonly driver: Driver;
   readonly job: JobConfig;
   readonly jobId: number;
@@ -166,7 +171,9 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   const paramBytes = 4 * layout.paramFloats;
   const icePlan: IcePlan = { turn: o.ice?.turn, external: o.ice?.external, externalSecret: o.ice?.externalSecret, ttlSeconds: o.ice?.ttlSeconds };
   checkIcePlan(icePlan);
+  const tls = await resolveTls(o.tls, o.host ?? '127.0.0.1', log);
   coordinator = await startCoordinator({
+    tls: tls ?? undefined,
     // A peer is told the servers at the address it reached us by (its Host header).
     iceServers: (peerId, host) => iceServersFor(icePlan, host ?? loopbackOr(o.host), peerId),
     joinUrls: () => (coordinator ? joinUrls(o.host ?? '127.0.0.1', coordinator.port, coordinator.url.startsWith('https:')) : []),
@@ -230,10 +237,17 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     return null;
   });
   if (stun) icePlan.stunPort = stun.port;
+  // The local CA's server certificate is checked twice a day and swapped before it expires
+  // (or when this machine's addresses change).
+  const renewal = tls?.ca && o.tls?.cert === undefined ? setInterval(() => {
+    localTls(o.tls?.dir ?? DEFAULT_TLS_DIR, { log }).then((m) => c.setTls(m), (e: unknown) => log(`tls: renewing the server certificate failed: ${e instanceof Error ? e.message : String(e)}`));
+  }, 12 * 3600_000) : null;
+  renewal?.unref();
   return {
-    coordinator: c, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
+    coordinator: c, tls, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
     async close() {
       driver.stop();
+      if (renewal) clearInterval(renewal);
       sessions.closeAll();
       await c.close();
       await stun?.close();

@@ -2,6 +2,9 @@
 // server-sent events (events.ts) and the PeerJS signaling server (signaling.ts), which also
 // takes the WebSocket upgrades on its path. Every other upgrade is refused.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import type { TlsMaterial } from './tls.ts';
 import type { Duplex } from 'node:stream';
 import type { CheckpointStore } from './checkpoints.ts';
 import { createEventHub, type EventHub } from './events.ts';
@@ -41,23 +44,31 @@ export interface CoordinatorOptions {
   /** The ICE servers each joining peer is given (routes.ts); none: []. */
   iceServers?: RouteContext['iceServers'];
   joinUrls?: RouteContext['joinUrls'];
+  /**
+   * Serve HTTPS (tls.ts) on the port; a plain-HTTP request there is redirected to https://.
+   * None: plain HTTP (loopback: a browser treats http://127.0.0.1 as a secure context).
+   */
+  tls?: TlsMaterial;
   /** Other WebSocket endpoints on the same port (the session sockets): true when taken. */
   upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => boolean;
 }
 
 export interface Coordinator {
-  readonly server: Server;
+  readonly server: Server | HttpsServer;
   readonly signaling: SignalingServer;
   readonly events: EventHub;
   readonly port: number;
   readonly url: string;
+  /** Swaps the certificate of a TLS coordinator (renewal) without a restart. */
+  setTls(m: TlsMaterial): void;
   close(): Promise<void>;
 }
 
 export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinator> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const server = createServer();
-  const signaling = createSignalingServer(server, { path: '/signal', mayConnect: o.mayConnect, log });
+  const server: Server | HttpsServer = o.tls ? createHttpsServer({ key: o.tls.key, cert: o.tls.cert }) : createServer();
+  // signaling.ts mounts on the server's 'upgrade'/'request' events, which https.Server has alike.
+  const signaling = createSignalingServer(server as Server, { path: '/signal', mayConnect: o.mayConnect, log });
   const events = createEventHub(o.maxEventClients);
   const ctx: RouteContext = {
     job: o.job, jobId: o.jobId, dataDir: o.dataDir, checkpoints: o.checkpoints, signaling, events,
@@ -72,6 +83,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     admin: o.admin,
     iceServers: o.iceServers,
     joinUrls: o.joinUrls,
+    localCa: o.tls?.ca,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };
   const requests = new RateLimiter(o.rateLimits?.requests ?? { perSecond: 100, burst: 400 });
@@ -100,23 +112,42 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
   });
 
   const host = o.host ?? '127.0.0.1';
+  // With TLS, one port speaks both: a TLS handshake goes to the HTTPS server, anything else to
+  // a redirect to https:// (people type http://).
+  const redirect = o.tls ? createServer((req, res) => {
+    const target = `https://${req.headers.host ?? `${host}:${port}`}${req.url ?? '/'}`;
+    res.writeHead(308, { location: target, 'content-type': 'text/plain; charset=utf-8' });
+    res.end(`This coordinator speaks HTTPS (browsers give WebGPU only to secure pages): open ${target}\n`);
+  }) : null;
+  const front: NetServer | Server | HttpsServer = redirect ? createNetServer((socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.once('data', (first: Buffer) => {
+      socket.pause();
+      socket.unshift(first);
+      (first[0] === 0x16 ? server : redirect).emit('connection', socket);
+      process.nextTick(() => socket.resume());
+    });
+  }) : server;
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port ?? 0, host, () => {
-      server.off('error', reject);
+    front.once('error', reject);
+    front.listen(o.port ?? 0, host, () => {
+      front.off('error', reject);
       resolve();
     });
   });
-  const addr = server.address();
+  const addr = front.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
   return {
     server, signaling, events, port,
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `${o.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    setTls: (m) => { if ('setSecureContext' in server) server.setSecureContext({ key: m.key, cert: m.cert }); },
     close: () => new Promise<void>((resolve, reject) => {
       events.close();
       signaling.close();
       server.closeAllConnections();
-      server.close((e) => (e ? reject(e) : resolve()));
+      redirect?.closeAllConnections();
+      if (front !== server) server.close();
+      front.close((e) => (e ? reject(e) : resolve()));
     }),
   };
 }

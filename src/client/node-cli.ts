@@ -7,6 +7,7 @@ import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../../coordinator/args.ts';
 import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
 import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
+import { checkReachable, restartTrusting, trustedCa } from './node-trust.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
 import { BACKEND_PREFERENCES, type AnyEngine, type BackendPreference } from '../backend/engine.ts';
 import { WebGpuEngine } from '../backend/webgpu.ts';
@@ -24,6 +25,8 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --backend B        compute with auto (default: measure both, keep the faster), webgpu or wasm
   --threads N        wasm threads (default 1; a desktop that does nothing else: its core count)
   --no-tune          skip the WebGPU GEMM autotune at start (faster start, maybe slower steps)
+  --ca FILE          trust this CA certificate (the coordinator's ca.crt) for its https:// address
+  --ca-sha256 FP     fetch the coordinator's CA and trust it if its SHA-256 is FP (npm start prints it)
   --bind ADDR        WebRTC only on this local address (default: every interface, or
                      127.0.0.1 when the coordinator is on loopback; the address facing the
                      other volunteers when a machine has several)
@@ -45,6 +48,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const noTune = a.flag('no-tune');
   const quiet = a.flag('quiet');
   const bind = a.str('bind', '');
+  const caFile = a.str('ca', '');
+  const caSha256 = a.str('ca-sha256', '');
   a.rejectUnknown(VOLUNTEER_USAGE);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
@@ -52,6 +57,10 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
 
+  // Trust the coordinator's own CA (node-trust.ts): this runs again with it trusted.
+  const restarted = await restartTrusting(await trustedCa(url, caFile, caSha256));
+  if (restarted !== null) process.exit(restarted);
+  await checkReachable(url);
   const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
   const { engine, choice } = await chooseEngine(backend as BackendPreference, {
     webgpu: async (): Promise<AnyEngine> => {

@@ -9,6 +9,7 @@ import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-vol
 import { readMetrics, type MetricRecord } from '../../coordinator/metrics.ts';
 import { runJob, type RunningJob } from '../../coordinator/run.ts';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import type { TlsOption } from '../../coordinator/tls.ts';
 import type { LiveEvent } from '../../src/client/protocol.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 
@@ -38,14 +39,14 @@ export interface TestJob extends RunningJob {
   readonly jobDir: string;
 }
 
-export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string } = {}): Promise<TestJob> {
+export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string; tls?: TlsOption } = {}): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
   const jobDir = join(root, name);
   const job = await runJob({
     jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
-    onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir,
+    onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir, tls: extra.tls,
   });
   return Object.assign(job, { events, lines, jobDir });
 }
