@@ -15,7 +15,11 @@ export interface LaunchOptions {
   args?: string[];
 }
 
-export function chromiumFlags(webgpu: 'llvmpipe' | 'swiftshader' = 'llvmpipe'): string[] {
+/**
+ * `loopbackWebRtc` (single-host tests only): gather 127.0.0.1 host candidates and show real IPs
+ * instead of mDNS names. Multi-host tests leave it off: a real browser's WebRTC defaults.
+ */
+export function chromiumFlags(webgpu: 'llvmpipe' | 'swiftshader' = 'llvmpipe', loopbackWebRtc = true): string[] {
   const flags = [
     '--no-sandbox',
     '--enable-unsafe-webgpu',
@@ -24,8 +28,7 @@ export function chromiumFlags(webgpu: 'llvmpipe' | 'swiftshader' = 'llvmpipe'): 
     '--disable-sync',
     '--no-first-run',
     '--disable-quic',
-    '--allow-loopback-in-peer-connection',
-    '--disable-features=WebRtcHideLocalIpsWithMdns',
+    ...(loopbackWebRtc ? ['--allow-loopback-in-peer-connection', '--disable-features=WebRtcHideLocalIpsWithMdns'] : []),
   ];
   if (webgpu === 'llvmpipe') flags.push('--use-angle=gl-egl', '--use-webgpu-adapter=opengles');
   return flags;

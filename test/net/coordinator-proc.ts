@@ -32,7 +32,7 @@ const job = await runJob({
   jobDir: o.jobDir, config: o.config, dataDir: o.dataDir, manifest, host: '0.0.0.0', port: o.port, evalSamples: 48,
   heartbeatMs: o.heartbeatMs ?? 1000, timeouts: o.timeouts, pageDir: o.pageDir,
   ice: { turn: relay ? { port: relay.port, secret: relay.secret } : undefined },
-  ...(o.tlsDir ? { tls: { dir: o.tlsDir } } : {}),
+  tls: o.tlsDir ? { dir: o.tlsDir } : { mode: 'off' },
   onEvent: (e) => say({ event: e }),
   log: (l) => process.stderr.write(`${l}\n`),
 });

@@ -1,14 +1,21 @@
-// Peers on different hosts train one job: a coordinator (STUN, coturn) on host `coord`, Node
-// volunteers on hosts `a` and `b`, and one on host `n` behind a NAT that lets it reach only
-// `coord`, so its links can only run through the TURN relay. Every committed step has the full
-// ring and one checksum; `n`'s links are reported relayed, the others direct. Then `b`'s link
-// is cut in the middle of training: it is noticed within seconds, the step runs again without
-// it, no step is lost or doubled, and the final weights equal the same job trained by one peer.
+// Peers on different hosts train one job: a coordinator (HTTPS with its local CA, STUN, coturn)
+// on host `coord`, Node volunteers on hosts `a` and `b`, one on host `n` behind a NAT that lets
+// it reach only `coord` (so its links can only run through the TURN relay), and a Chromium page
+// on host `page` opened by the coordinator's LAN address over HTTPS, with the CA imported into
+// its certificate store as a person would: it must have WebGPU and train on it. Every committed
+// step has the full ring and one checksum; `n`'s links are reported relayed, the others direct.
+// Then `b`'s link is cut in the middle of training: it is noticed within seconds, the step runs
+// again without it, no step is lost or doubled, and the final weights equal one peer's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, tempRoot, testJob, volunteer } from '../distributed/helpers.ts';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { extraCaFile } from '../../coordinator/tls.ts';
+import { buildPage } from '../../coordinator/main.ts';
 import { Testbed } from './bed.ts';
+import { launchChromiumIn, type HostBrowser } from './browser.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
 
 const K = 10;
@@ -16,13 +23,17 @@ const CUT_AFTER = 5;
 let root: { dir: string; remove(): Promise<void> };
 let data: Awaited<ReturnType<typeof buildTestData>>;
 let bed: Testbed;
+let pageDir: string;
+let chrome: HostBrowser | null = null;
 
 beforeAll(async () => {
   root = await tempRoot('multihost');
   data = await buildTestData(root.dir);
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b'], nat: { host: 'n', onlyTo: ['coord'] } });
+  pageDir = await buildPage(join(root.dir, 'page'));
+  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'page'], nat: { host: 'n', onlyTo: ['coord'] } });
 });
 afterAll(async () => {
+  await chrome?.close();
   await bed?.close();
   await root?.remove();
 });
@@ -30,22 +41,45 @@ afterAll(async () => {
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
 describe('across hosts', () => {
-  it(`a, b and n (behind NAT, TURN only) train ${K} steps; b's link is cut after step ${CUT_AFTER}`, async () => {
+  it(`a, b, n (behind NAT, TURN only) and a WebGPU page train ${K} steps; b's link is cut after step ${CUT_AFTER}`, async () => {
     const jobDir = jobDirOf(root.dir, 'multi');
+    const tlsDir = join(root.dir, 'tls');
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8443,
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 4 }), port: 8443, pageDir, tlsDir,
       turn: { port: 3478, relayPorts: [49160, 49359] }, heartbeatMs: 1000,
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
     });
-    const url = `http://${bed.host('coord').ip}:${coord.port}`;
-    const peers = ['a', 'b', 'n'].map((h) => volunteerIn(bed, h, url));
+    const url = `https://${bed.host('coord').ip}:${coord.port}`;
+    expect(coord.url).toMatch(/^https:/);
+    const caPem = await readFile(join(tlsDir, 'ca.crt'), 'utf8');
+    const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, caPem) };
+    const peers: ReturnType<typeof volunteerIn>[] = [];
     try {
+      // The page, on its own host, by the coordinator's LAN address over HTTPS (first, while
+      // the cores are free: Chromium's software GPU process starts slowly under load).
+      chrome = await launchChromiumIn(bed, 'page', caPem);
+      const page = await (await chrome.browser.newContext()).newPage();
+      const probe = async () => {
+        await page.goto(`${url}/?name=page&backend=webgpu`);
+        await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });
+        return page.evaluate(() => document.getElementById('donate')!.dataset.backend);
+      };
+      let backend = await probe();
+      if (backend !== 'webgpu') {
+        // llvmpipe's GPU process sometimes loses its Dawn instance at start; a person reloads.
+        console.log(`page: no WebGPU device on the first load (${await page.textContent('#device')}); reloading once`);
+        backend = await probe();
+      }
+      expect(await page.evaluate(() => ({ secure: isSecureContext, gpu: 'gpu' in navigator, isolated: crossOriginIsolated })), 'a page opened by LAN address over HTTPS is a secure, isolated context with WebGPU').toEqual({ secure: true, gpu: true, isolated: true });
+      expect(backend, (await page.textContent('#device')) ?? '').toBe('webgpu');
+      await page.click('#toggle');
+      peers.push(...['a', 'b', 'n'].map((h) => volunteerIn(bed, h, url, [], env)));
       const t0 = Date.now();
-      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 120_000, 'a first step with all 3 hosts');
+      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 4, 180_000, 'a first step with all 4 hosts');
       await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
       const cutAt = Date.now();
       await bed.cut('b');
-      const noticed = await coord.waitFor((e) => e.type === 'peer-left' || e.type === 'step-aborted' || (e.type === 'generation' && e.ring.length === 2), 30_000, "the coordinator noticing b's cut link", cutAt);
+      const noticed = await coord.waitFor((e) => e.type === 'peer-left' || e.type === 'step-aborted' || (e.type === 'generation' && e.ring.length === 3), 30_000, "the coordinator noticing b's cut link", cutAt);
       const noticeMs = noticed.at - cutAt;
       await coord.finished;
       console.log(`across hosts: first full ring after ${formed.at - t0} ms; b's cut noticed after ${noticeMs} ms (${noticed.e.type})`);
@@ -59,8 +93,8 @@ describe('across hosts', () => {
       for (const r of steps) {
         expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
         const hosts = r.peers.map((p) => names.get(p.peerId));
-        if (r.step <= CUT_AFTER) expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'b', 'n']);
-        else expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'n']);
+        if (r.step <= CUT_AFTER) expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'b', 'n', 'page']);
+        else expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'n', 'page']);
         // n reaches the others only through the relay; a <-> b is direct.
         for (const [i, p] of r.peers.entries()) {
           const next = r.peers[(i + 1) % r.peers.length]!;
@@ -86,7 +120,9 @@ describe('across hosts', () => {
       }
     } finally {
       for (const p of peers) p.kill('SIGKILL');
+      await chrome?.close();
+      chrome = null;
       await coord.stop();
     }
-  }, 600_000);
+  }, 900_000);
 });
