@@ -68,7 +68,13 @@ export function timelineSvg(title: string, rows: readonly TimelineRow[], unit = 
   return out.join('\n');
 }
 
-export interface RingNode { label: string; detail: string; share: number }
+export interface RingNode {
+  label: string;
+  detail: string;
+  share: number;
+  /** How its link to the next node runs (the newest step's report); absent: unknown. */
+  link?: 'direct' | 'relayed';
+}
 
 /** The ring as a circle of peers, each with its label, device and share of the batch. */
 export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): string {
@@ -77,8 +83,23 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): 
     `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="${c}" y="20" text-anchor="middle" font-size="15">${esc(title)}</text>`,
-    `<circle cx="${c}" cy="${c + 10}" r="${r}" fill="none" stroke="#ccc" stroke-width="2"/>`,
   ];
+  const at = (i: number) => {
+    const a = (2 * Math.PI * i) / Math.max(1, nodes.length) - Math.PI / 2;
+    return [c + r * Math.cos(a), c + 10 + r * Math.sin(a)] as const;
+  };
+  if (nodes.length < 2) out.push(`<circle cx="${c}" cy="${c + 10}" r="${r}" fill="none" stroke="#ccc" stroke-width="2"/>`);
+  // Each node's link to the next: solid for direct, dashed for through a TURN relay.
+  nodes.forEach((n, i) => {
+    if (nodes.length < 2) return;
+    const [x1, y1] = at(i), [x2, y2] = at((i + 1) % nodes.length);
+    const style = n.link === 'relayed' ? 'stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"' : n.link === 'direct' ? 'stroke="#2ca02c" stroke-width="3"' : 'stroke="#bbb" stroke-width="2"';
+    out.push(`<line class="edge-${n.link ?? 'unknown'}" x1="${x1.toFixed(1)}" y1="${y1.toFixed(1)}" x2="${x2.toFixed(1)}" y2="${y2.toFixed(1)}" ${style}/>`);
+  });
+  if (nodes.some((n) => n.link)) {
+    out.push(`<line x1="12" y1="${size - 30}" x2="42" y2="${size - 30}" stroke="#2ca02c" stroke-width="3"/><text x="48" y="${size - 26}">direct</text>`);
+    out.push(`<line x1="12" y1="${size - 12}" x2="42" y2="${size - 12}" stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"/><text x="48" y="${size - 8}">relayed (TURN)</text>`);
+  }
   nodes.forEach((n, i) => {
     const a = (2 * Math.PI * i) / Math.max(1, nodes.length) - Math.PI / 2;
     const x = c + r * Math.cos(a), y = c + 10 + r * Math.sin(a);

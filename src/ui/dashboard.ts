@@ -2,7 +2,8 @@
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
 import type { LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
-import { lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
+import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
+import { joinInfoOf, mainJoinUrl, qrSvg, type JoinInfo } from './join.ts';
 
 interface StepPoint { step: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
@@ -79,8 +80,11 @@ export function charts(m: DashboardModel): string[] {
   out.push(timelineSvg('per-peer time in the last steps', rows, 'ms', W));
   const last = m.steps[m.steps.length - 1];
   const images = new Map((last?.timings ?? []).map((t) => [t.peerId, t.images]));
-  out.push(ringSvg(`the ring (${m.ring.length} peers)`, m.ring.map((p) => ({
+  const links = new Map((last?.timings ?? []).map((t) => [t.peerId, t.link]));
+  const relayed = [...links.values()].filter((l) => l === 'relayed').length;
+  out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p) => ({
     label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch),
+    ...(links.get(p.id) ? { link: links.get(p.id)! } : {}),
   })), 460));
   return out;
 }
@@ -122,7 +126,9 @@ export function showDashboard(root: HTMLElement): () => void {
     });
   }
   void (async () => {
-    const job = (await (await fetch('/api/job')).json()) as { job: { name: string; model: string; dataset: string; globalBatch: number }; peers: number };
+    const raw: unknown = await (await fetch('/api/job')).json();
+    const job = raw as { job: { name: string; model: string; dataset: string; globalBatch: number }; peers: number };
+    showJoin(root, joinInfoOf(raw));
     m.globalBatch = job.job.globalBatch;
     m.title = `${job.job.name}: ${job.job.model} on ${job.job.dataset}, global batch ${job.job.globalBatch}`;
     peers = job.peers;
@@ -138,4 +144,16 @@ export function showDashboard(root: HTMLElement): () => void {
     clearInterval(timer);
     events.close();
   };
+}
+
+/** The join address, large, with its QR code and the CA to trust (for a projector). */
+function showJoin(root: HTMLElement, info: JoinInfo): void {
+  const box = root.querySelector<HTMLElement>('#dash-join');
+  if (!box) return;
+  const url = mainJoinUrl(info, location.search, `${location.origin}/`);
+  const others = info.joinUrls.slice(1).map((u) => `<div class="other">${esc(u)}</div>`).join('');
+  const ca = info.tls ? `<div class="ca"><a href="${esc(info.tls.caUrl)}" download>Download the CA certificate</a> (SHA-256 ${esc(info.tls.caSha256)}): install it as a trusted root on each device once, then open the https address. README: "HTTPS and WebGPU on other machines".</div>` : '';
+  box.innerHTML = `<div class="qr">${qrSvg(url)}</div><div><div>Join from any device on this network:</div><div class="join-url">${esc(url)}</div>${others ? `<div>or</div>${others}` : ''}${ca}</div>`;
+  box.hidden = false;
+  box.dataset.url = url;
 }

@@ -7,6 +7,7 @@ import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
+import { insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
@@ -64,9 +65,24 @@ export function showDonate(root: HTMLElement): void {
 
   const jobDl = $('job');
   let job: PublicJob | null = null;
+  let joinInfo: JoinInfo | null = null;
   const refresh = async () => {
     job = await refreshJob(jobDl);
     $('token-row').hidden = job?.job.access !== 'private';
+    joinInfo = job ? joinInfoOf(job) : null;
+    showInsecure();
+  };
+  // A page from http://<LAN address> is not a secure context: no WebGPU, whatever the browser.
+  const insecure = () => insecureHelp(window.isSecureContext, location, joinInfo);
+  const showInsecure = () => {
+    const help = insecure();
+    const box = $('insecure');
+    box.hidden = !help;
+    if (!help) return;
+    const link = document.createElement('a');
+    link.href = help.httpsUrl;
+    link.textContent = `Open ${help.httpsUrl}`;
+    box.replaceChildren(document.createTextNode(help.text), document.createElement('br'), link);
   };
   void refresh();
   const timer = setInterval(() => void refresh(), 5000);
@@ -123,7 +139,7 @@ export function showDonate(root: HTMLElement): void {
       (r) => {
         const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${r.reason}.`];
         const noGpu = r.measures.find((m) => m.backend === 'webgpu' && !m.available);
-        if (noGpu) lines.push(WEBGPU_HELP);
+        if (noGpu) lines.push(insecure()?.text ?? WEBGPU_HELP);
         else if (r.backend === 'webgpu' && r.cpu) lines.push('(software WebGPU: a real GPU is 100x faster)');
         device.textContent = lines.join('\n');
         button.disabled = false;
@@ -136,7 +152,8 @@ export function showDonate(root: HTMLElement): void {
         device.classList.add('bad');
         // The worker's errors say what to do; never show a stack.
         const msg = e instanceof Error ? e.message : String(e);
-        device.textContent = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
+        const first = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
+        device.textContent = insecure() ? `${insecure()!.text}\n(${first})` : first;
         root.dataset.device = 'missing';
         delete root.dataset.backend;
         root.dataset.probing = '';
