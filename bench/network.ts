@@ -152,7 +152,7 @@ export async function main(args: string[]): Promise<void> {
   }));
   const formAll = Object.values(form).flat();
   console.log(JSON.stringify({
-    bench: 'network', hosts: MAX_N + 1 + scenario.hosts, nat_relayed: scenario.natRelayed, lan_page_webgpu: scenario.lanPageWebGpu,
+    bench: 'network', hosts: Math.max(MAX_N + 1, scenario.hosts), nat_relayed: scenario.natRelayed, lan_page_webgpu: scenario.lanPageWebGpu,
     ring_form_ms: +median(formAll).toFixed(1), efficiency_wifi: eff('wifi'), efficiency_home: eff('home'), efficiency_lan: eff('lan'),
     comm_share_small_cnn: share, scenario_ring_form_ms: scenario.ringFormMs,
   }));

@@ -59,6 +59,9 @@ describe('across hosts', () => {
       // the cores are free: Chromium's software GPU process starts slowly under load).
       chrome = await launchChromiumIn(bed, 'page', caPem);
       const page = await (await chrome.browser.newContext()).newPage();
+      // Someone who types http:// lands on the https:// page (the port speaks both).
+      await page.goto(`http://${bed.host('coord').ip}:${coord.port}/`);
+      expect(page.url()).toBe(`${url}/`);
       const probe = async () => {
         await page.goto(`${url}/?name=page&backend=webgpu`);
         await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });

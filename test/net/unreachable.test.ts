@@ -1,0 +1,63 @@
+// A volunteer nobody can reach (behind a NAT that lets it reach only the coordinator's host, and
+// the job has no TURN relay): the coordinator blames it, not its honest neighbours, and after
+// three such rings it leaves with a message that says why, instead of being evicted and
+// rejoining in a loop. The two volunteers that can reach each other train on.
+import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { extraCaFile } from '../../coordinator/tls.ts';
+import { buildTestData, tempRoot, testJob } from '../distributed/helpers.ts';
+import { Testbed } from './bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+
+let root: { dir: string; remove(): Promise<void> };
+let data: Awaited<ReturnType<typeof buildTestData>>;
+let bed: Testbed;
+
+beforeAll(async () => {
+  root = await tempRoot('unreachable');
+  data = await buildTestData(root.dir);
+  bed = await Testbed.create({ hosts: ['coord', 'a', 'b'], nat: { host: 'n', onlyTo: ['coord'] } });
+});
+afterAll(async () => {
+  await bed?.close();
+  await root?.remove();
+});
+
+describe('a volunteer nobody can reach', () => {
+  it('is blamed itself, and leaves after three rings with a diagnosis', async () => {
+    const tlsDir = join(root.dir, 'tls');
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir: jobDirOf(root.dir, 'job'), dataDir: data.dataDir, dataset: 'mnist', config: testJob(400, { minPeers: 2, checkpointEvery: 2 }), port: 8443, tlsDir,
+      heartbeatMs: 1000, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 10_000 },
+    });
+    const url = `https://${bed.host('coord').ip}:${coord.port}`;
+    const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, await readFile(join(tlsDir, 'ca.crt'), 'utf8')) };
+    const a = volunteerIn(bed, 'a', url, [], env);
+    const b = volunteerIn(bed, 'b', url, [], env);
+    let n: ReturnType<typeof volunteerIn> | null = null;
+    try {
+      await coord.waitFor((e) => e.type === 'step' && e.peers === 2, 120_000, 'a and b training');
+      n = volunteerIn(bed, 'n', url, [], env);
+      const code = await Promise.race([n.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 240_000))]);
+      const log = n.lines.join('\n');
+      console.log(`what the unreachable volunteer said:\n${n.lines.slice(-6).join('\n')}`);
+      expect(code, log.slice(-2000)).not.toBe('timeout');
+      expect(code).not.toBe(0);
+      expect(log).toContain('could not open a WebRTC connection to any other volunteer');
+      expect(log).toMatch(/WebRTC addresses of this device: host 192\.168\.\d+\.2:\d+/);
+      expect(log).toMatch(/--turn/);
+      // Only n was ever blamed: a and b were never evicted, and they train on.
+      const left = coord.events.filter((x) => x.e.type === 'peer-left').map((x) => (x.e.type === 'peer-left' ? x.e : null)!);
+      const names = new Map<string, string>();
+      for (const x of coord.events) if (x.e.type === 'generation') for (const p of x.e.peers) names.set(p.id, p.name ?? p.id);
+      expect(left.length).toBeGreaterThanOrEqual(3);
+      for (const l of left) expect(names.get(l.peerId), `${l.peerId}: ${l.reason}`).toBe('n');
+      const since = Date.now();
+      await coord.waitFor((e) => e.type === 'step' && e.peers === 2, 60_000, 'a and b still training', since);
+    } finally {
+      for (const v of [a, b, n]) v?.kill('SIGKILL');
+      await coord.stop();
+    }
+  }, 400_000);
+});
