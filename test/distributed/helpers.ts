@@ -65,6 +65,19 @@ export async function until(cond: () => boolean, ms: number, what: string): Prom
   }
 }
 
+/** The final weights of `config` trained by one volunteer alone (the equivalence tests' reference). */
+export async function onePeerWeights(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, backend: 'webgpu' | 'wasm'): Promise<{ step: number; weights: Float32Array }> {
+  const solo = await startTestJob(root, name, data, config);
+  try {
+    const v = volunteer(solo.url, name, backend);
+    await solo.driver.finished;
+    await v.exited;
+    return await finalWeights(solo.jobDir);
+  } finally {
+    await solo.close();
+  }
+}
+
 export async function finalWeights(jobDir: string): Promise<{ step: number; weights: Float32Array }> {
   const store = await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 100 });
   const c = await store.readNewest();

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPage } from '../../coordinator/main.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
-import { buildTestData, finalWeights, metricsOf, startTestJob, tempRoot, testJob, volunteer, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob } from '../distributed/helpers.ts';
 import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
 
 const K = 8;
@@ -67,22 +67,14 @@ describe('mixed ring', () => {
       expect(mixed.step).toBe(K);
 
       // The same job trained by one WebGPU peer alone: the same weights up to float32 rounding.
-      const solo = await startTestJob(root.dir, 'solo', data, testJob(K));
-      try {
-        const v = volunteer(solo.url, 'solo', 'webgpu');
-        await solo.driver.finished;
-        await v.exited;
-        const ref = await finalWeights(solo.jobDir);
-        let maxW = 0, maxD = 0;
-        for (let i = 0; i < ref.weights.length; i++) {
-          maxW = Math.max(maxW, Math.abs(ref.weights[i]!));
-          maxD = Math.max(maxD, Math.abs(ref.weights[i]! - mixed.weights[i]!));
-        }
-        console.log(`mixed ring (webgpu tab, wasm tab, node webgpu) vs 1 WebGPU peer after ${K} steps: max |dw| / max |w| = ${(maxD / maxW).toExponential(2)}`);
-        expect(maxD / maxW, 'max |dw| / max |w| against one WebGPU peer').toBeLessThan(1e-4);
-      } finally {
-        await solo.close();
+      const ref = await onePeerWeights(root.dir, 'solo', data, testJob(K), 'webgpu');
+      let maxW = 0, maxD = 0;
+      for (let i = 0; i < ref.weights.length; i++) {
+        maxW = Math.max(maxW, Math.abs(ref.weights[i]!));
+        maxD = Math.max(maxD, Math.abs(ref.weights[i]! - mixed.weights[i]!));
       }
+      console.log(`mixed ring (webgpu tab, wasm tab, node webgpu) vs 1 WebGPU peer after ${K} steps: max |dw| / max |w| = ${(maxD / maxW).toExponential(2)}`);
+      expect(maxD / maxW, 'max |dw| / max |w| against one WebGPU peer').toBeLessThan(1e-4);
     } finally {
       await job.close();
     }

@@ -9,21 +9,10 @@
 import { readComplete } from '../../coordinator/data/cli.ts';
 import { runJob } from '../../coordinator/run.ts';
 import { startTurnRelay } from '../../coordinator/turn.ts';
+import type { CoordinatorProcOptions } from './scenario.ts';
 
-interface ProcOptions {
-  jobDir: string;
-  dataDir: string;
-  dataset: string;
-  config: Record<string, unknown>;
-  port: number;
-  turn?: { port: number; relayPorts: [number, number] };
-  pageDir?: string;
-  tlsDir?: string;
-  timeouts?: Record<string, number>;
-  heartbeatMs?: number;
-}
 
-const o = JSON.parse(process.argv[2] ?? '{}') as ProcOptions;
+const o = JSON.parse(process.argv[2] ?? '{}') as CoordinatorProcOptions;
 const say = (x: unknown) => process.stdout.write(`${JSON.stringify(x)}\n`);
 const manifest = await readComplete(`${o.dataDir}/${o.dataset}`);
 if (!manifest) throw new Error(`no complete data set in ${o.dataDir}/${o.dataset}`);

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
-import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, tempRoot, testJob, volunteer } from '../distributed/helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { extraCaFile } from '../../coordinator/tls.ts';
@@ -98,29 +98,27 @@ describe('across hosts', () => {
         const hosts = r.peers.map((p) => names.get(p.peerId));
         if (r.step <= CUT_AFTER) expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'b', 'n', 'page']);
         else expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'n', 'page']);
-        // n reaches the others only through the relay; a <-> b is direct.
+        // n reaches the others only through the relay; Node hosts on the LAN connect directly.
+        // (Chromium may pick its relayed pair to a LAN host as well: whatever it picked, it is reported.)
         for (const [i, p] of r.peers.entries()) {
           const next = r.peers[(i + 1) % r.peers.length]!;
           const edge = [names.get(p.peerId), names.get(next.peerId)];
-          expect(p.link, `link ${edge.join('->')} in step ${r.step}`).toBe(edge.includes('n') ? 'relayed' : 'direct');
+          const what = `link ${edge.join('->')} in step ${r.step}`;
+          if (edge.includes('n')) expect(p.link, what).toBe('relayed');
+          else if (edge.includes('page')) expect(['direct', 'relayed'], what).toContain(p.link);
+          else expect(p.link, what).toBe('direct');
         }
       }
+      const pageLinks = steps.flatMap((r) => r.peers.filter((p) => names.get(p.peerId) === 'page').map((p) => p.link));
+      console.log(`across hosts: the page's link to its successor per step: ${pageLinks.join(' ')}`);
       const multi = await finalWeights(jobDir);
       expect(multi.step).toBe(K);
 
       // The same job on one peer (loopback, this host): the same weights up to float rounding.
-      const solo = await startTestJob(root.dir, 'solo', data, testJob(K));
-      try {
-        const v = volunteer(solo.url, 'solo', 'wasm');
-        await solo.driver.finished;
-        await v.exited;
-        const ref = await finalWeights(solo.jobDir);
-        const d = relDiff(multi.weights, ref.weights);
-        console.log(`across hosts vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
-        expect(d).toBeLessThan(1e-4);
-      } finally {
-        await solo.close();
-      }
+      const ref = await onePeerWeights(root.dir, 'solo', data, testJob(K), 'wasm');
+      const d = relDiff(multi.weights, ref.weights);
+      console.log(`across hosts vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
+      expect(d).toBeLessThan(1e-4);
     } finally {
       for (const p of peers) p.kill('SIGKILL');
       await chrome?.close();
