@@ -82,7 +82,7 @@ export interface IcePlan {
   external?: ExternalIce[];
   /** Secret for REST credentials of the external TURN servers that carry none (`--ice-secret`). */
   externalSecret?: string;
-  /** How long TURN credentials stay valid (default 12 hours; a rejoin gets fresh ones). */
+  /** How long TURN credentials stay valid (default 24 hours, an overnight job; a rejoin gets fresh ones). */
   ttlSeconds?: number;
 }
 
@@ -97,7 +97,7 @@ export const urlHost = (host: string): string => (isIP(host) === 6 ? `[${host}]`
 export function iceServersFor(plan: IcePlan, host: string, peerId: string, nowMs = Date.now()): IceServer[] {
   const out: IceServer[] = [];
   const h = urlHost(host);
-  const ttl = plan.ttlSeconds ?? 12 * 3600;
+  const ttl = plan.ttlSeconds ?? 24 * 3600;
   if (plan.stunPort) out.push({ urls: [`stun:${h}:${plan.stunPort}`] });
   if (plan.turn) out.push({ urls: [`turn:${h}:${plan.turn.port}?transport=udp`, `turn:${h}:${plan.turn.port}?transport=tcp`], ...turnCredentials(plan.turn.secret, peerId, ttl, nowMs) });
   for (const e of plan.external ?? []) {
