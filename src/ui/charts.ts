@@ -76,6 +76,13 @@ export interface RingNode {
   link?: 'direct' | 'relayed';
 }
 
+const EDGE_STYLE = {
+  direct: 'stroke="#2ca02c" stroke-width="3"',
+  relayed: 'stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"',
+  unknown: 'stroke="#bbb" stroke-width="2"',
+} as const;
+const EDGE_LEGEND = { direct: 'direct link', relayed: 'relayed (through TURN)', unknown: 'not reported yet' } as const;
+
 /** The ring as a circle of peers, each with its label, device and share of the batch. */
 export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): string {
   const c = size / 2, r = size / 2 - 90;
@@ -89,16 +96,29 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): 
     return [c + r * Math.cos(a), c + 10 + r * Math.sin(a)] as const;
   };
   if (nodes.length < 2) out.push(`<circle cx="${c}" cy="${c + 10}" r="${r}" fill="none" stroke="#ccc" stroke-width="2"/>`);
-  // Each node's link to the next: solid for direct, dashed for through a TURN relay.
+  // Each node's link to the next: solid green for direct, dashed red and labelled "relay" for
+  // through a TURN relay, thin grey when not reported.
   nodes.forEach((n, i) => {
     if (nodes.length < 2) return;
     const [x1, y1] = at(i), [x2, y2] = at((i + 1) % nodes.length);
-    const style = n.link === 'relayed' ? 'stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"' : n.link === 'direct' ? 'stroke="#2ca02c" stroke-width="3"' : 'stroke="#bbb" stroke-width="2"';
-    out.push(`<line class="edge-${n.link ?? 'unknown'}" x1="${x1.toFixed(1)}" y1="${y1.toFixed(1)}" x2="${x2.toFixed(1)}" y2="${y2.toFixed(1)}" ${style}/>`);
+    // A ring of two has two edges on one chord: each bows to its own side to stay visible.
+    const len = Math.hypot(x2 - x1, y2 - y1) || 1, px = -(y2 - y1) / len, py = (x2 - x1) / len;
+    const bow = nodes.length === 2 ? 0.3 * len : 0;
+    const mx = (x1 + x2) / 2, my = (y1 + y2) / 2;
+    out.push(`<path class="edge-${n.link ?? 'unknown'}" d="M${x1.toFixed(1)},${y1.toFixed(1)} Q${(mx + bow * px).toFixed(1)},${(my + bow * py).toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}" fill="none" ${EDGE_STYLE[n.link ?? 'unknown']}/>`);
+    if (n.link === 'relayed') {
+      // The label sits just outside the edge's middle (away from the centre, or from the chord).
+      const [ox, oy] = bow ? [px, py] : [mx - c, my - (c + 10)];
+      const d = Math.hypot(ox, oy) || 1, ax = mx + (bow / 2) * px, ay = my + (bow / 2) * py;
+      out.push(`<text class="relay-label" x="${(ax + (14 * ox) / d).toFixed(1)}" y="${(ay + (14 * oy) / d + 4).toFixed(1)}" text-anchor="middle" fill="#d62728" font-weight="bold">relay</text>`);
+    }
   });
-  if (nodes.some((n) => n.link)) {
-    out.push(`<line x1="12" y1="${size - 30}" x2="42" y2="${size - 30}" stroke="#2ca02c" stroke-width="3"/><text x="48" y="${size - 26}">direct</text>`);
-    out.push(`<line x1="12" y1="${size - 12}" x2="42" y2="${size - 12}" stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"/><text x="48" y="${size - 8}">relayed (TURN)</text>`);
+  const shown = (['direct', 'relayed', 'unknown'] as const).filter((k) => k !== 'unknown' || nodes.some((n) => !n.link));
+  if (nodes.length >= 2 && nodes.some((n) => n.link)) {
+    shown.forEach((k, j) => {
+      const y = size - 12 - 18 * (shown.length - 1 - j);
+      out.push(`<line x1="12" y1="${y - 4}" x2="42" y2="${y - 4}" ${EDGE_STYLE[k]}/><text x="48" y="${y}">${EDGE_LEGEND[k]}</text>`);
+    });
   }
   nodes.forEach((n, i) => {
     const a = (2 * Math.PI * i) / Math.max(1, nodes.length) - Math.PI / 2;

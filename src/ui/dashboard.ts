@@ -1,17 +1,19 @@
 // The dashboard (#dashboard): the job's history from GET /api/metrics, then live from the
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
-import type { LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
+import type { LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
-import { joinInfoOf, mainJoinUrl, qrSvg, type JoinInfo } from './join.ts';
+import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } from './join.ts';
 
-interface StepPoint { step: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
+interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
 
 export interface DashboardModel {
   steps: StepPoint[];
   evals: EvalPoint[];
   ring: RingPeer[];
+  /** The generation `ring` belongs to (null before the first generation record or event). */
+  ringGeneration: number | null;
   globalBatch: number;
   title: string;
 }
@@ -26,13 +28,14 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     const time = 'time' in e ? e.time : now;
     // A step re-run after a restart replaces the later history.
     while (m.steps.length && m.steps[m.steps.length - 1]!.step >= e.step) m.steps.pop();
-    m.steps.push({ step: e.step, time, loss: e.loss, ips: e.imagesPerSec, ring, timings });
+    m.steps.push({ step: e.step, generation: e.generation, time, loss: e.loss, ips: e.imagesPerSec, ring, timings });
     if (m.steps.length > MAX_POINTS) m.steps.splice(0, m.steps.length - MAX_POINTS);
   } else if (e.type === 'eval') {
     while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
     m.evals.push({ step: e.step, time: 'time' in e ? e.time : now, top1: e.top1, top5: e.top5 });
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
+    m.ringGeneration = e.generation;
   }
 }
 
@@ -40,6 +43,17 @@ const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[s.length >> 1]! : 0;
 };
+
+/**
+ * How each edge ring[i] -> ring[i+1] runs, from the newest step's timings (a peer's `link` is
+ * its edge to its successor). A step of another generation than the drawn ring says nothing
+ * about this ring's edges (its successors differed): all unknown until this ring's first step.
+ */
+export function ringLinks(ring: readonly RingPeer[], ringGeneration: number | null, last: { generation: number; timings: readonly PeerStepTiming[] } | undefined): (LinkKind | undefined)[] {
+  if (!last || (ringGeneration !== null && last.generation !== ringGeneration)) return ring.map(() => undefined);
+  const links = new Map(last.timings.map((t) => [t.peerId, t.link]));
+  return ring.map((p) => (ring.length > 1 ? links.get(p.id) : undefined));
+}
 
 /** Every chart of the dashboard as SVG text. */
 export function charts(m: DashboardModel): string[] {
@@ -80,18 +94,18 @@ export function charts(m: DashboardModel): string[] {
   out.push(timelineSvg('per-peer time in the last steps', rows, 'ms', W));
   const last = m.steps[m.steps.length - 1];
   const images = new Map((last?.timings ?? []).map((t) => [t.peerId, t.images]));
-  const links = new Map((last?.timings ?? []).map((t) => [t.peerId, t.link]));
-  const relayed = [...links.values()].filter((l) => l === 'relayed').length;
-  out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p) => ({
+  const links = ringLinks(m.ring, m.ringGeneration, last);
+  const relayed = links.filter((l) => l === 'relayed').length;
+  out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p, i) => ({
     label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch),
-    ...(links.get(p.id) ? { link: links.get(p.id)! } : {}),
+    ...(links[i] ? { link: links[i] } : {}),
   })), 460));
   return out;
 }
 
 /** Shows the dashboard in `root`; returns a function that stops its updates. */
 export function showDashboard(root: HTMLElement): () => void {
-  const m: DashboardModel = { steps: [], evals: [], ring: [], globalBatch: 1, title: 'Training dashboard' };
+  const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 1, title: 'Training dashboard' };
   const $ = (id: string) => root.querySelector<HTMLElement>(`#${id}`)!;
   let dirty = true;
   let peers = 0;
@@ -127,10 +141,10 @@ export function showDashboard(root: HTMLElement): () => void {
   }
   void (async () => {
     const raw: unknown = await (await fetch('/api/job')).json();
-    const job = raw as { job: { name: string; model: string; dataset: string; globalBatch: number }; peers: number };
-    showJoin(root, joinInfoOf(raw));
-    m.globalBatch = job.job.globalBatch;
-    m.title = `${job.job.name}: ${job.job.model} on ${job.job.dataset}, global batch ${job.job.globalBatch}`;
+    const job = jobHeadOf(raw);
+    showJoin(root, joinInfoOf(raw), job.access);
+    m.globalBatch = job.globalBatch;
+    m.title = job.title;
     peers = job.peers;
     await listening;
     const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
@@ -146,14 +160,29 @@ export function showDashboard(root: HTMLElement): () => void {
   };
 }
 
+/** The parts of GET /api/job the dashboard shows, read defensively (it is the network's word). */
+export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null } {
+  const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
+  const j = typeof o.job === 'object' && o.job !== null ? (o.job as Record<string, unknown>) : {};
+  const str = (v: unknown) => (typeof v === 'string' ? v : '?');
+  const num = (v: unknown, d: number) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : d);
+  return {
+    title: `${str(j.name)}: ${str(j.model)} on ${str(j.dataset)}, global batch ${num(j.globalBatch, 0) || '?'}`,
+    globalBatch: num(j.globalBatch, 1),
+    peers: num(o.peers, 0),
+    access: j.access === 'public' || j.access === 'private' ? j.access : null,
+  };
+}
+
 /** The join address, large, with its QR code and the CA to trust (for a projector). */
-function showJoin(root: HTMLElement, info: JoinInfo): void {
+function showJoin(root: HTMLElement, info: JoinInfo, access: 'public' | 'private' | null): void {
   const box = root.querySelector<HTMLElement>('#dash-join');
   if (!box) return;
   const url = mainJoinUrl(info, location.search, `${location.origin}/`);
-  const others = info.joinUrls.slice(1).map((u) => `<div class="other">${esc(u)}</div>`).join('');
-  const ca = info.tls ? `<div class="ca"><a href="${esc(info.tls.caUrl)}" download>Download the CA certificate</a> (SHA-256 ${esc(info.tls.caSha256)}): install it as a trusted root on each device once, then open the https address. README: "HTTPS and WebGPU on other machines".</div>` : '';
-  box.innerHTML = `<div class="qr">${qrSvg(url)}</div><div><div>Join from any device on this network:</div><div class="join-url">${esc(url)}</div>${others ? `<div>or</div>${others}` : ''}${ca}</div>`;
+  const others = info.joinUrls.slice(1).map((u) => `<div class="other">${esc(withToken(u, location.search))}</div>`).join('');
+  const ca = info.tls ? `<div class="ca"><a href="${esc(info.tls.caUrl)}" download>Download the CA certificate</a> (SHA-256 <span class="fp">${esc(info.tls.caSha256)}</span>)</div>` : '';
+  const notes = joinNotes(info, access, url).map((n) => `<div class="note">${esc(n)}</div>`).join('');
+  box.innerHTML = `<div class="qr">${qrSvg(url)}</div><div><div>Join from any device on this network:</div><div class="join-url">${esc(url)}</div>${others ? `<div>or</div>${others}` : ''}${ca}${notes}</div>`;
   box.hidden = false;
   box.dataset.url = url;
 }

@@ -7,7 +7,7 @@ import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
-import { insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
+import { explainNoWebGpu, insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
@@ -66,23 +66,35 @@ export function showDonate(root: HTMLElement): void {
   const jobDl = $('job');
   let job: PublicJob | null = null;
   let joinInfo: JoinInfo | null = null;
+  // First of all: a page from http://<LAN address> is not a secure context, so it has no WebGPU
+  // whatever the browser; say so before anything else (the CA part once /api/job answers).
+  const insecure = () => insecureHelp(window.isSecureContext, location, joinInfo);
+  const explain = (message: string) => explainNoWebGpu(message, WEBGPU_HELP, insecure());
+  const showInsecure = () => {
+    const help = insecure();
+    const box = $('insecure');
+    box.hidden = !help;
+    root.dataset.secure = help ? 'no' : 'yes';
+    if (!help) return;
+    const link = (href: string, text: string, download = false) => {
+      const a = document.createElement('a');
+      a.href = href;
+      a.textContent = text;
+      if (download) a.download = '';
+      return a;
+    };
+    const strong = document.createElement('strong');
+    strong.append(link(help.httpsUrl, `Open ${help.httpsUrl}`));
+    const items: Node[] = [document.createTextNode(help.text), document.createElement('br'), strong];
+    if (help.ca) items.push(document.createTextNode(' · '), link(help.ca.url, 'Download the CA certificate', true));
+    box.replaceChildren(...items);
+  };
+  showInsecure();
   const refresh = async () => {
     job = await refreshJob(jobDl);
     $('token-row').hidden = job?.job.access !== 'private';
     joinInfo = job ? joinInfoOf(job) : null;
     showInsecure();
-  };
-  // A page from http://<LAN address> is not a secure context: no WebGPU, whatever the browser.
-  const insecure = () => insecureHelp(window.isSecureContext, location, joinInfo);
-  const showInsecure = () => {
-    const help = insecure();
-    const box = $('insecure');
-    box.hidden = !help;
-    if (!help) return;
-    const link = document.createElement('a');
-    link.href = help.httpsUrl;
-    link.textContent = `Open ${help.httpsUrl}`;
-    box.replaceChildren(document.createTextNode(help.text), document.createElement('br'), link);
   };
   void refresh();
   const timer = setInterval(() => void refresh(), 5000);
@@ -93,7 +105,7 @@ export function showDonate(root: HTMLElement): void {
     button.disabled = s.state === 'done';
     backend.disabled = s.state === 'joining' || s.state === 'training';
     status.classList.toggle('bad', s.state === 'error');
-    const parts = [s.message];
+    const parts = [explain(s.message)];
     if (s.step !== null) parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
     if (s.cache) parts.push(`shard cache: ${s.cache.hits} reused, ${s.cache.misses} downloaded${s.cache.corrupt ? `, ${s.cache.corrupt} damaged and fetched again` : ''}`);
     status.textContent = parts.join('\n');
@@ -137,9 +149,10 @@ export function showDonate(root: HTMLElement): void {
     const pageHasWebGpu = typeof navigator !== 'undefined' && 'gpu' in navigator && !!navigator.gpu;
     api.probe(preference(), pageHasWebGpu).then(
       (r) => {
-        const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${r.reason}.`];
+        const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${explain(r.reason)}.`];
         const noGpu = r.measures.find((m) => m.backend === 'webgpu' && !m.available);
-        if (noGpu) lines.push(insecure()?.text ?? WEBGPU_HELP);
+        const help = insecure();
+        if (noGpu) lines.push(help ? `For the GPU, open ${help.httpsUrl} (see the note above).` : WEBGPU_HELP);
         else if (r.backend === 'webgpu' && r.cpu) lines.push('(software WebGPU: a real GPU is 100x faster)');
         device.textContent = lines.join('\n');
         button.disabled = false;
@@ -153,7 +166,8 @@ export function showDonate(root: HTMLElement): void {
         // The worker's errors say what to do; never show a stack.
         const msg = e instanceof Error ? e.message : String(e);
         const first = msg.split('\n')[0]!.replace(/\s+at .*$/, '');
-        device.textContent = insecure() ? `${insecure()!.text}\n(${first})` : first;
+        const help = insecure();
+        device.textContent = help ? `${help.text}\n(${explain(first)})` : first;
         root.dataset.device = 'missing';
         delete root.dataset.backend;
         root.dataset.probing = '';

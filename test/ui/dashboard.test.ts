@@ -1,0 +1,72 @@
+// The dashboard's ring: which edges run direct and which through a TURN relay, from the newest
+// step's timings; and the drawing of them.
+import { describe, expect, it } from 'vitest';
+import type { PeerStepTiming, RingPeer } from '../../src/client/protocol.ts';
+import { ringSvg } from '../../src/ui/charts.ts';
+import { charts, fold, jobHeadOf, ringLinks, type DashboardModel } from '../../src/ui/dashboard.ts';
+
+const peer = (id: string): RingPeer => ({ id, name: id, device: 'cpu' });
+const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({ peerId, images: 8, computeMs: 10, commMs: 5, waitMs: 1, ...(link ? { link } : {}) });
+
+describe('ring edge kinds', () => {
+  const ring = [peer('a'), peer('b'), peer('c')];
+
+  it('each edge ring[i] -> ring[i+1] takes the link ring[i] reported, in ring order', () => {
+    const last = { generation: 4, timings: [timing('c', 'direct'), timing('a', 'relayed'), timing('b')] };
+    expect(ringLinks(ring, 4, last)).toEqual(['relayed', undefined, 'direct']);
+    expect(ringLinks(ring, null, last)).toEqual(['relayed', undefined, 'direct']);
+  });
+
+  it('a step of an older ring says nothing about this one; no step, nothing; a ring of one has no edge', () => {
+    expect(ringLinks(ring, 5, { generation: 4, timings: [timing('a', 'direct')] })).toEqual([undefined, undefined, undefined]);
+    expect(ringLinks(ring, 5, undefined)).toEqual([undefined, undefined, undefined]);
+    expect(ringLinks([peer('a')], 1, { generation: 1, timings: [timing('a', 'direct')] })).toEqual([undefined]);
+  });
+
+  it('the dashboard folds events into a ring drawing with the right edges', () => {
+    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '' };
+    fold(m, { type: 'generation', generation: 2, ring: ['a', 'b', 'c'], peers: ring }, 0);
+    fold(m, { type: 'step', step: 1, generation: 2, loss: 2.3, imagesPerSec: 100, peers: 3, timings: [timing('a', 'direct'), timing('b', 'relayed'), timing('c', 'direct')] }, 1000);
+    let svg = charts(m).at(-1)!;
+    expect(svg).toContain('1 link relayed');
+    expect(svg.match(/class="edge-direct"/g)?.length).toBe(2);
+    expect(svg.match(/class="edge-relayed"/g)?.length).toBe(1);
+    // A new ring forms: its edges are unknown until its first step reports them.
+    fold(m, { type: 'generation', time: 2000, generation: 3, ring: ['a', 'c'], peers: [peer('a'), peer('c')] });
+    svg = charts(m).at(-1)!;
+    expect(svg.match(/class="edge-unknown"/g)?.length).toBe(2);
+    expect(svg).not.toContain('relay-label');
+  });
+});
+
+describe('the ring drawing', () => {
+  it('relayed links dashed, labelled "relay", in a legend; direct ones solid; unknown neutral', () => {
+    const svg = ringSvg('ring', [
+      { label: 'a', detail: '', share: 0.3, link: 'direct' },
+      { label: 'b', detail: '', share: 0.3, link: 'relayed' },
+      { label: 'c', detail: '', share: 0.4 },
+    ]);
+    expect(svg.match(/class="edge-direct"[^>]*/)![0]).not.toContain('stroke-dasharray');
+    expect(svg.match(/class="edge-relayed"[^>]*/)![0]).toContain('stroke-dasharray');
+    expect(svg.match(/class="edge-unknown"[^>]*/)![0]).toContain('#bbb');
+    expect(svg.match(/class="relay-label"[^>]*>relay</g)?.length).toBe(1);
+    for (const legend of ['direct link', 'relayed (through TURN)', 'not reported yet']) expect(svg).toContain(legend);
+  });
+
+  it('a ring of two draws both edges apart; with nothing reported, no legend', () => {
+    const two = ringSvg('ring', [{ label: 'a', detail: '', share: 0.5, link: 'direct' }, { label: 'b', detail: '', share: 0.5, link: 'relayed' }]);
+    const d = [...two.matchAll(/class="edge-\w+" d="M[\d.,]+ Q([\d.]+),([\d.]+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(d.length).toBe(2);
+    expect(Math.hypot(d[0]![0]! - d[1]![0]!, d[0]![1]! - d[1]![1]!)).toBeGreaterThan(50);
+    const none = ringSvg('ring', [{ label: 'a', detail: '', share: 0.5 }, { label: 'b', detail: '', share: 0.5 }]);
+    expect(none).not.toContain('not reported yet');
+  });
+});
+
+describe('GET /api/job as the dashboard reads it', () => {
+  it('takes what it needs and survives what it does not expect', () => {
+    expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private' }, peers: 3 }))
+      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private' });
+    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null });
+  });
+});
