@@ -20,6 +20,7 @@ import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
 import type { CoordinatorMessage, EvalCounts, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
 import { sliceIds, stepSamples } from '../src/train/sampler.ts';
 import { splitBatch, type JobConfig } from './job.ts';
+import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import type { MetricsLog } from './metrics.ts';
 
 export interface DriverTimeouts {
@@ -78,7 +79,7 @@ interface PeerRec {
 type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
-  | { kind: 'running'; step: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable }
+  | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable }
   | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }
@@ -101,6 +102,10 @@ export class Driver {
   private readonly uploads = new Map<string, number>();
   private readonly timeouts: DriverTimeouts;
   private recentStepMs: number[] = [];
+  /** Rounds (syncEvery > 1): the round in flight, kept when it is aborted so survivors reuse their work. */
+  private round: RoundPlan | null = null;
+  /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
+  private lastAdvance = 1;
   private timer: ReturnType<typeof setInterval> | null = null;
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   private pauseAsked = false;
@@ -269,19 +274,27 @@ export class Driver {
     const now = Date.now();
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
-    if (this.ring.length === 0 || waiting.length > 0) return this.startAdmission(waiting);
+    // Joiners enter at a round boundary: an aborted round runs again with its survivors first.
+    const roundPending = this.round !== null && this.round.step === this.step && this.ring.length > 0;
+    if (this.ring.length === 0 || (waiting.length > 0 && !roundPending)) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&
-      (last || (this.d.job.evalEvery > 0 && this.step % this.d.job.evalEvery === 0));
+      (last || this.crossed(this.d.job.evalEvery));
     if (evalDue) return this.startEval();
     if (last) return this.startFinishing();
     this.startStep();
+  }
+
+  /** Whether the last commit crossed a multiple of `every` (in sync mode: the step is a multiple). */
+  private crossed(every: number): boolean {
+    return every > 0 && Math.floor(this.step / every) > Math.floor((this.step - this.lastAdvance) / every);
   }
 
   private startAdmission(joiners: string[]): void {
     const now = Date.now();
     for (const id of joiners) this.peers.get(id)!.state = 'loading';
     if (this.ring.length === 0) {
+      this.round = null; // nobody holds the round's work any more
       const from = this.checkpointStep ?? 0;
       if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.checkpointStep === null ? 'the seed' : `the checkpoint of step ${from}`}`);
       this.step = from;
@@ -321,22 +334,30 @@ export class Driver {
     const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
     const median = known.length ? known[known.length >> 1]! : 1;
     const images = splitBatch(B, this.ring.map((id) => this.peers.get(id)?.ips ?? median));
-    const slices = sliceIds(ids, images);
-    const upload = this.d.job.checkpointEvery > 0 && this.step > 0 && this.step % this.d.job.checkpointEvery === 0 && this.checkpointStep !== this.step;
+    const H = this.d.job.outer.syncEvery;
+    const steps = H > 1 ? Math.min(H, this.d.job.totalSteps - this.step) : 1;
+    if (H > 1 && (this.round?.step !== this.step || planImages(this.round, this.ring) === 0)) {
+      this.round = planRound(this.d.job.seed, this.step, steps, B, this.d.trainSamples, this.ring, images);
+    }
+    const round = H > 1 ? this.round : null;
+    const slices = round ? [] : sliceIds(ids, images);
+    const upload = this.d.job.checkpointEvery > 0 && this.step > 0 && this.crossed(this.d.job.checkpointEvery) && this.checkpointStep !== this.step;
     const now = Date.now();
     const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
     const ph: Extract<Phase, { kind: 'running' }> = {
-      kind: 'running', step: this.step, generation: this.generation, ring: [...this.ring], results: new Map(),
-      // Before any step was timed (the first of a ring, big models) allow four times as long.
-      started: now, deadline: now + (recent > 0 ? Math.max(this.timeouts.stepMs, 6 * recent) : 4 * this.timeouts.stepMs),
+      kind: 'running', step: this.step, steps: round ? round.steps : 1, generation: this.generation, ring: [...this.ring], results: new Map(),
+      // Before any step was timed (the first of a ring, big models) allow four times as long (per inner step of a round).
+      started: now, deadline: now + (recent > 0 ? Math.max(this.timeouts.stepMs, 6 * recent) : 4 * this.timeouts.stepMs * (round ? round.steps : 1)),
     };
     this.phase = ph;
     if (upload) this.uploads.set(this.ring[0]!, this.step);
     const lost: string[] = [];
     this.ring.forEach((id, rank) => {
+      const part = round ? roundAssignment(round, ph.ring, id) : null;
       const ok = this.d.send(id, {
         type: 'step-assignment', job: this.d.jobId, generation: this.generation, step: this.step, ring: ph.ring, rank,
-        globalBatch: B, sampleIds: slices[rank]!, epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        globalBatch: B, sampleIds: round ? [] : slices[rank]!, epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        ...(part ? { round: part } : {}),
       });
       if (!ok) lost.push(id);
     });
@@ -367,10 +388,14 @@ export class Driver {
       const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
       return { peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}) };
     });
-    this.step = ph.step + 1;
+    this.step = ph.step + ph.steps;
+    this.lastAdvance = ph.steps;
+    this.round = null;
     const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
-    this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })) });
-    this.d.publish({ type: 'step', step: this.step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings });
+    const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
+    const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
+    this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic });
+    this.d.publish({ type: 'step', step: this.step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic });
     this.phase = { kind: 'between' };
     this.advance();
   }

@@ -6,7 +6,7 @@
 // into steps needs the size of the training split, hence `trainSamples`.
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
-import { OptimError, parseOptimizerConfig, type OptimizerConfig } from '../src/optim/index.ts';
+import { OUTER_DEFAULTS, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
 import { FieldReader, MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 
@@ -36,6 +36,11 @@ export interface JobConfig {
   seed: number;
   /** The first ring (and a ring formed again after everyone left) waits for this many peers. */
   minPeers: number;
+  /**
+   * Synchronisation: syncEvery 1 is exact synchronous SGD (every step's gradient all-reduced);
+   * syncEvery H > 1 trains in rounds of H local steps and an outer Nesterov step (src/optim/outer.ts).
+   */
+  outer: OuterConfig;
 }
 
 export class JobError extends Error {
@@ -46,7 +51,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum'];
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
 export const MIN_JOIN_TOKEN = 16;
 export const JOIN_TOKEN_PATTERN = new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`);
@@ -80,9 +85,27 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     access: jobAccess,
     seed: r.has('seed') ? r.int('seed', 0, 2 ** 32 - 1) : 0,
     minPeers: r.has('minPeers') ? r.int('minPeers', 1, MAX_RING) : 1,
+    outer: readOuter(r),
   };
+  if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;
+}
+
+function readOuter(r: FieldReader): OuterConfig {
+  const outer: OuterConfig = {
+    syncEvery: r.has('syncEvery') ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
+    lr: r.has('outerLr') ? r.num('outerLr', Number.MIN_VALUE, 10) : OUTER_DEFAULTS.lr,
+    momentum: r.has('outerMomentum') ? r.num('outerMomentum', 0, 0.999) : OUTER_DEFAULTS.momentum,
+  };
+  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum'))) r.problems.push('outerLr and outerMomentum apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  try {
+    return checkOuterConfig(outer);
+  } catch (e) {
+    if (!(e instanceof OptimError)) throw e;
+    r.problems.push(e.message);
+    return OUTER_DEFAULTS;
+  }
 }
 
 function readOptimizer(r: FieldReader, totalSteps: number): OptimizerConfig {

@@ -3,6 +3,7 @@
 import { rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
+import { OUTER_DEFAULTS } from '../src/optim/index.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
@@ -25,6 +26,10 @@ export const START_USAGE = `usage: npm start -- [options]
   --batch N                   global batch B over all peers (default 32)
   --steps N | --epochs E      how long (default 200 steps)
   --optimizer lars|sgd        (default lars)   --lr X (default 0.5 for LARS, 0.05 for SGD)
+  --sync-every H              1 (default): every step's gradient is all-reduced (exact sync SGD);
+                              H > 1: rounds of H local steps per peer, then one all-reduce of the
+                              weight change and an outer Nesterov step (Wi-Fi classes, home links)
+  --outer-lr X --outer-momentum M   the outer step of rounds (default 0.7 and 0.9, as DiLoCo)
   --warmup N                  warm-up steps (default 20)
   --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 500)
   --checkpoint-every K        a checkpoint every K steps (default 25)
@@ -67,6 +72,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
   const lr = a.num('lr', kind === 'lars' ? 0.5 : 0.05, (v) => v > 0, 'a positive number');
   const warmup = a.int('warmup', 20);
+  const syncEvery = a.int('sync-every', 1, 1);
+  const outerLr = a.num('outer-lr', OUTER_DEFAULTS.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
+  const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', 500);
   const checkpointEvery = a.int('checkpoint-every', 25, 1);
@@ -103,6 +111,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     name: `${model}-${dataset}`, model, dataset, globalBatch: batch, ...length,
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },
     evalEvery, checkpointEvery, seed, minPeers,
+    // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
+    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum } : {}),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);

@@ -196,7 +196,8 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     },
     uploads: {
       fingerprint,
-      maxBytes: 2 * paramBytes + 4 * layout.stateFloats + (1 << 20),
+      // Weights and momentum (and the outer momentum of a job in rounds), BN state, header.
+      maxBytes: (job.outer.syncEvery > 1 ? 3 : 2) * paramBytes + 4 * layout.stateFloats + (1 << 20),
       check: (peerId, token, step) => {
         const t = tokens.get(peerId);
         if (!t || !tokensMatch(token, t.token)) return new HttpError('forbidden', 'unknown peer or wrong token for this upload');

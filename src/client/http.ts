@@ -2,6 +2,7 @@
 // protocol's ErrorMessage so the reason the coordinator gave reaches the person.
 import { decodeCoordinatorMessage, describe, expectType, parseJsonText, type JoinAccept, type JoinRequest } from './protocol.ts';
 import type { OptimizerConfig } from '../optim/types.ts';
+import type { OuterConfig } from '../optim/outer.ts';
 import type { ModelName } from '../nn/models.ts';
 
 export class CoordinatorError extends Error {
@@ -21,6 +22,8 @@ export interface PublicJob {
   job: {
     name: string; model: ModelName; dataset: string; globalBatch: number; optimizer: OptimizerConfig;
     totalSteps: number; stepsPerEpoch: number; evalEvery: number; checkpointEvery: number; seed: number; access: 'public' | 'private';
+    /** Rounds: syncEvery 1 is exact sync SGD (absent from older coordinators: the same). */
+    outer?: OuterConfig;
   };
 }
 

@@ -11,6 +11,7 @@
 //   header (src/comm/wire.ts);
 // - a whole message is at most MAX_MESSAGE_BYTES of JSON (checked before parsing).
 // Peer <-> peer ring frames are binary and live in src/comm/wire.ts.
+import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { RingErrorKind } from '../comm/errors.ts';
 
 export const PROTOCOL_VERSION = 1;
@@ -29,6 +30,7 @@ export const MAX_TEXT_LENGTH = 1000;
 export const MAX_RING = 1024;
 export const MAX_BATCH = 65_536;
 export const MAX_SAMPLE_ID = 2 ** 31 - 1;
+
 const U32 = 2 ** 32 - 1;
 /** A timing above a day is a bug or a lie. */
 const MAX_MS = 86_400_000;
@@ -58,6 +60,8 @@ export interface StepResult {
   link?: LinkKind;
   /** Its link from ring[rank - 1], as seen from this end (the coordinator combines both ends' views). */
   linkPrev?: LinkKind;
+  /** Bytes this peer sent to its ring successor in the step's (or round's) all-reduce. */
+  sentBytes?: number;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -107,6 +111,19 @@ export interface StepAssignment {
   seed: number;
   /** Upload the weights of `step` (committed) as a checkpoint before training it. */
   uploadCheckpoint?: boolean;
+  /**
+   * Low-communication rounds (job syncEvery > 1): the round of inner steps step .. step + H' - 1
+   * (H' = ids.length). `sampleIds` is then empty and `epoch` that of the first inner step.
+   */
+  round?: RoundAssignment;
+}
+export interface RoundAssignment {
+  /** This peer's slice of each inner step's sample ids: ids[k] belongs to global step step + k. */
+  ids: number[][];
+  /** The epoch of each inner step. */
+  epochs: number[];
+  /** Images of every member of this ring in the round: the weighted mean's denominator. */
+  images: number;
 }
 /** Enter with the weights of `step`: from the job seed (step 0, no checkpoint) or the checkpoint of that step. */
 export interface LoadState { type: 'load-state'; source: 'seed' | 'checkpoint'; step: number }
@@ -126,6 +143,12 @@ export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string 
 export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate;
 
 /**
+ * What a committed step (or round) cost the network: `innerSteps` is 1 in sync mode and the
+ * round's length with rounds; `bytesPerImage` is every peer's all-reduce bytes over the images.
+ */
+export interface StepTraffic { innerSteps: number; bytesPerImage: number }
+
+/**
  * Live events (GET /api/events, server-sent): the SSE event name is `type`, data the JSON.
  * Unlike the 0-based step index of assignments and results, events (and the metrics file)
  * number steps from 1: 'step' n is the n-th update committed, 'step-aborted' n the n-th
@@ -136,7 +159,7 @@ export type LiveEvent =
   | { type: 'peer-joined'; peerId: string; name: string | null }
   | { type: 'peer-left'; peerId: string; reason: string }
   | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[] }
-  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[] }
+  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[]; traffic?: StepTraffic }
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
   | { type: 'eval'; step: number; top1: number; top5: number; loss: number; samples: number }
   | { type: 'checkpoint'; step: number }
@@ -144,7 +167,7 @@ export type LiveEvent =
 
 /** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
 export type MetricRecord =
-  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[] }
+  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic }
   | { type: 'abort'; time: number; step: number; generation: number; reason: string }
   | { type: 'eval'; time: number; step: number; top1: number; top5: number; loss: number; samples: number }
   | { type: 'checkpoint'; time: number; step: number }
@@ -278,7 +301,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev', 'sentBytes']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -294,6 +317,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     timings, images: r.int('images', 0, MAX_BATCH),
     ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
     ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
+    ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
   };
 }
 
@@ -381,7 +405,7 @@ function readIceServers(r: FieldReader): IceServer[] {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
@@ -392,7 +416,29 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (sampleIds.length > globalBatch) r.problems.push(`sampleIds has ${sampleIds.length} ids, more than globalBatch ${globalBatch}`);
   const out: Fields<StepAssignment> = { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
   if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
+  if (r.has('round')) out.round = readRound(r, globalBatch);
   return out;
+}
+
+/** A round's plan: at most MAX_SYNC_EVERY inner steps, at most MAX_BATCH ids in all. */
+function readRound(parent: FieldReader, globalBatch: number): RoundAssignment {
+  const empty: RoundAssignment = { ids: [], epochs: [], images: 0 };
+  if (!isObj(parent.o.round)) {
+    parent.fail('round', 'an object {ids, epochs, images}');
+    return empty;
+  }
+  const r = new FieldReader(parent.o.round, 'round');
+  r.only(['ids', 'epochs', 'images']);
+  const idOk = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID;
+  const ids = r.array<number[]>('ids', MAX_SYNC_EVERY, (v) => (Array.isArray(v) && v.length <= globalBatch && v.every(idOk) ? null : `must be an array of at most globalBatch (${globalBatch}) sample ids`));
+  const epochs = r.array<number>('epochs', MAX_SYNC_EVERY, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32 ? null : 'must be an epoch number'));
+  const images = r.int('images', 1, MAX_BATCH);
+  if (ids.length === 0 && Array.isArray(r.o.ids)) r.fail('ids', 'a non-empty array (one entry per inner step)');
+  if (epochs.length !== ids.length) r.problems.push(`round.epochs has ${epochs.length} entries, round.ids ${ids.length}`);
+  const total = ids.reduce((a, x) => a + (Array.isArray(x) ? x.length : 0), 0);
+  if (total > images) r.problems.push(`round.ids hold ${total} ids, more than round.images ${images}`);
+  parent.problems.push(...r.problems);
+  return r.problems.length ? empty : { ids: ids.map((x) => x.map((v) => v + 0)), epochs, images };
 }
 
 function readLoadState(r: FieldReader): Fields<LoadState> {

@@ -13,6 +13,7 @@ import { initParams, initState } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
 import { hostOptimizerStep } from '../optim/host.ts';
 import type { OptimizerConfig } from '../optim/types.ts';
+import type { OuterConfig } from '../optim/outer.ts';
 
 export class StateError extends Error {
   readonly kind = 'bad-state';
@@ -26,22 +27,27 @@ export const fingerprintOf = (model: Model): string => layoutFingerprint(model.s
 
 /** The optimiser state's name in checkpoints (the WebGPU optimiser uses the same). */
 const MOMENTUM = 'momentum';
+/** The outer optimiser's momentum of a job in rounds (syncEvery > 1). */
+const OUTER_MOMENTUM = 'outer-momentum';
 
 export class TrainingState<T extends TensorLike = TensorLike> {
   /** The weights (the truth; the engine's copy is written from it). */
   readonly w: Float32Array;
-  /** The momentum. */
+  /** The momentum (of the inner steps, with rounds). */
   readonly v: Float32Array;
+  /** The outer momentum of a job in rounds (syncEvery > 1); null for exact sync SGD. */
+  readonly u: Float32Array | null;
   private readonly savedW: Float32Array;
   private readonly savedV: Float32Array;
   private readonly savedBn: T;
   private readonly engine: Engine<T>;
 
-  constructor(readonly model: Model<T>, readonly config: OptimizerConfig) {
+  constructor(readonly model: Model<T>, readonly config: OptimizerConfig, readonly outer: OuterConfig | null = null) {
     this.engine = model.engine;
     const n = model.layout.paramFloats;
     this.w = new Float32Array(n);
     this.v = new Float32Array(n);
+    this.u = outer && outer.syncEvery > 1 ? new Float32Array(n) : null;
     this.savedW = new Float32Array(n);
     this.savedV = new Float32Array(n);
     this.savedBn = this.engine.empty(model.state.shape, 'f32', 'backup.bn');
@@ -66,6 +72,7 @@ export class TrainingState<T extends TensorLike = TensorLike> {
   reset(seed: number): void {
     this.w.set(initParams(this.model.layout, seed));
     this.v.fill(0);
+    this.u?.fill(0);
     this.engine.write(this.model.params, this.w);
     this.engine.write(this.model.state, initState(this.model.layout));
   }
@@ -81,7 +88,7 @@ export class TrainingState<T extends TensorLike = TensorLike> {
       step, generation, fingerprint: fingerprintOf(this.model),
       weights: this.w.slice(),
       bnState: await this.engine.readF32(this.model.state),
-      optimizer: { [MOMENTUM]: this.v.slice() },
+      optimizer: { [MOMENTUM]: this.v.slice(), ...(this.u ? { [OUTER_MOMENTUM]: this.u.slice() } : {}) },
       metadata,
     };
     return concatBytes(encodeCheckpoint(c));
@@ -102,8 +109,11 @@ export class TrainingState<T extends TensorLike = TensorLike> {
     const w = sized('weights', c.weights, this.w.length);
     const bn = sized('bn-state', c.bnState, model.state.size);
     const v = sized(`optim/${MOMENTUM}`, c.optimizer[MOMENTUM], this.v.length);
+    if (this.u && !c.optimizer[OUTER_MOMENTUM]) throw new StateError(`the checkpoint of step ${c.step} has no outer momentum: it was written by a job without rounds, and this job trains in rounds (syncEvery ${this.outer?.syncEvery}); start a fresh job (--fresh) or keep the job's settings`);
+    const u = this.u ? sized(`optim/${OUTER_MOMENTUM}`, c.optimizer[OUTER_MOMENTUM], this.u.length) : null;
     this.w.set(w);
     this.v.set(v);
+    if (u) this.u?.set(u);
     this.engine.write(model.params, this.w);
     this.engine.write(model.state, bn);
     return c.step;

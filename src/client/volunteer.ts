@@ -11,7 +11,8 @@ import type { Ring } from '../comm/ring.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import { MAX_UNREACHABLE, reportIce, unreachableError } from './reachability.ts';
 import { relayHostsOf } from '../comm/route.ts';
-import { allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
+import { allReduceSentBytes, allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
+import { RoundState } from './rounds.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
 import { BatchLoader, defaultAugment } from '../data/loader.ts';
@@ -25,7 +26,7 @@ import { weightChecksum } from './checksum.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
-  type CoordinatorMessage, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type StepAssignment,
+  type CoordinatorMessage, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type RoundAssignment, type StepAssignment,
 } from './protocol.ts';
 import { StateError, TrainingState } from './state.ts';
 
@@ -113,9 +114,11 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
   const model = new Model(p.engine, spec, { seed: job.job.seed });
-  const state = new TrainingState(model, job.job.optimizer);
+  const outer = job.job.outer && job.job.outer.syncEvery > 1 ? job.job.outer : null;
+  const state = new TrainingState(model, job.job.optimizer, outer);
+  const rounds = outer ? new RoundState(state, outer) : null;
   const loader = (split: 'train' | 'val') => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, train: loader('train'), val: loader('val') };
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, rounds, train: loader('train'), val: loader('val') };
   let step: number | null = null;
   let unreachable = 0;
   let checkedIce = false;
@@ -145,6 +148,18 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
     state.destroy();
     model.destroy();
   }
+}
+
+/**
+ * The largest RMS a received segment of a round's sum may have: GRADIENT_BOUND times the
+ * round's images times this peer's own per-image change RMS (none when it computed nothing).
+ */
+function changeBound(change: Float32Array, images: number, roundImages: number): number {
+  if (images === 0) return Number.POSITIVE_INFINITY;
+  let sq = 0;
+  for (let i = 0; i < change.length; i++) sq += change[i]! * change[i]!;
+  const perImage = Math.sqrt(sq / Math.max(1, change.length)) / images;
+  return Number.isFinite(perImage) && perImage > 0 ? GRADIENT_BOUND * roundImages * perImage : Number.POSITIVE_INFINITY;
 }
 
 /** The device a peer reports (shown on the dashboard's ring): backend and device. */
@@ -178,6 +193,8 @@ interface Ctx {
   job: PublicJob;
   model: Model;
   state: TrainingState;
+  /** The round machinery of a job with syncEvery > 1 (null: exact sync SGD). */
+  rounds: RoundState | null;
   train: BatchLoader;
   val: BatchLoader;
 }
@@ -374,6 +391,7 @@ class Session {
       case 'step-assignment': return this.step(m);
       case 'evaluate': return this.evaluate(m);
       case 'upload-checkpoint':
+        this.undoApplied(m.step);
         this.requireStep(m.step, 'upload');
         return this.upload(m.step);
       case 'done':
@@ -412,6 +430,7 @@ class Session {
     }
     this.committed = m.step;
     this.backedUp = null;
+    this.c.rounds?.forget();
     const checksum = weightChecksum(state.w);
     this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
     this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: deviceLabel(this.c.p.engine) });
@@ -442,10 +461,66 @@ class Session {
     this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
   }
 
+  /** Undoes a step (or round) this peer applied before the coordinator aborted it. */
+  private undoApplied(step: number): void {
+    if (this.c.rounds?.undo(step)) this.committed = step;
+    else if (this.backedUp === step && this.committed === step + 1) {
+      this.c.state.restore();
+      this.committed = step;
+    }
+  }
+
+  /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
+  private async joinRing(a: StepAssignment): Promise<Ring | null> {
+    if (this.ring) return this.ring;
+    try {
+      this.ring = await this.formRing(a);
+    } catch (e) {
+      this.ringFailed(e, a);
+      return null;
+    }
+    if (!this.ring) return null;
+    if (this.ring.size > 1) {
+      this.linked = true;
+      const relays = relayHostsOf(this.accept.iceServers);
+      const [next, prev] = await Promise.all([this.ring.next?.route?.(relays), this.ring.prev?.route?.(relays)]);
+      this.links = { next: next ?? null, prev: prev ?? null };
+      this.c.log(`volunteer: ring of ${this.ring.size}: link to ${this.ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${this.ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+    }
+    return this.ring;
+  }
+
+  /** The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it always comes back. */
+  private async gradient(ids: number[], epoch: number, seed: number, step: number): Promise<{ grads: Float32Array; lossSum: number }> {
+    const { model } = this.c;
+    const engine = this.c.p.engine;
+    let lossSum = 0;
+    if (ids.length > 0) {
+      const batch = await this.c.train.load(ids, epoch);
+      this.x = uploadBatch(model, batch, this.x);
+      const total = recordGradients(model, this.x, seed * 1_000_003 + step);
+      engine.flush();
+      lossSum = (await engine.readF32(total))[0]!;
+    } else {
+      model.zeroGrads();
+    }
+    return { grads: await engine.readF32(model.grads), lossSum };
+  }
+
+  /** Throttle: idle in proportion to the work, counted as compute so the coordinator gives this peer a smaller share. */
+  private async throttle(computeMs: number): Promise<void> {
+    const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
+    if (share < 1) await sleep(computeMs * (1 / share - 1));
+  }
+
   private async step(a: StepAssignment): Promise<void> {
+    if (a.round) {
+      if (!this.c.rounds) throw new StateError('the coordinator assigned a round, but this job synchronises every step (syncEvery 1)');
+      return this.round(a, a.round, this.c.rounds);
+    }
+    if (this.c.rounds) throw new StateError(`the coordinator assigned one step, but this job trains in rounds of ${this.c.rounds.config.syncEvery}`);
     const arrived = performance.now();
-    const { p, model, state } = this.c;
-    const engine = p.engine;
+    const { state } = this.c;
     // Undo a step this peer applied (or began) before the coordinator aborted it.
     if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
       state.restore();
@@ -454,42 +529,14 @@ class Session {
     this.requireStep(a.step, 'train');
     state.backup();
     this.backedUp = a.step;
-    if (!this.ring) {
-      try {
-        this.ring = await this.formRing(a);
-      } catch (e) {
-        return this.ringFailed(e, a);
-      }
-      if (!this.ring) return;
-      if (this.ring.size > 1) {
-        this.linked = true;
-        const relays = relayHostsOf(this.accept.iceServers);
-        const [next, prev] = await Promise.all([this.ring.next?.route?.(relays), this.ring.prev?.route?.(relays)]);
-        this.links = { next: next ?? null, prev: prev ?? null };
-        this.c.log(`volunteer: ring of ${this.ring.size}: link to ${this.ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${this.ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
-      }
-    }
-    const ring = this.ring;
+    const ring = await this.joinRing(a);
+    if (!ring) return;
     if (a.uploadCheckpoint) await this.upload(a.step);
     // Compute: this slice's gradient SUM (the all-reduce adds the other slices).
     const t0 = performance.now();
     const images = a.sampleIds.length;
-    let lossSum = 0;
-    if (images > 0) {
-      const batch = await this.c.train.load(a.sampleIds, a.epoch);
-      this.x = uploadBatch(model, batch, this.x);
-      const total = recordGradients(model, this.x, a.seed * 1_000_003 + a.step);
-      engine.flush();
-      lossSum = (await engine.readF32(total))[0]!;
-    } else {
-      model.zeroGrads();
-    }
-    // The optimiser runs on the host (src/optim/host.ts), so the gradient always comes back.
-    const grads = await engine.readF32(model.grads);
-    // Throttle: idle in proportion to the work, counted as compute so the coordinator gives
-    // this peer a smaller slice rather than waiting for it.
-    const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
-    if (share < 1) await sleep((performance.now() - t0) * (1 / share - 1));
+    const { grads, lossSum } = await this.gradient(a.sampleIds, a.epoch, a.seed, a.step);
+    await this.throttle(performance.now() - t0);
     const t1 = performance.now();
     let firstFrame = t1;
     if (ring.size > 1) {
@@ -512,9 +559,50 @@ class Session {
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
     const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs };
-    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, loss, checksum, timings, images, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
+    this.report(a, ring, { loss, checksum, timings, images, sentBytes: allReduceSentBytes(a.rank, grads.length, ring.size) }, 1);
+  }
+
+  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: { computeMs: number; commMs: number; waitMs: number }; images: number; sentBytes: number }, steps: number): void {
+    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
-    this.c.o.onEvent?.({ type: 'step', step: a.step + 1, generation: a.generation, ringSize: ring.size, images, loss, computeMs: timings.computeMs, commMs: timings.commMs });
+    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs });
+  }
+
+  /**
+   * A round (rounds.ts): H' inner steps on this peer's slices (or the contribution it already
+   * computed, when the coordinator re-runs the round without a lost member), the ring's sum of
+   * the contributions, the outer step.
+   */
+  private async round(a: StepAssignment, plan: RoundAssignment, rounds: RoundState): Promise<void> {
+    const arrived = performance.now();
+    if (rounds.undo(a.step)) this.committed = a.step;
+    this.requireStep(a.step, 'train');
+    const ring = await this.joinRing(a);
+    if (!ring) return;
+    if (a.uploadCheckpoint) await this.upload(a.step);
+    const tc = performance.now();
+    const { work, reused } = await rounds.contribution(a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step));
+    if (reused) this.c.log(`volunteer: round at step ${a.step + 1}: reusing the ${work.images} images computed before (a member was lost)`);
+    else await this.throttle(work.computeMs);
+    const t1 = performance.now();
+    let firstFrame = t1;
+    const sum = work.change.slice();
+    if (ring.size > 1) {
+      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.size} peers`);
+      try {
+        await allReduceSum(sum, { ring, step: a.step, maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
+      } catch (e) {
+        return this.ringFailed(e, a);
+      }
+    }
+    const t2 = performance.now();
+    rounds.apply(a.step, sum, plan.images);
+    this.committed = a.step + plan.ids.length;
+    if (this.ended) return;
+    const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
+    const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : t1 - tc), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)) };
+    const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
+    this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: allReduceSentBytes(a.rank, sum.length, ring.size) }, plan.ids.length);
   }
 
   /**

@@ -5,7 +5,7 @@
 
 import { RingError } from './errors.ts';
 import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
-import { chunkRange, ringSteps, segmentCount, segmentRange, type RingStep } from './plan.ts';
+import { chunkRange, ringSteps, segmentCount, segmentRange, sentBytes, type RingStep } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, Phase, writeHeader, type FrameHeader, type WireFormat } from './wire.ts';
 
@@ -238,4 +238,10 @@ class Collective implements CollectiveSink {
       }
     }
   }
+}
+
+/** Bytes this peer sends in allReduceSum of `length` floats with the default frames (f32 wire unless given). */
+export function allReduceSentBytes(rank: number, length: number, ringSize: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
+  const bpe = BYTES_PER_ELEMENT[wire];
+  return sentBytes(rank, length, ringSize, Math.floor((messageBytes - HEADER_BYTES) / bpe), bpe, HEADER_BYTES);
 }

@@ -1,7 +1,7 @@
 // Public API of the ring all-reduce. Browser-safe: Node-only helpers live in ./node.ts.
 export { RingError, isRingError, type RingErrorKind } from './errors.ts';
 export { Ring, DEFAULT_RING_SETTINGS, type RingInit, type RingSettings } from './ring.ts';
-export { allReduceSum, DEFAULT_MESSAGE_BYTES, type AllReduceOptions } from './allreduce.ts';
+export { allReduceSum, allReduceSentBytes, DEFAULT_MESSAGE_BYTES, type AllReduceOptions } from './allreduce.ts';
 export type { Link, LinkEvents } from './link.ts';
 export { MemoryLink, memoryLinkPair } from './memory-link.ts';
 export { memoryRing } from './memory-ring.ts';

@@ -40,3 +40,17 @@ export function segmentRange(c: number, j: number, length: number, n: number, se
   const off = start + j * segElems;
   return [off, Math.min(segElems, end - off)];
 }
+
+/**
+ * Bytes rank `rank` sends in one all-reduce of `length` elements over a ring of n: every chunk
+ * it sends (2(n-1) of them) as segments of at most `segElems`, each with its frame header.
+ */
+export function sentBytes(rank: number, length: number, n: number, segElems: number, bytesPerElement: number, headerBytes: number): number {
+  if (n < 2) return 0;
+  let total = 0;
+  for (const s of ringSteps(rank, n)) {
+    const [start, end] = chunkRange(s.sendChunk, length, n);
+    total += (end - start) * bytesPerElement + segmentCount(end - start, segElems) * headerBytes;
+  }
+  return total;
+}

@@ -1,43 +1,10 @@
 // The training driver on its own, with peers played by the test through its inputs (no
 // sockets): what it assigns, when it re-runs a step, and what it does when the ring empties.
 import { describe, expect, it } from 'vitest';
-import { Driver } from '../../coordinator/driver.ts';
-import { parseJobConfig } from '../../coordinator/job.ts';
-import type { MetricRecord } from '../../coordinator/metrics.ts';
-import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/client/protocol.ts';
+import { N_TRAIN, driverHarness } from './driver-harness.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 
-const N_TRAIN = 500;
-
-function harness(config: Record<string, unknown>, checkpointStep: number | null = null) {
-  const sent: { to: string; m: CoordinatorMessage }[] = [];
-  const records: MetricRecord[] = [];
-  const events: LiveEvent[] = [];
-  const disconnected: string[] = [];
-  const job = parseJobConfig({ model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9, ...config }, N_TRAIN);
-  const d = new Driver({
-    job, jobId: 4, trainSamples: N_TRAIN, evalIds: [], checkpointStep, generation: 0,
-    metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
-    send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },
-    disconnect: (id) => disconnected.push(id),
-    publish: (e) => events.push(e),
-    log: () => undefined,
-  });
-  const take = <T extends CoordinatorMessage['type']>(to: string, type: T): Extract<CoordinatorMessage, { type: T }> => {
-    const i = sent.findIndex((s) => s.to === to && s.m.type === type);
-    if (i < 0) throw new Error(`no ${type} for ${to}; sent: ${JSON.stringify(sent.map((s) => [s.to, s.m.type]))}`);
-    return sent.splice(i, 1)[0]!.m as Extract<CoordinatorMessage, { type: T }>;
-  };
-  const ready = (id: string, step: number) => d.message(id, { type: 'ready', peerId: id, step, checksum: 'aa', device: 'test' });
-  const result = (id: string, a: StepAssignment, checksum = 'c0ffee') => d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum, timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: a.sampleIds.length });
-  /** Peers connect, load the seed and get the first step's assignments (in ring order). */
-  const startRing = (ids: string[]): StepAssignment[] => {
-    for (const id of ids) d.peerConnected(id, null);
-    for (const id of ids) { take(id, 'load-state'); ready(id, 0); }
-    return ids.map((id) => take(id, 'step-assignment'));
-  };
-  return { d, sent, records, events, take, ready, result, startRing };
-}
+const harness = (config: Record<string, unknown>, checkpointStep: number | null = null) => driverHarness(config, { checkpointStep });
 
 describe('driver', () => {
   it('waits for minPeers, then assigns slices that cover exactly the step\'s sample ids', () => {

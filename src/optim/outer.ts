@@ -1,0 +1,62 @@
+// The outer step of low-communication rounds (DiLoCo: Douillard et al. 2023; OpenDiLoCo,
+// INTELLECT-1). With `syncEvery` H > 1 every peer runs H inner steps from the round's start
+// weights w0 on its own share of the round's samples; the ring then sums the pseudo-gradients
+// weighted by the images each peer processed, and every peer applies the same outer step:
+//
+//   d = (sum_i images_i (w0 - w_i)) / sum_i images_i       (the images-weighted mean change)
+//   u <- mu u + d;   w <- w0 - lr (d + mu u)                 (SGD with Nesterov momentum)
+//
+// Like the inner optimiser (host.ts), this is plain IEEE arithmetic in index order, float64
+// inside and float32 where stored, so every peer that holds the same sum gets the same bits on
+// any backend. H = 1 never comes here: the sync path is today's exact synchronous SGD.
+import { OptimError } from './errors.ts';
+
+export interface OuterConfig {
+  /** H: inner steps between synchronisations (1: exact synchronous SGD, no rounds). */
+  syncEvery: number;
+  /** The outer rate (DiLoCo: 0.7). */
+  lr: number;
+  /** The outer Nesterov momentum (DiLoCo: 0.9). */
+  momentum: number;
+}
+
+/** DiLoCo's outer optimiser: Nesterov momentum 0.9, rate 0.7. */
+export const OUTER_DEFAULTS: OuterConfig = { syncEvery: 1, lr: 0.7, momentum: 0.9 };
+/** The longest round: ids of every inner step travel in one assignment message. */
+export const MAX_SYNC_EVERY = 1024;
+
+/** Checks an outer config (job files and the CLI); throws OptimError saying what is allowed. */
+export function checkOuterConfig(c: OuterConfig): OuterConfig {
+  if (!Number.isInteger(c.syncEvery) || c.syncEvery < 1 || c.syncEvery > MAX_SYNC_EVERY) throw new OptimError('bad-config', `syncEvery must be an integer in [1, ${MAX_SYNC_EVERY}] (1: every step synchronised), got ${c.syncEvery}`);
+  if (!Number.isFinite(c.lr) || c.lr <= 0 || c.lr > 10) throw new OptimError('bad-config', `the outer rate must be a number in (0, 10] (DiLoCo uses 0.7), got ${c.lr}`);
+  if (!Number.isFinite(c.momentum) || c.momentum < 0 || c.momentum >= 1) throw new OptimError('bad-config', `the outer momentum must be a number in [0, 1) (DiLoCo uses 0.9), got ${c.momentum}`);
+  return c;
+}
+
+/**
+ * This peer's contribution to the round's sum: out[i] = images * (w0[i] - w[i]) in float32.
+ * A peer that processed no images contributes zeros (and weighs nothing in the mean).
+ */
+export function weightedChange(w0: Float32Array, w: Float32Array, images: number, out: Float32Array): Float32Array {
+  if (w.length !== w0.length || out.length !== w0.length) throw new OptimError('bad-input', `w0, w and out must have the same length, got ${w0.length}, ${w.length}, ${out.length}`);
+  if (!Number.isInteger(images) || images < 0) throw new OptimError('bad-input', `images must be an integer >= 0, got ${images}`);
+  for (let i = 0; i < w0.length; i++) out[i] = images * (w0[i]! - w[i]!);
+  return out;
+}
+
+/**
+ * The outer Nesterov step in place: `w` holds w0 on entry and the round's result on return,
+ * `u` is the outer momentum; `sum` is the ring's sum of weightedChange over `images` images.
+ */
+export function outerStep(c: OuterConfig, w: Float32Array, u: Float32Array, sum: Float32Array, images: number): void {
+  const n = w.length;
+  if (u.length !== n || sum.length !== n) throw new OptimError('bad-input', `w, u and sum must have the same length, got ${n}, ${u.length}, ${sum.length}`);
+  if (!Number.isInteger(images) || images < 1) throw new OptimError('bad-input', `a round needs at least one image, got ${images}`);
+  const { lr, momentum: mu } = c;
+  for (let i = 0; i < n; i++) {
+    const d = sum[i]! / images;
+    const ui = Math.fround(mu * u[i]! + d);
+    u[i] = ui;
+    w[i] = w[i]! - lr * (d + mu * ui);
+  }
+}

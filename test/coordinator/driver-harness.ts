@@ -1,0 +1,42 @@
+// The training driver with peers played by a test through its inputs (no sockets): what it
+// sends to whom, its metrics and events, and helpers to answer as peers do.
+import { Driver } from '../../coordinator/driver.ts';
+import { parseJobConfig } from '../../coordinator/job.ts';
+import type { MetricRecord } from '../../coordinator/metrics.ts';
+import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/client/protocol.ts';
+
+export const N_TRAIN = 500;
+
+/** Images an assignment gives its peer: its slice, or its slices of every inner step of a round. */
+export const imagesOf = (a: StepAssignment): number => (a.round ? a.round.ids.reduce((n, s) => n + s.length, 0) : a.sampleIds.length);
+
+export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[] } = {}) {
+  const sent: { to: string; m: CoordinatorMessage }[] = [];
+  const records: MetricRecord[] = [];
+  const events: LiveEvent[] = [];
+  const disconnected: string[] = [];
+  const job = parseJobConfig({ model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9, ...config }, N_TRAIN);
+  const d = new Driver({
+    job, jobId: 4, trainSamples: N_TRAIN, evalIds: o.evalIds ?? [], checkpointStep: o.checkpointStep ?? null, generation: 0,
+    metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
+    send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },
+    disconnect: (id) => disconnected.push(id),
+    publish: (e) => events.push(e),
+    log: () => undefined,
+  });
+  const take = <T extends CoordinatorMessage['type']>(to: string, type: T): Extract<CoordinatorMessage, { type: T }> => {
+    const i = sent.findIndex((s) => s.to === to && s.m.type === type);
+    if (i < 0) throw new Error(`no ${type} for ${to}; sent: ${JSON.stringify(sent.map((s) => [s.to, s.m.type]))}`);
+    return sent.splice(i, 1)[0]!.m as Extract<CoordinatorMessage, { type: T }>;
+  };
+  const has = (to: string, type: CoordinatorMessage['type']): boolean => sent.some((s) => s.to === to && s.m.type === type);
+  const ready = (id: string, step: number) => d.message(id, { type: 'ready', peerId: id, step, checksum: 'aa', device: 'test' });
+  const result = (id: string, a: StepAssignment, checksum = 'c0ffee', sentBytes?: number) => d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum, timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(sentBytes === undefined ? {} : { sentBytes }) });
+  /** Peers connect, load the seed and get the first step's assignments (in ring order). */
+  const startRing = (ids: string[]): StepAssignment[] => {
+    for (const id of ids) d.peerConnected(id, null);
+    for (const id of ids) { take(id, 'load-state'); ready(id, 0); }
+    return ids.map((id) => take(id, 'step-assignment'));
+  };
+  return { d, sent, records, events, take, has, ready, result, startRing };
+}

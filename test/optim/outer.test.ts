@@ -1,0 +1,65 @@
+// The outer step of rounds (src/optim/outer.ts) against a float64 reference on awkward sizes,
+// its determinism, and the settings check.
+import { describe, expect, it } from 'vitest';
+import { OptimError } from '../../src/optim/errors.ts';
+import { checkOuterConfig, outerStep, weightedChange } from '../../src/optim/outer.ts';
+
+function rand(n: number, seed: number, scale = 1): Float32Array {
+  const a = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    a[i] = ((s / 2 ** 32) * 2 - 1) * scale;
+  }
+  return a;
+}
+
+/** Float64 reference: the images-weighted mean change of each peer, then Nesterov. */
+function reference(w0: Float64Array, peers: { w: Float64Array; images: number }[], u: Float64Array, lr: number, mu: number): { w: Float64Array; u: Float64Array } {
+  const n = w0.length, total = peers.reduce((a, p) => a + p.images, 0);
+  const w = new Float64Array(n), u2 = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    let d = 0;
+    for (const p of peers) d += p.images * (w0[i]! - p.w[i]!);
+    d /= total;
+    u2[i] = mu * u[i]! + d;
+    w[i] = w0[i]! - lr * (d + mu * u2[i]!);
+  }
+  return { w, u: u2 };
+}
+
+describe('outer step', () => {
+  it.each([1, 7, 1031])('matches the float64 reference over 3 peers (n = %i)', (n) => {
+    const cfg = { syncEvery: 8, lr: 0.7, momentum: 0.9 };
+    const w0 = rand(n, 1), u = rand(n, 2, 0.01);
+    const peers = [3, 5, 0].map((images, k) => ({ w: Float32Array.from(w0, (x, i) => x - 0.01 * rand(n, 10 + k)[i]!), images }));
+    const sum = new Float32Array(n);
+    for (const p of peers) weightedChange(w0, p.w, p.images, new Float32Array(n)).forEach((v, i) => { sum[i] = Math.fround(sum[i]! + v); });
+    const ref = reference(Float64Array.from(w0), peers.map((p) => ({ w: Float64Array.from(p.w), images: p.images })), Float64Array.from(u), cfg.lr, cfg.momentum);
+    const w = w0.slice(), uu = u.slice();
+    outerStep(cfg, w, uu, sum, 8);
+    for (let i = 0; i < n; i++) {
+      expect(Math.abs(w[i]! - ref.w[i]!)).toBeLessThan(1e-6 * (1 + Math.abs(ref.w[i]!)));
+      expect(Math.abs(uu[i]! - ref.u[i]!)).toBeLessThan(1e-6 * (1 + Math.abs(ref.u[i]!)));
+    }
+  });
+
+  it('is deterministic to the bit, and with rate 1 and no momentum lands on the mean of the peers', () => {
+    const n = 257, w0 = rand(n, 5), a = rand(n, 6), b = rand(n, 7);
+    const sum = new Float32Array(n);
+    const ca = weightedChange(w0, a, 2, new Float32Array(n)), cb = weightedChange(w0, b, 2, new Float32Array(n));
+    for (let i = 0; i < n; i++) sum[i] = Math.fround(ca[i]! + cb[i]!);
+    const run = () => { const w = w0.slice(), u = new Float32Array(n); outerStep({ syncEvery: 2, lr: 1, momentum: 0 }, w, u, sum, 4); return w; };
+    const w1 = run(), w2 = run();
+    expect(Buffer.from(w1.buffer).equals(Buffer.from(w2.buffer))).toBe(true);
+    for (let i = 0; i < n; i++) expect(w1[i]!).toBeCloseTo((a[i]! + b[i]!) / 2, 5);
+  });
+
+  it('refuses bad settings and inputs, saying what is allowed', () => {
+    expect(() => checkOuterConfig({ syncEvery: 0, lr: 0.7, momentum: 0.9 })).toThrow(/syncEvery must be an integer in \[1, 1024\]/);
+    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0, momentum: 0.9 })).toThrow(/outer rate/);
+    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0.7, momentum: 1 })).toThrow(OptimError);
+    expect(() => outerStep({ syncEvery: 4, lr: 0.7, momentum: 0.9 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0)).toThrow(/at least one image/);
+    expect(() => weightedChange(new Float32Array(2), new Float32Array(3), 1, new Float32Array(2))).toThrow(/same length/);
+  });
+});
