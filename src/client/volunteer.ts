@@ -70,7 +70,7 @@ export interface CheckpointKeeper {
 export type VolunteerEvent =
   | { type: 'joined'; peerId: string; job: PublicJob }
   | { type: 'state'; step: number; source: 'seed' | 'checkpoint' }
-  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number }
+  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number; innerSteps: number; sentBytes: number }
   | { type: 'left'; reason: string };
 
 export interface VolunteerOptions {
@@ -565,7 +565,7 @@ class Session {
   private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: { computeMs: number; commMs: number; waitMs: number }; images: number; sentBytes: number }, steps: number): void {
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
-    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs });
+    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes });
   }
 
   /**

@@ -81,7 +81,7 @@ const api: VolunteerWorkerApi = {
         onEvent: (e) => {
           if (e.type === 'joined') tell({ state: 'joining', peerId: e.peerId, message: `joined as ${e.peerId}; waiting for the next step boundary` });
           else if (e.type === 'state') tell({ step: e.step, message: `loaded the weights of step ${e.step} (${e.source})` });
-          else if (e.type === 'step') tell({ state: 'training', step: e.step, ringSize: e.ringSize, loss: e.loss, imagesPerSec: e.images > 0 ? e.images / (e.computeMs / 1000) : null, message: `step ${e.step} done with ${e.ringSize} peer(s)` });
+          else if (e.type === 'step') tell({ state: 'training', step: e.step, ringSize: e.ringSize, loss: e.loss, imagesPerSec: e.images > 0 ? e.images / (e.computeMs / 1000) : null, message: e.innerSteps > 1 ? `round of ${e.innerSteps} local steps done (to step ${e.step}) with ${e.ringSize} peer(s); sent ${(e.sentBytes / 1e6).toFixed(1)} MB for ${e.images} images` : `step ${e.step} done with ${e.ringSize} peer(s)` });
           else if (e.type === 'left') tell({ state: 'joining', message: `rejoining: ${e.reason}` });
         },
       },

@@ -5,7 +5,7 @@ import type { LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } from './join.ts';
 
-interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[] }
+interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number; bytesPerImage: number | null }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
 
 export interface DashboardModel {
@@ -16,6 +16,8 @@ export interface DashboardModel {
   ringGeneration: number | null;
   globalBatch: number;
   title: string;
+  /** How the job synchronises (exact sync SGD, or rounds of H local steps). */
+  mode: string;
 }
 
 const MAX_POINTS = 5000;
@@ -28,7 +30,7 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     const time = 'time' in e ? e.time : now;
     // A step re-run after a restart replaces the later history.
     while (m.steps.length && m.steps[m.steps.length - 1]!.step >= e.step) m.steps.pop();
-    m.steps.push({ step: e.step, generation: e.generation, time, loss: e.loss, ips: e.imagesPerSec, ring, timings });
+    m.steps.push({ step: e.step, generation: e.generation, time, loss: e.loss, ips: e.imagesPerSec, ring, timings, innerSteps: e.traffic?.innerSteps ?? 1, bytesPerImage: e.traffic?.bytesPerImage ?? null });
     if (m.steps.length > MAX_POINTS) m.steps.splice(0, m.steps.length - MAX_POINTS);
   } else if (e.type === 'eval') {
     while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
@@ -75,6 +77,13 @@ export function charts(m: DashboardModel): string[] {
       { name: 'peers', points: m.steps.map((s) => [minutes(s.time), s.ring]) },
     ] }),
   ];
+  // What the network carries per image: sync mode sends ~2x the model per step, rounds 1/H of that.
+  const traffic = m.steps.filter((s) => s.bytesPerImage !== null && s.ring > 1);
+  if (traffic.length) {
+    out.push(lineChartSvg({ title: `bytes sent per image (${m.steps[m.steps.length - 1]!.innerSteps > 1 ? 'rounds' : 'every step synchronised'})`, xLabel: 'step', yLabel: 'KB / image', width: W, height: H, series: [
+      { name: 'all peers', points: traffic.map((s) => [s.step, s.bytesPerImage! / 1000]) },
+    ] }));
+  }
   // Scaling: median images/s per ring size, against the ideal line from the smallest ring.
   const bySize = new Map<number, number[]>();
   for (const s of m.steps) bySize.set(s.ring, [...(bySize.get(s.ring) ?? []), s.ips]);
@@ -88,16 +97,16 @@ export function charts(m: DashboardModel): string[] {
   }
   const names = new Map(m.ring.map((p) => [p.id, p.name ?? p.id.slice(0, 8)]));
   const rows: TimelineRow[] = m.steps.slice(-3).reverse().flatMap((s) => s.timings.map((t) => ({
-    label: `step ${s.step} ${names.get(t.peerId) ?? t.peerId.slice(0, 8)}`,
+    label: `${s.innerSteps > 1 ? `round to ${s.step}` : `step ${s.step}`} ${names.get(t.peerId) ?? t.peerId.slice(0, 8)}`,
     parts: [{ value: t.computeMs, kind: 'compute' as const }, { value: t.commMs, kind: 'comm' as const }, { value: t.waitMs, kind: 'wait' as const }],
   })));
-  out.push(timelineSvg('per-peer time in the last steps', rows, 'ms', W));
+  out.push(timelineSvg(`per-peer time in the last ${(m.steps[m.steps.length - 1]?.innerSteps ?? 1) > 1 ? 'rounds' : 'steps'}`, rows, 'ms', W));
   const last = m.steps[m.steps.length - 1];
   const images = new Map((last?.timings ?? []).map((t) => [t.peerId, t.images]));
   const links = ringLinks(m.ring, m.ringGeneration, last);
   const relayed = links.filter((l) => l === 'relayed').length;
   out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p, i) => ({
-    label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch),
+    label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch * (last?.innerSteps ?? 1)),
     ...(links[i] ? { link: links[i] } : {}),
   })), 460));
   return out;
@@ -105,7 +114,7 @@ export function charts(m: DashboardModel): string[] {
 
 /** Shows the dashboard in `root`; returns a function that stops its updates. */
 export function showDashboard(root: HTMLElement): () => void {
-  const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 1, title: 'Training dashboard' };
+  const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 1, title: 'Training dashboard', mode: '' };
   const $ = (id: string) => root.querySelector<HTMLElement>(`#${id}`)!;
   let dirty = true;
   let peers = 0;
@@ -116,6 +125,9 @@ export function showDashboard(root: HTMLElement): () => void {
     const ev = m.evals[m.evals.length - 1];
     $('dash-title').textContent = m.title;
     $('dash-step').textContent = last ? String(last.step) : '0';
+    const rounds = m.steps.filter((s) => s.innerSteps > 1).length;
+    const mode = root.querySelector<HTMLElement>('#dash-mode');
+    if (mode) mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + (last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '');
     const shown = m.ring.length || last?.ring || peers;
     $('dash-peers').textContent = String(shown);
     $('dash-ips').textContent = last ? last.ips.toFixed(1) : '-';
@@ -145,6 +157,7 @@ export function showDashboard(root: HTMLElement): () => void {
     showJoin(root, joinInfoOf(raw), job.access);
     m.globalBatch = job.globalBatch;
     m.title = job.title;
+    m.mode = job.mode;
     peers = job.peers;
     await listening;
     const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
@@ -161,7 +174,7 @@ export function showDashboard(root: HTMLElement): () => void {
 }
 
 /** The parts of GET /api/job the dashboard shows, read defensively (it is the network's word). */
-export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null } {
+export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string } {
   const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
   const j = typeof o.job === 'object' && o.job !== null ? (o.job as Record<string, unknown>) : {};
   const str = (v: unknown) => (typeof v === 'string' ? v : '?');
@@ -171,7 +184,15 @@ export function jobHeadOf(x: unknown): { title: string; globalBatch: number; pee
     globalBatch: num(j.globalBatch, 1),
     peers: num(o.peers, 0),
     access: j.access === 'public' || j.access === 'private' ? j.access : null,
+    mode: syncModeOf(j.outer),
   };
+}
+
+/** How a job synchronises, in words, from its `outer` settings (absent: every step). */
+export function syncModeOf(outer: unknown): string {
+  const o = typeof outer === 'object' && outer !== null ? (outer as Record<string, unknown>) : {};
+  const h = typeof o.syncEvery === 'number' && Number.isInteger(o.syncEvery) && o.syncEvery > 1 ? o.syncEvery : 1;
+  return h > 1 ? `rounds: ${h} local steps per peer, then one all-reduce (low-communication mode)` : 'every step synchronised (exact sync SGD)';
 }
 
 /** The join address, large, with its QR code and the CA to trust (for a projector). */

@@ -8,6 +8,7 @@ import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
 import { explainNoWebGpu, insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
+import { syncModeOf } from './dashboard.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
@@ -23,6 +24,15 @@ function row(dl: HTMLElement, pairs: [string, string][]): void {
   }));
 }
 
+/** The newest step's rounds and bytes per image, as a note (empty before a step with a ring). */
+function trafficNote(records: readonly MetricRecord[]): string {
+  const steps = records.filter((r): r is Extract<MetricRecord, { type: 'step' }> => r.type === 'step');
+  const last = steps[steps.length - 1];
+  if (!last?.traffic) return '';
+  const rounds = steps.filter((r) => (r.traffic?.innerSteps ?? 1) > 1).length;
+  return `${rounds ? `; ${rounds} rounds so far` : ''}${last.ring > 1 ? `; ${(last.traffic.bytesPerImage / 1000).toFixed(1)} KB sent per image` : ''}`;
+}
+
 async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
   try {
     const res = await fetch('/api/job');
@@ -36,6 +46,7 @@ async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
       ['data set', j.job.dataset],
       ['step', `${j.step} of ${j.job.totalSteps}`],
       ['peers', String(j.peers)],
+      ['synchronisation', syncModeOf(j.job.outer) + trafficNote(m.records)],
       ['test accuracy', ev ? `${(ev.top1 * 100).toFixed(1)}% top-1 at step ${ev.step}` : 'not evaluated yet'],
       ['access', j.job.access === 'private' ? 'private (needs a join token)' : 'public'],
     ]);

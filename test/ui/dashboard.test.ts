@@ -24,7 +24,7 @@ describe('ring edge kinds', () => {
   });
 
   it('the dashboard folds events into a ring drawing with the right edges', () => {
-    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '' };
+    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '', mode: '' };
     fold(m, { type: 'generation', generation: 2, ring: ['a', 'b', 'c'], peers: ring }, 0);
     fold(m, { type: 'step', step: 1, generation: 2, loss: 2.3, imagesPerSec: 100, peers: 3, timings: [timing('a', 'direct'), timing('b', 'relayed'), timing('c', 'direct')] }, 1000);
     let svg = charts(m).at(-1)!;
@@ -36,6 +36,20 @@ describe('ring edge kinds', () => {
     svg = charts(m).at(-1)!;
     expect(svg.match(/class="edge-unknown"/g)?.length).toBe(2);
     expect(svg).not.toContain('relay-label');
+  });
+});
+
+describe('rounds on the dashboard', () => {
+  it('draws the bytes sent per image, labels rounds, and shares a round\'s images over its inner steps', () => {
+    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '', mode: '' };
+    fold(m, { type: 'generation', generation: 1, ring: ['a', 'b'], peers: [peer('a'), peer('b')] }, 0);
+    fold(m, { type: 'step', step: 8, generation: 1, loss: 2.1, imagesPerSec: 90, peers: 2, timings: [{ ...timing('a'), images: 96 }, { ...timing('b'), images: 96 }], traffic: { innerSteps: 8, bytesPerImage: 52_000 } }, 1000);
+    const all = charts(m).join('\n');
+    expect(all).toContain('bytes sent per image (rounds)');
+    expect(all).toContain('round to 8 a');
+    expect(all).toContain('per-peer time in the last rounds');
+    // Each peer computed 96 of the round's 8 x 24 images: half the work.
+    expect(all).toMatch(/50%/);
   });
 });
 
@@ -66,7 +80,9 @@ describe('the ring drawing', () => {
 describe('GET /api/job as the dashboard reads it', () => {
   it('takes what it needs and survives what it does not expect', () => {
     expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private' }, peers: 3 }))
-      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private' });
-    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null });
+      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)' });
+    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)' });
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toMatch(/^rounds: 8 local steps per peer/);
+    expect(jobHeadOf({ job: { outer: { syncEvery: 'x' } } }).mode).toMatch(/exact sync SGD/);
   });
 });
