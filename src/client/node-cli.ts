@@ -2,6 +2,9 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
 // WebRTC from node-datachannel, the session socket from 'ws'.
+import { resolve } from 'node:path';
+import { DiskShardCache } from '../data/disk-cache.ts';
+import type { ShardSource } from '../data/source.ts';
 import { isIP } from 'node:net';
 import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../../coordinator/args.ts';
@@ -30,6 +33,9 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --bind ADDR        WebRTC only on this local address (default: every interface, or
                      127.0.0.1 when the coordinator is on loopback; the address facing the
                      other volunteers when a machine has several)
+  --cache-dir DIR    keep the shards it fetched in DIR (survives restarts; least recently
+                     used evicted past the budget); default: none, every run fetches again
+  --cache-gb N       the cache's budget in GB (default 4)
   --quiet            only errors and the final line`;
 
 export async function volunteerMain(argv: readonly string[]): Promise<void> {
@@ -50,6 +56,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const bind = a.str('bind', '');
   const caFile = a.str('ca', '');
   const caSha256 = a.str('ca-sha256', '');
+  const cacheDir = a.str('cache-dir', '');
+  const cacheGb = a.num('cache-gb', 4, (v) => v > 0, 'a number of GB > 0');
   a.rejectUnknown(VOLUNTEER_USAGE);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
@@ -91,6 +99,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
         iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
+        ...(cacheDir ? { cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source) } : {}),
       },
       { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal },
     );

@@ -57,7 +57,7 @@ export interface VolunteerPlatform {
   gunzip?: Gunzip;
   fetch?: typeof fetch;
   /** Where a shard source gets a cache in front (the page: IndexedDB). */
-  cacheShards?: (source: ShardSource) => ShardSource;
+  cacheShards?: (source: ShardSource, dataset: string) => ShardSource;
   /** Keeps the job's newest checkpoint on this device (the page: IndexedDB) for a fast rejoin. */
   checkpoints?: CheckpointKeeper;
 }
@@ -109,7 +109,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const rejoinFor = o.rejoinForMs ?? 600_000;
   const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);
   const http = httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn);
-  const source = p.cacheShards ? p.cacheShards(http) : http;
+  const source = p.cacheShards ? p.cacheShards(http, job.job.dataset) : http;
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
