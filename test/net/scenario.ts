@@ -30,6 +30,8 @@ export interface CoordinatorProcOptions {
   tlsDir?: string;
   timeouts?: Record<string, number>;
   heartbeatMs?: number;
+  /** Test images of each evaluation (default 48). */
+  evalSamples?: number;
 }
 
 /** Starts test/net/coordinator-proc.ts inside `host`; resolves once it listens. */

@@ -1,0 +1,112 @@
+// One run of `npm run bench -- lowcomm`: a coordinator and 4 Node volunteers (wasm, 1 thread
+// each) on 5 hosts of the network test bed (test/net/bed.ts), their LAN shaped by a link profile
+// (test/net/profiles.ts), training the small CNN on CIFAR-10 for a fixed number of images in
+// sync mode (H = 1) or in rounds (H > 1). The peers start with the data set in their shard
+// cache (--cache-dir, filled by the bench), so the network carries the training's traffic only.
+// Returns the evaluations and steps against training time (evaluation time taken out).
+import { createHash } from 'node:crypto';
+import { link, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { LiveEvent } from '../src/client/protocol.ts';
+import { cacheFolderName } from '../src/data/disk-cache.ts';
+import { Testbed } from '../test/net/bed.ts';
+import type { ProfileName } from '../test/net/profiles.ts';
+import { startCoordinatorIn, volunteerIn } from '../test/net/scenario.ts';
+
+export interface RunSpec {
+  profile: ProfileName;
+  syncEvery: number;
+  steps: number;
+  globalBatch: number;
+  lr: number;
+  evalEvery: number;
+  evalSamples: number;
+  seed: number;
+}
+
+export interface RunResult {
+  profile: ProfileName;
+  syncEvery: number;
+  /** Per evaluation: the step, images seen, training seconds since the ring formed, top-1. */
+  evals: { step: number; images: number; seconds: number; top1: number }[];
+  /** Per committed step (or round): training seconds, bytes sent per image by all peers. */
+  steps: { step: number; seconds: number; bytesPerImage: number }[];
+  bytesPerImage: number;
+  wallSeconds: number;
+}
+
+export const PEERS = 4;
+
+/** Puts a copy (hard links) of the data set into each peer's shard cache, with the checksums it keeps. */
+export async function prefillCaches(dataDir: string, dataset: string, roots: string[]): Promise<void> {
+  const src = join(dataDir, dataset);
+  const manifest = await readFile(join(src, 'manifest.json'));
+  const shards = (await readdir(src)).filter((f) => f !== 'manifest.json' && !f.startsWith('.'));
+  const sums = new Map<string, string>();
+  for (const f of shards) sums.set(f, createHash('sha256').update(await readFile(join(src, f))).digest('hex'));
+  for (const root of roots) {
+    const folder = join(root, cacheFolderName(dataset, manifest));
+    await mkdir(folder, { recursive: true });
+    for (const f of shards) {
+      await link(join(src, f), join(folder, f)).catch(async () => writeFile(join(folder, f), await readFile(join(src, f))));
+      await writeFile(join(folder, `${f}.sha256`), sums.get(f)!);
+    }
+  }
+}
+
+export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string; log: (l: string) => void }): Promise<RunResult> {
+  const hosts = Array.from({ length: PEERS }, (_, i) => `p${i + 1}`);
+  const caches = hosts.map((h) => join(o.root, `cache-${spec.profile}-${spec.syncEvery}-${h}`));
+  await prefillCaches(o.dataDir, 'cifar10', caches);
+  const config = {
+    name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
+    optimizer: { kind: 'lars', lr: spec.lr, warmupSteps: Math.min(8, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, seed: spec.seed, minPeers: PEERS,
+    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery } : {}),
+  };
+  const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
+  const t0 = Date.now();
+  try {
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir: join(o.root, config.name), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, heartbeatMs: 1000,
+      timeouts: { stepMs: 900_000, admitMs: 300_000, evalMs: 600_000, silentMs: 120_000 },
+    });
+    const url = `http://${bed.host('coord').ip}:${coord.port}`;
+    const peers = hosts.map((h, i) => volunteerIn(bed, h, url, ['--threads', '1', '--cache-dir', caches[i]!]));
+    try {
+      const gen = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === PEERS, 300_000, `a ring of ${PEERS}`);
+      const limit = 3_600_000;
+      await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error(`run ${config.name} did not finish within an hour`)), limit))]);
+      return summarise(spec, coord.events, gen.at, (Date.now() - t0) / 1000);
+    } finally {
+      for (const p of peers) p.kill('SIGKILL');
+      await coord.stop();
+    }
+  } finally {
+    await bed.close();
+  }
+}
+
+/** Training seconds of every step and evaluation: wall time since the ring formed, minus evaluations. */
+export function summarise(spec: RunSpec, events: readonly { at: number; e: LiveEvent }[], start: number, wallSeconds: number): RunResult {
+  const steps: RunResult['steps'] = [];
+  const evals: RunResult['evals'] = [];
+  let evalMs = 0;
+  let lastStepAt = start;
+  for (const { at, e } of events) {
+    if (at < start) continue;
+    if (e.type === 'step') {
+      lastStepAt = at;
+      steps.push({ step: e.step, seconds: (at - start - evalMs) / 1000, bytesPerImage: e.traffic?.bytesPerImage ?? 0 });
+    } else if (e.type === 'eval') {
+      evalMs += at - lastStepAt; // the evaluation runs right after the step it evaluates
+      evals.push({ step: e.step, images: e.step * spec.globalBatch, seconds: steps.find((s) => s.step === e.step)?.seconds ?? NaN, top1: e.top1 });
+    }
+  }
+  const bytesPerImage = steps.length ? steps.reduce((a, s) => a + s.bytesPerImage, 0) / steps.length : 0;
+  return { profile: spec.profile, syncEvery: spec.syncEvery, evals, steps, bytesPerImage, wallSeconds };
+}
+
+/** Training seconds until top-1 first reached `target` (null: never). */
+export function timeToTarget(r: RunResult, target: number): number | null {
+  return r.evals.find((e) => e.top1 >= target)?.seconds ?? null;
+}
