@@ -172,7 +172,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);
