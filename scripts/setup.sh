@@ -19,6 +19,8 @@ fi
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "setup: installing npm packages (npm ci)"
-  npm ci --no-audit --no-fund
+  # onnxruntime-node (the export test) bundles its CPU runtime; its install script would fetch
+  # CUDA libraries from the internet, which this machine does not need (or reach).
+  ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund
 fi
 echo "setup: done"
