@@ -22,6 +22,8 @@ export interface RunSpec {
   /** The outer step of rounds (job outerLr / outerMomentum). */
   outerLr: number;
   outerMomentum: number;
+  /** Sync steps before the first round (job syncWarmup). */
+  syncWarmup: number;
   evalEvery: number;
   evalSamples: number;
   seed: number;
@@ -64,7 +66,7 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
     optimizer: { kind: 'lars', lr: spec.lr, warmupSteps: Math.min(8, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, seed: spec.seed, minPeers: PEERS,
-    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum } : {}),
+    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}) } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();

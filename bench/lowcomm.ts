@@ -30,8 +30,9 @@ export async function main(argv: string[]): Promise<void> {
   const hs = a.str('h', '8,32').split(',').map(Number);
   const evalSamples = a.int('eval-samples', 1000, 1);
   const outerLr = a.num('outer-lr', OUTER_DEFAULTS.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
+  const syncWarmup = a.int('sync-warmup', 0, 0);
   const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
-  a.rejectUnknown('npm run bench -- lowcomm [--steps 96] [--batch 128] [--lr 0.5] [--profiles home,wifi] [--h 8,32] [--eval-samples 1000] [--outer-lr X] [--outer-momentum M]');
+  a.rejectUnknown('npm run bench -- lowcomm [--steps 96] [--batch 128] [--lr 0.5] [--profiles home,wifi] [--h 8,32] [--eval-samples 1000] [--outer-lr X] [--outer-momentum M] [--sync-warmup N]');
   const known: readonly string[] = ['home', 'wifi', 'lan'];
   const bad = profiles.filter((p) => !known.includes(p));
   if (bad.length) throw new Error(`--profiles takes home, wifi, lan; got ${bad.join(',')}`);
@@ -42,7 +43,7 @@ export async function main(argv: string[]): Promise<void> {
   try {
     for (const profile of profiles) {
       for (const syncEvery of [1, ...hs]) {
-        const spec: RunSpec = { profile, syncEvery, steps, globalBatch: batch, lr, outerLr, outerMomentum, evalEvery: 16, evalSamples, seed: 5 };
+        const spec: RunSpec = { profile, syncEvery, steps, globalBatch: batch, lr, outerLr, outerMomentum, syncWarmup, evalEvery: 16, evalSamples, seed: 5 };
         process.stderr.write(`lowcomm: ${profile}, ${syncEvery === 1 ? 'sync' : `H = ${syncEvery}`}, ${steps} steps of ${batch} images ...\n`);
         const r = await runOnce(spec, { root: root.dir, dataDir: DEFAULT_CACHE_DIR, log: (l) => process.stderr.write(`${l}\n`) });
         const last = r.evals[r.evals.length - 1];
@@ -81,7 +82,7 @@ export async function main(argv: string[]): Promise<void> {
     images: steps * batch,
     top1: Object.fromEntries(runs.map((r) => [`${r.profile}_h${r.syncEvery}`, final(r) === null ? null : +(100 * final(r)!).toFixed(2)])),
   };
-  writeFileEnsuringDir('bench/results/lowcomm.json', JSON.stringify({ settings: { steps, batch, lr, outerLr, outerMomentum, evalSamples, peers: 4, model: 'small-cnn', dataset: 'cifar10' }, target, perProfile, runs, summary }, null, 2));
+  writeFileEnsuringDir('bench/results/lowcomm.json', JSON.stringify({ settings: { steps, batch, lr, outerLr, outerMomentum, syncWarmup, evalSamples, peers: 4, model: 'small-cnn', dataset: 'cifar10' }, target, perProfile, runs, summary }, null, 2));
   writeFileEnsuringDir('bench/results/lowcomm.svg', lineChartSvg({
     title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
     series: runs.map((r) => ({ name: `${r.profile} ${r.syncEvery === 1 ? 'sync' : `H=${r.syncEvery}`}`, points: r.evals.map((e) => [e.seconds, 100 * e.top1] as [number, number]) })),

@@ -334,7 +334,8 @@ export class Driver {
     const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
     const median = known.length ? known[known.length >> 1]! : 1;
     const images = splitBatch(B, this.ring.map((id) => this.peers.get(id)?.ips ?? median));
-    const H = this.d.job.outer.syncEvery;
+    // Exact sync steps first when the job asks for a warm-up, then rounds.
+    const H = this.step < this.d.job.outer.warmup ? 1 : this.d.job.outer.syncEvery;
     const steps = H > 1 ? Math.min(H, this.d.job.totalSteps - this.step) : 1;
     if (H > 1 && (this.round?.step !== this.step || planImages(this.round, this.ring) === 0)) {
       this.round = planRound(this.d.job.seed, this.step, steps, B, this.d.trainSamples, this.ring, images);

@@ -51,7 +51,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup'];
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
 export const MIN_JOIN_TOKEN = 16;
 export const JOIN_TOKEN_PATTERN = new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`);
@@ -97,8 +97,9 @@ function readOuter(r: FieldReader): OuterConfig {
     syncEvery: r.has('syncEvery') ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
     lr: r.has('outerLr') ? r.num('outerLr', Number.MIN_VALUE, 10) : OUTER_DEFAULTS.lr,
     momentum: r.has('outerMomentum') ? r.num('outerMomentum', 0, 0.999) : OUTER_DEFAULTS.momentum,
+    warmup: r.has('syncWarmup') ? r.int('syncWarmup', 0, 2 ** 32 - 1) : OUTER_DEFAULTS.warmup,
   };
-  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum'))) r.problems.push('outerLr and outerMomentum apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup'))) r.problems.push('outerLr, outerMomentum and syncWarmup apply to rounds (syncEvery > 1): set syncEvery or drop them');
   try {
     return checkOuterConfig(outer);
   } catch (e) {

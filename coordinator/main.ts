@@ -30,6 +30,7 @@ export const START_USAGE = `usage: npm start -- [options]
                               H > 1: rounds of H local steps per peer, then one all-reduce of the
                               weight change and an outer Nesterov step (Wi-Fi classes, home links)
   --outer-lr X --outer-momentum M   the outer step of rounds (default 0.7 and 0.9, as DiLoCo)
+  --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
   --warmup N                  warm-up steps (default 20)
   --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 500)
   --checkpoint-every K        a checkpoint every K steps (default 25)
@@ -73,6 +74,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const lr = a.num('lr', kind === 'lars' ? 0.5 : 0.05, (v) => v > 0, 'a positive number');
   const warmup = a.int('warmup', 20);
   const syncEvery = a.int('sync-every', 1, 1);
+  const syncWarmup = a.int('sync-warmup', 0, 0);
   const outerLr = a.num('outer-lr', OUTER_DEFAULTS.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
   const evalEvery = a.int('eval-every', 50);
@@ -112,7 +114,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
-    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum } : {}),
+    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);

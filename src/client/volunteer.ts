@@ -518,7 +518,6 @@ class Session {
       if (!this.c.rounds) throw new StateError('the coordinator assigned a round, but this job synchronises every step (syncEvery 1)');
       return this.round(a, a.round, this.c.rounds);
     }
-    if (this.c.rounds) throw new StateError(`the coordinator assigned one step, but this job trains in rounds of ${this.c.rounds.config.syncEvery}`);
     const arrived = performance.now();
     const { state } = this.c;
     // Undo a step this peer applied (or began) before the coordinator aborted it.

@@ -18,10 +18,12 @@ export interface OuterConfig {
   lr: number;
   /** The outer Nesterov momentum (DiLoCo: 0.9). */
   momentum: number;
+  /** Steps of exact sync SGD before the first round (DiLoCo and post-local SGD start rounds from a trained model). */
+  warmup: number;
 }
 
 /** DiLoCo's outer optimiser: Nesterov momentum 0.9, rate 0.7. */
-export const OUTER_DEFAULTS: OuterConfig = { syncEvery: 1, lr: 0.7, momentum: 0.9 };
+export const OUTER_DEFAULTS: OuterConfig = { syncEvery: 1, lr: 0.7, momentum: 0.9, warmup: 0 };
 /** The longest round: ids of every inner step travel in one assignment message. */
 export const MAX_SYNC_EVERY = 1024;
 
@@ -30,6 +32,7 @@ export function checkOuterConfig(c: OuterConfig): OuterConfig {
   if (!Number.isInteger(c.syncEvery) || c.syncEvery < 1 || c.syncEvery > MAX_SYNC_EVERY) throw new OptimError('bad-config', `syncEvery must be an integer in [1, ${MAX_SYNC_EVERY}] (1: every step synchronised), got ${c.syncEvery}`);
   if (!Number.isFinite(c.lr) || c.lr <= 0 || c.lr > 10) throw new OptimError('bad-config', `the outer rate must be a number in (0, 10] (DiLoCo uses 0.7), got ${c.lr}`);
   if (!Number.isFinite(c.momentum) || c.momentum < 0 || c.momentum >= 1) throw new OptimError('bad-config', `the outer momentum must be a number in [0, 1) (DiLoCo uses 0.9), got ${c.momentum}`);
+  if (!Number.isInteger(c.warmup) || c.warmup < 0) throw new OptimError('bad-config', `the sync warm-up before the first round must be a whole number of steps >= 0, got ${c.warmup}`);
   return c;
 }
 

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { summarise, timeToTarget } from '../../bench/lowcomm-run.ts';
 import type { LiveEvent } from '../../src/client/protocol.ts';
 
-const spec = { profile: 'home' as const, syncEvery: 8, steps: 16, globalBatch: 128, lr: 0.5, outerLr: 0.7, outerMomentum: 0.9, evalEvery: 8, evalSamples: 100, seed: 1 };
+const spec = { profile: 'home' as const, syncEvery: 8, steps: 16, globalBatch: 128, lr: 0.5, outerLr: 0.7, outerMomentum: 0.9, syncWarmup: 0, evalEvery: 8, evalSamples: 100, seed: 1 };
 const step = (s: number, bytesPerImage = 1000): LiveEvent => ({ type: 'step', step: s, generation: 1, loss: 1, imagesPerSec: 1, peers: 4, timings: [], traffic: { innerSteps: 8, bytesPerImage } });
 const ev = (s: number, top1: number): LiveEvent => ({ type: 'eval', step: s, top1, top5: 1, loss: 1, samples: 100 });
 

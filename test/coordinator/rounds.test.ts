@@ -80,6 +80,20 @@ describe('driver with rounds', () => {
     h.d.stop();
   });
 
+  it('a sync warm-up: single steps first, rounds after it', () => {
+    const h = harness({ syncWarmup: 2 });
+    let as = h.startRing(['a', 'b']);
+    for (let s = 0; s < 2; s++) {
+      expect(as.map((a) => [a.step, a.round === undefined, a.sampleIds.length])).toEqual([[s, true, 6], [s, true, 6]]);
+      as.forEach((a, i) => h.result(['a', 'b'][i]!, a));
+      as = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    }
+    expect(as.map((a) => [a.step, a.round?.ids.length])).toEqual([[2, 4], [2, 4]]);
+    as.forEach((a, i) => h.result(['a', 'b'][i]!, a));
+    expect(h.d.status().step).toBe(6);
+    h.d.stop();
+  });
+
   it('evaluates and checkpoints when a round crosses their multiple', () => {
     const h = harness({ evalEvery: 3, checkpointEvery: 6 }, [1, 2, 3]);
     let as = h.startRing(['a']);
@@ -97,11 +111,12 @@ describe('driver with rounds', () => {
 
   it('job settings: syncEvery with its outer step, checked', () => {
     const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 } };
-    expect(parseJobConfig(base, N_TRAIN).outer).toEqual({ syncEvery: 1, lr: 0.7, momentum: 0.9 });
-    expect(parseJobConfig({ ...base, syncEvery: 8, outerLr: 0.5, outerMomentum: 0.8 }, N_TRAIN).outer).toEqual({ syncEvery: 8, lr: 0.5, momentum: 0.8 });
+    expect(parseJobConfig(base, N_TRAIN).outer).toEqual({ syncEvery: 1, lr: 0.7, momentum: 0.9, warmup: 0 });
+    expect(parseJobConfig({ ...base, syncEvery: 8, outerLr: 0.5, outerMomentum: 0.8 }, N_TRAIN).outer).toEqual({ syncEvery: 8, lr: 0.5, momentum: 0.8, warmup: 0 });
     const bad = (extra: Record<string, unknown>) => { try { parseJobConfig({ ...base, ...extra }, N_TRAIN); return ''; } catch (e) { expect(e).toBeInstanceOf(JobError); return (e as Error).message; } };
     expect(bad({ syncEvery: 0 })).toMatch(/syncEvery must be an integer in \[1, 1024\]/);
     expect(bad({ outerLr: 0.5 })).toMatch(/apply to rounds \(syncEvery > 1\)/);
+    expect(bad({ syncWarmup: 5 })).toMatch(/apply to rounds/);
     expect(bad({ syncEvery: 4, outerMomentum: 1 })).toMatch(/outerMomentum/);
     expect(bad({ syncEvery: 1024, globalBatch: 100 })).toMatch(/syncEvery x globalBatch must be at most 65536/);
   });

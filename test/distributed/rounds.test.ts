@@ -2,6 +2,7 @@
 // processes (wasm, and a mixed ring with a Dawn WebGPU peer).
 //   sync untouched: a job that writes syncEvery 1 out is today's sync mode to the bit, and one
 //     peer in rounds with outer rate 1 and no outer momentum follows the sync trajectory;
+//   warm-up: sync steps first, then rounds, in one job;
 //   mixed ring: a WebGPU peer and two wasm peers in rounds agree to the bit after every round;
 //   churn: a peer killed mid-round is left out of the round (the survivors reuse their inner
 //     steps instead of redoing them), a joiner enters at the next round boundary from a
@@ -68,6 +69,17 @@ describe('rounds (syncEvery > 1)', () => {
     for (const r of rounds) expect(r.bytesPerImage / payload - 1).toBeLessThan(0.01);
     const seed = await onePeerWeights(root.dir, 'zero', data, testJob(1, { optimizer: { kind: 'sgd', lr: 1e-9 } }), 'wasm');
     expect(relDiff((await finalWeights(job.jobDir)).weights, seed.weights)).toBeGreaterThan(1e-3); // it trained
+  });
+
+  it('a sync warm-up, then rounds: every step and round once, one checksum each', async () => {
+    const job = await startTestJob(root.dir, 'warm', data, testJob(8, { minPeers: 2, syncEvery: 4, syncWarmup: 4 }));
+    const vs = ['a', 'b'].map((n) => volunteer(job.url, n, 'wasm'));
+    spawned.push(...vs);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const rounds = await checkRounds(job.jobDir, [1, 2, 3, 4, 8]);
+    expect(rounds.map((r) => r.innerSteps)).toEqual([1, 1, 1, 1, 4]);
   });
 
   it('a peer killed mid-round: the survivors reuse their inner steps, the round commits without it, a joiner enters at the next round', async () => {

@@ -30,7 +30,7 @@ function reference(w0: Float64Array, peers: { w: Float64Array; images: number }[
 
 describe('outer step', () => {
   it.each([1, 7, 1031])('matches the float64 reference over 3 peers (n = %i)', (n) => {
-    const cfg = { syncEvery: 8, lr: 0.7, momentum: 0.9 };
+    const cfg = { syncEvery: 8, lr: 0.7, momentum: 0.9, warmup: 0 };
     const w0 = rand(n, 1), u = rand(n, 2, 0.01);
     const peers = [3, 5, 0].map((images, k) => ({ w: Float32Array.from(w0, (x, i) => x - 0.01 * rand(n, 10 + k)[i]!), images }));
     const sum = new Float32Array(n);
@@ -49,17 +49,17 @@ describe('outer step', () => {
     const sum = new Float32Array(n);
     const ca = weightedChange(w0, a, 2, new Float32Array(n)), cb = weightedChange(w0, b, 2, new Float32Array(n));
     for (let i = 0; i < n; i++) sum[i] = Math.fround(ca[i]! + cb[i]!);
-    const run = () => { const w = w0.slice(), u = new Float32Array(n); outerStep({ syncEvery: 2, lr: 1, momentum: 0 }, w, u, sum, 4); return w; };
+    const run = () => { const w = w0.slice(), u = new Float32Array(n); outerStep({ syncEvery: 2, lr: 1, momentum: 0, warmup: 0 }, w, u, sum, 4); return w; };
     const w1 = run(), w2 = run();
     expect(Buffer.from(w1.buffer).equals(Buffer.from(w2.buffer))).toBe(true);
     for (let i = 0; i < n; i++) expect(w1[i]!).toBeCloseTo((a[i]! + b[i]!) / 2, 5);
   });
 
   it('refuses bad settings and inputs, saying what is allowed', () => {
-    expect(() => checkOuterConfig({ syncEvery: 0, lr: 0.7, momentum: 0.9 })).toThrow(/syncEvery must be an integer in \[1, 1024\]/);
-    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0, momentum: 0.9 })).toThrow(/outer rate/);
-    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0.7, momentum: 1 })).toThrow(OptimError);
-    expect(() => outerStep({ syncEvery: 4, lr: 0.7, momentum: 0.9 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0)).toThrow(/at least one image/);
+    expect(() => checkOuterConfig({ syncEvery: 0, lr: 0.7, momentum: 0.9, warmup: 0 })).toThrow(/syncEvery must be an integer in \[1, 1024\]/);
+    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0, momentum: 0.9, warmup: 0 })).toThrow(/outer rate/);
+    expect(() => checkOuterConfig({ syncEvery: 4, lr: 0.7, momentum: 1, warmup: 0 })).toThrow(OptimError);
+    expect(() => outerStep({ syncEvery: 4, lr: 0.7, momentum: 0.9, warmup: 0 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0)).toThrow(/at least one image/);
     expect(() => weightedChange(new Float32Array(2), new Float32Array(3), 1, new Float32Array(2))).toThrow(/same length/);
   });
 });
