@@ -34,8 +34,8 @@ export interface RunResult {
   syncEvery: number;
   /** Per evaluation: the step, images seen, training seconds since the ring formed, top-1. */
   evals: { step: number; images: number; seconds: number; top1: number }[];
-  /** Per committed step (or round): training seconds, bytes sent per image by all peers. */
-  steps: { step: number; seconds: number; bytesPerImage: number }[];
+  /** Per committed step (or round): training seconds, its steps, bytes sent per image by all peers. */
+  steps: { step: number; seconds: number; innerSteps: number; bytesPerImage: number }[];
   bytesPerImage: number;
   wallSeconds: number;
 }
@@ -101,13 +101,15 @@ export function summarise(spec: RunSpec, events: readonly { at: number; e: LiveE
     if (at < start) continue;
     if (e.type === 'step') {
       lastStepAt = at;
-      steps.push({ step: e.step, seconds: (at - start - evalMs) / 1000, bytesPerImage: e.traffic?.bytesPerImage ?? 0 });
+      steps.push({ step: e.step, seconds: (at - start - evalMs) / 1000, innerSteps: e.traffic?.innerSteps ?? 1, bytesPerImage: e.traffic?.bytesPerImage ?? 0 });
     } else if (e.type === 'eval') {
       evalMs += at - lastStepAt; // the evaluation runs right after the step it evaluates
       evals.push({ step: e.step, images: e.step * spec.globalBatch, seconds: steps.find((s) => s.step === e.step)?.seconds ?? NaN, top1: e.top1 });
     }
   }
-  const bytesPerImage = steps.length ? steps.reduce((a, s) => a + s.bytesPerImage, 0) / steps.length : 0;
+  // Over all images: a round carries innerSteps steps' images (a sync warm-up mixes both kinds).
+  const images = steps.reduce((a, s) => a + s.innerSteps, 0);
+  const bytesPerImage = images ? steps.reduce((a, s) => a + s.bytesPerImage * s.innerSteps, 0) / images : 0;
   return { profile: spec.profile, syncEvery: spec.syncEvery, evals, steps, bytesPerImage, wallSeconds };
 }
 

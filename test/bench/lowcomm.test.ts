@@ -16,11 +16,17 @@ describe('lowcomm accounting', () => {
       { at: 24_000, e: step(16, 3000) }, { at: 25_000, e: ev(16, 0.3) },
     ];
     const r = summarise(spec, events, 1000, 30);
-    expect(r.steps).toEqual([{ step: 8, seconds: 10, bytesPerImage: 1000 }, { step: 16, seconds: 20, bytesPerImage: 3000 }]);
+    expect(r.steps).toEqual([{ step: 8, seconds: 10, innerSteps: 8, bytesPerImage: 1000 }, { step: 16, seconds: 20, innerSteps: 8, bytesPerImage: 3000 }]);
     expect(r.evals).toEqual([{ step: 8, images: 1024, seconds: 10, top1: 0.2 }, { step: 16, images: 2048, seconds: 20, top1: 0.3 }]);
     expect(r.bytesPerImage).toBe(2000);
     expect(timeToTarget(r, 0.25)).toBe(20);
     expect(timeToTarget(r, 0.2)).toBe(10);
     expect(timeToTarget(r, 0.5)).toBeNull();
+  });
+
+  it('weighs bytes per image by images when sync steps (a warm-up) and rounds mix', () => {
+    const sync: LiveEvent = { ...step(1, 100_000), traffic: { innerSteps: 1, bytesPerImage: 100_000 } } as LiveEvent;
+    const r = summarise(spec, [{ at: 2000, e: sync }, { at: 3000, e: step(9, 10_000) }], 1000, 3);
+    expect(r.bytesPerImage).toBe((100_000 + 8 * 10_000) / 9);
   });
 });
