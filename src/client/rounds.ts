@@ -109,11 +109,13 @@ export class RoundState {
     return { work: this.work, reused: false };
   }
 
-  /** The outer step with the ring's `sum` of contributions over `images` images. */
+  /**
+   * The outer step with the ring's `sum` of contributions over `images` images. The peer holds
+   * w0 and the saved outer momentum here (contribution() put them back, or undo() did), so the
+   * copies taken at the round's start stay the undo point.
+   */
   apply(step: number, sum: Float32Array, images: number): void {
     const { state } = this;
-    this.w0.set(state.w);
-    this.savedU.set(this.u);
     outerStep(this.config, state.w, this.u, sum, images);
     state.model.engine.write(state.model.params, state.w);
     this.applied = step;

@@ -155,11 +155,17 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
  * round's images times this peer's own per-image change RMS (none when it computed nothing).
  */
 function changeBound(change: Float32Array, images: number, roundImages: number): number {
-  if (images === 0) return Number.POSITIVE_INFINITY;
+  const perImage = perImageRms(change, images);
+  return perImage === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * roundImages * perImage;
+}
+
+/** RMS of a sum over `images` images, per image; null when there is none (no images, zero or not finite). */
+function perImageRms(sum: Float32Array, images: number): number | null {
+  if (images === 0) return null;
   let sq = 0;
-  for (let i = 0; i < change.length; i++) sq += change[i]! * change[i]!;
-  const perImage = Math.sqrt(sq / Math.max(1, change.length)) / images;
-  return Number.isFinite(perImage) && perImage > 0 ? GRADIENT_BOUND * roundImages * perImage : Number.POSITIVE_INFINITY;
+  for (let i = 0; i < sum.length; i++) sq += sum[i]! * sum[i]!;
+  const perImage = Math.sqrt(sq / Math.max(1, sum.length)) / images;
+  return Number.isFinite(perImage) && perImage > 0 ? perImage : null;
 }
 
 /** The device a peer reports (shown on the dashboard's ring): backend and device. */
@@ -611,12 +617,8 @@ class Session {
    * a broken or hostile peer would otherwise spread into every peer's weights.
    */
   private gradientBound(own: Float32Array, images: number, globalBatch: number): number {
-    if (images > 0) {
-      let sq = 0;
-      for (let i = 0; i < own.length; i++) sq += own[i]! * own[i]!;
-      const perImage = Math.sqrt(sq / Math.max(1, own.length)) / images;
-      if (Number.isFinite(perImage) && perImage > 0) this.gradRms = this.gradRms === null ? perImage : 0.9 * this.gradRms + 0.1 * perImage;
-    }
+    const perImage = perImageRms(own, images);
+    if (perImage !== null) this.gradRms = this.gradRms === null ? perImage : 0.9 * this.gradRms + 0.1 * perImage;
     return this.gradRms === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * globalBatch * this.gradRms;
   }
 
