@@ -17,7 +17,8 @@
 // the others. The ring shrinking to nobody loses the steps since the newest checkpoint: the
 // job resumes from it (same samples again) when peers come back.
 import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
-import type { CoordinatorMessage, EvalCounts, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
+import { addToTally, evalMessages, startTally, tallySummary, type EvalTally } from './eval-tally.ts';
+import type { CoordinatorMessage, Evaluate, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
 import { sliceIds, stepSamples } from '../src/train/sampler.ts';
 import { splitBatch, type JobConfig } from './job.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
@@ -47,6 +48,12 @@ export interface DriverDeps {
   trainSamples: number;
   /** Val ids evaluated at each evaluation. */
   evalIds: readonly number[];
+  /** Val ids of the job's last evaluation (default: evalIds); the whole split, usually. */
+  finalEvalIds?: readonly number[];
+  /** Val ids whose predictions each evaluation reports (the dashboard's grid). */
+  showIds?: readonly number[];
+  /** The model's classes: a confusion matrix is asked for up to MAX_CONFUSION_CLASSES (absent: none). */
+  classes?: number;
   /** Step of the newest stored checkpoint (null: none; the job starts from its seed). */
   checkpointStep: number | null;
   /** First generation number (after a restart: above every one used before). */
@@ -80,7 +87,7 @@ type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
   | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable }
-  | { kind: 'evaluating'; step: number; pending: Set<string>; counts: EvalCounts; deadline: number }
+  | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }
   | { kind: 'done' };
@@ -216,12 +223,13 @@ export class Driver {
         return;
       }
       case 'eval-result':
-        if (ph.kind !== 'evaluating' || m.step !== ph.step || !ph.pending.delete(id)) return;
-        ph.counts.samples += m.counts.samples;
-        ph.counts.top1 += m.counts.top1;
-        ph.counts.top5 += m.counts.top5;
-        ph.counts.lossSum += m.counts.lossSum;
+      {
+        const asked = ph.kind === 'evaluating' && m.step === ph.step ? ph.pending.get(id) : undefined;
+        if (!asked || ph.kind !== 'evaluating') return;
+        ph.pending.delete(id);
+        addToTally(ph.tally, asked, m.counts);
         return this.advance();
+      }
       case 'join':
       case 'checkpoint-announce':
         return;
@@ -402,22 +410,23 @@ export class Driver {
   }
 
   private startEval(): void {
-    const ids = this.d.evalIds;
-    const known = this.ring.map((id) => this.peers.get(id)?.ips ?? 1);
-    const shares = splitBatch(ids.length, known);
-    const slices = sliceIds(ids, shares);
-    const ph: Extract<Phase, { kind: 'evaluating' }> = { kind: 'evaluating', step: this.step, pending: new Set(this.ring), counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 }, deadline: Date.now() + this.timeouts.evalMs };
+    // The job's last evaluation covers the whole test split where one is given.
+    const final = this.step >= this.d.job.totalSteps;
+    const ids = final && this.d.finalEvalIds?.length ? this.d.finalEvalIds : this.d.evalIds;
+    const plan = { ids, show: (this.d.showIds ?? []).filter((id) => ids.includes(id)), classes: this.d.classes ?? Infinity, final };
+    const messages = evalMessages(this.step, plan, this.ring.map((id) => this.peers.get(id)?.ips ?? 1));
+    const ph: Extract<Phase, { kind: 'evaluating' }> = { kind: 'evaluating', step: this.step, pending: new Map(this.ring.map((id, i) => [id, messages[i]!])), tally: startTally(plan), deadline: Date.now() + this.timeouts.evalMs };
     this.phase = ph;
     const lost: string[] = [];
-    this.ring.forEach((id, i) => { if (!this.d.send(id, { type: 'evaluate', step: this.step, ids: slices[i]! })) lost.push(id); });
+    this.ring.forEach((id, i) => { if (!this.d.send(id, messages[i]!)) lost.push(id); });
     if (lost.length) this.gone(lost, 'its session is closed');
   }
 
   private finishEval(ph: Extract<Phase, { kind: 'evaluating' }>): void {
     this.evaluated.add(ph.step);
-    const c = ph.counts;
-    if (c.samples > 0) {
-      const e = { step: ph.step, top1: c.top1 / c.samples, top5: c.top5 / c.samples, loss: c.lossSum / c.samples, samples: c.samples };
+    const e = tallySummary(ph.tally, ph.step);
+    if (ph.tally.problems.length) this.d.log(`evaluation of step ${ph.step}: ${ph.tally.problems.slice(0, 3).join('; ')} (left out)`);
+    if (e) {
       this.d.metrics.append({ type: 'eval', time: Date.now(), ...e });
       this.d.publish({ type: 'eval', ...e });
     }
@@ -516,7 +525,7 @@ export class Driver {
     } else if (ph.kind === 'running' && now > ph.deadline) {
       this.evict(ph.ring.filter((id) => !ph.results.has(id)), `no result for step ${ph.step} within ${ph.deadline - ph.started} ms`);
     } else if (ph.kind === 'evaluating' && now > ph.deadline) {
-      this.evict([...ph.pending], `no evaluation result within ${this.timeouts.evalMs} ms`);
+      this.evict([...ph.pending.keys()], `no evaluation result within ${this.timeouts.evalMs} ms`);
     } else if (ph.kind === 'admitting' && now > ph.deadline) {
       if (!this.loadable(ph.step)) {
         this.d.log(`the checkpoint of step ${ph.step} was not uploaded in time; training on without the joiners for now`);

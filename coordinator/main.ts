@@ -33,6 +33,7 @@ export const START_USAGE = `usage: npm start -- [options]
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
   --warmup N                  warm-up steps (default 20)
   --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 500)
+  --final-eval-samples N      test images of the job's last evaluation (default: the whole test split)
   --checkpoint-every K        a checkpoint every K steps (default 25)
   --seed N                    (default 1)
   --volunteers N              local headless volunteers to start (default 1; 0: only the coordinator)
@@ -59,6 +60,8 @@ export const START_USAGE = `usage: npm start -- [options]
   --job-dir DIR               the job folder (default .cache/jobs/<model>-<dataset>); an unfinished
                               job there with the same options is resumed from its newest checkpoint
   --fresh                     start the job over (the old folder is kept, renamed)
+  --exit-when-done            exit when the job has run its steps (default: keep serving the
+                              dashboard, the result and the model until Ctrl-C)
   --cache DIR                 data sets (default .cache/data)`;
 
 export async function startMain(argv: readonly string[]): Promise<void> {
@@ -66,6 +69,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stdout.write(`${START_USAGE}\n`);
     return;
   }
+  const started = Date.now();
   const a = new Args(argv);
   const dataset = a.oneOf<DatasetName>('dataset', ['cifar10', 'mnist'], 'cifar10');
   const model = a.oneOf<ModelName>('model', MODEL_NAMES, 'small-cnn');
@@ -79,6 +83,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', 500);
+  const finalEvalSamples = a.int('final-eval-samples', Number.MAX_SAFE_INTEGER, 1);
   const checkpointEvery = a.int('checkpoint-every', 25, 1);
   const seed = a.int('seed', 1);
   const volunteers = a.int('volunteers', 1);
@@ -100,6 +105,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const cache = resolve(a.str('cache', DEFAULT_CACHE_DIR));
   const jobDir = resolve(a.str('job-dir', join(ROOT, '.cache', 'jobs', `${model}-${dataset}`)));
   const fresh = a.flag('fresh');
+  const exitWhenDone = a.flag('exit-when-done');
   const stepsArg = a.int('steps', 0);
   const epochs = a.int('epochs', 0);
   a.rejectUnknown(START_USAGE);
@@ -152,7 +158,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const pageDir = await buildPage(join(ROOT, 'dist'));
   const relay = turn ? await startTurnRelay({ port: turnPort, listen: host, log: (l) => process.stderr.write(`\n${l}\n`) }) : null;
   const ice = { stun: stunOn, turn: relay ? { port: relay.port, secret: relay.secret } : undefined, external, externalSecret: iceSecret || undefined };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, finalEvalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
     await relay?.close();
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
@@ -208,13 +214,29 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   printer.done(state);
   await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 10_000))]);
   for (const v of locals) v.kill('SIGKILL');
-  await job.close();
-  await relay?.close();
   const records = await readMetrics(join(jobDir, 'metrics.jsonl'));
   const steps = latestPerStep(records);
   const lastEval = records.filter((r) => r.type === 'eval').pop();
   const last = steps[steps.length - 1];
-  process.stdout.write(`${JSON.stringify({ job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step, loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null, jobDir })}\n`);
+  const result = { job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step, loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null, testImages: lastEval?.type === 'eval' ? lastEval.samples : null, minutes: +((Date.now() - started) / 60_000).toFixed(1), jobDir };
+  if (!exitWhenDone) {
+    // The result stays up: the dashboard (curves, predictions, confusion matrix) and the model.
+    process.stderr.write(`\njob done: top-1 ${result.top1 === null ? '-' : `${(result.top1 * 100).toFixed(1)}%`} on ${result.testImages ?? 0} test images after ${result.minutes} min\n  dashboard: ${shown}/#dashboard   the model as ONNX: ${shown}/api/model.onnx (or npm run export -- --job ${jobDir} --out model.onnx)\n  still serving; Ctrl-C to stop (--exit-when-done exits here)\n`);
+    process.stdout.write(`${JSON.stringify(result)}\n`);
+    await new Promise<void>((resolveStop) => {
+      const end = () => resolveStop();
+      process.removeAllListeners('SIGINT');
+      process.removeAllListeners('SIGTERM');
+      process.once('SIGINT', end);
+      process.once('SIGTERM', end);
+    });
+    await job.close();
+    await relay?.close();
+    return;
+  }
+  await job.close();
+  await relay?.close();
+  process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
 /** Builds the page (vite, about 2 s) into `outDir`; returns it. */

@@ -10,6 +10,8 @@
 //                                  (Authorization: Bearer <its token>; octet-stream body)
 //   GET  /api/metrics              the job's metrics history: { records: [...] }, newest last
 //   POST /api/admin/pause|resume|join-token|schedule   the job owner's actions (admin token)
+//   GET  /api/model.onnx           the newest checkpoint as an ONNX file (src/export)
+//   GET  /api/samples/val/<id>     one test image as stored (PNG/JPEG; x-label header): the dashboard's grid
 //   GET  /data/<dataset>/<file>    manifest.json and shards of the job's data set
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -64,6 +66,10 @@ export interface RouteContext {
   localCa?: { pem: string; sha256: string };
   /** The addresses people can join by (addresses.ts), never with the join token. */
   joinUrls?: () => string[];
+  /** The newest checkpoint as ONNX (null: no checkpoint yet); none: GET /api/model.onnx is 404. */
+  onnx?: () => Promise<{ fileName: string; chunks: Uint8Array[] } | null>;
+  /** One stored test image by id (GET /api/samples/val/<id>); none: 404. */
+  valSample?: (id: number) => Promise<{ bytes: Uint8Array; label: number; mediaType: string }>;
 }
 
 /** What the job owner may do with the admin token (coordinator/run.ts implements them). */
@@ -260,7 +266,36 @@ const getData: Handler = async (_req, res, ctx, segments) => {
   await sendFileFrom(res, join(ctx.dataDir, dataset), name, name.endsWith('.json') ? 'application/json; charset=utf-8' : 'application/octet-stream');
 };
 
+/** GET /api/model.onnx: the newest checkpoint, exported as it is asked for. */
+const getOnnx: Handler = async (_req, res, ctx) => {
+  if (!ctx.onnx) throw new HttpError('not-found', 'this coordinator does not export its model');
+  const model = await ctx.onnx();
+  if (!model) throw new HttpError('not-found', 'no checkpoint yet: the model can be downloaded after the first checkpoint');
+  const bytes = model.chunks.reduce((a, c) => a + c.length, 0);
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes, 'content-disposition': `attachment; filename="${model.fileName.replace(/[^A-Za-z0-9._-]/g, '_')}"`, 'cache-control': 'no-store' });
+  for (const c of model.chunks) res.write(c);
+  res.end();
+};
+
+/** GET /api/samples/val/<id>: one test image as stored, its class index in x-label. */
+const getValSample = async (res: ServerResponse, ctx: RouteContext, segments: string[]): Promise<void> => {
+  if (!ctx.valSample) throw new HttpError('not-found', 'this coordinator serves no test images');
+  const raw = segments[3] ?? '';
+  const id = /^\d{1,10}$/.test(raw) ? Number(raw) : NaN;
+  let sample;
+  try {
+    if (!Number.isSafeInteger(id)) throw new Error('not an id');
+    sample = await ctx.valSample(id);
+  } catch (e) {
+    if (e instanceof Error && 'kind' in e && e.kind !== 'bad-input' && e.message !== 'not an id') throw e;
+    throw new HttpError('not-found', `no test image ${raw.slice(0, 20)}: ids are 0 .. (test images - 1)`);
+  }
+  res.writeHead(200, { 'content-type': sample.mediaType, 'content-length': sample.bytes.length, 'x-label': String(sample.label), 'cache-control': 'max-age=3600' });
+  res.end(sample.bytes);
+};
+
 const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
+  '/api/model.onnx': { GET: getOnnx },
   '/api/job': { GET: getJob },
   '/api/join': { POST: postJoin },
   '/api/events': { GET: getEvents },
@@ -287,9 +322,13 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
     if (method === 'POST') return postCheckpoint(req, res, ctx, segments);
     throw new HttpError('method-not-allowed', '/api/checkpoints/<step> takes GET, POST');
   }
+  if (segments[0] === 'api' && segments[1] === 'samples' && segments[2] === 'val' && segments.length === 4) {
+    if (method !== 'GET') throw new HttpError('method-not-allowed', 'test images are read with GET');
+    return getValSample(res, ctx, segments);
+  }
   const table = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
   if (!table && segments[0] !== 'api' && (method === 'GET' || method === 'HEAD')) return getPage(req, res, ctx, segments);
-  if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, /api/checkpoints/<step>, /data/<dataset>/<file>`);
+  if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, /api/checkpoints/<step>, /api/model.onnx, /api/samples/val/<id>, /data/<dataset>/<file>`);
   const handler = table[method];
   if (!handler) throw new HttpError('method-not-allowed', `${path} takes ${Object.keys(table).join(', ')}`);
   return handler(req, res, ctx, segments);

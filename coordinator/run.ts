@@ -22,10 +22,15 @@ import { startStunServer } from './stun.ts';
 import { DEFAULT_TLS_DIR, localTls, resolveTls, type TlsMaterial, type TlsOption } from './tls.ts';
 import { joinUrls } from './addresses.ts';
 import { createSessionServer } from './sessions.ts';
+import { valSampleReader } from './val-samples.ts';
+import { exportOnnx } from '../src/export/to-onnx.ts';
+import { exportMetadata } from '../src/export/job.ts';
 import { ringNeighbours } from './signaling.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
 
 export const JOB_FILE = 'job.json';
+/** Test images whose predictions each evaluation reports (the dashboard's grid). */
+export const SHOWN_TEST_IMAGES = 24;
 /** The job owner's token for POST /api/admin/... (created with the job, mode 0600). */
 export const ADMIN_TOKEN_FILE = 'admin-token';
 
@@ -41,6 +46,8 @@ export interface JobRunOptions {
   port?: number;
   /** How many val images each evaluation uses (the first ones of the split). */
   evalSamples?: number;
+  /** How many the job's last evaluation uses (default evalSamples; Infinity: the whole split). */
+  finalEvalSamples?: number;
   heartbeatMs?: number;
   timeouts?: Partial<DriverTimeouts>;
   log?: (line: string) => void;
@@ -160,9 +167,12 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     coordinator?.events.publish(e);
     o.onEvent?.(e);
   };
-  const evalIds = Array.from({ length: Math.min(o.evalSamples ?? 500, o.manifest.splits.val.samples) }, (_, i) => i);
+  const firstIds = (n: number) => Array.from({ length: Math.min(n, o.manifest.splits.val.samples) }, (_, i) => i);
+  const evalIds = firstIds(o.evalSamples ?? 500);
+  const finalEvalIds = firstIds(o.finalEvalSamples ?? evalIds.length);
   const driver: Driver = new Driver({
-    job, jobId, trainSamples: o.manifest.splits.train.samples, evalIds,
+    job, jobId, trainSamples: o.manifest.splits.train.samples, evalIds, finalEvalIds,
+    showIds: evalIds.slice(0, SHOWN_TEST_IMAGES), classes: o.manifest.classes.length,
     checkpointStep: newest?.step ?? null, generation, evaluated, metrics,
     send: (id, m) => sessions.send(id, m),
     disconnect: (id, reason) => sessions.close(id, reason),
@@ -207,6 +217,17 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
     },
     upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
+    valSample: valSampleReader(join(o.dataDir, o.manifest.dataset), o.manifest),
+    onnx: async () => {
+      const c = await checkpoints.readNewest();
+      if (!c) return null;
+      const chunks = exportOnnx({
+        spec, weights: c.weights, bnState: c.bnState,
+        metadata: exportMetadata({ model: job.model, job: job.name, step: c.step, fingerprint, manifest: o.manifest, spec }),
+        doc: `${job.model} trained on ${job.dataset} by volunteer-trainer (job ${job.name}), step ${c.step}`,
+      });
+      return { fileName: `${job.name}-step-${c.step}.onnx`, chunks };
+    },
     // WebRTC set-up only between neighbours of the current ring. The driver sets the ring of a
     // new generation before it sends the assignments, so peers never dial before this allows it.
     mayConnect: (from, to) => ringNeighbours(driver.status().ring, from, to),

@@ -44,6 +44,8 @@ export interface CoordinatorOptions {
   /** The ICE servers each joining peer is given (routes.ts); none: []. */
   iceServers?: RouteContext['iceServers'];
   joinUrls?: RouteContext['joinUrls'];
+  onnx?: RouteContext['onnx'];
+  valSample?: RouteContext['valSample'];
   /**
    * Serve HTTPS (tls.ts) on the port; a plain-HTTP request there is redirected to https://.
    * None: plain HTTP (loopback: a browser treats http://127.0.0.1 as a secure context).
@@ -83,6 +85,8 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     admin: o.admin,
     iceServers: o.iceServers,
     joinUrls: o.joinUrls,
+    onnx: o.onnx,
+    valSample: o.valSample,
     localCa: o.tls?.ca,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };

@@ -71,8 +71,18 @@ export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: strin
 export interface Leave { type: 'leave'; peerId: string; reason?: string }
 /** This peer holds the weights of `step` (loaded from the seed or a checkpoint) and can enter a ring. */
 export interface Ready { type: 'ready'; peerId: string; step: number; checksum: string; device: string }
-/** Summed evaluation counts over the ids an `evaluate` message gave this peer. */
-export interface EvalCounts { samples: number; top1: number; top5: number; lossSum: number }
+/** The model's answer for one shown test image. */
+export interface EvalPrediction { id: number; label: number; predicted: number; confidence: number }
+/** Most classes a confusion matrix is asked for (100 x 100 counts in one message). */
+export const MAX_CONFUSION_CLASSES = 100;
+/** Most test images per evaluation whose predictions are reported one by one (the dashboard's grid). */
+export const MAX_SHOWN = 64;
+/**
+ * Summed evaluation counts over the ids an `evaluate` message gave this peer; with
+ * `confusion` asked, counts[true class * classes + predicted class]; `predictions` for the
+ * message's `show` ids that were among its ids.
+ */
+export interface EvalCounts { samples: number; top1: number; top5: number; lossSum: number; confusion?: number[]; predictions?: EvalPrediction[] }
 export interface EvalResult { type: 'eval-result'; peerId: string; step: number; counts: EvalCounts }
 
 export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult;
@@ -134,7 +144,7 @@ export interface Done { type: 'done'; step: number; reason: string }
 /** `unreachable`: no WebRTC link to its ring neighbours could be opened (a network problem, not misconduct). */
 export interface Evicted { type: 'evicted'; reason: string; cause?: 'unreachable' }
 /** Evaluate these val-split ids on the (committed) weights of `step`; answer with an eval-result. */
-export interface Evaluate { type: 'evaluate'; step: number; ids: number[] }
+export interface Evaluate { type: 'evaluate'; step: number; ids: number[]; show?: number[]; confusion?: boolean }
 export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'too-many-requests' | 'unavailable' | 'internal';
 export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'too-many-requests', 'unavailable', 'internal'];
 /** Also the body of every HTTP error response. `message` says what to do next. */
@@ -161,7 +171,7 @@ export type LiveEvent =
   | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[] }
   | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[]; traffic?: StepTraffic }
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
-  | { type: 'eval'; step: number; top1: number; top5: number; loss: number; samples: number }
+  | ({ type: 'eval' } & EvalSummary)
   | { type: 'checkpoint'; step: number }
   | { type: 'done'; step: number };
 
@@ -169,10 +179,17 @@ export type LiveEvent =
 export type MetricRecord =
   | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic }
   | { type: 'abort'; time: number; step: number; generation: number; reason: string }
-  | { type: 'eval'; time: number; step: number; top1: number; top5: number; loss: number; samples: number }
+  | ({ type: 'eval'; time: number } & EvalSummary)
   | { type: 'checkpoint'; time: number; step: number }
   | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[] }
   | { type: 'done'; time: number; step: number };
+
+/**
+ * An evaluation of the weights after `step` updates: over `samples` test images (`final`: the
+ * job's last, on the whole test split); the confusion matrix (row-major, rows the true class)
+ * and the predictions for the dashboard's grid where the peers reported them.
+ */
+export interface EvalSummary { step: number; top1: number; top5: number; loss: number; samples: number; final?: boolean; confusion?: number[]; predictions?: EvalPrediction[] }
 
 /** A ring member as the dashboard draws it. */
 export interface RingPeer { id: string; name: string | null; device: string }
@@ -329,10 +346,23 @@ function readEvalResult(r: FieldReader): Fields<EvalResult> {
     return { ...base, counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 } };
   }
   const e = new FieldReader(r.o.counts, 'counts');
-  e.only(['samples', 'top1', 'top5', 'lossSum']);
+  e.only(['samples', 'top1', 'top5', 'lossSum', 'confusion', 'predictions']);
   const samples = e.int('samples', 0, MAX_BATCH);
   const top5 = e.int('top5', 0, samples);
-  const counts = { samples, top1: e.int('top1', 0, top5), top5, lossSum: e.num('lossSum', 0, 1e30) };
+  const counts: EvalCounts = { samples, top1: e.int('top1', 0, top5), top5, lossSum: e.num('lossSum', 0, 1e30) };
+  if (e.has('confusion')) {
+    counts.confusion = e.array<number>('confusion', MAX_CONFUSION_CLASSES ** 2, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= samples ? null : `must be a count in [0, ${samples}]`));
+    if (!e.problems.length && counts.confusion.reduce((a, b) => a + b, 0) !== samples) e.fail('confusion', `counts summing to samples (${samples})`);
+  }
+  if (e.has('predictions')) {
+    counts.predictions = e.array<unknown>('predictions', MAX_SHOWN, (v) => (isObj(v) ? null : 'must be an object {id, label, predicted, confidence}')).map((v) => {
+      const p = new FieldReader(v as Obj, 'predictions[]');
+      p.only(['id', 'label', 'predicted', 'confidence']);
+      const out = { id: p.int('id', 0, MAX_SAMPLE_ID), label: p.int('label', 0, MAX_CONFUSION_CLASSES * 100), predicted: p.int('predicted', 0, MAX_CONFUSION_CLASSES * 100), confidence: p.num('confidence', 0, 1) };
+      e.problems.push(...p.problems);
+      return out;
+    });
+  }
   r.problems.push(...e.problems);
   return { ...base, counts };
 }
@@ -460,8 +490,13 @@ function readDone(r: FieldReader): Fields<Done> {
 }
 
 function readEvaluate(r: FieldReader): Fields<Evaluate> {
-  r.only(['type', 'step', 'ids']);
-  return { step: r.int('step', 0, U32), ids: r.array<number>('ids', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`)) };
+  r.only(['type', 'step', 'ids', 'show', 'confusion']);
+  const idOk = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
+  return {
+    step: r.int('step', 0, U32), ids: r.array<number>('ids', MAX_BATCH, idOk),
+    ...(r.has('show') ? { show: r.array<number>('show', MAX_SHOWN, idOk) } : {}),
+    ...(r.has('confusion') ? { confusion: r.bool('confusion') } : {}),
+  };
 }
 
 function readEvicted(r: FieldReader): Fields<Evicted> {

@@ -26,7 +26,7 @@ import { weightChecksum } from './checksum.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
-  type CoordinatorMessage, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type RoundAssignment, type StepAssignment,
+  type CoordinatorMessage, type EvalCounts, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type RoundAssignment, type StepAssignment,
 } from './protocol.ts';
 import { StateError, TrainingState } from './state.ts';
 
@@ -456,13 +456,15 @@ class Session {
 
   private async evaluate(m: Evaluate): Promise<void> {
     this.requireStep(m.step, 'evaluate');
-    const counts = { samples: 0, top1: 0, top5: 0, lossSum: 0 };
+    const counts: EvalCounts = { samples: 0, top1: 0, top5: 0, lossSum: 0 };
     if (m.ids.length) {
-      const r = await evaluate(this.c.model, this.c.val, m.ids, Math.min(m.ids.length, 64));
+      const r = await evaluate(this.c.model, this.c.val, m.ids, Math.min(m.ids.length, 64), { confusion: m.confusion === true, show: m.show ?? [] });
       counts.samples = r.samples;
       counts.top1 = Math.round(r.top1 * r.samples);
       counts.top5 = Math.round(r.top5 * r.samples);
       counts.lossSum = Number.isFinite(r.loss) ? Math.max(0, r.loss * r.samples) : 0;
+      if (r.confusion) counts.confusion = r.confusion;
+      if (r.predictions?.length) counts.predictions = r.predictions;
     }
     this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
   }

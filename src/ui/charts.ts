@@ -2,18 +2,101 @@
 // a per-peer timeline of stacked bars, and the ring drawn as a circle. The dashboard and the
 // benchmarks draw with these.
 export interface LineSeries { name: string; points: [number, number][] }
-export interface LineChart { title: string; xLabel: string; yLabel: string; series: LineSeries[]; width?: number; height?: number; dashed?: string[] }
+export interface LineChart {
+  title: string; xLabel: string; yLabel: string; series: LineSeries[]; width?: number; height?: number; dashed?: string[];
+  /** Series drawn against a second y axis on the right (e.g. peers beside images/s). */
+  right?: { label: string; series: string[] };
+}
 
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd'];
 export const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
+// Axis ticks. A step is m x 10^k with m in {1, 2, 2.5, 5}; of the steps in the three decades
+// around (hi - lo) / (target - 1), the one whose outward-extended range has the tick count
+// nearest `target` wins, less a penalty for the range wasted by the extension and a small one
+// for m = 2.5 (the least round). Inputs are clamped to +-1e300 so nothing overflows; an empty
+// range (lo = hi) is widened to [v/2, 3v/2], or [0, 1] around 0.
+export interface Ticks { lo: number; hi: number; step: number; ticks: number[] }
+
+const MANTISSAS = [1, 2, 2.5, 5] as const;
+const LIMIT = 1e300;
+/** Drops float noise (0.30000000000000004 -> 0.3) and -0. */
+const clean = (v: number) => Number(v.toPrecision(15)) + 0;
+/** An integer within rounding of x, else x (so floor/ceil of 2.9999999999 give 3). */
+const snap = (x: number) => { const r = Math.round(x); return Math.abs(x - r) <= 1e-12 * Math.max(1, Math.abs(x)) ? r : x; };
+
+/** Round ticks covering [lo, hi]; `integer`: steps are whole numbers >= 1 (for counts such as peers). */
+export function niceTicks(lo: number, hi: number, target = 5, integer = false): Ticks {
+  const fin = (v: number, other: number) => (Number.isFinite(v) ? v : Number.isFinite(other) ? other : 0);
+  let a = Math.max(-LIMIT, Math.min(LIMIT, fin(lo, hi))), b = Math.max(-LIMIT, Math.min(LIMIT, fin(hi, lo)));
+  if (a > b) [a, b] = [b, a];
+  const big = Math.max(Math.abs(a), Math.abs(b));
+  if (big < 1e-200) [a, b] = [0, 1];
+  else if (b - a < 1e-9 * big) { const c = (a + b) / 2; [a, b] = [c - Math.abs(c) / 2, c + Math.abs(c) / 2]; }
+  const t = Number.isFinite(target) && target >= 2 ? target : 5;
+  const K = Math.floor(Math.log10((b - a) / (t - 1)));
+  const steps: { step: number; m: number }[] = integer ? [{ step: 1, m: 1 }] : [];
+  for (let k = K - 1; k <= K + 1; k++) for (const m of MANTISSAS) steps.push({ step: clean(k >= 0 ? m * 10 ** k : m / 10 ** -k), m });
+  let best = { step: 1, i0: 0, i1: 1 }, bestScore = Infinity;
+  for (const { step, m } of steps) {
+    if (integer && (step < 1 || !Number.isInteger(step))) continue;
+    const i0 = Math.floor(snap(a / step)), i1 = Math.ceil(snap(b / step));
+    const wasted = 1 - (b - a) / ((i1 - i0) * step);
+    const score = Math.abs(i1 - i0 + 1 - t) + 2 * wasted + (m === 2.5 ? 0.25 : 0);
+    if (score < bestScore) [best, bestScore] = [{ step, i0, i1 }, score];
+  }
+  const ticks: number[] = [];
+  for (let i = best.i0; i <= best.i1; i++) ticks.push(clean(i * best.step));
+  return { lo: ticks[0]!, hi: ticks[ticks.length - 1]!, step: best.step, ticks };
+}
+
+/** Decimals that show every multiple of `step` exactly (0.25 -> 2, 500 -> 0). */
+function decimalsOf(step: number): number {
+  for (let d = 0; d < 20; d++) {
+    const x = step * 10 ** d;
+    if (Math.abs(x - Math.round(x)) <= 1e-9 * x) return d;
+  }
+  return 20;
+}
+
+const fixed = (x: number, d: number) => {
+  const s = d > 0 ? x.toFixed(d).replace(/\.?0+$/, '') : x.toFixed(0);
+  return /^-0(\.0*)?$/.test(s) ? '0' : s;
+};
+
+/** A tick's label at the precision of its axis' step: 0.1 + 0.2 -> "0.3", 12000 -> "12k", 0.0005 -> "0.0005", 2.5e-8. */
+export function formatTick(v: number, step: number): string {
+  if (!Number.isFinite(v)) return String(v);
+  const s = Math.abs(step);
+  if (!Number.isFinite(s) || s === 0) return String(clean(v));
+  if (v === 0 || Math.abs(v) < s * 1e-9) return '0';
+  if (s >= 1e15 || s < 1e-6) return v.toExponential(12).replace(/\.?0+e/, 'e');
+  if (s < 1000) return fixed(v, decimalsOf(s));
+  const [u, suffix] = s >= 1e12 ? [1e12, 'T'] : s >= 1e9 ? [1e9, 'G'] : s >= 1e6 ? [1e6, 'M'] : [1e3, 'k'];
+  return fixed(v / u, decimalsOf(clean(s / u))) + suffix;
+}
+
+const finitePoint = ([x, y]: [number, number]) => Number.isFinite(x) && Number.isFinite(y);
+/** An axis over some values, including 0 (as the charts always have). */
+const axisOver = (vs: readonly number[], integer = false) =>
+  niceTicks(vs.reduce((a, v) => Math.min(a, v), 0), vs.reduce((a, v) => Math.max(a, v), 0), 5, integer);
+const longest = (labels: readonly string[]) => labels.reduce((a, l) => Math.max(a, l.length), 0);
+
 export function lineChartSvg(c: LineChart): string {
-  const W = c.width ?? 720, H = c.height ?? 440, L = 70, R = 20, T = 60, B = 60;
-  const pts = c.series.flatMap((s) => s.points).filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y));
-  const [x0, x1] = [Math.min(0, ...pts.map((p) => p[0])), Math.max(1e-9, ...pts.map((p) => p[0]))];
-  const [y0, y1] = [Math.min(0, ...pts.map((p) => p[1])), Math.max(1e-9, ...pts.map((p) => p[1]))];
-  const X = (x: number) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - R);
-  const Y = (y: number) => T + (1 - (y - y0) / (y1 - y0 || 1)) * (H - T - B);
+  const W = c.width ?? 720, H = c.height ?? 440, T = 60, B = 60;
+  const onRight = (s: LineSeries) => c.right?.series.includes(s.name) ?? false;
+  const pointsOf = (ss: LineSeries[]) => ss.flatMap((s) => s.points.filter(finitePoint));
+  const xa = axisOver(pointsOf(c.series).map((p) => p[0]));
+  const ya = axisOver(pointsOf(c.series.filter((s) => !onRight(s))).map((p) => p[1]));
+  const rv = pointsOf(c.series.filter(onRight)).map((p) => p[1]);
+  const ra = c.right ? axisOver(rv, rv.every(Number.isInteger)) : null;
+  const labels = (a: Ticks) => a.ticks.map((v) => formatTick(v, a.step));
+  const yl = labels(ya), rl = ra ? labels(ra) : [];
+  // Margins fit the tick labels (about 7 px a character at 12 px) and the rotated axis labels.
+  const L = Math.max(70, 30 + 7 * longest(yl)), R = ra ? 36 + 7 * longest(rl) : 20;
+  const X = (x: number) => L + ((x - xa.lo) / (xa.hi - xa.lo)) * (W - L - R);
+  const yOf = (a: Ticks) => (y: number) => T + (1 - (y - a.lo) / (a.hi - a.lo)) * (H - T - B);
+  const Y = yOf(ya), YR = ra ? yOf(ra) : Y;
   const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
@@ -21,15 +104,23 @@ export function lineChartSvg(c: LineChart): string {
     `<text x="${W / 2}" y="${H - 12}" text-anchor="middle">${esc(c.xLabel)}</text>`,
     `<text transform="translate(16 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">${esc(c.yLabel)}</text>`,
   ];
-  for (let k = 0; k <= 4; k++) {
-    const yv = y0 + ((y1 - y0) * k) / 4, xv = x0 + ((x1 - x0) * k) / 4;
-    out.push(`<line x1="${L}" y1="${Y(yv)}" x2="${W - R}" y2="${Y(yv)}" stroke="#ddd"/><text x="${L - 6}" y="${Y(yv) + 4}" text-anchor="end">${yv.toPrecision(3)}</text>`);
-    out.push(`<text x="${X(xv)}" y="${H - B + 16}" text-anchor="middle">${xv.toPrecision(3)}</text>`);
-  }
+  ya.ticks.forEach((v, k) => {
+    const y = Y(v).toFixed(1);
+    out.push(`<line x1="${L}" y1="${y}" x2="${W - R}" y2="${y}" stroke="#ddd"/><text class="tick-y" x="${L - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${yl[k]}</text>`);
+  });
+  xa.ticks.forEach((v) => out.push(`<text class="tick-x" x="${X(v).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${formatTick(v, xa.step)}</text>`));
   out.push(`<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/><line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`);
+  if (ra && c.right) {
+    out.push(`<line x1="${W - R}" y1="${T}" x2="${W - R}" y2="${H - B}" stroke="black"/>`);
+    out.push(`<text transform="translate(${W - 14} ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">${esc(c.right.label)}</text>`);
+    ra.ticks.forEach((v, k) => {
+      const y = YR(v);
+      out.push(`<line x1="${W - R}" y1="${y.toFixed(1)}" x2="${W - R + 4}" y2="${y.toFixed(1)}" stroke="black"/><text class="tick-r" x="${W - R + 6}" y="${(y + 4).toFixed(1)}">${rl[k]}</text>`);
+    });
+  }
   c.series.forEach((s, i) => {
-    const col = COLORS[i % COLORS.length];
-    const d = s.points.filter(([x, y]) => Number.isFinite(x) && Number.isFinite(y)).map(([x, y], j) => `${j ? 'L' : 'M'}${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ');
+    const col = COLORS[i % COLORS.length], Ys = onRight(s) ? YR : Y;
+    const d = s.points.filter(finitePoint).map(([x, y], j) => `${j ? 'L' : 'M'}${X(x).toFixed(1)},${Ys(y).toFixed(1)}`).join(' ');
     out.push(`<path d="${d}" fill="none" stroke="${col}" stroke-width="2"${c.dashed?.includes(s.name) ? ' stroke-dasharray="6 4"' : ''}/>`);
     out.push(`<rect x="${L + 10 + i * 210}" y="${T - 22}" width="12" height="12" fill="${col}"/><text x="${L + 26 + i * 210}" y="${T - 12}">${esc(s.name)}</text>`);
   });

@@ -1,12 +1,15 @@
 // The dashboard (#dashboard): the job's history from GET /api/metrics, then live from the
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
-import type { LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
+import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
+import { confusionSvg, predictionGridHtml } from './eval-views.ts';
 import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } from './join.ts';
 
 interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number; bytesPerImage: number | null }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
+/** The newest evaluation that reported a confusion matrix or predictions (what it looked like). */
+interface EvalDetail { step: number; final: boolean; samples: number; confusion: number[] | null; predictions: EvalPrediction[] }
 
 export interface DashboardModel {
   steps: StepPoint[];
@@ -18,9 +21,19 @@ export interface DashboardModel {
   title: string;
   /** How the job synchronises (exact sync SGD, or rounds of H local steps). */
   mode: string;
+  detail: EvalDetail | null;
+  /** The data set's class names (its manifest), empty until read. */
+  classNames: string[];
+  /** The newest checkpoint's step (the ONNX download exports it), null before the first. */
+  checkpoint: number | null;
 }
 
 const MAX_POINTS = 5000;
+
+/** A model with nothing folded in yet. */
+export function emptyModel(globalBatch = 1): DashboardModel {
+  return { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch, title: 'Training dashboard', mode: '', detail: null, classNames: [], checkpoint: null };
+}
 
 /** Folds one metrics record or live event into the model (pure but for the arrays it extends). */
 export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.now()): void {
@@ -35,6 +48,11 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
   } else if (e.type === 'eval') {
     while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
     m.evals.push({ step: e.step, time: 'time' in e ? e.time : now, top1: e.top1, top5: e.top5 });
+    if (e.confusion || e.predictions?.length) {
+      if (!m.detail || e.step >= m.detail.step) m.detail = { step: e.step, final: e.final === true, samples: e.samples, confusion: e.confusion ?? null, predictions: e.predictions ?? [] };
+    } else if (m.detail && m.detail.step >= e.step) m.detail = null;
+  } else if (e.type === 'checkpoint') {
+    m.checkpoint = Math.max(m.checkpoint ?? 0, e.step);
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
     m.ringGeneration = e.generation;
@@ -72,7 +90,7 @@ export function charts(m: DashboardModel): string[] {
       ] })
       : placeholderSvg('test accuracy', 'no evaluation yet (the job evaluates every few steps)', W, H),
     lineChartSvg({ title: 'loss against wall time', xLabel: 'minutes', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [minutes(s.time), s.loss!]) }] }),
-    lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s | peers', width: W, height: H, series: [
+    lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s', width: W, height: H, right: { label: 'peers', series: ['peers'] }, series: [
       { name: 'images/s', points: m.steps.map((s) => [minutes(s.time), s.ips]) },
       { name: 'peers', points: m.steps.map((s) => [minutes(s.time), s.ring]) },
     ] }),
@@ -112,9 +130,28 @@ export function charts(m: DashboardModel): string[] {
   return out;
 }
 
+/**
+ * What the newest detailed evaluation looked like: its test images with the model's guesses
+ * (each fetched from GET /api/samples/val/<id>) and its confusion matrix. Empty strings where
+ * there is nothing to show; class indices beyond the known names are shown as numbers.
+ */
+export function evalViews(m: DashboardModel): { heading: string; grid: string; confusion: string } {
+  const d = m.detail;
+  if (!d) return { heading: '', grid: '', confusion: '' };
+  const name = (k: number) => m.classNames[k] ?? `class ${k}`;
+  const grid = d.predictions.length
+    ? predictionGridHtml(d.predictions.map((p) => ({ src: `/api/samples/val/${p.id}`, label: name(p.label), predicted: name(p.predicted), confidence: p.confidence, correct: p.label === p.predicted })), 8)
+    : '';
+  const n = d.confusion ? Math.round(Math.sqrt(d.confusion.length)) : 0;
+  const names = Array.from({ length: n }, (_, k) => name(k));
+  const confusion = d.confusion && n * n === d.confusion.length ? confusionSvg(`confusion matrix after step ${d.step}`, names, d.confusion, 560) : '';
+  const heading = `${d.final ? 'Final evaluation' : 'Evaluation'} after step ${d.step} on ${d.samples} test images${d.predictions.length ? `: ${d.predictions.length} of them with the model's guesses (green right, red wrong)` : ''}`;
+  return { heading, grid, confusion };
+}
+
 /** Shows the dashboard in `root`; returns a function that stops its updates. */
 export function showDashboard(root: HTMLElement): () => void {
-  const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 1, title: 'Training dashboard', mode: '' };
+  const m = emptyModel();
   const $ = (id: string) => root.querySelector<HTMLElement>(`#${id}`)!;
   let dirty = true;
   let peers = 0;
@@ -134,6 +171,19 @@ export function showDashboard(root: HTMLElement): () => void {
     $('dash-loss').textContent = last?.loss != null ? last.loss.toFixed(3) : '-';
     $('dash-top1').textContent = ev ? `${(ev.top1 * 100).toFixed(1)}%` : '-';
     $('dash-charts').innerHTML = charts(m).join('\n');
+    const views = evalViews(m);
+    const evalBox = root.querySelector<HTMLElement>('#dash-eval');
+    if (evalBox) {
+      evalBox.hidden = !views.heading;
+      $('dash-eval-heading').textContent = views.heading;
+      $('dash-preds').innerHTML = views.grid;
+      $('dash-confusion').innerHTML = views.confusion;
+    }
+    const model = root.querySelector<HTMLElement>('#dash-model');
+    if (model) {
+      model.hidden = m.checkpoint === null;
+      if (m.checkpoint !== null) model.innerHTML = `<a href="/api/model.onnx" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); README: "Take the model away"`;
+    }
     root.dataset.step = last ? String(last.step) : '0';
     root.dataset.peers = String(shown);
   };
@@ -143,7 +193,7 @@ export function showDashboard(root: HTMLElement): () => void {
   const events = new EventSource('/api/events');
   const listening = new Promise<void>((resolve) => events.addEventListener('hello', () => resolve(), { once: true }));
   let held: LiveEvent[] | null = [];
-  for (const type of ['step', 'eval', 'generation'] as const) {
+  for (const type of ['step', 'eval', 'generation', 'checkpoint'] as const) {
     events.addEventListener(type, (ev) => {
       const e = JSON.parse((ev as MessageEvent<string>).data) as LiveEvent;
       if (held) held.push(e);
@@ -159,6 +209,7 @@ export function showDashboard(root: HTMLElement): () => void {
     m.title = job.title;
     m.mode = job.mode;
     peers = job.peers;
+    if (job.dataset) void classNamesOf(job.dataset).then((names) => { m.classNames = names; dirty = true; });
     await listening;
     const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
     for (const r of history.records) fold(m, r);
@@ -174,7 +225,7 @@ export function showDashboard(root: HTMLElement): () => void {
 }
 
 /** The parts of GET /api/job the dashboard shows, read defensively (it is the network's word). */
-export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string } {
+export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string; dataset: string | null } {
   const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
   const j = typeof o.job === 'object' && o.job !== null ? (o.job as Record<string, unknown>) : {};
   const str = (v: unknown) => (typeof v === 'string' ? v : '?');
@@ -185,7 +236,21 @@ export function jobHeadOf(x: unknown): { title: string; globalBatch: number; pee
     peers: num(o.peers, 0),
     access: j.access === 'public' || j.access === 'private' ? j.access : null,
     mode: syncModeOf(j.outer),
+    dataset: typeof j.dataset === 'string' && /^[a-z0-9][a-z0-9_-]{0,63}$/i.test(j.dataset) ? j.dataset : null,
   };
+}
+
+/** The class names of a data set from its manifest (GET /data/<dataset>/manifest.json); none on failure. */
+async function classNamesOf(dataset: string): Promise<string[]> {
+  try {
+    const res = await fetch(`/data/${encodeURIComponent(dataset)}/manifest.json`);
+    if (!res.ok) return [];
+    const json: unknown = await res.json();
+    const classes = typeof json === 'object' && json !== null ? (json as Record<string, unknown>).classes : undefined;
+    return Array.isArray(classes) ? classes.map((c, k) => (typeof c === 'string' ? c : `class ${k}`)) : [];
+  } catch {
+    return [];
+  }
 }
 
 /** How a job synchronises, in words, from its `outer` settings (absent: every step). */

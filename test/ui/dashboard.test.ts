@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PeerStepTiming, RingPeer } from '../../src/client/protocol.ts';
 import { ringSvg } from '../../src/ui/charts.ts';
-import { charts, fold, jobHeadOf, ringLinks, type DashboardModel } from '../../src/ui/dashboard.ts';
+import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks } from '../../src/ui/dashboard.ts';
 
 const peer = (id: string): RingPeer => ({ id, name: id, device: 'cpu' });
 const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({ peerId, images: 8, computeMs: 10, commMs: 5, waitMs: 1, ...(link ? { link } : {}) });
@@ -24,7 +24,7 @@ describe('ring edge kinds', () => {
   });
 
   it('the dashboard folds events into a ring drawing with the right edges', () => {
-    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '', mode: '' };
+    const m = emptyModel(24);
     fold(m, { type: 'generation', generation: 2, ring: ['a', 'b', 'c'], peers: ring }, 0);
     fold(m, { type: 'step', step: 1, generation: 2, loss: 2.3, imagesPerSec: 100, peers: 3, timings: [timing('a', 'direct'), timing('b', 'relayed'), timing('c', 'direct')] }, 1000);
     let svg = charts(m).at(-1)!;
@@ -41,7 +41,7 @@ describe('ring edge kinds', () => {
 
 describe('rounds on the dashboard', () => {
   it('draws the bytes sent per image, labels rounds, and shares a round\'s images over its inner steps', () => {
-    const m: DashboardModel = { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch: 24, title: '', mode: '' };
+    const m = emptyModel(24);
     fold(m, { type: 'generation', generation: 1, ring: ['a', 'b'], peers: [peer('a'), peer('b')] }, 0);
     fold(m, { type: 'step', step: 8, generation: 1, loss: 2.1, imagesPerSec: 90, peers: 2, timings: [{ ...timing('a'), images: 96 }, { ...timing('b'), images: 96 }], traffic: { innerSteps: 8, bytesPerImage: 52_000 } }, 1000);
     const all = charts(m).join('\n');
@@ -80,9 +80,60 @@ describe('the ring drawing', () => {
 describe('GET /api/job as the dashboard reads it', () => {
   it('takes what it needs and survives what it does not expect', () => {
     expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private' }, peers: 3 }))
-      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)' });
-    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)' });
+      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)', dataset: 'cifar10' });
+    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)', dataset: null });
+    expect(jobHeadOf({ job: { dataset: '../etc' } }).dataset).toBeNull();
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toMatch(/^rounds: 8 local steps per peer/);
     expect(jobHeadOf({ job: { outer: { syncEvery: 'x' } } }).mode).toMatch(/exact sync SGD/);
+  });
+});
+
+describe('what an evaluation looked like', () => {
+  const confusion = [3, 1, 0, 0, 2, 2, 1, 0, 5];
+  const predictions = [{ id: 17, label: 0, predicted: 0, confidence: 0.91 }, { id: 4, label: 2, predicted: 1, confidence: 0.55 }];
+
+  it('keeps the newest detailed evaluation: its grid of test images and its confusion matrix', () => {
+    const m = emptyModel(8);
+    m.classNames = ['cat', 'dog', 'ship'];
+    expect(evalViews(m)).toEqual({ heading: '', grid: '', confusion: '' });
+    fold(m, { type: 'eval', step: 50, top1: 0.5, top5: 0.9, loss: 1.2, samples: 14, confusion, predictions }, 0);
+    // An evaluation without detail after it keeps the last one shown.
+    fold(m, { type: 'eval', step: 60, top1: 0.6, top5: 0.9, loss: 1.1, samples: 14 }, 0);
+    const v = evalViews(m);
+    expect(v.heading).toMatch(/^Evaluation after step 50 on 14 test images: 2 of them/);
+    expect(v.grid).toContain('src="/api/samples/val/17"');
+    expect(v.grid).toContain('src="/api/samples/val/4"');
+    expect(v.grid).toContain('dog 55% (true: ship)');
+    expect(v.grid.match(/pred-ok/g)?.length).toBe(1);
+    expect(v.confusion).toContain('confusion matrix after step 50');
+    expect(v.confusion).toContain('accuracy 71.4% of 14');
+    // The final one replaces it, and says so.
+    fold(m, { type: 'eval', step: 90, top1: 0.7, top5: 0.95, loss: 0.9, samples: 10_000, final: true, confusion, predictions: [] }, 0);
+    expect(evalViews(m).heading).toBe('Final evaluation after step 90 on 10000 test images');
+    expect(evalViews(m).grid).toBe('');
+  });
+
+  it('classes beyond the names it knows are shown by number; a history re-run drops a newer detail', () => {
+    const m = emptyModel(8);
+    fold(m, { type: 'eval', step: 50, top1: 0.5, top5: 0.9, loss: 1.2, samples: 14, confusion, predictions }, 0);
+    expect(evalViews(m).grid).toContain('class 1 55% (true: class 2)');
+    fold(m, { type: 'eval', step: 40, top1: 0.5, top5: 0.9, loss: 1.2, samples: 14 }, 0);
+    expect(evalViews(m).heading).toBe('');
+  });
+
+  it('the throughput chart puts peers on their own axis', () => {
+    const m = emptyModel(8);
+    fold(m, { type: 'step', step: 1, generation: 1, loss: 2.3, imagesPerSec: 430, peers: 3, timings: [timing('a')] }, 0);
+    fold(m, { type: 'step', step: 2, generation: 1, loss: 2.2, imagesPerSec: 470, peers: 3, timings: [timing('a')] }, 60_000);
+    const svg = charts(m).find((c) => c.includes('throughput and peers'))!;
+    expect(svg).toContain('>peers</text>');
+    expect(svg).toContain('>images/s</text>');
+  });
+
+  it('a checkpoint makes the model downloadable', () => {
+    const m = emptyModel(8);
+    fold(m, { type: 'checkpoint', time: 1, step: 25 });
+    fold(m, { type: 'checkpoint', step: 50 }, 0);
+    expect(m.checkpoint).toBe(50);
   });
 });
