@@ -39,7 +39,7 @@ export interface TestJob extends RunningJob {
   readonly jobDir: string;
 }
 
-export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string; tls?: TlsOption } = {}): Promise<TestJob> {
+export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number } = {}): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
   const jobDir = join(root, name);
@@ -47,6 +47,7 @@ export async function startTestJob(root: string, name: string, data: { dataDir: 
     jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
     onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir, tls: extra.tls,
+    ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}),
   });
   return Object.assign(job, { events, lines, jobDir });
 }
