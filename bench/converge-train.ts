@@ -1,0 +1,100 @@
+// One training run of the converge benchmark on any engine (the wasm engine here: the path
+// every CPU volunteer trains with). Same step as a volunteer's: forward + loss + backward on
+// the engine, the gradient read back, the ONE host optimiser step (src/optim/host.ts) through
+// TrainingState, the weights written back. A run stops early when its loss stops being finite.
+import type { Engine, TensorLike } from '../src/backend/engine.ts';
+import { TrainingState } from '../src/client/state.ts';
+import type { BatchLoader } from '../src/data/loader.ts';
+import type { ModelSpec } from '../src/nn/graph.ts';
+import { Model } from '../src/nn/model.ts';
+import { parseOptimizerConfig } from '../src/optim/index.ts';
+import { evaluate } from '../src/train/evaluate.ts';
+import { stepSamples, stepsPerEpoch } from '../src/train/sampler.ts';
+import { recordGradients, uploadBatch } from '../src/train/step.ts';
+
+export interface RunSpec {
+  name: string;
+  batch: number;
+  kind: 'sgd' | 'lars';
+  lr: number;
+  warmupEpochs: number;
+  epochs: number;
+  /** LARS adaptation and weight decay also for biases (and BN gamma/beta); default off. */
+  adaptBias?: boolean;
+}
+
+export interface RunData {
+  train: BatchLoader;
+  /** Training ids are [0, trainSamples). */
+  trainSamples: number;
+  evalLoader: BatchLoader;
+  evalIds: readonly number[];
+  /** Evaluate after every epoch (the final runs) or only at the end (the search). */
+  everyEpoch: boolean;
+}
+
+export interface CurvePoint { epoch: number; top1: number; loss: number; trainLoss: number; seconds: number }
+
+export interface RunResult extends RunSpec {
+  steps: number;
+  curve: CurvePoint[];
+  /** Top-1 (fraction) of the last evaluation. */
+  final: number;
+  diverged: boolean;
+  seconds: number;
+  imagesPerSec: number;
+}
+
+export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, data: RunData, r: RunSpec, seed: number, log: (line: string) => void): Promise<RunResult> {
+  const spe = stepsPerEpoch(data.trainSamples, r.batch);
+  const steps = spe * r.epochs;
+  const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false } });
+  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1) });
+  const state = new TrainingState(model, config);
+  state.reset(seed);
+  const t0 = performance.now();
+  const curve: CurvePoint[] = [];
+  const load = (s: number) => {
+    const { epoch, ids } = stepSamples(seed, s, r.batch, data.trainSamples);
+    return data.train.load(ids, epoch);
+  };
+  let x: T | null = null;
+  let diverged = false;
+  let lossSum = 0;
+  let lossN = 0;
+  let pending = load(0);
+  let s = 0;
+  try {
+    for (; s < steps; s++) {
+      const batch = await pending;
+      x = uploadBatch(model, batch, x);
+      const total = recordGradients(model, x, seed * 1_000_003 + s);
+      const G = await engine.readF32(model.grads);
+      pending = s + 1 < steps ? load(s + 1) : pending;
+      state.applyUpdate(G, s, r.batch);
+      const loss = (await engine.readF32(total))[0]! / r.batch;
+      if (!Number.isFinite(loss)) { diverged = true; log(`  ${r.name}: loss ${loss} at step ${s + 1}: diverged, stopping`); s++; break; }
+      lossSum += loss;
+      lossN++;
+      const endOfEpoch = (s + 1) % spe === 0;
+      if (endOfEpoch && (data.everyEpoch || s + 1 === steps)) {
+        const e = await evaluate(model, data.evalLoader, data.evalIds, 250);
+        const seconds = (performance.now() - t0) / 1000;
+        curve.push({ epoch: (s + 1) / spe, top1: e.top1, loss: e.loss, trainLoss: lossSum / lossN, seconds });
+        log(`  ${r.name} epoch ${(s + 1) / spe}: top-1 ${(e.top1 * 100).toFixed(2)}%  test loss ${e.loss.toFixed(3)}  train loss ${(lossSum / lossN).toFixed(3)}  (${seconds.toFixed(0)} s)`);
+        lossSum = 0;
+        lossN = 0;
+      }
+    }
+    if (diverged) {
+      const e = await evaluate(model, data.evalLoader, data.evalIds, 250);
+      curve.push({ epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN, seconds: (performance.now() - t0) / 1000 });
+    }
+  } finally {
+    if (x) engine.release(x);
+    state.destroy();
+    model.destroy();
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  return { ...r, steps: s, curve, final: curve[curve.length - 1]?.top1 ?? NaN, diverged, seconds, imagesPerSec: (s * r.batch) / seconds };
+}
