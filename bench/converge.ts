@@ -13,7 +13,10 @@
 // Ablations at search length say what moves LARS: warm-up doubled, no warm-up, biases adapted
 // and decayed too. `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
-// Overrides: --epochs=N --small=N --large=N --search-epochs=N.
+// Overrides: --epochs=N --small=N --large=N --search-epochs=N; --small-lr=X --lars-lr=X skip
+// the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
+// also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large 2x epochs')
+// and writes converge-runs.json / .svg instead, the missing keys null.
 // Writes bench/results/converge.json and converge.svg; prints as its LAST line
 // {"bench":"converge","sgd_small":..,"sgd_large":..,"lars_large":..,"dataset":..,"batch_small":..,
 //  "batch_large":..,"epochs":..} (final test top-1, %).
@@ -100,23 +103,30 @@ export async function main(args: string[]): Promise<void> {
   const best = (xs: Searched[]): Searched => xs.reduce((a, b) => (b.val > a.val ? b : a));
   const warm = p.warmupEpochs * (p.searchEpochs / p.epochs);
   log(`search: ${p.searchEpochs} epoch(s) on ${p.searchTrain}, scored on training ids ${p.searchTrain}..${p.searchTrain + p.searchVal - 1}`);
-  const smallTries: Searched[] = [];
-  for (const lr of p.smallRates) smallTries.push(await trySearch({ name: `search sgd b=${p.small} lr ${lr}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0, epochs: p.searchEpochs }));
-  const larsTries: Searched[] = [];
-  for (const lr of p.larsRates) larsTries.push(await trySearch({ name: `search lars B=${p.large} lr ${lr}`, batch: p.large, kind: 'lars', lr, warmupEpochs: warm, epochs: p.searchEpochs }));
-  const smallLr = best(smallTries).run.lr;
-  const larsBest = best(larsTries);
-  const larsLr = larsBest.run.lr;
-  // What moves LARS (at search length, against larsBest): warm-up, bias/BN treatment.
-  const variants: RunSpec[] = [
-    { name: 'lars warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * warm, epochs: p.searchEpochs },
-    { name: 'lars no warm-up', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 0, epochs: p.searchEpochs },
-    { name: 'lars biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: p.searchEpochs, adaptBias: true },
-  ];
+  const givenSmall = num('small-lr');
+  const givenLars = num('lars-lr');
+  if ((givenSmall === undefined) !== (givenLars === undefined)) throw new Error('--small-lr and --lars-lr skip the search together: give both or neither');
+  let smallLr = givenSmall ?? NaN;
+  let larsLr = givenLars ?? NaN;
   const ablations: { name: string; val: number; delta: number }[] = [];
-  for (const v of variants) {
-    const s = await trySearch(v);
-    ablations.push({ name: v.name, val: pct(s.val), delta: +((s.val - larsBest.val) * 100).toFixed(2) });
+  if (givenSmall === undefined) {
+    const smallTries: Searched[] = [];
+    for (const lr of p.smallRates) smallTries.push(await trySearch({ name: `search sgd b=${p.small} lr ${lr}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0, epochs: p.searchEpochs }));
+    const larsTries: Searched[] = [];
+    for (const lr of p.larsRates) larsTries.push(await trySearch({ name: `search lars B=${p.large} lr ${lr}`, batch: p.large, kind: 'lars', lr, warmupEpochs: warm, epochs: p.searchEpochs }));
+    smallLr = best(smallTries).run.lr;
+    const larsBest = best(larsTries);
+    larsLr = larsBest.run.lr;
+    // What moves LARS (at search length, against larsBest): warm-up, bias/BN treatment.
+    const variants: RunSpec[] = [
+      { name: 'lars warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * warm, epochs: p.searchEpochs },
+      { name: 'lars no warm-up', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 0, epochs: p.searchEpochs },
+      { name: 'lars biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: p.searchEpochs, adaptBias: true },
+    ];
+    for (const v of variants) {
+      const s = await trySearch(v);
+      ablations.push({ name: v.name, val: pct(s.val), delta: +((s.val - larsBest.val) * 100).toFixed(2) });
+    }
   }
   log(`search: sgd_small lr ${smallLr}, sgd_large lr ${smallLr * ratio} (linear scaling), lars lr ${larsLr}`);
 
@@ -132,28 +142,36 @@ export async function main(args: string[]): Promise<void> {
     plan.push({ name: 'lars_large biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, adaptBias: true });
     plan.push({ name: 'lars_large 2x epochs', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: 2 * p.epochs });
   }
+  const only = args.find((a) => a.startsWith('--runs='))?.slice('--runs='.length).split(',');
+  const unknown = only?.filter((n) => !plan.some((r) => r.name === n)) ?? [];
+  if (unknown.length) throw new Error(`--runs: no run ${unknown.map((n) => `'${n}'`).join(', ')}; the runs are ${plan.map((r) => `'${r.name}'`).join(', ')}`);
   const runs: RunResult[] = [];
-  for (const r of plan) runs.push(await trainRun(engine, spec, testData, r, SEED, log));
+  for (const r of plan) if (!only || only.includes(r.name)) runs.push(await trainRun(engine, spec, testData, r, SEED, log));
   engine.destroy();
 
-  const final = (name: string) => pct(runs.find((r) => r.name === name)!.final);
+  const final = (name: string) => {
+    const r = runs.find((x) => x.name === name);
+    return r ? pct(r.final) : null;
+  };
   const summary = {
     bench: 'converge', sgd_small: final('sgd_small'), sgd_large: final('sgd_large'), lars_large: final('lars_large'),
     dataset: 'cifar10', batch_small: p.small, batch_large: p.large, epochs: p.epochs,
   };
-  const goals = { lars_holds: summary.lars_large >= summary.sgd_small - 1, sgd_drops: summary.sgd_large <= summary.sgd_small - 3 };
+  const { sgd_small: small, sgd_large: large, lars_large: lars } = summary;
+  const goals = { lars_holds: small !== null && lars !== null && lars >= small - 1, sgd_drops: small !== null && large !== null && large <= small - 3 };
   // The paper's regime: ResNet-20 (about 4x the small CNN's work per image) at b=128 vs
   // B=8K for ~90 epochs, from this run's measured speed; a GPU runs it at thousands of img/s.
-  const larsRun = runs.find((r) => r.name === 'lars_large')!;
-  const paperHours = (3 * 90 * 50_000 * 4) / larsRun.imagesPerSec / 3600;
-  const paperRegime = `ResNet-20 on CIFAR-10 at b=128 vs B=8192 for 90 epochs, three runs: about ${paperHours.toFixed(0)} h on this machine's wasm path (${larsRun.imagesPerSec.toFixed(0)} img/s for the small CNN, ResNet-20 ~4x the work); a GPU at ~10k img/s: about ${((3 * 90 * 50_000) / 10_000 / 3600).toFixed(1)} h`;
-  log(`converge: sgd_small ${summary.sgd_small}%, sgd_large ${summary.sgd_large}%, lars_large ${summary.lars_large}%  goals ${JSON.stringify(goals)}  (${((performance.now() - started) / 60000).toFixed(1)} min)`);
-  writeFileEnsuringDir('bench/results/converge.json', JSON.stringify({
+  const speed = runs.reduce((a, r) => a + r.imagesPerSec, 0) / Math.max(1, runs.length);
+  const paperHours = (3 * 90 * 50_000 * 4) / speed / 3600;
+  const paperRegime = `ResNet-20 on CIFAR-10 at b=128 vs B=8192 for 90 epochs, three runs: about ${paperHours.toFixed(0)} h on this machine's wasm path (${speed.toFixed(0)} img/s for the small CNN, ResNet-20 ~4x the work); a GPU at ~10k img/s: about ${((3 * 90 * 50_000) / 10_000 / 3600).toFixed(1)} h`;
+  const out = only ? 'bench/results/converge-runs' : 'bench/results/converge';
+  log(`converge: sgd_small ${small}%, sgd_large ${large}%, lars_large ${lars}%  goals ${JSON.stringify(goals)}  (${((performance.now() - started) / 60000).toFixed(1)} min)`);
+  writeFileEnsuringDir(`${out}.json`, JSON.stringify({
     profile: p, model: spec.name, engine: engine.info.description, minutes: (performance.now() - started) / 60000,
     search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
     chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, runs, goals, paperRegime, summary,
   }, null, 2));
-  writeFileEnsuringDir('bench/results/converge.svg', lineChartSvg({
+  writeFileEnsuringDir(`${out}.svg`, lineChartSvg({
     title: `CIFAR-10 ${spec.name}: test top-1 vs epoch (b=${p.small} SGD, B=${p.large} SGD / LARS)`, xLabel: 'epoch', yLabel: 'test top-1 (%)',
     series: runs.map((r) => ({ name: `${r.name} (lr ${+r.lr.toPrecision(3)})`, points: r.curve.map((c) => [c.epoch, c.top1 * 100] as [number, number]) })),
   }));
