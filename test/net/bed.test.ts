@@ -49,7 +49,9 @@ describe('test bed', () => {
     beds.push(bed);
     const p = PROFILES[name];
     // Round trip: a ping of a small packet sees twice the one-way latency.
-    const ping = (await bed.exec('a', 'ping', ['-c', '5', '-i', '0.2', '-q', bed.host('b').ip])).stdout;
+    const res = await bed.exec('a', 'ping', ['-c', '5', '-i', '0.2', '-q', bed.host('b').ip]);
+    expect(res.code, `ping failed (is iputils-ping installed? npm run setup installs it): ${res.stdout}${res.stderr}`).toBe(0);
+    const ping = res.stdout;
     const avg = Number(/= [\d.]+\/([\d.]+)\//.exec(ping)?.[1]);
     expect(avg, ping).toBeGreaterThan(2 * p.bound.oneWayMs * 0.9);
     expect(avg, ping).toBeLessThan(2 * p.bound.oneWayMs * 1.3 + 2);
