@@ -10,8 +10,10 @@
 // The rates are searched first, in the bench: short runs train on 45k training images and are
 // scored on the other 5k (never on the test split); sgd_small's rate is chosen, sgd_large
 // scales it, and LARS gets its own rate (lr x eta, the trust coefficient, is the one knob).
+// A grid whose best rate is on its edge is extended past it (at most two more rates each).
 // Ablations at search length say what moves LARS: warm-up doubled, no warm-up, biases adapted
-// and decayed too. `--ablate` repeats them at full length (one full run each).
+// and decayed too, and more epochs (both recipes at twice the search length: does LARS's gap
+// to the small batch shrink?). `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
 // Overrides: --epochs=N --small=N --large=N --search-epochs=N; --small-lr=X --lars-lr=X skip
 // the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
@@ -30,6 +32,7 @@ import { WasmEngine } from '../src/wasm/engine.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
+import { pastEdge } from './rate-grid.ts';
 import { trainRun, type RunData, type RunResult, type RunSpec } from './converge-train.ts';
 
 interface Profile {
@@ -58,6 +61,8 @@ const QUICK: Profile = {
 };
 
 const SEED = 7;
+/** At most this many rates are added past a grid's edge. */
+const EXTEND = 2;
 const log = (line: string) => process.stderr.write(line + '\n');
 const pct = (x: number) => +(x * 100).toFixed(2);
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -95,12 +100,24 @@ export async function main(args: string[]): Promise<void> {
   const searchData: RunData = { train: l.train, trainSamples: p.searchTrain, evalLoader: l.trainPlain, evalIds: range(p.searchTrain, p.searchVal), everyEpoch: false };
   const search: Searched[] = [];
   const trySearch = async (r: RunSpec): Promise<Searched> => {
-    const run = await trainRun(engine, spec, searchData, { ...r, epochs: p.searchEpochs }, SEED, log);
+    const run = await trainRun(engine, spec, searchData, r, SEED, log);
     const s = { run, val: run.final };
     search.push(s);
     return s;
   };
   const best = (xs: Searched[]): Searched => xs.reduce((a, b) => (b.val > a.val ? b : a));
+  // A grid whose best rate sits on its edge is extended past that edge (halved or doubled, at
+  // most EXTEND more rates) until the best is inside it.
+  const searchRates = async (rates: number[], tryRate: (lr: number) => Promise<Searched>): Promise<Searched> => {
+    const tries: Searched[] = [];
+    for (const lr of rates) tries.push(await tryRate(lr));
+    for (let i = 0; i < EXTEND; i++) {
+      const next = pastEdge(tries.map((t) => ({ lr: t.run.lr, val: t.val, diverged: t.run.diverged })));
+      if (next === null) break;
+      tries.push(await tryRate(next));
+    }
+    return best(tries);
+  };
   const warm = p.warmupEpochs * (p.searchEpochs / p.epochs);
   log(`search: ${p.searchEpochs} epoch(s) on ${p.searchTrain}, scored on training ids ${p.searchTrain}..${p.searchTrain + p.searchVal - 1}`);
   const givenSmall = num('small-lr');
@@ -109,13 +126,11 @@ export async function main(args: string[]): Promise<void> {
   let smallLr = givenSmall ?? NaN;
   let larsLr = givenLars ?? NaN;
   const ablations: { name: string; val: number; delta: number }[] = [];
+  let epochsGap: { epochs: number; sgd_small: number; lars_large: number; gap: number }[] = [];
   if (givenSmall === undefined) {
-    const smallTries: Searched[] = [];
-    for (const lr of p.smallRates) smallTries.push(await trySearch({ name: `search sgd b=${p.small} lr ${lr}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0, epochs: p.searchEpochs }));
-    const larsTries: Searched[] = [];
-    for (const lr of p.larsRates) larsTries.push(await trySearch({ name: `search lars B=${p.large} lr ${lr}`, batch: p.large, kind: 'lars', lr, warmupEpochs: warm, epochs: p.searchEpochs }));
-    smallLr = best(smallTries).run.lr;
-    const larsBest = best(larsTries);
+    const smallBest = await searchRates(p.smallRates, (lr) => trySearch({ name: `search sgd b=${p.small} lr ${lr}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0, epochs: p.searchEpochs }));
+    const larsBest = await searchRates(p.larsRates, (lr) => trySearch({ name: `search lars B=${p.large} lr ${lr}`, batch: p.large, kind: 'lars', lr, warmupEpochs: warm, epochs: p.searchEpochs }));
+    smallLr = smallBest.run.lr;
     larsLr = larsBest.run.lr;
     // What moves LARS (at search length, against larsBest): warm-up, bias/BN treatment.
     const variants: RunSpec[] = [
@@ -127,6 +142,15 @@ export async function main(args: string[]): Promise<void> {
       const s = await trySearch(v);
       ablations.push({ name: v.name, val: pct(s.val), delta: +((s.val - larsBest.val) * 100).toFixed(2) });
     }
+    // More epochs: both chosen recipes at twice the search length (warm-up scaled with it);
+    // does LARS's gap to the small batch shrink as the run grows?
+    const longer = 2 * p.searchEpochs;
+    const sgdLong = await trySearch({ name: `search sgd b=${p.small} lr ${smallLr}, ${longer} epochs`, batch: p.small, kind: 'sgd', lr: smallLr, warmupEpochs: 0, epochs: longer });
+    const larsLong = await trySearch({ name: `search lars B=${p.large} lr ${larsLr}, ${longer} epochs`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * warm, epochs: longer });
+    ablations.push({ name: `lars ${longer} epochs (2x)`, val: pct(larsLong.val), delta: +((larsLong.val - larsBest.val) * 100).toFixed(2) });
+    epochsGap = [[p.searchEpochs, smallBest, larsBest] as const, [longer, sgdLong, larsLong] as const].map(([epochs, a, b]) => (
+      { epochs, sgd_small: pct(a.val), lars_large: pct(b.val), gap: +((a.val - b.val) * 100).toFixed(2) }));
+    log(`search: LARS's gap to the small batch: ${epochsGap.map((g) => `${g.gap} pts at ${g.epochs} epochs`).join(', ')}`);
   }
   log(`search: sgd_small lr ${smallLr}, sgd_large lr ${smallLr * ratio} (linear scaling), lars lr ${larsLr}`);
 
@@ -169,7 +193,7 @@ export async function main(args: string[]): Promise<void> {
   writeFileEnsuringDir(`${out}.json`, JSON.stringify({
     profile: p, model: spec.name, engine: engine.info.description, minutes: (performance.now() - started) / 60000,
     search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
-    chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, runs, goals, paperRegime, summary,
+    chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, epochsGap, runs, goals, paperRegime, summary,
   }, null, 2));
   writeFileEnsuringDir(`${out}.svg`, lineChartSvg({
     title: `CIFAR-10 ${spec.name}: test top-1 vs epoch (b=${p.small} SGD, B=${p.large} SGD / LARS)`, xLabel: 'epoch', yLabel: 'test top-1 (%)',
