@@ -21,6 +21,8 @@ export interface RunSpec {
   epochs: number;
   /** LARS adaptation and weight decay also for biases (and BN gamma/beta); default off. */
   adaptBias?: boolean;
+  /** Label smoothing of the training loss (default 0; evaluations use plain labels). */
+  smoothing?: number;
 }
 
 export interface RunData {
@@ -68,7 +70,7 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
     for (; s < steps; s++) {
       const batch = await pending;
       x = uploadBatch(model, batch, x);
-      const total = recordGradients(model, x, seed * 1_000_003 + s);
+      const total = recordGradients(model, x, seed * 1_000_003 + s, r.smoothing ?? 0);
       const G = await engine.readF32(model.grads);
       pending = s + 1 < steps ? load(s + 1) : pending;
       state.applyUpdate(G, s, r.batch);

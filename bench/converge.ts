@@ -12,12 +12,13 @@
 // scales it, and LARS gets its own rate (lr x eta, the trust coefficient, is the one knob).
 // A grid whose best rate is on its edge is extended past it (at most two more rates each).
 // Ablations at search length say what moves LARS: warm-up doubled, no warm-up, biases adapted
-// and decayed too, and more epochs (both recipes at twice the search length: does LARS's gap
+// and decayed too, label smoothing 0.1, and more epochs (both recipes at twice the search length: does LARS's gap
 // to the small batch shrink?). `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
 // Overrides: --epochs=N --small=N --large=N --search-epochs=N; --small-lr=X --lars-lr=X skip
 // the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
-// also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large 2x epochs')
+// also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large label
+// smoothing 0.1', 'lars_large 2x epochs')
 // and writes converge-runs.json / .svg instead, the missing keys null.
 // Writes bench/results/converge.json and converge.svg; prints as its LAST line
 // {"bench":"converge","sgd_small":..,"sgd_large":..,"lars_large":..,"dataset":..,"batch_small":..,
@@ -63,6 +64,8 @@ const QUICK: Profile = {
 const SEED = 7;
 /** At most this many rates are added past a grid's edge. */
 const EXTEND = 2;
+/** The label smoothing tried (Szegedy et al.'s 0.1, as in later large-batch work). */
+const SMOOTHING = 0.1;
 const log = (line: string) => process.stderr.write(line + '\n');
 const pct = (x: number) => +(x * 100).toFixed(2);
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -137,6 +140,7 @@ export async function main(args: string[]): Promise<void> {
       { name: 'lars warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * warm, epochs: p.searchEpochs },
       { name: 'lars no warm-up', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 0, epochs: p.searchEpochs },
       { name: 'lars biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: p.searchEpochs, adaptBias: true },
+      { name: `lars label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: p.searchEpochs, smoothing: SMOOTHING },
     ];
     for (const v of variants) {
       const s = await trySearch(v);
@@ -164,6 +168,7 @@ export async function main(args: string[]): Promise<void> {
   if (args.includes('--ablate')) {
     plan.push({ name: 'lars_large warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * p.warmupEpochs, epochs: p.epochs });
     plan.push({ name: 'lars_large biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, adaptBias: true });
+    plan.push({ name: `lars_large label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, smoothing: SMOOTHING });
     plan.push({ name: 'lars_large 2x epochs', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: 2 * p.epochs });
   }
   const only = args.find((a) => a.startsWith('--runs='))?.slice('--runs='.length).split(',');
@@ -192,7 +197,7 @@ export async function main(args: string[]): Promise<void> {
   log(`converge: sgd_small ${small}%, sgd_large ${large}%, lars_large ${lars}%  goals ${JSON.stringify(goals)}  (${((performance.now() - started) / 60000).toFixed(1)} min)`);
   writeFileEnsuringDir(`${out}.json`, JSON.stringify({
     profile: p, model: spec.name, engine: engine.info.description, minutes: (performance.now() - started) / 60000,
-    search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
+    search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, smoothing: s.run.smoothing ?? 0, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
     chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, epochsGap, runs, goals, paperRegime, summary,
   }, null, 2));
   writeFileEnsuringDir(`${out}.svg`, lineChartSvg({

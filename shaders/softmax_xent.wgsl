@@ -1,7 +1,9 @@
 // Softmax cross-entropy with integer labels, loss and gradient in one pass over the logits.
 //   logits [N, K], labels [N] (i32)
-//   forward:  losses[n]    = logsumexp(logits[n, :]) - logits[n, label[n]]
-//             dlogits[n,k] = (softmax(logits[n, :])[k] - (k == label[n])) * scale
+//   forward:  losses[n]    = logsumexp(logits[n, :]) - (1 - eps) logits[n, label[n]]
+//                            - (eps / K) sum_k logits[n, k]
+//             dlogits[n,k] = (softmax(logits[n, :])[k] - (1 - eps) (k == label[n]) - eps / K) * scale
+//             (eps: label smoothing; eps = 0 is plain cross-entropy, bit for bit)
 //   total:    total[0]     = sum over n of losses[n] (one workgroup, fixed order)
 // logsumexp is stabilised by the row max, so logits of 1e4 do not overflow exp().
 // A label outside [0, K) is never used as an index: its loss is NaN (so the total is NaN and
@@ -11,7 +13,7 @@
 
 override WG: u32 = 256;
 
-struct Params { n: u32, k: u32, scale: f32 }
+struct Params { n: u32, k: u32, scale: f32, eps: f32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
@@ -52,19 +54,24 @@ fn forward(@builtin(workgroup_id) wid: vec3u, @builtin(num_workgroups) nwg: vec3
   var s = 0.0;
   for (var k = lid; k < p.k; k += WG) { s += exp(logits[base + k] - m); }
   s = treeReduce(lid, s, false);
+  // Sum of (x - m) over the row, for the smoothed target's uniform part.
+  var c = 0.0;
+  for (var k = lid; k < p.k; k += WG) { c += logits[base + k] - m; }
+  c = treeReduce(lid, c, false);
 
   let label = labels[row];
   let valid = label >= 0 && u32(label) < p.k;
   let col = select(p.k, u32(label), valid); // p.k never matches a column
   let inv = 1.0 / s;
   for (var k = lid; k < p.k; k += WG) {
-    let g = exp(logits[base + k] - m) * inv - select(0.0, 1.0, k == col);
+    let g = exp(logits[base + k] - m) * inv - select(0.0, 1.0 - p.eps, k == col) - p.eps / f32(p.k);
     dlogits[base + k] = select(0.0, g * p.scale, valid);
   }
   if (lid == 0u) {
     if (valid) {
       // log(s) - (x - m) rather than (m + log(s)) - x: no cancellation of two large numbers.
-      losses[row] = log(s) - (logits[base + col] - m);
+      // With eps = 0 the last term is exactly 0 (select: not 0 * c, which is NaN for c = inf).
+      losses[row] = log(s) - (1.0 - p.eps) * (logits[base + col] - m) - select(0.0, p.eps * c / f32(p.k), p.eps > 0.0);
     } else {
       losses[row] = bitcast<f32>(NAN_BITS);
     }

@@ -6,8 +6,13 @@
   return load<f32>(p + <usize>i * 4);
 }
 
-/** losses[n], dlogits[n, :] = (softmax - onehot) * scale, total[0] = sum of losses in order. */
-export function softmaxXent(logits: usize, labels: usize, dlogits: usize, losses: usize, total: usize, n: i32, k: i32, scale: f32): void {
+/**
+ * losses[n], dlogits[n, :] = (softmax - target) * scale, total[0] = sum of losses in order;
+ * target = (1 - eps) onehot + eps / K (label smoothing; eps = 0: plain, bit for bit).
+ */
+export function softmaxXent(logits: usize, labels: usize, dlogits: usize, losses: usize, total: usize, n: i32, k: i32, scale: f32, eps: f32): void {
+  const hit: f32 = <f32>1 - eps;
+  const spread: f32 = eps / <f32>k;
   let sum: f64 = 0;
   for (let r = 0; r < n; r++) {
     const row = logits + <usize>r * k * 4;
@@ -18,12 +23,15 @@ export function softmaxXent(logits: usize, labels: usize, dlogits: usize, losses
     for (let j = 0; j < k; j++) s += Mathf.exp(f(row, j) - m);
     const label = load<i32>(labels + <usize>r * 4);
     const valid = label >= 0 && label < k;
+    let c: f32 = 0;
+    for (let j = 0; j < k; j++) c += f(row, j) - m;
     const inv = <f32>1 / s;
     for (let j = 0; j < k; j++) {
-      const g = Mathf.exp(f(row, j) - m) * inv - (j == label ? <f32>1 : <f32>0);
+      const g = Mathf.exp(f(row, j) - m) * inv - (j == label ? hit : <f32>0) - spread;
       store<f32>(drow + <usize>j * 4, valid ? g * scale : 0);
     }
-    const loss: f32 = valid ? Mathf.log(s) - (f(row, label) - m) : NaN;
+    const uniform: f32 = eps > 0 ? eps * c / <f32>k : 0;
+    const loss: f32 = valid ? Mathf.log(s) - hit * (f(row, label) - m) - uniform : NaN;
     store<f32>(losses + <usize>r * 4, loss);
     sum += <f64>loss;
   }

@@ -198,13 +198,13 @@ export class Model<T extends TensorLike = TensorLike> {
 
   /**
    * Records softmax cross-entropy of the last forward against labels (i32 [N], uploaded by the
-   * caller into `labelsTensor`); dlogits = (softmax - onehot) * gradScale. Returns the tensor
-   * holding the summed loss.
+   * caller into `labelsTensor`); dlogits = (softmax - target) * gradScale, the target smoothed
+   * by `smoothing` (0: onehot). Returns the tensor holding the summed loss.
    */
-  loss(gradScale: number): T {
+  loss(gradScale: number, smoothing = 0): T {
     const a = this.acts!;
     const last = a.out.length - 1;
-    this.engine.softmaxXent(a.out[last]!, a.labels, a.grad[last]!, a.losses, a.total, { gradScale });
+    this.engine.softmaxXent(a.out[last]!, a.labels, a.grad[last]!, a.losses, a.total, { gradScale, smoothing });
     return a.total;
   }
 

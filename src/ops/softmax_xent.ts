@@ -15,6 +15,18 @@ export interface SoftmaxXentParams {
    * sum when the distributed trainer divides by the global batch later.
    */
   gradScale: number;
+  /**
+   * Label smoothing eps in [0, 1): the target is (1 - eps) onehot + eps / K. 0 (the default)
+   * is plain cross-entropy, bit for bit.
+   */
+  smoothing?: number;
+}
+
+/** The smoothing of `params`, checked: a number in [0, 1). */
+export function smoothingOf(params: SoftmaxXentParams, what = 'softmaxXent'): number {
+  const eps = params.smoothing ?? 0;
+  check(Number.isFinite(eps) && eps >= 0 && eps < 1, what, () => `label smoothing must be in [0, 1), got ${eps}`);
+  return eps;
 }
 
 /** The shape function: logits [N, K] -> losses [N], total [1], dlogits [N, K]. */
@@ -44,7 +56,7 @@ export function softmaxXent(gpu: Gpu, logits: Tensor, labels: Tensor, dlogits: T
   }
   // Small K (CIFAR's 10) would leave most of a 256-wide workgroup idle.
   const WG = k <= 64 ? 64 : 256;
-  const uniforms: Scalar[] = [['u32', n], ['u32', k], ['f32', params.gradScale]];
+  const uniforms: Scalar[] = [['u32', n], ['u32', k], ['f32', params.gradScale], ['f32', smoothingOf(params, what)]];
   gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint: 'forward' }, constants: { WG }, uniforms, bindings: [logits, labels, dlogits, losses, null] }, n);
   gpu.dispatch({ kernel: { ...KERNEL, entryPoint: 'sumLosses' }, constants: { WG: 256 }, uniforms, bindings: [null, null, null, losses, total], workgroups: [1] });
 }

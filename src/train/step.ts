@@ -21,11 +21,14 @@ export function uploadBatch<T extends TensorLike>(model: Model<T>, batch: HostBa
   return x;
 }
 
-/** Records forward + loss + backward; returns the tensor holding this slice's summed loss. */
-export function recordGradients<T extends TensorLike>(model: Model<T>, x: T, stepSeed: number): T {
+/**
+ * Records forward + loss + backward; returns the tensor holding this slice's summed loss
+ * (against targets smoothed by `labelSmoothing`, 0: none).
+ */
+export function recordGradients<T extends TensorLike>(model: Model<T>, x: T, stepSeed: number, labelSmoothing = 0): T {
   model.zeroGrads();
   model.forward(x, { train: true, seed: stepSeed });
-  const total = model.loss(1);
+  const total = model.loss(1, labelSmoothing);
   model.backward();
   return total;
 }

@@ -38,7 +38,7 @@ export interface Kernels {
   batchNormBackward(x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag): void;
   lrnForward(x: Ptr, y: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   lrnBackward(x: Ptr, y: Ptr, dy: Ptr, dx: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
-  softmaxXent(logits: Ptr, labels: Ptr, dlogits: Ptr, losses: Ptr, total: Ptr, n: number, k: number, scale: number): void;
+  softmaxXent(logits: Ptr, labels: Ptr, dlogits: Ptr, losses: Ptr, total: Ptr, n: number, k: number, scale: number, eps: number): void;
   topkCount(logits: Ptr, labels: Ptr, counts: Ptr, n: number, k: number, topk: number, accumulate: Flag): void;
 }
 

@@ -11,7 +11,7 @@ import { type DropoutParams, dropoutScale, dropoutShape, dropoutThreshold } from
 import { eltwiseSize } from '../ops/eltwise.ts';
 import { type LrnParams, lrnDims } from '../ops/lrn.ts';
 import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d } from '../ops/pool.ts';
-import { type SoftmaxXentParams, softmaxXentDims } from '../ops/softmax_xent.ts';
+import { type SoftmaxXentParams, smoothingOf, softmaxXentDims } from '../ops/softmax_xent.ts';
 import { type TopkParams, topkDims } from '../ops/topk.ts';
 import type { Kernels } from './kernels.ts';
 import type { WasmCtx, WasmTensor } from './tensor.ts';
@@ -242,7 +242,7 @@ export function dropoutBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor, par
 export function softmaxXent(cx: WasmCtx, logits: WasmTensor, labels: WasmTensor, dlogits: WasmTensor, losses: WasmTensor, total: WasmTensor, params: SoftmaxXentParams): void {
   const what = 'softmaxXent';
   const { n, k } = softmaxXentDims(logits, labels, dlogits, losses, total, what);
-  cx.k.softmaxXent(cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(dlogits, what), cx.ptr(losses, what), cx.ptr(total, what), n, k, params.gradScale);
+  cx.k.softmaxXent(cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(dlogits, what), cx.ptr(losses, what), cx.ptr(total, what), n, k, params.gradScale, smoothingOf(params, what));
 }
 
 // logits [N, K], labels [N] i32 -> counts [2] u32: [#top-1 hits, #top-k hits] (= or +=)

@@ -9,6 +9,8 @@ interface Case {
   n: number;
   k: number;
   gradScale: number;
+  /** Label smoothing (default 0). */
+  smoothing?: number;
   /** Changes the random logits/labels (stability and edge cases). */
   edit?: (logits: Float32Array, labels: Int32Array) => void;
 }
@@ -22,13 +24,14 @@ async function check<T extends TensorLike>(e: Engine<T>, c: Case): Promise<void>
   c.edit?.(logits, labels);
   const tl = e.upload(logits, [n, k]), tlab = e.upload(labels, [n]);
   const td = e.empty([n, k]), tloss = e.empty([n]), ttot = e.empty([1]);
-  e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: c.gradScale });
+  const eps = c.smoothing ?? 0;
+  e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: c.gradScale, smoothing: eps });
   const l64 = Float64Array.from(logits);
-  const losses = ref.softmaxXentForward(l64, labels, [n, k]);
+  const losses = ref.softmaxXentForward(l64, labels, [n, k], eps);
   assertClose(await e.readF32(tloss), losses, FWD, 'losses');
   // The total is a sum of n losses: its rounding grows with n, so the atol does too.
   assertClose(await e.readF32(ttot), [losses.reduce((a, v) => a + v, 0)], { rtol: FWD.rtol, atol: FWD.atol * n }, 'total');
-  assertClose(await e.readF32(td), ref.softmaxXentBackward(l64, labels, [n, k], c.gradScale), GRAD, 'dlogits');
+  assertClose(await e.readF32(td), ref.softmaxXentBackward(l64, labels, [n, k], c.gradScale, eps), GRAD, 'dlogits');
   e.release(tl, tlab, td, tloss, ttot);
 }
 
@@ -62,12 +65,48 @@ const cases: Case[] = [
       lab[2] = 10;
     },
   },
+  { name: 'label smoothing 0.1, CIFAR head [32, 10], sum', n: 32, k: 10, gradScale: 1, smoothing: 0.1 },
+  { name: 'label smoothing 0.3, odd [5, 257], mean', n: 5, k: 257, gradScale: 1 / 5, smoothing: 0.3 },
+  {
+    name: 'label smoothing 0.1 with logits of 1e4 magnitude [3, 1000]',
+    n: 3,
+    k: 1000,
+    gradScale: 1,
+    smoothing: 0.1,
+    edit(l, lab) {
+      l[0 * 1000 + lab[0]!] = 1e4;
+      for (let j = 0; j < 1000; j++) l[1 * 1000 + j]! += 1e4;
+      l[2 * 1000 + 5] = -1e4;
+    },
+  },
 ];
 
 export const suite: OpSuite = {
   op: 'softmax_xent',
   cases: [
     ...cases.map((c): OpCase => ({ name: c.name, run: (e) => check(e, c) })),
+    {
+      name: 'smoothing 0 is plain cross-entropy bit for bit; a smoothing outside [0, 1) is refused',
+      async run<T extends TensorLike>(e: Engine<T>) {
+        const rng = makeRng(9);
+        const tl = e.upload(uniformF32(rng, 60, -4, 4), [6, 10]), tlab = e.upload(Int32Array.from({ length: 6 }, () => rng.int(10)));
+        const td = e.empty([6, 10]), tloss = e.empty([6]), ttot = e.empty([1]);
+        const runWith = async (p: { gradScale: number; smoothing?: number }): Promise<number[]> => {
+          e.softmaxXent(tl, tlab, td, tloss, ttot, p);
+          return [...(await e.readF32(tloss)), ...(await e.readF32(td))];
+        };
+        const plain = await runWith({ gradScale: 0.25 });
+        const zero = await runWith({ gradScale: 0.25, smoothing: 0 });
+        const i = plain.findIndex((v, j) => !Object.is(v, zero[j]));
+        if (i >= 0) throw new Error(`smoothing 0 differs at [${i}]: ${plain[i]} vs ${zero[i]}`);
+        for (const bad of [-0.1, 1, Number.NaN]) {
+          let threw = false;
+          try { e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: 1, smoothing: bad }); } catch (err) { threw = /label smoothing must be in \[0, 1\)/.test(String(err)); }
+          if (!threw) throw new Error(`smoothing ${bad} was not refused with a clear message`);
+        }
+        e.release(tl, tlab, td, tloss, ttot);
+      },
+    },
     {
       name: 'bitwise the same on every run [16, 1000]',
       async run<T extends TensorLike>(e: Engine<T>) {
