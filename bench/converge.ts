@@ -53,7 +53,7 @@ interface Profile {
 }
 
 const FULL: Profile = {
-  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 32, large: 1024, warmupEpochs: 2,
+  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 32, large: 512, warmupEpochs: 1,
   searchEpochs: 2, searchTrain: 45_000, searchVal: 5000, smallRates: [0.01, 0.02, 0.05], larsRates: [2, 4, 8],
 };
 const QUICK: Profile = {

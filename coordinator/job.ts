@@ -41,6 +41,11 @@ export interface JobConfig {
    * syncEvery H > 1 trains in rounds of H local steps and an outer Nesterov step (src/optim/outer.ts).
    */
   outer: OuterConfig;
+  /**
+   * Label smoothing of the training loss, in [0, 0.5]: targets (1 - eps) onehot + eps / K.
+   * 0 (the default, and every job written before it existed) is plain cross-entropy.
+   */
+  labelSmoothing: number;
 }
 
 export class JobError extends Error {
@@ -51,7 +56,9 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing'];
+/** Past this the target puts nearly as much on the wrong classes as on the label. */
+export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
 export const MIN_JOIN_TOKEN = 16;
 export const JOIN_TOKEN_PATTERN = new RegExp(`^[\\x21-\\x7e]{${MIN_JOIN_TOKEN},}$`);
@@ -86,6 +93,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     seed: r.has('seed') ? r.int('seed', 0, 2 ** 32 - 1) : 0,
     minPeers: r.has('minPeers') ? r.int('minPeers', 1, MAX_RING) : 1,
     outer: readOuter(r),
+    labelSmoothing: r.has('labelSmoothing') ? r.num('labelSmoothing', 0, MAX_LABEL_SMOOTHING) : 0,
   };
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);

@@ -12,6 +12,7 @@ import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.t
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
+import { MAX_LABEL_SMOOTHING } from './job.ts';
 import { randomBytes } from 'node:crypto';
 import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
 import { availableParallelism } from 'node:os';
@@ -40,6 +41,7 @@ export const START_USAGE = `usage: npm start -- [options]
   --outer-lr X --outer-momentum M   the outer step of rounds (default 0.7 and 0.9, as DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
   --warmup N                  warm-up steps (default: one epoch, at most a tenth of the job)
+  --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)
   --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 1000)
   --final-eval-samples N      test images of the job's last evaluation (default: the whole test split)
   --checkpoint-every K        a checkpoint every K steps (default 25)
@@ -88,6 +90,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const warmupArg = a.int('warmup', -1, -1);
   const syncEvery = a.int('sync-every', 1, 1);
   const syncWarmup = a.int('sync-warmup', 0, 0);
+  const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
   const outerLr = a.num('outer-lr', OUTER_DEFAULTS.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
   const evalEvery = a.int('eval-every', 50);
@@ -133,6 +136,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
+    ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);
@@ -192,7 +196,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);

@@ -24,6 +24,8 @@ export interface PublicJob {
     totalSteps: number; stepsPerEpoch: number; evalEvery: number; checkpointEvery: number; seed: number; access: 'public' | 'private';
     /** Rounds: syncEvery 1 is exact sync SGD (absent from older coordinators: the same). */
     outer?: OuterConfig;
+    /** Label smoothing of the training loss (absent from older coordinators: 0). */
+    labelSmoothing?: number;
   };
 }
 

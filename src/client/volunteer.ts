@@ -506,7 +506,7 @@ class Session {
     if (ids.length > 0) {
       const batch = await this.c.train.load(ids, epoch);
       this.x = uploadBatch(model, batch, this.x);
-      const total = recordGradients(model, this.x, seed * 1_000_003 + step);
+      const total = recordGradients(model, this.x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
       engine.flush();
       lossSum = (await engine.readF32(total))[0]!;
     } else {

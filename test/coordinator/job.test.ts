@@ -23,6 +23,8 @@ describe('job config', () => {
     const job = parseJobConfig(BASE, 50_000);
     expect(job).toMatchObject({ name: 'job', model: 'small-cnn', dataset: 'cifar10', globalBatch: 1024, stepsPerEpoch: 48, totalSteps: 96, evalEvery: 48, checkpointEvery: 50, keepCheckpoints: 3, access: { kind: 'public' }, seed: 0 });
     expect(job.optimizer).toMatchObject({ kind: 'lars', lr: 8, warmupSteps: 5, totalSteps: 96, momentum: 0.9, eta: 0.001 });
+    expect(job.labelSmoothing).toBe(0);
+    expect(parseJobConfig({ ...BASE, labelSmoothing: 0.1 }, 50_000).labelSmoothing).toBe(0.1);
   });
 
   it('takes steps, a private token and explicit intervals', () => {
@@ -51,6 +53,8 @@ describe('job config', () => {
     ['zero checkpoint interval', { ...BASE, checkpointEvery: 0 }, 'checkpointEvery must be'],
     ['too many kept', { ...BASE, keepCheckpoints: 1000 }, 'keepCheckpoints must be'],
     ['negative seed', { ...BASE, seed: -1 }, 'seed must be'],
+    ['label smoothing of 0.6', { ...BASE, labelSmoothing: 0.6 }, 'labelSmoothing must be a finite number in [0, 0.5]'],
+    ['label smoothing as text', { ...BASE, labelSmoothing: '0.1' }, 'labelSmoothing must be'],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });

@@ -105,6 +105,27 @@ describe('N peers train one model', () => {
     expect(diff).toBeLessThan(1e-3);
   });
 
+  it('label smoothing, a job setting, reaches every peer: 2 peers equal 1 peer with it, and both differ from the plain job', async () => {
+    const config = testJob(K, { labelSmoothing: 0.2 });
+    const solo = await startTestJob(root.dir, 'smooth-1', data, config);
+    const v1 = volunteer(solo.url, 'smooth-solo');
+    spawned.push(v1);
+    await solo.driver.finished;
+    await solo.close();
+    expect(await v1.exited, v1.lines.slice(-20).join('\n')).toBe(0);
+    const two = await startTestJob(root.dir, 'smooth-2', data, testJob(K, { labelSmoothing: 0.2, minPeers: 2 }));
+    const vs = ['s1', 's2'].map((n) => volunteer(two.url, n));
+    spawned.push(...vs);
+    await two.driver.finished;
+    await two.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    await checkSteps(two.jobDir);
+    const a = (await finalWeights(solo.jobDir)).weights;
+    const b = (await finalWeights(two.jobDir)).weights;
+    expect(relDiff(b, a), '2 peers vs 1 peer, both smoothed').toBeLessThan(1e-3);
+    expect(relDiff(a, single), 'smoothed vs plain: the setting changed the training').toBeGreaterThan(1e-3);
+  });
+
   it('a poisoned volunteer (NaN, then huge values, then a false checksum) is evicted each time; the others\' weights equal a clean run\'s', async () => {
     const job = await startTestJob(root.dir, 'poison', data, testJob(K, { minPeers: 4 }));
     const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
