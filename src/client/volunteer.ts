@@ -481,21 +481,28 @@ class Session {
   /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
   private async joinRing(a: StepAssignment): Promise<Ring | null> {
     if (this.ring) return this.ring;
+    let ring: Ring | null;
     try {
-      this.ring = await this.formRing(a);
+      ring = await this.formRing(a);
     } catch (e) {
       this.ringFailed(e, a);
       return null;
     }
-    if (!this.ring) return null;
-    if (this.ring.size > 1) {
+    if (!ring) return null;
+    this.ring = ring;
+    if (ring.size > 1) {
       this.linked = true;
       const relays = relayHostsOf(this.accept.iceServers);
-      const [next, prev] = await Promise.all([this.ring.next?.route?.(relays), this.ring.prev?.route?.(relays)]);
+      const [next, prev] = await Promise.all([ring.next?.route?.(relays), ring.prev?.route?.(relays)]);
+      // A newer assignment may have closed this ring while its links were looked at.
+      if (this.ring !== ring) {
+        this.c.log(`volunteer: the ring of generation ${a.generation} was closed as it formed (the coordinator has moved on)`);
+        return null;
+      }
       this.links = { next: next ?? null, prev: prev ?? null };
-      this.c.log(`volunteer: ring of ${this.ring.size}: link to ${this.ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${this.ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+      this.c.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
     }
-    return this.ring;
+    return ring;
   }
 
   /** The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it always comes back. */
