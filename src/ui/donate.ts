@@ -42,7 +42,7 @@ async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
     const ev = m.records.filter((r): r is Extract<MetricRecord, { type: 'eval' }> => r.type === 'eval').pop();
     row(dl, [
       ['job', j.job.name],
-      ['model', `${j.job.model} with ${j.job.optimizer.kind.toUpperCase()}, global batch ${j.job.globalBatch}`],
+      ['model', `${j.job.model} with ${j.job.optimizer.kind.toUpperCase()}, global batch ${j.job.globalBatch}${j.job.labelSmoothing ? `, label smoothing ${j.job.labelSmoothing}` : ''}`],
       ['data set', j.job.dataset],
       ['step', `${j.step} of ${j.job.totalSteps}`],
       ['peers', String(j.peers)],
