@@ -40,7 +40,13 @@ const MAX_MS = 86_400_000;
 /** POST /api/join body. `token` is the job's join token (private jobs only). */
 export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string }
 export interface Heartbeat { type: 'heartbeat'; peerId: string; generation: number; step: number }
-export interface StepTimings { computeMs: number; commMs: number; waitMs: number }
+export interface StepTimings {
+  computeMs: number;
+  commMs: number;
+  waitMs: number;
+  /** Of the step's time since its assignment arrived, how long it waited for its images (fetch and decode not yet done by prefetch). */
+  dataMs?: number;
+}
 /** How a peer's link to its ring successor runs: straight between the two, or through a TURN relay. */
 export type LinkKind = 'direct' | 'relayed';
 export const LINK_KINDS: readonly LinkKind[] = ['direct', 'relayed'];
@@ -62,6 +68,8 @@ export interface StepResult {
   linkPrev?: LinkKind;
   /** Bytes this peer sent to its ring successor in the step's (or round's) all-reduce. */
   sentBytes?: number;
+  /** Shard bytes this peer has downloaded from the coordinator since it joined (cache misses; a running total). */
+  fetchedBytes?: number;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -126,7 +134,14 @@ export interface StepAssignment {
    * (H' = ids.length). `sampleIds` is then empty and `epoch` that of the first inner step.
    */
   round?: RoundAssignment;
+  /**
+   * This peer's slice of the NEXT step if the ring stays as it is (sync mode): its ids depend
+   * only on (seed, step), so the peer fetches and decodes them while this step computes. A hint:
+   * the next assignment is what counts.
+   */
+  next?: NextSlice;
 }
+export interface NextSlice { step: number; epoch: number; sampleIds: number[] }
 export interface RoundAssignment {
   /** This peer's slice of each inner step's sample ids: ids[k] belongs to global step step + k. */
   ids: number[][];
@@ -195,7 +210,18 @@ export interface EvalSummary { step: number; top1: number; top5: number; loss: n
 export interface RingPeer { id: string; name: string | null; device: string }
 
 /** One peer's part of a committed step (metrics and the dashboard's timeline). */
-export interface PeerStepTiming { peerId: string; images: number; computeMs: number; commMs: number; waitMs: number; link?: LinkKind }
+export interface PeerStepTiming {
+  peerId: string;
+  images: number;
+  computeMs: number;
+  commMs: number;
+  waitMs: number;
+  link?: LinkKind;
+  /** How long the peer's step waited for its images (StepTimings.dataMs). */
+  dataMs?: number;
+  /** The peer's running total of shard bytes downloaded (StepResult.fetchedBytes). */
+  fetchedBytes?: number;
+}
 
 // ---- decoding ----
 
@@ -318,14 +344,15 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev', 'sentBytes']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
   if (isObj(r.o.timings)) {
     const t = new FieldReader(r.o.timings, 'timings');
-    t.only(['computeMs', 'commMs', 'waitMs']);
+    t.only(['computeMs', 'commMs', 'waitMs', 'dataMs']);
     timings = { computeMs: t.num('computeMs', 0, MAX_MS), commMs: t.num('commMs', 0, MAX_MS), waitMs: t.num('waitMs', 0, MAX_MS) };
+    if (t.has('dataMs')) timings.dataMs = t.num('dataMs', 0, MAX_MS);
     r.problems.push(...t.problems);
   } else r.fail('timings', 'an object {computeMs, commMs, waitMs}');
   return {
@@ -335,6 +362,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
     ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
     ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
+    ...(r.has('fetchedBytes') ? { fetchedBytes: r.num('fetchedBytes', 0, 2 ** 53) } : {}),
   };
 }
 
@@ -435,7 +463,7 @@ function readIceServers(r: FieldReader): IceServer[] {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
@@ -447,7 +475,22 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   const out: Fields<StepAssignment> = { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
   if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
   if (r.has('round')) out.round = readRound(r, globalBatch);
+  if (r.has('next')) out.next = readNext(r, globalBatch);
   return out;
+}
+
+/** The next step's slice (a prefetch hint): at most globalBatch ids. */
+function readNext(parent: FieldReader, globalBatch: number): NextSlice {
+  if (!isObj(parent.o.next)) {
+    parent.fail('next', 'an object {step, epoch, sampleIds}');
+    return { step: 0, epoch: 0, sampleIds: [] };
+  }
+  const r = new FieldReader(parent.o.next, 'next');
+  r.only(['step', 'epoch', 'sampleIds']);
+  const [step, epoch] = u32s(r, 'step', 'epoch');
+  const sampleIds = r.array<number>('sampleIds', globalBatch, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  parent.problems.push(...r.problems);
+  return { step: step!, epoch: epoch!, sampleIds };
 }
 
 /** A round's plan: at most MAX_SYNC_EVERY inner steps, at most MAX_BATCH ids in all. */

@@ -58,12 +58,17 @@ export function resnet20(input: readonly [number, number, number] = [3, 32, 32],
   return { name: 'resnet20', input, classes, nodes: g.nodes };
 }
 
+/** Inputs smaller than this get the downsampled-ImageNet stems below (Chrabaszcz et al. 2017 train at 32-64 px). */
+export const SMALL_INPUT = 128;
+
 /**
  * AlexNet at 224x224 as in torchvision (64-192-384-256-256 channels, no grouped convs:
  * 61,100,840 parameters) with the original's local response normalisation after conv1 and
  * conv2. With `bn`, AlexNet-BN as in the LARS paper: BN after every conv instead of LRN.
+ * Below 128x128 (downsampled ImageNet) conv1 is 7x7 stride 2 instead of 11x11 stride 4: at
+ * 64x64 the original stem would leave a 1x1 map after the last pool; this one leaves 3x3.
  */
-export function alexnet(bn = false, classes = 1000): ModelSpec {
+export function alexnet(bn = false, classes = 1000, input: readonly [number, number, number] = [3, 224, 224]): ModelSpec {
   const g = new GraphBuilder();
   const block = (x: number, name: string, c: number, k: number, stride: number, pad: number, lrn: boolean) => {
     let y = g.conv(x, name, c, k, { stride, pad, bias: !bn });
@@ -71,7 +76,8 @@ export function alexnet(bn = false, classes = 1000): ModelSpec {
     y = g.relu(y);
     return lrn && !bn ? g.lrn(y, ALEXNET_LRN) : y;
   };
-  let x = g.maxpool(block(g.input, 'conv1', 64, 11, 4, 2, true), 3, 2);
+  const small = Math.min(input[1], input[2]) < SMALL_INPUT;
+  let x = g.maxpool(small ? block(g.input, 'conv1', 64, 7, 2, 3, true) : block(g.input, 'conv1', 64, 11, 4, 2, true), 3, 2);
   x = g.maxpool(block(x, 'conv2', 192, 5, 1, 2, true), 3, 2);
   x = block(x, 'conv3', 384, 3, 1, 1, false);
   x = block(x, 'conv4', 256, 3, 1, 1, false);
@@ -80,13 +86,18 @@ export function alexnet(bn = false, classes = 1000): ModelSpec {
   x = g.relu(g.linear(g.dropout(x, 0.5), 'fc6', 4096));
   x = g.relu(g.linear(g.dropout(x, 0.5), 'fc7', 4096));
   g.linear(x, 'fc8', classes);
-  return { name: bn ? 'alexnet-bn' : 'alexnet', input: [3, 224, 224], classes, nodes: g.nodes };
+  return { name: bn ? 'alexnet-bn' : 'alexnet', input, classes, nodes: g.nodes };
 }
 
-/** ResNet-50 (v1.5: stride on the 3x3 conv), 25,557,032 parameters at 1000 classes. */
-export function resnet50(classes = 1000): ModelSpec {
+/**
+ * ResNet-50 (v1.5: stride on the 3x3 conv), 25,557,032 parameters at 1000 classes. Below
+ * 128x128 the stem is a 3x3 stride-1 conv before the max pool (instead of 7x7 stride 2), so a
+ * 64x64 image reaches the first stage at 32x32 and the last at 4x4, as a 128x128 one does.
+ */
+export function resnet50(classes = 1000, input: readonly [number, number, number] = [3, 224, 224]): ModelSpec {
   const g = new GraphBuilder();
-  let x = g.maxpool(convBn(g, g.input, 'conv1', 64, 7, 2, true), 3, 2, 1);
+  const small = Math.min(input[1], input[2]) < SMALL_INPUT;
+  let x = g.maxpool(convBn(g, g.input, 'conv1', 64, small ? 3 : 7, small ? 1 : 2, true), 3, 2, 1);
   [[64, 3], [128, 4], [256, 6], [512, 3]].forEach(([w, blocks], s) => {
     for (let b = 0; b < blocks!; b++) {
       const stride = s > 0 && b === 0 ? 2 : 1;
@@ -99,7 +110,7 @@ export function resnet50(classes = 1000): ModelSpec {
     }
   });
   g.linear(g.gap(x), 'fc', classes);
-  return { name: 'resnet50', input: [3, 224, 224], classes, nodes: g.nodes };
+  return { name: 'resnet50', input, classes, nodes: g.nodes };
 }
 
 export function modelByName(name: ModelName, input?: readonly [number, number, number], classes?: number): ModelSpec {
@@ -107,8 +118,8 @@ export function modelByName(name: ModelName, input?: readonly [number, number, n
     case 'small-cnn': return smallCnn(input, classes);
     case 'tiny-cnn': return tinyCnn(input, classes);
     case 'resnet20': return resnet20(input, classes);
-    case 'alexnet': return alexnet(false, classes);
-    case 'alexnet-bn': return alexnet(true, classes);
-    case 'resnet50': return resnet50(classes);
+    case 'alexnet': return alexnet(false, classes, input);
+    case 'alexnet-bn': return alexnet(true, classes, input);
+    case 'resnet50': return resnet50(classes, input);
   }
 }

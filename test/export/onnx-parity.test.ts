@@ -23,9 +23,9 @@ const CASES: Record<ModelName, () => ModelSpec> = {
   'small-cnn': () => modelByName('small-cnn', [3, 32, 32], 10),
   'tiny-cnn': () => modelByName('tiny-cnn', [1, 28, 28], 7),
   resnet20: () => modelByName('resnet20', [3, 32, 32], 10),
-  alexnet: () => ({ ...alexnet(false, 10), input: [3, 64, 64] }),
-  'alexnet-bn': () => ({ ...alexnet(true, 10), input: [3, 64, 64] }),
-  resnet50: () => ({ ...resnet50(10), input: [3, 32, 32] }),
+  alexnet: () => alexnet(false, 10, [3, 64, 64]),
+  'alexnet-bn': () => alexnet(true, 10, [3, 64, 64]),
+  resnet50: () => resnet50(10, [3, 32, 32]),
 };
 
 /**

@@ -29,6 +29,23 @@ describe('models', () => {
     expect(inferShapes(smallCnn([1, 28, 28]))).toContainEqual([128, 3, 3]); // MNIST
   });
 
+  it('fit downsampled ImageNet: the ImageNet models at 64, 128 and 224 pixels', () => {
+    const at = (name: 'alexnet' | 'alexnet-bn' | 'resnet50', px: number) => inferShapes(modelByName(name, [3, px, px], 1000));
+    // AlexNet below 128 px: conv1 7x7 s2 p3 (64 -> 32), so the last pool leaves 3x3, not 1x1.
+    expect(at('alexnet', 64)).toContainEqual([64, 32, 32]);
+    expect(at('alexnet', 64)).toContainEqual([256, 3, 3]);
+    expect(at('alexnet-bn', 64)).toContainEqual([256, 3, 3]);
+    expect(at('alexnet', 128)).toContainEqual([256, 3, 3]); // the original stem: 128 -> 31 -> 15 -> 7 -> 3
+    expect(at('alexnet', 224)).toContainEqual([256, 6, 6]);
+    // ResNet-50 below 128 px: a 3x3 stride-1 stem, so 64x64 reaches the last stage at 4x4 like 128x128.
+    expect(at('resnet50', 64)).toContainEqual([2048, 4, 4]);
+    expect(at('resnet50', 128)).toContainEqual([2048, 4, 4]);
+    expect(at('resnet50', 224)).toContainEqual([2048, 7, 7]);
+    for (const px of [64, 128, 224]) for (const name of ['alexnet', 'alexnet-bn', 'resnet50'] as const) expect(at(name, px).at(-1)).toEqual([1000]);
+    // The 224 stems are the canonical models (parameter counts above); the small ResNet stem has fewer conv1 weights.
+    expect(layoutOf(modelByName('resnet50', [3, 64, 64], 1000)).paramCount).toBe(25_557_032 - 64 * 3 * (49 - 9));
+  });
+
   it('align every tensor to 64 floats, in one flat buffer without overlap', () => {
     const l = layoutOf(modelByName('resnet50'));
     let end = 0;
