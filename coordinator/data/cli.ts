@@ -1,26 +1,34 @@
 // Building shards: the functions the coordinator CLI calls, and a small command line of its
 // own:  node --import tsx coordinator/data/cli.ts build-shards --dataset mnist --out .cache/data/mnist
 //       node --import tsx coordinator/data/cli.ts ensure cifar10 [--cache .cache/data]
-// A build writes into a temporary folder and renames it into place when the manifest is
-// written, so an interrupted build never leaves shards that look complete.
+//       node --import tsx coordinator/data/cli.ts imagenet --src /data/imagenet --size 64
+// A build writes into <out>.building and renames it into place when the manifest is
+// written, so an interrupted build never leaves shards that look complete; run again, it
+// resumes from the shards it completed (build.ts).
 
-import { mkdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DataError } from '../../src/data/errors.ts';
-import { MANIFEST_FILE, SPLITS, validateManifest, type Manifest, type SplitInfo, type SplitName } from '../../src/data/manifest.ts';
-import { makeChannelStats } from '../../src/data/stats.ts';
+import type { Manifest, SplitName } from '../../src/data/manifest.ts';
+import { buildFromSource, readComplete } from './build.ts';
+import type { BuildKey } from './build-report.ts';
 import { cifar10Source, fetchCifar10Package } from './cifar10.ts';
-import { exists, removeStalePartials, replaceDir, tmpSuffix, writeFileAtomic } from './files.ts';
-import { imagenetSource } from './imagenet.ts';
+import { removeStalePartials } from './files.ts';
+import { checkImageSize, DEFAULT_IMAGENET_SHARD, ensureImagenet } from './imagenet-ensure.ts';
+import { imagenetKey, imagenetSource } from './imagenet.ts';
 import { mnistPackageDir, mnistSource } from './mnist.ts';
-import { makeProgress, silentProgress, type Progress } from './progress.ts';
+import { DEFAULT_CACHE_DIR } from './paths.ts';
 import type { DatasetSource } from './source.ts';
-import { SplitWriter } from './writer.ts';
+
+export { readComplete } from './build.ts';
+export { ensureImagenet, type EnsureImagenetOptions, type EnsuredImagenet } from './imagenet-ensure.ts';
+export { DEFAULT_CACHE_DIR } from './paths.ts';
 
 export type DatasetName = 'cifar10' | 'mnist' | 'imagenet';
 export const DATASETS: readonly DatasetName[] = ['cifar10', 'mnist', 'imagenet'];
-export const DEFAULT_CACHE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../.cache/data');
+/** Image sizes the command line builds ImageNet at (the library takes any integer >= 8). */
+export const IMAGENET_SIZES: readonly number[] = [64, 128, 224];
 
 export interface BuildOptions {
   readonly dataset: DatasetName;
@@ -34,10 +42,14 @@ export interface BuildOptions {
   readonly samplesPerShard?: number;
   /** Default true for PNG data sets (4-5x smaller), false for JPEG (already compressed). */
   readonly gzip?: boolean;
-  /** At most this many samples per split (quick builds, tests). */
+  /** At most this many samples (for imagenet: files) per split (quick builds, tests). */
   readonly limit?: number;
   /** Progress bar on stderr (default true). */
   readonly progress?: boolean;
+  /** imagenet: images above this many pixels are skipped undecoded. */
+  readonly maxPixels?: number;
+  /** Called after each shard is written and recorded in the build's journal. */
+  readonly onShardWritten?: (split: SplitName, index: number) => void | Promise<void>;
 }
 
 async function openSource(o: BuildOptions): Promise<DatasetSource> {
@@ -48,53 +60,36 @@ async function openSource(o: BuildOptions): Promise<DatasetSource> {
       return cifar10Source(o.src ?? (await fetchCifar10Package(dirname(resolve(o.out)))), o.limit);
     case 'imagenet':
       if (!o.src) throw new DataError('bad-input', 'building imagenet shards needs src: a folder holding train/<wnid>/*.JPEG');
-      return imagenetSource(o.src, o.size ?? 64, o.limit);
+      return imagenetSource(o.src, o.size ?? 64, o.limit, 4, o);
   }
 }
 
-/** Builds the shards and manifest of a data set into `out`; returns the manifest. */
+/** The options the shards' bytes depend on, besides samplesPerShard and gzip. */
+function optionsKey(o: BuildOptions): BuildKey {
+  return o.dataset === 'imagenet' ? imagenetKey(o.size ?? 64, o.limit, o) : { limit: o.limit ?? null };
+}
+
+/**
+ * Builds the shards and manifest of a data set into `out`; returns the manifest. Resumes an
+ * interrupted build of the same source and options; bad image files are converted or skipped
+ * and listed in build-report.json beside the manifest.
+ */
 export async function buildShards(o: BuildOptions): Promise<Manifest> {
   if (!DATASETS.includes(o.dataset)) throw new DataError('bad-input', `unknown data set "${String(o.dataset)}" (choose ${DATASETS.join(', ')})`);
-  const spp = o.samplesPerShard ?? (o.dataset === 'imagenet' ? 1000 : 5000);
+  const spp = o.samplesPerShard ?? (o.dataset === 'imagenet' ? DEFAULT_IMAGENET_SHARD : 5000);
   if (!(Number.isInteger(spp) && spp > 0)) throw new DataError('bad-input', `samplesPerShard must be a positive integer, got ${spp}`);
-  if (o.size !== undefined && !(Number.isInteger(o.size) && o.size >= 8)) throw new DataError('bad-input', `size must be an integer >= 8, got ${o.size}`);
+  if (o.size !== undefined) checkImageSize(o.size);
   const source = await openSource(o);
-  const gzip = o.gzip ?? source.image.encoding === 'png';
-  const out = resolve(o.out);
-  const tmp = out + tmpSuffix();
-  await mkdir(tmp, { recursive: true });
-  try {
-    const stats = makeChannelStats(source.image.channels);
-    const buildSplit = async (split: SplitName): Promise<SplitInfo> => {
-      const writer = new SplitWriter(tmp, split, source.image.encoding, spp, gzip);
-      const bar: Progress = o.progress === false ? silentProgress() : makeProgress(`${source.dataset} ${split}`, source.count(split));
-      for await (const item of source.items(split)) {
-        if (split === 'train') stats.add(item.raw);
-        await writer.add(item.bytes, item.label);
-        bar.tick();
-      }
-      bar.done();
-      return writer.finish();
-    };
-    const splits = { train: await buildSplit('train'), val: await buildSplit('val') };
-    const manifest: Manifest = {
-      format: 'vt-shards',
-      version: 1,
-      dataset: source.dataset,
-      classes: source.classes,
-      image: source.image,
-      ...stats.result(),
-      gzip,
-      splits,
-    };
-    validateManifest(manifest, 'the built manifest');
-    await writeFileAtomic(join(tmp, MANIFEST_FILE), `${JSON.stringify(manifest, null, 1)}\n`);
-    await replaceDir(tmp, out);
-    return manifest;
-  } catch (e) {
-    await rm(tmp, { recursive: true, force: true });
-    throw e;
-  }
+  const { manifest } = await buildFromSource(source, {
+    out: o.out,
+    samplesPerShard: spp,
+    gzip: o.gzip ?? source.image.encoding === 'png',
+    sourceId: o.src ? resolve(o.src) : 'default',
+    options: optionsKey(o),
+    progress: o.progress ?? true,
+    onShardWritten: o.onShardWritten,
+  });
+  return manifest;
 }
 
 /**
@@ -108,30 +103,6 @@ export async function ensureDataset(name: DatasetName, cacheDir = DEFAULT_CACHE_
   await removeStalePartials(out); // an earlier build that was killed
   await mkdir(resolve(cacheDir), { recursive: true });
   return buildShards({ ...extra, dataset: name, out });
-}
-
-/** The manifest of a complete build in `dir`, or null when there is none (or it is damaged). */
-export async function readComplete(dir: string): Promise<Manifest | null> {
-  const path = join(dir, MANIFEST_FILE);
-  if (!(await exists(path))) return null;
-  let manifest: Manifest;
-  try {
-    manifest = validateManifest(JSON.parse(await readFile(path, 'utf8')) as unknown, path);
-  } catch (e) {
-    // Manifests are written atomically: an invalid one is from another version. Rebuild.
-    if (!(e instanceof SyntaxError || (e instanceof DataError && e.kind === 'bad-manifest'))) throw e;
-    process.stderr.write(`${e.message}
-data: rebuilding ${dir}
-`);
-    return null;
-  }
-  for (const split of SPLITS) {
-    for (const s of manifest.splits[split].shards) {
-      const file = join(dir, s.file);
-      if (!(await exists(file)) || (await stat(file)).size !== s.bytes) return null;
-    }
-  }
-  return manifest;
 }
 
 function parseArgs(argv: readonly string[]): Record<string, string> {
@@ -150,8 +121,10 @@ function parseArgs(argv: readonly string[]): Record<string, string> {
 }
 
 const USAGE = `usage:
-  build-shards --dataset cifar10|mnist|imagenet --out DIR [--src DIR] [--size 64] [--samples-per-shard N] [--gzip true|false] [--limit N]
-  ensure cifar10|mnist [--cache DIR]`;
+  build-shards --dataset cifar10|mnist|imagenet --out DIR [--src DIR] [--size 64|128|224] [--samples-per-shard N] [--gzip true|false] [--limit N]
+  ensure cifar10|mnist [--cache DIR]
+  imagenet --src DIR [--size 64|128|224] [--cache DIR | --out DIR] [--samples-per-shard N] [--limit N]
+    (src: an ImageNet folder, train/<wnid>/*.JPEG and val/; or a folder of built shards)`;
 
 function datasetName(v: string | undefined): DatasetName {
   const d = DATASETS.find((n) => n === v);
@@ -161,17 +134,24 @@ function datasetName(v: string | undefined): DatasetName {
 
 const optionalInt = (v: string | undefined): number | undefined => (v === undefined ? undefined : Number(v));
 
+function imagenetSize(v: string | undefined): number {
+  const size = optionalInt(v) ?? 64;
+  if (!IMAGENET_SIZES.includes(size)) throw new DataError('bad-input', `--size must be one of ${IMAGENET_SIZES.join(', ')} for imagenet, got ${v}\n${USAGE}`);
+  return size;
+}
+
 /** The command line; returns the manifest built or found. */
 export async function main(argv: readonly string[]): Promise<Manifest> {
   const [cmd, ...rest] = argv;
   if (cmd === 'build-shards') {
     const a = parseArgs(rest);
     if (!a.out) throw new DataError('bad-input', `--out is required\n${USAGE}`);
+    const dataset = datasetName(a.dataset);
     return buildShards({
-      dataset: datasetName(a.dataset),
+      dataset,
       out: a.out,
       src: a.src,
-      size: optionalInt(a.size),
+      size: dataset === 'imagenet' ? imagenetSize(a.size) : optionalInt(a.size),
       samplesPerShard: optionalInt(a['samples-per-shard']),
       gzip: a.gzip === undefined ? undefined : a.gzip === 'true',
       limit: optionalInt(a.limit),
@@ -181,6 +161,20 @@ export async function main(argv: readonly string[]): Promise<Manifest> {
     const [name, ...more] = rest;
     const a = parseArgs(more);
     return ensureDataset(datasetName(name), a.cache ?? DEFAULT_CACHE_DIR);
+  }
+  if (cmd === 'imagenet') {
+    const a = parseArgs(rest);
+    if (!a.src) throw new DataError('bad-input', `--src is required\n${USAGE}`);
+    const { manifest, dir, built } = await ensureImagenet({
+      src: a.src,
+      size: imagenetSize(a.size),
+      out: a.out,
+      cacheDir: a.cache,
+      samplesPerShard: optionalInt(a['samples-per-shard']),
+      limit: optionalInt(a.limit),
+    });
+    process.stderr.write(`imagenet: ${built ? 'built' : 'using'} ${dir}\n`);
+    return manifest;
   }
   throw new DataError('bad-input', `unknown command "${cmd ?? ''}"\n${USAGE}`);
 }

@@ -2,12 +2,13 @@
 // half-written shard or manifest under its final name.
 
 import { randomBytes } from 'node:crypto';
-import { readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { open, readdir, type FileHandle, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 export const tmpSuffix = (): string => `.partial-${process.pid}-${randomBytes(4).toString('hex')}`;
 
-function alive(pid: number): boolean {
+/** Whether process `pid` is running (a lock or a partial build of a dead process may be taken over). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -33,14 +34,43 @@ export async function removeStalePartials(path: string): Promise<string[]> {
   return removed;
 }
 
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+/**
+ * Writes `path` through a temporary name. With `durable`, the data is fsync'd before the
+ * rename and the folder after it, so a power loss leaves the old file or the whole new one.
+ */
+export async function writeFileAtomic(path: string, data: Uint8Array | string, durable = false): Promise<void> {
   const tmp = path + tmpSuffix();
   try {
-    await writeFile(tmp, data);
+    if (durable) {
+      const f = await open(tmp, 'w');
+      try {
+        await f.writeFile(data);
+        await f.sync();
+      } finally {
+        await f.close();
+      }
+    } else {
+      await writeFile(tmp, data);
+    }
     await rename(tmp, path);
+    if (durable) await syncDir(dirname(path));
   } catch (e) {
     await rm(tmp, { force: true });
     throw e;
+  }
+}
+
+/** fsync of a folder (its entries: renames, new files). A no-op where the platform refuses it. */
+export async function syncDir(dir: string): Promise<void> {
+  let f: FileHandle | undefined;
+  try {
+    f = await open(dir, 'r');
+    await f.sync();
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EISDIR' && code !== 'EPERM' && code !== 'EINVAL' && code !== 'EBADF') throw e;
+  } finally {
+    await f?.close();
   }
 }
 
@@ -60,5 +90,6 @@ export async function replaceDir(tmp: string, dir: string): Promise<void> {
   const hadOld = await exists(dir);
   if (hadOld) await rename(dir, old);
   await rename(tmp, dir);
+  await syncDir(dirname(dir));
   if (hadOld) await rm(old, { recursive: true, force: true });
 }

@@ -1,42 +1,34 @@
-// An ImageNet-layout folder: train/<wnid>/*.JPEG and (optionally) val/<wnid>/*.JPEG. Images
-// are resized (shorter side to `size`, centre crop) to size x size RGB JPEGs with sharp;
-// a JPEG already at that size is copied as it is. Train order is shuffled once with a fixed
-// seed so every shard holds a mix of classes.
+// An ImageNet folder as a DatasetSource: the layouts of imagenet-layout.ts, each image made a
+// size x size RGB JPEG by imagenet-image.ts (bad files converted or skipped, never fatal).
+// Train order is a seeded shuffle (TRAIN_SHUFFLE_SEED) of the path-sorted file list, so every
+// shard holds a mix of classes and every run, resumed or not, sees the same order; val keeps
+// the sorted order. A split can be read from any position (a resumed build starts there).
 
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import sharp from 'sharp';
 import { DataError } from '../../src/data/errors.ts';
 import { makeImage, type RawImage } from '../../src/data/image.ts';
 import type { SplitName } from '../../src/data/manifest.ts';
 import { makeRng } from '../../src/rng.ts';
-import { exists } from './files.ts';
-import type { DatasetSource, SourceItem } from './source.ts';
+import type { BuildKey } from './build-report.ts';
+import { DEFAULT_MAX_PIXELS, prepareImage } from './imagenet-image.ts';
+import { listImagenet, type ImagenetListing, type LabeledFile } from './imagenet-layout.ts';
+import { isSkipped, type DatasetSource, type SourceEntry, type SourceItem } from './source.ts';
 
-const IMAGE_FILE = /\.(jpe?g|png)$/i;
-const SPLIT_DIR: Record<SplitName, string> = { train: 'train', val: 'val' };
+export const TRAIN_SHUFFLE_SEED = 0x1ab;
+/** Bumped when the bytes a build writes change for the same source and options. */
+const BUILDER_VERSION = 2;
+const JPEG_QUALITY = 90;
 
-interface FileItem {
-  readonly path: string;
-  readonly label: number;
+export interface ImagenetOptions {
+  /** Images above this many pixels are skipped undecoded (default: Pillow's 89.5 M). */
+  readonly maxPixels?: number;
 }
 
-async function listClassDirs(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { withFileTypes: true });
-  return entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
-}
-
-async function listSplit(root: string, split: SplitName, classes: readonly string[]): Promise<FileItem[]> {
-  const dir = join(root, SPLIT_DIR[split]);
-  if (!(await exists(dir))) return [];
-  const items: FileItem[] = [];
-  for (const wnid of await listClassDirs(dir)) {
-    const label = classes.indexOf(wnid);
-    if (label < 0) throw new DataError('source-missing', `${join(dir, wnid)} is a class that train/ does not have`);
-    const files = (await readdir(join(dir, wnid))).filter((f) => IMAGE_FILE.test(f)).sort();
-    for (const f of files) items.push({ path: join(dir, wnid, f), label });
-  }
-  return items;
+/** The options an ImageNet build's bytes depend on (with samplesPerShard and gzip, added by the builder). */
+export function imagenetKey(size: number, limit: number | undefined, o: ImagenetOptions = {}): BuildKey {
+  const lim = limit === undefined || limit === Infinity ? null : limit;
+  return { builder: BUILDER_VERSION, size, limit: lim, quality: JPEG_QUALITY, maxPixels: o.maxPixels ?? DEFAULT_MAX_PIXELS };
 }
 
 function shuffle<T>(a: T[], seed: number): T[] {
@@ -48,8 +40,8 @@ function shuffle<T>(a: T[], seed: number): T[] {
   return a;
 }
 
-/** size x size RGB pixels and JPEG bytes of one source image. */
-export async function resizeForShard(bytes: Uint8Array, size: number, quality = 90): Promise<{ raw: RawImage; bytes: Uint8Array }> {
+/** size x size RGB pixels and JPEG bytes of one source image (throws on a bad one: see prepareImage). */
+export async function resizeForShard(bytes: Uint8Array, size: number, quality = JPEG_QUALITY): Promise<{ raw: RawImage; bytes: Uint8Array }> {
   const meta = await sharp(bytes).metadata();
   const { data } = await sharp(bytes)
     .rotate()
@@ -64,33 +56,66 @@ export async function resizeForShard(bytes: Uint8Array, size: number, quality = 
   return { raw, bytes: new Uint8Array(jpeg.buffer, jpeg.byteOffset, jpeg.length) };
 }
 
-export async function imagenetSource(root: string, size: number, limit = Infinity, concurrency = 4): Promise<DatasetSource> {
-  const trainDir = join(root, SPLIT_DIR.train);
-  if (!(await exists(trainDir))) throw new DataError('source-missing', `${trainDir} does not exist`);
-  const classes = await listClassDirs(trainDir);
-  if (classes.length === 0) throw new DataError('source-missing', `${trainDir} has no class folders`);
-  const files = {
-    train: shuffle(await listSplit(root, 'train', classes), 0x1ab).slice(0, limit),
-    val: (await listSplit(root, 'val', classes)).slice(0, limit),
-  };
-  if (files.train.length === 0) throw new DataError('source-missing', `${trainDir} has no .JPEG files`);
-  const load = async (f: FileItem): Promise<SourceItem> => {
-    try {
-      return { ...(await resizeForShard(new Uint8Array(await readFile(f.path)), size)), label: f.label };
-    } catch (e) {
-      if (e instanceof DataError) throw e;
-      throw new DataError('decode-failed', `${f.path} could not be read or resized (${String(e)})`, { cause: e });
+/** Errors reading a listed file that mean "this file", not "this disk": the file is skipped. */
+const FILE_LEVEL = new Set(['ENOENT', 'EACCES', 'EPERM', 'EISDIR']);
+
+async function loadEntry(f: LabeledFile, size: number, o: ImagenetOptions): Promise<SourceEntry> {
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(await readFile(f.path));
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? '';
+    if (!FILE_LEVEL.has(code)) throw new DataError('source-missing', `reading ${f.path} failed (${String(e)}): is the disk still there?`, { cause: e });
+    return { skipped: { path: f.path, action: 'skipped', reason: `cannot be read (${code})` } };
+  }
+  const p = await prepareImage(bytes, f.path, { size, quality: JPEG_QUALITY, maxPixels: o.maxPixels });
+  if (!p.ok) return { skipped: { path: f.path, action: 'skipped', reason: p.reason } };
+  const item: SourceItem = { raw: p.raw, bytes: p.bytes, label: f.label };
+  return p.converted ? { ...item, note: { path: f.path, action: 'converted', reason: p.converted } } : item;
+}
+
+/** Up to `width` loads in flight, results handed out in list order. */
+async function* inOrder<T, R>(list: readonly T[], width: number, load: (t: T) => Promise<R>): AsyncGenerator<R> {
+  const inFlight: Promise<R>[] = [];
+  let next = 0;
+  try {
+    while (next < list.length || inFlight.length > 0) {
+      while (next < list.length && inFlight.length < width) inFlight.push(load(list[next++]));
+      const first = inFlight.shift();
+      if (first) yield await first;
     }
+  } finally {
+    // The reader stopped early (an error, an interrupted build): loads still in flight have no
+    // reader any more; their failure must not surface as an unhandled rejection.
+    for (const p of inFlight) p.catch(() => undefined);
+  }
+}
+
+export interface ImagenetSource extends DatasetSource {
+  readonly fingerprint: string;
+  readonly files: Readonly<Record<SplitName, readonly LabeledFile[]>>;
+  readonly layoutInfo: ImagenetListing;
+}
+
+export async function imagenetSource(root: string, size: number, limit = Infinity, concurrency = 4, o: ImagenetOptions = {}): Promise<ImagenetSource> {
+  const listing = await listImagenet(root);
+  const files = {
+    train: shuffle([...listing.train], TRAIN_SHUFFLE_SEED).slice(0, limit),
+    val: listing.val.slice(0, limit),
   };
+  const entries = (split: SplitName, start: number): AsyncIterable<SourceEntry> => inOrder(files[split].slice(start), concurrency, (f) => loadEntry(f, size, o));
   return {
     dataset: 'imagenet',
-    classes,
+    classes: listing.classes,
     image: { channels: 3, height: size, width: size, encoding: 'jpg' },
+    fingerprint: listing.fingerprint,
+    listing: { layout: listing.layout, notes: listing.notes, skipped: listing.skipped },
+    files,
+    layoutInfo: listing,
     count: (split) => files[split].length,
+    entries,
     async *items(split) {
-      const list = files[split];
-      // A few images in flight at once, handed out in order.
-      for (let i = 0; i < list.length; i += concurrency) yield* await Promise.all(list.slice(i, i + concurrency).map(load));
+      for await (const e of entries(split, 0)) if (!isSkipped(e)) yield e;
     },
   };
 }

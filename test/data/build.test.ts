@@ -1,6 +1,7 @@
 // The CLI's builders end to end on small inputs: MNIST (a subset of the installed package),
 // CIFAR-10 (synthetic strips in the package's layout), an ImageNet-layout folder of
-// generated JPEGs; then reading back through BatchLoader, and ensureDataset's caching.
+// generated JPEGs; then reading back through BatchLoader, and ensureDataset's caching. The
+// ImageNet builder's layouts, bad files and resumption are tested in imagenet-*.test.ts.
 
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -208,12 +209,16 @@ describe('ImageNet-layout folder', () => {
     expect(b.shape).toEqual([3, 3, 64, 64]);
   });
 
-  it('a failing build leaves neither shards nor a temporary folder', async () => {
-    await writeFile(join(root, 'src', 'train', wnids[1], 'broken.JPEG'), 'not a jpeg');
-    const out = join(root, 'failed');
-    await expect(buildShards({ dataset: 'imagenet', src: join(root, 'src'), out, size: 64, progress: false })).rejects.toMatchObject({ kind: 'decode-failed', message: expect.stringMatching(/broken\.JPEG/) });
-    expect((await readdir(root)).filter((f) => f.startsWith('failed'))).toEqual([]);
-    await rm(join(root, 'src', 'train', wnids[1], 'broken.JPEG'));
+  it('skips a file that is not an image, says so in build-report.json, and leaves no temporary folder', async () => {
+    const broken = join(root, 'src', 'train', wnids[1], 'broken.JPEG');
+    await writeFile(broken, 'not a jpeg');
+    const out = join(root, 'with-bad');
+    const m = await buildShards({ dataset: 'imagenet', src: join(root, 'src'), out, size: 64, progress: false });
+    expect(m.splits.train.samples).toBe(15);
+    const report = JSON.parse(await readFile(join(out, 'build-report.json'), 'utf8')) as { files: unknown[] };
+    expect(report.files).toEqual([{ path: broken, action: 'skipped', reason: expect.stringMatching(/^not an image/) }]);
+    expect((await readdir(root)).filter((f) => f.startsWith('with-bad'))).toEqual(['with-bad']);
+    await rm(broken);
   });
 
   it('needs a source folder', async () => {
