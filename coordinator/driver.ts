@@ -12,15 +12,18 @@
 //   evaluating:     members evaluate their share of the val ids on the weights of s
 //   finishing:      final evaluation, final checkpoint, 'done' to everyone
 //
-// A step's sample ids come from the seeded epoch permutation (src/train/sampler.ts), so a
-// re-run uses the same samples whatever the ring, and the dead peer's share is recomputed by
-// the others. The ring shrinking to nobody loses the steps since the newest checkpoint: the
+// A step's sample ids come from the seeded sampler (src/train/sampler.ts: global or
+// shard-local), so a re-run uses the same samples whatever the ring, and the dead peer's share
+// is recomputed by the others. In sync mode each assignment also carries the peer's slice of
+// the next step (a prefetch hint); when that step starts with the same ring it is assigned
+// exactly so (step-plan.ts, affinity.ts). The ring shrinking to nobody loses the steps since the newest checkpoint: the
 // job resumes from it (same samples again) when peers come back.
 import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
 import { addToTally, evalMessages, startTally, tallySummary, type EvalTally } from './eval-tally.ts';
 import type { CoordinatorMessage, Evaluate, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
-import { sliceIds, stepSamples } from '../src/train/sampler.ts';
+import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { splitBatch, type JobConfig } from './job.ts';
+import { jobSampler, planStep, type JobSampler, type StepPlan } from './step-plan.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import type { MetricsLog } from './metrics.ts';
 
@@ -46,6 +49,8 @@ export interface DriverDeps {
   jobId: number;
   /** Size of the train split (the sampler's n). */
   trainSamples: number;
+  /** Samples of each train shard, in the manifest's order (needed by a job that samples shard-locally). */
+  trainShards?: readonly number[];
   /** Val ids evaluated at each evaluation. */
   evalIds: readonly number[];
   /** Val ids of the job's last evaluation (default: evalIds); the whole split, usually. */
@@ -113,6 +118,11 @@ export class Driver {
   private round: RoundPlan | null = null;
   /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
   private lastAdvance = 1;
+  private readonly sampler: JobSampler;
+  /** Which shards each peer holds (shard-local sampling): what it was given ids of. */
+  private affinity: AffinityState = emptyAffinity();
+  /** The next step's plan as hinted to the ring of `generation`: assigned as is if that ring runs it. */
+  private hinted: { generation: number; ring: readonly string[]; plan: StepPlan } | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   private pauseAsked = false;
@@ -122,6 +132,7 @@ export class Driver {
 
   constructor(private readonly d: DriverDeps) {
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...d.timeouts };
+    this.sampler = jobSampler(d.job, d.trainSamples, d.trainShards);
     this.generation = d.generation;
     this.checkpointStep = d.checkpointStep;
     this.step = d.checkpointStep ?? 0;
@@ -338,18 +349,24 @@ export class Driver {
 
   private startStep(): void {
     const B = this.d.job.globalBatch;
-    const { epoch, ids } = stepSamples(this.d.job.seed, this.step, B, this.d.trainSamples);
     const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
     const median = known.length ? known[known.length >> 1]! : 1;
     const images = splitBatch(B, this.ring.map((id) => this.peers.get(id)?.ips ?? median));
     // Exact sync steps first when the job asks for a warm-up, then rounds.
-    const H = this.step < this.d.job.outer.warmup ? 1 : this.d.job.outer.syncEvery;
+    const H = this.innerSteps(this.step);
     const steps = H > 1 ? Math.min(H, this.d.job.totalSteps - this.step) : 1;
     if (H > 1 && (this.round?.step !== this.step || planImages(this.round, this.ring) === 0)) {
-      this.round = planRound(this.d.job.seed, this.step, steps, B, this.d.trainSamples, this.ring, images);
+      const r = planRound(this.sampler, this.affinity, this.step, steps, this.ring, images);
+      this.round = r.plan;
+      this.affinity = r.affinity;
     }
     const round = H > 1 ? this.round : null;
-    const slices = round ? [] : sliceIds(ids, images);
+    const plan = round ? null : this.hintedPlan(this.step) ?? this.plan(this.step, images);
+    // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
+    const nextStep = this.step + 1;
+    const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, images) : null;
+    this.hinted = next ? { generation: this.generation, ring: [...this.ring], plan: next } : null;
+    const epoch = round ? round.epochs[0]! : plan!.epoch;
     const upload = this.d.job.checkpointEvery > 0 && this.step > 0 && this.crossed(this.d.job.checkpointEvery) && this.checkpointStep !== this.step;
     const now = Date.now();
     const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
@@ -365,12 +382,33 @@ export class Driver {
       const part = round ? roundAssignment(round, ph.ring, id) : null;
       const ok = this.d.send(id, {
         type: 'step-assignment', job: this.d.jobId, generation: this.generation, step: this.step, ring: ph.ring, rank,
-        globalBatch: B, sampleIds: round ? [] : slices[rank]!, epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        globalBatch: B, sampleIds: plan ? plan.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
         ...(part ? { round: part } : {}),
+        ...(next ? { next: { step: next.step, epoch: next.epoch, sampleIds: next.slices[rank]! } } : {}),
       });
       if (!ok) lost.push(id);
     });
     if (lost.length) this.gone(lost, 'its session is closed');
+  }
+
+  /** H: the inner steps of the round starting at `step` (1: an exact sync step). */
+  private innerSteps(step: number): number {
+    return step < this.d.job.outer.warmup ? 1 : this.d.job.outer.syncEvery;
+  }
+
+  /** Plans `step` over the current ring; the peers are taken to hold what they are given. */
+  private plan(step: number, images: readonly number[]): StepPlan {
+    const r = planStep(this.sampler, this.affinity, step, this.ring, images);
+    this.affinity = r.affinity;
+    return r.plan;
+  }
+
+  /** The plan hinted for `step`, if the ring it was hinted to is the ring now. */
+  private hintedPlan(step: number): StepPlan | null {
+    const h = this.hinted;
+    if (!h || h.plan.step !== step || h.generation !== this.generation) return null;
+    const same = h.ring.length === this.ring.length && h.ring.every((id, i) => id === this.ring[i]);
+    return same ? h.plan : null;
   }
 
   private commit(ph: Extract<Phase, { kind: 'running' }>): void {
@@ -395,7 +433,7 @@ export class Driver {
       // The edge to the successor, as either end saw it: relayed if either saw a relay.
       const next = results[(i + 1) % results.length];
       const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-      return { peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}) };
+      return { peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
     });
     this.step = ph.step + ph.steps;
     this.lastAdvance = ph.steps;

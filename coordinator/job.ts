@@ -46,7 +46,21 @@ export interface JobConfig {
    * 0 (the default, and every job written before it existed) is plain cross-entropy.
    */
   labelSmoothing: number;
+  /**
+   * How a step's ids are drawn (src/train/sampler.ts): 'global' (the default, and every job
+   * written before it existed) from a permutation of the whole split; 'shard-local' from a
+   * window of `shuffleWindow` shards at a time, so each peer downloads few shards.
+   */
+  sampling: JobSampling;
+  /** Shard-local sampling: shards per block (ignored by 'global'). */
+  shuffleWindow: number;
 }
+
+export const JOB_SAMPLINGS = ['global', 'shard-local'] as const;
+export type JobSampling = (typeof JOB_SAMPLINGS)[number];
+export const DEFAULT_SHUFFLE_WINDOW = 16;
+/** A block's shards are shuffled in memory on the coordinator; past this a block is most of ImageNet's 1,281 shards. */
+export const MAX_SHUFFLE_WINDOW = 1024;
 
 export class JobError extends Error {
   readonly kind = 'bad-job';
@@ -56,7 +70,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -94,10 +108,18 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     minPeers: r.has('minPeers') ? r.int('minPeers', 1, MAX_RING) : 1,
     outer: readOuter(r),
     labelSmoothing: r.has('labelSmoothing') ? r.num('labelSmoothing', 0, MAX_LABEL_SMOOTHING) : 0,
+    ...readSampling(r),
   };
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;
+}
+
+function readSampling(r: FieldReader): Pick<JobConfig, 'sampling' | 'shuffleWindow'> {
+  const sampling = r.has('sampling') ? r.oneOf('sampling', JOB_SAMPLINGS) : 'global';
+  const shuffleWindow = r.has('shuffleWindow') ? r.int('shuffleWindow', 1, MAX_SHUFFLE_WINDOW) : DEFAULT_SHUFFLE_WINDOW;
+  if (sampling === 'global' && r.has('shuffleWindow')) r.problems.push('shuffleWindow applies to sampling "shard-local": set sampling or drop it');
+  return { sampling, shuffleWindow };
 }
 
 function readOuter(r: FieldReader): OuterConfig {

@@ -3,12 +3,14 @@
 //
 // A round at step s covers the global steps s .. s + H' - 1 (H' = H, or fewer at the job's
 // end). Each global step's ids are the sampler's (a function of (seed, step) only) and are split
-// over the ring by measured speed, as in sync mode; a member's slices of the H' steps are its
+// over the ring by measured speed, as in sync mode (step-plan.ts: consecutive slices, or by shard
+// affinity when the job samples shard-locally); a member's slices of the H' steps are its
 // share of the round. When a member is lost mid-round the SAME plan runs again in the next
 // generation: survivors keep their slices (and reuse what they computed), the lost slices are
 // left out and the mean is taken over the images that remain.
 import type { RoundAssignment } from '../src/client/protocol.ts';
-import { sliceIds, stepSamples } from '../src/train/sampler.ts';
+import type { AffinityState } from './affinity.ts';
+import { planStep, type JobSampler } from './step-plan.ts';
 
 export interface RoundPlan {
   /** The round's first step. */
@@ -21,16 +23,18 @@ export interface RoundPlan {
 }
 
 /** Plans the round at `step` of `steps` inner steps for `ring`; `images[rank]` is each member's share of B. */
-export function planRound(seed: number, step: number, steps: number, globalBatch: number, trainSamples: number, ring: readonly string[], images: readonly number[]): RoundPlan {
+export function planRound(sampler: JobSampler, affinity: AffinityState, step: number, steps: number, ring: readonly string[], images: readonly number[]): { plan: RoundPlan; affinity: AffinityState } {
   if (images.length !== ring.length) throw new RangeError(`planRound: ${images.length} shares for a ring of ${ring.length}`);
   const slices = new Map<string, number[][]>(ring.map((id) => [id, []]));
   const epochs: number[] = [];
+  let state = affinity;
   for (let k = 0; k < steps; k++) {
-    const { epoch, ids } = stepSamples(seed, step + k, globalBatch, trainSamples);
-    epochs.push(epoch);
-    sliceIds(ids, images).forEach((s, rank) => slices.get(ring[rank]!)!.push(s));
+    const r = planStep(sampler, state, step + k, ring, images);
+    state = r.affinity;
+    epochs.push(r.plan.epoch);
+    r.plan.slices.forEach((s, rank) => slices.get(ring[rank]!)!.push(s));
   }
-  return { step, steps, slices, epochs };
+  return { plan: { step, steps, slices, epochs }, affinity: state };
 }
 
 /** Images of `ring`'s members in the plan (a member outside it, a joiner, computes none). */

@@ -2,7 +2,9 @@
 // sockets): what it assigns, when it re-runs a step, and what it does when the ring empties.
 import { describe, expect, it } from 'vitest';
 import { N_TRAIN, driverHarness } from './driver-harness.ts';
-import { stepSamples } from '../../src/train/sampler.ts';
+import { shardLocator, stepSamples, type Sampling } from '../../src/train/sampler.ts';
+import { SamplingError } from '../../coordinator/step-plan.ts';
+import type { StepAssignment } from '../../src/client/protocol.ts';
 
 const harness = (config: Record<string, unknown>, checkpointStep: number | null = null) => driverHarness(config, { checkpointStep });
 
@@ -77,5 +79,80 @@ describe('driver', () => {
     expect(h.take('c', 'evicted').reason).toMatch(/reported by c/);
     expect(h.take('a', 'step-assignment').ring).toEqual(['a']);
     h.d.stop();
+  });
+
+  describe('shard-local sampling', () => {
+    const SHARDS = Array.from({ length: 20 }, () => 25); // N_TRAIN ids
+    const sampling: Sampling = { kind: 'shard-local', shardSizes: SHARDS, window: 4 };
+    const ids = (step: number) => stepSamples(9, step, 12, N_TRAIN, sampling).ids.sort((a, b) => a - b);
+    const union = (as: StepAssignment[]) => as.flatMap((a) => a.sampleIds).sort((a, b) => a - b);
+    const local = (config: Record<string, unknown> = {}) => driverHarness({ sampling: 'shard-local', shuffleWindow: 4, ...config }, { trainShards: SHARDS });
+
+    it('assigns slices whose union is the step\'s shard-local ids, each peer from few shards, and hints the next step as it will be', () => {
+      const h = local();
+      const ring = ['a', 'b', 'c'];
+      let as = h.startRing(ring);
+      const shardOf = shardLocator(SHARDS);
+      for (let step = 0; step < 9; step++) {
+        expect(as.map((a) => a.step)).toEqual([step, step, step]);
+        expect(union(as)).toEqual(ids(step));
+        expect(as.every((a) => new Set(a.sampleIds.map(shardOf)).size <= 4)).toBe(true);
+        expect(as.map((a) => a.next?.step)).toEqual([step + 1, step + 1, step + 1]);
+        ring.forEach((id, i) => h.result(id, as[i]!));
+        const next = ring.map((id) => h.take(id, 'step-assignment'));
+        // The ring stayed: the hint is exactly the assignment.
+        next.forEach((a, i) => expect({ step: a.step, epoch: a.epoch, sampleIds: a.sampleIds }).toEqual(as[i]!.next));
+        as = next;
+      }
+      expect(as[0]!.next).toBeUndefined(); // step 9 is the job's last
+      h.d.stop();
+    });
+
+    it('a member lost mid-step: the re-run over the survivors uses the same ids, and a fresh hint', () => {
+      const h = local();
+      let as = h.startRing(['a', 'b', 'c']);
+      ['a', 'b', 'c'].forEach((id, i) => h.result(id, as[i]!));
+      as = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
+      h.result('a', as[0]!);
+      h.d.peerGone('b', 'killed');
+      const again = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
+      expect(again.map((a) => [a.step, a.ring])).toEqual([[1, ['a', 'c']], [1, ['a', 'c']]]);
+      expect(union(again)).toEqual(ids(1));
+      expect(union(again.map((a) => ({ ...a, sampleIds: a.next!.sampleIds })))).toEqual(ids(2));
+      again.forEach((a, i) => h.result(['a', 'c'][i]!, a));
+      const third = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
+      expect(third.map((a) => a.sampleIds)).toEqual(again.map((a) => a.next!.sampleIds));
+      expect(h.records.filter((r) => r.type === 'step').map((r) => r.step)).toEqual([1, 2]);
+      h.d.stop();
+    });
+
+    it('a joiner gets a new plan (the old hint was for another ring); global jobs hint too', () => {
+      const h = local();
+      const as = h.startRing(['a', 'b']);
+      h.d.peerConnected('c', null);
+      as.forEach((a, i) => h.result(['a', 'b'][i]!, a));
+      expect(h.take('a', 'upload-checkpoint').step).toBe(1);
+      h.d.checkpointStored('a', 1);
+      expect(h.take('c', 'load-state').step).toBe(1);
+      h.ready('c', 1);
+      const grown = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
+      expect(grown.map((a) => a.step)).toEqual([1, 1, 1]);
+      expect(union(grown)).toEqual(ids(1));
+      expect(grown.map((a) => a.sampleIds.length)).toEqual([4, 4, 4]); // not the hint made for a ring of two
+      h.d.stop();
+      const g = driverHarness({});
+      const ga = g.startRing(['a', 'b']);
+      expect(ga.map((a) => a.next)).toEqual([
+        { step: 1, epoch: 0, sampleIds: stepSamples(9, 1, 12, N_TRAIN).ids.slice(0, 6) },
+        { step: 1, epoch: 0, sampleIds: stepSamples(9, 1, 12, N_TRAIN).ids.slice(6) },
+      ]);
+      g.d.stop();
+    });
+
+    it('a shard-local job needs the train split\'s shard sizes, and sizes that add up to it', () => {
+      expect(() => driverHarness({ sampling: 'shard-local' })).toThrow(SamplingError);
+      expect(() => driverHarness({ sampling: 'shard-local' })).toThrow(/pass trainShards/);
+      expect(() => driverHarness({ sampling: 'shard-local' }, { trainShards: [100, 100] })).toThrow(/hold 200 samples but the split has 500/);
+    });
   });
 });

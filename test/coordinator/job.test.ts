@@ -55,8 +55,17 @@ describe('job config', () => {
     ['negative seed', { ...BASE, seed: -1 }, 'seed must be'],
     ['label smoothing of 0.6', { ...BASE, labelSmoothing: 0.6 }, 'labelSmoothing must be a finite number in [0, 0.5]'],
     ['label smoothing as text', { ...BASE, labelSmoothing: '0.1' }, 'labelSmoothing must be'],
+    ['an unknown sampling', { ...BASE, sampling: 'shards' }, 'sampling must be one of global, shard-local'],
+    ['a window of 0 shards', { ...BASE, sampling: 'shard-local', shuffleWindow: 0 }, 'shuffleWindow must be an integer in [1, 1024]'],
+    ['a window on a global job', { ...BASE, shuffleWindow: 8 }, 'shuffleWindow applies to sampling "shard-local"'],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
+  });
+
+  it('samples globally unless told otherwise (every earlier job file reads as before); shard-local takes a window', () => {
+    expect(parseJobConfig(BASE, 50_000)).toMatchObject({ sampling: 'global', shuffleWindow: 16 });
+    expect(parseJobConfig({ ...BASE, sampling: 'shard-local' }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 16 });
+    expect(parseJobConfig({ ...BASE, sampling: 'shard-local', shuffleWindow: 32 }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 32 });
   });
 
   it('knows the same data sets as the shard builder', () => {

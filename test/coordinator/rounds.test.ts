@@ -7,7 +7,9 @@ import { JobError, parseJobConfig } from '../../coordinator/job.ts';
 import { planImages, planRound, roundAssignment } from '../../coordinator/rounds.ts';
 import type { StepAssignment } from '../../src/client/protocol.ts';
 import { N_TRAIN, driverHarness, imagesOf } from './driver-harness.ts';
-import { stepSamples } from '../../src/train/sampler.ts';
+import { shardLocator, stepSamples } from '../../src/train/sampler.ts';
+import { emptyAffinity } from '../../coordinator/affinity.ts';
+import { jobSampler } from '../../coordinator/step-plan.ts';
 
 const harness = (config: Record<string, unknown>, evalIds: number[] = []) => {
   const h = driverHarness({ syncEvery: 4, ...config }, { evalIds });
@@ -16,7 +18,8 @@ const harness = (config: Record<string, unknown>, evalIds: number[] = []) => {
 
 describe('round plan', () => {
   it('gives each member its slice of every inner step: together exactly the steps\' ids', () => {
-    const plan = planRound(3, 8, 5, 10, N_TRAIN, ['a', 'b', 'c'], [5, 3, 2]);
+    const sampler = jobSampler({ seed: 3, globalBatch: 10, sampling: 'global', shuffleWindow: 16 }, N_TRAIN);
+    const { plan } = planRound(sampler, emptyAffinity(), 8, 5, ['a', 'b', 'c'], [5, 3, 2]);
     expect(plan.steps).toBe(5);
     for (let k = 0; k < 5; k++) {
       const all = ['a', 'b', 'c'].flatMap((id) => plan.slices.get(id)![k]!);
@@ -30,6 +33,21 @@ describe('round plan', () => {
     // A member outside the plan computes nothing.
     expect(roundAssignment(plan, ['a', 'z'], 'z')!.ids).toEqual([[], [], [], [], []]);
     expect(roundAssignment(plan, ['z'], 'z')).toBeNull();
+  });
+
+  it('shard-locally: each inner step split by shard affinity, slices following the shares exactly', () => {
+    const shards = Array.from({ length: 10 }, () => 50);
+    const sampler = jobSampler({ seed: 3, globalBatch: 10, sampling: 'shard-local', shuffleWindow: 4 }, N_TRAIN, shards);
+    const { plan, affinity } = planRound(sampler, emptyAffinity(), 8, 5, ['a', 'b', 'c'], [5, 3, 2]);
+    const sampling = { kind: 'shard-local', shardSizes: shards, window: 4 } as const;
+    for (let k = 0; k < 5; k++) {
+      const all = ['a', 'b', 'c'].flatMap((id) => plan.slices.get(id)![k]!);
+      expect(all.sort((x, y) => x - y)).toEqual(stepSamples(3, 8 + k, 10, N_TRAIN, sampling).ids.sort((x, y) => x - y));
+    }
+    expect(['a', 'b', 'c'].map((id) => plan.slices.get(id)!.map((s) => s.length))).toEqual([[5, 5, 5, 5, 5], [3, 3, 3, 3, 3], [2, 2, 2, 2, 2]]);
+    // The state remembers the shards each member was given ids of.
+    const shardOf = shardLocator(shards);
+    expect(affinity.held.get('a')).toEqual(expect.arrayContaining([...new Set(plan.slices.get('a')!.at(-1)!.map(shardOf))]));
   });
 });
 
