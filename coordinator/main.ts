@@ -8,7 +8,9 @@ import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from './args.ts';
-import { type DatasetName, DEFAULT_CACHE_DIR, ensureDataset } from './data/cli.ts';
+import { DEFAULT_CACHE_DIR } from './data/cli.ts';
+import { DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind } from './start-data.ts';
+import { IMAGENET_RECIPES } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
@@ -29,12 +31,28 @@ import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
 export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 4, sgdLr: 0.2, evalSamples: 1000 } as const;
 
 export const START_USAGE = `usage: npm start -- [options]
-  --dataset cifar10|mnist     embedded data set (default cifar10; built into .cache/data on first use)
-  --model small-cnn|resnet20  (default small-cnn)
-  --batch N                   global batch B over all peers (default 512)
+  --dataset cifar10|mnist|imagenet   cifar10 (default) and mnist are embedded (built into .cache/data
+                              on first use); imagenet trains on a folder you give with --data
+  --data DIR                  (imagenet) an ImageNet folder: DIR/train/<wnid>/*.JPEG and val/ as
+                              val/<wnid>/*.JPEG, val/*.JPEG + LOC_val_solution.csv, or Tiny-ImageNet's
+                              val/images + val_annotations.txt; built once into shards per --size in
+                              the cache (resumed if interrupted, reused after); or a folder of built
+                              shards (DIR/manifest.json)
+  --size 64|128|224           (imagenet) pixels a side (default 64: downsampled ImageNet, the size
+                              browsers train at)
+  --model NAME                ${MODEL_NAMES.join(', ')}
+                              (default small-cnn; ${DEFAULT_IMAGENET_MODEL} for imagenet). ImageNet recipes (LARS, poly(2),
+                              momentum 0.9, weight decay 5e-4, eta 0.001):
+${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                                ${m}: B=${r.batch}, lr ${r.lr}, ${r.warmupEpochs} warm-up epochs, ${r.epochs} epochs (${r.source})`).join('\n')}
+                              (another --batch scales the rate by sqrt(B / B_recipe))
+  --batch N                   global batch B over all peers (default 512; imagenet: the recipe's)
   --steps N | --epochs E      how long (default 10 epochs: with the other defaults, CIFAR-10 to
                               about 70% top-1 in about 15 minutes on a 2-core machine)
-  --optimizer lars|sgd        (default lars)   --lr X (default 4 for LARS, 0.2 for SGD)
+  --optimizer lars|sgd        (default lars)   --lr X (default 4 for LARS, 0.2 for SGD; imagenet: the recipe's)
+  --sampling shard-local|global   how a step's images are drawn (default global; imagenet:
+                              shard-local: each epoch permutes the shards, a step takes its images
+                              from a window of shards, and each peer gets images of shards it holds)
+  --shuffle-window N          shards per shuffle window of shard-local sampling (default ${DEFAULT_SHUFFLE_WINDOW})
   --sync-every H              1 (default): every step's gradient is all-reduced (exact sync SGD);
                               H > 1: rounds of H local steps per peer, then one all-reduce of the
                               weight change and an outer Nesterov step (Wi-Fi classes, home links)
@@ -81,11 +99,16 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   }
   const started = Date.now();
   const a = new Args(argv);
-  const dataset = a.oneOf<DatasetName>('dataset', ['cifar10', 'mnist'], 'cifar10');
-  const model = a.oneOf<ModelName>('model', MODEL_NAMES, 'small-cnn');
-  const batch = a.int('batch', DEFAULT_JOB.batch, 1);
+  const choice = readDataChoice(a);
+  const { dataset } = choice;
+  const model = a.oneOf<ModelName>('model', MODEL_NAMES, dataset === 'imagenet' ? DEFAULT_IMAGENET_MODEL : 'small-cnn');
+  const recipe = recipeFor(dataset, model);
+  // -1: not given (the data set's default, known once its size is).
+  const batchArg = a.int('batch', -1, 1);
   const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
-  const lr = a.num('lr', kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr, (v) => v > 0, 'a positive number');
+  const lrArg = a.num('lr', -1, (v) => v > 0, 'a positive number');
+  const sampling = a.oneOf<SamplingKind>('sampling', ['shard-local', 'global'], dataset === 'imagenet' ? 'shard-local' : 'global');
+  const shuffleWindow = a.int('shuffle-window', DEFAULT_SHUFFLE_WINDOW, 1);
   // -1: not given (one epoch of warm-up, at most a tenth of the job).
   const warmupArg = a.int('warmup', -1, -1);
   const syncEvery = a.int('sync-every', 1, 1);
@@ -115,7 +138,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const keyFile = a.str('key', '');
   const tlsDir = resolve(a.str('tls-dir', DEFAULT_TLS_DIR));
   const cache = resolve(a.str('cache', DEFAULT_CACHE_DIR));
-  const jobDir = resolve(a.str('job-dir', join(ROOT, '.cache', 'jobs', `${model}-${dataset}`)));
+  const jobDirArg = a.str('job-dir', '');
   const fresh = a.flag('fresh');
   const exitWhenDone = a.flag('exit-when-done');
   const stepsArg = a.int('steps', 0);
@@ -124,15 +147,22 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const external = iceArg ? parseIceList(iceArg) : [];
   checkIcePlan({ external, externalSecret: iceSecret || undefined });
 
-  const manifest = await ensureDataset(dataset, cache);
-  const perEpoch = stepsPerEpoch(manifest.splits.train.samples, batch);
-  const jobEpochs = epochs > 0 ? epochs : DEFAULT_JOB.epochs;
+  const { manifest, dataFolder, label } = await loadData(choice, cache);
+  const jobDir = resolve(jobDirArg || join(ROOT, '.cache', 'jobs', `${model}-${label}`));
+  const trainSamples = manifest.splits.train.samples;
+  const batch = batchArg > 0 ? batchArg : recipe ? defaultBatch(recipe.batch, trainSamples) : DEFAULT_JOB.batch;
+  if (recipe && batchArg < 0 && batch !== recipe.batch) process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
+  const lr = lrArg > 0 ? lrArg : recipe && kind === 'lars' ? scaledLr(recipe, batch) : kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr;
+  const perEpoch = stepsPerEpoch(trainSamples, batch);
+  const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;
   const length = stepsArg > 0 ? { steps: stepsArg } : { epochs: jobEpochs };
   const totalGuess = stepsArg > 0 ? stepsArg : jobEpochs * perEpoch;
-  const warmup = warmupArg >= 0 ? warmupArg : Math.min(perEpoch, Math.round(totalGuess / 10));
+  const warmup = warmupArg >= 0 ? warmupArg : recipe ? Math.min(recipe.warmupEpochs * perEpoch, Math.round(totalGuess / 10)) : Math.min(perEpoch, Math.round(totalGuess / 10));
   const config: Record<string, unknown> = {
-    name: `${model}-${dataset}`, model, dataset, globalBatch: batch, ...length,
-    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1) },
+    name: `${model}-${label}`, model, dataset, globalBatch: batch, ...length,
+    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },
+    // Only a shard-local job names it: a global job's file stays as before.
+    ...(sampling === 'shard-local' ? { sampling, shuffleWindow } : {}),
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
@@ -174,7 +204,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const pageDir = await buildPage(join(ROOT, 'dist'));
   const relay = turn ? await startTurnRelay({ port: turnPort, listen: host, log: (l) => process.stderr.write(`\n${l}\n`) }) : null;
   const ice = { stun: stunOn, turn: relay ? { port: relay.port, secret: relay.secret } : undefined, external, externalSecret: iceSecret || undefined };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, manifest, host, port, evalSamples, finalEvalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
+  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, ...(dataFolder ? { dataFolder } : {}), manifest, host, port, evalSamples, finalEvalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
     await relay?.close();
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);

@@ -36,6 +36,8 @@ export interface RouteContext {
   jobId: number;
   /** Holds one folder per data set (`<dataDir>/<dataset>/manifest.json`, shards). */
   dataDir: string;
+  /** The job's data set folder when it is not `<dataDir>/<dataset>` (ImageNet shards built per size and source). */
+  dataFolder?: string;
   checkpoints: CheckpointStore;
   signaling: SignalingServer;
   events: EventHub;
@@ -263,7 +265,7 @@ const getPage: Handler = async (_req, res, ctx, segments) => {
 const getData: Handler = async (_req, res, ctx, segments) => {
   const [, dataset, name, ...more] = segments;
   if (dataset !== ctx.job.dataset || name === undefined || more.length) throw new HttpError('not-found', `this job serves /data/${ctx.job.dataset}/<file> only`);
-  await sendFileFrom(res, join(ctx.dataDir, dataset), name, name.endsWith('.json') ? 'application/json; charset=utf-8' : 'application/octet-stream');
+  await sendFileFrom(res, ctx.dataFolder ?? join(ctx.dataDir, dataset), name, name.endsWith('.json') ? 'application/json; charset=utf-8' : 'application/octet-stream');
 };
 
 /** GET /api/model.onnx: the newest checkpoint, exported as it is asked for. */

@@ -41,6 +41,8 @@ export interface JobRunOptions {
   config?: Record<string, unknown>;
   /** Holds `<dataset>/manifest.json` and the shards, served at /data/<dataset>/. */
   dataDir: string;
+  /** The data set's own folder (manifest.json and shards) when it is not `<dataDir>/<dataset>`. */
+  dataFolder?: string;
   manifest: Manifest;
   host?: string;
   port?: number;
@@ -171,7 +173,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   const evalIds = firstIds(o.evalSamples ?? 500);
   const finalEvalIds = firstIds(o.finalEvalSamples ?? evalIds.length);
   const driver: Driver = new Driver({
-    job, jobId, trainSamples: o.manifest.splits.train.samples, evalIds, finalEvalIds,
+    job, jobId, trainSamples: o.manifest.splits.train.samples, trainShards: o.manifest.splits.train.shards.map((s) => s.samples), evalIds, finalEvalIds,
     showIds: evalIds.slice(0, SHOWN_TEST_IMAGES), classes: o.manifest.classes.length,
     checkpointStep: newest?.step ?? null, generation, evaluated, metrics,
     send: (id, m) => sessions.send(id, m),
@@ -187,7 +189,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     // A peer is told the servers at the address it reached us by (its Host header).
     iceServers: (peerId, host) => iceServersFor(icePlan, host ?? loopbackOr(o.host), peerId),
     joinUrls: () => (coordinator ? joinUrls(o.host ?? '127.0.0.1', coordinator.port, coordinator.url.startsWith('https:')) : []),
-    job, jobId, dataDir: o.dataDir, checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
+    job, jobId, dataDir: o.dataDir, ...(o.dataFolder ? { dataFolder: o.dataFolder } : {}), checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
     status: () => {
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers };
@@ -217,7 +219,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
     },
     upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
-    valSample: valSampleReader(join(o.dataDir, o.manifest.dataset), o.manifest),
+    valSample: valSampleReader(o.dataFolder ?? join(o.dataDir, o.manifest.dataset), o.manifest),
     onnx: async () => {
       const c = await checkpoints.readNewest();
       if (!c) return null;

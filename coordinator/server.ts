@@ -18,6 +18,8 @@ export interface CoordinatorOptions {
   job: JobConfig;
   jobId: number;
   dataDir: string;
+  /** The job's data set folder, when it is not `<dataDir>/<dataset>`. */
+  dataFolder?: string;
   checkpoints: CheckpointStore;
   host?: string;
   /** 0: an ephemeral port (tests). */
@@ -73,7 +75,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
   const signaling = createSignalingServer(server as Server, { path: '/signal', mayConnect: o.mayConnect, log });
   const events = createEventHub(o.maxEventClients);
   const ctx: RouteContext = {
-    job: o.job, jobId: o.jobId, dataDir: o.dataDir, checkpoints: o.checkpoints, signaling, events,
+    job: o.job, jobId: o.jobId, dataDir: o.dataDir, ...(o.dataFolder ? { dataFolder: o.dataFolder } : {}), checkpoints: o.checkpoints, signaling, events,
     heartbeatMs: o.heartbeatMs ?? 2000,
     maxBodyBytes: o.maxBodyBytes ?? 16_384,
     status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),

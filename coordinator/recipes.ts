@@ -1,0 +1,49 @@
+// The default training recipe of each model for an ImageNet job: the LARS recipe of You,
+// Gitman and Ginsburg (2017) and "ImageNet Training in Minutes" (You et al. 2018): linear
+// warm-up over a few epochs, then poly(2) decay of the global rate to zero at the end, momentum
+// 0.9, weight decay 5e-4, trust coefficient eta 0.001. The global batch and its rate are the
+// papers' large-batch points (AlexNet and AlexNet-BN at 8K, ResNet-50 at 32K).
+//
+// These are the papers' settings for full ImageNet at 224x224 on hundreds of processors. A
+// volunteer ring with fewer images per second uses a smaller --batch: the rate then follows the
+// square-root rule of the LARS papers (lr x sqrt(B / B_recipe)), and --lr overrides it.
+import type { ModelName } from '../src/nn/models.ts';
+
+export interface Recipe {
+  /** Global batch B of the recipe. */
+  batch: number;
+  epochs: number;
+  warmupEpochs: number;
+  /** LARS global rate at `batch` (eta = 0.001 trust coefficient). */
+  lr: number;
+  momentum: number;
+  weightDecay: number;
+  eta: number;
+  /** Where the numbers come from (shown by --help). */
+  source: string;
+}
+
+const LARS = { momentum: 0.9, weightDecay: 5e-4, eta: 0.001 } as const;
+
+export const IMAGENET_RECIPES: Readonly<Record<'alexnet' | 'alexnet-bn' | 'resnet50', Recipe>> = {
+  alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'LARS paper, AlexNet (LRN) at B=8K, 100 epochs' },
+  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, source: 'LARS paper, AlexNet-BN at B=8K, 100 epochs' },
+  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, source: 'ImageNet in minutes, ResNet-50 at B=32K, 90 epochs' },
+};
+
+export const IMAGENET_MODELS = Object.keys(IMAGENET_RECIPES) as (keyof typeof IMAGENET_RECIPES)[];
+
+export function isImagenetModel(m: ModelName): m is keyof typeof IMAGENET_RECIPES {
+  return (IMAGENET_MODELS as readonly string[]).includes(m);
+}
+
+/** The recipe's rate for another global batch: square-root scaling, as the LARS papers do. */
+export function scaledLr(r: Recipe, batch: number): number {
+  return +(r.lr * Math.sqrt(batch / r.batch)).toPrecision(4);
+}
+
+/** The recipe for `model` at `batch` images per step. */
+export function imagenetJobDefaults(model: keyof typeof IMAGENET_RECIPES, batch?: number): Recipe {
+  const r = IMAGENET_RECIPES[model];
+  return batch === undefined || batch === r.batch ? r : { ...r, batch, lr: scaledLr(r, batch) };
+}
