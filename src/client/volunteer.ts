@@ -7,6 +7,10 @@
 // coordinator re-runs step s (a peer failed while some of us had already applied s), the
 // backup is restored first. An assignment of a newer generation closes the ring at once, so a
 // collective stuck on a dead peer ends when the coordinator has decided what happens next.
+//
+// Data comes ahead of need (src/data/prefetch.ts): an assignment's batch starts loading when it
+// arrives (while the ring forms), and the slice of the next step it announces (`next`, or a
+// round's next inner step) loads while this one computes and all-reduces.
 import type { Ring } from '../comm/ring.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import { MAX_UNREACHABLE, reportIce, unreachableError } from './reachability.ts';
@@ -15,7 +19,9 @@ import { allReduceSentBytes, allReduceSum, isRingError, openEndpoint, type PeerC
 import { RoundState } from './rounds.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
-import { BatchLoader, defaultAugment } from '../data/loader.ts';
+import { countingSource, type CountingSource } from '../data/counting-source.ts';
+import { BatchLoader, DEFAULT_CACHE_BYTES, defaultAugment, type Batch } from '../data/loader.ts';
+import { Prefetcher } from '../data/prefetch.ts';
 import { httpShardSource, loadManifest, type ShardSource } from '../data/source.ts';
 import type { AnyEngine, TensorLike } from '../backend/engine.ts';
 import { Model } from '../nn/model.ts';
@@ -26,7 +32,7 @@ import { weightChecksum } from './checksum.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
-  type CoordinatorMessage, type EvalCounts, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type PeerMessage, type RoundAssignment, type StepAssignment,
+  type CoordinatorMessage, type EvalCounts, type Evaluate, type IceServer, type JoinAccept, type LinkKind, type LoadState, type NextSlice, type PeerMessage, type RoundAssignment, type StepAssignment, type StepTimings,
 } from './protocol.ts';
 import { StateError, TrainingState } from './state.ts';
 
@@ -64,13 +70,14 @@ export interface VolunteerPlatform {
 
 export interface CheckpointKeeper {
   get(job: string, step: number): Promise<Uint8Array | null>;
-  keep(job: string, step: number, bytes: Uint8Array): Promise<void>;
+  /** Keeps it; false when the device had no room (a rejoin downloads it again). */
+  keep(job: string, step: number, bytes: Uint8Array): Promise<boolean>;
 }
 
 export type VolunteerEvent =
   | { type: 'joined'; peerId: string; job: PublicJob }
   | { type: 'state'; step: number; source: 'seed' | 'checkpoint' }
-  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number; innerSteps: number; sentBytes: number }
+  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number; innerSteps: number; sentBytes: number; dataMs: number; fetchedBytes: number }
   | { type: 'left'; reason: string };
 
 export interface VolunteerOptions {
@@ -92,6 +99,13 @@ export interface VolunteerOptions {
    * neighbour busy with a long GPU step must not be mistaken for one.
    */
   deadAfterMs?: number;
+  /**
+   * Bytes of parsed shards kept in memory, training and validation together (default 512 MiB;
+   * validation gets a quarter). Smaller than the data set (ImageNet): least recently used out.
+   */
+  memoryCacheBytes?: number;
+  /** Load the next step's batch while this one computes (default true). */
+  prefetch?: boolean;
 }
 
 export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null }
@@ -108,8 +122,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const log = o.log ?? (() => undefined);
   const rejoinFor = o.rejoinForMs ?? 600_000;
   const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);
-  const http = httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn);
-  const source = p.cacheShards ? p.cacheShards(http, job.job.dataset) : http;
+  // Counted below any cache: what this peer downloaded from the coordinator.
+  const fetched = countingSource(httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn));
+  const source = p.cacheShards ? p.cacheShards(fetched, job.job.dataset) : fetched;
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
@@ -117,8 +132,15 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const outer = job.job.outer && job.job.outer.syncEvery > 1 ? job.job.outer : null;
   const state = new TrainingState(model, job.job.optimizer, outer);
   const rounds = outer ? new RoundState(state, outer) : null;
-  const loader = (split: 'train' | 'val') => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, rounds, train: loader('train'), val: loader('val') };
+  const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;
+  if (!(memory > 0)) throw new RangeError(`memoryCacheBytes must be > 0, got ${memory}`);
+  const valBytes = Math.max(1, Math.floor(memory / 4));
+  const loader = (split: 'train' | 'val', cacheBytes: number) => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip, cacheBytes });
+  const train = loader('train', Math.max(1, memory - valBytes));
+  const batches = new Prefetcher(train, {
+    onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
+  });
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
   let step: number | null = null;
   let unreachable = 0;
   let checkedIce = false;
@@ -168,6 +190,20 @@ function perImageRms(sum: Float32Array, images: number): number | null {
   return Number.isFinite(perImage) && perImage > 0 ? perImage : null;
 }
 
+/**
+ * The slices to load while inner step `k` of a round computes: the next two inner steps with
+ * images, then the next step the assignment announces. k = -1: from the first.
+ */
+function innerAhead(a: StepAssignment, plan: RoundAssignment, k: number, count = 2): NextSlice[] {
+  const out: NextSlice[] = [];
+  for (let j = k + 1; j < plan.ids.length && out.length < count; j++) {
+    const ids = plan.ids[j]!;
+    if (ids.length) out.push({ step: a.step + j, epoch: plan.epochs[j]!, sampleIds: ids });
+  }
+  if (out.length < count && a.next) out.push(a.next);
+  return out;
+}
+
 /** The device a peer reports (shown on the dashboard's ring): backend and device. */
 export function deviceLabel(e: AnyEngine): string {
   return `${e.info.backend}: ${e.info.description}`.slice(0, 200);
@@ -203,6 +239,11 @@ interface Ctx {
   rounds: RoundState | null;
   train: BatchLoader;
   val: BatchLoader;
+  /** Training batches, loaded ahead where an assignment announces them. */
+  batches: Prefetcher;
+  prefetch: boolean;
+  /** The HTTP shard source under any cache: its byte count is this peer's download. */
+  fetched: CountingSource;
 }
 
 type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string; unreachable?: boolean };
@@ -230,6 +271,8 @@ class Session {
   private links: { next: LinkKind | null; prev: LinkKind | null } = { next: null, prev: null };
   /** True once a ring with neighbours formed in this session. */
   linked = false;
+  /** Milliseconds the current step (or round) waited for its batches. */
+  private dataMs = 0;
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
     // The coordinator may speak first (load-state at once): listen from the moment the
@@ -432,7 +475,7 @@ class Session {
         file = await downloadCheckpoint(this.c.fetchFn, this.c.base, m.step);
         state.load(file, m.step);
       }
-      if (!kept) await keeper?.keep(this.jobKey, m.step, file);
+      if (!kept && keeper) await this.keep(keeper, m.step, file);
     }
     this.committed = m.step;
     this.backedUp = null;
@@ -442,12 +485,16 @@ class Session {
     this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: deviceLabel(this.c.p.engine) });
   }
 
+  private async keep(keeper: CheckpointKeeper, step: number, file: Uint8Array): Promise<void> {
+    if (!(await keeper.keep(this.jobKey, step, file))) this.c.log(`volunteer: no room on this device to keep the checkpoint of step ${step} (a rejoin will download it)`);
+  }
+
   /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */
   private async upload(step: number): Promise<void> {
     const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
     try {
       await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
-      await this.c.p.checkpoints?.keep(this.jobKey, step, file);
+      if (this.c.p.checkpoints) await this.keep(this.c.p.checkpoints, step, file);
     } catch (e) {
       if (!(e instanceof CoordinatorError)) throw e;
       this.c.log(`volunteer: ${e.message}`);
@@ -505,13 +552,16 @@ class Session {
     return ring;
   }
 
-  /** The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it always comes back. */
-  private async gradient(ids: number[], epoch: number, seed: number, step: number): Promise<{ grads: Float32Array; lossSum: number }> {
+  /**
+   * The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it
+   * always comes back. `ahead`: the slices to load while this one computes, nearest first.
+   */
+  private async gradient(ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[]): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
     let lossSum = 0;
     if (ids.length > 0) {
-      const batch = await this.c.train.load(ids, epoch);
+      const batch = await this.batch(ids, epoch, ahead);
       this.x = uploadBatch(model, batch, this.x);
       const total = recordGradients(model, this.x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
       engine.flush();
@@ -520,6 +570,14 @@ class Session {
       model.zeroGrads();
     }
     return { grads: await engine.readF32(model.grads), lossSum };
+  }
+
+  /** The batch of a slice (counting the wait in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
+  private async batch(ids: number[], epoch: number, ahead: readonly NextSlice[]): Promise<Batch> {
+    const taken = await this.c.batches.take(ids, epoch);
+    this.dataMs += taken.waitMs;
+    if (this.c.prefetch) for (const s of ahead) this.c.batches.hint(s.sampleIds, s.epoch);
+    return taken.batch;
   }
 
   /** Throttle: idle in proportion to the work, counted as compute so the coordinator gives this peer a smaller share. */
@@ -535,6 +593,9 @@ class Session {
     }
     const arrived = performance.now();
     const { state } = this.c;
+    // Start loading this step's batch while the ring forms (a no-op when prefetched already).
+    this.dataMs = 0;
+    if (this.c.prefetch) this.c.batches.hint(a.sampleIds, a.epoch);
     // Undo a step this peer applied (or began) before the coordinator aborted it.
     if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
       state.restore();
@@ -549,8 +610,8 @@ class Session {
     // Compute: this slice's gradient SUM (the all-reduce adds the other slices).
     const t0 = performance.now();
     const images = a.sampleIds.length;
-    const { grads, lossSum } = await this.gradient(a.sampleIds, a.epoch, a.seed, a.step);
-    await this.throttle(performance.now() - t0);
+    const { grads, lossSum } = await this.gradient(a.sampleIds, a.epoch, a.seed, a.step, a.next ? [a.next] : []);
+    await this.throttle(performance.now() - t0 - this.dataMs);
     const t1 = performance.now();
     let firstFrame = t1;
     if (ring.size > 1) {
@@ -572,14 +633,16 @@ class Session {
     // first frame came (prev was still computing); comm: the rest of the all-reduce.
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
-    const timings = { computeMs: Math.min(MAX_MS, t1 - t0), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs };
+    // compute excludes the wait for data (dataMs), which prefetch hides when it can.
+    const timings = { computeMs: Math.min(MAX_MS, Math.max(0, t1 - t0 - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs, dataMs: Math.min(MAX_MS, this.dataMs) };
     this.report(a, ring, { loss, checksum, timings, images, sentBytes: allReduceSentBytes(a.rank, grads.length, ring.size) }, 1);
   }
 
-  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: { computeMs: number; commMs: number; waitMs: number }; images: number; sentBytes: number }, steps: number): void {
-    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
+  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number }, steps: number): void {
+    const fetchedBytes = this.c.fetched.bytes;
+    this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
-    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes });
+    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes, dataMs: r.timings.dataMs, fetchedBytes });
   }
 
   /**
@@ -589,15 +652,18 @@ class Session {
    */
   private async round(a: StepAssignment, plan: RoundAssignment, rounds: RoundState): Promise<void> {
     const arrived = performance.now();
+    this.dataMs = 0;
+    // The round's first inner slices start loading while the ring forms.
+    if (this.c.prefetch) for (const s of innerAhead(a, plan, -1)) this.c.batches.hint(s.sampleIds, s.epoch);
     if (rounds.undo(a.step)) this.committed = a.step;
     this.requireStep(a.step, 'train');
     const ring = await this.joinRing(a);
     if (!ring) return;
     if (a.uploadCheckpoint) await this.upload(a.step);
     const tc = performance.now();
-    const { work, reused } = await rounds.contribution(a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step));
+    const { work, reused } = await rounds.contribution(a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)));
     if (reused) this.c.log(`volunteer: round at step ${a.step + 1}: reusing the ${work.images} images computed before (a member was lost)`);
-    else await this.throttle(work.computeMs);
+    else await this.throttle(work.computeMs - this.dataMs);
     const t1 = performance.now();
     let firstFrame = t1;
     const sum = work.change.slice();
@@ -614,7 +680,7 @@ class Session {
     this.committed = a.step + plan.ids.length;
     if (this.ended) return;
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
-    const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : t1 - tc), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)) };
+    const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs) };
     const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
     this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: allReduceSentBytes(a.rank, sum.length, ring.size) }, plan.ids.length);
   }

@@ -7,14 +7,32 @@
 // lowcomm bench does) is reused, and a rebuilt data set never mixes with the old one. A shard
 // is written to a temporary name and renamed, so a crash never leaves a half shard under its
 // name; one whose bytes do not match its sidecar is deleted and fetched again. Last use is the
-// file's mtime (touched on every hit).
+// file's mtime (touched on every hit), so the order survives a restart.
+//
+// Writes go one at a time: a batch misses several shards at once, and each write's eviction must
+// see the ones before it, or together they would overshoot the budget. The budget counts every
+// data set in DIR and the temporary files; a temporary file older than STALE_TMP_MS (a crash
+// mid-write) is deleted. Checksums use node:crypto (a shard is tens of MB; the portable
+// sha256Hex gives the same hex, slower).
+import { createHash } from 'node:crypto';
 import { mkdir, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sha256Hex } from '../checkpoint/sha256.ts';
 import { MANIFEST_FILE } from './manifest.ts';
 import type { ShardSource } from './source.ts';
 
-export interface DiskCacheStats { hits: number; misses: number; corrupt: number; evicted: number }
+export interface DiskCacheStats {
+  hits: number;
+  misses: number;
+  corrupt: number;
+  evicted: number;
+  /** Shards fetched but not kept: larger than the budget, or the disk refused the write. */
+  notKept: number;
+}
+
+/** A temporary file this old is a crashed write (a write of one shard takes seconds). */
+export const STALE_TMP_MS = 10 * 60_000;
+
+const sha256Hex = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
 /** The cache folder of a data set with this manifest (for pre-filling it). */
 export function cacheFolderName(dataset: string, manifestBytes: Uint8Array): string {
@@ -24,7 +42,11 @@ export function cacheFolderName(dataset: string, manifestBytes: Uint8Array): str
 const plainName = (file: string) => !file.includes('/') && !file.includes('\\') && !file.startsWith('.');
 
 export class DiskShardCache {
-  readonly stats: DiskCacheStats = { hits: 0, misses: 0, corrupt: 0, evicted: 0 };
+  readonly stats: DiskCacheStats = { hits: 0, misses: 0, corrupt: 0, evicted: 0, notKept: 0 };
+  /** Why the last shard could not be kept (null: none failed). */
+  lastError: string | null = null;
+  /** The last write: the next one starts after it. */
+  private writing: Promise<void> = Promise.resolve();
 
   constructor(readonly dir: string, readonly budgetBytes: number, private readonly dataset: string) {
     if (!(budgetBytes > 0)) throw new RangeError(`the shard cache budget must be > 0 bytes, got ${budgetBytes}`);
@@ -50,7 +72,10 @@ export class DiskShardCache {
         }
         this.stats.misses++;
         const bytes = await inner.read(file);
-        await this.put(folder, file, bytes);
+        const into = folder;
+        const write = this.writing.then(() => this.put(into, file, bytes));
+        this.writing = write;
+        await write;
         return bytes;
       },
     };
@@ -70,33 +95,44 @@ export class DiskShardCache {
     return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
+  /** Never rejects: a shard that cannot be kept is counted in stats.notKept. */
   private async put(folder: string, file: string, bytes: Uint8Array): Promise<void> {
-    if (bytes.byteLength > this.budgetBytes) return;
-    await this.evictFor(bytes.byteLength);
+    if (bytes.byteLength > this.budgetBytes) {
+      this.stats.notKept++;
+      return;
+    }
     const path = join(folder, file);
     const tmp = `${path}.${process.pid}.tmp`;
     try {
+      await this.evictFor(bytes.byteLength);
       await writeFile(tmp, bytes);
       await rename(tmp, path);
       await writeFile(`${path}.sha256`, sha256Hex(bytes));
-    } catch {
+    } catch (e) {
       // A full or read-only disk costs the cache, never the step.
-      await Promise.all([rm(tmp, { force: true }), rm(path, { force: true })]);
+      this.stats.notKept++;
+      this.lastError = `could not keep ${path} (${e instanceof Error ? e.message : String(e)})`;
+      await Promise.allSettled([rm(tmp, { force: true }), rm(path, { force: true }), rm(`${path}.sha256`, { force: true })]);
     }
   }
 
   /** Deletes least recently used shards (of every data set here) until `incoming` more bytes fit. */
   private async evictFor(incoming: number): Promise<void> {
     const files: { path: string; size: number; used: number }[] = [];
+    let writing = 0; // other processes' writes under way: they take room too
     for (const d of await readdir(this.dir, { withFileTypes: true }).catch(() => [])) {
       if (!d.isDirectory()) continue;
       for (const f of await readdir(join(this.dir, d.name)).catch(() => [] as string[])) {
-        if (f.endsWith('.sha256') || f.endsWith('.tmp')) continue;
-        const s = await stat(join(this.dir, d.name, f)).catch(() => null);
-        if (s?.isFile()) files.push({ path: join(this.dir, d.name, f), size: s.size, used: s.mtimeMs });
+        if (f.endsWith('.sha256')) continue;
+        const path = join(this.dir, d.name, f);
+        const s = await stat(path).catch(() => null);
+        if (!s?.isFile()) continue;
+        if (!f.endsWith('.tmp')) files.push({ path, size: s.size, used: s.mtimeMs });
+        else if (Date.now() - s.mtimeMs > STALE_TMP_MS) await rm(path, { force: true });
+        else writing += s.size;
       }
     }
-    let total = files.reduce((n, f) => n + f.size, 0) + incoming;
+    let total = files.reduce((n, f) => n + f.size, 0) + writing + incoming;
     for (const f of files.sort((a, b) => a.used - b.used)) {
       if (total <= this.budgetBytes) break;
       await Promise.all([rm(f.path, { force: true }), rm(`${f.path}.sha256`, { force: true })]);

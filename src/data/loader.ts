@@ -16,6 +16,9 @@ export interface Batch {
   readonly shape: readonly [n: number, c: number, h: number, w: number];
 }
 
+/** Bytes of parsed shards a BatchLoader keeps by default: all of CIFAR-10 or MNIST. */
+export const DEFAULT_CACHE_BYTES = 512 * 2 ** 20;
+
 export interface BatchLoaderOptions {
   readonly manifest: Manifest;
   readonly source: ShardSource;
@@ -26,7 +29,9 @@ export interface BatchLoaderOptions {
   readonly seed: number;
   /**
    * Bytes of parsed shards kept in memory (default 512 MiB: all of CIFAR-10 or MNIST, whose
-   * steps draw ids from every shard). Least recently used shards go first.
+   * steps draw ids from every shard). Least recently used shards go first; a data set larger
+   * than this (ImageNet) is fetched again as its steps come back to a shard (a disk or
+   * IndexedDB cache below the source makes that cheap). Shards still loading are not counted.
    */
   readonly cacheBytes?: number;
   /** Images decoded at once (default 16). */
@@ -54,6 +59,7 @@ export class BatchLoader {
   private readonly opts: BatchLoaderOptions;
 
   constructor(opts: BatchLoaderOptions) {
+    if (opts.cacheBytes !== undefined && !(opts.cacheBytes > 0)) throw new RangeError(`BatchLoader cacheBytes must be > 0, got ${opts.cacheBytes}`);
     this.opts = opts;
     this.index = makeShardIndex(opts.manifest.splits[opts.split]);
   }
@@ -133,13 +139,25 @@ export class BatchLoader {
     return entry.samples;
   }
 
-  private evict(): void {
-    const budget = this.opts.cacheBytes ?? 512 * 2 ** 20;
+  /** Parsed bytes held now (shards still loading count 0). */
+  get cachedBytes(): number {
     let total = 0;
     for (const e of this.shards.values()) total += e.bytes;
+    return total;
+  }
+
+  /** Drops least recently used parsed shards past the budget; the newest always stays. */
+  private evict(): void {
+    const budget = this.opts.cacheBytes ?? DEFAULT_CACHE_BYTES;
+    let total = this.cachedBytes;
+    let parsed = 0;
+    for (const e of this.shards.values()) if (e.bytes > 0) parsed++;
     for (const [k, e] of this.shards) {
-      if (total <= budget || this.shards.size <= 1) break;
+      if (total <= budget || parsed <= 1) break;
+      // A shard still loading holds nothing yet, and a batch is waiting for it: keep it.
+      if (e.bytes === 0) continue;
       total -= e.bytes;
+      parsed--;
       this.shards.delete(k);
     }
   }
