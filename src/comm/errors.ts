@@ -5,7 +5,7 @@ export type RingErrorKind =
   | 'peer-closed' // a neighbour's connection closed mid-ring
   | 'peer-timeout' // a neighbour sent nothing (not even a heartbeat) for `deadAfterMs`
   | 'stalled' // the collective made no progress for `stallTimeoutMs` although peers answer
-  | 'stale' // a frame from another job, generation or step arrived
+  | 'stale' // a frame from another job, or of an earlier step of this ring (another generation's frames are dropped, not blamed)
   | 'bad-frame' // a truncated, oversized, out-of-order or malformed frame arrived
   | 'aborted' // another peer of the ring failed and told us (peerId = the peer it blames)
   | 'connect-failed' // the ring could not be formed (peer unknown to the signaling server, timeout)

@@ -1,5 +1,6 @@
 // A Ring is this peer's place in one generation's ring: its two links, their liveness, and
-// the routing of incoming frames to the collective that is running. It owns the failure
+// the routing of incoming frames to the collective that is running. Frames of another
+// generation (an abandoned attempt's) are dropped unread and blame nobody. It owns the failure
 // policy: the first failure (a neighbour closed or went silent, a stale or malformed frame)
 // fails the running collective, is told to both neighbours in an ABORT frame (which they
 // pass on), and makes every later call fail at once. A failed ring is never reused: the
@@ -75,6 +76,7 @@ export class Ring {
   private active: CollectiveSink | null = null;
   private lastStep = -1;
   private early: { header: FrameHeader; frame: Uint8Array }[] = [];
+  private dropped = 0;
   private earlyBytes = 0;
   private readonly lastHeard = new Map<Link, number>();
   private readonly lastSent = new Map<Link, number>();
@@ -128,6 +130,11 @@ export class Ring {
   /** The failure that ended this ring, or null while it is usable. */
   get error(): RingError | null {
     return this.err;
+  }
+
+  /** Frames of another generation of this job that were dropped unread (another attempt's). */
+  get droppedFrames(): number {
+    return this.dropped;
   }
 
   /** Called once with the failure that ends this ring (also between collectives). */
@@ -197,14 +204,21 @@ export class Ring {
 
   private onFrame(link: Link, frame: Uint8Array): void {
     if (this.err) return; // a failed ring reads nothing more
-    this.lastHeard.set(link, Date.now());
     const parsed = parseFrame(frame);
     const from = link.remoteId;
     if (!parsed.ok) return this.fail(new RingError('bad-frame', from, parsed.reason, this.selfId));
     const h = parsed.header;
-    if (h.job !== this.job || h.generation !== this.generation) {
-      return this.fail(new RingError('stale', from, `frame of job ${h.job} generation ${h.generation}, this ring is job ${this.job} generation ${this.generation}`, this.selfId));
+    if (h.job !== this.job) {
+      return this.fail(new RingError('stale', from, `frame of job ${h.job}, this ring is job ${this.job}`, this.selfId));
     }
+    if (h.generation !== this.generation) {
+      // Another attempt's frame (an abandoned generation's, still in flight or delivered late):
+      // its sender did nothing wrong, and it must never count for this attempt. Dropped unread;
+      // it does not count as a sign of life for this ring either.
+      this.dropped++;
+      return;
+    }
+    this.lastHeard.set(link, Date.now());
     if (h.kind === FrameKind.heartbeat) return;
     if (h.kind === FrameKind.abort) {
       const notice = parseAbort(frame);
