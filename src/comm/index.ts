@@ -9,3 +9,6 @@ export { type WireFormat, HEADER_BYTES, MAX_FRAME_BYTES } from './wire.ts';
 export { chunkRange } from './plan.ts';
 export { openEndpoint, loadBrowserPeer, PeerEndpoint, type EndpointOptions, type FormRingOptions, type SignalingAddress, type PeerCtor } from './peer-endpoint.ts';
 export { PeerJsLink } from './peerjs-link.ts';
+export { planTopology, roleOf, checkTopology, speedOrder, twoLevelRounds, flatRounds, MIN_TWO_LEVEL_PEERS, type Topology, type PeerLinkInfo, type PlanOptions, type TwoLevelRole } from './topology.ts';
+export { allReduceTwoLevel, TwoLevelRings, type TwoLevelOptions, type TwoLevelRingsInit } from './hierarchical.ts';
+export { memoryTwoLevel, type MemoryTwoLevel, type MemoryTwoLevelOptions, type PeerMemoryLinks } from './memory-two-level.ts';

@@ -42,3 +42,133 @@ export function bitwiseEqual(a: Float32Array, b: Float32Array): boolean {
   for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
   return true;
 }
+
+// ---- two-level all-reduce (hierarchical*.test.ts) --------------------------------------
+
+import type { Link, LinkEvents } from '../../src/comm/link.ts';
+import { memoryLinkPair, type MemoryLink } from '../../src/comm/memory-link.ts';
+import { Ring, type RingSettings } from '../../src/comm/ring.ts';
+import type { Topology } from '../../src/comm/topology.ts';
+import { FrameKind, parseFrame } from '../../src/comm/wire.ts';
+
+/**
+ * Counts sequential message rounds (latency terms): the longest chain of data dependencies.
+ * Each peer keeps a depth per gradient element; a data frame covering elements [a, a+len) is
+ * 1 + the deepest of them at its sender, and raises them to its depth at its receiver. With a
+ * fixed latency per message and unlimited bandwidth the collective takes (this number) x latency.
+ * `base(selfId, remoteId)` is where the buffer of the link's collective starts in the whole
+ * gradient (a column ring all-reduces a shard's subarray). Wrap every link end with `wrap`.
+ */
+export class RoundCounter {
+  private readonly depth = new Map<string, Int32Array>();
+  /** Depths of the data frames in flight, by the sending end (links are ordered). */
+  private readonly inFlight = new Map<MemoryLink, number[]>();
+  max = 0;
+
+  constructor(private readonly length: number, private readonly base: (selfId: string, remoteId: string) => number = () => 0) {}
+
+  readonly wrap = (link: MemoryLink, selfId: string): Link => new CountingLink(link, selfId, this);
+
+  private region(selfId: string, remoteId: string, frame: Uint8Array): Int32Array | null {
+    const p = parseFrame(frame);
+    if (!p.ok || p.header.kind !== FrameKind.data) return null;
+    let d = this.depth.get(selfId);
+    if (!d) this.depth.set(selfId, (d = new Int32Array(this.length)));
+    const a = this.base(selfId, remoteId) + p.header.offset;
+    return d.subarray(a, a + p.header.length);
+  }
+
+  sent(end: MemoryLink, selfId: string, frame: Uint8Array): void {
+    const r = this.region(selfId, end.remoteId, frame);
+    if (!r) return;
+    const depth = 1 + r.reduce((m, v) => Math.max(m, v), 0);
+    this.max = Math.max(this.max, depth);
+    const q = this.inFlight.get(end) ?? [];
+    q.push(depth);
+    this.inFlight.set(end, q);
+  }
+
+  received(end: MemoryLink, selfId: string, frame: Uint8Array): void {
+    const r = this.region(selfId, end.remoteId, frame);
+    if (!r) return;
+    const depth = this.inFlight.get(end.other)?.shift();
+    if (depth === undefined) throw new Error(`RoundCounter: a data frame reached ${selfId} that no counted link sent`);
+    for (let i = 0; i < r.length; i++) r[i] = Math.max(r[i], depth);
+  }
+}
+
+class CountingLink implements Link {
+  constructor(private readonly inner: MemoryLink, private readonly selfId: string, private readonly counter: RoundCounter) {}
+  get remoteId(): string { return this.inner.remoteId; }
+  get bufferedAmount(): number { return this.inner.bufferedAmount; }
+  get closed(): boolean { return this.inner.closed; }
+  setLowWater(bytes: number): void { this.inner.setLowWater(bytes); }
+  send(data: Uint8Array): void {
+    if (!this.inner.closed) this.counter.sent(this.inner, this.selfId, data);
+    this.inner.send(data);
+  }
+  listen(events: LinkEvents): void {
+    this.inner.listen({ ...events, frame: (f) => { this.counter.received(this.inner, this.selfId, f); events.frame(f); } });
+  }
+  close(): void { this.inner.close(); }
+}
+
+/** A flat ring over memory links whose ends pass through `wrap` (a RoundCounter's). */
+export function wrappedFlatRing(ids: readonly string[], wrap: (l: MemoryLink, selfId: string) => Link, settings?: Partial<RingSettings>): Ring[] {
+  const next: MemoryLink[] = [];
+  const prev: MemoryLink[] = new Array<MemoryLink>(ids.length);
+  for (let i = 0; i < ids.length; i++) {
+    const [a, b] = memoryLinkPair(ids[i], ids[(i + 1) % ids.length]);
+    next.push(a);
+    prev[(i + 1) % ids.length] = b;
+  }
+  return ids.map((selfId, i) => new Ring({ selfId, ids, job: 1, generation: 1, next: wrap(next[i], selfId), prev: wrap(prev[i], selfId), settings }));
+}
+
+/** [start, end) of piece c when `length` elements are cut into n pieces: floor(c L / n). */
+const cut = (c: number, length: number, n: number): [number, number] => [Math.floor((c * length) / n), Math.floor(((c + 1) * length) / n)];
+
+/**
+ * The two-level all-reduce's result computed here, in float32, in the order documented in
+ * src/comm/hierarchical.ts (written from that description, not from the code): group sums
+ * along each group's ring starting after the shard's owner, then column sums starting at the
+ * column rank that owns the chunk.
+ */
+export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float32Array>, length: number): Float32Array {
+  const out = new Float32Array(length);
+  const k = t.shards;
+  const ng = t.groups.length;
+  const x = (id: string): Float32Array => {
+    const g = inputs.get(id);
+    if (!g) throw new Error(`no input for ${id}`);
+    return g;
+  };
+  for (let j = 0; j < k; j++) {
+    const [a, b] = cut(j, length, k);
+    const groupSum = (g: number, i: number): number => {
+      const m = t.groups[g];
+      let acc = x(m[(j + 1) % m.length])[i];
+      for (let r = 2; r <= m.length; r++) acc = Math.fround(acc + x(m[(j + r) % m.length])[i]);
+      return acc;
+    };
+    for (let c = 0; c < ng; c++) {
+      const [ca, cb] = cut(c, b - a, ng);
+      for (let i = a + ca; i < a + cb; i++) {
+        let acc = groupSum(c, i);
+        for (let r = 1; r < ng; r++) acc = Math.fround(acc + groupSum((c + r) % ng, i));
+        out[i] = acc;
+      }
+    }
+  }
+  return out;
+}
+
+/** RoundCounter's `base` for a topology: a column link's frames count from its shard's start. */
+export function twoLevelBase(t: Topology, length: number): (selfId: string, remoteId: string) => number {
+  const groupOf = new Map(t.groups.flatMap((g, gi) => g.map((id) => [id, gi] as [string, number])));
+  return (selfId, remoteId) => {
+    if (groupOf.get(selfId) === groupOf.get(remoteId)) return 0;
+    const rank = t.groups[groupOf.get(selfId) ?? 0].indexOf(selfId);
+    return cut(rank, length, t.shards)[0];
+  };
+}

@@ -1,0 +1,227 @@
+// One phase (reduce-scatter or all-gather) of a group's ring when the gradient is cut into
+// K shards owned by ranks 0..K-1 of a ring of n >= K (ranks K.. own nothing and only pass on).
+//
+// Reduce-scatter, ring step k = 0 .. n-2: rank r sends shard r-1-k and receives shard r-2-k
+// (mod n; a shard >= K does not exist: nothing moves). Shard j thus starts at rank j+1 and is
+// summed along the ring in rank order j+1, j+2, ..., j+n-1, and finally j itself:
+//   sum_j = ((x[j+1] + x[j+2]) + ...) + x[j]      (float32, each + once, by one peer)
+// All-gather, ring step k: rank r sends shard r-k and receives shard r-1-k, copying it; shard j
+// goes from its owner once round the ring. The send of (k, segment s) waits for the receive of
+// (k-1, segment s): the same shard, so segments pipeline as in allreduce.ts.
+
+import { RingError } from './errors.ts';
+import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
+import { chunkRange, segmentCount } from './plan.ts';
+import type { CollectiveSink, Ring } from './ring.ts';
+import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, Phase, writeHeader, type FrameHeader, type WireFormat } from './wire.ts';
+
+export interface ChainStep {
+  /** Shard sent at this ring step, or null. */
+  send: number | null;
+  /** Shard received at this ring step, or null. */
+  recv: number | null;
+}
+
+const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+/** The ring steps of rank `rank` in a group ring of n with `shards` owners (pure). */
+export function chainSteps(phase: Phase, rank: number, n: number, shards: number): ChainStep[] {
+  const own = (j: number): number | null => (j < shards ? j : null);
+  const steps: ChainStep[] = [];
+  const base = phase === Phase.reduceScatter ? rank - 1 : rank;
+  for (let k = 0; k < n - 1; k++) steps.push({ send: own(mod(base - k, n)), recv: own(mod(base - 1 - k, n)) });
+  return steps;
+}
+
+/** [start, end) of shard j when `length` elements are cut into `shards` shards. */
+export const shardRange = (j: number, length: number, shards: number): [number, number] => chunkRange(j, length, shards);
+
+export interface ChainInit {
+  grad: Float32Array;
+  ring: Ring;
+  /** The ring-level step (frames carry it; strictly increasing per ring). */
+  ringStep: number;
+  phase: Phase;
+  shards: number;
+  wire: WireFormat;
+  segElems: number;
+  maxRms: number;
+}
+
+/**
+ * Runs one phase over `ring` and resolves when everything was sent and received. Rejects with
+ * the ring's RingError on failure (the ring is then dead: see ring.ts).
+ */
+export async function runChain(init: ChainInit): Promise<void> {
+  const c = new ChainCollective(init);
+  init.ring.begin(c);
+  try {
+    await Promise.all([c.sendAll(), c.received]);
+  } finally {
+    init.ring.end(c);
+  }
+}
+
+class ChainCollective implements CollectiveSink {
+  readonly step: number;
+  readonly received: Promise<void>;
+  private readonly steps: ChainStep[];
+  private readonly got: Int32Array;
+  private recvT = 0;
+  private recvJ = 0;
+  private error: RingError | null = null;
+  private waiter: (() => void) | null = null;
+  private resolveReceived!: () => void;
+  private rejectReceived!: (e: RingError) => void;
+
+  constructor(private readonly o: ChainInit) {
+    this.step = o.ringStep;
+    this.steps = o.ring.size > 1 ? chainSteps(o.phase, o.ring.rank, o.ring.size, o.shards) : [];
+    this.got = new Int32Array(this.steps.length);
+    this.received = new Promise<void>((res, rej) => {
+      this.resolveReceived = res;
+      this.rejectReceived = rej;
+    });
+    this.received.catch(() => undefined); // Promise.all subscribes later
+    this.skipEmpty();
+  }
+
+  private range(j: number): [number, number] {
+    return shardRange(j, this.o.grad.length, this.o.shards);
+  }
+
+  private segs(j: number | null): number {
+    if (j === null) return 0;
+    const [a, b] = this.range(j);
+    return segmentCount(b - a, this.o.segElems);
+  }
+
+  /** [offset, length] of segment s of shard j. */
+  private segment(j: number, s: number): [number, number] {
+    const [a, b] = this.range(j);
+    const off = a + s * this.o.segElems;
+    return [off, Math.min(this.o.segElems, b - off)];
+  }
+
+  private skipEmpty(): void {
+    while (this.recvT < this.steps.length && this.recvJ >= this.segs(this.steps[this.recvT].recv)) {
+      this.recvT++;
+      this.recvJ = 0;
+    }
+    if (this.recvT === this.steps.length) this.resolveReceived();
+  }
+
+  data(h: FrameHeader, frame: Uint8Array): void {
+    const { ring, wire, phase, grad } = this.o;
+    const from = ring.prev?.remoteId ?? ring.selfId;
+    const refuse = (why: string) => new RingError('bad-frame', from, `group ring step ${this.step}: ${why}`, ring.selfId);
+    if (this.recvT === this.steps.length) throw refuse('frame after the phase was complete');
+    const j = this.steps[this.recvT].recv;
+    if (j === null) throw refuse('internal: receive cursor on an empty step');
+    const [off, len] = this.segment(j, this.recvJ);
+    if (h.kind !== FrameKind.data || h.phase !== phase || h.chunk !== j || h.offset !== off || h.length !== len || h.dtype !== wire) {
+      throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}`);
+    }
+    const src = payload(frame, wire, len);
+    const { bad, rms } = inspect(src, wire, Number.isFinite(this.o.maxRms));
+    if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (shard ${j})`);
+    if (rms > this.o.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.o.maxRms.toExponential(2)} (shard ${j}, offset ${off})`);
+    const dst = grad.subarray(off, off + len);
+    if (src instanceof Float32Array) {
+      if (phase === Phase.allGather) dst.set(src);
+      else for (let i = 0; i < len; i++) dst[i] += src[i];
+    } else if (wire !== 'f32') {
+      if (phase === Phase.allGather) decodeHalfSet(src, dst, wire);
+      else decodeHalfAdd(src, dst, wire);
+    }
+    this.got[this.recvT]++;
+    this.recvJ++;
+    ring.progress();
+    this.skipEmpty();
+    this.wake();
+  }
+
+  wake(): void {
+    const w = this.waiter;
+    this.waiter = null;
+    w?.();
+  }
+
+  fail(err: RingError): void {
+    if (this.error) return;
+    this.error = err;
+    this.rejectReceived(err);
+    this.wake();
+  }
+
+  private async next(): Promise<void> {
+    if (this.error) throw this.error;
+    await new Promise<void>((res) => { this.waiter = res; });
+    if (this.error) throw this.error;
+  }
+
+  async sendAll(): Promise<void> {
+    const { ring, grad, wire, phase } = this.o;
+    const link = ring.next;
+    if (!link) return;
+    const high = ring.settings.highWaterBytes;
+    for (let t = 0; t < this.steps.length; t++) {
+      const j = this.steps[t].send;
+      if (j === null) continue;
+      const nseg = this.segs(j);
+      for (let s = 0; s < nseg; s++) {
+        while (t > 0 && this.got[t - 1] <= s) await this.next();
+        while (link.bufferedAmount > high) await this.next();
+        if (this.error) throw this.error;
+        const [off, len] = this.segment(j, s);
+        const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[wire]);
+        writeHeader(frame, { kind: FrameKind.data, phase, dtype: wire, job: ring.job, generation: ring.generation, step: this.step, chunk: j, offset: off, length: len });
+        const src = grad.subarray(off, off + len);
+        if (wire === 'f32') {
+          new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
+        } else {
+          const half = new Uint16Array(frame.buffer, HEADER_BYTES, len);
+          encodeHalf(src, half, wire);
+          // The owner's value goes out rounded: it keeps the same rounded values (bitwise agreement).
+          if (phase === Phase.allGather && t === 0) decodeHalfSet(half, src, wire);
+        }
+        ring.sendNext(frame);
+      }
+    }
+    if (this.error) throw this.error;
+  }
+}
+
+/** A typed view of a frame's payload (copied once when the payload is not aligned). */
+function payload(frame: Uint8Array, wire: WireFormat, len: number): Float32Array | Uint16Array {
+  const bpe = BYTES_PER_ELEMENT[wire];
+  const at = frame.byteOffset + HEADER_BYTES;
+  const bytes = at % bpe === 0 ? null : frame.slice(HEADER_BYTES, HEADER_BYTES + len * bpe);
+  const buf = bytes ? bytes.buffer : frame.buffer;
+  const start = bytes ? 0 : at;
+  return wire === 'f32' ? new Float32Array(buf, start, len) : new Uint16Array(buf, start, len);
+}
+
+/** The first non-finite element (-1: none) and the RMS of a payload (0 unless `wantRms` for halves). */
+function inspect(src: Float32Array | Uint16Array, wire: WireFormat, wantRms: boolean): { bad: number; rms: number } {
+  const len = src.length;
+  let f: Float32Array;
+  if (src instanceof Float32Array) {
+    f = src;
+  } else {
+    const mask = wire === 'f16' ? 0x7c00 : 0x7f80; // all-ones exponent: Inf or NaN
+    const bad = src.findIndex((v) => (v & mask) === mask);
+    if (bad >= 0 || !wantRms) return { bad, rms: 0 };
+    f = new Float32Array(len);
+    if (wire !== 'f32') decodeHalfSet(src, f, wire);
+  }
+  let acc = 0;
+  let sq = 0;
+  for (let i = 0; i < len; i++) {
+    const v = f[i];
+    acc += v * 0; // 0 for every finite v, NaN otherwise
+    sq += v * v;
+  }
+  const bad = acc === 0 ? -1 : f.findIndex((v) => !Number.isFinite(v));
+  return { bad, rms: Math.sqrt(sq / Math.max(1, len)) };
+}

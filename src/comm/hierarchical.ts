@@ -1,0 +1,140 @@
+// Two-level all-reduce for large rings (plan: topology.ts). Each peer takes part in two rings:
+// its group's ring, and (when it owns a shard and there are 2+ groups) its column's ring.
+//
+//   1. group reduce-scatter (group ring, frames of ring step 2s):   n-1 rounds
+//      owner j of each group ends with its group's sum of shard j (group-chain.ts)
+//   2. column all-reduce of shard j (column ring, step s):           2(G-1) rounds
+//      the flat allReduceSum of allreduce.ts over the shard's subarray
+//   3. group all-gather (group ring, step 2s+1):                       n-1 rounds
+//
+// The fixed order of every element (so every peer ends with the same bits): element i lies in
+// shard j = the shard of chunkRange(., length, K) holding i, and in chunk c of that shard cut
+// into G chunks (chunkRange(., shardLength, G)). Its value is
+//   S_c + S_(c+1) + ... + S_(c+G-1)        (column ranks mod G, left to right, float32)
+// where S_g is group g's sum x[j+1] + x[j+2] + ... + x[j+n_g-1] + x[j] (group ranks mod n_g,
+// left to right). Each sum is formed once, by one peer, and only copied after that; with a
+// half-precision wire the peer that forms a final value keeps the rounded value it sends.
+//
+// Failures: the two rings of a peer are coupled (TwoLevelRings), so a failure of either fails
+// the other too, and the abort travels through both rings' neighbours: every peer of the whole
+// topology ends with a RingError that blames the same peer, as with the flat ring.
+
+import { allReduceSum, DEFAULT_MESSAGE_BYTES } from './allreduce.ts';
+import { RingError } from './errors.ts';
+import { runChain, shardRange } from './group-chain.ts';
+import type { Ring } from './ring.ts';
+import { checkTopology, roleOf, type Topology, type TwoLevelRole } from './topology.ts';
+import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from './wire.ts';
+
+export interface TwoLevelRingsInit {
+  topology: Topology;
+  /** This peer's group ring, over roleOf(topology, self).groupIds in that order. */
+  group: Ring;
+  /** Its column ring over roleOf(...).columnIds, or null when columnIds is null. */
+  column: Ring | null;
+}
+
+/** A peer's two rings for one generation, their failures coupled. Close it to close both. */
+export class TwoLevelRings {
+  readonly topology: Topology;
+  readonly selfId: string;
+  readonly role: TwoLevelRole;
+  readonly group: Ring;
+  readonly column: Ring | null;
+
+  constructor(init: TwoLevelRingsInit) {
+    const { topology, group, column } = init;
+    checkTopology(topology);
+    this.topology = topology;
+    this.selfId = group.selfId;
+    this.role = roleOf(topology, this.selfId);
+    this.group = group;
+    this.column = column;
+    const bad = (why: string) => new RingError('bad-input', this.selfId, why);
+    const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+    if (!same(group.ids, this.role.groupIds)) throw bad(`the group ring [${group.ids.join(', ')}] is not the plan's group [${this.role.groupIds.join(', ')}]`);
+    const want = this.role.columnIds;
+    if (want === null && column) throw bad(`${this.selfId} takes part in no column, but a column ring was given`);
+    if (want !== null && !column) throw bad(`${this.selfId} needs its column ring [${want.join(', ')}]`);
+    if (want !== null && column) {
+      if (column.selfId !== this.selfId || !same(column.ids, want)) throw bad(`the column ring [${column.ids.join(', ')}] is not the plan's column [${want.join(', ')}]`);
+      if (column.job !== group.job || column.generation !== group.generation) throw bad('the group and column rings must have the same job and generation');
+      group.onError((e) => forward(column, e));
+      column.onError((e) => forward(group, e));
+    }
+  }
+
+  /** The failure that ended these rings, or null while usable. */
+  get error(): RingError | null {
+    return this.group.error ?? this.column?.error ?? null;
+  }
+
+  close(): void {
+    this.group.close();
+    this.column?.close();
+  }
+}
+
+/** Fails `to` with what failed its partner ring (a local close closes it too). */
+function forward(to: Ring, e: RingError): void {
+  if (e.kind === 'closed') to.close();
+  else if (!to.error) to.fail(e);
+}
+
+export interface TwoLevelOptions {
+  rings: TwoLevelRings;
+  /** The training step; strictly increasing. The group ring's frames carry 2*step and 2*step+1. */
+  step: number;
+  /** 'f16' / 'bf16' halve the bytes on every wire (float32 accumulation). Default 'f32'. */
+  wire?: WireFormat;
+  /** Frame size including the 32-byte header, at most 256 KiB. Default 64 KiB. */
+  messageBytes?: number;
+  /** Keep a copy of the input and restore it if the collective fails. */
+  keepInput?: boolean;
+  /** Bound on the RMS of any received segment (see AllReduceOptions.maxRms). */
+  maxRms?: number;
+}
+
+const U32_MAX = 0xffffffff;
+
+/**
+ * Sums `grad` over every peer of the topology, in place, and resolves to `grad`: every peer
+ * ends with the same bits. On failure rejects with a RingError naming the peer to blame; the
+ * rings are then dead (form the next generation and redo the step).
+ */
+export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOptions): Promise<Float32Array> {
+  const { rings, step } = opts;
+  const { group, column, role, selfId, topology } = rings;
+  const wire = opts.wire ?? 'f32';
+  const messageBytes = opts.messageBytes ?? DEFAULT_MESSAGE_BYTES;
+  const maxRms = opts.maxRms ?? Number.POSITIVE_INFINITY;
+  const bpe = BYTES_PER_ELEMENT[wire];
+  const bad = (why: string) => new RingError('bad-input', selfId, why);
+  if (!(grad instanceof Float32Array)) throw bad('the gradient must be one Float32Array');
+  if (grad.length > U32_MAX) throw bad('more than 2^32 elements');
+  if (!Number.isInteger(step) || step < 0 || 2 * step + 1 > U32_MAX) throw bad(`step ${step} must be an integer in [0, 2^31)`);
+  if (!Number.isInteger(messageBytes) || messageBytes < HEADER_BYTES + bpe || messageBytes > MAX_FRAME_BYTES) {
+    throw bad(`messageBytes ${messageBytes} must be an integer in [${HEADER_BYTES + bpe}, ${MAX_FRAME_BYTES}]`);
+  }
+  if (rings.error) throw rings.error;
+  const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
+  const shards = topology.shards;
+  const backup = opts.keepInput ? grad.slice() : null;
+  const chain = { grad, ring: group, shards, wire, segElems, maxRms };
+  let started = false;
+  try {
+    await runChain({ ...chain, ringStep: 2 * step, phase: Phase.reduceScatter });
+    started = true;
+    if (column && role.shard !== null) {
+      const [a, b] = shardRange(role.shard, grad.length, shards);
+      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms });
+    }
+    await runChain({ ...chain, ringStep: 2 * step + 1, phase: Phase.allGather });
+    return grad;
+  } catch (e) {
+    if (backup) grad.set(backup);
+    // A refusal of ours after data went out (a misused ring): tell the others rather than let them wait.
+    if (e instanceof RingError && started && !rings.error) group.fail(e);
+    throw e;
+  }
+}
