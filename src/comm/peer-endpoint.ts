@@ -1,8 +1,11 @@
 // This peer's presence on the PeerJS signaling server, and the forming of ring links: one
 // DataConnection opened to next, one accepted from prev, both tagged with (job, generation).
-// Connections from anyone else, or for an older generation, are refused (closed).
+// Connections from anyone else, or for an older generation, are refused (closed). Each job has
+// at most one formation running (link-formation.ts): a newer generation's ends the older one's
+// at once, so nothing of an abandoned generation (dials, timers, error routing) outlives it.
 
 import { RingError } from './errors.ts';
+import { LinkFormation } from './link-formation.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
 import { Ring, type RingSettings } from './ring.ts';
 
@@ -125,17 +128,15 @@ export interface FormRingOptions {
 }
 
 const MAX_PENDING = 16;
-/** Connection attempts per outgoing link; a failed one is re-dialed at once (see connectLinks). */
-const MAX_DIALS = 8;
 
 export class PeerEndpoint {
   readonly id: string;
   /** Incoming links that arrived before formRing asked for them, by `job/generation/from`. */
   private readonly pending = new Map<string, PeerJsLink>();
-  private readonly waiting = new Map<string, (l: PeerJsLink) => void>();
+  /** The formation running per job (one at a time: the newest generation's). */
+  private readonly forming = new Map<number, LinkFormation>();
   /** Newest generation formed per job: connections for older ones are refused. */
   private readonly newest = new Map<number, number>();
-  private readonly unavailable = new Map<string, (e: RingError) => void>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
   private readonly rings = new Set<Ring>();
 
@@ -145,7 +146,7 @@ export class PeerEndpoint {
     peer.on('error', (e) => {
       // PeerJS reports "Could not connect to peer X" as type 'peer-unavailable'.
       if (e.type !== 'peer-unavailable') return;
-      for (const [id, fail] of this.unavailable) if (e.message.includes(id)) fail(new RingError('connect-failed', id, `signaling server does not know ${id}`, this.id));
+      for (const f of this.forming.values()) f.unavailable(e.message);
     });
   }
 
@@ -156,8 +157,13 @@ export class PeerEndpoint {
       return;
     }
     const key = `${meta.job}/${meta.generation}/${meta.from}`;
-    const waiter = this.waiting.get(key);
-    if (!waiter && meta.generation === this.newest.get(meta.job)) {
+    const f = this.forming.get(meta.job);
+    if (f && f.generation === meta.generation && f.prevId === meta.from) {
+      // Taken while forming, refused (closed unread) once its links were handed over.
+      f.offer(new PeerJsLink(conn));
+      return;
+    }
+    if (meta.generation === this.newest.get(meta.job)) {
       // Not our prev in a ring we know (or a late re-dial of one already formed): closed
       // before anything listens to it, so nothing it sends is read. (The coordinator's
       // signaling already refuses peers that are not our neighbours; this is the second lock.)
@@ -165,10 +171,6 @@ export class PeerEndpoint {
       return;
     }
     const link = new PeerJsLink(conn);
-    if (waiter) {
-      waiter(link);
-      return;
-    }
     // A second connection for the same key is prev re-dialing after a failed attempt: it wins.
     const older = this.pending.get(key);
     if (older) {
@@ -195,12 +197,22 @@ export class PeerEndpoint {
     return ring;
   }
 
-  /** The two open links of this peer's place in the ring (formRing, and benchmarks of raw links). */
+  /**
+   * The two open links of this peer's place in the ring (formRing, and benchmarks of raw links).
+   * A newer generation of the same job ends this call with a 'closed' RingError (blaming nobody);
+   * so does a generation older than one already formed here.
+   */
   async connectLinks(o: FormRingOptions): Promise<{ next: PeerJsLink; prev: PeerJsLink }> {
     const { ids, job, generation } = o;
     const rank = ids.indexOf(this.id);
     if (rank < 0 || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
-    this.newest.set(job, Math.max(generation, this.newest.get(job) ?? 0));
+    const newest = this.newest.get(job) ?? 0;
+    if (generation < newest) {
+      throw new RingError('closed', this.id, `generation ${generation} of job ${job} is older than generation ${newest}, already formed here: it was abandoned`, this.id);
+    }
+    this.newest.set(job, generation);
+    const running = this.forming.get(job);
+    running?.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
     const nextId = ids[(rank + 1) % ids.length];
     const prevId = ids[(rank - 1 + ids.length) % ids.length];
     const key = `${job}/${generation}/${prevId}`;
@@ -215,60 +227,22 @@ export class PeerEndpoint {
       if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
       return new PeerJsLink(conn);
     };
-    let out = dial();
-    // Each side re-dials its own outgoing link when an attempt fails (MAX_DIALS in all) and
-    // takes the newest incoming attempt: one bad link costs a few ms, not the whole ring.
-    let finished = false;
-    let incoming: PeerJsLink | null = null;
-    const inc = new Promise<PeerJsLink>((resolve) => {
-      const offer = (l: PeerJsLink) => {
-        if (finished) return l.close();
-        incoming?.close(); // superseded: prev re-dials only once its side of the attempt failed
-        incoming = l;
-        // A failed attempt needs nothing here: prev dials again, or the timeout below reports it.
-        l.opened.then(() => { if (incoming === l) resolve(l); }, () => undefined);
-      };
-      const early = this.pending.get(key);
-      this.pending.delete(key);
-      if (early) offer(early);
-      this.waiting.set(key, offer);
-    });
-    let outOpen = false;
-    const outgoing = (async () => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await out.opened;
-          outOpen = true;
-          return out;
-        } catch (e) {
-          const why = e instanceof Error ? e.message : String(e);
-          if (finished || attempt >= MAX_DIALS) throw new RingError('connect-failed', nextId, `${attempt} connection attempts failed, the last one: ${why}`, this.id);
-          out = dial();
-        }
-      }
-    })();
-    const unavailable = new Promise<never>((_, reject) => this.unavailable.set(nextId, reject));
-    const timeoutMs = o.connectTimeoutMs ?? 15_000;
+    const f = new LinkFormation({ selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000 });
+    this.forming.set(job, f);
+    const early = this.pending.get(key);
+    this.pending.delete(key);
+    if (early) f.offer(early);
     try {
-      const [next, prev] = await withTimeout(
-        Promise.race([Promise.all([outgoing, inc]), unavailable]),
-        timeoutMs,
-        () => new RingError('connect-failed', outOpen ? prevId : nextId, `no open data connection ${outOpen ? 'from' : 'to'} it within ${timeoutMs} ms`, this.id),
-      );
-      return { next, prev };
-    } catch (e) {
-      out.close();
-      (incoming as PeerJsLink | null)?.close();
-      throw e;
+      return await f.done;
     } finally {
-      finished = true;
-      this.waiting.delete(key);
-      this.unavailable.delete(nextId);
+      if (this.forming.get(job) === f) this.forming.delete(job);
     }
   }
 
   /** Leaves the signaling server and closes every connection (call on pagehide). */
   destroy(): void {
+    for (const f of this.forming.values()) f.cancel(`${this.id} left the signaling server`);
+    this.forming.clear();
     for (const r of [...this.rings]) r.close();
     for (const l of this.pending.values()) l.close();
     this.pending.clear();

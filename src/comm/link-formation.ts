@@ -1,0 +1,154 @@
+// One generation's ring links at one peer, as a small state machine (PeerEndpoint runs one per
+// job at a time):
+//
+//   forming --(the current dial to next is open AND the current link from prev is open,
+//              neither closed since)------------------------------------------> formed
+//   forming --(timeout | next unknown to signaling | MAX_DIALS failed dials
+//              | cancel: a newer generation, or this peer leaves)------------> failed
+//
+// Next: a dial that fails is re-dialed at once (MAX_DIALS in all); one that closes after it
+// opened, before the hand-over, is re-dialed too. Prev: prev re-dials only when its side of an
+// attempt failed, so a newer incoming attempt replaces the older one (closed) while forming.
+// The hand-over is the one moment both links are chosen; from then on (and once failed) every
+// incoming attempt is refused (closed unread), so a ring only ever reads the links it was given
+// and no link it was given is closed or replaced by formation.
+
+import { RingError } from './errors.ts';
+import type { PeerJsLink } from './peerjs-link.ts';
+
+/** Connection attempts per outgoing link. */
+export const MAX_DIALS = 8;
+
+export interface FormationInit {
+  selfId: string;
+  job: number;
+  generation: number;
+  nextId: string;
+  prevId: string;
+  /** Starts one connection attempt to next; throws RingError when PeerJS cannot. */
+  dial(): PeerJsLink;
+  /** Both links must be open within this time, or formation fails 'connect-failed'. */
+  timeoutMs: number;
+}
+
+export interface FormedLinks {
+  next: PeerJsLink;
+  prev: PeerJsLink;
+}
+
+export class LinkFormation {
+  readonly job: number;
+  readonly generation: number;
+  readonly nextId: string;
+  readonly prevId: string;
+  /** Resolves once, at the hand-over; rejects with the RingError that ended formation. */
+  readonly done: Promise<FormedLinks>;
+  private state: 'forming' | 'formed' | 'failed' = 'forming';
+  private out: PeerJsLink | null = null;
+  private outOpen = false;
+  private dials = 0;
+  private incoming: PeerJsLink | null = null;
+  private inOpen = false;
+  private readonly timer: ReturnType<typeof setTimeout>;
+  private resolve: (links: FormedLinks) => void = () => undefined;
+  private reject: (e: RingError) => void = () => undefined;
+
+  /** Starts dialing next and the timeout at once. */
+  constructor(private readonly o: FormationInit) {
+    this.job = o.job;
+    this.generation = o.generation;
+    this.nextId = o.nextId;
+    this.prevId = o.prevId;
+    this.done = new Promise<FormedLinks>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+    this.timer = setTimeout(() => {
+      const who = this.outOpen ? o.prevId : o.nextId;
+      this.fail(new RingError('connect-failed', who, `no open data connection ${this.outOpen ? 'from' : 'to'} it within ${o.timeoutMs} ms`, o.selfId));
+    }, o.timeoutMs);
+    this.redial('');
+  }
+
+  get forming(): boolean {
+    return this.state === 'forming';
+  }
+
+  /** An incoming attempt from prev for this (job, generation): taken while forming, else refused. */
+  offer(l: PeerJsLink): void {
+    if (this.state !== 'forming') return l.close();
+    this.incoming?.close(); // superseded: prev re-dials only once its side of the attempt failed
+    this.incoming = l;
+    this.inOpen = false;
+    // A failed attempt needs nothing here: prev dials again, or the timeout reports it.
+    l.opened.then(() => {
+      if (this.incoming !== l) return;
+      this.inOpen = true;
+      this.settle();
+    }, () => undefined);
+  }
+
+  /** PeerJS's 'peer-unavailable' error; its message ends with the peer id it could not reach. */
+  unavailable(message: string): void {
+    // Only our own next, matched exactly ("... peer p12" is not about p1), and only while no
+    // dial to it is open (an open one shows the signaling server knows it).
+    if (this.state !== 'forming' || this.outOpen || !message.endsWith(` ${this.nextId}`)) return;
+    this.fail(new RingError('connect-failed', this.nextId, `signaling server does not know ${this.nextId}`, this.o.selfId));
+  }
+
+  /** Ends formation blaming nobody (a newer generation, or this peer leaving); closes its links. */
+  cancel(why: string): void {
+    this.fail(new RingError('closed', this.o.selfId, why, this.o.selfId));
+  }
+
+  private redial(why: string): void {
+    if (this.state !== 'forming') return;
+    if (this.dials >= MAX_DIALS) {
+      this.fail(new RingError('connect-failed', this.nextId, `${this.dials} connection attempts failed, the last one: ${why}`, this.o.selfId));
+      return;
+    }
+    let link: PeerJsLink;
+    try {
+      link = this.o.dial();
+    } catch (e) {
+      if (!(e instanceof RingError)) throw e;
+      this.fail(e);
+      return;
+    }
+    this.dials++;
+    this.out = link;
+    this.outOpen = false;
+    link.opened.then(() => {
+      if (this.out !== link || this.state !== 'forming') return;
+      this.outOpen = true;
+      this.settle();
+    }, (e: unknown) => {
+      if (this.out === link) this.redial(e instanceof Error ? e.message : String(e));
+    });
+  }
+
+  /** Hands both links over if both current ones are open and still so. */
+  private settle(): void {
+    const { out, incoming } = this;
+    if (this.state !== 'forming' || !out || !incoming || !this.outOpen || !this.inOpen) return;
+    if (out.closed) return this.redial('the connection closed after it opened');
+    if (incoming.closed) {
+      // Prev's side failed after ours opened: it re-dials, or the timeout reports it.
+      this.incoming = null;
+      this.inOpen = false;
+      return;
+    }
+    this.state = 'formed';
+    clearTimeout(this.timer);
+    this.resolve({ next: out, prev: incoming });
+  }
+
+  private fail(e: RingError): void {
+    if (this.state !== 'forming') return;
+    this.state = 'failed';
+    clearTimeout(this.timer);
+    this.out?.close();
+    this.incoming?.close();
+    this.reject(e);
+  }
+}
