@@ -3,12 +3,12 @@ import { ArgError, runCli } from './args.ts';
 import { main as dataMain } from './data/cli.ts';
 import { START_USAGE, startMain } from './main.ts';
 
-const USAGE = `usage: coordinator/cli.ts start [options] | build-shards ... | ensure NAME\n${START_USAGE}`;
+const USAGE = `usage: coordinator/cli.ts start [options] | build-shards ... | ensure NAME | imagenet --src DIR [--size 64|128|224]\n${START_USAGE}`;
 
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
   if (cmd === 'start') return startMain(rest);
-  if (cmd === 'build-shards' || cmd === 'ensure') {
+  if (cmd === 'build-shards' || cmd === 'ensure' || cmd === 'imagenet') {
     await dataMain(argv);
     return;
   }

@@ -5,15 +5,14 @@ import { resolve } from 'node:path';
 import type { Manifest } from '../src/data/manifest.ts';
 import type { ModelName } from '../src/nn/models.ts';
 import { ArgError, type Args } from './args.ts';
-import { ensureDataset, type DatasetName } from './data/cli.ts';
+import { ensureDataset, IMAGENET_SIZES, type DatasetName } from './data/cli.ts';
 import { ensureImagenet } from './data/imagenet-ensure.ts';
+import type { JobSampling } from './job.ts';
 import { IMAGENET_RECIPES, isImagenetModel, scaledLr, type Recipe } from './recipes.ts';
 
-export const IMAGENET_SIZES = [64, 128, 224] as const;
+export { DEFAULT_SHUFFLE_WINDOW } from './job.ts';
 export const DEFAULT_IMAGENET_MODEL: ModelName = 'alexnet-bn';
-/** Shards per shuffle block of shard-local sampling (see src/train/sampler.ts). */
-export const DEFAULT_SHUFFLE_WINDOW = 16;
-export type SamplingKind = 'shard-local' | 'global';
+export type SamplingKind = JobSampling;
 
 export interface DataChoice {
   dataset: DatasetName;
@@ -39,7 +38,7 @@ export function readDataChoice(a: Args): DataChoice {
   let size: number | null = null;
   if (sizeArg) {
     size = Number(sizeArg);
-    if (!(IMAGENET_SIZES as readonly number[]).includes(size)) throw new ArgError(`--size must be one of ${IMAGENET_SIZES.join(', ')} (pixels a side); got "${sizeArg}"`);
+    if (!IMAGENET_SIZES.includes(size)) throw new ArgError(`--size must be one of ${IMAGENET_SIZES.join(', ')} (pixels a side); got "${sizeArg}"`);
   }
   return { dataset, data: resolve(dataArg), size };
 }
@@ -55,7 +54,7 @@ export interface LoadedData {
 /** Builds (first time) or finds the shards of the chosen data set. */
 export async function loadData(c: DataChoice, cache: string): Promise<LoadedData> {
   if (c.dataset !== 'imagenet') return { manifest: await ensureDataset(c.dataset, cache), label: c.dataset };
-  const size = c.size ?? IMAGENET_SIZES[0];
+  const size = c.size ?? IMAGENET_SIZES[0]!;
   const { manifest, dir } = await ensureImagenet({ src: c.data!, size, cacheDir: cache });
   const built = manifest.image.height;
   if (c.size !== null && built !== c.size) {
