@@ -1,5 +1,9 @@
-// The step-time model of data-parallel training on a ring, fitted by bench/scaling.ts to the
-// measured runs and used to predict larger rings. Pure functions, seconds and bytes throughout.
+// The closed-form step-time model of data-parallel training on a flat ring, and the least-squares
+// pieces (fitComm, ringBytesPerPeer) that the calibrated simulator reuses: bench/scaling-sim.ts
+// generalises this model (stragglers, heterogeneous speeds, buckets overlapped with backward,
+// two-level rings, churn) and bench/scaling-calibrate.ts fits it. With one bucket, no overlap, a
+// flat ring, no stragglers and identical peers, the simulator's step is exactly T(N) below.
+// Pure functions, seconds and bytes throughout.
 //
 // N peers train one global batch of B images, split evenly, then sum an S-byte gradient with a
 // ring all-reduce (N-1 reduce-scatter steps, then N-1 all-gather steps, each step moving one
@@ -132,7 +136,7 @@ export function fitStepModel(runs: readonly RunFigures[]): ModelFit {
  * admissible candidates the smaller squared error wins. (Latency alone would mean an infinite
  * bandwidth: not offered.)
  */
-function fitComm(a: number[], b: number[], y: number[]): { alpha: number; invBw: number; kind: ModelFit['comm'] } {
+export function fitComm(a: number[], b: number[], y: number[]): { alpha: number; invBw: number; kind: ModelFit['comm'] } {
   type Candidate = { alpha: number; invBw: number; kind: ModelFit['comm'] };
   const sse = (c: Candidate) => y.reduce((s, yi, i) => s + (yi - c.alpha * a[i]! - c.invBw * b[i]!) ** 2, 0);
   const candidates: Candidate[] = [];

@@ -1,0 +1,119 @@
+// The scaling bench's predictions: the calibrated simulator (bench/scaling-sim.ts, -churn.ts)
+// run for large rings of three models at two global batches over three kinds of link, for two
+// systems, each labelled:
+//   current  what the code does today: flat ring (src/comm), one all-reduce of the whole
+//            gradient after backward, a lost peer aborts the step (coordinator/driver.ts), the
+//            per-step overhead fitted on this machine;
+//   planned  NOT built yet (DESIGN.md "Where the design goes next"): buckets all-reduced during
+//            backward (the best of a few bucket sizes), a two-level ring, a lost peer costs its
+//            slice, and an assumed smaller per-step overhead (PLANNED_OVERHEAD_S).
+// Every number that is assumed rather than measured is named here and written to the JSON.
+import { PROFILES, type Profile } from '../test/net/profiles.ts';
+import { modelByName, type ModelName } from '../src/nn/models.ts';
+import type { Calibration } from './scaling-calibrate.ts';
+import { currentSystem } from './scaling-calibrate.ts';
+import { simulateChurn, type ChurnModel } from './scaling-churn.ts';
+import { modelProfile, trainFlops, type ModelProfile } from './scaling-profile.ts';
+import { boundOf, efficiency, simulateStep, type ClusterModel, type SystemModel } from './scaling-sim.ts';
+
+export const PREDICT_PEERS = [64, 256, 1024] as const;
+export const PREDICT_BATCHES = [8192, 32_768] as const;
+
+/** A link kind of the predictions: bandwidth of the slowest peer and one-way delay (software latency is added). */
+export interface LinkKind { key: string; name: string; bytesPerS: number; oneWayS: number; source: string }
+const fromProfile = (key: string, p: Profile): LinkKind => ({
+  key, name: `${p.name} (test/net/profiles.ts)`, bytesPerS: Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS), oneWayS: p.bound.oneWayMs / 1000,
+  source: `test/net/profiles.ts ${p.name}: min(up, down) ${Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS) / 1e6} MB/s per host, ${p.bound.oneWayMs} ms one way`,
+});
+export const LINK_KINDS: readonly LinkKind[] = [
+  fromProfile('1g', PROFILES.lan),
+  { key: '100m', name: '100 Mb/s per host', bytesPerS: 1e8 / 8, oneWayS: 0.001, source: 'assumed: 100 Mbit/s each way per host, 1 ms one way (no profile of the test bed has per-host 100 Mbit/s)' },
+  fromProfile('home', PROFILES.home),
+];
+
+/** One real GPU per peer: ResNet-50 at 224x224 trains this many images/s; other sizes scale by FLOPs. */
+export const GPU_RESNET50_224_IMAGES_PER_S = 250;
+/** Assumed for real machines (the straggler fitted here is 2-core contention, see the JSON). */
+export const PREDICT_STRAGGLER = 0.05;
+/** Assumed spread of volunteers' speeds (lognormal sigma): slices follow speed, so it costs little. */
+export const PREDICT_SPEED_SIGMA = 0.5;
+/** Assumed per-step overhead of the planned system (next assignment pipelined, update on the GPU). */
+export const PLANNED_OVERHEAD_S = 0.01;
+export const PLANNED_BUCKETS = [Infinity, 64e6, 25e6, 8e6, 2e6, 0.5e6] as const;
+export const CHURN: ChurnModel = { meanSessionS: 1800, detectS: 2, joinS: 3, steps: 2000 };
+
+export interface Scenario { key: string; model: ModelName; input: [number, number, number]; classes: number; profile: ModelProfile; imagesPerSecPerPeer: number; computeSource: string }
+
+export function scenarios(cal: Calibration): Scenario[] {
+  const r50 = (px: number): Scenario => {
+    const profile = modelProfile(modelByName('resnet50', [3, px, px], 1000));
+    const gpuFlops = GPU_RESNET50_224_IMAGES_PER_S * trainFlops(modelProfile(modelByName('resnet50', [3, 224, 224], 1000)));
+    return {
+      key: `resnet50-${px}`, model: 'resnet50', input: [3, px, px], classes: 1000, profile, imagesPerSecPerPeer: gpuFlops / trainFlops(profile),
+      computeSource: `assumed: one real GPU per peer, ${GPU_RESNET50_224_IMAGES_PER_S} images/s on ResNet-50 at 224x224 (${(gpuFlops / 1e12).toFixed(2)} TFLOP/s effective), scaled by this model's training FLOPs; not measured here`,
+    };
+  };
+  return [
+    {
+      key: 'small-cnn', model: 'small-cnn', input: [1, 28, 28], classes: 10, profile: modelProfile(modelByName('small-cnn', [1, 28, 28], 10)),
+      imagesPerSecPerPeer: cal.imagesPerSecPerPeer,
+      computeSource: 'fitted here: one peer with this 2-core machine to itself, software WebGPU (Dawn, llvmpipe)',
+    },
+    r50(64), r50(224),
+  ];
+}
+
+export function systems(cal: Calibration): Record<'current' | 'planned', SystemModel> {
+  return {
+    current: currentSystem(cal),
+    planned: { topology: 'two-level', overlap: true, bucketBytes: PLANNED_BUCKETS, onLoss: 'rerun-slice', overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
+  };
+}
+
+export function cluster(cal: Calibration, s: Scenario, link: LinkKind, peers: number): ClusterModel {
+  return {
+    peers, imagesPerSecPerPeer: s.imagesPerSecPerPeer, speedSigma: PREDICT_SPEED_SIGMA, stragglerMean: PREDICT_STRAGGLER, share: 1, seed: 11,
+    link: { latencyS: link.oneWayS + cal.link.latencyS, bandwidthBytesPerS: link.bytesPerS },
+  };
+}
+
+export interface PredictionRow {
+  system: 'current' | 'planned';
+  scenario: string; batch: number; link: string; peers: number; imagesPerPeer: number;
+  stepS: number; computeS: number; exposedCommS: number; exposedLatencyS: number; exposedBandwidthS: number; allReduceS: number; overheadS: number;
+  buckets: number; bucketBytes: number;
+  efficiency: number; efficiencyNoLatency: number; imagesPerSec: number;
+  bound: string; boundShare: number;
+  churn: { meanSessionS: number; efficiency: number; meanStepS: number; lossesPerStep: number };
+}
+
+export function predictRow(cal: Calibration, sys: 'current' | 'planned', s: Scenario, batch: number, link: LinkKind, peers: number): PredictionRow {
+  const system = systems(cal)[sys];
+  const c = cluster(cal, s, link, peers);
+  const w = { batch, profile: s.profile };
+  const t = simulateStep(c, system, w);
+  const b = boundOf(t);
+  const churn = simulateChurn(c, system, w, CHURN);
+  return {
+    system: sys, scenario: s.key, batch, link: link.key, peers, imagesPerPeer: batch / peers,
+    stepS: t.totalS, computeS: t.computeS, exposedCommS: t.exposedCommS, exposedLatencyS: t.exposedLatencyS, exposedBandwidthS: t.exposedBandwidthS,
+    allReduceS: t.allReduceS, overheadS: t.overheadS, buckets: t.buckets, bucketBytes: t.bucketBytes,
+    efficiency: efficiency(c, system, w), efficiencyNoLatency: efficiency({ ...c, link: { ...c.link, latencyS: 0 } }, system, w), imagesPerSec: batch / t.totalS,
+    bound: b.bound, boundShare: b.share,
+    churn: { meanSessionS: CHURN.meanSessionS, efficiency: churn.efficiency, meanStepS: churn.meanStepS, lossesPerStep: churn.lossesPerStep },
+  };
+}
+
+export function predictAll(cal: Calibration): PredictionRow[] {
+  const out: PredictionRow[] = [];
+  for (const s of scenarios(cal)) for (const batch of PREDICT_BATCHES) for (const link of LINK_KINDS) for (const n of PREDICT_PEERS) {
+    for (const sys of ['current', 'planned'] as const) out.push(predictRow(cal, sys, s, batch, link, n));
+  }
+  return out;
+}
+
+/** "bandwidth: 81% of the step (2(N-1)/N S / bw = ...)": what bounds a row. */
+export function boundText(r: PredictionRow): string {
+  const ms = (s: number) => `${(s * 1000).toFixed(0)} ms`;
+  return `${r.bound}: ${(100 * r.boundShare).toFixed(0)}% of the ${ms(r.stepS)} step (compute ${ms(r.computeS)} for ${r.imagesPerPeer} images per peer, exposed all-reduce bandwidth ${ms(r.exposedBandwidthS)} + latency ${ms(r.exposedLatencyS)}, overhead ${ms(r.overheadS)})`;
+}

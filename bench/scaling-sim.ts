@@ -1,0 +1,130 @@
+// The scaling simulator: the time of one synchronous data-parallel step on N volunteers, and
+// the time per committed step when volunteers come and go. Pure functions (seeded where random).
+//
+// Compute. Peer i has speed c_i (images/s, a machine to itself; lognormal around the mean c
+// with sigma `speedSigma`, scaled so the ring's total is exactly N c) and gets the slice
+// b_i = B c_i / sum c (src/client: slices follow measured throughput), so every peer needs
+// t = B / (N c share) for its slice. Each step each peer is slowed by an independent
+// exponential factor of mean mu (a straggler: GC, the OS, a shared GPU); the step waits for the
+// slowest, whose expected time is t (1 + mu H_N) (H_N the N-th harmonic number: the expected
+// maximum of N exponentials). Backward is the last `backwardShare` of it.
+// Communication. The gradient (S bytes) goes in buckets in reverse layer order
+// (bench/scaling-collective.ts); with overlap each bucket's all-reduce starts when backward has
+// completed it, else all start after backward (today: one bucket, the whole buffer). Only what
+// runs past the end of backward costs: the exposed communication.
+// Step: T = t (1 + mu H_N) + exposed + o, o = overheadS + overheadPerPeerS / share (the
+// coordinator round trip and barrier, and each peer's update and checksum, which peers sharing
+// one machine pay share^-1 times).
+// Efficiency: throughput(N) / sum_i throughput_i(alone), alone = one peer, no all-reduce:
+// T1_i = B (1 + mu) / c_i + o. For identical peers this is T(1) / (N T(N)); it is <= 1.
+import { makeRng } from '../src/rng.ts';
+import { allReduceTime, bucketsOf, exposedCommS, type LinkModel, type Topology } from './scaling-collective.ts';
+import type { ModelProfile } from './scaling-profile.ts';
+
+export interface ClusterModel {
+  peers: number;
+  /** c: mean images/s of one peer with a machine to itself. */
+  imagesPerSecPerPeer: number;
+  /** Lognormal sigma of the per-peer speeds (0: identical peers). */
+  speedSigma: number;
+  /** mu: mean of the exponential per-step slowdown of each peer (0: no stragglers). */
+  stragglerMean: number;
+  /** The share of a machine each peer has: 1 on machines of their own, 1/N for N on one machine. */
+  share: number;
+  link: LinkModel;
+  /** Seeds the per-peer speeds (and the churn draws). */
+  seed: number;
+}
+
+export interface SystemModel {
+  topology: Topology;
+  overlap: boolean;
+  /** Bucket sizes in bytes the system may use; the best for each step is taken (a tuned bucket cap). Infinity: one all-reduce. */
+  bucketBytes: readonly number[];
+  /** What a peer lost mid-step costs: the whole step ('abort', today) or its slice ('rerun-slice', planned). */
+  onLoss: 'abort' | 'rerun-slice';
+  /** Seconds per step outside compute and all-reduce independent of the share (coordinator, barrier). */
+  overheadS: number;
+  /** Seconds per step of each peer's own work outside compute and all-reduce (update, checksum), at share 1. */
+  overheadPerPeerS: number;
+}
+
+export type Workload = { batch: number; profile: Pick<ModelProfile, 'gradBytes' | 'backwardShare' | 'layers'> };
+
+export interface StepBreakdown {
+  /** The slowest peer's forward + backward. */
+  computeS: number;
+  backwardS: number;
+  /** One all-reduce of the whole gradient, not overlapped (what a step redoes after a loss). */
+  allReduceS: number;
+  /** Communication after backward ends, and its latency and bandwidth parts (pro rata). */
+  exposedCommS: number;
+  exposedLatencyS: number;
+  exposedBandwidthS: number;
+  overheadS: number;
+  totalS: number;
+  buckets: number;
+  bucketBytes: number;
+}
+
+export function harmonic(n: number): number {
+  let h = 0;
+  for (let k = 1; k <= n; k++) h += 1 / k;
+  return h;
+}
+
+/** Per-peer speeds: lognormal(0, sigma) draws scaled so that their mean is exactly c. */
+export function peerSpeeds(c: ClusterModel): number[] {
+  const rng = makeRng(c.seed);
+  const raw = Array.from({ length: c.peers }, () => Math.exp(c.speedSigma * rng.normal()));
+  const mean = raw.reduce((a, b) => a + b, 0) / raw.length;
+  return raw.map((r) => (r / mean) * c.imagesPerSecPerPeer);
+}
+
+export const overheadOf = (s: SystemModel, share: number) => s.overheadS + s.overheadPerPeerS / share;
+
+/** The expected time of one step with no churn, and its parts. */
+export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): StepBreakdown {
+  if (!(Number.isInteger(c.peers) && c.peers >= 1)) throw new RangeError(`simulateStep: peers must be an integer >= 1, got ${c.peers}`);
+  if (!(c.share > 0 && c.share <= 1)) throw new RangeError(`simulateStep: share must be in (0, 1], got ${c.share}`);
+  if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
+  const computeS = (w.batch / (c.peers * c.imagesPerSecPerPeer * c.share)) * (1 + c.stragglerMean * harmonic(c.peers));
+  const backwardS = computeS * w.profile.backwardShare;
+  const full = allReduceTime(c.link, s.topology, c.peers, w.profile.gradBytes);
+  let best = { exposed: 0, buckets: 0, bucketBytes: 0 };
+  if (c.peers > 1) {
+    best = { exposed: Infinity, buckets: 0, bucketBytes: 0 };
+    for (const size of s.bucketBytes) {
+      const buckets = bucketsOf(w.profile.layers, size);
+      const exposed = exposedCommS(buckets, (bytes) => allReduceTime(c.link, s.topology, c.peers, bytes).totalS, backwardS, s.overlap);
+      if (exposed < best.exposed) best = { exposed, buckets: buckets.length, bucketBytes: Math.min(size, w.profile.gradBytes) };
+    }
+  }
+  const latencyShare = full.totalS > 0 ? full.latencyS / full.totalS : 0;
+  const overheadS = overheadOf(s, c.share);
+  return {
+    computeS, backwardS, allReduceS: full.totalS,
+    exposedCommS: best.exposed, exposedLatencyS: best.exposed * latencyShare, exposedBandwidthS: best.exposed * (1 - latencyShare),
+    overheadS, totalS: computeS + best.exposed + overheadS, buckets: best.buckets, bucketBytes: best.bucketBytes,
+  };
+}
+
+/** Images/s of all peers each training alone (share 1, no all-reduce): the ideal of N peers. */
+export function aloneThroughput(c: ClusterModel, s: SystemModel, batch: number): number {
+  const o = overheadOf(s, 1);
+  return peerSpeeds(c).reduce((sum, ci) => sum + batch / ((batch * (1 + c.stragglerMean)) / ci + o), 0);
+}
+
+/** throughput(N) / sum_i throughput_i(alone) with no churn (share 1). */
+export function efficiency(c: ClusterModel, s: SystemModel, w: Workload): number {
+  const one = { ...c, share: 1 };
+  return w.batch / simulateStep(one, s, w).totalS / aloneThroughput(one, s, w.batch);
+}
+
+/** What the step's dominant cost is: 'compute', 'bandwidth', 'latency' or 'overhead', with its share of the step. */
+export function boundOf(t: StepBreakdown): { bound: 'compute' | 'bandwidth' | 'latency' | 'overhead'; share: number } {
+  const parts = [['compute', t.computeS], ['bandwidth', t.exposedBandwidthS], ['latency', t.exposedLatencyS], ['overhead', t.overheadS]] as const;
+  let best: (typeof parts)[number] = parts[0];
+  for (const p of parts) if (p[1] > best[1]) best = p;
+  return { bound: best[0], share: best[1] / t.totalS };
+}
