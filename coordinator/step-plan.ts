@@ -51,3 +51,18 @@ export function planStep(s: JobSampler, affinity: AffinityState, step: number, r
   const r = assignByAffinity(affinity, { ids, shardOf: s.shardOf, ring, targets: images, capacity });
   return { plan: { step, epoch, slices: r.slices }, affinity: r.state };
 }
+
+/**
+ * The split to use for the next step of `ring`: `fresh` (splitBatch of the measured speeds),
+ * unless the previous split of the same ring is within `tolerance` of it for every member
+ * (default a tenth of its share, at least one image): then the previous one, so that measured
+ * speeds jittering by a few images do not move ids between members every step. Shard-locally
+ * each such move can cost a shard download; a lasting change of speed still moves the split.
+ */
+export function steadySplit(previous: { ring: readonly string[]; images: readonly number[] } | null, ring: readonly string[], fresh: readonly number[], tolerance = 0.1): number[] {
+  if (!previous || previous.ring.length !== ring.length || previous.ring.some((id, i) => id !== ring[i])) return [...fresh];
+  const total = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
+  if (total(previous.images) !== total(fresh)) return [...fresh];
+  const close = fresh.every((n, i) => Math.abs(n - previous.images[i]!) <= Math.max(1, Math.round(tolerance * previous.images[i]!)));
+  return close ? [...previous.images] : [...fresh];
+}
