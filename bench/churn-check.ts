@@ -115,3 +115,32 @@ export function slope(points: readonly (readonly [number, number])[]): number | 
   }
   return sxx > 0 ? sxy / sxx : null;
 }
+
+export interface Throughput {
+  /** The window, in ms since the epoch: (from, to]. */
+  fromMs: number;
+  toMs: number;
+  /** Images of the steps committed in the window (every peer's slice, reused or computed). */
+  images: number;
+  imagesPerSec: number;
+  /** Of `images`, those a survivor reused from the sum it kept when a step lost a member. */
+  reusedImages: number;
+  steps: number;
+}
+
+/** Committed images per second over (fromMs, toMs]: the goodput's numerator and denominator. */
+export function committedThroughput(records: readonly MetricRecord[], fromMs: number, toMs: number): Throughput {
+  let images = 0;
+  let reusedImages = 0;
+  let steps = 0;
+  for (const r of records) {
+    if (r.type !== 'step' || r.time <= fromMs || r.time > toMs) continue;
+    steps++;
+    for (const p of r.peers) {
+      images += p.images;
+      reusedImages += p.reused ?? 0;
+    }
+  }
+  const seconds = (toMs - fromMs) / 1000;
+  return { fromMs, toMs, images, imagesPerSec: seconds > 0 ? images / seconds : 0, reusedImages, steps };
+}

@@ -25,7 +25,7 @@ import type { Manifest } from '../src/data/manifest.ts';
 import { layoutOf } from '../src/nn/layout.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { makeRng } from '../src/rng.ts';
-import { checkCheckpoints, checkHistory, committedChecksums, slope, type CheckpointCheck, type HistoryCheck } from './churn-check.ts';
+import { checkCheckpoints, checkHistory, committedChecksums, committedThroughput, slope, type CheckpointCheck, type HistoryCheck, type Throughput } from './churn-check.ts';
 import { Host, Tail, type SimVolunteer } from './churn-hosts.ts';
 import type { HostReport } from './churn-protocol.ts';
 
@@ -84,6 +84,8 @@ export interface ChurnResult {
   finished: boolean;
   history: HistoryCheck;
   checkpoints: CheckpointCheck;
+  /** Committed images/s from the end of the ramp to the end of the churn (or of the job). */
+  throughput: Throughput;
   evictions: number;
   /** Evictions by who was evicted: a volunteer asked to leave, a killed one, or another (a live peer). */
   evictionsOf: { leaving: number; killed: number; other: number };
@@ -191,7 +193,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
       optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 2 }, evalEvery: 0, checkpointEvery: o.checkpointEvery, keepCheckpoints: 100, seed: o.seed, minPeers: 1,
     },
     // A killed peer's session closes at once; these catch hung ones, and stay well above a step here.
-    timeouts: { stepMs: 20_000, admitMs: 20_000, evalMs: 20_000, silentMs: 10_000 },
+    // silentMs and firstSilentMs are the driver's defaults (silence.ts): honest_evictions says whether they are safe here.
+    timeouts: { stepMs: 20_000, admitMs: 20_000, evalMs: 20_000 },
     // Every simulated peer comes from 127.0.0.1: one address for 50 peers.
     rateLimits: { requests: { perSecond: 5000, burst: 20_000 }, joins: { perSecond: 200, burst: 400 } },
     log: (l) => coordinatorLog.push(`${new Date().toISOString().slice(11, 23)} ${l}`),
@@ -366,13 +369,14 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
 
     const records = await readMetrics(join(jobDir, 'metrics.jsonl'));
     const history = checkHistory(records);
+    const throughput = committedThroughput(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000);
     const checkpoints = await checkCheckpoints(jobDir, fingerprint, committedChecksums(records));
     const churnSamples = samples.filter((s) => s.t >= rampEnd && s.t <= churnSeconds);
     const half = churnSamples.filter((s) => s.t >= (rampEnd + churnSeconds) / 2);
     const k = slope(half.map((s) => [s.t / 60, s.heapMb]));
     const first = samples[0]!;
     return {
-      seconds: now(), churnSeconds, endedBy, finished, history, checkpoints, evictions, evictionsOf, evictionReasons,
+      seconds: now(), churnSeconds, endedBy, finished, history, checkpoints, throughput, evictions, evictionsOf, evictionReasons,
       peers: {
         started: volunteers.length, sessions, leaves, kills, hostKills, maxPresent, exits, errors, hostsSpawned: hosts.length, unexpectedHostExits,
         ignoredLeaves: [...lateAfterLeave], neverEnded: volunteers.filter((v) => !reported.has(v) && v.fate !== 'killed').map((v) => v.name),

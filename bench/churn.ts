@@ -11,6 +11,10 @@
 // weights whose checksum the ring committed for its step; this process's memory (gc, then
 // heapUsed and rss every second): start, max, end (all volunteers gone, coordinator still up)
 // and the slope of heapUsed over the second half of the churn; the driver's tables at the end.
+// Then (unless --no-baseline) the same peers, schedule and job run again WITHOUT churn (no
+// leaves, no kills): `goodput` is the committed images/s with churn over that without (from
+// the ramp's end to the churn's end); `honest_evictions` counts peers evicted that the
+// schedule never made leave or crash (their eviction is a false positive).
 // Writes bench/results/churn.json and churn.svg; progress goes to stderr; the last stdout line
 // is {"bench":"churn","peers":..,"steps":..,"lost_steps":..,...}. Exit code 1 when a step was
 // lost or doubled or a checkpoint is unreadable or does not match.
@@ -33,7 +37,8 @@ const USAGE = `usage: npm run bench -- churn [options]
   --host-size N    volunteers per host process (default 10)
   --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
   --leave-rate P   probability per second of a normal leave (default 0.5)
-  --batch B        global batch (default 100)`;
+  --batch B        global batch (default 100)
+  --no-baseline    skip the run without churn (no goodput then)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -91,6 +96,7 @@ export async function main(args: string[]): Promise<void> {
   const killEvery = a.int('kill-every', CHURN_DEFAULTS.killEverySec, 0);
   const leaveRate = a.num('leave-rate', CHURN_DEFAULTS.leavePerSec, (v) => v >= 0 && v <= 1, 'a probability in [0, 1]');
   const batch = a.int('batch', CHURN_DEFAULTS.batch, 1);
+  const baseline = !a.flag('no-baseline');
   a.rejectUnknown(USAGE);
   if (batch > 1200) throw new ArgError('--batch must be at most 1200 (the churn data set has 1,200 train images)');
 
@@ -100,15 +106,21 @@ export async function main(args: string[]): Promise<void> {
   const workDir = join(cache, 'run');
   await rm(workDir, { recursive: true, force: true });
   log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
-  const r = await runChurn({
-    ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate,
-    finishGraceSec: grace, workDir, data, log,
-  });
+  const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, data, log };
+  const r = await runChurn({ ...options, killEverySec: killEvery, leavePerSec: leaveRate, workDir: join(workDir, 'churn') });
+  let calm: ChurnResult | null = null;
+  if (baseline) {
+    log(`churn: the same peers and schedule without churn (the goodput's baseline)`);
+    calm = await runChurn({ ...options, killEverySec: 0, leavePerSec: 0, workDir: join(workDir, 'baseline') });
+  }
+  const goodput = calm && calm.throughput.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.throughput.imagesPerSec : null;
+  const honestEvictions = r.evictionsOf.other + (calm?.evictionsOf.other ?? 0);
   const h = r.history;
   const c = r.checkpoints;
   const failures = h.lostSteps.length + h.doubledSteps.length + c.unreadable.length + c.mismatches.length + c.wrongModel.length;
   log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, ${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
   log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
+  log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm ? `, ${calm.throughput.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calm.history.finalStep} steps, lost ${calm.history.lostSteps.length}, doubled ${calm.history.doubledSteps.length}, ${calm.evictions} evictions` : ''}; honest evictions ${honestEvictions}`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
@@ -123,6 +135,9 @@ export async function main(args: string[]): Promise<void> {
     setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery },
     definitions: {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
+      goodput: 'committed images/s with churn over committed images/s of the same peers, job and schedule without churn (no leaves, no kills), each from the ramp end to the churn end (or the job end)',
+      honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in both runs (false positives: slow is not dead)',
+      reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
       evictions: "peer-left events whose reason is an eviction (timeout, checksum dissent, blamed by the ring)",
       aborts: 'abort records: a step attempt abandoned because a member left, crashed or was evicted (it runs again)',
@@ -131,8 +146,10 @@ export async function main(args: string[]): Promise<void> {
       heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
     },
+    goodput, honest_evictions: honestEvictions,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
+    baseline: calm ? { ...calm, samples: undefined, coordinatorLog: calm.coordinatorLog.slice(-30) } : null,
   };
   const out = join(here, 'results');
   writeFileEnsuringDir(join(out, 'churn.json'), `${JSON.stringify(result, null, 1)}\n`);
@@ -140,6 +157,8 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: wrote ${join(out, 'churn.json')} and churn.svg (${((performance.now() - t0) / 1000).toFixed(0)} s in all)`);
   const headline = {
     bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
+    goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
+    images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.throughput.imagesPerSec) : null, reused_images: r.throughput.reusedImages,
     evictions: r.evictions, aborts: h.aborts, kills: r.peers.kills, max_ring: h.maxRing,
     unreadable_checkpoints: c.unreadable.length, checkpoint_checksum_mismatches: c.mismatches.length,
     heap_mb_start: r2(r.memory.heapMbStart), heap_mb_max: r2(r.memory.heapMbMax), heap_mb_end: r2(r.memory.heapMbEnd),
@@ -147,5 +166,6 @@ export async function main(args: string[]): Promise<void> {
     finished: r.finished, seconds: Math.round(r.seconds),
   };
   process.stdout.write(`${JSON.stringify(headline)}\n`);
-  if (failures > 0) process.exitCode = 1;
+  const calmFailures = calm ? calm.history.lostSteps.length + calm.history.doubledSteps.length : 0;
+  if (failures + calmFailures > 0) process.exitCode = 1;
 }

@@ -8,14 +8,16 @@
 //   running:        every member reports step s with the same weight checksum -> commit
 //                   (s+1); a member lost, a collective failure, a checksum dissent or a
 //                   timeout -> abort: the survivors form g+1 and the SAME step s runs again
-//                   (peers undo s if they applied it)
+//                   (peers undo s if they applied it); in sync mode each survivor keeps the
+//                   gradient sum of its slice and computes only its share of the lost
+//                   members' ids (slice-rerun.ts); joiners wait for the step's commit
 //   evaluating:     members evaluate their share of the val ids on the weights of s
 //   finishing:      final evaluation, final checkpoint, 'done' to everyone
 //
 // A step's sample ids come from the seeded sampler (src/train/sampler.ts: global or
 // shard-local), so a re-run uses the same samples whatever the ring, and the dead peer's share
-// is recomputed by the others. In sync mode each assignment also carries the peer's slice of
-// the next step (a prefetch hint); when that step starts with the same ring it is assigned
+// is computed by the others (only that share, where they kept their own: slice-rerun.ts). In
+// sync mode each assignment also carries the peer's slice of the next step (a prefetch hint); when that step starts with the same ring it is assigned
 // exactly so (step-plan.ts, affinity.ts). The ring shrinking to nobody loses the steps since the newest checkpoint: the
 // job resumes from it (same samples again) when peers come back.
 import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
@@ -23,9 +25,11 @@ import { addToTally, evalMessages, startTally, tallySummary, type EvalTally } fr
 import type { CoordinatorMessage, Evaluate, LiveEvent, PeerMessage, PeerStepTiming, StepResult } from '../src/client/protocol.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { splitBatch, type JobConfig } from './job.ts';
-import { jobSampler, planStep, type JobSampler, type StepPlan } from './step-plan.ts';
+import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import type { MetricsLog } from './metrics.ts';
+import { silenceLimitMs } from './silence.ts';
+import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 
 export interface DriverTimeouts {
   /** A step (assignment to last result) may take at most max(stepMs, 6 x the recent step time). */
@@ -35,14 +39,17 @@ export interface DriverTimeouts {
   evalMs: number;
   /**
    * A peer whose session sent nothing (heartbeats, every 2 s by default) for this long, or for
-   * 4x the longest gap it has shown, is dropped: a host whose link is cut is noticed in seconds.
+   * 4x the longest gap it has shown, or 2x its longest step's work, is dropped: a host whose
+   * link is cut is noticed in seconds (silence.ts).
    */
   silentMs: number;
+  /** The silence allowed during work nothing has timed yet (its first step, loading, evaluating, uploading). */
+  firstSilentMs: number;
 }
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 30_000 };
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000 };
 
 export interface DriverDeps {
   job: JobConfig;
@@ -83,6 +90,10 @@ interface PeerRec {
   maxGap: number;
   /** Measured images/s of compute (EMA), null until its first step. */
   ips: number | null;
+  /** Its longest step work (computeMs + dataMs) so far, null until its first step: bounds a compute that blocks its heartbeats. */
+  maxWorkMs: number | null;
+  /** Its largest step work per computed image so far (a bigger slice, e.g. after a loss, blocks longer). */
+  workPerImage: number;
   device: string;
   /** Not admitted before this time (its last admission failed for want of a checkpoint). */
   admitAfter: number;
@@ -91,7 +102,9 @@ interface PeerRec {
 type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
-  | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable }
+  | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable;
+      /** Sync steps: each member's slice (slices[rank]) and the step's epoch; null for a round. */
+      slices: number[][] | null; epoch: number }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }
@@ -116,11 +129,15 @@ export class Driver {
   private recentStepMs: number[] = [];
   /** Rounds (syncEvery > 1): the round in flight, kept when it is aborted so survivors reuse their work. */
   private round: RoundPlan | null = null;
+  /** Sync mode: the slices whose gradient sums the members of the last aborted attempt kept (slice-rerun.ts). */
+  private kept: KeptSlices | null = null;
   /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
   private lastAdvance = 1;
   private readonly sampler: JobSampler;
   /** Which shards each peer holds (shard-local sampling): what it was given ids of. */
   private affinity: AffinityState = emptyAffinity();
+  /** The split of the last step assigned (shard-local jobs keep it while speeds only jitter). */
+  private lastSplit: { ring: string[]; images: number[] } | null = null;
   /** The next step's plan as hinted to the ring of `generation`: assigned as is if that ring runs it. */
   private hinted: { generation: number; ring: readonly string[]; plan: StepPlan } | null = null;
   private timer: ReturnType<typeof setInterval> | null = null;
@@ -170,7 +187,7 @@ export class Driver {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, device: '', admitAfter: 0 });
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', admitAfter: 0 });
     this.advance();
   }
 
@@ -213,9 +230,16 @@ export class Driver {
       case 'step-result':
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id) || ph.results.has(id)) return;
         ph.results.set(id, m);
-        if (m.images > 0 && m.timings.computeMs > 0) {
-          const ips = m.images / (m.timings.computeMs / 1000);
-          peer.ips = peer.ips === null ? ips : 0.7 * peer.ips + 0.3 * ips;
+        {
+          // Speed from what it computed now (not the images it reused from a kept sum).
+          const computed = m.images - (m.reused ?? 0);
+          if (computed > 0 && m.timings.computeMs > 0) {
+            const ips = computed / (m.timings.computeMs / 1000);
+            peer.ips = peer.ips === null ? ips : 0.7 * peer.ips + 0.3 * ips;
+          }
+          const work = m.timings.computeMs + (m.timings.dataMs ?? 0);
+          peer.maxWorkMs = Math.max(peer.maxWorkMs ?? 0, work);
+          if (computed > 0) peer.workPerImage = Math.max(peer.workPerImage, work / computed);
         }
         return this.advance();
       case 'collective-failure': {
@@ -294,7 +318,8 @@ export class Driver {
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     // Joiners enter at a round boundary: an aborted round runs again with its survivors first.
-    const roundPending = this.round !== null && this.round.step === this.step && this.ring.length > 0;
+    // Likewise a sync step that lost a member: its survivors finish it with the sums they kept.
+    const roundPending = this.ring.length > 0 && ((this.round !== null && this.round.step === this.step) || this.rerunPlan() !== null);
     if (this.ring.length === 0 || (waiting.length > 0 && !roundPending)) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&
@@ -314,6 +339,7 @@ export class Driver {
     for (const id of joiners) this.peers.get(id)!.state = 'loading';
     if (this.ring.length === 0) {
       this.round = null; // nobody holds the round's work any more
+      this.kept = null;
       const from = this.checkpointStep ?? 0;
       if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.checkpointStep === null ? 'the seed' : `the checkpoint of step ${from}`}`);
       this.step = from;
@@ -349,9 +375,10 @@ export class Driver {
 
   private startStep(): void {
     const B = this.d.job.globalBatch;
-    const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
-    const median = known.length ? known[known.length >> 1]! : 1;
-    const images = splitBatch(B, this.ring.map((id) => this.peers.get(id)?.ips ?? median));
+    // Shard-locally a split that jitters with the measured speeds moves ids (and shards) between members every step.
+    const fresh = splitBatch(B, this.speeds());
+    const images = this.d.job.sampling === 'shard-local' ? steadySplit(this.lastSplit, this.ring, fresh) : fresh;
+    this.lastSplit = { ring: [...this.ring], images };
     // Exact sync steps first when the job asks for a warm-up, then rounds.
     const H = this.innerSteps(this.step);
     const steps = H > 1 ? Math.min(H, this.d.job.totalSteps - this.step) : 1;
@@ -361,7 +388,11 @@ export class Driver {
       this.affinity = r.affinity;
     }
     const round = H > 1 ? this.round : null;
-    const plan = round ? null : this.hintedPlan(this.step) ?? this.plan(this.step, images);
+    // A re-run after a loss: survivors keep their slices and share the lost ones (slice-rerun.ts).
+    const rerun = round ? null : this.rerunPlan();
+    if (rerun) this.logRerun(rerun);
+    const plan = round ? null : rerun ? { step: this.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(this.step) ?? this.plan(this.step, images);
+    this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = this.step + 1;
     const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, images) : null;
@@ -374,6 +405,7 @@ export class Driver {
       kind: 'running', step: this.step, steps: round ? round.steps : 1, generation: this.generation, ring: [...this.ring], results: new Map(),
       // Before any step was timed (the first of a ring, big models) allow four times as long (per inner step of a round).
       started: now, deadline: now + (recent > 0 ? Math.max(this.timeouts.stepMs, 6 * recent) : 4 * this.timeouts.stepMs * (round ? round.steps : 1)),
+      slices: plan ? plan.slices : null, epoch,
     };
     this.phase = ph;
     if (upload) this.uploads.set(this.ring[0]!, this.step);
@@ -385,10 +417,30 @@ export class Driver {
         globalBatch: B, sampleIds: plan ? plan.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
         ...(part ? { round: part } : {}),
         ...(next ? { next: { step: next.step, epoch: next.epoch, sampleIds: next.slices[rank]! } } : {}),
+        ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
       });
       if (!ok) lost.push(id);
     });
     if (lost.length) this.gone(lost, 'its session is closed');
+  }
+
+  /** The re-run of the current step over the current ring, if members of its last attempt kept their sums. */
+  private rerunPlan(): RerunPlan | null {
+    const k = this.kept;
+    if (!k || k.step !== this.step || this.innerSteps(this.step) !== 1) return null;
+    return planRerun(k, this.ring, this.speeds());
+  }
+
+  /** The ring's measured images/s by rank (the median for a peer not timed yet). */
+  private speeds(): number[] {
+    const known = this.ring.map((id) => this.peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
+    const median = known.length ? known[known.length >> 1]! : 1;
+    return this.ring.map((id) => this.peers.get(id)?.ips ?? median);
+  }
+
+  private logRerun(r: RerunPlan): void {
+    const shares = this.ring.map((id, i) => `${id} +${r.extra[i]}`).join(', ');
+    this.d.log(`step ${this.step + 1} runs again in generation ${this.generation}: the survivors keep their slices' sums and compute the ${r.lost.length} lost ids (${shares})`);
   }
 
   /** H: the inner steps of the round starting at `step` (1: an exact sync step). */
@@ -433,15 +485,16 @@ export class Driver {
       // The edge to the successor, as either end saw it: relayed if either saw a relay.
       const next = results[(i + 1) % results.length];
       const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-      return { peerId: r.peerId, images: r.images, computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
+      return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
     });
     this.step = ph.step + ph.steps;
     this.lastAdvance = ph.steps;
     this.round = null;
+    this.kept = null;
     const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
     const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
     const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
-    this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic });
+    this.d.metrics.append({ type: 'step', time: now, step: this.step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(ph.slices) } : {}) });
     this.d.publish({ type: 'step', step: this.step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic });
     this.phase = { kind: 'between' };
     this.advance();
@@ -535,6 +588,8 @@ export class Driver {
     if (members.length === 0) return this.advance();
     this.setRing(this.ring.filter((id) => !members.includes(id)));
     if (ph.kind === 'running') {
+      // Sync mode: every member of the attempt holds (or is computing) its slice's sum: keep track.
+      if (ph.slices && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, ph.slices);
       // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
       this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason });
       this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
@@ -548,14 +603,30 @@ export class Driver {
     this.advance();
   }
 
+  /** Whether `p` does work nothing has timed yet: loading, uploading, evaluating, or its first step. */
+  private unmeasured(p: PeerRec): boolean {
+    const ph = this.phase;
+    return p.state === 'loading' || this.uploads.has(p.id) ||
+      (ph.kind === 'evaluating' && ph.pending.has(p.id)) ||
+      (ph.kind === 'running' && p.maxWorkMs === null && ph.ring.includes(p.id));
+  }
+
+  /** The longest work `p` has shown, scaled up to the slice it computes now where that is bigger. */
+  private expectedWorkMs(p: PeerRec): number | null {
+    const ph = this.phase;
+    const rank = ph.kind === 'running' && ph.slices ? ph.ring.indexOf(p.id) : -1;
+    const slice = rank >= 0 && ph.kind === 'running' && ph.slices ? ph.slices[rank]!.length : 0;
+    return p.maxWorkMs === null ? null : Math.max(p.maxWorkMs, p.workPerImage * slice);
+  }
+
   private tick(): void {
     const now = Date.now();
-    // Silent: no message for silentMs, or for 4x the longest gap this peer has shown (a peer
-    // whose compute blocks its heartbeats for a while gets that much more time).
-    const silent = [...this.peers.values()].filter((p) => now - p.lastSeen > Math.max(this.timeouts.silentMs, 4 * p.maxGap)).map((p) => p.id);
+    // Silent: no message for longer than silence.ts allows this peer (more where its compute
+    // may block its heartbeats).
+    const silent = [...this.peers.values()].filter((p) => now - p.lastSeen > silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: this.expectedWorkMs(p), unmeasured: this.unmeasured(p) }, this.timeouts)).map((p) => p.id);
     if (silent.length) {
       for (const id of silent) this.d.disconnect(id, `silent for over ${Math.round((now - (this.peers.get(id)?.lastSeen ?? now)) / 1000)} s`);
-      this.gone(silent, `no heartbeat for over ${this.timeouts.silentMs} ms (or 4x its longest gap)`);
+      this.gone(silent, `no heartbeat for longer than its silence limit (${this.timeouts.silentMs} ms, or more while it computes)`);
     }
     const ph = this.phase;
     if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {

@@ -60,8 +60,13 @@ export interface StepResult {
   /** Hex digest of the weights after the step: every peer of a ring must report the same. */
   checksum: string;
   timings: StepTimings;
-  /** Images this peer computed (its slice size). */
+  /** Images of this peer's slice (computed now, or `reused` from its kept sum). */
   images: number;
+  /**
+   * Of `images`, how many came from the gradient sum this peer kept from an aborted attempt of
+   * the step (the assignment's `reuse`), not computed in this attempt. Absent: none.
+   */
+  reused?: number;
   /** Its link to ring[rank + 1] (absent in a ring of one, or when the transport cannot tell). */
   link?: LinkKind;
   /** Its link from ring[rank - 1], as seen from this end (the coordinator combines both ends' views). */
@@ -140,7 +145,18 @@ export interface StepAssignment {
    * the next assignment is what counts.
    */
   next?: NextSlice;
+  /**
+   * A re-run of a step whose earlier attempt lost a member (coordinator/slice-rerun.ts): the
+   * first `count` ids of `sampleIds` are exactly this peer's slice of the step in generation
+   * `generation`. A peer that kept that slice's gradient sum (copied before the all-reduce)
+   * adds it and computes only the other ids; one that did not (it joined later, restarted, or
+   * kept another step's, generation's or ids' sum) computes all of `sampleIds`. Either way the
+   * step sums the same samples.
+   */
+  reuse?: SliceReuse;
 }
+/** Which kept gradient sum an assignment lets its peer add (StepAssignment.reuse). */
+export interface SliceReuse { generation: number; count: number }
 export interface NextSlice { step: number; epoch: number; sampleIds: number[] }
 export interface RoundAssignment {
   /** This peer's slice of each inner step's sample ids: ids[k] belongs to global step step + k. */
@@ -192,7 +208,9 @@ export type LiveEvent =
 
 /** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
 export type MetricRecord =
-  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic }
+  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic;
+    /** Digest of the step's committed sample ids (slice-rerun.ts sampleDigest): a re-run commits the same. */
+    samples?: string }
   | { type: 'abort'; time: number; step: number; generation: number; reason: string }
   | ({ type: 'eval'; time: number } & EvalSummary)
   | { type: 'checkpoint'; time: number; step: number }
@@ -217,6 +235,8 @@ export interface PeerStepTiming {
   commMs: number;
   waitMs: number;
   link?: LinkKind;
+  /** Of `images`, those whose gradient the peer kept from an aborted attempt (StepResult.reused). */
+  reused?: number;
   /** How long the peer's step waited for its images (StepTimings.dataMs). */
   dataMs?: number;
   /** The peer's running total of shard bytes downloaded (StepResult.fetchedBytes). */
@@ -344,7 +364,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -355,10 +375,12 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     if (t.has('dataMs')) timings.dataMs = t.num('dataMs', 0, MAX_MS);
     r.problems.push(...t.problems);
   } else r.fail('timings', 'an object {computeMs, commMs, waitMs}');
+  const images = r.int('images', 0, MAX_BATCH);
   return {
     peerId: r.id('peerId'), generation: generation!, step: step!, loss,
     checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
-    timings, images: r.int('images', 0, MAX_BATCH),
+    timings, images,
+    ...(r.has('reused') ? { reused: r.int('reused', 0, images) } : {}),
     ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
     ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
     ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
@@ -463,7 +485,7 @@ function readIceServers(r: FieldReader): IceServer[] {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
@@ -476,6 +498,22 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
   if (r.has('round')) out.round = readRound(r, globalBatch);
   if (r.has('next')) out.next = readNext(r, globalBatch);
+  if (r.has('reuse')) out.reuse = readReuse(r, sampleIds.length);
+  if (out.reuse && out.round) r.problems.push('reuse is for sync steps only, not with a round');
+  return out;
+}
+
+/** Which kept sum a re-run may add: a generation and how many leading ids of sampleIds it covers (1..all). */
+function readReuse(parent: FieldReader, slice: number): SliceReuse {
+  if (!isObj(parent.o.reuse)) {
+    parent.fail('reuse', 'an object {generation, count}');
+    return { generation: 0, count: 0 };
+  }
+  const r = new FieldReader(parent.o.reuse, 'reuse');
+  r.only(['generation', 'count']);
+  if (slice === 0) r.problems.push('reuse needs a non-empty sampleIds');
+  const out = { generation: r.int('generation', 0, U32), count: r.int('count', 1, Math.max(1, slice)) };
+  parent.problems.push(...r.problems);
   return out;
 }
 

@@ -7,6 +7,9 @@
 // coordinator re-runs step s (a peer failed while some of us had already applied s), the
 // backup is restored first. An assignment of a newer generation closes the ring at once, so a
 // collective stuck on a dead peer ends when the coordinator has decided what happens next.
+// A lost peer costs its slice, not the step: before each all-reduce (which sums in place) the
+// peer keeps a copy of its slice's gradient sum, keyed by (step, generation, ids); a re-run
+// whose assignment names that key in `reuse` adds the copy and computes only the extra ids.
 //
 // Data comes ahead of need (src/data/prefetch.ts): an assignment's batch starts loading when it
 // arrives (while the ring forms), and the slice of the next step it announces (`next`, or a
@@ -204,6 +207,25 @@ function innerAhead(a: StepAssignment, plan: RoundAssignment, k: number, count =
   return out;
 }
 
+/** A sync slice's gradient sum as computed before its all-reduce, and the key it may be reused by. */
+interface KeptSum { step: number; generation: number; ids: number[]; grads: Float32Array; lossSum: number }
+
+/**
+ * The kept sum `a` lets this peer add: only when the assignment names it (`reuse`) and it is of
+ * the same step and generation and over exactly the first `reuse.count` ids of the slice.
+ */
+export function usableKept<K extends { step: number; generation: number; ids: readonly number[] }>(kept: K | null, a: Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'>): K | null {
+  const r = a.reuse;
+  if (!kept || !r || kept.step !== a.step || kept.generation !== r.generation || kept.ids.length !== r.count || r.count > a.sampleIds.length) return null;
+  for (let i = 0; i < r.count; i++) if (kept.ids[i] !== a.sampleIds[i]) return null;
+  return kept;
+}
+
+function addInto(sum: Float32Array, x: Float32Array): void {
+  if (sum.length !== x.length) throw new StateError(`a kept gradient sum has ${x.length} floats, the model has ${sum.length}`);
+  for (let i = 0; i < sum.length; i++) sum[i] = sum[i]! + x[i]!;
+}
+
 /** The device a peer reports (shown on the dashboard's ring): backend and device. */
 export function deviceLabel(e: AnyEngine): string {
   return `${e.info.backend}: ${e.info.description}`.slice(0, 200);
@@ -273,6 +295,8 @@ class Session {
   linked = false;
   /** Milliseconds the current step (or round) waited for its batches. */
   private dataMs = 0;
+  /** The gradient sum of this peer's last sync slice, copied before its all-reduce (null: none). */
+  private kept: KeptSum | null = null;
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
     // The coordinator may speak first (load-state at once): listen from the moment the
@@ -479,6 +503,7 @@ class Session {
     }
     this.committed = m.step;
     this.backedUp = null;
+    this.kept = null;
     this.c.rounds?.forget();
     const checksum = weightChecksum(state.w);
     this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
@@ -490,8 +515,8 @@ class Session {
   }
 
   /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */
-  private async upload(step: number): Promise<void> {
-    const file = await this.c.state.toCheckpoint(step, this.ring?.generation ?? 0, { job: this.c.job.job.name, peer: this.peerId });
+  private async upload(step: number, generation = this.ring?.generation ?? 0): Promise<void> {
+    const file = await this.c.state.toCheckpoint(step, generation, { job: this.c.job.job.name, peer: this.peerId });
     try {
       await uploadCheckpoint(this.c.fetchFn, this.c.base, this.peerId, this.accept.signalingToken, step, file);
       if (this.c.p.checkpoints) await this.keep(this.c.p.checkpoints, step, file);
@@ -604,16 +629,33 @@ class Session {
     this.requireStep(a.step, 'train');
     state.backup();
     this.backedUp = a.step;
-    const ring = await this.joinRing(a);
-    if (!ring) return;
-    if (a.uploadCheckpoint) await this.upload(a.step);
-    // Compute: this slice's gradient SUM (the all-reduce adds the other slices).
+    // The ring forms while this peer computes: a slice whose ring never forms (a newer
+    // generation came first) is still computed and kept, for the re-run to add.
+    const forming = this.joinRing(a);
+    // Awaited below; this only keeps a failure from going unhandled while the compute throws.
+    forming.catch(() => undefined);
+    // Before the compute (which updates the BN statistics): the checkpoint holds the state of a.step.
+    if (a.uploadCheckpoint) await this.upload(a.step, a.generation);
+    // Compute: this slice's gradient SUM (the all-reduce adds the other slices); on a re-run,
+    // only the ids beyond the sum this peer kept from the aborted attempt (when it holds it).
     const t0 = performance.now();
     const images = a.sampleIds.length;
-    const { grads, lossSum } = await this.gradient(a.sampleIds, a.epoch, a.seed, a.step, a.next ? [a.next] : []);
-    await this.throttle(performance.now() - t0 - this.dataMs);
+    const reusable = usableKept(this.kept, a);
+    const reused = reusable ? reusable.ids.length : 0;
+    const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
+    if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
+    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)`);
+    const computed = todo.length > 0 || !reusable ? await this.gradient(todo, a.epoch, a.seed, a.step, a.next ? [a.next] : []) : null;
+    const grads = computed ? computed.grads : new Float32Array(reusable!.grads.length);
+    if (reusable) addInto(grads, reusable.grads);
+    const lossSum = (computed?.lossSum ?? 0) + (reusable?.lossSum ?? 0);
+    // Kept before the all-reduce touches `grads`: a re-run without a lost member starts from it.
+    this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds], grads: grads.slice(), lossSum };
+    if (computed) await this.throttle(performance.now() - t0 - this.dataMs);
     const t1 = performance.now();
-    let firstFrame = t1;
+    const ring = await forming;
+    if (!ring) return;
+    let firstFrame = performance.now();
     if (ring.size > 1) {
       this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
       try {
@@ -635,10 +677,10 @@ class Session {
     const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
     // compute excludes the wait for data (dataMs), which prefetch hides when it can.
     const timings = { computeMs: Math.min(MAX_MS, Math.max(0, t1 - t0 - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs, dataMs: Math.min(MAX_MS, this.dataMs) };
-    this.report(a, ring, { loss, checksum, timings, images, sentBytes: allReduceSentBytes(a.rank, grads.length, ring.size) }, 1);
+    this.report(a, ring, { loss, checksum, timings, images, sentBytes: allReduceSentBytes(a.rank, grads.length, ring.size), ...(reused > 0 ? { reused } : {}) }, 1);
   }
 
-  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number }, steps: number): void {
+  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number; reused?: number }, steps: number): void {
     const fetchedBytes = this.c.fetched.bytes;
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();

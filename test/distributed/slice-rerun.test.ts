@@ -1,0 +1,107 @@
+// A lost peer costs its slice, not the step, end to end: 3 real volunteer processes (Dawn
+// WebGPU, node-datachannel WebRTC) and a real coordinator; one is SIGKILLed (a) while it
+// computes its slice of step 3 and (b) inside the all-reduce of step 3. Then:
+//   - every step 1..K is committed exactly once, and step 3 was aborted once;
+//   - the committed step 3 used exactly the sampler's ids of step 3 (as the one-peer run did);
+//   - the survivors did not compute their own slices again: the step-3 record says what each
+//     reused, and what they computed between them is exactly the victim's slice;
+//   - the final weights equal one peer's run of the same job (the equivalence tolerance).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import { sampleDigest } from '../../coordinator/slice-rerun.ts';
+import type { Manifest } from '../../src/data/manifest.ts';
+import { stepSamples } from '../../src/train/sampler.ts';
+import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+
+const K = 8;
+/** The step (1-based) the victim dies in. */
+const S = 3;
+let root: { dir: string; remove(): Promise<void> };
+let data: { dataDir: string; manifest: Manifest };
+const spawned: LocalVolunteer[] = [];
+let single: Float32Array;
+let singleSamples: string | undefined;
+
+beforeAll(async () => {
+  root = await tempRoot('rerun');
+  data = await buildTestData(root.dir);
+  const job = await startTestJob(root.dir, 'single', data, testJob(K));
+  const v = volunteer(job.url, 'solo');
+  spawned.push(v);
+  await job.driver.finished;
+  await job.close();
+  expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  const w = await finalWeights(job.jobDir);
+  expect(w.step).toBe(K);
+  single = w.weights;
+  singleSamples = latestPerStep(await metricsOf(job.jobDir))[S - 1]?.samples;
+});
+
+afterAll(async () => {
+  await stopAll(spawned);
+  await root?.remove();
+});
+
+/** "volunteer: step S computes C of N images (R reused)" lines of step S. */
+const computeLines = (v: LocalVolunteer) => v.lines.map((l) => new RegExp(`step ${S} computes (\\d+) of (\\d+) images \\((\\d+) reused\\)`).exec(l)).filter((m): m is RegExpExecArray => m !== null).map((m) => ({ computed: Number(m[1]), images: Number(m[2]), reused: Number(m[3]) }));
+
+async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolunteer) => void): Promise<void> {
+  const job = await startTestJob(root.dir, name, data, testJob(K, { minPeers: 3 }));
+  const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, `${name}-${n}`));
+  spawned.push(...vs);
+  const victim = vs[2]!;
+  const survivors = [vs[0]!, vs[1]!];
+  await until(() => victim.lines.some((l) => killAt.test(l)), 120_000, `the victim to log ${killAt}`);
+  victim.kill('SIGKILL');
+  await victim.exited;
+  await job.driver.finished;
+  await job.close();
+  for (const v of survivors) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  died(victim);
+
+  const records = await metricsOf(job.jobDir);
+  const steps = records.filter((r) => r.type === 'step');
+  expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
+  for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step} checksums`).toBe(1);
+  expect(records.filter((r) => r.type === 'abort').map((r) => r.step)).toEqual([S]);
+  const rerun = steps[S - 1]!;
+  expect(rerun.ring).toBe(2);
+  // Exactly the step's samples: the sampler's ids (seed 3, B 24, 600 train images), as the one-peer run committed.
+  const want = sampleDigest([stepSamples(3, S - 1, 24, 600).ids]);
+  expect(rerun.samples).toBe(want);
+  expect(singleSamples).toBe(want);
+  // The victim's slice was computed by the survivors, and only that.
+  const victimSlice = computeLines(victim)[0]!;
+  expect(victimSlice.reused).toBe(0);
+  expect(rerun.peers.every((p) => (p.reused ?? 0) > 0), JSON.stringify(rerun.peers)).toBe(true);
+  expect(rerun.peers.reduce((n, p) => n + p.images - (p.reused ?? 0), 0)).toBe(victimSlice.images);
+  expect(rerun.peers.reduce((n, p) => n + p.images, 0)).toBe(24);
+  for (const v of survivors) {
+    const lines = computeLines(v);
+    // Its own slice once (the aborted attempt), then only its share of the victim's.
+    expect(lines.length, v.lines.join('\n')).toBe(2);
+    expect(lines[0]!.reused).toBe(0);
+    expect(lines[1]!.reused).toBe(lines[0]!.images);
+    expect(lines[1]!.computed).toBe(lines[1]!.images - lines[1]!.reused);
+  }
+  const { weights } = await finalWeights(job.jobDir);
+  const diff = relDiff(weights, single);
+  console.log(`${name}: 3 peers, one killed in step ${S}, vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+  expect(diff).toBeLessThan(1e-3);
+}
+
+describe('a lost peer costs its slice, not the step', () => {
+  it('a peer killed while it computes: the survivors add their kept sums to its ids, the step commits with the same samples', async () => {
+    await killedRun('kill-compute', new RegExp(`step ${S} computes`), (victim) => {
+      // It died inside its compute: it never started the all-reduce.
+      expect(victim.lines.some((l) => new RegExp(`step ${S} all-reduce`).test(l)), victim.lines.join('\n')).toBe(false);
+    });
+  });
+
+  it('a peer killed inside the all-reduce: the survivors reuse the copies kept before the all-reduce summed in place', async () => {
+    await killedRun('kill-allreduce', new RegExp(`step ${S} all-reduce`), (victim) => {
+      expect(victim.lines.some((l) => new RegExp(`step ${S} all-reduce`).test(l))).toBe(true);
+    });
+  });
+});
