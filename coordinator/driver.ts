@@ -318,8 +318,11 @@ export class Driver {
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     // Joiners enter at a round boundary: an aborted round runs again with its survivors first.
-    // Likewise a sync step that lost a member: its survivors finish it with the sums they kept.
-    const roundPending = this.ring.length > 0 && ((this.round !== null && this.round.step === this.step) || this.rerunPlan() !== null);
+    // Likewise a sync step that lost a member: its survivors finish it with the sums they kept,
+    // unless the joiners can enter at once (the step's weights are stored or are the seed: no
+    // upload to wait for); then the step runs afresh with them.
+    const rerunPending = this.rerunPlan() !== null && !this.loadable(this.step);
+    const roundPending = this.ring.length > 0 && ((this.round !== null && this.round.step === this.step) || rerunPending);
     if (this.ring.length === 0 || (waiting.length > 0 && !roundPending)) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&

@@ -2,12 +2,22 @@
 // all-gather steps, pipelined per message: the send of (ring step t, segment j) starts as
 // soon as (t-1, j) has arrived, so sends and receives overlap and every link is busy at once.
 // Each chunk's sum is formed once, by its owner, and then copied: all peers end bitwise equal.
+//
+// On each link the sender first sends a PLAN frame (ring size, its rank, gradient length,
+// elements per frame); the receiver checks it against its own before reading any data, so
+// peers that were given different gradients or ring orders fail with an error that says so.
+// Then both ends walk the same frame sequence, linkSchedule(receiver's rank): the sender with
+// its rank + 1, the receiver with its own, so they cannot disagree about which chunk comes
+// next, how many frames it takes, or that an empty chunk takes none.
 
 import { RingError } from './errors.ts';
 import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
-import { chunkRange, ringSteps, segmentCount, segmentRange, sentBytes, type RingStep } from './plan.ts';
+import { chunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
-import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, Phase, writeHeader, type FrameHeader, type WireFormat } from './wire.ts';
+import {
+  BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, PLAN_FRAME_BYTES, Phase, parsePlan, planFrame, writeHeader,
+  type CollectivePlan, type FrameHeader, type WireFormat,
+} from './wire.ts';
 
 /** 64 KiB frames: see bench/allreduce.ts and README numbers (fewer per-message costs, still pipelined). */
 export const DEFAULT_MESSAGE_BYTES = 64 << 10;
@@ -61,14 +71,72 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
   }
 }
 
+/** One ring step on the link into some rank: the chunk that flows, where it lies, in how many frames. */
+export interface LinkStep {
+  phase: Phase;
+  chunk: number;
+  /** [start, end) of the chunk in the flat gradient. */
+  start: number;
+  end: number;
+  /** Data frames of this step: ceil((end - start) / segElems), 0 for an empty chunk. */
+  segments: number;
+}
+
+const mod = (a: number, n: number): number => ((a % n) + n) % n;
+
+/**
+ * The data frames on the link from rank-1 into `rank` in one all-reduce of `length` elements
+ * over a ring of n, ring step by ring step (2n-2 steps). The receiver walks
+ * linkSchedule(rank), the sender linkSchedule(rank + 1): one function, so both ends agree.
+ */
+export function linkSchedule(rank: number, length: number, n: number, segElems: number): LinkStep[] {
+  return ringSteps(mod(rank, n), n).map(({ phase, recvChunk }) => {
+    const [start, end] = chunkRange(recvChunk, length, n);
+    return { phase, chunk: recvChunk, start, end, segments: segmentCount(end - start, segElems) };
+  });
+}
+
+/** [offset, length] of data frame j of a ring step, in elements of the flat gradient. */
+export function frameRange(s: LinkStep, j: number, segElems: number): [number, number] {
+  const off = s.start + j * segElems;
+  return [off, Math.min(segElems, s.end - off)];
+}
+
+const PHASE_NAME: Record<Phase, string> = { [Phase.reduceScatter]: 'reduce-scatter', [Phase.allGather]: 'all-gather' };
+
+/** Where a data frame header falls in a schedule: [ring step, segment], or null if it is no frame of it. */
+export function locateFrame(schedule: readonly LinkStep[], h: Pick<FrameHeader, 'phase' | 'chunk' | 'offset' | 'length'>, segElems: number): [number, number] | null {
+  for (let t = 0; t < schedule.length; t++) {
+    const s = schedule[t];
+    if (s.phase !== h.phase || s.chunk !== h.chunk || h.offset < s.start || (h.offset - s.start) % segElems !== 0) continue;
+    const j = (h.offset - s.start) / segElems;
+    if (j < s.segments && frameRange(s, j, segElems)[1] === h.length) return [t, j];
+  }
+  return null;
+}
+
+/** What differs between the sender's plan and the one this receiver expects of it ('' when none). */
+export function planMismatch(theirs: CollectivePlan, expected: CollectivePlan): string {
+  const diff: string[] = [];
+  if (theirs.length !== expected.length) diff.push(`gradient length ${theirs.length} there, ${expected.length} here`);
+  if (theirs.ringSize !== expected.ringSize) diff.push(`ring size ${theirs.ringSize} there, ${expected.ringSize} here`);
+  if (theirs.rank !== expected.rank) diff.push(`the sender is rank ${theirs.rank} there, rank ${expected.rank} here`);
+  if (theirs.segElems !== expected.segElems) diff.push(`${theirs.segElems} elements per frame there, ${expected.segElems} here`);
+  return diff.join('; ');
+}
+
 class Collective implements CollectiveSink {
   readonly step: number;
   readonly received: Promise<void>;
-  private readonly steps: RingStep[];
+  /** Frames into this peer (from prev) and out of it (to next), per ring step. */
+  private readonly recv: LinkStep[];
+  private readonly send: LinkStep[];
   /** Segments received (and applied) per ring step. */
   private readonly got: Int32Array;
   private recvT = 0;
   private recvJ = 0;
+  /** prev's PLAN frame arrived and matches ours: data frames may be read. */
+  private planned = false;
   private error: RingError | null = null;
   private waiter: (() => void) | null = null;
   private resolveReceived!: () => void;
@@ -85,8 +153,9 @@ class Collective implements CollectiveSink {
     private readonly maxRms = Number.POSITIVE_INFINITY,
   ) {
     this.step = step;
-    this.steps = ringSteps(ring.rank, ring.size);
-    this.got = new Int32Array(this.steps.length);
+    this.recv = linkSchedule(ring.rank, grad.length, ring.size, segElems);
+    this.send = linkSchedule(ring.rank + 1, grad.length, ring.size, segElems);
+    this.got = new Int32Array(this.recv.length);
     this.received = new Promise<void>((res, rej) => {
       this.resolveReceived = res;
       this.rejectReceived = rej;
@@ -96,18 +165,19 @@ class Collective implements CollectiveSink {
     this.skipEmpty();
   }
 
-  private segs(chunk: number): number {
-    const [a, b] = chunkRange(chunk, this.grad.length, this.ring.size);
-    return segmentCount(b - a, this.segElems);
+  /** What this peer sends in its PLAN frame. */
+  private plan(rank: number): CollectivePlan {
+    return { ringSize: this.ring.size, rank, length: this.grad.length, segElems: this.segElems };
   }
 
   /** Moves the receive cursor past ring steps with nothing left to receive. */
   private skipEmpty(): void {
-    while (this.recvT < this.steps.length && this.recvJ >= this.segs(this.steps[this.recvT].recvChunk)) {
+    while (this.recvT < this.recv.length && this.recvJ >= this.recv[this.recvT].segments) {
       this.recvT++;
       this.recvJ = 0;
     }
-    if (this.recvT === this.steps.length) this.resolveReceived();
+    // Complete only once prev's PLAN frame is in: nothing of this step may arrive after we end.
+    if (this.planned && this.recvT === this.recv.length) this.resolveReceived();
   }
 
   data(h: FrameHeader, frame: Uint8Array): void {
@@ -116,24 +186,65 @@ class Collective implements CollectiveSink {
       this.onFirstFrame = undefined;
     }
     const from = this.ring.prev?.remoteId ?? this.ring.selfId;
-    const refuse = (why: string) => new RingError('bad-frame', from, `step ${this.step}: ${why}`, this.ring.selfId);
-    if (this.recvT === this.steps.length) throw refuse('frame after the collective was complete');
-    const st = this.steps[this.recvT];
-    const [off, len] = segmentRange(st.recvChunk, this.recvJ, this.grad.length, this.ring.size, this.segElems);
-    if (h.kind !== FrameKind.data || h.phase !== st.phase || h.chunk !== st.recvChunk || h.offset !== off || h.length !== len || h.dtype !== this.wire) {
-      throw refuse(`expected ${this.wire} phase ${st.phase} chunk ${st.recvChunk} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}`);
+    const refuse = (why: string) => new RingError('bad-frame', from, `generation ${this.ring.generation} step ${this.step}: ${why}`, this.ring.selfId);
+    if (h.kind === FrameKind.plan) return this.checkPlan(h, frame, refuse);
+    if (!this.planned) throw refuse(`a frame came before the sender's PLAN frame (a sender of an older protocol?): ${this.outOfSequence(h)}`);
+    if (this.recvT === this.recv.length) throw refuse(`frame after the collective was complete: ${this.outOfSequence(h)}`);
+    const st = this.recv[this.recvT];
+    const [off, len] = frameRange(st, this.recvJ, this.segElems);
+    if (h.kind !== FrameKind.data || h.phase !== st.phase || h.chunk !== st.chunk || h.offset !== off || h.length !== len || h.dtype !== this.wire) {
+      throw refuse(`frame out of sequence: ${this.outOfSequence(h)}`);
     }
     // A gradient is checked before it is added in: one NaN or Inf from a broken or hostile peer
     // would spread to every weight of every peer. The sender (prev) is blamed.
     const { bad, rms } = this.inspect(frame, len);
-    if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.recvChunk})`);
-    if (rms > this.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} (phase ${st.phase}, chunk ${st.recvChunk}, offset ${off})`);
+    if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.chunk})`);
+    if (rms > this.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} (phase ${st.phase}, chunk ${st.chunk}, offset ${off})`);
     this.apply(st.phase, frame, off, len);
     this.got[this.recvT]++;
     this.recvJ++;
     this.ring.progress();
     this.skipEmpty();
     this.wake();
+  }
+
+  /** prev's PLAN frame: it must describe the same collective as ours, with prev one rank before us. */
+  private checkPlan(h: FrameHeader, frame: Uint8Array, refuse: (why: string) => RingError): void {
+    const theirs = parsePlan(frame);
+    if (!theirs) throw refuse('unreadable PLAN frame');
+    if (this.planned) throw refuse('a second PLAN frame in one collective');
+    const n = this.ring.size;
+    const expected = this.plan(mod(this.ring.rank - 1, n));
+    const diff = [planMismatch(theirs, expected), h.dtype !== this.wire ? `${h.dtype} wire there, ${this.wire} here` : ''].filter((d) => d).join('; ');
+    if (diff) {
+      throw refuse(
+        `the sender's collective is not this peer's (${diff}): it sums ${theirs.length} floats as rank ${theirs.rank} of ${theirs.ringSize}, ` +
+          `this peer ${this.grad.length} floats as rank ${this.ring.rank} of ${n} [${this.ring.ids.join(', ')}]; every peer of a generation must be given ` +
+          'the same gradient length, wire and message size and the same ring order (check the model and the ring assignment)',
+      );
+    }
+    this.planned = true;
+    this.ring.progress();
+    this.skipEmpty();
+  }
+
+  /** A data frame that is not the next one of the schedule, with everything needed to tell why. */
+  private outOfSequence(h: FrameHeader): string {
+    const kind = h.kind === FrameKind.data ? '' : `a frame of kind ${h.kind}, `;
+    const got = `got ${kind}${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}`;
+    const mine = `this peer's schedule: gradient length ${this.grad.length}, rank ${this.ring.rank} of ${this.ring.size}, ${this.segElems} elements per frame`;
+    const at = h.kind === FrameKind.data && h.dtype === this.wire ? locateFrame(this.recv, h, this.segElems) : null;
+    const where = at
+      ? `that is segment ${at[1]} of ring step ${at[0]} of ${mine}`
+      : `that is no frame of ${mine}`;
+    const st = this.recv[this.recvT];
+    if (!st) return `${got}; ${where}`;
+    const [off, len] = frameRange(st, this.recvJ, this.segElems);
+    return (
+      `at ring step ${this.recvT} of ${this.recv.length} (${PHASE_NAME[st.phase]}), segment ${this.recvJ} of ${st.segments} ` +
+      `of chunk ${st.chunk} [${st.start}, ${st.end}) (${this.got[this.recvT]} received), ` +
+      `expected ${this.wire} phase ${st.phase} chunk ${st.chunk} offset ${off} length ${len}, ${got}; ${where}`
+    );
   }
 
   /** Adds (reduce-scatter) or copies (all-gather) the payload into grad[off, off+len). */
@@ -215,16 +326,18 @@ class Collective implements CollectiveSink {
     if (!link) return;
     const high = ring.settings.highWaterBytes;
     const n = ring.size;
-    for (let t = 0; t < this.steps.length; t++) {
-      const st = this.steps[t];
-      const nseg = this.segs(st.sendChunk);
-      for (let j = 0; j < nseg; j++) {
+    if (this.error) throw this.error;
+    ring.sendNext(planFrame(ring, this.step, wire, this.plan(ring.rank)));
+    for (let t = 0; t < this.send.length; t++) {
+      const st = this.send[t];
+      for (let j = 0; j < st.segments; j++) {
+        // Step t sends the chunk received at step t-1 (segment j once it has arrived).
         while (t > 0 && this.got[t - 1] <= j) await this.next();
         while (link.bufferedAmount > high) await this.next();
         if (this.error) throw this.error;
-        const [off, len] = segmentRange(st.sendChunk, j, grad.length, n, segElems);
+        const [off, len] = frameRange(st, j, segElems);
         const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[wire]);
-        writeHeader(frame, { kind: FrameKind.data, phase: st.phase, dtype: wire, job: ring.job, generation: ring.generation, step: this.step, chunk: st.sendChunk, offset: off, length: len });
+        writeHeader(frame, { kind: FrameKind.data, phase: st.phase, dtype: wire, job: ring.job, generation: ring.generation, step: this.step, chunk: st.chunk, offset: off, length: len });
         const src = grad.subarray(off, off + len);
         if (wire === 'f32') {
           new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
@@ -240,8 +353,9 @@ class Collective implements CollectiveSink {
   }
 }
 
-/** Bytes this peer sends in allReduceSum of `length` floats with the default frames (f32 wire unless given). */
+/** Bytes this peer sends in allReduceSum of `length` floats with the default frames (f32 wire unless given), its PLAN frame included. */
 export function allReduceSentBytes(rank: number, length: number, ringSize: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
   const bpe = BYTES_PER_ELEMENT[wire];
-  return sentBytes(rank, length, ringSize, Math.floor((messageBytes - HEADER_BYTES) / bpe), bpe, HEADER_BYTES);
+  const plan = ringSize > 1 ? PLAN_FRAME_BYTES : 0;
+  return plan + sentBytes(rank, length, ringSize, Math.floor((messageBytes - HEADER_BYTES) / bpe), bpe, HEADER_BYTES);
 }

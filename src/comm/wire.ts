@@ -4,7 +4,10 @@
 //   8 u32 job   12 u32 generation   16 u32 step   20 u32 chunk   24 u32 offset   28 u32 length
 //
 // offset/length count elements of the flat gradient (not bytes). Payload elements are
-// little-endian float32, float16 or bfloat16; an ABORT frame's payload is UTF-8 JSON.
+// little-endian float32, float16 or bfloat16; an ABORT frame's payload is UTF-8 JSON; a PLAN
+// frame (the first frame of each collective on a link, see allreduce.ts) carries four u32:
+// ring size, the sender's rank, gradient length (elements), elements per data frame.
+// For ABORT and PLAN frames `length` counts payload bytes.
 // Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
 // read through typed-array views with no byte swapping.
 
@@ -13,7 +16,7 @@ export const HEADER_BYTES = 32;
 /** Largest frame we accept or send: the data-channel limit everywhere is 256 KiB. */
 export const MAX_FRAME_BYTES = 262_144;
 
-export const FrameKind = { data: 1, heartbeat: 2, abort: 3 } as const;
+export const FrameKind = { data: 1, heartbeat: 2, abort: 3, plan: 4 } as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
 
 export const Phase = { reduceScatter: 0, allGather: 1 } as const;
@@ -33,7 +36,7 @@ export interface FrameHeader {
   step: number;
   chunk: number;
   offset: number;
-  /** Elements for data frames, bytes for abort frames, 0 for heartbeats. */
+  /** Elements for data frames, bytes for abort and plan frames, 0 for heartbeats. */
   length: number;
 }
 
@@ -64,7 +67,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
   const kind = v.getUint8(4);
   const phase = v.getUint8(5);
   const dtype = DTYPES[v.getUint8(6)];
-  if (kind !== FrameKind.data && kind !== FrameKind.heartbeat && kind !== FrameKind.abort) return { ok: false, reason: `unknown frame kind ${kind}` };
+  if (kind !== FrameKind.data && kind !== FrameKind.heartbeat && kind !== FrameKind.abort && kind !== FrameKind.plan) return { ok: false, reason: `unknown frame kind ${kind}` };
   if (phase !== Phase.reduceScatter && phase !== Phase.allGather) return { ok: false, reason: `unknown phase ${phase}` };
   if (dtype === undefined) return { ok: false, reason: `unknown dtype ${v.getUint8(6)}` };
   const header: FrameHeader = {
@@ -77,7 +80,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
     length: v.getUint32(28, true),
   };
   const payload = frame.byteLength - HEADER_BYTES;
-  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.abort ? header.length : 0;
+  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.abort || kind === FrameKind.plan ? header.length : 0;
   if (payload < expected) return { ok: false, reason: `truncated frame: payload ${payload} bytes, header says ${expected}` };
   if (payload > expected) return { ok: false, reason: `oversized frame: payload ${payload} bytes, header says ${expected}` };
   return { ok: true, header };
@@ -115,3 +118,33 @@ export function parseAbort(frame: Uint8Array): AbortNotice | null {
   if (typeof peerId !== 'string' || typeof kind !== 'string' || typeof detail !== 'string') return null;
   return { peerId, kind, detail };
 }
+
+/**
+ * The shape of one collective as its sender sees it. Every peer of a ring must agree on it
+ * (apart from rank): a receiver compares it with its own before any data frame is read, so a
+ * disagreement is named for what it is rather than surfacing as an out-of-order chunk.
+ */
+export interface CollectivePlan { ringSize: number; rank: number; length: number; segElems: number }
+
+const PLAN_FIELDS = ['ringSize', 'rank', 'length', 'segElems'] as const;
+const PLAN_BYTES = 4 * PLAN_FIELDS.length;
+
+/** The PLAN frame that opens a collective (`step`, `dtype`) on the link to next. */
+export function planFrame(ids: ControlIds, step: number, dtype: WireFormat, plan: CollectivePlan): Uint8Array {
+  const frame = new Uint8Array(HEADER_BYTES + PLAN_BYTES);
+  writeHeader(frame, { kind: FrameKind.plan, phase: 0, dtype, job: ids.job, generation: ids.generation, step, chunk: 0, offset: 0, length: PLAN_BYTES });
+  const v = new DataView(frame.buffer, frame.byteOffset + HEADER_BYTES, PLAN_BYTES);
+  PLAN_FIELDS.forEach((k, i) => v.setUint32(4 * i, plan[k], true));
+  return frame;
+}
+
+/** The plan a PLAN frame carries, or null when its payload is not one (parseFrame checked its size). */
+export function parsePlan(frame: Uint8Array): CollectivePlan | null {
+  if (frame.byteLength !== HEADER_BYTES + PLAN_BYTES) return null;
+  const v = new DataView(frame.buffer, frame.byteOffset + HEADER_BYTES, PLAN_BYTES);
+  const u = (i: number): number => v.getUint32(4 * i, true);
+  return { ringSize: u(0), rank: u(1), length: u(2), segElems: u(3) };
+}
+
+/** Bytes of a PLAN frame on the wire. */
+export const PLAN_FRAME_BYTES = HEADER_BYTES + PLAN_BYTES;
