@@ -35,6 +35,14 @@ interface Activations<T> {
 
 type Views<T> = Map<number, Map<string, T>>;
 
+/** A backward pass recorded in stages (Model.beginBackward). */
+export interface BackwardPass {
+  /** The highest node whose backward is not recorded yet (0 once the pass is complete). */
+  readonly next: number;
+  /** Records the backward of nodes next, next - 1, ..., node (none when node > next). */
+  runTo(node: number): void;
+}
+
 export class Model<T extends TensorLike = TensorLike> {
   readonly spec: ModelSpec;
   readonly layout: Layout;
@@ -226,11 +234,31 @@ export class Model<T extends TensorLike = TensorLike> {
 
   /** Records the backward pass of the last forward + loss, ADDING into the gradient buffer. */
   backward(): void {
+    this.beginBackward().runTo(1);
+  }
+
+  /**
+   * The backward pass of the last forward + loss, recorded in stages: runTo(i) records the
+   * nodes not yet done down to node i. Node i's parameter gradients are final once it ran
+   * (only node i writes them), and parameters lie in node order (layout.ts), so after
+   * runTo(i) the gradient buffer from node i's first parameter to the end is final. The ops
+   * and their order are those of backward(): the gradients are bitwise the same however the
+   * pass is cut (src/train/overlap.ts reads buckets back between stages).
+   */
+  beginBackward(): BackwardPass {
     const a = this.acts;
     if (!a) throw new VtError('bad-shape', 'backward before forward');
     const written = this.spec.nodes.map(() => false);
     written[written.length - 1] = true; // dlogits, from loss()
-    for (let i = this.spec.nodes.length - 1; i >= 1; i--) this.backwardNode(this.spec.nodes[i]!, i, a, written);
+    let next = this.spec.nodes.length - 1;
+    return {
+      get next() { return next; },
+      runTo: (node: number) => {
+        if (!Number.isInteger(node) || node < 1) throw new VtError('bad-shape', `${this.spec.name}: backward runs down to a node >= 1, got ${node}`);
+        if (this.acts !== a) throw new VtError('bad-shape', `${this.spec.name}: a forward of another batch size ran during this backward`);
+        for (; next >= node; next--) this.backwardNode(this.spec.nodes[next]!, next, a, written);
+      },
+    };
   }
 
   /**

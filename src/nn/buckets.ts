@@ -1,0 +1,56 @@
+// Gradient buckets: the flat gradient buffer cut into contiguous ranges at tensor boundaries,
+// from the END of the buffer backwards, for an all-reduce that starts while backward still runs
+// (as PyTorch DDP does). Parameters lie in node order (layout.ts) and backward walks the nodes
+// in reverse, so the last tensors' gradients are final first: bucket 0 is the tail of the
+// buffer, ready after the fewest backward nodes; the last bucket starts at offset 0.
+//
+// A bucket holds whole tensors and the padding after them, never part of a tensor, so LARS
+// (per tensor) can run on a bucket as soon as its sum has arrived. A tensor larger than the
+// bucket size gets a bucket of its own. The plan is a pure function of (layout, maxBytes):
+// every peer of a ring that holds the same model and setting cuts the same buckets.
+import { VtError } from '../errors.ts';
+import type { Layout, ParamTensor } from './layout.ts';
+
+/** 4 MiB: a few frames' worth of pipelining per bucket, few enough buckets for the ring's per-collective latency. */
+export const DEFAULT_BUCKET_BYTES = 4 << 20;
+
+export interface GradBucket {
+  /** Position in the plan: the order in which buckets are ready and all-reduced. */
+  index: number;
+  /** [start, end) in the flat gradient (elements). */
+  start: number;
+  end: number;
+  /** Backward must have run down to this node (Model.beginBackward().runTo(node)) for the range to be final. */
+  node: number;
+  /** The parameter tensors inside [start, end), in layout order. */
+  params: ParamTensor[];
+}
+
+/** The buckets of a layout, tail first, each at most `maxBytes` unless one tensor is larger. */
+export function bucketPlan(layout: Layout, maxBytes = DEFAULT_BUCKET_BYTES): GradBucket[] {
+  if (!Number.isFinite(maxBytes) || maxBytes < 4) throw new VtError('bad-shape', `bucket size must be at least 4 bytes, got ${maxBytes}`);
+  const maxFloats = Math.floor(maxBytes / 4);
+  // No parameters: one bucket (the zero padding), final once backward is done.
+  if (layout.params.length === 0) return [{ index: 0, start: 0, end: layout.paramFloats, node: 1, params: [] }];
+  const buckets: GradBucket[] = [];
+  let end = layout.paramFloats;
+  let members: ParamTensor[] = [];
+  const close = (start: number): void => {
+    buckets.push({ index: buckets.length, start, end, node: Math.min(...members.map((p) => p.node)), params: members.reverse() });
+    end = start;
+    members = [];
+  };
+  for (let k = layout.params.length - 1; k >= 0; k--) {
+    const p = layout.params[k]!;
+    // Adding p would make the bucket [p.offset, end) too large: close it at the last tensor's start.
+    if (members.length > 0 && end - p.offset > maxFloats) close(members[members.length - 1]!.offset);
+    members.push(p);
+  }
+  close(0);
+  return buckets;
+}
+
+/** The parameter tensors of the given buckets (for an optimiser step over part of the buffer). */
+export function bucketParams(buckets: readonly GradBucket[]): ParamTensor[] {
+  return buckets.flatMap((b) => b.params);
+}

@@ -1,0 +1,116 @@
+// Staged backward (src/train/overlap.ts) against the single-pass one (recordGradients), on
+// every engine: the same gradient bits and loss, bucket by bucket as soon as each is ready;
+// and the bucket plan (src/nn/buckets.ts) tiles the buffer at tensor boundaries, tail first.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AnyEngine, Engine, TensorLike } from '../../src/backend/engine.ts';
+import { bucketPlan, type GradBucket } from '../../src/nn/buckets.ts';
+import type { ModelSpec } from '../../src/nn/graph.ts';
+import { layoutOf } from '../../src/nn/layout.ts';
+import { Model } from '../../src/nn/model.ts';
+import { alexnet, resnet20, resnet50, smallCnn } from '../../src/nn/models.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { stageGradients } from '../../src/train/overlap.ts';
+import { recordGradients } from '../../src/train/step.ts';
+import { bitwiseEqual } from '../comm/helpers.ts';
+import { createEngine } from '../ops/engines.ts';
+import { parseBackends } from '../ops/suite.ts';
+import { tinyNet } from './tiny-net.ts';
+
+function checkPlan(spec: ModelSpec, bytes: number): GradBucket[] {
+  const layout = layoutOf(spec);
+  const plan = bucketPlan(layout, bytes);
+  // Tail first, contiguous, covering [0, paramFloats).
+  expect(plan[0]!.end).toBe(layout.paramFloats);
+  expect(plan[plan.length - 1]!.start).toBe(0);
+  plan.forEach((b, k) => {
+    expect(b.index).toBe(k);
+    if (k > 0) expect(b.end).toBe(plan[k - 1]!.start);
+    // Whole tensors only; over the size only when one tensor is larger on its own.
+    for (const p of b.params) expect(p.offset >= b.start && p.offset + p.length <= b.end).toBe(true);
+    if ((b.end - b.start) * 4 > bytes) expect(b.params.length).toBe(1);
+    expect(b.node).toBe(Math.min(...b.params.map((p) => p.node)));
+    // Ready no earlier than the previous bucket.
+    if (k > 0) expect(b.node).toBeLessThanOrEqual(plan[k - 1]!.node);
+  });
+  expect(plan.flatMap((b) => b.params).length).toBe(layout.params.length);
+  return plan;
+}
+
+describe('bucketPlan', () => {
+  it('cuts ResNet-50 into ~4 MiB buckets at tensor boundaries, tail first', () => {
+    const plan = checkPlan(resnet50(), 4 << 20);
+    expect(plan.length).toBeGreaterThan(15);
+    expect(plan.length).toBeLessThan(40);
+  });
+  it('gives a tensor larger than the size a bucket of its own (AlexNet fc6)', () => {
+    const plan = checkPlan(alexnet(), 4 << 20);
+    expect(plan.some((b) => b.params.length === 1 && (b.end - b.start) * 4 > 4 << 20)).toBe(true);
+  });
+  it('handles tiny sizes (one tensor per bucket) and one bucket for everything', () => {
+    const spec = resnet20();
+    const layout = layoutOf(spec);
+    expect(checkPlan(spec, 4).length).toBe(layout.params.length);
+    expect(checkPlan(spec, 1 << 30).length).toBe(1);
+  });
+});
+
+async function compare<T extends TensorLike>(e: Engine<T>, spec: ModelSpec, batch: number, bucketBytes: number): Promise<void> {
+  const [c, h, w] = spec.input;
+  const rng = makeRng(batch + 5);
+  const x = uniformF32(rng, batch * c * h * w);
+  const labels = Int32Array.from({ length: batch }, (_, i) => (i * 3 + 1) % spec.classes);
+  const run = async (staged: boolean): Promise<{ grads: Float32Array; loss: number; order: number[]; state: Float32Array }> => {
+    const model = new Model(e, spec, { seed: 5 });
+    const tx = e.upload(x, [batch, c, h, w]);
+    e.write(model.labelsTensor(batch), labels);
+    try {
+      if (!staged) {
+        const total = recordGradients(model, tx, 99, 0.1);
+        e.flush();
+        return { grads: await e.readF32(model.grads), loss: (await e.readF32(total))[0]!, order: [], state: await e.readF32(model.state) };
+      }
+      const buckets = bucketPlan(model.layout, bucketBytes);
+      expect(buckets.length).toBeGreaterThan(2);
+      const s = stageGradients(model, tx, { stepSeed: 99, labelSmoothing: 0.1, buckets });
+      const order: number[] = [];
+      const snapshots = await Promise.all(buckets.map(async (b, k) => {
+        await s.ready(k);
+        order.push(k);
+        return s.grads.slice(b.start, b.end); // what an all-reduce would send at that moment
+      }));
+      const r = await s.done;
+      // Each bucket held its final bits when it was announced ready.
+      buckets.forEach((b, k) => expect(bitwiseEqual(snapshots[k]!, s.grads.subarray(b.start, b.end))).toBe(true));
+      return { grads: s.grads, loss: r.lossSum, order, state: await e.readF32(model.state) };
+    } finally {
+      e.release(tx);
+      model.destroy();
+    }
+  };
+  const whole = await run(false);
+  const staged = await run(true);
+  expect(staged.order).toEqual([...staged.order].sort((a, b) => a - b));
+  expect(staged.loss).toBe(whole.loss);
+  expect(bitwiseEqual(staged.state, whole.state)).toBe(true);
+  const same = bitwiseEqual(staged.grads, whole.grads);
+  if (!same) {
+    const i = staged.grads.findIndex((v, j) => !Object.is(v, whole.grads[j]));
+    throw new Error(`${spec.name} on ${e.info.backend}: staged gradient differs from the single pass at element ${i}: ${staged.grads[i]} vs ${whole.grads[i]}`);
+  }
+  expect(whole.grads.some((v) => v !== 0)).toBe(true);
+}
+
+for (const backend of parseBackends(process.env.VT_OP_BACKENDS)) {
+  describe(`staged backward = single pass, bitwise (${backend})`, () => {
+    let engine: AnyEngine | undefined;
+    beforeAll(async () => { engine = await createEngine(backend); });
+    afterAll(() => engine?.destroy());
+    const on = (): AnyEngine => {
+      if (!engine) throw new Error(`no ${backend} engine`);
+      return engine;
+    };
+    it('tiny net with every layer kind (dropout, BN, residual), one tensor per bucket', () => compare(on(), tinyNet(), 3, 4));
+    it('small CNN on 3x16x16, batch 4, 16 KiB buckets', () => compare(on(), smallCnn([3, 16, 16], 10), 4, 16 << 10));
+    it('ResNet-20 on 3x16x16, batch 2, 64 KiB buckets', () => compare(on(), resnet20([3, 16, 16], 10), 2, 64 << 10));
+  });
+}
