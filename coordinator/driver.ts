@@ -30,6 +30,8 @@ import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds
 import type { MetricsLog } from './metrics.ts';
 import { silenceLimitMs } from './silence.ts';
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
+import { observeLinks, planGeneration, type LinkObservation } from './two-level.ts';
+import type { Topology } from '../src/comm/topology.ts';
 
 export interface DriverTimeouts {
   /** A step (assignment to last result) may take at most max(stepMs, 6 x the recent step time). */
@@ -95,6 +97,8 @@ interface PeerRec {
   /** Its largest step work per computed image so far (a bigger slice, e.g. after a loss, blocks longer). */
   workPerImage: number;
   device: string;
+  /** What its step results showed of its ring links (the two-level plan: two-level.ts). */
+  links: LinkObservation;
   /** Not admitted before this time (its last admission failed for want of a checkpoint). */
   admitAfter: number;
 }
@@ -113,11 +117,13 @@ type Phase =
 /** connect-failed reports of a running ring (blame.ts), decided at `decideAt` or when every member reported. */
 interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
 
-export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[] }
+export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null }
 
 export class Driver {
   private readonly peers = new Map<string, PeerRec>();
   private ring: string[] = [];
+  /** The generation's two-level plan (its groups, in order, are `ring`), or null: a flat ring. */
+  private topology: Topology | null = null;
   private generation: number;
   private step: number;
   private checkpointStep: number | null;
@@ -160,7 +166,7 @@ export class Driver {
   }
 
   status(): DriverStatus {
-    return { step: this.step, generation: this.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring] };
+    return { step: this.step, generation: this.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.topology };
   }
 
   /** Holds the job at the next step boundary (peers stay connected and idle). */
@@ -187,7 +193,7 @@ export class Driver {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', admitAfter: 0 });
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0 });
     this.advance();
   }
 
@@ -240,6 +246,7 @@ export class Driver {
           const work = m.timings.computeMs + (m.timings.dataMs ?? 0);
           peer.maxWorkMs = Math.max(peer.maxWorkMs ?? 0, work);
           if (computed > 0) peer.workPerImage = Math.max(peer.workPerImage, work / computed);
+          peer.links = observeLinks(peer.links, m);
         }
         return this.advance();
       case 'collective-failure': {
@@ -421,6 +428,7 @@ export class Driver {
         ...(part ? { round: part } : {}),
         ...(next ? { next: { step: next.step, epoch: next.epoch, sampleIds: next.slices[rank]! } } : {}),
         ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
+        ...(this.topology ? { topology: this.topology } : {}),
       });
       if (!ok) lost.push(id);
     });
@@ -550,6 +558,10 @@ export class Driver {
   private setRing(ring: string[]): void {
     const same = ring.length === this.ring.length && ring.every((id, i) => id === this.ring[i]);
     if (same) return;
+    // From the job's twoLevelFrom peers on: groups by measured links, and the ring in their order.
+    const plan = planGeneration(ring, (id) => this.peers.get(id)?.links, this.d.job.twoLevelFrom);
+    ring = plan.ring;
+    this.topology = plan.topology;
     this.ring = ring;
     this.generation++;
     const peers = ring.map((id) => ({ id, name: this.peers.get(id)?.name ?? null, device: this.peers.get(id)?.device ?? '' }));

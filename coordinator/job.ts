@@ -9,6 +9,7 @@ import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { OUTER_DEFAULTS, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
 import { FieldReader, MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
+import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 
 // Listed here rather than imported from ./data/cli.ts, which would load the shard builders
 // (sharp) into every process that only reads a job; job.test.ts checks the lists agree.
@@ -54,6 +55,11 @@ export interface JobConfig {
   sampling: JobSampling;
   /** Shard-local sampling: shards per block (ignored by 'global'). */
   shuffleWindow: number;
+  /**
+   * A generation of this many peers or more all-reduces in two levels (groups, then columns:
+   * coordinator/two-level.ts); 0: never. Default DEFAULT_TWO_LEVEL_FROM (16).
+   */
+  twoLevelFrom: number;
 }
 
 export const JOB_SAMPLINGS = ['global', 'shard-local'] as const;
@@ -70,7 +76,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -109,6 +115,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     outer: readOuter(r),
     labelSmoothing: r.has('labelSmoothing') ? r.num('labelSmoothing', 0, MAX_LABEL_SMOOTHING) : 0,
     ...readSampling(r),
+    twoLevelFrom: r.has('twoLevelFrom') ? r.int('twoLevelFrom', 0, MAX_RING) : DEFAULT_TWO_LEVEL_FROM,
   };
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);

@@ -15,6 +15,7 @@ import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
 import { MAX_LABEL_SMOOTHING } from './job.ts';
+import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 import { randomBytes } from 'node:crypto';
 import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
 import { availableParallelism } from 'node:os';
@@ -70,6 +71,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --threads N                 wasm threads per local volunteer (default: the cores, up to 4,
                               with one volunteer; 1 with several)
   --min-peers N               the first ring waits for N peers (default 1)
+  --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
+                              sqrt(N) by measured links, then across the groups (default 16; 0: never)
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab:
                               prints every LAN address as a join URL)
   --turn                      start a TURN relay (Debian's coturn) for peers that cannot reach each
@@ -125,6 +128,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const backend = a.oneOf('backend', BACKEND_PREFERENCES, 'auto');
   const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
+  const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
   const isPrivate = a.flag('private');
@@ -167,6 +171,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
+    ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);

@@ -25,7 +25,7 @@ import { createSessionServer } from './sessions.ts';
 import { valSampleReader } from './val-samples.ts';
 import { exportOnnx } from '../src/export/to-onnx.ts';
 import { exportMetadata } from '../src/export/job.ts';
-import { ringNeighbours } from './signaling.ts';
+import { generationNeighbours } from './signaling.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
 
 export const JOB_FILE = 'job.json';
@@ -230,9 +230,13 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       });
       return { fileName: `${job.name}-step-${c.step}.onnx`, chunks };
     },
-    // WebRTC set-up only between neighbours of the current ring. The driver sets the ring of a
-    // new generation before it sends the assignments, so peers never dial before this allows it.
-    mayConnect: (from, to) => ringNeighbours(driver.status().ring, from, to),
+    // WebRTC set-up only between neighbours in a ring of the current generation (the flat ring,
+    // or a two-level plan's group and column rings). The driver sets them for a new generation
+    // before it sends the assignments, so peers never dial before this allows it.
+    mayConnect: (from, to) => {
+      const { ring, topology } = driver.status();
+      return generationNeighbours(ring, topology, from, to);
+    },
     admin: {
       token: adminToken,
       pause: () => { driver.pause(); log('admin: the job pauses at the next step boundary'); },

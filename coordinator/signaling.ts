@@ -6,12 +6,12 @@
 // - Peer ids are issued by the caller (issue()), never chosen by peers: an upgrade whose
 //   (id, token) was not issued is refused with HTTP 403, and GET .../id is disabled.
 // - With `mayConnect`, the messages that set up a WebRTC connection (OFFER, ANSWER, CANDIDATE)
-//   are relayed only between two peers it allows (the coordinator: neighbours in the current
-//   ring generation). No data channel opens without them, so a stranger to the ring can never
-//   open one to a member: refused here, before any data exists. A refused OFFER is answered
-//   with EXPIRE (the dialer's PeerJS reports 'peer-unavailable'); candidates and answers are
-//   dropped. Clients never send other relayed types (LEAVE, EXPIRE come from the server), so
-//   those are dropped too, as is anything that is not JSON.
+//   are relayed only between two peers it allows (the coordinator: neighbours in a ring of the
+//   current generation, generationNeighbours). No data channel opens without them, so a stranger
+//   to the ring can never open one to a member: refused here, before any data exists. A refused
+//   OFFER is answered with EXPIRE (the dialer's PeerJS reports 'peer-unavailable'); candidates
+//   and answers are dropped. Clients never send other relayed types (LEAVE, EXPIRE come from the
+//   server), so those are dropped too, as is anything that is not JSON.
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Duplex } from 'node:stream';
@@ -19,6 +19,7 @@ import express from 'express';
 import { ExpressPeerServer } from 'peer';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { refuseSocket, requestUrl } from './http.ts';
+import { roleOf, type Topology } from '../src/comm/topology.ts';
 
 export interface SignalingOptions {
   /** URL path prefix, e.g. '/signal'; clients use the same `path`. */
@@ -40,6 +41,17 @@ export function ringNeighbours(ring: readonly string[], a: string, b: string): b
   if (i < 0 || j < 0 || i === j) return false;
   const d = (j - i + ring.length) % ring.length;
   return d === 1 || d === ring.length - 1;
+}
+
+/**
+ * Whether a and b share a ring of the generation: neighbours in `ring`, or, for a two-level
+ * generation, in a group ring or a column ring of `topology` (its flat order is not a ring then).
+ */
+export function generationNeighbours(ring: readonly string[], topology: Topology | null, a: string, b: string): boolean {
+  if (!topology) return ringNeighbours(ring, a, b);
+  if (!ring.includes(a) || !ring.includes(b)) return false;
+  const role = roleOf(topology, a);
+  return ringNeighbours(role.groupIds, a, b) || (role.columnIds !== null && ringNeighbours(role.columnIds, a, b));
 }
 
 /** The PeerJS messages that set up a WebRTC connection; `dst` is the other peer. */

@@ -13,6 +13,8 @@
 // Peer <-> peer ring frames are binary and live in src/comm/wire.ts.
 import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { RingErrorKind } from '../comm/errors.ts';
+import type { Topology } from '../comm/topology.ts';
+import { readTopology } from './protocol-topology.ts';
 
 export const PROTOCOL_VERSION = 1;
 /**
@@ -154,6 +156,12 @@ export interface StepAssignment {
    * step sums the same samples.
    */
   reuse?: SliceReuse;
+  /**
+   * A two-level generation (coordinator/two-level.ts): the ring cut into groups (`ring` is the
+   * groups one after the other) and the shard owners' columns; the peer forms its group ring and
+   * its column ring and sums with allReduceTwoLevel (src/comm/hierarchical.ts). Absent: the flat ring.
+   */
+  topology?: Topology;
 }
 /** Which kept gradient sum an assignment lets its peer add (StepAssignment.reuse). */
 export interface SliceReuse { generation: number; count: number }
@@ -485,7 +493,7 @@ function readIceServers(r: FieldReader): IceServer[] {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'topology']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
@@ -500,6 +508,11 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('next')) out.next = readNext(r, globalBatch);
   if (r.has('reuse')) out.reuse = readReuse(r, sampleIds.length);
   if (out.reuse && out.round) r.problems.push('reuse is for sync steps only, not with a round');
+  if (r.has('topology')) {
+    const t = readTopology(r.o.topology, ring);
+    if (t.ok) out.topology = t.value;
+    else r.problems.push(t.problem);
+  }
   return out;
 }
 

@@ -14,11 +14,11 @@
 // Data comes ahead of need (src/data/prefetch.ts): an assignment's batch starts loading when it
 // arrives (while the ring forms), and the slice of the next step it announces (`next`, or a
 // round's next inner step) loads while this one computes and all-reduces.
-import type { Ring } from '../comm/ring.ts';
+import { formStepRings, type StepRings } from './step-rings.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import { MAX_UNREACHABLE, reportIce, unreachableError } from './reachability.ts';
 import { relayHostsOf } from '../comm/route.ts';
-import { allReduceSentBytes, allReduceSum, isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
+import { isRingError, openEndpoint, type PeerCtor, type PeerEndpoint } from '../comm/index.ts';
 import { RoundState } from './rounds.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
@@ -276,7 +276,7 @@ class Session {
   committed: number | null = null;
   /** The step the GPU backup was taken before. */
   private backedUp: number | null = null;
-  private ring: Ring | null = null;
+  private ring: StepRings | null = null;
   /** Set while a ring is being formed: gives up on it (a newer assignment came). */
   private supersede: (() => void) | null = null;
   private readonly queue: CoordinatorMessage[] = [];
@@ -442,8 +442,8 @@ class Session {
   }
 
   /** Forms the assignment's ring, or gives up (null) when a newer assignment arrives first. */
-  private async formRing(a: StepAssignment): Promise<Ring | null> {
-    const formed = this.endpoint.formRing({ ids: a.ring, job: a.job, generation: a.generation, settings: { deadAfterMs: this.c.o.deadAfterMs ?? 120_000, stallTimeoutMs: 120_000 } });
+  private async formRing(a: StepAssignment): Promise<StepRings | null> {
+    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.c.o.deadAfterMs ?? 120_000, stallTimeoutMs: 120_000 });
     const superseded = new Promise<null>((resolve) => { this.supersede = () => resolve(null); });
     try {
       const ring = await Promise.race([formed, superseded]);
@@ -551,9 +551,9 @@ class Session {
   }
 
   /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
-  private async joinRing(a: StepAssignment): Promise<Ring | null> {
+  private async joinRing(a: StepAssignment): Promise<StepRings | null> {
     if (this.ring) return this.ring;
-    let ring: Ring | null;
+    let ring: StepRings | null;
     try {
       ring = await this.formRing(a);
     } catch (e) {
@@ -657,9 +657,9 @@ class Session {
     if (!ring) return;
     let firstFrame = performance.now();
     if (ring.size > 1) {
-      this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.size} peers`);
+      this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.shape}`);
       try {
-        await allReduceSum(grads, { ring, step: a.step, maxRms: this.gradientBound(grads, images, a.globalBatch), onFirstFrame: () => { firstFrame = performance.now(); } });
+        await ring.allReduce(grads, { step: a.step, maxRms: this.gradientBound(grads, images, a.globalBatch), onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
@@ -677,10 +677,10 @@ class Session {
     const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
     // compute excludes the wait for data (dataMs), which prefetch hides when it can.
     const timings = { computeMs: Math.min(MAX_MS, Math.max(0, t1 - t0 - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs, dataMs: Math.min(MAX_MS, this.dataMs) };
-    this.report(a, ring, { loss, checksum, timings, images, sentBytes: allReduceSentBytes(a.rank, grads.length, ring.size), ...(reused > 0 ? { reused } : {}) }, 1);
+    this.report(a, ring, { loss, checksum, timings, images, sentBytes: ring.sentBytes(grads.length), ...(reused > 0 ? { reused } : {}) }, 1);
   }
 
-  private report(a: StepAssignment, ring: Ring, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number; reused?: number }, steps: number): void {
+  private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number; reused?: number }, steps: number): void {
     const fetchedBytes = this.c.fetched.bytes;
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
@@ -710,9 +710,9 @@ class Session {
     let firstFrame = t1;
     const sum = work.change.slice();
     if (ring.size > 1) {
-      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.size} peers`);
+      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.shape}`);
       try {
-        await allReduceSum(sum, { ring, step: a.step, maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
+        await ring.allReduce(sum, { step: a.step, maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
@@ -724,7 +724,7 @@ class Session {
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs) };
     const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
-    this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: allReduceSentBytes(a.rank, sum.length, ring.size) }, plan.ids.length);
+    this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length) }, plan.ids.length);
   }
 
   /**

@@ -46,6 +46,8 @@ export interface ChainInit {
   wire: WireFormat;
   segElems: number;
   maxRms: number;
+  /** Called when the first data frame arrives (the time before it is spent waiting). */
+  onFirstFrame?: () => void;
 }
 
 /**
@@ -69,6 +71,7 @@ class ChainCollective implements CollectiveSink {
   private readonly got: Int32Array;
   private recvT = 0;
   private recvJ = 0;
+  private firstFrame: (() => void) | undefined;
   private error: RingError | null = null;
   private waiter: (() => void) | null = null;
   private resolveReceived!: () => void;
@@ -76,6 +79,7 @@ class ChainCollective implements CollectiveSink {
 
   constructor(private readonly o: ChainInit) {
     this.step = o.ringStep;
+    this.firstFrame = o.onFirstFrame;
     this.steps = o.ring.size > 1 ? chainSteps(o.phase, o.ring.rank, o.ring.size, o.shards) : [];
     this.got = new Int32Array(this.steps.length);
     this.received = new Promise<void>((res, rej) => {
@@ -113,6 +117,9 @@ class ChainCollective implements CollectiveSink {
 
   data(h: FrameHeader, frame: Uint8Array): void {
     const { ring, wire, phase, grad } = this.o;
+    const first = this.firstFrame;
+    this.firstFrame = undefined;
+    first?.();
     const from = ring.prev?.remoteId ?? ring.selfId;
     const refuse = (why: string) => new RingError('bad-frame', from, `group ring step ${this.step}: ${why}`, ring.selfId);
     if (this.recvT === this.steps.length) throw refuse('frame after the phase was complete');

@@ -19,9 +19,10 @@
 // the other too, and the abort travels through both rings' neighbours: every peer of the whole
 // topology ends with a RingError that blames the same peer, as with the flat ring.
 
-import { allReduceSum, DEFAULT_MESSAGE_BYTES } from './allreduce.ts';
+import { allReduceSentBytes, allReduceSum, DEFAULT_MESSAGE_BYTES } from './allreduce.ts';
 import { RingError } from './errors.ts';
-import { runChain, shardRange } from './group-chain.ts';
+import { chainSteps, runChain, shardRange } from './group-chain.ts';
+import { segmentCount } from './plan.ts';
 import type { Ring } from './ring.ts';
 import { checkTopology, roleOf, type Topology, type TwoLevelRole } from './topology.ts';
 import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from './wire.ts';
@@ -93,6 +94,8 @@ export interface TwoLevelOptions {
   keepInput?: boolean;
   /** Bound on the RMS of any received segment (see AllReduceOptions.maxRms). */
   maxRms?: number;
+  /** Called once, when the first data frame of any phase arrives (the time before it is waiting). */
+  onFirstFrame?: () => void;
 }
 
 const U32_MAX = 0xffffffff;
@@ -120,14 +123,20 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
   const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
   const shards = topology.shards;
   const backup = opts.keepInput ? grad.slice() : null;
-  const chain = { grad, ring: group, shards, wire, segElems, maxRms };
+  let first = opts.onFirstFrame;
+  const onFirstFrame = (): void => {
+    const f = first;
+    first = undefined;
+    f?.();
+  };
+  const chain = { grad, ring: group, shards, wire, segElems, maxRms, onFirstFrame };
   let started = false;
   try {
     await runChain({ ...chain, ringStep: 2 * step, phase: Phase.reduceScatter });
     started = true;
     if (column && role.shard !== null) {
       const [a, b] = shardRange(role.shard, grad.length, shards);
-      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms });
+      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame });
     }
     await runChain({ ...chain, ringStep: 2 * step + 1, phase: Phase.allGather });
     return grad;
@@ -137,4 +146,28 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
     if (e instanceof RingError && started && !rings.error) group.fail(e);
     throw e;
   }
+}
+
+/**
+ * Bytes `selfId` sends in one allReduceTwoLevel of `length` floats: its group ring's
+ * reduce-scatter and all-gather (the shards it passes on, each frame with its header) and, when
+ * it owns a shard, the flat all-reduce of that shard over its column.
+ */
+export function twoLevelSentBytes(t: Topology, selfId: string, length: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
+  const role = roleOf(t, selfId);
+  const bpe = BYTES_PER_ELEMENT[wire];
+  const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
+  let bytes = 0;
+  for (const phase of [Phase.reduceScatter, Phase.allGather]) {
+    for (const { send } of chainSteps(phase, role.groupRank, role.groupIds.length, t.shards)) {
+      if (send === null) continue;
+      const [a, b] = shardRange(send, length, t.shards);
+      bytes += (b - a) * bpe + segmentCount(b - a, segElems) * HEADER_BYTES;
+    }
+  }
+  if (role.columnIds && role.shard !== null) {
+    const [a, b] = shardRange(role.shard, length, t.shards);
+    bytes += allReduceSentBytes(role.columnIds.indexOf(selfId), b - a, role.columnIds.length, wire, messageBytes);
+  }
+  return bytes;
 }

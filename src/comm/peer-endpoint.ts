@@ -1,8 +1,10 @@
 // This peer's presence on the PeerJS signaling server, and the forming of ring links: one
 // DataConnection opened to next, one accepted from prev, both tagged with (job, generation).
 // Connections from anyone else, or for an older generation, are refused (closed). Each job has
-// at most one formation running (link-formation.ts): a newer generation's ends the older one's
-// at once, so nothing of an abandoned generation (dials, timers, error routing) outlives it.
+// at most one formation running per ring tag (link-formation.ts): a newer generation's ends the
+// older ones' at once, so nothing of an abandoned generation (dials, timers, error routing)
+// outlives it. The tag keeps two rings of one generation apart (a two-level all-reduce's group
+// ring and column ring: src/client/step-rings.ts); the flat ring has none ('').
 
 import { RingError } from './errors.ts';
 import { LinkFormation } from './link-formation.ts';
@@ -67,13 +69,19 @@ export interface RingMetadata {
   job: number;
   generation: number;
   from: string;
+  /** Which ring of the generation (FormRingOptions.tag); absent: the flat ring. */
+  tag?: string;
 }
+
+/** A ring tag: a short plain token (it goes into keys joined by '/'). */
+const TAG = /^[a-z0-9-]{1,16}$/;
 
 function ringMetadata(x: unknown): RingMetadata | null {
   if (typeof x !== 'object' || x === null) return null;
   const m = x as Record<string, unknown>;
   if (m.vt !== 'ring' || typeof m.job !== 'number' || typeof m.generation !== 'number' || typeof m.from !== 'string') return null;
-  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from };
+  if (m.tag !== undefined && (typeof m.tag !== 'string' || !TAG.test(m.tag))) return null;
+  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from, ...(m.tag ? { tag: m.tag } : {}) };
 }
 
 export interface EndpointOptions {
@@ -125,16 +133,21 @@ export interface FormRingOptions {
   settings?: Partial<RingSettings>;
   /** Both links must be open within this time, or the ring fails 'connect-failed'. */
   connectTimeoutMs?: number;
+  /**
+   * Which ring of the generation this is, when a peer takes part in two (a two-level
+   * all-reduce: 'group' and 'column'); each forms apart. Default: none (the flat ring).
+   */
+  tag?: string;
 }
 
 const MAX_PENDING = 16;
 
 export class PeerEndpoint {
   readonly id: string;
-  /** Incoming links that arrived before formRing asked for them, by `job/generation/from`. */
+  /** Incoming links that arrived before formRing asked for them, by `job/generation/tag/from`. */
   private readonly pending = new Map<string, PeerJsLink>();
-  /** The formation running per job (one at a time: the newest generation's). */
-  private readonly forming = new Map<number, LinkFormation>();
+  /** The formation running per `job/tag` (one at a time: the newest generation's). */
+  private readonly forming = new Map<string, LinkFormation>();
   /** Newest generation formed per job: connections for older ones are refused. */
   private readonly newest = new Map<number, number>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
@@ -156,8 +169,9 @@ export class PeerEndpoint {
       conn.close();
       return;
     }
-    const key = `${meta.job}/${meta.generation}/${meta.from}`;
-    const f = this.forming.get(meta.job);
+    const tag = meta.tag ?? '';
+    const key = `${meta.job}/${meta.generation}/${tag}/${meta.from}`;
+    const f = this.forming.get(`${meta.job}/${tag}`);
     if (f && f.generation === meta.generation && f.prevId === meta.from) {
       // Taken while forming, refused (closed unread) once its links were handed over.
       f.offer(new PeerJsLink(conn));
@@ -199,11 +213,14 @@ export class PeerEndpoint {
 
   /**
    * The two open links of this peer's place in the ring (formRing, and benchmarks of raw links).
-   * A newer generation of the same job ends this call with a 'closed' RingError (blaming nobody);
-   * so does a generation older than one already formed here.
+   * A newer generation of the same job ends this call with a 'closed' RingError (blaming nobody),
+   * as does another call for the same generation and tag; so does a generation older than one
+   * already formed here.
    */
   async connectLinks(o: FormRingOptions): Promise<{ next: PeerJsLink; prev: PeerJsLink }> {
     const { ids, job, generation } = o;
+    const tag = o.tag ?? '';
+    if (tag !== '' && !TAG.test(tag)) throw new RingError('bad-input', this.id, `ring tag ${JSON.stringify(tag)} must be 1..16 characters [a-z0-9-]`);
     const rank = ids.indexOf(this.id);
     if (rank < 0 || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
     const newest = this.newest.get(job) ?? 0;
@@ -211,31 +228,36 @@ export class PeerEndpoint {
       throw new RingError('closed', this.id, `generation ${generation} of job ${job} is older than generation ${newest}, already formed here: it was abandoned`, this.id);
     }
     this.newest.set(job, generation);
-    const running = this.forming.get(job);
-    running?.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
+    const fkey = `${job}/${tag}`;
+    // Older generations' formations (every tag) and this tag's own are over.
+    for (const [k, running] of this.forming) {
+      if (running.job === job && (running.generation < generation || k === fkey)) running.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
+    }
     const nextId = ids[(rank + 1) % ids.length];
     const prevId = ids[(rank - 1 + ids.length) % ids.length];
-    const key = `${job}/${generation}/${prevId}`;
-    // Refuse strangers and older generations now that we know the ring.
+    const key = `${job}/${generation}/${tag}/${prevId}`;
+    // Refuse strangers and older generations now that we know the ring (another tag of this
+    // generation keeps its early arrivals: its formation may start in the same tick).
     for (const [k, link] of this.pending) {
       if (k === key) continue;
-      const [j, g] = k.split('/').map(Number);
-      if (j === job && g <= generation) { link.close(); this.pending.delete(k); }
+      const [j, g, t] = k.split('/');
+      if (Number(j) === job && (Number(g) < generation || (Number(g) === generation && t === tag))) { link.close(); this.pending.delete(k); }
     }
     const dial = (): PeerJsLink => {
-      const conn = this.peer.connect(nextId, { label: `vt/${job}/${generation}`, metadata: { vt: 'ring', job, generation, from: this.id }, serialization: 'raw', reliable: true });
+      const label = `vt/${job}/${generation}${tag ? `/${tag}` : ''}`;
+      const conn = this.peer.connect(nextId, { label, metadata: { vt: 'ring', job, generation, from: this.id, ...(tag ? { tag } : {}) }, serialization: 'raw', reliable: true });
       if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
       return new PeerJsLink(conn);
     };
     const f = new LinkFormation({ selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000 });
-    this.forming.set(job, f);
+    this.forming.set(fkey, f);
     const early = this.pending.get(key);
     this.pending.delete(key);
     if (early) f.offer(early);
     try {
       return await f.done;
     } finally {
-      if (this.forming.get(job) === f) this.forming.delete(job);
+      if (this.forming.get(fkey) === f) this.forming.delete(fkey);
     }
   }
 

@@ -8,10 +8,11 @@
 // a newer generation ends the older one's formation at once (blaming nobody), and a
 // 'peer-unavailable' error reaches the formation dialing that exact peer id.
 import { afterEach, describe, expect, it } from 'vitest';
-import { PeerEndpoint, type ConnectOptionsLike, type PeerLike } from '../../src/comm/peer-endpoint.ts';
+import { PeerEndpoint, type ConnectOptionsLike, type PeerLike, type RingMetadata } from '../../src/comm/peer-endpoint.ts';
 import { PeerJsLink, type DataConnectionLike } from '../../src/comm/peerjs-link.ts';
 import type { Link } from '../../src/comm/link.ts';
-import { RingError, allReduceSum, type Ring } from '../../src/comm/index.ts';
+import { RingError, allReduceSum, type Ring, type Topology } from '../../src/comm/index.ts';
+import { formStepRings } from '../../src/client/step-rings.ts';
 
 type Cb = (...args: never[]) => void;
 
@@ -330,5 +331,50 @@ describe('one generation leaks nothing into the next', () => {
     const e = await rejection(old);
     expect([e.kind, e.peerId], e.message).toEqual(['closed', 'b']);
     await sumsRight(rings);
+  });
+});
+
+describe('two rings of one generation, tagged apart (a two-level all-reduce)', () => {
+  // Groups [a, b] and [c, d]; columns [a, c] and [b, d]: each peer needs 4 links, 2 per ring.
+  const TOPOLOGY: Topology = { groups: [['a', 'b'], ['c', 'd']], shards: 2, columns: [['a', 'c'], ['b', 'd']] };
+  const RING = TOPOLOGY.groups.flat();
+
+  it('the group ring and the column ring form at once on one endpoint and sum right in two levels', async () => {
+    const net = new FakeNet();
+    const eps = RING.map((id) => net.endpoint(id));
+    const all = await Promise.all(eps.map((ep) => formStepRings(ep, { ring: RING, job: 1, generation: 1, topology: TOPOLOGY }, {})));
+    try {
+      // Each peer dialed its group successor and its column successor, each connection tagged.
+      expect(net.dials.map((d) => `${d.from}>${d.to}:${(d.dialer.metadata as RingMetadata).tag ?? ''}`).sort()).toEqual(
+        ['a>b:group', 'a>c:column', 'b>a:group', 'b>d:column', 'c>a:column', 'c>d:group', 'd>b:column', 'd>c:group']);
+      expect(all.map((r) => r.size)).toEqual([4, 4, 4, 4]);
+      const vectors = all.map((_, i) => new Float32Array(3001).fill(i + 1));
+      await Promise.all(all.map((r, i) => r.allReduce(vectors[i]!, { step: 1, maxRms: Number.POSITIVE_INFINITY })));
+      for (const v of vectors) expect([v[0], v[1500], v[3000]]).toEqual([10, 10, 10]);
+    } finally {
+      for (const r of all) r.close();
+    }
+  });
+
+  it('a newer generation ends both formations of the older one at once, blaming nobody', async () => {
+    const net = new FakeNet();
+    net.plan = () => undefined; // nothing connects
+    const b = net.endpoint('b');
+    const group = b.formRing({ ids: ['a', 'b'], job: 1, generation: 1, connectTimeoutMs: 60_000, tag: 'group' });
+    const column = b.formRing({ ids: ['b', 'd'], job: 1, generation: 1, connectTimeoutMs: 60_000, tag: 'column' });
+    group.catch(() => undefined);
+    column.catch(() => undefined);
+    await flush();
+    // The column formation did not end the group one: same generation, another tag.
+    expect(await settlesWithin(group, 50)).toBe(false);
+    const g2 = b.formRing({ ids: IDS, job: 1, generation: 2, connectTimeoutMs: 60_000 });
+    g2.catch(() => undefined);
+    for (const p of [group, column]) {
+      expect(await settlesWithin(p, 500)).toBe(true);
+      const e = await rejection(p);
+      expect([e.kind, e.peerId], e.message).toEqual(['closed', 'b']);
+    }
+    b.destroy();
+    expect((await rejection(g2)).kind).toBe('closed');
   });
 });

@@ -58,6 +58,7 @@ describe('job config', () => {
     ['an unknown sampling', { ...BASE, sampling: 'shards' }, 'sampling must be one of global, shard-local'],
     ['a window of 0 shards', { ...BASE, sampling: 'shard-local', shuffleWindow: 0 }, 'shuffleWindow must be an integer in [1, 1024]'],
     ['a window on a global job', { ...BASE, shuffleWindow: 8 }, 'shuffleWindow applies to sampling "shard-local"'],
+    ['a negative two-level threshold', { ...BASE, twoLevelFrom: -1 }, 'twoLevelFrom must be an integer in [0, 1024]'],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });
@@ -66,6 +67,12 @@ describe('job config', () => {
     expect(parseJobConfig(BASE, 50_000)).toMatchObject({ sampling: 'global', shuffleWindow: 16 });
     expect(parseJobConfig({ ...BASE, sampling: 'shard-local' }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 16 });
     expect(parseJobConfig({ ...BASE, sampling: 'shard-local', shuffleWindow: 32 }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 32 });
+  });
+
+  it('all-reduces in two levels from 16 peers unless told otherwise (0: never)', () => {
+    expect(parseJobConfig(BASE, 50_000).twoLevelFrom).toBe(16);
+    expect(parseJobConfig({ ...BASE, twoLevelFrom: 0 }, 50_000).twoLevelFrom).toBe(0);
+    expect(parseJobConfig({ ...BASE, twoLevelFrom: 4 }, 50_000).twoLevelFrom).toBe(4);
   });
 
   it('knows the same data sets as the shard builder', () => {

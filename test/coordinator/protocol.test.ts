@@ -26,6 +26,7 @@ const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200, iceServers: [{ urls: ['stun:10.0.0.1:8080', 'turn:10.0.0.1:3478'], username: '1767225600:p-1', credential: 'YWJj+/==' }] },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42, uploadCheckpoint: true },
+  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 2, globalBatch: 8, sampleIds: [5], epoch: 0, seed: 42, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] } },
   { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
   { type: 'load-state', source: 'seed', step: 0 },
   { type: 'load-state', source: 'checkpoint', step: 40 },
@@ -63,6 +64,7 @@ suite('protocol: valid messages', () => {
 
 suite('protocol: malformed messages are refused with a reason', () => {
   const assignment = COORD[2] as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
+  const twoLevel = COORD[4] as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
   const cases: [string, unknown, string][] = [
     ['not an object', 'hello', 'expected a JSON object'],
     ['null', null, 'expected a JSON object'],
@@ -95,6 +97,12 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['negative sample id', { ...assignment, sampleIds: [1, -2, 3] }, 'sampleIds[1] must be an integer'],
     ['slice larger than batch', { ...assignment, sampleIds: [1, 2, 3, 4, 5, 6, 7, 8, 9] }, 'more than globalBatch 8'],
     ['too many sample ids', { ...assignment, globalBatch: MAX_BATCH, sampleIds: new Array(MAX_BATCH + 1).fill(0) }, 'sampleIds must be an array of at most'],
+    ['topology not the ring', { ...twoLevel, ring: ['p-0', 'p-2', 'p-1'] }, 'topology .groups, one after the other, must be the ring'],
+    ['topology of one group', { ...twoLevel, topology: { groups: [['p-0', 'p-1', 'p-2']], shards: 3, columns: [] } }, 'topology .groups must be an array of 2..3'],
+    ['topology column of another shard', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-2']] } }, 'column 0 is not'],
+    ['topology with wrong shards', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 2, columns: [['p-0', 'p-1']] } }, 'shards 2, the smallest group has 1'],
+    ['topology extra field', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']], x: 1 } }, 'topology has unknown field(s) x'],
+    ['topology bad id', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', '../x']], shards: 1, columns: [['p-0', 'p-1']] } }, 'topology .groups must hold non-empty arrays of peer ids'],
     ['bad heartbeat period', { ...COORD[0], heartbeatMs: 1 }, 'heartbeatMs must be'],
     ['unknown error kind', { type: 'error', kind: 'oops', message: 'x' }, 'kind must be one of'],
   ];

@@ -1,0 +1,57 @@
+// The coordinator's side of the two-level all-reduce (src/comm/topology.ts, hierarchical.ts):
+// what it learns of each peer's links from its step results, and the plan of a generation.
+//
+// A generation of `twoLevelFrom` peers or more (job setting; 0: never) is cut into groups by
+// planTopology from the links measured so far: direct before relayed (a result that reports a
+// TURN relay on either of its ring links marks the peer relayed), then by the bandwidth its
+// all-reduces showed (bytes it sent over the time it spent sending and receiving: a running
+// mean), unmeasured peers last. The ring of the generation is then the plan's groups one after
+// the other, so `ring`, the ranks of the assignments and the topology they carry agree. The
+// plan is made once per generation (membership changes only there), never per step.
+import type { StepResult } from '../src/client/protocol.ts';
+import { MIN_TWO_LEVEL_PEERS, planTopology, type PeerLinkInfo, type Topology } from '../src/comm/topology.ts';
+
+/** The default of the job's `twoLevelFrom`: the size from which a generation all-reduces in two levels. */
+export const DEFAULT_TWO_LEVEL_FROM = MIN_TWO_LEVEL_PEERS;
+
+/** What the step results of a peer have shown of its links (nothing yet: {}). */
+export interface LinkObservation {
+  /** Running mean of sentBytes / commMs of its all-reduces, bytes/s. */
+  bandwidth?: number;
+  /** Its latest result reported a TURN relay on a ring link. */
+  relayed?: boolean;
+}
+
+/** Weight of the newest measurement in the running bandwidth. */
+const NEWEST = 0.3;
+
+/** `prev` updated with one step result (pure). */
+export function observeLinks(prev: LinkObservation, r: Pick<StepResult, 'link' | 'linkPrev' | 'sentBytes' | 'timings'>): LinkObservation {
+  const out: LinkObservation = { ...prev };
+  if (r.link !== undefined || r.linkPrev !== undefined) out.relayed = r.link === 'relayed' || r.linkPrev === 'relayed';
+  const bytes = r.sentBytes ?? 0;
+  if (bytes > 0 && r.timings.commMs > 0) {
+    const bw = bytes / (r.timings.commMs / 1000);
+    out.bandwidth = prev.bandwidth === undefined ? bw : (1 - NEWEST) * prev.bandwidth + NEWEST * bw;
+  }
+  return out;
+}
+
+export interface GenerationPlan {
+  /** The ring in the plan's order (the groups one after the other), or as given when flat. */
+  ring: string[];
+  /** The two-level topology, or null for a flat ring. */
+  topology: Topology | null;
+}
+
+/**
+ * The plan of a generation of `ring` (pure): flat below `twoLevelFrom` peers (0: always flat)
+ * and when the plan would have a single group; else the groups of planTopology.
+ */
+export function planGeneration(ring: readonly string[], linksOf: (id: string) => LinkObservation | undefined, twoLevelFrom: number): GenerationPlan {
+  if (twoLevelFrom === 0 || ring.length < Math.max(2, twoLevelFrom)) return { ring: [...ring], topology: null };
+  const peers: PeerLinkInfo[] = ring.map((id) => ({ id, ...linksOf(id) }));
+  const topology = planTopology(peers, { minTwoLevel: twoLevelFrom });
+  if (topology.groups.length < 2) return { ring: [...ring], topology: null };
+  return { ring: topology.groups.flat(), topology };
+}

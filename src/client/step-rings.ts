@@ -1,0 +1,110 @@
+// The rings of one generation at this peer, behind the one face the step loop uses: the flat
+// ring of allreduce.ts, or, when the assignment carries a topology (coordinator/two-level.ts),
+// the group ring and the column ring of hierarchical.ts. The two rings of a two-level
+// generation form in the same tick, as two formations of the endpoint keyed apart by a tag
+// (peer-endpoint.ts), so a peer dials its group successor and its column successor at once.
+//
+// Timeouts: the column ring stalls after the flat ring's stallTimeoutMs. A group ring sits idle
+// while the columns run (its all-gather waits for its owners' column sums), so its stall timeout
+// is GROUP_STALL_FACTOR times longer; a dead neighbour is still noticed by heartbeats
+// (deadAfterMs), and a failure anywhere travels through both rings as an ABORT.
+import { allReduceSentBytes, allReduceSum } from '../comm/allreduce.ts';
+import { TwoLevelRings, allReduceTwoLevel, twoLevelSentBytes } from '../comm/hierarchical.ts';
+import type { Link } from '../comm/link.ts';
+import type { PeerEndpoint } from '../comm/peer-endpoint.ts';
+import { DEFAULT_RING_SETTINGS, type Ring, type RingSettings } from '../comm/ring.ts';
+import { roleOf, type Topology } from '../comm/topology.ts';
+import type { StepAssignment } from './protocol.ts';
+
+export interface StepReduceOptions {
+  /** The training step (strictly increasing per generation). */
+  step: number;
+  /** Bound on the RMS of any received segment (AllReduceOptions.maxRms). */
+  maxRms: number;
+  /** Called once, when the first data frame arrives (the time before it is waiting). */
+  onFirstFrame?: () => void;
+}
+
+/** This peer's rings in one generation. */
+export interface StepRings {
+  readonly generation: number;
+  /** Peers in the whole generation (all groups together). */
+  readonly size: number;
+  /** The links whose kind (direct or relayed) step results report: the flat ring's, or the group ring's. */
+  readonly next: Link | null;
+  readonly prev: Link | null;
+  /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2': for logs. */
+  readonly shape: string;
+  /** Sums `grad` over the generation in place (every peer gets the same bits); rejects with a RingError. */
+  allReduce(grad: Float32Array, o: StepReduceOptions): Promise<Float32Array>;
+  /** Bytes this peer sends in one allReduce of `length` floats. */
+  sentBytes(length: number): number;
+  /** Closes every ring of the generation; a running allReduce fails 'closed'. */
+  close(): void;
+}
+
+/** A group ring's stall timeout over the column ring's (see the header). */
+export const GROUP_STALL_FACTOR = 3;
+
+export function flatStepRings(ring: Ring): StepRings {
+  return {
+    generation: ring.generation,
+    size: ring.size,
+    next: ring.next,
+    prev: ring.prev,
+    shape: `ring of ${ring.size}`,
+    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size),
+    close: () => ring.close(),
+  };
+}
+
+export function twoLevelStepRings(rings: TwoLevelRings): StepRings {
+  const { topology, role, group, column } = rings;
+  return {
+    generation: group.generation,
+    size: topology.groups.reduce((n, g) => n + g.length, 0),
+    next: group.next,
+    prev: group.prev,
+    shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}`,
+    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length),
+    close: () => rings.close(),
+  };
+}
+
+/** Ring settings of the group ring, given the column's (or the flat ring's). */
+export function groupSettings(s: Partial<RingSettings>): Partial<RingSettings> {
+  return { ...s, stallTimeoutMs: GROUP_STALL_FACTOR * (s.stallTimeoutMs ?? DEFAULT_RING_SETTINGS.stallTimeoutMs) };
+}
+
+/**
+ * Forms this peer's rings of the assignment's generation. Rejects with the first RingError of
+ * either formation; a ring of the other that forms later is closed at once.
+ */
+export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>): Promise<StepRings> {
+  const { job, generation } = a;
+  if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings }));
+  const topology: Topology = a.topology;
+  const role = roleOf(topology, endpoint.id);
+  const forming: [Promise<Ring>, Promise<Ring> | null] = [
+    endpoint.formRing({ ids: role.groupIds, job, generation, settings: groupSettings(settings), tag: 'group' }),
+    role.columnIds ? endpoint.formRing({ ids: role.columnIds, job, generation, settings, tag: 'column' }) : null,
+  ];
+  let group: Ring;
+  let column: Ring | null;
+  try {
+    [group, column] = await Promise.all(forming);
+  } catch (e) {
+    for (const p of forming) p?.then((r) => r.close(), () => undefined);
+    throw e;
+  }
+  try {
+    return twoLevelStepRings(new TwoLevelRings({ topology, group, column }));
+  } catch (e) {
+    // A plan that does not match the rings formed (a bug): close them, report it.
+    group.close();
+    column?.close();
+    throw e;
+  }
+}
