@@ -99,22 +99,25 @@ describe('across hosts', () => {
       const firstWithout = steps.find((r) => !withB(r))?.step ?? K + 1;
       expect(firstWithout, 'b left the ring after its link was cut, before the job ended').toBeGreaterThan(CUT_AFTER);
       expect(firstWithout, 'b left the ring after its link was cut, before the job ended').toBeLessThanOrEqual(CUT_AFTER + 2);
+      const lanRelayed: string[] = [];
       for (const r of steps) {
         expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
         const hosts = r.peers.map((p) => names.get(p.peerId));
         if (r.step < firstWithout) expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'b', 'n', 'page']);
         else expect(hosts.sort(), `ring of step ${r.step}`).toEqual(['a', 'n', 'page']);
-        // n reaches the others only through the relay; Node hosts on the LAN connect directly.
-        // (Chromium may pick its relayed pair to a LAN host as well: whatever it picked, it is reported.)
+        // n reaches the others only through the relay. Hosts on the LAN have a direct pair, but ICE
+        // nominates whichever pair's checks succeed first: on a loaded machine (the whole suite on
+        // 2 cores) that can be the relayed one. Whatever it picked must be reported (and is logged).
         for (const [i, p] of r.peers.entries()) {
           const next = r.peers[(i + 1) % r.peers.length]!;
           const edge = [names.get(p.peerId), names.get(next.peerId)];
           const what = `link ${edge.join('->')} in step ${r.step}`;
           if (edge.includes('n')) expect(p.link, what).toBe('relayed');
-          else if (edge.includes('page')) expect(['direct', 'relayed'], what).toContain(p.link);
-          else expect(p.link, what).toBe('direct');
+          else expect(['direct', 'relayed'], what).toContain(p.link);
+          if (!edge.includes('n') && !edge.includes('page') && p.link === 'relayed') lanRelayed.push(what);
         }
       }
+      if (lanRelayed.length) console.warn(`across hosts: ICE picked the relayed pair on the LAN (${lanRelayed.join(', ')})`);
       const pageLinks = steps.flatMap((r) => r.peers.filter((p) => names.get(p.peerId) === 'page').map((p) => p.link));
       console.log(`across hosts: the page's link to its successor per step: ${pageLinks.join(' ')}`);
       const multi = await finalWeights(jobDir);
