@@ -1,10 +1,11 @@
 // The default training recipe of each model for an ImageNet job: the LARS recipe of You,
 // Gitman and Ginsburg (2017) and "ImageNet Training in Minutes" (You et al. 2018): linear
 // warm-up over a few epochs, then poly(2) decay of the global rate to zero at the end, momentum
-// 0.9, weight decay 5e-4, trust coefficient eta 0.001. The global batch and its rate are the
-// papers' large-batch points (AlexNet and AlexNet-BN at 8K, ResNet-50 at 32K).
+// 0.9, weight decay 5e-4, trust coefficient eta 0.001, at the papers' large batches (AlexNet and
+// AlexNet-BN at 8K, ResNet-50 at 32K).
 //
-// These are the papers' settings for full ImageNet at 224x224 on hundreds of processors. A
+// The batches, epochs and warm-ups are the papers'; the global rates are starting points in the
+// range LARS uses at those batches with eta 0.001, not yet tuned on ImageNet by this project. A
 // volunteer ring with fewer images per second uses a smaller --batch: the rate then follows the
 // square-root rule of the LARS papers (lr x sqrt(B / B_recipe)), and --lr overrides it.
 import type { ModelName } from '../src/nn/models.ts';
@@ -26,9 +27,9 @@ export interface Recipe {
 const LARS = { momentum: 0.9, weightDecay: 5e-4, eta: 0.001 } as const;
 
 export const IMAGENET_RECIPES: Readonly<Record<'alexnet' | 'alexnet-bn' | 'resnet50', Recipe>> = {
-  alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'LARS paper, AlexNet (LRN) at B=8K, 100 epochs' },
-  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, source: 'LARS paper, AlexNet-BN at B=8K, 100 epochs' },
-  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, source: 'ImageNet in minutes, ResNet-50 at B=32K, 90 epochs' },
+  alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'the LARS paper\'s AlexNet batch; rate a starting point, not tuned here' },
+  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
+  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
 };
 
 export const IMAGENET_MODELS = Object.keys(IMAGENET_RECIPES) as (keyof typeof IMAGENET_RECIPES)[];
