@@ -496,7 +496,7 @@ export class Driver {
       // The edge to the successor, as either end saw it: relayed if either saw a relay.
       const next = results[(i + 1) % results.length];
       const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-      return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
+      return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
     });
     this.step = ph.step + ph.steps;
     this.lastAdvance = ph.steps;

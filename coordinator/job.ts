@@ -60,7 +60,17 @@ export interface JobConfig {
    * coordinator/two-level.ts); 0: never. Default DEFAULT_TWO_LEVEL_FROM (16).
    */
   twoLevelFrom: number;
+  /**
+   * The sync step's gradient buckets (src/client/sync-step.ts), each summed over the ring as soon
+   * as backward produced it: at most this many bytes each (absent: 4 MiB), whole tensors only.
+   */
+  bucketBytes?: number;
+  /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
+  overlap?: boolean;
 }
+
+/** The smallest gradient bucket a job may ask for (a model is cut into at most 256). */
+export const MIN_BUCKET_BYTES = 4096;
 
 export const JOB_SAMPLINGS = ['global', 'shard-local'] as const;
 export type JobSampling = (typeof JOB_SAMPLINGS)[number];
@@ -76,7 +86,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -116,7 +126,10 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     labelSmoothing: r.has('labelSmoothing') ? r.num('labelSmoothing', 0, MAX_LABEL_SMOOTHING) : 0,
     ...readSampling(r),
     twoLevelFrom: r.has('twoLevelFrom') ? r.int('twoLevelFrom', 0, MAX_RING) : DEFAULT_TWO_LEVEL_FROM,
+    ...(r.has('bucketBytes') ? { bucketBytes: r.int('bucketBytes', MIN_BUCKET_BYTES, 2 ** 30) } : {}),
+    ...(r.has('overlap') ? { overlap: r.bool('overlap') } : {}),
   };
+  if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;

@@ -48,6 +48,10 @@ export interface StepTimings {
   waitMs: number;
   /** Of the step's time since its assignment arrived, how long it waited for its images (fetch and decode not yet done by prefetch). */
   dataMs?: number;
+  /** A sync step (src/client/sync-step.ts): the all-reduce after the last gradient bucket reached the host, i.e. the communication backward did not hide. */
+  exposedCommMs?: number;
+  /** A sync step: its time that was neither compute nor exposed communication (host work between backward stages, yields). */
+  overheadMs?: number;
 }
 /** How a peer's link to its ring successor runs: straight between the two, or through a TURN relay. */
 export type LinkKind = 'direct' | 'relayed';
@@ -247,6 +251,10 @@ export interface PeerStepTiming {
   reused?: number;
   /** How long the peer's step waited for its images (StepTimings.dataMs). */
   dataMs?: number;
+  /** The all-reduce not hidden behind backward (StepTimings.exposedCommMs). */
+  exposedCommMs?: number;
+  /** Neither compute nor exposed communication (StepTimings.overheadMs). */
+  overheadMs?: number;
   /** The peer's running total of shard bytes downloaded (StepResult.fetchedBytes). */
   fetchedBytes?: number;
 }
@@ -378,9 +386,11 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
   if (isObj(r.o.timings)) {
     const t = new FieldReader(r.o.timings, 'timings');
-    t.only(['computeMs', 'commMs', 'waitMs', 'dataMs']);
+    t.only(['computeMs', 'commMs', 'waitMs', 'dataMs', 'exposedCommMs', 'overheadMs']);
     timings = { computeMs: t.num('computeMs', 0, MAX_MS), commMs: t.num('commMs', 0, MAX_MS), waitMs: t.num('waitMs', 0, MAX_MS) };
     if (t.has('dataMs')) timings.dataMs = t.num('dataMs', 0, MAX_MS);
+    if (t.has('exposedCommMs')) timings.exposedCommMs = t.num('exposedCommMs', 0, MAX_MS);
+    if (t.has('overheadMs')) timings.overheadMs = t.num('overheadMs', 0, MAX_MS);
     r.problems.push(...t.problems);
   } else r.fail('timings', 'an object {computeMs, commMs, waitMs}');
   const images = r.int('images', 0, MAX_BATCH);

@@ -1,15 +1,17 @@
 // The volunteer: the same client in a browser worker and in Node (headless lab desktops).
 // It joins the coordinator's job, then obeys the session: load the state of a step (seed or
 // checkpoint), and for each step assignment compute its slice's gradient, sum it with the
-// ring over WebRTC, apply LARS and report loss, timings and a checksum of the new weights.
+// ring over WebRTC bucket by bucket as backward produces it (src/client/sync-step.ts), apply
+// LARS and report loss, timings and a checksum of the new weights.
 //
 // A step is undoable: the state is backed up before each step, and when the
 // coordinator re-runs step s (a peer failed while some of us had already applied s), the
 // backup is restored first. An assignment of a newer generation closes the ring at once, so a
 // collective stuck on a dead peer ends when the coordinator has decided what happens next.
-// A lost peer costs its slice, not the step: before each all-reduce (which sums in place) the
-// peer keeps a copy of its slice's gradient sum, keyed by (step, generation, ids); a re-run
-// whose assignment names that key in `reuse` adds the copy and computes only the extra ids.
+// A lost peer costs its slice, not the step: before each bucket's all-reduce (which sums in
+// place) the peer copies that bucket of its slice's gradient sum, the whole copy keyed by
+// (step, generation, ids); a re-run whose assignment names that key in `reuse` adds the copy
+// and computes only the extra ids.
 //
 // Data comes ahead of need (src/data/prefetch.ts): an assignment's batch starts loading when it
 // arrives (while the ring forms), and the slice of the next step it announces (`next`, or a
@@ -23,7 +25,7 @@ import { RoundState } from './rounds.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
 import { countingSource, type CountingSource } from '../data/counting-source.ts';
-import { BatchLoader, DEFAULT_CACHE_BYTES, defaultAugment, type Batch } from '../data/loader.ts';
+import { BatchLoader, DEFAULT_CACHE_BYTES, defaultAugment } from '../data/loader.ts';
 import { Prefetcher } from '../data/prefetch.ts';
 import { httpShardSource, loadManifest, type ShardSource } from '../data/source.ts';
 import type { AnyEngine, TensorLike } from '../backend/engine.ts';
@@ -31,7 +33,9 @@ import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
 import { evaluate } from '../train/evaluate.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
+import type { GradBucket } from '../nn/buckets.ts';
 import { weightChecksum } from './checksum.ts';
+import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncBuckets, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
 import { CoordinatorError, downloadCheckpoint, getJob, join, uploadCheckpoint, type PublicJob } from './http.ts';
 import {
   PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
@@ -115,8 +119,8 @@ export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const MAX_MS = 86_400_000;
-/** How far over a peer's own gradient scale a received gradient may go (see gradientBound). */
-export const GRADIENT_BOUND = 1000;
+const clampMs = (ms: number): number => Math.min(MAX_MS, Math.max(0, ms));
+export { usableKept };
 
 /** Joins the job at `url` and trains until the job is done (or `signal` aborts). */
 export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): Promise<VolunteerExit> {
@@ -132,6 +136,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
   const model = new Model(p.engine, spec, { seed: job.job.seed });
+  const buckets = syncBuckets(model.layout, job.job);
   const outer = job.job.outer && job.job.outer.syncEvery > 1 ? job.job.outer : null;
   const state = new TrainingState(model, job.job.optimizer, outer);
   const rounds = outer ? new RoundState(state, outer) : null;
@@ -143,7 +148,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const batches = new Prefetcher(train, {
     onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
   });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
   let step: number | null = null;
   let unreachable = 0;
   let checkedIce = false;
@@ -162,6 +167,8 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
       const end = await session.run();
       step = session.committed;
       if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step };
+      // A step's staged backward may outlive its session: the next session uses the model after it.
+      await session.drained(60_000);
       // Evicted again and again because no neighbour could be reached: rejoining will not help.
       unreachable = end.unreachable ? (session.linked ? 1 : unreachable + 1) : 0;
       if (unreachable >= MAX_UNREACHABLE) throw await unreachableError(p, session.iceServers, session.rtcConfig, end.detail, log);
@@ -184,15 +191,6 @@ function changeBound(change: Float32Array, images: number, roundImages: number):
   return perImage === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * roundImages * perImage;
 }
 
-/** RMS of a sum over `images` images, per image; null when there is none (no images, zero or not finite). */
-function perImageRms(sum: Float32Array, images: number): number | null {
-  if (images === 0) return null;
-  let sq = 0;
-  for (let i = 0; i < sum.length; i++) sq += sum[i]! * sum[i]!;
-  const perImage = Math.sqrt(sq / Math.max(1, sum.length)) / images;
-  return Number.isFinite(perImage) && perImage > 0 ? perImage : null;
-}
-
 /**
  * The slices to load while inner step `k` of a round computes: the next two inner steps with
  * images, then the next step the assignment announces. k = -1: from the first.
@@ -205,25 +203,6 @@ function innerAhead(a: StepAssignment, plan: RoundAssignment, k: number, count =
   }
   if (out.length < count && a.next) out.push(a.next);
   return out;
-}
-
-/** A sync slice's gradient sum as computed before its all-reduce, and the key it may be reused by. */
-interface KeptSum { step: number; generation: number; ids: number[]; grads: Float32Array; lossSum: number }
-
-/**
- * The kept sum `a` lets this peer add: only when the assignment names it (`reuse`) and it is of
- * the same step and generation and over exactly the first `reuse.count` ids of the slice.
- */
-export function usableKept<K extends { step: number; generation: number; ids: readonly number[] }>(kept: K | null, a: Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'>): K | null {
-  const r = a.reuse;
-  if (!kept || !r || kept.step !== a.step || kept.generation !== r.generation || kept.ids.length !== r.count || r.count > a.sampleIds.length) return null;
-  for (let i = 0; i < r.count; i++) if (kept.ids[i] !== a.sampleIds[i]) return null;
-  return kept;
-}
-
-function addInto(sum: Float32Array, x: Float32Array): void {
-  if (sum.length !== x.length) throw new StateError(`a kept gradient sum has ${x.length} floats, the model has ${sum.length}`);
-  for (let i = 0; i < sum.length; i++) sum[i] = sum[i]! + x[i]!;
 }
 
 /** The device a peer reports (shown on the dashboard's ring): backend and device. */
@@ -256,6 +235,8 @@ interface Ctx {
   log: (line: string) => void;
   job: PublicJob;
   model: Model;
+  /** The sync step's gradient buckets (sync-step.ts syncBuckets): the same on every peer of the job. */
+  buckets: GradBucket[];
   state: TrainingState;
   /** The round machinery of a job with syncEvery > 1 (null: exact sync SGD). */
   rounds: RoundState | null;
@@ -277,8 +258,10 @@ class Session {
   /** The step the GPU backup was taken before. */
   private backedUp: number | null = null;
   private ring: StepRings | null = null;
-  /** Set while a ring is being formed: gives up on it (a newer assignment came). */
+  /** Set while a ring is being formed: gives up on it (a newer assignment came, or the session ended). */
   private supersede: (() => void) | null = null;
+  /** The pump's current run over the queue. */
+  private pumping: Promise<void> = Promise.resolve();
   private readonly queue: CoordinatorMessage[] = [];
   private busy = false;
   private endWith: ((e: SessionEnd) => void) | null = null;
@@ -287,8 +270,8 @@ class Session {
   private lastReportAt = 0;
   private x: TensorLike | null = null;
   private heartbeat: ReturnType<typeof setInterval> | null = null;
-  /** Running per-image RMS of this peer's gradients (the all-reduce's bound). */
-  private gradRms: number | null = null;
+  /** Running per-image RMS of this peer's gradient, per bucket (the all-reduce's bound, sync-step.ts rmsBound). */
+  private readonly gradRms: (number | null)[] = [];
   /** How the links to the ring successor and from the predecessor run (null: unknown). */
   private links: { next: LinkKind | null; prev: LinkKind | null } = { next: null, prev: null };
   /** True once a ring with neighbours formed in this session. */
@@ -358,7 +341,7 @@ class Session {
   run(): Promise<SessionEnd> {
     const done = new Promise<SessionEnd>((resolve) => { this.endWith = resolve; });
     if (this.ended) return Promise.resolve(this.endReason!);
-    void this.pump();
+    this.pump();
     this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
     const onAbort = () => this.end({ reason: 'stopped', detail: 'stopped' });
     this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
@@ -376,11 +359,12 @@ class Session {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.ring?.close();
     this.ring = null;
+    this.supersede?.();
     this.endpoint.destroy();
     this.ws.onclose = null;
     this.ws.close();
-    if (this.x) this.c.p.engine.release(this.x);
-    this.x = null;
+    // A step still running uses the batch: the pump releases it when that step is done.
+    if (!this.busy) this.releaseBatch();
     this.endWith?.(e);
   }
 
@@ -405,12 +389,28 @@ class Session {
     }
     if (moves) this.supersede?.();
     this.queue.push(m);
-    void this.pump();
+    this.pump();
   }
 
-  private async pump(): Promise<void> {
+  private releaseBatch(): void {
+    if (this.x) this.c.p.engine.release(this.x);
+    this.x = null;
+  }
+
+  /** Resolves once the message being handled is done (a step may outlive the session's end), or after `ms`. */
+  drained(ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); });
+    return Promise.race([this.pumping, late]).finally(() => clearTimeout(timer));
+  }
+
+  private pump(): void {
     if (this.busy || !this.endWith) return;
     this.busy = true;
+    this.pumping = this.drain();
+  }
+
+  private async drain(): Promise<void> {
     try {
       while (!this.ended && this.queue.length) {
         const m = this.queue.shift()!;
@@ -429,6 +429,7 @@ class Session {
       }
     } finally {
       this.busy = false;
+      if (this.ended) this.releaseBatch();
     }
   }
 
@@ -586,9 +587,8 @@ class Session {
     const engine = this.c.p.engine;
     let lossSum = 0;
     if (ids.length > 0) {
-      const batch = await this.batch(ids, epoch, ahead);
-      this.x = uploadBatch(model, batch, this.x);
-      const total = recordGradients(model, this.x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
+      const x = await this.loadBatch(ids, epoch, ahead);
+      const total = recordGradients(model, x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
       engine.flush();
       lossSum = (await engine.readF32(total))[0]!;
     } else {
@@ -597,12 +597,13 @@ class Session {
     return { grads: await engine.readF32(model.grads), lossSum };
   }
 
-  /** The batch of a slice (counting the wait in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
-  private async batch(ids: number[], epoch: number, ahead: readonly NextSlice[]): Promise<Batch> {
+  /** The batch of a slice on the engine (the wait for it counted in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
+  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[]): Promise<TensorLike> {
     const taken = await this.c.batches.take(ids, epoch);
     this.dataMs += taken.waitMs;
     if (this.c.prefetch) for (const s of ahead) this.c.batches.hint(s.sampleIds, s.epoch);
-    return taken.batch;
+    this.x = uploadBatch(this.c.model, taken.batch, this.x);
+    return this.x;
   }
 
   /** Throttle: idle in proportion to the work, counted as compute so the coordinator gives this peer a smaller share. */
@@ -627,6 +628,7 @@ class Session {
       this.committed = a.step;
     }
     this.requireStep(a.step, 'train');
+    checkRingStep(a);
     state.backup();
     this.backedUp = a.step;
     // The ring forms while this peer computes: a slice whose ring never forms (a newer
@@ -636,8 +638,9 @@ class Session {
     forming.catch(() => undefined);
     // Before the compute (which updates the BN statistics): the checkpoint holds the state of a.step.
     if (a.uploadCheckpoint) await this.upload(a.step, a.generation);
-    // Compute: this slice's gradient SUM (the all-reduce adds the other slices); on a re-run,
-    // only the ids beyond the sum this peer kept from the aborted attempt (when it holds it).
+    // Compute: this slice's gradient SUM, each bucket summed with the other slices over the ring
+    // as soon as backward produced it (sync-step.ts); on a re-run, only the ids beyond the sum
+    // this peer kept from the aborted attempt (when it holds it).
     const t0 = performance.now();
     const images = a.sampleIds.length;
     const reusable = usableKept(this.kept, a);
@@ -645,42 +648,34 @@ class Session {
     const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
     if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
     this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)`);
-    const computed = todo.length > 0 || !reusable ? await this.gradient(todo, a.epoch, a.seed, a.step, a.next ? [a.next] : []) : null;
-    const grads = computed ? computed.grads : new Float32Array(reusable!.grads.length);
-    if (reusable) addInto(grads, reusable.grads);
-    const lossSum = (computed?.lossSum ?? 0) + (reusable?.lossSum ?? 0);
-    // Kept before the all-reduce touches `grads`: a re-run without a lost member starts from it.
-    this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds], grads: grads.slice(), lossSum };
-    if (computed) await this.throttle(performance.now() - t0 - this.dataMs);
-    const t1 = performance.now();
-    const ring = await forming;
-    if (!ring) return;
-    let firstFrame = performance.now();
-    if (ring.size > 1) {
-      this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${grads.length} floats over ${ring.shape}`);
-      try {
-        await ring.allReduce(grads, { step: a.step, maxRms: this.gradientBound(grads, images, a.globalBatch), onFirstFrame: () => { firstFrame = performance.now(); } });
-      } catch (e) {
-        return this.ringFailed(e, a);
-      }
-    }
-    const t2 = performance.now();
-    state.applyUpdate(grads, a.step, a.globalBatch);
+    const x = todo.length > 0 ? await this.loadBatch(todo, a.epoch, a.next ? [a.next] : []) : null;
+    const uploadMs = performance.now() - t0 - this.dataMs;
+    const { buckets, model } = this.c;
+    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable }, forming, {
+      step: a.step, images, globalBatch: a.globalBatch, gradRms: this.gradRms,
+      // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
+      keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds], ...sum }; },
+      onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
+      throttle: (computeMs) => (x ? this.throttle(uploadMs + computeMs) : Promise.resolve()),
+    });
+    if (out.kind === 'no-ring') return;
+    if (out.kind === 'failed') return this.ringFailed(out.error, a);
+    state.applyUpdate(out.grads, a.step, a.globalBatch);
     const checksum = weightChecksum(state.w);
     this.committed = a.step + 1;
     // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
     if (this.ended) return;
-    const loss = images > 0 && Number.isFinite(lossSum / images) ? lossSum / images : null;
+    const loss = images > 0 && Number.isFinite(out.lossSum / images) ? out.lossSum / images : null;
     // wait: idle between steps (the barrier), plus the time inside the all-reduce before the
-    // first frame came (prev was still computing); comm: the rest of the all-reduce.
+    // first frame came (prev was still computing); comm: the rest of the all-reduce, exposedComm
+    // the part of it after this peer's backward ended. compute excludes the wait for data.
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
-    const waitMs = Math.min(MAX_MS, idle + (firstFrame - t1));
-    // compute excludes the wait for data (dataMs), which prefetch hides when it can.
-    const timings = { computeMs: Math.min(MAX_MS, Math.max(0, t1 - t0 - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs, dataMs: Math.min(MAX_MS, this.dataMs) };
-    this.report(a, ring, { loss, checksum, timings, images, sentBytes: ring.sentBytes(grads.length), ...(reused > 0 ? { reused } : {}) }, 1);
+    const t = out.timings;
+    const timings = { computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs), exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs) };
+    this.report(a, out.ring, { loss, checksum, timings, images, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}) }, 1);
   }
 
-  private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: Required<StepTimings>; images: number; sentBytes: number; reused?: number }, steps: number): void {
+  private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {
     const fetchedBytes = this.c.fetched.bytes;
     this.send({ type: 'step-result', peerId: this.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.links.next ? { link: this.links.next } : {}), ...(ring.size > 1 && this.links.prev ? { linkPrev: this.links.prev } : {}) });
     this.lastReportAt = performance.now();
@@ -699,6 +694,7 @@ class Session {
     if (this.c.prefetch) for (const s of innerAhead(a, plan, -1)) this.c.batches.hint(s.sampleIds, s.epoch);
     if (rounds.undo(a.step)) this.committed = a.step;
     this.requireStep(a.step, 'train');
+    checkRingStep(a);
     const ring = await this.joinRing(a);
     if (!ring) return;
     if (a.uploadCheckpoint) await this.upload(a.step);
@@ -712,7 +708,7 @@ class Session {
     if (ring.size > 1) {
       this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.shape}`);
       try {
-        await ring.allReduce(sum, { step: a.step, maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
+        await ring.allReduce(sum, { step: roundRingStep(a.step), maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
       } catch (e) {
         return this.ringFailed(e, a);
       }
@@ -725,18 +721,6 @@ class Session {
     const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs) };
     const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
     this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length) }, plan.ids.length);
-  }
-
-  /**
-   * The largest RMS a received gradient segment may have: GRADIENT_BOUND times the global batch
-   * times this peer's running per-image gradient RMS. Generous (honest sums of a batch stay far
-   * below it, even in the layers where the gradient concentrates); it stops huge values, which
-   * a broken or hostile peer would otherwise spread into every peer's weights.
-   */
-  private gradientBound(own: Float32Array, images: number, globalBatch: number): number {
-    const perImage = perImageRms(own, images);
-    if (perImage !== null) this.gradRms = this.gradRms === null ? perImage : 0.9 * this.gradRms + 0.1 * perImage;
-    return this.gradRms === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * globalBatch * this.gradRms;
   }
 
   /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */

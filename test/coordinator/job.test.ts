@@ -59,6 +59,9 @@ describe('job config', () => {
     ['a window of 0 shards', { ...BASE, sampling: 'shard-local', shuffleWindow: 0 }, 'shuffleWindow must be an integer in [1, 1024]'],
     ['a window on a global job', { ...BASE, shuffleWindow: 8 }, 'shuffleWindow applies to sampling "shard-local"'],
     ['a negative two-level threshold', { ...BASE, twoLevelFrom: -1 }, 'twoLevelFrom must be an integer in [0, 1024]'],
+    ['gradient buckets of 1 KiB', { ...BASE, bucketBytes: 1024 }, 'bucketBytes must be an integer in [4096, 1073741824]'],
+    ['overlap as text', { ...BASE, overlap: 'no' }, 'overlap must be'],
+    ['a bucket size with overlap off', { ...BASE, overlap: false, bucketBytes: 1 << 20 }, 'bucketBytes cuts the buckets of an overlapped all-reduce'],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });
@@ -73,6 +76,14 @@ describe('job config', () => {
     expect(parseJobConfig(BASE, 50_000).twoLevelFrom).toBe(16);
     expect(parseJobConfig({ ...BASE, twoLevelFrom: 0 }, 50_000).twoLevelFrom).toBe(0);
     expect(parseJobConfig({ ...BASE, twoLevelFrom: 4 }, 50_000).twoLevelFrom).toBe(4);
+  });
+
+  it('overlaps the all-reduce with backward in default buckets unless told otherwise (absent fields: every earlier job file reads as before)', () => {
+    const plain = parseJobConfig(BASE, 50_000);
+    expect('bucketBytes' in plain || 'overlap' in plain).toBe(false);
+    expect(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000).bucketBytes).toBe(65536);
+    expect(parseJobConfig({ ...BASE, overlap: false }, 50_000).overlap).toBe(false);
+    expect(publicJobInfo(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000)).bucketBytes).toBe(65536);
   });
 
   it('knows the same data sets as the shard builder', () => {

@@ -3,6 +3,7 @@
 // or an all-zero gradient with a false weight checksum. It computes nothing.
 import { WebSocket } from 'ws';
 import { allReduceSum, isRingError, openEndpoint, type PeerEndpoint } from '../../src/comm/index.ts';
+import { bucketStep } from '../../src/comm/buckets.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { decodeCoordinatorMessage, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
 
@@ -61,7 +62,8 @@ export class PoisonPeer {
         const ring = await this.endpoint.formRing({ ids: m.ring, job: m.job, generation: m.generation });
         const g = new Float32Array(this.floats).fill(poison === 'nan' ? Number.NaN : poison === 'huge' ? 1e15 : 0);
         try {
-          await allReduceSum(g, { ring, step: m.step });
+          // The honest peers' plan for this small model is one bucket: ring step bucketStep(step, 0).
+          await allReduceSum(g, { ring, step: bucketStep(m.step, 0) });
         } catch (e) {
           // Refused by its neighbour, as it should be: wait for the eviction.
           if (isRingError(e)) continue;

@@ -2,7 +2,8 @@
 // session sockets, checkpoint folder) and volunteers as separate Node processes with Dawn
 // WebGPU and node-datachannel WebRTC.
 //   equivalence: 3 peers with global batch B == 1 peer with B (float32 tolerance), and the 3
-//     hold bitwise-identical weights after every step (their checksums agree);
+//     hold bitwise-identical weights after every step (their checksums agree); the same with
+//     the gradient cut into 7 buckets, each summed as backward runs (src/client/sync-step.ts);
 //   churn: a peer SIGKILLed in the middle of an all-reduce; the step is re-run by the 2
 //     survivors (no step skipped or repeated), a 4th peer joins from a checkpoint, ends
 //     bitwise equal to the others, and the final weights equal the run without the kill;
@@ -66,6 +67,8 @@ describe('N peers train one model', () => {
     for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
+    // The default bucket size (4 MiB) leaves small-cnn one bucket.
+    for (const v of vs) expect(v.lines.filter((l) => /all-reduce of \d+ floats over ring of 3 in 1 bucket as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
     // Evaluation at steps 6 and 12, the 48 test images spread over the 3 peers.
     const evals = (await metricsOf(job.jobDir)).filter((r) => r.type === 'eval');
     expect(evals.map((r) => [r.step, r.samples])).toEqual([[6, 48], [12, 48]]);
@@ -102,6 +105,26 @@ describe('N peers train one model', () => {
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single);
     console.log(`churn run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
+
+  it('small gradient buckets (bucketBytes 64 KiB: 7 buckets) summed as backward runs: bitwise identical every step, equal to 1 peer', async () => {
+    const job = await startTestJob(root.dir, 'buckets', data, testJob(K, { minPeers: 3, bucketBytes: 64 << 10 }));
+    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, `buckets-${n}`));
+    spawned.push(...vs);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const steps = await checkSteps(job.jobDir);
+    expect(steps.every((s) => s.ring === 3)).toBe(true);
+    // Every step's all-reduce ran bucketed: 7 buckets (bucketPlan of small-cnn at 64 KiB).
+    for (const v of vs) expect(v.lines.filter((l) => /step \d+ all-reduce of \d+ floats over ring of 3 in 7 buckets as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
+    // And reported the overlap's split of its time.
+    const records = (await metricsOf(job.jobDir)).filter((r) => r.type === 'step');
+    for (const r of records) for (const p of r.peers) expect(p.exposedCommMs !== undefined && p.overheadMs !== undefined, JSON.stringify(p)).toBe(true);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single);
+    console.log(`3 peers, 7 buckets vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   });
 
