@@ -246,7 +246,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
         exited.add(v);
         if (v.fate === 'running') v.fate = 'error';
       }
-      if (!h.killed && !h.quitting) unexpectedHostExits.push(`${h.name} exited with ${code ?? signal}: ${h.tail.lines.slice(-5).join(' | ')}`);
+      if (!h.killed && !h.quitting) unexpectedHostExits.push(`${h.name} exited with ${code ?? signal}: ${h.tail.lines.slice(-40).join(' | ')}`);
     },
   };
   const running = () => volunteers.filter((v) => v.fate === 'running');

@@ -393,8 +393,16 @@ class Session {
   }
 
   private releaseBatch(): void {
-    if (this.x) this.c.p.engine.release(this.x);
+    const x = this.x;
     this.x = null;
+    if (!x) return;
+    // A step that outlived its session may end after the owner destroyed the engine (a volunteer
+    // stopped mid-step): its memory went with the engine, and there is nothing left to release.
+    try {
+      this.c.p.engine.release(x);
+    } catch (e) {
+      this.c.log(`volunteer: the batch was not released (${e instanceof Error ? e.message : String(e)})`);
+    }
   }
 
   /** Resolves once the message being handled is done (a step may outlive the session's end), or after `ms`. */
