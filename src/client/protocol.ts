@@ -16,7 +16,11 @@ import type { RingErrorKind } from '../comm/errors.ts';
 import type { Topology } from '../comm/topology.ts';
 import { readTopology } from './protocol-topology.ts';
 
-export const PROTOCOL_VERSION = 1;
+/**
+ * 2: ring links open with a PLAN frame, and a generation's collectives are numbered per gradient
+ * bucket (step * 256 + k): a volunteer of version 1 could not share a ring with these.
+ */
+export const PROTOCOL_VERSION = 2;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage

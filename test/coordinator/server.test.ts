@@ -90,10 +90,10 @@ describe('API', () => {
   });
 
   it('a private job needs the right token', async () => {
-    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: 1 }), 401, 'unauthorized', /private: join with the token/);
-    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: 1, token: 'lab-token-0123456788' }), 403, 'forbidden', /wrong join token/);
-    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: 1, token: 'x' }), 403, 'forbidden', /wrong join token/);
-    const ok = await postJson(priv.port, '/api/join', { type: 'join', protocol: 1, token: TOKEN });
+    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }), 401, 'unauthorized', /private: join with the token/);
+    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-token-0123456788' }), 403, 'forbidden', /wrong join token/);
+    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: 'x' }), 403, 'forbidden', /wrong join token/);
+    const ok = await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: TOKEN });
     expect(ok.status).toBe(200);
     expect(json(ok).type).toBe('join-accept');
   });
@@ -103,7 +103,7 @@ describe('API', () => {
     expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: 'one' }), 400, 'bad-request', /protocol must be an integer/);
     expectError(await postJson(pub.port, '/api/join', { type: 'heartbeat', peerId: 'a', generation: 0, step: 0 }), 400, 'bad-request', /expected a 'join' message/);
     expectError(await send(pub.port, 'POST', '/api/join', 'type=join', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported-media-type', /application\/json/);
-    const big = JSON.stringify({ type: 'join', protocol: 1, name: 'x'.repeat(20_000) });
+    const big = JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'x'.repeat(20_000) });
     expectError(await send(pub.port, 'POST', '/api/join', big, { 'content-type': 'application/json' }), 413, 'too-large', /over the 16384-byte limit/);
     // No content-length (chunked): the limit is enforced while reading.
     const chunked = await new Promise<Reply>((resolve, reject) => {
@@ -123,9 +123,9 @@ describe('API', () => {
     const limited = await startCoordinator({ job: parseJobConfig({ model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 }, 1000), jobId: 9, dataDir: join(root, 'data'), checkpoints: store, rateLimits: { joins: { perSecond: 0.01, burst: 3 } } });
     try {
       const codes = [];
-      for (let i = 0; i < 5; i++) codes.push((await postJson(limited.port, '/api/join', { type: 'join', protocol: 1 })).status);
+      for (let i = 0; i < 5; i++) codes.push((await postJson(limited.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION })).status);
       expect(codes).toEqual([200, 200, 200, 429, 429]);
-      expectError(await postJson(limited.port, '/api/join', { type: 'join', protocol: 1 }), 429, 'too-many-requests', /too many joins from this address/);
+      expectError(await postJson(limited.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }), 429, 'too-many-requests', /too many joins from this address/);
       expect((await send(limited.port, 'GET', '/api/job')).status, 'other routes are not joins').toBe(200);
     } finally {
       await limited.close();
@@ -189,7 +189,7 @@ describe('checkpoints', () => {
     expect(r.headers['x-checkpoint-step']).toBe('5');
     expect(r.body.equals(Buffer.concat(encodeCheckpoint(c)))).toBe(true);
     expect([...decodeCheckpoint(r.body, 'download').weights]).toEqual([1, 2, 3]);
-    const accept = json(await postJson(pub.port, '/api/join', { type: 'join', protocol: 1 }));
+    const accept = json(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }));
     expect(accept.checkpointStep).toBe(5);
   });
 });
@@ -206,7 +206,7 @@ describe('live events', () => {
           received.push(chunk);
           const all = received.join('');
           if (all.includes('event: hello') && !all.includes('peer-joined') && received.length === 1) {
-            void postJson(pub.port, '/api/join', { type: 'join', protocol: 1, name: 'sse-watcher' }).catch(reject);
+            void postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, name: 'sse-watcher' }).catch(reject);
           }
           if (all.includes('event: peer-joined')) resolve();
         });
@@ -240,7 +240,7 @@ describe('signaling on the same port', () => {
   }
 
   it('accepts the id and token a join issued, refuses others and other paths', async () => {
-    const accept = json(await postJson(pub.port, '/api/join', { type: 'join', protocol: 1 }));
+    const accept = json(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }));
     const q = (id: unknown, token: unknown): string => `/signal/peerjs?key=peerjs&id=${String(id)}&token=${String(token)}`;
     const ok = await upgrade(pub.port, q(accept.peerId, accept.signalingToken));
     expect(ok.opened).toBe(true);

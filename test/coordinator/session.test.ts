@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import { SESSION_PATH, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
 import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../distributed/helpers.ts';
@@ -83,7 +83,7 @@ describe('session sockets', () => {
     const bad: (string | Record<string, unknown>)[] = [
       '{"type":"heartbeat",', 'null', '[1,2]',
       { type: 'teleport', peerId: p.id },
-      { type: 'join', protocol: 1 },
+      { type: 'join', protocol: PROTOCOL_VERSION },
       { type: 'heartbeat', peerId: 'someone-else', generation: 0, step: 0 },
       { type: 'step-result', peerId: p.id, generation: 0, step: 0, loss: 1, checksum: 'ZZ', timings: { computeMs: 1, commMs: 0, waitMs: 0 }, images: 1 },
       { type: 'ready', peerId: p.id, step: -1, checksum: 'ab', device: 'x' },
