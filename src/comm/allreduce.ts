@@ -14,6 +14,7 @@ import { RingError } from './errors.ts';
 import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
 import { chunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
+import { ReceiveWaits } from './receive-waits.ts';
 import {
   BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, PLAN_FRAME_BYTES, Phase, parsePlan, planFrame, writeHeader,
   type CollectivePlan, type FrameHeader, type WireFormat,
@@ -125,9 +126,8 @@ export function planMismatch(theirs: CollectivePlan, expected: CollectivePlan): 
   return diff.join('; ');
 }
 
-class Collective implements CollectiveSink {
+class Collective extends ReceiveWaits implements CollectiveSink {
   readonly step: number;
-  readonly received: Promise<void>;
   /** Frames into this peer (from prev) and out of it (to next), per ring step. */
   private readonly recv: LinkStep[];
   private readonly send: LinkStep[];
@@ -137,10 +137,6 @@ class Collective implements CollectiveSink {
   private recvJ = 0;
   /** prev's PLAN frame arrived and matches ours: data frames may be read. */
   private planned = false;
-  private error: RingError | null = null;
-  private waiter: (() => void) | null = null;
-  private resolveReceived!: () => void;
-  private rejectReceived!: (e: RingError) => void;
   private scratch: Uint8Array = new Uint8Array(0);
 
   constructor(
@@ -152,16 +148,11 @@ class Collective implements CollectiveSink {
     private onFirstFrame?: () => void,
     private readonly maxRms = Number.POSITIVE_INFINITY,
   ) {
+    super();
     this.step = step;
     this.recv = linkSchedule(ring.rank, grad.length, ring.size, segElems);
     this.send = linkSchedule(ring.rank + 1, grad.length, ring.size, segElems);
     this.got = new Int32Array(this.recv.length);
-    this.received = new Promise<void>((res, rej) => {
-      this.resolveReceived = res;
-      this.rejectReceived = rej;
-    });
-    // Promise.all subscribes later; do not let an early failure count as unhandled.
-    this.received.catch(() => undefined);
     this.skipEmpty();
   }
 
@@ -298,26 +289,6 @@ class Collective implements CollectiveSink {
       start = 0;
     }
     return bpe === 4 ? new Float32Array(buf, start, len) : new Uint16Array(buf, start, len);
-  }
-
-  wake(): void {
-    const w = this.waiter;
-    this.waiter = null;
-    w?.();
-  }
-
-  fail(err: RingError): void {
-    if (this.error) return;
-    this.error = err;
-    this.rejectReceived(err);
-    this.wake();
-  }
-
-  /** Resolves at the next wake (a frame applied, a drain, a failure); throws once failed. */
-  private async next(): Promise<void> {
-    if (this.error) throw this.error;
-    await new Promise<void>((res) => { this.waiter = res; });
-    if (this.error) throw this.error;
   }
 
   async sendAll(): Promise<void> {

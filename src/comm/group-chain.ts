@@ -13,6 +13,7 @@ import { RingError } from './errors.ts';
 import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
 import { chunkRange, segmentCount } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
+import { ReceiveWaits } from './receive-waits.ts';
 import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, Phase, writeHeader, type FrameHeader, type WireFormat } from './wire.ts';
 
 export interface ChainStep {
@@ -64,29 +65,20 @@ export async function runChain(init: ChainInit): Promise<void> {
   }
 }
 
-class ChainCollective implements CollectiveSink {
+class ChainCollective extends ReceiveWaits implements CollectiveSink {
   readonly step: number;
-  readonly received: Promise<void>;
   private readonly steps: ChainStep[];
   private readonly got: Int32Array;
   private recvT = 0;
   private recvJ = 0;
   private firstFrame: (() => void) | undefined;
-  private error: RingError | null = null;
-  private waiter: (() => void) | null = null;
-  private resolveReceived!: () => void;
-  private rejectReceived!: (e: RingError) => void;
 
   constructor(private readonly o: ChainInit) {
+    super();
     this.step = o.ringStep;
     this.firstFrame = o.onFirstFrame;
     this.steps = o.ring.size > 1 ? chainSteps(o.phase, o.ring.rank, o.ring.size, o.shards) : [];
     this.got = new Int32Array(this.steps.length);
-    this.received = new Promise<void>((res, rej) => {
-      this.resolveReceived = res;
-      this.rejectReceived = rej;
-    });
-    this.received.catch(() => undefined); // Promise.all subscribes later
     this.skipEmpty();
   }
 
@@ -146,25 +138,6 @@ class ChainCollective implements CollectiveSink {
     ring.progress();
     this.skipEmpty();
     this.wake();
-  }
-
-  wake(): void {
-    const w = this.waiter;
-    this.waiter = null;
-    w?.();
-  }
-
-  fail(err: RingError): void {
-    if (this.error) return;
-    this.error = err;
-    this.rejectReceived(err);
-    this.wake();
-  }
-
-  private async next(): Promise<void> {
-    if (this.error) throw this.error;
-    await new Promise<void>((res) => { this.waiter = res; });
-    if (this.error) throw this.error;
   }
 
   async sendAll(): Promise<void> {
