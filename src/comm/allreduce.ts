@@ -11,12 +11,12 @@
 // next, how many frames it takes, or that an empty chunk takes none.
 
 import { RingError } from './errors.ts';
-import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
+import { decodeHalfAdd, decodeHalfSet } from './half.ts';
 import { chunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
 import {
-  BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, PLAN_FRAME_BYTES, Phase, parsePlan, planFrame, writeHeader,
+  BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, PLAN_FRAME_BYTES, Phase, dataFrame, parsePlan, planFrame,
   type CollectivePlan, type FrameHeader, type WireFormat,
 } from './wire.ts';
 
@@ -307,18 +307,8 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         while (link.bufferedAmount > high) await this.next();
         if (this.error) throw this.error;
         const [off, len] = frameRange(st, j, segElems);
-        const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[wire]);
-        writeHeader(frame, { kind: FrameKind.data, phase: st.phase, dtype: wire, job: ring.job, generation: ring.generation, step: this.step, chunk: st.chunk, offset: off, length: len });
-        const src = grad.subarray(off, off + len);
-        if (wire === 'f32') {
-          new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
-        } else {
-          const half = new Uint16Array(frame.buffer, HEADER_BYTES, len);
-          encodeHalf(src, half, wire);
-          // The owner's sum goes out rounded: keep the same rounded values so all peers agree bitwise.
-          if (t === n - 1) decodeHalfSet(half, src, wire);
-        }
-        ring.sendNext(frame);
+        // The owner's sum (the last reduce-scatter step) goes out rounded on a half wire: it keeps the rounded values.
+        ring.sendNext(dataFrame(ring, { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off }, grad.subarray(off, off + len), t === n - 1));
       }
     }
   }

@@ -10,11 +10,11 @@
 // (k-1, segment s): the same shard, so segments pipeline as in allreduce.ts.
 
 import { RingError } from './errors.ts';
-import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
+import { decodeHalfAdd, decodeHalfSet } from './half.ts';
 import { chunkRange, segmentCount } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
-import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, Phase, writeHeader, type FrameHeader, type WireFormat } from './wire.ts';
+import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, Phase, dataFrame, type FrameHeader, type WireFormat } from './wire.ts';
 
 export interface ChainStep {
   /** Shard sent at this ring step, or null. */
@@ -154,18 +154,8 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
         while (link.bufferedAmount > high) await this.next();
         if (this.error) throw this.error;
         const [off, len] = this.segment(j, s);
-        const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[wire]);
-        writeHeader(frame, { kind: FrameKind.data, phase, dtype: wire, job: ring.job, generation: ring.generation, step: this.step, chunk: j, offset: off, length: len });
-        const src = grad.subarray(off, off + len);
-        if (wire === 'f32') {
-          new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
-        } else {
-          const half = new Uint16Array(frame.buffer, HEADER_BYTES, len);
-          encodeHalf(src, half, wire);
-          // The owner's value goes out rounded: it keeps the same rounded values (bitwise agreement).
-          if (phase === Phase.allGather && t === 0) decodeHalfSet(half, src, wire);
-        }
-        ring.sendNext(frame);
+        // The owner's value (its first all-gather send) goes out rounded on a half wire: it keeps the rounded values.
+        ring.sendNext(dataFrame(ring, { phase, dtype: wire, step: this.step, chunk: j, offset: off }, grad.subarray(off, off + len), phase === Phase.allGather && t === 0));
       }
     }
     if (this.error) throw this.error;

@@ -11,6 +11,8 @@
 // Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
 // read through typed-array views with no byte swapping.
 
+import { decodeHalfSet, encodeHalf } from './half.ts';
+
 export const MAGIC = 0x31525456; // 'VTR1' read as a little-endian u32
 export const HEADER_BYTES = 32;
 /** Largest frame we accept or send: the data-channel limit everywhere is 256 KiB. */
@@ -87,6 +89,28 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
 }
 
 export interface ControlIds { job: number; generation: number }
+
+/** Where a data frame's elements belong in a collective (its ids come from the ring). */
+export interface DataFrameAt { phase: Phase; dtype: WireFormat; step: number; chunk: number; offset: number }
+
+/**
+ * A data frame carrying `src` (elements at.offset .. at.offset + src.length). On a half-precision
+ * wire the values go out rounded; with `keepRounded` the sender writes the rounded values back
+ * into `src`, so the peer whose sum it is keeps exactly what the others receive (bitwise agreement).
+ */
+export function dataFrame(ids: ControlIds, at: DataFrameAt, src: Float32Array, keepRounded: boolean): Uint8Array {
+  const len = src.length;
+  const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[at.dtype]);
+  writeHeader(frame, { kind: FrameKind.data, ...at, job: ids.job, generation: ids.generation, length: len });
+  if (at.dtype === 'f32') {
+    new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
+  } else {
+    const half = new Uint16Array(frame.buffer, HEADER_BYTES, len);
+    encodeHalf(src, half, at.dtype);
+    if (keepRounded) decodeHalfSet(half, src, at.dtype);
+  }
+  return frame;
+}
 
 export function heartbeatFrame(ids: ControlIds): Uint8Array {
   const frame = new Uint8Array(HEADER_BYTES);
