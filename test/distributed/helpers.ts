@@ -66,15 +66,20 @@ export async function until(cond: () => boolean, ms: number, what: string): Prom
   }
 }
 
-/** The final weights of `config` trained by one volunteer alone (the equivalence tests' reference). */
-export async function onePeerWeights(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, backend: 'webgpu' | 'wasm'): Promise<{ step: number; weights: Float32Array }> {
+/**
+ * The final weights of `config` trained by one volunteer alone (the equivalence tests' reference),
+ * and its job folder (its metrics). Fails when the volunteer does not exit cleanly.
+ */
+export async function onePeerWeights(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, backend: 'webgpu' | 'wasm' = 'webgpu'): Promise<{ step: number; weights: Float32Array; jobDir: string }> {
   const solo = await startTestJob(root, name, data, config);
+  const v = volunteer(solo.url, name, backend);
   try {
-    const v = volunteer(solo.url, name, backend);
     await solo.driver.finished;
-    await v.exited;
-    return await finalWeights(solo.jobDir);
+    const code = await v.exited;
+    if (code !== 0) throw new Error(`the one-peer run's volunteer exited with ${code}:\n${v.lines.slice(-20).join('\n')}`);
+    return { ...(await finalWeights(solo.jobDir)), jobDir: solo.jobDir };
   } finally {
+    v.kill('SIGKILL');
     await solo.close();
   }
 }

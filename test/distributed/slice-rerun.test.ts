@@ -12,7 +12,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import { sampleDigest } from '../../coordinator/slice-rerun.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 
 const K = 8;
 /** The step (1-based) the victim dies in. */
@@ -26,16 +26,10 @@ let singleSamples: string | undefined;
 beforeAll(async () => {
   root = await tempRoot('rerun');
   data = await buildTestData(root.dir);
-  const job = await startTestJob(root.dir, 'single', data, testJob(K));
-  const v = volunteer(job.url, 'solo');
-  spawned.push(v);
-  await job.driver.finished;
-  await job.close();
-  expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-  const w = await finalWeights(job.jobDir);
+  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
   expect(w.step).toBe(K);
   single = w.weights;
-  singleSamples = latestPerStep(await metricsOf(job.jobDir))[S - 1]?.samples;
+  singleSamples = latestPerStep(await metricsOf(w.jobDir))[S - 1]?.samples;
 });
 
 afterAll(async () => {

@@ -15,7 +15,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;
@@ -28,13 +28,7 @@ beforeAll(async () => {
   root = await tempRoot('dist');
   data = await buildTestData(root.dir);
   // The reference: one peer with the whole batch.
-  const job = await startTestJob(root.dir, 'single', data, testJob(K));
-  const v = volunteer(job.url, 'solo');
-  spawned.push(v);
-  await job.driver.finished;
-  await job.close();
-  expect(await v.exited, v.lines.join('\n')).toBe(0);
-  const w = await finalWeights(job.jobDir);
+  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
   expect(w.step).toBe(K);
   single = w.weights;
 });

@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { buildTestData, finalWeights, metricsOf, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 
 const K = 6;
 /** The step (1-based) the victim dies in. */
@@ -27,13 +27,7 @@ let single: Float32Array;
 beforeAll(async () => {
   root = await tempRoot('two-level');
   data = await buildTestData(root.dir);
-  const job = await startTestJob(root.dir, 'single', data, testJob(K));
-  const v = volunteer(job.url, 'solo');
-  spawned.push(v);
-  await job.driver.finished;
-  await job.close();
-  expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-  const w = await finalWeights(job.jobDir);
+  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
   expect(w.step).toBe(K);
   single = w.weights;
 }, 300_000);
