@@ -18,6 +18,8 @@ import { fitComm, FitError, ringBytesPerPeer } from './scaling-model.ts';
 import type { LinkModel } from './scaling-collective.ts';
 import type { ModelProfile } from './scaling-profile.ts';
 import { harmonic, simulateStep, type SystemModel } from './scaling-sim.ts';
+import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
+import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
 
 export interface MeasuredRun {
   peers: number;
@@ -93,9 +95,17 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number): Cali
   };
 }
 
-/** Today's system with a calibration's overheads: flat ring, one all-reduce after backward, abort on loss. */
+/**
+ * The system as the code runs it, with a calibration's overheads: the job defaults of
+ * coordinator/job.ts and src/client/sync-step.ts (buckets of DEFAULT_BUCKET_BYTES all-reduced as
+ * backward completes them, the two-level collective from DEFAULT_TWO_LEVEL_FROM peers, a lost
+ * peer costs its slice: coordinator/slice-rerun.ts), float32 frames.
+ */
 export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>): SystemModel {
-  return { topology: 'ring', overlap: false, bucketBytes: [Infinity], onLoss: 'abort', overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS };
+  return {
+    topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], onLoss: 'rerun-slice',
+    overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS, wireScale: 1,
+  };
 }
 
 /** The simulator's step time for a measured run's configuration, today's system; `speed` overrides c. */

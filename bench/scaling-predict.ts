@@ -1,12 +1,14 @@
 // The scaling bench's predictions: the calibrated simulator (bench/scaling-sim.ts, -churn.ts)
 // run for large rings of three models at two global batches over three kinds of link, for two
 // systems, each labelled:
-//   current  what the code does today: flat ring (src/comm), one all-reduce of the whole
-//            gradient after backward, a lost peer aborts the step (coordinator/driver.ts), the
-//            per-step overhead fitted on this machine;
-//   planned  NOT built yet (DESIGN.md "Where the design goes next"): buckets all-reduced during
-//            backward (the best of a few bucket sizes), a two-level ring, a lost peer costs its
-//            slice, and an assumed smaller per-step overhead (PLANNED_OVERHEAD_S).
+//   current  what the code does today (job defaults): buckets of 4 MB all-reduced as backward
+//            completes them (src/client/sync-step.ts), a flat ring below 16 peers and the
+//            two-level collective from 16 (coordinator/two-level.ts), a lost peer costs its
+//            slice (coordinator/slice-rerun.ts), float32 frames, the per-step overhead fitted here;
+//   planned  NOT built: half-precision frames by default, the bucket cap chosen per model and
+//            link (the best of a few sizes), the next assignment pipelined with the update (an
+//            assumed smaller per-step overhead, PLANNED_OVERHEAD_S).
+// Both assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
 // Every number that is assumed rather than measured is named here and written to the JSON.
 import { PROFILES, type Profile } from '../test/net/profiles.ts';
 import { modelByName, type ModelName } from '../src/nn/models.ts';
@@ -66,7 +68,7 @@ export function scenarios(cal: Calibration): Scenario[] {
 export function systems(cal: Calibration): Record<'current' | 'planned', SystemModel> {
   return {
     current: currentSystem(cal),
-    planned: { topology: 'two-level', overlap: true, bucketBytes: PLANNED_BUCKETS, onLoss: 'rerun-slice', overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
+    planned: { ...currentSystem(cal), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0, wireScale: 0.5 },
   };
 }
 
@@ -82,7 +84,7 @@ export interface PredictionRow {
   scenario: string; batch: number; link: string; peers: number; imagesPerPeer: number;
   stepS: number; computeS: number; exposedCommS: number; exposedLatencyS: number; exposedBandwidthS: number; allReduceS: number; overheadS: number;
   buckets: number; bucketBytes: number;
-  efficiency: number; efficiencyNoLatency: number; imagesPerSec: number;
+  efficiency: number; efficiencyNoLatency: number; efficiencyNoStraggler: number; imagesPerSec: number;
   bound: string; boundShare: number;
   churn: { meanSessionS: number; efficiency: number; meanStepS: number; lossesPerStep: number };
 }
@@ -98,7 +100,8 @@ export function predictRow(cal: Calibration, sys: 'current' | 'planned', s: Scen
     system: sys, scenario: s.key, batch, link: link.key, peers, imagesPerPeer: batch / peers,
     stepS: t.totalS, computeS: t.computeS, exposedCommS: t.exposedCommS, exposedLatencyS: t.exposedLatencyS, exposedBandwidthS: t.exposedBandwidthS,
     allReduceS: t.allReduceS, overheadS: t.overheadS, buckets: t.buckets, bucketBytes: t.bucketBytes,
-    efficiency: efficiency(c, system, w), efficiencyNoLatency: efficiency({ ...c, link: { ...c.link, latencyS: 0 } }, system, w), imagesPerSec: batch / t.totalS,
+    efficiency: efficiency(c, system, w), efficiencyNoLatency: efficiency({ ...c, link: { ...c.link, latencyS: 0 } }, system, w),
+    efficiencyNoStraggler: efficiency({ ...c, stragglerMean: 0 }, system, w), imagesPerSec: batch / t.totalS,
     bound: b.bound, boundShare: b.share,
     churn: { meanSessionS: CHURN.meanSessionS, efficiency: churn.efficiency, meanStepS: churn.meanStepS, lossesPerStep: churn.lossesPerStep },
   };

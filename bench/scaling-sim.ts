@@ -47,7 +47,15 @@ export interface SystemModel {
   overheadS: number;
   /** Seconds per step of each peer's own work outside compute and all-reduce (update, checksum), at share 1. */
   overheadPerPeerS: number;
+  /** With topology 'two-level': the ring size from which it is used (a smaller ring is flat, as the job's twoLevelFrom); absent: always. */
+  twoLevelFrom?: number;
+  /** Bytes on the wire per byte of float32 gradient: 1 (float32 frames, today's default), 0.5 (half precision); absent: 1. */
+  wireScale?: number;
 }
+
+/** The topology a system uses for a ring of `peers` (flat below its twoLevelFrom). */
+export const topologyFor = (s: SystemModel, peers: number): SystemModel['topology'] =>
+  s.topology === 'two-level' && peers < (s.twoLevelFrom ?? 0) ? 'ring' : s.topology;
 
 export type Workload = { batch: number; profile: Pick<ModelProfile, 'gradBytes' | 'backwardShare' | 'layers'> };
 
@@ -90,13 +98,15 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
   const computeS = (w.batch / (c.peers * c.imagesPerSecPerPeer * c.share)) * (1 + c.stragglerMean * harmonic(c.peers));
   const backwardS = computeS * w.profile.backwardShare;
-  const full = allReduceTime(c.link, s.topology, c.peers, w.profile.gradBytes);
+  const topology = topologyFor(s, c.peers);
+  const wire = s.wireScale ?? 1;
+  const full = allReduceTime(c.link, topology, c.peers, w.profile.gradBytes * wire);
   let best = { exposed: 0, buckets: 0, bucketBytes: 0 };
   if (c.peers > 1) {
     best = { exposed: Infinity, buckets: 0, bucketBytes: 0 };
     for (const size of s.bucketBytes) {
       const buckets = bucketsOf(w.profile.layers, size);
-      const exposed = exposedCommS(buckets, (bytes) => allReduceTime(c.link, s.topology, c.peers, bytes).totalS, backwardS, s.overlap);
+      const exposed = exposedCommS(buckets, (bytes) => allReduceTime(c.link, topology, c.peers, bytes * wire).totalS, backwardS, s.overlap);
       if (exposed < best.exposed) best = { exposed, buckets: buckets.length, bucketBytes: Math.min(size, w.profile.gradBytes) };
     }
   }

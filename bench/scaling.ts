@@ -6,7 +6,7 @@
 // -profile.ts) calibrated on these runs (bench/scaling-calibrate.ts), its error on them, and its
 // predictions for 64, 256 and 1,024 peers (bench/scaling-predict.ts) of the small CNN and
 // ResNet-50 at 64x64 and 224x224, B = 8K and 32K, for the CURRENT system (what the code does)
-// and the PLANNED one (overlap, two-level ring, slice re-run, smaller overhead: not built).
+// and the PLANNED one (half-precision frames, a tuned bucket cap, a smaller overhead: not built).
 //
 // On this 2-core machine all N peers share the cores (and llvmpipe's threads), so N peers
 // compute no faster than one: read the communication fraction and how it grows with N, not
@@ -43,6 +43,8 @@ import { calibrate, validate, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
 import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
+import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
+import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
 import { MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
@@ -147,8 +149,8 @@ export async function main(args: string[]): Promise<void> {
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
     predictions: {
       systems: {
-        current: 'what the code does today: flat ring, one all-reduce of the whole gradient after backward, a lost peer aborts the step, the per-step overhead fitted here (o + o_peer)',
-        planned: `NOT BUILT: buckets all-reduced during backward (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), two-level ring (g x N/g), a lost peer costs only its slice, overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
+        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, float32 frames, the per-step overhead fitted here (o + o_peer)`,
+        planned: `NOT BUILT: half-precision frames by default, the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
       assumptions: {
         computePerModel: scenarios(cal).map((s) => ({ scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9, backwardShare: s.profile.backwardShare, source: s.computeSource })),
@@ -172,9 +174,11 @@ export async function main(args: string[]): Promise<void> {
     predicted_eff_1024_1g: round(head('current', 1024).efficiency),
     predicted_eff_64_100m: round(head('current', 64, '100m').efficiency),
     predicted_eff_64_1g_no_latency: round(head('current', 64).efficiencyNoLatency),
+    predicted_eff_64_1g_no_straggler: round(head('current', 64).efficiencyNoStraggler),
     planned_eff_64_1g: round(head('planned', 64).efficiency),
     planned_eff_256_1g: round(head('planned', 256).efficiency),
     planned_eff_1024_1g: round(head('planned', 1024).efficiency),
+    planned_eff_64_1g_no_straggler: round(head('planned', 64).efficiencyNoStraggler),
     churn_eff_256_1g: round(head('current', 256).churn.efficiency),
     planned_churn_eff_256_1g: round(head('planned', 256).churn.efficiency),
     bound_256_1g: boundText(head('current', 256)),

@@ -55,6 +55,14 @@ describe('scaling simulator: a hand-computed case', () => {
     expect(allReduceTime(CLUSTER.link, 'two-level', 4, 1000).totalS).toBeCloseTo(2 * 0.51 + 2 * 0.26, 12);
   });
 
+  it('a two-level system is a flat ring below its twoLevelFrom, and half-precision frames halve the bytes', () => {
+    const from = (n: number): SystemModel => ({ ...RING, topology: 'two-level', twoLevelFrom: n });
+    expect(simulateStep(CLUSTER, from(16), TOY).allReduceS).toBeCloseTo(simulateStep(CLUSTER, RING, TOY).allReduceS, 12);
+    expect(simulateStep(CLUSTER, from(4), TOY).allReduceS).toBeCloseTo(allReduceTime(CLUSTER.link, 'two-level', 4, 1000).totalS, 12);
+    // 6 ring steps of alpha 0.01 and 500/4 bytes at 1000 B/s.
+    expect(simulateStep(CLUSTER, { ...RING, wireScale: 0.5 }, TOY).allReduceS).toBeCloseTo(6 * (0.01 + 0.125), 12);
+  });
+
   it('buckets of 400 bytes overlapped with a 0.5 s backward expose 1.37 s of 1.62', () => {
     const buckets = bucketsOf(TOY.profile.layers, 400);
     expect(buckets).toEqual([{ bytes: 400, readyFraction: 0.5 }, { bytes: 600, readyFraction: 1 }]);
