@@ -47,11 +47,18 @@ export interface DriverTimeouts {
   silentMs: number;
   /** The silence allowed during work nothing has timed yet (its first step, loading, evaluating, uploading). */
   firstSilentMs: number;
+  /**
+   * Joiner batching: while the ring is churning (its last two generations began less than this
+   * apart, the newest less than this ago), joiners wait at most this long, so that several enter
+   * in one new generation instead of one generation each; a calm ring admits at once. 0: every
+   * boundary admits.
+   */
+  admitGapMs: number;
 }
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000 };
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 2_000 };
 
 export interface DriverDeps {
   job: JobConfig;
@@ -101,6 +108,8 @@ interface PeerRec {
   links: LinkObservation;
   /** Not admitted before this time (its last admission failed for want of a checkpoint). */
   admitAfter: number;
+  /** When it began waiting for admission (the joiner batching of boundary()). */
+  waitingSince: number;
 }
 
 type Phase =
@@ -124,6 +133,9 @@ export class Driver {
   private ring: string[] = [];
   /** The generation's two-level plan (its groups, in order, are `ring`), or null: a flat ring. */
   private topology: Topology | null = null;
+  /** When the newest generation and the one before it began (joiner batching). */
+  private generationAt = 0;
+  private previousGenerationAt = 0;
   private generation: number;
   private step: number;
   private checkpointStep: number | null;
@@ -193,7 +205,7 @@ export class Driver {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0 });
+    this.peers.set(id, { id, name, state: 'waiting', lastSeen: Date.now(), maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0, waitingSince: Date.now() });
     this.advance();
   }
 
@@ -330,7 +342,12 @@ export class Driver {
     // upload to wait for); then the step runs afresh with them.
     const rerunPending = this.rerunPlan() !== null && !this.loadable(this.step);
     const roundPending = this.ring.length > 0 && ((this.round !== null && this.round.step === this.step) || rerunPending);
-    if (this.ring.length === 0 || (waiting.length > 0 && !roundPending)) return this.startAdmission(waiting);
+    // Batched: under churn (the last two generations began within admitGapMs), joiners wait up
+    // to admitGapMs, so that those who came meanwhile enter together in one new generation.
+    const gap = this.timeouts.admitGapMs;
+    const churning = now - this.generationAt < gap && this.generationAt - this.previousGenerationAt < gap;
+    const due = !churning || waiting.some((id) => now - this.peers.get(id)!.waitingSince >= gap);
+    if (this.ring.length === 0 || (waiting.length > 0 && !roundPending && due)) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&
       (last || this.crossed(this.d.job.evalEvery));
@@ -559,11 +576,13 @@ export class Driver {
     const same = ring.length === this.ring.length && ring.every((id, i) => id === this.ring[i]);
     if (same) return;
     // From the job's twoLevelFrom peers on: groups by measured links, and the ring in their order.
-    const plan = planGeneration(ring, (id) => this.peers.get(id)?.links, this.d.job.twoLevelFrom);
+    const plan = planGeneration(ring, (id) => this.peers.get(id)?.links, this.d.job.twoLevelFrom, this.topology);
     ring = plan.ring;
     this.topology = plan.topology;
     this.ring = ring;
     this.generation++;
+    this.previousGenerationAt = this.generationAt;
+    this.generationAt = Date.now();
     const peers = ring.map((id) => ({ id, name: this.peers.get(id)?.name ?? null, device: this.peers.get(id)?.device ?? '' }));
     this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring, peers });
     this.d.publish({ type: 'generation', generation: this.generation, ring, peers });
@@ -594,7 +613,7 @@ export class Driver {
     if (ph.kind === 'admitting') {
       if (ph.uploadFrom && ids.includes(ph.uploadFrom) && this.checkpointStep !== ph.step) {
         // The upload will not come: back to waiting; the next boundary asks a survivor.
-        for (const j of ph.joiners) { const p = this.peers.get(j); if (p) p.state = 'waiting'; }
+        for (const j of ph.joiners) { const p = this.peers.get(j); if (p) { p.state = 'waiting'; p.waitingSince = Date.now(); } }
         this.setRing(this.ring.filter((id) => !members.includes(id)));
         this.phase = { kind: 'between' };
         return this.advance();

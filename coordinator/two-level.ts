@@ -7,9 +7,12 @@
 // all-reduces showed (bytes it sent over the time it spent sending and receiving: a running
 // mean), unmeasured peers last. The ring of the generation is then the plan's groups one after
 // the other, so `ring`, the ranks of the assignments and the topology they carry agree. The
-// plan is made once per generation (membership changes only there), never per step.
+// plan is made once per generation (membership changes only there), never per step, and from
+// the previous generation's plan where it can be kept (stable-plan.ts), so that a join or a
+// leave changes few neighbours.
 import type { StepResult } from '../src/client/protocol.ts';
 import { MIN_TWO_LEVEL_PEERS, planTopology, type PeerLinkInfo, type Topology } from '../src/comm/topology.ts';
+import { adaptTopology } from './stable-plan.ts';
 
 /** The default of the job's `twoLevelFrom`: the size from which a generation all-reduces in two levels. */
 export const DEFAULT_TWO_LEVEL_FROM = MIN_TWO_LEVEL_PEERS;
@@ -46,10 +49,14 @@ export interface GenerationPlan {
 
 /**
  * The plan of a generation of `ring` (pure): flat below `twoLevelFrom` peers (0: always flat)
- * and when the plan would have a single group; else the groups of planTopology.
+ * and when the plan would have a single group; else the previous generation's groups adapted
+ * to the new members (stable-plan.ts: unchanged neighbours keep their links), or, without one
+ * or when it cannot be kept, the groups of planTopology.
  */
-export function planGeneration(ring: readonly string[], linksOf: (id: string) => LinkObservation | undefined, twoLevelFrom: number): GenerationPlan {
+export function planGeneration(ring: readonly string[], linksOf: (id: string) => LinkObservation | undefined, twoLevelFrom: number, previous: Topology | null = null): GenerationPlan {
   if (twoLevelFrom === 0 || ring.length < Math.max(2, twoLevelFrom)) return { ring: [...ring], topology: null };
+  const kept = previous ? adaptTopology(previous, ring, linksOf) : null;
+  if (kept) return { ring: kept.groups.flat(), topology: kept };
   const peers: PeerLinkInfo[] = ring.map((id) => ({ id, ...linksOf(id) }));
   const topology = planTopology(peers, { minTwoLevel: twoLevelFrom });
   if (topology.groups.length < 2) return { ring: [...ring], topology: null };

@@ -1,6 +1,6 @@
 // The training driver with peers played by a test through its inputs (no sockets): what it
 // sends to whom, its metrics and events, and helpers to answer as peers do.
-import { Driver } from '../../coordinator/driver.ts';
+import { Driver, type DriverTimeouts } from '../../coordinator/driver.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import type { MetricRecord } from '../../coordinator/metrics.ts';
 import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/client/protocol.ts';
@@ -10,7 +10,7 @@ export const N_TRAIN = 500;
 /** Images an assignment gives its peer: its slice, or its slices of every inner step of a round. */
 export const imagesOf = (a: StepAssignment): number => (a.round ? a.round.ids.reduce((n, s) => n + s.length, 0) : a.sampleIds.length);
 
-export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[] } = {}) {
+export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[]; timeouts?: Partial<DriverTimeouts> } = {}) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
   const records: MetricRecord[] = [];
   const events: LiveEvent[] = [];
@@ -24,6 +24,8 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
     disconnect: (id) => disconnected.push(id),
     publish: (e) => events.push(e),
     log: (line) => logs.push(line),
+    // Joiners enter at the next boundary unless a test is about batching them.
+    timeouts: { admitGapMs: 0, ...o.timeouts },
   });
   const take = <T extends CoordinatorMessage['type']>(to: string, type: T): Extract<CoordinatorMessage, { type: T }> => {
     const i = sent.findIndex((s) => s.to === to && s.m.type === type);

@@ -95,22 +95,32 @@ describe('two-level generations', () => {
     h.d.stop();
   });
 
-  it('the next generation follows the measured links: relayed peers last, then by bandwidth', () => {
-    const h = driverHarness({ twoLevelFrom: 4, globalBatch: 24 });
-    const as = h.startRing(IDS);
-    // Step 1: e is relayed; among the rest, d sent fastest, then c, b, a.
-    const bytes: Record<string, number> = { a: 1000, b: 2000, c: 3000, d: 4000, e: 9000 };
-    for (const a of as) {
-      const id = a.ring[a.rank]!;
-      answer(h, id, a, { sentBytes: bytes[id], link: id === 'e' ? 'relayed' : 'direct' });
-    }
-    for (const id of IDS) h.take(id, 'step-assignment');
-    // A new generation (a leaves): the survivors are planned again from what they showed.
-    h.d.peerGone('a', 'closed');
-    const again = ['b', 'c', 'd', 'e'].map((id) => h.take(id, 'step-assignment'));
-    expect(again[0]!.topology?.groups).toEqual([['d', 'c'], ['b', 'e']]);
-    expect(again[0]!.ring).toEqual(['d', 'c', 'b', 'e']);
-    h.d.stop();
+  it('the next generation keeps its groups while no slow peer sits before a fast one; else it follows the measured links', () => {
+    const run = (relayed: string) => {
+      const h = driverHarness({ twoLevelFrom: 4, globalBatch: 24 });
+      const as = h.startRing(IDS);
+      expect(as[0]!.topology?.groups).toEqual([['a', 'b'], ['c', 'd', 'e']]);
+      // Step 1: one peer is relayed; among the rest, e sent fastest, then d, c, b, a.
+      const bytes: Record<string, number> = { a: 1000, b: 2000, c: 3000, d: 4000, e: 9000 };
+      for (const a of as) {
+        const id = a.ring[a.rank]!;
+        answer(h, id, a, { sentBytes: bytes[id], link: id === relayed ? 'relayed' : 'direct' });
+      }
+      for (const id of IDS) h.take(id, 'step-assignment');
+      // A new generation (a leaves).
+      h.d.peerGone('a', 'closed');
+      const again = ['b', 'c', 'd', 'e'].map((id) => h.take(id, 'step-assignment'));
+      h.d.stop();
+      return again[0]!;
+    };
+    // e relayed: the kept plan (b alone, evened out with e, the last of the largest group) has
+    // it at its group's end: kept, so three of the four peers keep their neighbours.
+    const kept = run('e');
+    expect(kept.topology?.groups).toEqual([['b', 'e'], ['c', 'd']]);
+    // c relayed would sit before d: planned again from the links, relayed last, then by bandwidth.
+    const fresh = run('c');
+    expect(fresh.topology?.groups).toEqual([['e', 'd'], ['b', 'c']]);
+    expect(fresh.ring).toEqual(['e', 'd', 'b', 'c']);
   });
 
   it('a member lost mid two-level step: the same step again over the survivors, in two levels, with the kept sums; nobody honest evicted', () => {

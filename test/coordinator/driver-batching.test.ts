@@ -1,0 +1,70 @@
+// Joiner batching (DriverTimeouts.admitGapMs): under churn joiners wait, at most admitGapMs, so
+// that those who come meanwhile enter in one new generation; a calm ring admits at once.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { driverHarness, imagesOf } from './driver-harness.ts';
+import type { StepAssignment } from '../../src/client/protocol.ts';
+
+function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment): void {
+  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
+}
+
+/** Every member answers its assignment; returns the next step's assignments. */
+function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): StepAssignment[] {
+  for (const a of as) answer(h, a.ring[a.rank]!, a);
+  const ring = h.d.status().ring;
+  return ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
+}
+
+describe('joiner batching', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('a calm ring admits a joiner at the next boundary', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({}, { timeouts: { admitGapMs: 2000 } });
+    const as = h.startRing(['a', 'b']);
+    // (The ring formed in two generations at once, a and then b: a ramp. Calm 5 s later.)
+    vi.setSystemTime(1_005_000);
+    h.d.peerConnected('j', null);
+    commit(h, as);
+    // Admitted at once: the ring's first member uploads step 1 for it, and it loads it.
+    expect(h.take('a', 'upload-checkpoint')).toEqual({ type: 'upload-checkpoint', step: 1 });
+    h.d.checkpointStored('a', 1);
+    expect(h.take('j', 'load-state')).toMatchObject({ step: 1 });
+    h.d.stop();
+  });
+
+  it('under churn joiners wait up to admitGapMs, then enter together in one generation', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
+    let as = h.startRing(['a', 'b', 'c']);
+    as = commit(h, as);
+    vi.setSystemTime(1_000_100);
+    // c leaves 300 ms after the ring formed: two generations within the gap, the ring churns.
+    vi.setSystemTime(1_000_300);
+    h.d.peerGone('c', 'stopped by its owner');
+    as = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    const generation = as[0]!.generation;
+    vi.setSystemTime(1_000_400);
+    h.d.peerConnected('x', null);
+    as = commit(h, as);
+    expect(h.has('x', 'load-state') || h.has('a', 'upload-checkpoint')).toBe(false);
+    vi.setSystemTime(1_001_200);
+    h.d.peerConnected('y', null);
+    as = commit(h, as);
+    expect(h.has('x', 'load-state') || h.has('y', 'load-state') || h.has('a', 'upload-checkpoint')).toBe(false);
+    expect(as.every((a) => a.generation === generation)).toBe(true);
+    // x has waited the gap: both enter at the next boundary, in one new generation.
+    vi.setSystemTime(1_002_500);
+    commit(h, as);
+    const step = h.d.status().step;
+    expect(h.take('a', 'upload-checkpoint')).toEqual({ type: 'upload-checkpoint', step });
+    h.d.checkpointStored('a', step);
+    for (const id of ['x', 'y']) { expect(h.take(id, 'load-state')).toMatchObject({ step }); h.ready(id, step); }
+    const next = ['a', 'b', 'x', 'y'].map((id) => h.take(id, 'step-assignment'));
+    expect(new Set(next.map((a) => a.generation))).toEqual(new Set([generation + 1]));
+    expect(next[0]!.ring).toEqual(['a', 'b', 'x', 'y']);
+    h.d.stop();
+  });
+});
