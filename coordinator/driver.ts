@@ -110,6 +110,8 @@ interface PeerRec {
   admitAfter: number;
   /** When it began waiting for admission (the joiner batching of boundary()). */
   waitingSince: number;
+  /** It asked to leave after the running step (Leave.afterStep): let go at the next boundary. */
+  leaving?: boolean;
 }
 
 type Phase =
@@ -236,6 +238,13 @@ export class Driver {
       case 'heartbeat':
         return;
       case 'leave':
+        // A member of the running step that asks to leave after it: let go at its commit
+        // (boundary()), so the ring keeps its slice; anyone else is gone now.
+        if (m.afterStep && ph.kind === 'running' && ph.ring.includes(id)) {
+          peer.leaving = true;
+          this.d.log(`peer ${id} leaves after step ${ph.step + 1} (${m.reason ?? 'asked'})`);
+          return;
+        }
         this.d.disconnect(id, m.reason ?? 'left');
         return this.peerGone(id, m.reason ?? 'left');
       case 'ready':
@@ -333,6 +342,12 @@ export class Driver {
       return;
     }
     this.phase = { kind: 'between' };
+    const leaving = this.ring.filter((id) => this.peers.get(id)?.leaving);
+    if (leaving.length > 0) {
+      // Their step is committed: they go now, without aborting anything.
+      for (const id of leaving) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
+      return this.gone(leaving, 'left after its step (stopped by its owner)');
+    }
     const now = Date.now();
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came

@@ -91,7 +91,12 @@ export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-tim
 export interface CollectiveFailure { type: 'collective-failure'; peerId: string; generation: number; step: number; failedPeerId: string; kind: RingErrorKind }
 /** The checkpoint this peer is about to upload (the body of the upload must match). */
 export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: string; generation: number; step: number; bytes: number; sha256: string }
-export interface Leave { type: 'leave'; peerId: string; reason?: string }
+/**
+ * A peer leaves. afterStep: stopped by its owner mid-step, it finishes the step it is in (the
+ * ring keeps its slice; the coordinator lets it go at the step's commit, with 'done') instead of
+ * leaving now; absent: it is gone now.
+ */
+export interface Leave { type: 'leave'; peerId: string; reason?: string; afterStep?: boolean }
 /** This peer holds the weights of `step` (loaded from the seed or a checkpoint) and can enter a ring. */
 export interface Ready { type: 'ready'; peerId: string; step: number; checksum: string; device: string }
 /** The model's answer for one shown test image. */
@@ -465,9 +470,10 @@ function readAnnounce(r: FieldReader): Fields<CheckpointAnnounce> {
 }
 
 function readLeave(r: FieldReader): Fields<Leave> {
-  r.only(['type', 'peerId', 'reason']);
+  r.only(['type', 'peerId', 'reason', 'afterStep']);
   const out: Fields<Leave> = { peerId: r.id('peerId') };
   if (r.has('reason')) out.reason = r.str('reason', MAX_TEXT_LENGTH);
+  if (r.has('afterStep')) out.afterStep = r.bool('afterStep');
   return out;
 }
 

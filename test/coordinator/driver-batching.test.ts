@@ -68,3 +68,31 @@ describe('joiner batching', () => {
     h.d.stop();
   });
 });
+
+describe('a member that leaves after its step', () => {
+  it('keeps its slice in the running step; at the commit it gets done and the ring goes on without it, nothing aborted', () => {
+    const h = driverHarness({});
+    let as = h.startRing(['a', 'b', 'c']);
+    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
+    expect(h.d.status().ring).toEqual(['a', 'b', 'c']);
+    as = commit(h, as);
+    expect(h.take('b', 'done')).toMatchObject({ step: 1 });
+    expect(as.map((a) => a.ring[a.rank])).toEqual(['a', 'c']);
+    expect(as.every((a) => a.step === 1 && a.reuse === undefined)).toBe(true);
+    expect(h.records.filter((r) => r.type === 'abort')).toEqual([]);
+    expect(h.records.filter((r) => r.type === 'step').length).toBe(1);
+    // Its plain leave (sent as it closes) changes nothing more.
+    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner' });
+    expect(h.d.status().ring).toEqual(['a', 'c']);
+    h.d.stop();
+  });
+
+  it('a leave after the step from a peer that is not in a running step is a leave now', () => {
+    const h = driverHarness({});
+    h.startRing(['a', 'b']);
+    h.d.peerConnected('j', null);
+    h.d.message('j', { type: 'leave', peerId: 'j', reason: 'stopped', afterStep: true });
+    expect(h.d.status().peers).toBe(2);
+    h.d.stop();
+  });
+});

@@ -18,6 +18,7 @@ const PEER: PeerMessage[] = [
   { type: 'checkpoint-announce', peerId: 'p-0', generation: 3, step: 100, bytes: 123456, sha256: 'a'.repeat(64) },
   { type: 'leave', peerId: 'p-1' },
   { type: 'leave', peerId: 'p-1', reason: 'tab closed' },
+  { type: 'leave', peerId: 'p-1', reason: 'stopped by its owner', afterStep: true },
   { type: 'ready', peerId: 'p-3', step: 40, checksum: '0123456789abcdef', device: 'llvmpipe (opengles)' },
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
 ];
