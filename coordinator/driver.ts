@@ -599,8 +599,10 @@ export class Driver {
     this.previousGenerationAt = this.generationAt;
     this.generationAt = Date.now();
     const peers = ring.map((id) => ({ id, name: this.peers.get(id)?.name ?? null, device: this.peers.get(id)?.device ?? '' }));
-    this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring, peers });
-    this.d.publish({ type: 'generation', generation: this.generation, ring, peers });
+    // The plan goes out with the ring (absent when flat, as older records are) for the dashboard.
+    const shape = this.topology ? { topology: this.topology } : {};
+    this.d.metrics.append({ type: 'generation', time: Date.now(), generation: this.generation, ring, peers, ...shape });
+    this.d.publish({ type: 'generation', generation: this.generation, ring, peers, ...shape });
   }
 
   private decideUnreachable(ph: Extract<Phase, { kind: 'running' }>): void {

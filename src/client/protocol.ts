@@ -220,7 +220,8 @@ export type LiveEvent =
   | { type: 'hello'; job: number; step: number; generation: number }
   | { type: 'peer-joined'; peerId: string; name: string | null }
   | { type: 'peer-left'; peerId: string; reason: string }
-  | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[] }
+  /** `topology`: the generation's two-level plan (its groups, one after the other, are `ring`); absent: a flat ring. */
+  | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[]; topology?: Topology }
   | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[]; traffic?: StepTraffic }
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
   | ({ type: 'eval' } & EvalSummary)
@@ -235,7 +236,7 @@ export type MetricRecord =
   | { type: 'abort'; time: number; step: number; generation: number; reason: string }
   | ({ type: 'eval'; time: number } & EvalSummary)
   | { type: 'checkpoint'; time: number; step: number }
-  | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[] }
+  | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[]; topology?: Topology }
   | { type: 'done'; time: number; step: number };
 
 /**

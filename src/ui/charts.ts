@@ -1,6 +1,7 @@
 // Charts as SVG text, pure functions of their data: line charts (training curves, scaling),
 // a per-peer timeline of stacked bars, and the ring drawn as a circle. The dashboard and the
-// benchmarks draw with these.
+// benchmarks draw with these; other charts (step-split.ts) build on the same frame and axes
+// (chartHead, axesSvg).
 export interface LineSeries { name: string; points: [number, number][] }
 export interface LineChart {
   title: string; xLabel: string; yLabel: string; series: LineSeries[]; width?: number; height?: number; dashed?: string[];
@@ -78,9 +79,45 @@ export function formatTick(v: number, step: number): string {
 
 const finitePoint = ([x, y]: [number, number]) => Number.isFinite(x) && Number.isFinite(y);
 /** An axis over some values, including 0 (as the charts always have). */
-const axisOver = (vs: readonly number[], integer = false) =>
+export const axisOver = (vs: readonly number[], integer = false) =>
   niceTicks(vs.reduce((a, v) => Math.min(a, v), 0), vs.reduce((a, v) => Math.max(a, v), 0), 5, integer);
 const longest = (labels: readonly string[]) => labels.reduce((a, l) => Math.max(a, l.length), 0);
+/** An axis' tick labels, each at the precision of its step. */
+export const tickLabels = (a: Ticks) => a.ticks.map((v) => formatTick(v, a.step));
+/** The left margin that fits these y tick labels (about 7 px a character at 12 px) and the rotated axis label. */
+export const leftMargin = (yLabels: readonly string[]) => Math.max(70, 30 + 7 * longest(yLabels));
+
+/** A chart of `W` x `H` px whose plot area lies L, R, T, B px inside its edges. */
+export interface Frame { W: number; H: number; L: number; R: number; T: number; B: number }
+/** A linear scale from an axis' range onto [from, to] px. */
+export const scaleOf = (a: { lo: number; hi: number }, from: number, to: number) => (v: number) => from + ((v - a.lo) / (a.hi - a.lo)) * (to - from);
+
+/**
+ * The opening of a chart with axes: the svg element, its background, the title, the x label
+ * below and the y label rotated on the left; `below` px under the x label are left free (notes).
+ */
+export function chartHead(f: Frame, title: string, xLabel: string, yLabel: string, below = 0): string[] {
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${f.W}" height="${f.H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    `<text x="${f.W / 2}" y="22" text-anchor="middle" font-size="15">${esc(title)}</text>`,
+    `<text x="${f.W / 2}" y="${f.H - 12 - below}" text-anchor="middle">${esc(xLabel)}</text>`,
+    `<text transform="translate(16 ${(f.T + f.H - f.B) / 2}) rotate(-90)" text-anchor="middle">${esc(yLabel)}</text>`,
+  ];
+}
+
+/** Grid lines at the y ticks with their labels, the x tick labels, and the two axis lines. */
+export function axesSvg(f: Frame, xa: Ticks, X: (x: number) => number, ya: Ticks, Y: (y: number) => number): string[] {
+  const out: string[] = [];
+  const yl = tickLabels(ya);
+  ya.ticks.forEach((v, k) => {
+    const y = Y(v).toFixed(1);
+    out.push(`<line x1="${f.L}" y1="${y}" x2="${f.W - f.R}" y2="${y}" stroke="#ddd"/><text class="tick-y" x="${f.L - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${yl[k]}</text>`);
+  });
+  xa.ticks.forEach((v) => out.push(`<text class="tick-x" x="${X(v).toFixed(1)}" y="${f.H - f.B + 16}" text-anchor="middle">${formatTick(v, xa.step)}</text>`));
+  out.push(`<line x1="${f.L}" y1="${f.H - f.B}" x2="${f.W - f.R}" y2="${f.H - f.B}" stroke="black"/><line x1="${f.L}" y1="${f.T}" x2="${f.L}" y2="${f.H - f.B}" stroke="black"/>`);
+  return out;
+}
 
 export function lineChartSvg(c: LineChart): string {
   const W = c.width ?? 720, H = c.height ?? 440, T = 60, B = 60;
@@ -90,26 +127,13 @@ export function lineChartSvg(c: LineChart): string {
   const ya = axisOver(pointsOf(c.series.filter((s) => !onRight(s))).map((p) => p[1]));
   const rv = pointsOf(c.series.filter(onRight)).map((p) => p[1]);
   const ra = c.right ? axisOver(rv, rv.every(Number.isInteger)) : null;
-  const labels = (a: Ticks) => a.ticks.map((v) => formatTick(v, a.step));
-  const yl = labels(ya), rl = ra ? labels(ra) : [];
-  // Margins fit the tick labels (about 7 px a character at 12 px) and the rotated axis labels.
-  const L = Math.max(70, 30 + 7 * longest(yl)), R = ra ? 36 + 7 * longest(rl) : 20;
-  const X = (x: number) => L + ((x - xa.lo) / (xa.hi - xa.lo)) * (W - L - R);
-  const yOf = (a: Ticks) => (y: number) => T + (1 - (y - a.lo) / (a.hi - a.lo)) * (H - T - B);
-  const Y = yOf(ya), YR = ra ? yOf(ra) : Y;
-  const out = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="12">`,
-    `<rect width="100%" height="100%" fill="white"/>`,
-    `<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${esc(c.title)}</text>`,
-    `<text x="${W / 2}" y="${H - 12}" text-anchor="middle">${esc(c.xLabel)}</text>`,
-    `<text transform="translate(16 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">${esc(c.yLabel)}</text>`,
-  ];
-  ya.ticks.forEach((v, k) => {
-    const y = Y(v).toFixed(1);
-    out.push(`<line x1="${L}" y1="${y}" x2="${W - R}" y2="${y}" stroke="#ddd"/><text class="tick-y" x="${L - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${yl[k]}</text>`);
-  });
-  xa.ticks.forEach((v) => out.push(`<text class="tick-x" x="${X(v).toFixed(1)}" y="${H - B + 16}" text-anchor="middle">${formatTick(v, xa.step)}</text>`));
-  out.push(`<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/><line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`);
+  const rl = ra ? tickLabels(ra) : [];
+  // Margins fit the tick labels and the rotated axis labels.
+  const L = leftMargin(tickLabels(ya)), R = ra ? 36 + 7 * longest(rl) : 20;
+  const f: Frame = { W, H, L, R, T, B };
+  const X = scaleOf(xa, L, W - R);
+  const Y = scaleOf(ya, H - B, T), YR = ra ? scaleOf(ra, H - B, T) : Y;
+  const out = [...chartHead(f, c.title, c.xLabel, c.yLabel), ...axesSvg(f, xa, X, ya, Y)];
   if (ra && c.right) {
     out.push(`<line x1="${W - R}" y1="${T}" x2="${W - R}" y2="${H - B}" stroke="black"/>`);
     out.push(`<text transform="translate(${W - 14} ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">${esc(c.right.label)}</text>`);
@@ -165,6 +189,10 @@ export interface RingNode {
   share: number;
   /** How its link to the next node runs (the newest step's report); absent: unknown. */
   link?: 'direct' | 'relayed';
+  /** Its group in a two-level ring (from 0): nodes are coloured and labelled by group. Absent: flat. */
+  group?: number;
+  /** The node its ring link goes to (a two-level ring's group successor); absent: the next one. Itself: none. */
+  next?: number;
 }
 
 const EDGE_STYLE = {
@@ -173,15 +201,22 @@ const EDGE_STYLE = {
   unknown: 'stroke="#bbb" stroke-width="2"',
 } as const;
 const EDGE_LEGEND = { direct: 'direct link', relayed: 'relayed (through TURN)', unknown: 'not reported yet' } as const;
+// Group colours leave out the edges' green and red.
+const GROUP_COLORS = ['#1f77b4', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f'];
 
-/** The ring as a circle of peers, each with its label, device and share of the batch. */
-export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): string {
+/**
+ * The ring as a circle of peers, each with its label, device and share of the batch; in a
+ * two-level ring each group in its colour, labelled, its links closing its own ring. `subtitle`
+ * goes under the title (the ring's shape).
+ */
+export function ringSvg(title: string, nodes: readonly RingNode[], size = 420, subtitle = ''): string {
   const c = size / 2, r = size / 2 - 90;
   const out = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" font-family="sans-serif" font-size="12">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="${c}" y="20" text-anchor="middle" font-size="15">${esc(title)}</text>`,
   ];
+  if (subtitle) out.push(`<text class="subtitle" x="${c}" y="38" text-anchor="middle" fill="#444">${esc(subtitle)}</text>`);
   const at = (i: number) => {
     const a = (2 * Math.PI * i) / Math.max(1, nodes.length) - Math.PI / 2;
     return [c + r * Math.cos(a), c + 10 + r * Math.sin(a)] as const;
@@ -189,12 +224,14 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): 
   if (nodes.length < 2) out.push(`<circle cx="${c}" cy="${c + 10}" r="${r}" fill="none" stroke="#ccc" stroke-width="2"/>`);
   // Each node's link to the next: solid green for direct, dashed red and labelled "relay" for
   // through a TURN relay, thin grey when not reported.
+  const succ = (i: number) => nodes[i]!.next ?? (i + 1) % nodes.length;
   nodes.forEach((n, i) => {
-    if (nodes.length < 2) return;
-    const [x1, y1] = at(i), [x2, y2] = at((i + 1) % nodes.length);
+    const j = succ(i);
+    if (nodes.length < 2 || j === i || !(j >= 0 && j < nodes.length)) return;
+    const [x1, y1] = at(i), [x2, y2] = at(j);
     // A ring of two has two edges on one chord: each bows to its own side to stay visible.
     const len = Math.hypot(x2 - x1, y2 - y1) || 1, px = -(y2 - y1) / len, py = (x2 - x1) / len;
-    const bow = nodes.length === 2 ? 0.3 * len : 0;
+    const bow = succ(j) === i ? 0.3 * len : 0;
     const mx = (x1 + x2) / 2, my = (y1 + y2) / 2;
     out.push(`<path class="edge-${n.link ?? 'unknown'}" d="M${x1.toFixed(1)},${y1.toFixed(1)} Q${(mx + bow * px).toFixed(1)},${(my + bow * py).toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}" fill="none" ${EDGE_STYLE[n.link ?? 'unknown']}/>`);
     if (n.link === 'relayed') {
@@ -211,11 +248,22 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420): 
       out.push(`<line x1="12" y1="${y - 4}" x2="42" y2="${y - 4}" ${EDGE_STYLE[k]}/><text x="48" y="${y}">${EDGE_LEGEND[k]}</text>`);
     });
   }
+  // Each group's label inside the circle, at the middle of its members.
+  const members = new Map<number, number[]>();
+  nodes.forEach((n, i) => { if (n.group !== undefined) members.set(n.group, [...(members.get(n.group) ?? []), i]); });
+  if (members.size > 1) {
+    for (const [g, idx] of members) {
+      // Half way to the centre: clear of the node labels, which hang below the nodes.
+      const mid = (idx[0]! + idx[idx.length - 1]!) / 2, a = (2 * Math.PI * mid) / nodes.length - Math.PI / 2;
+      out.push(`<text class="group-label" x="${(c + 0.5 * r * Math.cos(a)).toFixed(1)}" y="${(c + 14 + 0.5 * r * Math.sin(a)).toFixed(1)}" text-anchor="middle" fill="${GROUP_COLORS[g % GROUP_COLORS.length]}" font-weight="bold">group ${g + 1}</text>`);
+    }
+  }
   nodes.forEach((n, i) => {
     const a = (2 * Math.PI * i) / Math.max(1, nodes.length) - Math.PI / 2;
     const x = c + r * Math.cos(a), y = c + 10 + r * Math.sin(a);
     const rad = 8 + 22 * Math.sqrt(Math.max(0, Math.min(1, n.share)));
-    out.push(`<circle cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${rad.toFixed(1)}" fill="#2ca02c" fill-opacity="0.75"/>`);
+    const fill = members.size > 1 && n.group !== undefined ? GROUP_COLORS[n.group % GROUP_COLORS.length] : '#2ca02c';
+    out.push(`<circle${members.size > 1 ? ` class="group-${n.group ?? 0}"` : ''} cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${rad.toFixed(1)}" fill="${fill}" fill-opacity="0.75"/>`);
     out.push(`<text x="${x.toFixed(1)}" y="${(y + rad + 14).toFixed(1)}" text-anchor="middle">${esc(n.label.slice(0, 20))} (${(n.share * 100).toFixed(0)}%)</text>`);
     out.push(`<text x="${x.toFixed(1)}" y="${(y + rad + 28).toFixed(1)}" text-anchor="middle" fill="#666">${esc(n.detail.slice(0, 28))}</text>`);
   });

@@ -2,9 +2,12 @@
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
 import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
+import type { Topology } from '../comm/topology.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 import { confusionSvg, predictionGridHtml } from './eval-views.ts';
 import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } from './join.ts';
+import { ringPlacement, ringShape, ringShapeText, topologyOf } from './ring-shape.ts';
+import { median, stepSplit, stepSplitSvg } from './step-split.ts';
 
 interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number; bytesPerImage: number | null }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
@@ -17,6 +20,10 @@ export interface DashboardModel {
   ring: RingPeer[];
   /** The generation `ring` belongs to (null before the first generation record or event). */
   ringGeneration: number | null;
+  /** That generation's two-level plan (its groups, one after the other, are `ring`); null: flat. */
+  topology: Topology | null;
+  /** Why the generation's plan could not be used (it came malformed); null: it was fine or absent. */
+  topologyProblem: string | null;
   globalBatch: number;
   title: string;
   /** How the job synchronises (exact sync SGD, or rounds of H local steps). */
@@ -29,10 +36,12 @@ export interface DashboardModel {
 }
 
 const MAX_POINTS = 5000;
+/** Steps in the time-split chart: enough to see a trend, few enough for bars a few px wide. */
+const SPLIT_STEPS = 100;
 
 /** A model with nothing folded in yet. */
 export function emptyModel(globalBatch = 1): DashboardModel {
-  return { steps: [], evals: [], ring: [], ringGeneration: null, globalBatch, title: 'Training dashboard', mode: '', detail: null, classNames: [], checkpoint: null };
+  return { steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '', detail: null, classNames: [], checkpoint: null };
 }
 
 /** Folds one metrics record or live event into the model (pure but for the arrays it extends). */
@@ -56,18 +65,24 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
     m.ringGeneration = e.generation;
+    // Older records and events carry no plan: their ring was flat.
+    const plan = topologyOf(e.topology, e.ring);
+    m.topology = plan.topology;
+    m.topologyProblem = plan.problem;
   }
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? s[s.length >> 1]! : 0;
-};
+/** The ring's shape in words, with the reason where a two-level plan came unreadable. */
+export function ringShapeLine(m: DashboardModel): string {
+  if (m.topologyProblem) return `${m.ring.length} peers; their two-level plan could not be read`;
+  return ringShapeText(ringShape(m.ring, m.topology));
+}
 
 /**
- * How each edge ring[i] -> ring[i+1] runs, from the newest step's timings (a peer's `link` is
- * its edge to its successor). A step of another generation than the drawn ring says nothing
- * about this ring's edges (its successors differed): all unknown until this ring's first step.
+ * How each ring edge runs, from the newest step's timings (a peer's `link` is its edge to its
+ * successor: ring[i+1], or in a two-level ring its group's next member). A step of another
+ * generation than the drawn ring says nothing about this ring's edges (its successors
+ * differed): all unknown until this ring's first step.
  */
 export function ringLinks(ring: readonly RingPeer[], ringGeneration: number | null, last: { generation: number; timings: readonly PeerStepTiming[] } | undefined): (LinkKind | undefined)[] {
   if (!last || (ringGeneration !== null && last.generation !== ringGeneration)) return ring.map(() => undefined);
@@ -113,20 +128,28 @@ export function charts(m: DashboardModel): string[] {
       { name: 'ideal', points: sizes.map((n) => [n, base * n]) },
     ] }));
   }
+  const rounds = (m.steps[m.steps.length - 1]?.innerSteps ?? 1) > 1;
+  const splits = m.steps.slice(-SPLIT_STEPS).flatMap((s) => {
+    const split = stepSplit(s.timings);
+    return split ? [{ step: s.step, split }] : [];
+  });
+  out.push(stepSplitSvg(splits, { width: W, height: H, rounds }));
   const names = new Map(m.ring.map((p) => [p.id, p.name ?? p.id.slice(0, 8)]));
   const rows: TimelineRow[] = m.steps.slice(-3).reverse().flatMap((s) => s.timings.map((t) => ({
     label: `${s.innerSteps > 1 ? `round to ${s.step}` : `step ${s.step}`} ${names.get(t.peerId) ?? t.peerId.slice(0, 8)}`,
     parts: [{ value: t.computeMs, kind: 'compute' as const }, { value: t.commMs, kind: 'comm' as const }, { value: t.waitMs, kind: 'wait' as const }],
   })));
-  out.push(timelineSvg(`per-peer time in the last ${(m.steps[m.steps.length - 1]?.innerSteps ?? 1) > 1 ? 'rounds' : 'steps'}`, rows, 'ms', W));
+  out.push(timelineSvg(`per-peer time in the last ${rounds ? 'rounds' : 'steps'}`, rows, 'ms', W));
   const last = m.steps[m.steps.length - 1];
   const images = new Map((last?.timings ?? []).map((t) => [t.peerId, t.images]));
   const links = ringLinks(m.ring, m.ringGeneration, last);
   const relayed = links.filter((l) => l === 'relayed').length;
+  const place = m.topology ? ringPlacement(m.ring.length, m.topology) : null;
   out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p, i) => ({
     label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch * (last?.innerSteps ?? 1)),
     ...(links[i] ? { link: links[i] } : {}),
-  })), 460));
+    ...(place?.[i] ? place[i] : {}),
+  })), 460, ringShapeLine(m)));
   return out;
 }
 
@@ -164,7 +187,7 @@ export function showDashboard(root: HTMLElement): () => void {
     $('dash-step').textContent = last ? String(last.step) : '0';
     const rounds = m.steps.filter((s) => s.innerSteps > 1).length;
     const mode = root.querySelector<HTMLElement>('#dash-mode');
-    if (mode) mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + (last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '');
+    if (mode) mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + (last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '') + (m.ring.length ? ` · ${ringShapeLine(m)}` : '');
     const shown = m.ring.length || last?.ring || peers;
     $('dash-peers').textContent = String(shown);
     $('dash-ips').textContent = last ? last.ips.toFixed(1) : '-';

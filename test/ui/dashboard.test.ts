@@ -137,3 +137,23 @@ describe('what an evaluation looked like', () => {
     expect(m.checkpoint).toBe(50);
   });
 });
+
+describe('where the step time went, on the dashboard', () => {
+  it('splits history records (with checksums) and live events alike; an older record draws pale', () => {
+    const m = emptyModel(24);
+    fold(m, { type: 'generation', time: 0, generation: 1, ring: ['a', 'b'], peers: [peer('a'), peer('b')] });
+    // An older job's record: no split reported.
+    fold(m, { type: 'step', time: 1000, step: 1, generation: 1, ring: 2, loss: 2.3, imagesPerSec: 90, wallMs: 200, peers: [{ ...timing('a'), checksum: 'aa' }, { ...timing('b'), checksum: 'aa' }] });
+    fold(m, { type: 'step', step: 2, generation: 1, loss: 2.2, imagesPerSec: 95, peers: 2, timings: [
+      { ...timing('a'), computeMs: 80, commMs: 40, exposedCommMs: 10, overheadMs: 4 },
+      { ...timing('b'), computeMs: 90, commMs: 50, exposedCommMs: 14, overheadMs: 6 },
+    ] }, 2000);
+    const svg = charts(m).find((c) => c.includes('where the time of each step went'))!;
+    // Step 2: compute 90 (b's), exposed median(10, 14) = 12, hidden median(30, 36) = 33, of 45.
+    expect(svg).toContain('step 2: compute-bound; backward hid 33 of 45 ms of all-reduce (73%)');
+    expect(svg.match(/class="comm comm-fallback"/g)?.length).toBe(1);
+    expect(svg).toContain('pale: no overlap split');
+    // The ring stays the last chart.
+    expect(charts(m).at(-1)).toContain('the ring (2 peers');
+  });
+});
