@@ -8,6 +8,10 @@
 // while the columns run (its all-gather waits for its owners' column sums), so its stall timeout
 // is GROUP_STALL_FACTOR times longer; a dead neighbour is still noticed by heartbeats
 // (deadAfterMs), and a failure anywhere travels through both rings as an ABORT.
+//
+// Ending: close() ends every link (this peer leaves); release() hands the links that may be kept
+// back to the endpoint's pool (src/comm/link-pool.ts), so the next generation's rings keep the
+// connections to neighbours they share with these.
 import { allReduceSentBytes, allReduceSum } from '../comm/allreduce.ts';
 import { TwoLevelRings, allReduceTwoLevel, twoLevelSentBytes } from '../comm/hierarchical.ts';
 import type { Link } from '../comm/link.ts';
@@ -35,13 +39,22 @@ export interface StepRings {
   readonly prev: Link | null;
   /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2': for logs. */
   readonly shape: string;
+  /** Links of these rings (2 per ring of 2+ peers), and how many an earlier generation's rings used already. */
+  readonly links: { total: number; reused: number };
   /** Sums `grad` over the generation in place (every peer gets the same bits); rejects with a RingError. */
   allReduce(grad: Float32Array, o: StepReduceOptions): Promise<Float32Array>;
   /** Bytes this peer sends in one allReduce of `length` floats. */
   sentBytes(length: number): number;
   /** Closes every ring of the generation; a running allReduce fails 'closed'. */
   close(): void;
+  /** Ends every ring like close(), handing the links that may be kept to the next generation (Ring.release). */
+  release(): void;
 }
+
+const linksOf = (rings: readonly (Ring | null)[]): { total: number; reused: number } => ({
+  total: rings.reduce((n, r) => n + (r && r.size > 1 ? 2 : 0), 0),
+  reused: rings.reduce((n, r) => n + (r?.reusedLinks ?? 0), 0),
+});
 
 /** A group ring's stall timeout over the column ring's (see the header). */
 export const GROUP_STALL_FACTOR = 3;
@@ -53,9 +66,11 @@ export function flatStepRings(ring: Ring): StepRings {
     next: ring.next,
     prev: ring.prev,
     shape: `ring of ${ring.size}`,
+    links: linksOf([ring]),
     allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
     sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size),
     close: () => ring.close(),
+    release: () => ring.release(),
   };
 }
 
@@ -67,9 +82,16 @@ export function twoLevelStepRings(rings: TwoLevelRings): StepRings {
     next: group.next,
     prev: group.prev,
     shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}`,
+    links: linksOf([group, column]),
     allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length),
     close: () => rings.close(),
+    release: () => {
+      // Both marked before either closes: each ring closes its partner when it ends (hierarchical.ts).
+      group.releaseOnClose();
+      column?.releaseOnClose();
+      rings.close();
+    },
   };
 }
 
@@ -80,7 +102,8 @@ export function groupSettings(s: Partial<RingSettings>): Partial<RingSettings> {
 
 /**
  * Forms this peer's rings of the assignment's generation. Rejects with the first RingError of
- * either formation; a ring of the other that forms later is closed at once.
+ * either formation; a ring of the other that forms is released at once (its links may serve the
+ * next generation, which the coordinator forms after this failure).
  */
 export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>): Promise<StepRings> {
   const { job, generation } = a;
@@ -96,7 +119,7 @@ export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignme
   try {
     [group, column] = await Promise.all(forming);
   } catch (e) {
-    for (const p of forming) p?.then((r) => r.close(), () => undefined);
+    for (const p of forming) p?.then((r) => r.release(), () => undefined);
     throw e;
   }
   try {

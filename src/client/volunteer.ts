@@ -120,6 +120,8 @@ export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const MAX_MS = 86_400_000;
 const clampMs = (ms: number): number => Math.min(MAX_MS, Math.max(0, ms));
+/** A volunteer stopped mid-step waits at most this long for its step to commit (stop()). */
+export const LEAVE_AFTER_STEP_MS = 15_000;
 export { usableKept };
 
 /** Joins the job at `url` and trains until the job is done (or `signal` aborts). */
@@ -270,6 +272,8 @@ class Session {
   private lastReportAt = 0;
   private x: TensorLike | null = null;
   private heartbeat: ReturnType<typeof setInterval> | null = null;
+  /** Stopped mid-step: the bound on waiting for the coordinator to let it go (stop()). */
+  private leaving: ReturnType<typeof setTimeout> | null = null;
   /** Running per-image RMS of this peer's gradient, per bucket (the all-reduce's bound, sync-step.ts rmsBound). */
   private readonly gradRms: (number | null)[] = [];
   /** How the links to the ring successor and from the predecessor run (null: unknown). */
@@ -343,15 +347,29 @@ class Session {
     if (this.ended) return Promise.resolve(this.endReason!);
     this.pump();
     this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
-    const onAbort = () => this.end({ reason: 'stopped', detail: 'stopped' });
+    const onAbort = () => this.stop();
     this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
     // Stopped while joining: the listener above came too late to hear it.
     if (this.c.o.signal?.aborted) onAbort();
     return done.finally(() => this.c.o.signal?.removeEventListener('abort', onAbort));
   }
 
+  /**
+   * Stopped by its owner. A member in the middle of a step finishes it first: it tells the
+   * coordinator, which lets it go with 'done' once the step commits, so the ring neither aborts
+   * nor re-runs its slice; it leaves anyway after LEAVE_AFTER_STEP_MS. Anyone else leaves now.
+   */
+  private stop(): void {
+    if (this.ended || this.leaving) return;
+    if (!this.ring || !this.busy) return this.end({ reason: 'stopped', detail: 'stopped' });
+    this.c.log('volunteer: stopping after this step');
+    this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner', afterStep: true });
+    this.leaving = setTimeout(() => this.end({ reason: 'stopped', detail: 'stopped' }), LEAVE_AFTER_STEP_MS);
+  }
+
   private end(e: SessionEnd): void {
     if (this.ended) return;
+    if (this.leaving) clearTimeout(this.leaving);
     // Say goodbye while send() still speaks: a normal leave, not a lost peer to blame.
     if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
     this.ended = true;
@@ -384,7 +402,10 @@ class Session {
     // moved on; closing the ring ends it now instead of at its timeout.
     const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted' || (m.type === 'step-assignment' && m.generation !== this.ring?.generation);
     if (moves && this.ring) {
-      this.ring.close();
+      // A new generation keeps the links it shares with this one (released, not closed); a
+      // reload, the end or an eviction ends them (end() closes whatever is left).
+      if (m.type === 'step-assignment') this.ring.release();
+      else this.ring.close();
       this.ring = null;
     }
     if (moves) this.supersede?.();
@@ -457,8 +478,9 @@ class Session {
     try {
       const ring = await Promise.race([formed, superseded]);
       if (ring === null) {
-        // Its neighbours have moved on too; close it if it forms after all.
-        formed.then((late) => late.close(), () => undefined);
+        // Its neighbours have moved on too; release it if it forms after all (the endpoint's pool
+        // keeps its links for a newer ring of the same neighbours, else closes them).
+        formed.then((late) => late.release(), () => undefined);
         this.c.log(`volunteer: gave up forming the ring of generation ${a.generation} (the coordinator has moved on)`);
       }
       return ring;
@@ -477,6 +499,7 @@ class Session {
         this.requireStep(m.step, 'upload');
         return this.upload(m.step);
       case 'done':
+        if (this.leaving) return this.end({ reason: 'stopped', detail: `stopped after step ${m.step}` });
         this.c.log(`volunteer: job done at step ${m.step} (${m.reason})`);
         return this.end({ reason: 'done', detail: m.reason });
       case 'evicted':
@@ -582,6 +605,7 @@ class Session {
       }
       this.links = { next: next ?? null, prev: prev ?? null };
       this.c.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+      this.c.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new`);
     }
     return ring;
   }
@@ -734,7 +758,8 @@ class Session {
   /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */
   private ringFailed(e: unknown, a: StepAssignment): void {
     if (!isRingError(e)) throw e;
-    this.ring?.close();
+    // Released: the link to the peer it blames is closed, the others may serve the next generation.
+    this.ring?.release();
     this.ring = null;
     if (e.kind === 'closed') {
       // Preempted by a newer assignment: nothing to report.

@@ -12,54 +12,69 @@
 // The hand-over is the one moment both links are chosen; from then on (and once failed) every
 // incoming attempt is refused (closed unread), so a ring only ever reads the links it was given
 // and no link it was given is closed or replaced by formation.
+//
+// Reuse (link-pool.ts): the link to next may first be asked of the pool (reuseNext); formation
+// dials only once that resolves null. A link from prev that the pool adopted is offered like an
+// incoming attempt. A formation that fails closes the links it holds, adopted ones included.
 
 import { RingError } from './errors.ts';
-import type { PeerJsLink } from './peerjs-link.ts';
+import type { Link } from './link.ts';
 
 /** Connection attempts per outgoing link. */
 export const MAX_DIALS = 8;
 
-export interface FormationInit {
+/** A link as formation sees it: one that says when it opened (PeerJsLink, or a kept link's lease). */
+export interface FormingLink extends Link {
+  readonly opened: Promise<void>;
+}
+
+export interface FormationInit<L extends FormingLink> {
   selfId: string;
   job: number;
   generation: number;
   nextId: string;
   prevId: string;
   /** Starts one connection attempt to next; throws RingError when PeerJS cannot. */
-  dial(): PeerJsLink;
+  dial(): L;
+  /**
+   * Called once, first: a link to next kept from an earlier generation, resolved once the remote
+   * agreed to keep it (open), or null (then formation dials); never rejects. Returning null
+   * instead of a promise: nothing to try, dial at once.
+   */
+  reuseNext?(f: LinkFormation<L>): Promise<L | null> | null;
   /** Both links must be open within this time, or formation fails 'connect-failed'. */
   timeoutMs: number;
 }
 
-export interface FormedLinks {
-  next: PeerJsLink;
-  prev: PeerJsLink;
+export interface FormedLinks<L extends FormingLink> {
+  next: L;
+  prev: L;
 }
 
-export class LinkFormation {
+export class LinkFormation<L extends FormingLink> {
   readonly job: number;
   readonly generation: number;
   readonly nextId: string;
   readonly prevId: string;
   /** Resolves once, at the hand-over; rejects with the RingError that ended formation. */
-  readonly done: Promise<FormedLinks>;
+  readonly done: Promise<FormedLinks<L>>;
   private state: 'forming' | 'formed' | 'failed' = 'forming';
-  private out: PeerJsLink | null = null;
+  private out: L | null = null;
   private outOpen = false;
   private dials = 0;
-  private incoming: PeerJsLink | null = null;
+  private incoming: L | null = null;
   private inOpen = false;
   private readonly timer: ReturnType<typeof setTimeout>;
-  private resolve: (links: FormedLinks) => void = () => undefined;
+  private resolve: (links: FormedLinks<L>) => void = () => undefined;
   private reject: (e: RingError) => void = () => undefined;
 
-  /** Starts dialing next and the timeout at once. */
-  constructor(private readonly o: FormationInit) {
+  /** Starts the timeout and dialing next (or asking the pool for a kept link to it) at once. */
+  constructor(private readonly o: FormationInit<L>) {
     this.job = o.job;
     this.generation = o.generation;
     this.nextId = o.nextId;
     this.prevId = o.prevId;
-    this.done = new Promise<FormedLinks>((resolve, reject) => {
+    this.done = new Promise<FormedLinks<L>>((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
     });
@@ -67,7 +82,10 @@ export class LinkFormation {
       const who = this.outOpen ? o.prevId : o.nextId;
       this.fail(new RingError('connect-failed', who, `no open data connection ${this.outOpen ? 'from' : 'to'} it within ${o.timeoutMs} ms`, o.selfId));
     }, o.timeoutMs);
-    this.redial('');
+    const kept = o.reuseNext?.(this) ?? null;
+    // The pool resolves null for every way a reuse attempt ends without a link (it never rejects).
+    if (!kept) this.redial('');
+    else void kept.then((l) => (l ? this.useNext(l) : this.redial('')));
   }
 
   get forming(): boolean {
@@ -75,7 +93,7 @@ export class LinkFormation {
   }
 
   /** An incoming attempt from prev for this (job, generation): taken while forming, else refused. */
-  offer(l: PeerJsLink): void {
+  offer(l: L): void {
     if (this.state !== 'forming') return l.close();
     this.incoming?.close(); // superseded: prev re-dials only once its side of the attempt failed
     this.incoming = l;
@@ -107,7 +125,7 @@ export class LinkFormation {
       this.fail(new RingError('connect-failed', this.nextId, `${this.dials} connection attempts failed, the last one: ${why}`, this.o.selfId));
       return;
     }
-    let link: PeerJsLink;
+    let link: L;
     try {
       link = this.o.dial();
     } catch (e) {
@@ -116,6 +134,12 @@ export class LinkFormation {
       return;
     }
     this.dials++;
+    this.useNext(link);
+  }
+
+  /** Waits for `link` to next to open (a kept one is open already); re-dials if it fails first. */
+  private useNext(link: L): void {
+    if (this.state !== 'forming') return link.close();
     this.out = link;
     this.outOpen = false;
     link.opened.then(() => {

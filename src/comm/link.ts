@@ -24,6 +24,12 @@ export interface Link {
   /** Sets the one listener. Messages that arrived earlier are delivered now, in order. */
   listen(events: LinkEvents): void;
   close(): void;
+  /**
+   * Hands the connection back to whoever lent it, open, for a later ring (PeerEndpoint's pool,
+   * link-lease.ts); this holder then sends and hears nothing more on it. Links that cannot be
+   * kept have none, and Ring closes them instead.
+   */
+  release?(): void;
   /** Direct or through a TURN relay (WebRTC links); null or absent when it cannot tell. */
   route?(relayHosts?: readonly string[]): Promise<LinkKind | null>;
 }

@@ -5,11 +5,20 @@
 // older ones' at once, so nothing of an abandoned generation (dials, timers, error routing)
 // outlives it. The tag keeps two rings of one generation apart (a two-level all-reduce's group
 // ring and column ring: src/client/step-rings.ts); the flat ring has none ('').
+//
+// Links outlive their ring when they can (link-pool.ts): a ring released by its owner (the
+// coordinator moved on, or the ring failed for a reason other than that neighbour) hands its
+// links to this endpoint's pool, and the next formation of the same job and tag keeps a link
+// whose two ends agree in a handshake on it, instead of dialing a new connection. After one
+// peer leaves a ring of n, n - 2 of its links stay as they were.
 
 import { RingError } from './errors.ts';
-import { LinkFormation } from './link-formation.ts';
+import { LinkFormation, type FormingLink } from './link-formation.ts';
+import { LinkLease } from './link-lease.ts';
+import { LinkPool } from './link-pool.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
 import { Ring, type RingSettings } from './ring.ts';
+import { isRingTag } from './wire.ts';
 
 export interface PeerOptionsLike {
   host: string;
@@ -73,14 +82,11 @@ export interface RingMetadata {
   tag?: string;
 }
 
-/** A ring tag: a short plain token (it goes into keys joined by '/'). */
-const TAG = /^[a-z0-9-]{1,16}$/;
-
 function ringMetadata(x: unknown): RingMetadata | null {
   if (typeof x !== 'object' || x === null) return null;
   const m = x as Record<string, unknown>;
   if (m.vt !== 'ring' || typeof m.job !== 'number' || typeof m.generation !== 'number' || typeof m.from !== 'string') return null;
-  if (m.tag !== undefined && (typeof m.tag !== 'string' || !TAG.test(m.tag))) return null;
+  if (m.tag !== undefined && (typeof m.tag !== 'string' || !isRingTag(m.tag))) return null;
   return { vt: 'ring', job: m.job, generation: m.generation, from: m.from, ...(m.tag ? { tag: m.tag } : {}) };
 }
 
@@ -142,12 +148,26 @@ export interface FormRingOptions {
 
 const MAX_PENDING = 16;
 
+/** A formation of formRing (reuse: its links may come from the pool) or of connectLinks (raw). */
+interface Forming {
+  f: LinkFormation<FormingLink>;
+  reuse: boolean;
+}
+
 export class PeerEndpoint {
   readonly id: string;
   /** Incoming links that arrived before formRing asked for them, by `job/generation/tag/from`. */
   private readonly pending = new Map<string, PeerJsLink>();
   /** The formation running per `job/tag` (one at a time: the newest generation's). */
-  private readonly forming = new Map<string, LinkFormation>();
+  private readonly forming = new Map<string, Forming>();
+  /** Ring links kept between generations (see the header). */
+  private readonly pool = new LinkPool({
+    formation: (job, tag) => {
+      const running = this.forming.get(`${job}/${tag}`);
+      return running?.reuse ? running.f : undefined;
+    },
+    newest: (job) => this.newest.get(job) ?? 0,
+  });
   /** Newest generation formed per job: connections for older ones are refused. */
   private readonly newest = new Map<number, number>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
@@ -159,7 +179,7 @@ export class PeerEndpoint {
     peer.on('error', (e) => {
       // PeerJS reports "Could not connect to peer X" as type 'peer-unavailable'.
       if (e.type !== 'peer-unavailable') return;
-      for (const f of this.forming.values()) f.unavailable(e.message);
+      for (const { f } of this.forming.values()) f.unavailable(e.message);
     });
   }
 
@@ -171,7 +191,7 @@ export class PeerEndpoint {
     }
     const tag = meta.tag ?? '';
     const key = `${meta.job}/${meta.generation}/${tag}/${meta.from}`;
-    const f = this.forming.get(`${meta.job}/${tag}`);
+    const f = this.forming.get(`${meta.job}/${tag}`)?.f;
     if (f && f.generation === meta.generation && f.prevId === meta.from) {
       // Taken while forming, refused (closed unread) once its links were handed over.
       f.offer(new PeerJsLink(conn));
@@ -200,27 +220,61 @@ export class PeerEndpoint {
     this.pending.set(key, link);
   }
 
-  /** Opens the link to next, takes the link from prev, and returns this peer's Ring. */
+  /**
+   * Takes the link to next and the link from prev, each kept from this job and tag's previous
+   * ring where both ends agree (link-pool.ts), else opened anew, and returns this peer's Ring.
+   * Release the ring (Ring.release) to let the next generation keep its links; close it to end them.
+   */
   async formRing(o: FormRingOptions): Promise<Ring> {
     const { ids, job, generation } = o;
     if (ids.length === 1 && ids[0] === this.id) return new Ring({ selfId: this.id, ids, job, generation, settings: o.settings });
-    const { next, prev } = await this.connectLinks(o);
-    const ring = new Ring({ selfId: this.id, ids, job, generation, next, prev, settings: o.settings });
+    const tag = o.tag ?? '';
+    const { next, prev } = await this.formLinks(o, true);
+    let reused = 0;
+    const lease = (l: FormingLink, role: 'next' | 'prev'): LinkLease => {
+      if (l instanceof LinkLease) {
+        reused++;
+        return l;
+      }
+      if (!(l instanceof PeerJsLink)) throw new Error('formation handed over a link that is neither kept nor a PeerJS connection (a bug in peer-endpoint.ts)');
+      return this.pool.keep(l, job, tag, role);
+    };
+    const [toNext, fromPrev] = [lease(next, 'next'), lease(prev, 'prev')];
+    let ring: Ring;
+    try {
+      ring = new Ring({ selfId: this.id, ids, job, generation, next: toNext, prev: fromPrev, settings: o.settings, reusedLinks: reused });
+    } catch (e) {
+      toNext.close();
+      fromPrev.close();
+      throw e;
+    }
+    this.pool.formed(job, tag);
     this.rings.add(ring);
     ring.onError(() => this.rings.delete(ring));
     return ring;
   }
 
+  /** Kept links: tests and logs count them (`idle`: held by no ring). */
+  get keptLinks(): { open: number; idle: number } {
+    return { open: this.pool.size, idle: this.pool.idle };
+  }
+
   /**
-   * The two open links of this peer's place in the ring (formRing, and benchmarks of raw links).
-   * A newer generation of the same job ends this call with a 'closed' RingError (blaming nobody),
-   * as does another call for the same generation and tag; so does a generation older than one
-   * already formed here.
+   * The two open links of this peer's place in the ring, always new connections (benchmarks of
+   * raw links; formRing keeps links across generations). A newer generation of the same job ends
+   * this call with a 'closed' RingError (blaming nobody), as does another call for the same
+   * generation and tag; so does a generation older than one already formed here.
    */
   async connectLinks(o: FormRingOptions): Promise<{ next: PeerJsLink; prev: PeerJsLink }> {
+    const { next, prev } = await this.formLinks(o, false);
+    if (!(next instanceof PeerJsLink) || !(prev instanceof PeerJsLink)) throw new Error('a raw formation handed over a kept link (a bug in peer-endpoint.ts)');
+    return { next, prev };
+  }
+
+  private async formLinks(o: FormRingOptions, reuse: boolean): Promise<{ next: FormingLink; prev: FormingLink }> {
     const { ids, job, generation } = o;
     const tag = o.tag ?? '';
-    if (tag !== '' && !TAG.test(tag)) throw new RingError('bad-input', this.id, `ring tag ${JSON.stringify(tag)} must be 1..16 characters [a-z0-9-]`);
+    if (tag !== '' && !isRingTag(tag)) throw new RingError('bad-input', this.id, `ring tag ${JSON.stringify(tag)} must be 1..16 characters [a-z0-9-]`);
     const rank = ids.indexOf(this.id);
     if (rank < 0 || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
     const newest = this.newest.get(job) ?? 0;
@@ -230,7 +284,7 @@ export class PeerEndpoint {
     this.newest.set(job, generation);
     const fkey = `${job}/${tag}`;
     // Older generations' formations (every tag) and this tag's own are over.
-    for (const [k, running] of this.forming) {
+    for (const [k, { f: running }] of this.forming) {
       if (running.job === job && (running.generation < generation || k === fkey)) running.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
     }
     const nextId = ids[(rank + 1) % ids.length];
@@ -243,29 +297,37 @@ export class PeerEndpoint {
       const [j, g, t] = k.split('/');
       if (Number(j) === job && (Number(g) < generation || (Number(g) === generation && t === tag))) { link.close(); this.pending.delete(k); }
     }
-    const dial = (): PeerJsLink => {
+    const dial = (): FormingLink => {
       const label = `vt/${job}/${generation}${tag ? `/${tag}` : ''}`;
       const conn = this.peer.connect(nextId, { label, metadata: { vt: 'ring', job, generation, from: this.id, ...(tag ? { tag } : {}) }, serialization: 'raw', reliable: true });
       if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
       return new PeerJsLink(conn);
     };
-    const f = new LinkFormation({ selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000 });
-    this.forming.set(fkey, f);
+    const f = new LinkFormation<FormingLink>({
+      selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000,
+      ...(reuse ? { reuseNext: (formation: LinkFormation<FormingLink>) => this.pool.reuseNext(formation, tag) } : {}),
+    });
+    this.forming.set(fkey, { f, reuse });
     const early = this.pending.get(key);
     this.pending.delete(key);
     if (early) f.offer(early);
+    // A REUSE from prev may have come before this formation started.
+    if (reuse) this.pool.expectPrev(f, tag);
     try {
       return await f.done;
     } finally {
-      if (this.forming.get(fkey) === f) this.forming.delete(fkey);
+      if (this.forming.get(fkey)?.f === f) this.forming.delete(fkey);
+      this.pool.ended(f);
     }
   }
 
   /** Leaves the signaling server and closes every connection (call on pagehide). */
   destroy(): void {
-    for (const f of this.forming.values()) f.cancel(`${this.id} left the signaling server`);
+    for (const { f } of this.forming.values()) f.cancel(`${this.id} left the signaling server`);
     this.forming.clear();
     for (const r of [...this.rings]) r.close();
+    // Kept links too, idle or held by a ring that failed: neighbours notice our exit at once.
+    this.pool.closeAll();
     for (const l of this.pending.values()) l.close();
     this.pending.clear();
     this.peer.destroy();

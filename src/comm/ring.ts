@@ -4,11 +4,14 @@
 // policy: the first failure (a neighbour closed or went silent, a stale or malformed frame)
 // fails the running collective, is told to both neighbours in an ABORT frame (which they
 // pass on), and makes every later call fail at once. A failed ring is never reused: the
-// caller forms the next generation's ring and redoes the step.
+// caller forms the next generation's ring and redoes the step. Its links may be: release()
+// ends the ring like close() but hands each link that is open, and whose remote is not the peer
+// the failure is blamed on, back to its lender (PeerEndpoint's pool, link-pool.ts), so the next
+// generation's ring can keep the connection instead of dialing a new one.
 
 import { RingError, type RingErrorKind } from './errors.ts';
 import type { Link } from './link.ts';
-import { FrameKind, abortFrame, heartbeatFrame, parseAbort, parseFrame, type FrameHeader } from './wire.ts';
+import { FrameKind, abortFrame, heartbeatFrame, isReuseKind, parseAbort, parseFrame, type FrameHeader } from './wire.ts';
 
 export interface RingSettings {
   /** A heartbeat goes on each link that sent nothing for this long. */
@@ -45,6 +48,8 @@ export interface RingInit {
   next?: Link;
   prev?: Link;
   settings?: Partial<RingSettings>;
+  /** How many of next and prev an earlier generation's ring used already (for logs). */
+  reusedLinks?: number;
 }
 
 /** The running collective, as the ring sees it (implemented in allreduce.ts). */
@@ -70,9 +75,13 @@ export class Ring {
   readonly settings: RingSettings;
   readonly next: Link | null;
   readonly prev: Link | null;
+  /** Links taken over from an earlier generation's ring (RingInit.reusedLinks). */
+  readonly reusedLinks: number;
 
   private err: RingError | null = null;
   private closedLocally = false;
+  /** Set by releaseOnClose(): close() hands the links back instead of closing them. */
+  private keepLinks = false;
   private active: CollectiveSink | null = null;
   private lastStep = -1;
   private early: { header: FrameHeader; frame: Uint8Array }[] = [];
@@ -94,6 +103,7 @@ export class Ring {
     this.settings = { ...DEFAULT_RING_SETTINGS, ...init.settings };
     this.rank = ids.indexOf(selfId);
     this.size = ids.length;
+    this.reusedLinks = init.reusedLinks ?? 0;
     const bad = (why: string) => new RingError('bad-input', selfId, why);
     if (this.rank < 0) throw bad(`self id ${selfId} is not in the ring [${ids.join(', ')}]`);
     if (new Set(ids).size !== ids.length) throw bad(`ring ids are not distinct: [${ids.join(', ')}]`);
@@ -143,13 +153,37 @@ export class Ring {
     return () => this.listeners.delete(cb);
   }
 
-  /** Stops heartbeats and closes both links; a running collective fails with 'closed'. */
+  /**
+   * Stops heartbeats and ends both links; a running collective fails with 'closed'. The links are
+   * closed, unless releaseOnClose() was called: then a link that is open, can be handed back
+   * (Link.release) and does not lead to the peer this ring's failure is blamed on goes back to
+   * its lender; the others are closed (a blamed neighbour must not be kept).
+   */
   close(): void {
     if (this.closedLocally) return;
-    this.fail(new RingError('closed', this.selfId, 'the ring was closed locally', this.selfId));
+    this.fail(new RingError('closed', this.selfId, this.keepLinks ? 'the ring was released locally' : 'the ring was closed locally', this.selfId));
     this.closedLocally = true;
-    this.next?.close();
-    this.prev?.close();
+    const e = this.err;
+    const blamed = e && e.kind !== 'closed' && e.kind !== 'bad-input' ? e.peerId : null;
+    for (const link of [this.next, this.prev]) {
+      if (!link) continue;
+      if (this.keepLinks && link.release && !link.closed && link.remoteId !== blamed) link.release();
+      else link.close();
+    }
+  }
+
+  /**
+   * Makes close() hand the links back instead of closing them. Separate from release() because a
+   * two-level generation's rings close each other (hierarchical.ts): both are marked first.
+   */
+  releaseOnClose(): void {
+    this.keepLinks = true;
+  }
+
+  /** close(), handing the links that may be kept back to their lender (see close()). */
+  release(): void {
+    this.releaseOnClose();
+    this.close();
   }
 
   // ---- used by allreduce.ts ------------------------------------------------------------
@@ -177,7 +211,8 @@ export class Ring {
   /** Sends a data frame to next (the caller handles back-pressure). */
   sendNext(frame: Uint8Array): void {
     const next = this.next;
-    if (!next) return;
+    // A failed ring sends nothing more: its link may be released to the next generation's ring.
+    if (!next || this.err) return;
     next.send(frame);
     this.lastSent.set(next, Date.now());
   }
@@ -208,6 +243,9 @@ export class Ring {
     const from = link.remoteId;
     if (!parsed.ok) return this.fail(new RingError('bad-frame', from, parsed.reason, this.selfId));
     const h = parsed.header;
+    // The reuse handshake is the endpoint's business (link-pool.ts intercepts it on kept links);
+    // on a link without a pool it means nothing to this ring.
+    if (isReuseKind(h.kind)) return;
     if (h.job !== this.job) {
       return this.fail(new RingError('stale', from, `frame of job ${h.job}, this ring is job ${this.job}`, this.selfId));
     }

@@ -8,6 +8,10 @@
 // frame (the first frame of each collective on a link, see allreduce.ts) carries four u32:
 // ring size, the sender's rank, gradient length (elements), elements per data frame.
 // For ABORT and PLAN frames `length` counts payload bytes.
+// REUSE, REUSE_ACK and REUSE_CONFIRM frames (the handshake that moves an open link into the
+// next generation's ring, link-pool.ts) carry the NEW generation in the header and the ring tag
+// as UTF-8 ('' for the flat ring); `length` counts those bytes. They belong to the endpoint,
+// never to a ring.
 // Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
 // read through typed-array views with no byte swapping.
 
@@ -18,8 +22,20 @@ export const HEADER_BYTES = 32;
 /** Largest frame we accept or send: the data-channel limit everywhere is 256 KiB. */
 export const MAX_FRAME_BYTES = 262_144;
 
-export const FrameKind = { data: 1, heartbeat: 2, abort: 3, plan: 4 } as const;
+export const FrameKind = { data: 1, heartbeat: 2, abort: 3, plan: 4, reuse: 5, reuseAck: 6, reuseConfirm: 7 } as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
+
+/** The three steps of the link-reuse handshake, in the order they cross the link. */
+export type ReuseKind = typeof FrameKind.reuse | typeof FrameKind.reuseAck | typeof FrameKind.reuseConfirm;
+const FRAME_KINDS: ReadonlySet<number> = new Set(Object.values(FrameKind));
+const isFrameKind = (kind: number): kind is FrameKind => FRAME_KINDS.has(kind);
+
+export const isReuseKind = (kind: number): kind is ReuseKind =>
+  kind === FrameKind.reuse || kind === FrameKind.reuseAck || kind === FrameKind.reuseConfirm;
+
+/** A ring tag: a short plain token (it goes into keys joined by '/'); '' is the flat ring. */
+const TAG = /^[a-z0-9-]{1,16}$/;
+export const isRingTag = (tag: string): boolean => TAG.test(tag);
 
 export const Phase = { reduceScatter: 0, allGather: 1 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
@@ -69,7 +85,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
   const kind = v.getUint8(4);
   const phase = v.getUint8(5);
   const dtype = DTYPES[v.getUint8(6)];
-  if (kind !== FrameKind.data && kind !== FrameKind.heartbeat && kind !== FrameKind.abort && kind !== FrameKind.plan) return { ok: false, reason: `unknown frame kind ${kind}` };
+  if (!isFrameKind(kind)) return { ok: false, reason: `unknown frame kind ${kind}` };
   if (phase !== Phase.reduceScatter && phase !== Phase.allGather) return { ok: false, reason: `unknown phase ${phase}` };
   if (dtype === undefined) return { ok: false, reason: `unknown dtype ${v.getUint8(6)}` };
   const header: FrameHeader = {
@@ -82,7 +98,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
     length: v.getUint32(28, true),
   };
   const payload = frame.byteLength - HEADER_BYTES;
-  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.abort || kind === FrameKind.plan ? header.length : 0;
+  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.heartbeat ? 0 : header.length;
   if (payload < expected) return { ok: false, reason: `truncated frame: payload ${payload} bytes, header says ${expected}` };
   if (payload > expected) return { ok: false, reason: `oversized frame: payload ${payload} bytes, header says ${expected}` };
   return { ok: true, header };
@@ -172,3 +188,23 @@ export function parsePlan(frame: Uint8Array): CollectivePlan | null {
 
 /** Bytes of a PLAN frame on the wire. */
 export const PLAN_FRAME_BYTES = HEADER_BYTES + PLAN_BYTES;
+
+/** What a reuse-handshake frame says: the step, and which ring of which generation it is for. */
+export interface ReuseNotice { kind: ReuseKind; job: number; generation: number; tag: string }
+
+export function reuseFrame(n: ReuseNotice): Uint8Array {
+  const tag = new TextEncoder().encode(n.tag);
+  const frame = new Uint8Array(HEADER_BYTES + tag.byteLength);
+  writeHeader(frame, { kind: n.kind, phase: 0, dtype: 'f32', job: n.job, generation: n.generation, step: 0, chunk: 0, offset: 0, length: tag.byteLength });
+  frame.set(tag, HEADER_BYTES);
+  return frame;
+}
+
+/** The notice a reuse-handshake frame carries, or null when it is not a well-formed one. */
+export function parseReuse(frame: Uint8Array): ReuseNotice | null {
+  const p = parseFrame(frame);
+  if (!p.ok || !isReuseKind(p.header.kind)) return null;
+  const tag = new TextDecoder().decode(frame.subarray(HEADER_BYTES));
+  if (tag !== '' && !isRingTag(tag)) return null;
+  return { kind: p.header.kind, job: p.header.job, generation: p.header.generation, tag };
+}

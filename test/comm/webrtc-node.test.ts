@@ -1,6 +1,7 @@
 // Real WebRTC in Node: 4 peers (node-datachannel) signaled through a real PeerJS server on
-// loopback, 1M floats summed; also a peer destroyed mid-collective, the signaling server
-// refusing ids it did not issue, and ring formation many times over.
+// loopback, 1M floats summed; also a peer destroyed mid-collective, links kept for the next
+// generation, the signaling server refusing ids it did not issue, and ring formation many
+// times over.
 //
 // Formation: 30 rings of 3-4 peers, fresh peers every third ring (new registrations) and
 // re-formed rings for the next generation in between, as the coordinator will do on every
@@ -77,6 +78,34 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
         if (o instanceof RingError) expect(o.peerId, o.message).toBe('k2');
       }
       expect(ms).toBeLessThan(5000);
+    } finally {
+      for (const r of rings) r.close();
+      for (const ep of eps) ep.destroy();
+    }
+  });
+
+  it('a released ring hands its links to the next generation: only the new pair connects', async () => {
+    const ids = ['r0', 'r1', 'r2', 'r3'];
+    const eps = await endpoints(ids);
+    let rings: Ring[] = [];
+    try {
+      const g1 = await Promise.all(eps.map((ep) => ep.formRing({ ids, job: 8, generation: 1 })));
+      rings = g1;
+      // r2 leaves; the others release their rings (as a volunteer does on a new generation).
+      g1[2]!.close();
+      eps[2]!.destroy();
+      for (const r of [g1[0]!, g1[1]!, g1[3]!]) r.release();
+      const g2Ids = ['r0', 'r1', 'r3'];
+      const g2Eps = [eps[0]!, eps[1]!, eps[3]!];
+      rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 8, generation: 2 })));
+      expect(rings.map((r) => r.reusedLinks), 'r0 keeps both links, r1 its link from r0, r3 its link to r0').toEqual([2, 1, 1]);
+      const inputs = g2Ids.map((_, i) => randomGrad(1 << 16, 7 + i));
+      const outs = inputs.map((g) => g.slice());
+      // Step 0 again: the first generation's step 0 never ran, but nothing of it may count anyway.
+      await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
+      expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
+      for (let i = 1; i < 3; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
+      for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });
     } finally {
       for (const r of rings) r.close();
       for (const ep of eps) ep.destroy();
