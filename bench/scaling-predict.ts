@@ -1,7 +1,7 @@
 // The scaling bench's predictions: the calibrated simulator (bench/scaling-sim.ts, -churn.ts)
 // run for large rings of three models at two global batches over three kinds of link, for two
 // systems, each labelled:
-//   current  what the code does today (job defaults): buckets of 4 MB all-reduced as backward
+//   current  what the code does today (job defaults): buckets of 25 MiB all-reduced as backward
 //            completes them (src/client/sync-step.ts), a flat ring below 16 peers and the
 //            two-level collective from 16 (coordinator/two-level.ts), a lost peer costs its
 //            slice (coordinator/slice-rerun.ts), float32 frames, the per-step overhead fitted here;

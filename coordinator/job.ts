@@ -62,7 +62,7 @@ export interface JobConfig {
   twoLevelFrom: number;
   /**
    * The sync step's gradient buckets (src/client/sync-step.ts), each summed over the ring as soon
-   * as backward produced it: at most this many bytes each (absent: 4 MiB), whole tensors only.
+   * as backward produced it: at most this many bytes each (absent: 25 MiB), whole tensors only.
    */
   bucketBytes?: number;
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */

@@ -26,7 +26,7 @@ export interface PublicJob {
     outer?: OuterConfig;
     /** Label smoothing of the training loss (absent from older coordinators: 0). */
     labelSmoothing?: number;
-    /** The sync step's gradient bucket size (absent: 4 MiB; src/client/sync-step.ts). */
+    /** The sync step's gradient bucket size (absent: 25 MiB; src/client/sync-step.ts). */
     bucketBytes?: number;
     /** false: no overlap (one bucket, all-reduced after backward). */
     overlap?: boolean;

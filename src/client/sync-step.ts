@@ -42,7 +42,7 @@ export function usableKept<K extends { step: number; generation: number; ids: re
   return kept;
 }
 
-/** The job's settings that cut the buckets (absent: 4 MiB buckets, overlap on). */
+/** The job's settings that cut the buckets (absent: 25 MiB buckets, overlap on). */
 export interface BucketSettings { bucketBytes?: number; overlap?: boolean }
 
 /** The job's bucket plan; a StateError that says what to change when it has too many buckets. */

@@ -61,7 +61,7 @@ describe('N peers train one model', () => {
     for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
-    // The default bucket size (4 MiB) leaves small-cnn one bucket.
+    // The default bucket size (25 MiB) leaves small-cnn one bucket.
     for (const v of vs) expect(v.lines.filter((l) => /all-reduce of \d+ floats over ring of 3 in 1 bucket as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
     // Evaluation at steps 6 and 12, the 48 test images spread over the 3 peers.
     const evals = (await metricsOf(job.jobDir)).filter((r) => r.type === 'eval');
