@@ -58,6 +58,12 @@ export interface DriverTimeouts {
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
+/**
+ * Rings smaller than this admit joiners at once even under churn: there a membership change is
+ * cheap and rare, and each joiner is a large share of the ring (a short job would end first).
+ */
+export const ADMIT_BATCH_FROM = 8;
+
 export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 2_000 };
 
 export interface DriverDeps {
@@ -357,11 +363,12 @@ export class Driver {
     // upload to wait for); then the step runs afresh with them.
     const rerunPending = this.rerunPlan() !== null && !this.loadable(this.step);
     const roundPending = this.ring.length > 0 && ((this.round !== null && this.round.step === this.step) || rerunPending);
-    // Batched: under churn (the last two generations began within admitGapMs), joiners wait up
-    // to admitGapMs, so that those who came meanwhile enter together in one new generation.
+    // Batched: under churn (the last two generations began within admitGapMs) in a ring of
+    // ADMIT_BATCH_FROM or more, joiners wait up to admitGapMs, so that those who came meanwhile
+    // enter together in one new generation.
     const gap = this.timeouts.admitGapMs;
     const churning = now - this.generationAt < gap && this.generationAt - this.previousGenerationAt < gap;
-    const due = !churning || waiting.some((id) => now - this.peers.get(id)!.waitingSince >= gap);
+    const due = this.ring.length < ADMIT_BATCH_FROM || !churning || waiting.some((id) => now - this.peers.get(id)!.waitingSince >= gap);
     if (this.ring.length === 0 || (waiting.length > 0 && !roundPending && due)) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     const evalDue = this.d.evalIds.length > 0 && !this.evaluated.has(this.step) && this.step > 0 &&

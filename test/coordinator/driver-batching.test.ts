@@ -38,13 +38,13 @@ describe('joiner batching', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(1_000_000);
     const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
-    let as = h.startRing(['a', 'b', 'c']);
+    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
     as = commit(h, as);
     vi.setSystemTime(1_000_100);
     // c leaves 300 ms after the ring formed: two generations within the gap, the ring churns.
     vi.setSystemTime(1_000_300);
     h.d.peerGone('c', 'stopped by its owner');
-    as = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
     const generation = as[0]!.generation;
     vi.setSystemTime(1_000_400);
     h.d.peerConnected('x', null);
@@ -62,9 +62,25 @@ describe('joiner batching', () => {
     expect(h.take('a', 'upload-checkpoint')).toEqual({ type: 'upload-checkpoint', step });
     h.d.checkpointStored('a', step);
     for (const id of ['x', 'y']) { expect(h.take(id, 'load-state')).toMatchObject({ step }); h.ready(id, step); }
-    const next = ['a', 'b', 'x', 'y'].map((id) => h.take(id, 'step-assignment'));
+    const next = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i', 'x', 'y'].map((id) => h.take(id, 'step-assignment'));
     expect(new Set(next.map((a) => a.generation))).toEqual(new Set([generation + 1]));
-    expect(next[0]!.ring).toEqual(['a', 'b', 'x', 'y']);
+    expect(next[0]!.ring).toEqual(['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i', 'x', 'y']);
+    h.d.stop();
+  });
+
+  it('a ring smaller than ADMIT_BATCH_FROM admits at once even under churn', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({}, { timeouts: { admitGapMs: 2000 } });
+    let as = h.startRing(['a', 'b', 'c']);
+    as = commit(h, as);
+    vi.setSystemTime(1_000_100);
+    h.d.peerGone('c', 'stopped by its owner');
+    as = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    vi.setSystemTime(1_000_200);
+    h.d.peerConnected('x', null);
+    commit(h, as);
+    expect(h.take('a', 'upload-checkpoint')).toMatchObject({ step: h.d.status().step });
     h.d.stop();
   });
 });
