@@ -53,8 +53,8 @@ interface Profile {
 }
 
 const FULL: Profile = {
-  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 32, large: 512, warmupEpochs: 1,
-  searchEpochs: 2, searchTrain: 45_000, searchVal: 5000, smallRates: [0.01, 0.02, 0.05], larsRates: [2, 4, 8],
+  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 16, large: 256, warmupEpochs: 1,
+  searchEpochs: 2, searchTrain: 45_000, searchVal: 5000, smallRates: [0.005, 0.01, 0.02], larsRates: [1.5, 3, 6],
 };
 const QUICK: Profile = {
   name: 'quick', trainSamples: 4096, testSamples: 1000, epochs: 2, small: 32, large: 512, warmupEpochs: 0.5,
