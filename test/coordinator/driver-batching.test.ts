@@ -1,12 +1,8 @@
 // Joiner batching (DriverTimeouts.admitGapMs): under churn joiners wait, at most admitGapMs, so
 // that those who come meanwhile enter in one new generation; a calm ring admits at once.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { driverHarness, imagesOf } from './driver-harness.ts';
+import { answer, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/client/protocol.ts';
-
-function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment): void {
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
-}
 
 /** Every member answers its assignment; returns the next step's assignments. */
 function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): StepAssignment[] {

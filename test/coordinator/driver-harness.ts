@@ -43,3 +43,8 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
   };
   return { d, sent, records, events, logs, take, has, ready, result, startRing };
 }
+
+/** Answers `a` as a peer that computed `computeMs` for its slice (the driver measures speed from it). */
+export function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment, computeMs = 10): void {
+  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
+}

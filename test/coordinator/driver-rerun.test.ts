@@ -4,7 +4,7 @@
 // harness (no sockets); the volunteer's side of the key check (usableKept) and the new protocol
 // fields are checked here too.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { N_TRAIN, driverHarness, imagesOf } from './driver-harness.ts';
+import { N_TRAIN, answer, driverHarness, imagesOf } from './driver-harness.ts';
 import { keptSlices, planRerun, sampleDigest } from '../../coordinator/slice-rerun.ts';
 import { silenceLimitMs } from '../../coordinator/silence.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
@@ -14,10 +14,6 @@ import { usableKept } from '../../src/client/volunteer.ts';
 const sorted = (ids: readonly number[]): number[] => [...ids].sort((a, b) => a - b);
 const idsOf = (step: number, B = 12): number[] => sorted(stepSamples(9, step, B, N_TRAIN).ids);
 
-/** Answers `a` as a peer that computed `computeMs` for its slice (the driver measures speed from it). */
-function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment, computeMs = 10): void {
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
-}
 
 describe('slice re-run after a loss', () => {
   it('survivors keep their slices first (reuse names the aborted generation) and share the lost ids by measured speed', () => {

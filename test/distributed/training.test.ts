@@ -38,6 +38,17 @@ afterAll(async () => {
   await root?.remove();
 });
 
+/** A job of `config` trained to its end by the volunteers `names`; every one must exit cleanly. */
+async function trainToEnd(name: string, config: ReturnType<typeof testJob>, names: readonly string[]) {
+  const job = await startTestJob(root.dir, name, data, config);
+  const vs = names.map((n) => volunteer(job.url, n));
+  spawned.push(...vs);
+  await job.driver.finished;
+  await job.close();
+  for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  return { job, vs };
+}
+
 /** Every committed step exactly once, 1..K in order, each with one checksum shared by all its peers. */
 async function checkSteps(jobDir: string): Promise<{ ring: number; checksums: string[] }[]> {
   const records = await metricsOf(jobDir);
@@ -53,12 +64,7 @@ async function checkSteps(jobDir: string): Promise<{ ring: number; checksums: st
 
 describe('N peers train one model', () => {
   it('3 peers with global batch B: bitwise identical every step, equal to 1 peer with B', async () => {
-    const job = await startTestJob(root.dir, 'three', data, testJob(K, { minPeers: 3, evalEvery: 6 }));
-    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
-    spawned.push(...vs);
-    await job.driver.finished;
-    await job.close();
-    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const { job, vs } = await trainToEnd('three', testJob(K, { minPeers: 3, evalEvery: 6 }), ['a', 'b', 'c']);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
     // The default bucket size (25 MiB) leaves small-cnn one bucket.
@@ -103,12 +109,7 @@ describe('N peers train one model', () => {
   });
 
   it('small gradient buckets (bucketBytes 64 KiB: 7 buckets) summed as backward runs: bitwise identical every step, equal to 1 peer', async () => {
-    const job = await startTestJob(root.dir, 'buckets', data, testJob(K, { minPeers: 3, bucketBytes: 64 << 10 }));
-    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, `buckets-${n}`));
-    spawned.push(...vs);
-    await job.driver.finished;
-    await job.close();
-    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const { job, vs } = await trainToEnd('buckets', testJob(K, { minPeers: 3, bucketBytes: 64 << 10 }), ['buckets-a', 'buckets-b', 'buckets-c']);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
     // Every step's all-reduce ran bucketed: 7 buckets (bucketPlan of small-cnn at 64 KiB).
@@ -123,19 +124,8 @@ describe('N peers train one model', () => {
   });
 
   it('label smoothing, a job setting, reaches every peer: 2 peers equal 1 peer with it, and both differ from the plain job', async () => {
-    const config = testJob(K, { labelSmoothing: 0.2 });
-    const solo = await startTestJob(root.dir, 'smooth-1', data, config);
-    const v1 = volunteer(solo.url, 'smooth-solo');
-    spawned.push(v1);
-    await solo.driver.finished;
-    await solo.close();
-    expect(await v1.exited, v1.lines.slice(-20).join('\n')).toBe(0);
-    const two = await startTestJob(root.dir, 'smooth-2', data, testJob(K, { labelSmoothing: 0.2, minPeers: 2 }));
-    const vs = ['s1', 's2'].map((n) => volunteer(two.url, n));
-    spawned.push(...vs);
-    await two.driver.finished;
-    await two.close();
-    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const { job: solo } = await trainToEnd('smooth-1', testJob(K, { labelSmoothing: 0.2 }), ['smooth-solo']);
+    const { job: two } = await trainToEnd('smooth-2', testJob(K, { labelSmoothing: 0.2, minPeers: 2 }), ['s1', 's2']);
     await checkSteps(two.jobDir);
     const a = (await finalWeights(solo.jobDir)).weights;
     const b = (await finalWeights(two.jobDir)).weights;
