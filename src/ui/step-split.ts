@@ -1,5 +1,5 @@
 // Where a committed step's time went on the ring's critical path, from the per-peer timings of
-// its record (PeerStepTiming, filled by coordinator/driver.ts at the step's commit), and the
+// its record (PeerStepTiming, filled by commitRecords in coordinator/driver-steps.ts at the step's commit), and the
 // dashboard's chart of it: one stacked bar per step, compute / all-reduce not hidden / overhead,
 // with the part of the all-reduce that ran during backward (hidden by the overlap) drawn over
 // the top of compute, where it happened.

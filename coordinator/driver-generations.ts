@@ -1,0 +1,68 @@
+// The ring's generations as the training driver (driver.ts) forms them: each membership change
+// begins a new one, planned from the job's twoLevelFrom peers on in groups by measured links
+// (two-level.ts) with the ring in their order, and recorded for the dashboard. Also when
+// waiting joiners enter: at once in a calm or small ring, batched while the ring churns.
+import type { LiveEvent, MetricRecord } from '../src/client/protocol.ts';
+import type { Topology } from '../src/comm/topology.ts';
+import type { PeerRec } from './driver-peers.ts';
+import { planGeneration } from './two-level.ts';
+
+/**
+ * Rings smaller than this admit joiners at once even under churn: there a membership change is
+ * cheap and rare, and each joiner is a large share of the ring (a short job would end first).
+ */
+export const ADMIT_BATCH_FROM = 8;
+
+export class Generations {
+  private current: number;
+  private members: string[] = [];
+  private plan: Topology | null = null;
+  /** When the newest generation and the one before it began (joiner batching). */
+  private at = 0;
+  private previousAt = 0;
+
+  /** `first`: the generation before the first one formed here (after a restart: the newest used before). */
+  constructor(first: number, private readonly twoLevelFrom: number) {
+    this.current = first;
+  }
+
+  get generation(): number { return this.current; }
+  /** The generation's ring, in rank order. */
+  get ring(): readonly string[] { return this.members; }
+  /** The generation's two-level plan (its groups, in order, are `ring`), or null: a flat ring. */
+  get topology(): Topology | null { return this.plan; }
+
+  /**
+   * Begins the next generation over `ring` at `now`, unless `ring` is the current ring (null);
+   * returns its metrics record and live event.
+   */
+  next(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } | null {
+    const same = ring.length === this.members.length && ring.every((id, i) => id === this.members[i]);
+    if (same) return null;
+    // From the job's twoLevelFrom peers on: groups by measured links, and the ring in their order.
+    const { ring: members, topology } = planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
+    this.members = members;
+    this.plan = topology;
+    this.current++;
+    this.previousAt = this.at;
+    this.at = now;
+    const info = members.map((id) => ({ id, name: peers.get(id)?.name ?? null, device: peers.get(id)?.device ?? '' }));
+    // The plan goes out with the ring (absent when flat, as older records are) for the dashboard.
+    const shape = topology ? { topology } : {};
+    return {
+      record: { type: 'generation', time: now, generation: this.current, ring: members, peers: info, ...shape },
+      event: { type: 'generation', generation: this.current, ring: members, peers: info, ...shape },
+    };
+  }
+
+  /**
+   * Whether joiners waiting since `waitingSince` enter at this boundary. Batched: under churn
+   * (the last two generations began within `gapMs`) in a ring of ADMIT_BATCH_FROM or more,
+   * joiners wait up to `gapMs`, so that those who came meanwhile enter together in one new
+   * generation.
+   */
+  admitDue(waitingSince: readonly number[], gapMs: number, now: number): boolean {
+    const churning = now - this.at < gapMs && this.at - this.previousAt < gapMs;
+    return this.members.length < ADMIT_BATCH_FROM || !churning || waitingSince.some((t) => now - t >= gapMs);
+  }
+}

@@ -1,0 +1,97 @@
+// What the training driver (driver.ts) keeps of each connected peer, and what it reads from
+// those records: the speed and work a step result shows, the ring's speeds for splitting a
+// batch, who has been silent for longer than silence.ts allows, and where joiners stand. Pure
+// functions but for the records whose admission state they set.
+import type { StepResult } from '../src/client/protocol.ts';
+import type { AdmittingPhase, Phase } from './driver-types.ts';
+import { silenceLimitMs, type SilenceLimits } from './silence.ts';
+import { observeLinks, type LinkObservation } from './two-level.ts';
+
+export interface PeerRec {
+  id: string;
+  name: string | null;
+  state: 'waiting' | 'loading' | 'ready' | 'member';
+  lastSeen: number;
+  /** The longest time between two of its messages so far (its heartbeats stall while it computes). */
+  maxGap: number;
+  /** Measured images/s of compute (EMA), null until its first step. */
+  ips: number | null;
+  /** Its longest step work (computeMs + dataMs) so far, null until its first step: bounds a compute that blocks its heartbeats. */
+  maxWorkMs: number | null;
+  /** Its largest step work per computed image so far (a bigger slice, e.g. after a loss, blocks longer). */
+  workPerImage: number;
+  device: string;
+  /** What its step results showed of its ring links (the two-level plan: two-level.ts). */
+  links: LinkObservation;
+  /** Not admitted before this time (its last admission failed for want of a checkpoint). */
+  admitAfter: number;
+  /** When it began waiting for admission (the joiner batching of the driver's boundary()). */
+  waitingSince: number;
+  /** It asked to leave after the running step (Leave.afterStep): let go at the next boundary. */
+  leaving?: boolean;
+}
+
+/** The record of a peer that connected at `now`: waiting for admission. */
+export function newPeer(id: string, name: string | null, now: number): PeerRec {
+  return { id, name, state: 'waiting', lastSeen: now, maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0, waitingSince: now };
+}
+
+/** The measurements of `p` updated by `m`, its result of the running step. */
+export function measureStep(p: PeerRec, m: StepResult): Pick<PeerRec, 'ips' | 'maxWorkMs' | 'workPerImage' | 'links'> {
+  // Speed from what it computed now (not the images it reused from a kept sum).
+  const computed = m.images - (m.reused ?? 0);
+  let ips = p.ips;
+  if (computed > 0 && m.timings.computeMs > 0) {
+    const measured = computed / (m.timings.computeMs / 1000);
+    ips = ips === null ? measured : 0.7 * ips + 0.3 * measured;
+  }
+  const work = m.timings.computeMs + (m.timings.dataMs ?? 0);
+  const workPerImage = computed > 0 ? Math.max(p.workPerImage, work / computed) : p.workPerImage;
+  return { ips, maxWorkMs: Math.max(p.maxWorkMs ?? 0, work), workPerImage, links: observeLinks(p.links, m) };
+}
+
+/** The ring's measured images/s by rank (the median for a peer not timed yet). */
+export function ringSpeeds(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>): number[] {
+  const known = ring.map((id) => peers.get(id)?.ips ?? null).filter((v): v is number => v !== null).sort((a, b) => a - b);
+  const median = known.length ? known[known.length >> 1]! : 1;
+  return ring.map((id) => peers.get(id)?.ips ?? median);
+}
+
+/** The joiners of `ph` once none is loading any more: the ready ones, now members (null while one is loading). */
+export function admitted(ph: AdmittingPhase, peers: ReadonlyMap<string, PeerRec>): string[] | null {
+  if (ph.joiners.some((id) => peers.get(id)?.state === 'loading')) return null;
+  const ready = ph.joiners.filter((id) => peers.get(id)?.state === 'ready');
+  for (const id of ready) peers.get(id)!.state = 'member';
+  return ready;
+}
+
+/** Joiners whose admission failed (those still connected) wait again; `set`: since when, or not before when they enter. */
+export function requeue(ids: readonly string[], peers: ReadonlyMap<string, PeerRec>, set: Partial<Pick<PeerRec, 'waitingSince' | 'admitAfter'>>): void {
+  const patch: Partial<PeerRec> = { state: 'waiting', ...set };
+  for (const id of ids) {
+    const p = peers.get(id);
+    if (p) Object.assign(p, patch);
+  }
+}
+
+/**
+ * The peers silent for longer than silence.ts allows them at `now` (more where their compute
+ * may block their heartbeats); `uploading`: whether a checkpoint upload is expected from one.
+ */
+export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number): string[] {
+  return [...peers].filter((p) => now - p.lastSeen > silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits)).map((p) => p.id);
+}
+
+/** Whether `p` does work nothing has timed yet: loading, uploading, evaluating, or its first step. */
+function unmeasured(p: PeerRec, ph: Phase, uploading: (id: string) => boolean): boolean {
+  return p.state === 'loading' || uploading(p.id) ||
+    (ph.kind === 'evaluating' && ph.pending.has(p.id)) ||
+    (ph.kind === 'running' && p.maxWorkMs === null && ph.ring.includes(p.id));
+}
+
+/** The longest work `p` has shown, scaled up to the slice it computes now where that is bigger. */
+function expectedWorkMs(p: PeerRec, ph: Phase): number | null {
+  const rank = ph.kind === 'running' && ph.slices ? ph.ring.indexOf(p.id) : -1;
+  const slice = rank >= 0 && ph.kind === 'running' && ph.slices ? ph.slices[rank]!.length : 0;
+  return p.maxWorkMs === null ? null : Math.max(p.maxWorkMs, p.workPerImage * slice);
+}

@@ -1,0 +1,240 @@
+// A step (or round) of the training driver (driver.ts) from its assignment to its commit: the
+// planning state the driver carries from step to step, the assignments of a step, whom a
+// failure of the ring blames, and what a commit checks and records.
+//
+// A step's sample ids come from the seeded sampler (src/train/sampler.ts: global or
+// shard-local), so a re-run uses the same samples whatever the ring, and the dead peer's share
+// is computed by the others (only that share, where they kept their own: slice-rerun.ts). In
+// sync mode each assignment also carries the peer's slice of the next step (a prefetch hint);
+// when that step starts with the same ring it is assigned exactly so (step-plan.ts,
+// affinity.ts). With syncEvery H > 1 (after the job's warm-up) a step is a round of H inner
+// steps (rounds.ts), kept when it is aborted so that its survivors reuse their work.
+import type { CollectiveFailure, LiveEvent, MetricRecord, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
+import type { Topology } from '../src/comm/topology.ts';
+import { emptyAffinity, type AffinityState } from './affinity.ts';
+import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
+import type { DriverDeps, RunningPhase, Unreachable } from './driver-types.ts';
+import { splitBatch } from './job.ts';
+import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
+import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
+import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
+
+/** What a step starts from: the driver's state at the boundary. */
+export interface StepStart {
+  step: number;
+  generation: number;
+  ring: readonly string[];
+  /** The ring's measured images/s by rank. */
+  speeds: readonly number[];
+  topology: Topology | null;
+  /** Step of the newest stored checkpoint (null: none). */
+  checkpointStep: number | null;
+}
+
+/** A step as it starts: the running phase, each member's assignment (by rank) and what it asks. */
+export interface StepLaunch {
+  phase: RunningPhase;
+  assignments: StepAssignment[];
+  /** Rank 0 uploads the checkpoint of the step's weights after it. */
+  upload: boolean;
+  /** A re-run after a loss, where the survivors kept their slices' sums. */
+  rerun: RerunPlan | null;
+}
+
+export class StepBook {
+  private readonly sampler: JobSampler;
+  /** Which shards each peer holds (shard-local sampling): what it was given ids of. */
+  private affinity: AffinityState = emptyAffinity();
+  /** The split of the last step assigned (shard-local jobs keep it while speeds only jitter). */
+  private lastSplit: { ring: string[]; images: number[] } | null = null;
+  /** The next step's plan as hinted to the ring of `generation`: assigned as is if that ring runs it. */
+  private hinted: { generation: number; ring: readonly string[]; plan: StepPlan } | null = null;
+  /** Rounds (syncEvery > 1): the round in flight, kept when it is aborted so survivors reuse their work. */
+  private round: RoundPlan | null = null;
+  /** Sync mode: the slices whose gradient sums the members of the last aborted attempt kept (slice-rerun.ts). */
+  private kept: KeptSlices | null = null;
+  /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
+  private lastAdvance = 1;
+  private recentStepMs: number[] = [];
+
+  /** Throws SamplingError where the job cannot be sampled over the given train split. */
+  constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards'>, private readonly stepMs: number) {
+    this.sampler = jobSampler(d.job, d.trainSamples, d.trainShards);
+  }
+
+  /** Plans the step at `s.step` over `s.ring` and the running phase that waits for its results. */
+  begin(s: StepStart): StepLaunch {
+    const B = this.d.job.globalBatch;
+    // Shard-locally a split that jitters with the measured speeds moves ids (and shards) between members every step.
+    const fresh = splitBatch(B, s.speeds);
+    const images = this.d.job.sampling === 'shard-local' ? steadySplit(this.lastSplit, s.ring, fresh) : fresh;
+    this.lastSplit = { ring: [...s.ring], images };
+    // Exact sync steps first when the job asks for a warm-up, then rounds.
+    const H = this.innerSteps(s.step);
+    const steps = H > 1 ? Math.min(H, this.d.job.totalSteps - s.step) : 1;
+    if (H > 1 && (this.round?.step !== s.step || planImages(this.round, s.ring) === 0)) {
+      const r = planRound(this.sampler, this.affinity, s.step, steps, s.ring, images);
+      this.round = r.plan;
+      this.affinity = r.affinity;
+    }
+    const round = H > 1 ? this.round : null;
+    // A re-run after a loss: survivors keep their slices and share the lost ones (slice-rerun.ts).
+    const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
+    const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
+    this.kept = null;
+    // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
+    const nextStep = s.step + 1;
+    const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, s.ring, images) : null;
+    this.hinted = next ? { generation: s.generation, ring: [...s.ring], plan: next } : null;
+    const epoch = round ? round.epochs[0]! : plan!.epoch;
+    const upload = this.d.job.checkpointEvery > 0 && s.step > 0 && this.crossed(s.step, this.d.job.checkpointEvery) && s.checkpointStep !== s.step;
+    const now = Date.now();
+    const recent = this.recentStepMs.length ? Math.max(...this.recentStepMs) : 0;
+    const phase: RunningPhase = {
+      kind: 'running', step: s.step, steps: round ? round.steps : 1, generation: s.generation, ring: [...s.ring], results: new Map(),
+      // Before any step was timed (the first of a ring, big models) allow four times as long (per inner step of a round).
+      started: now, deadline: now + (recent > 0 ? Math.max(this.stepMs, 6 * recent) : 4 * this.stepMs * (round ? round.steps : 1)),
+      slices: plan ? plan.slices : null, epoch,
+    };
+    const assignments = phase.ring.map((id, rank): StepAssignment => {
+      const part = round ? roundAssignment(round, phase.ring, id) : null;
+      return {
+        type: 'step-assignment', job: this.d.jobId, generation: s.generation, step: s.step, ring: phase.ring, rank,
+        globalBatch: B, sampleIds: plan ? plan.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        ...(part ? { round: part } : {}),
+        ...(next ? { next: { step: next.step, epoch: next.epoch, sampleIds: next.slices[rank]! } } : {}),
+        ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
+        ...(s.topology ? { topology: s.topology } : {}),
+      };
+    });
+    return { phase, assignments, upload, rerun };
+  }
+
+  /**
+   * Whether joiners wait while the survivors of an aborted attempt of `step` finish it: an
+   * aborted round runs again with its survivors first. Likewise a sync step that lost a member:
+   * its survivors finish it with the sums they kept, unless the joiners can enter at once
+   * (`loadable`: the step's weights are stored or are the seed, no upload to wait for); then the
+   * step runs afresh with them.
+   */
+  survivorsFirst(step: number, ring: readonly string[], speeds: readonly number[], loadable: boolean): boolean {
+    const rerunPending = this.rerunPlan(step, ring, speeds) !== null && !loadable;
+    return ring.length > 0 && ((this.round !== null && this.round.step === step) || rerunPending);
+  }
+
+  /** Whether the last commit, which reached `step`, crossed a multiple of `every` (in sync mode: the step is a multiple). */
+  crossed(step: number, every: number): boolean {
+    return every > 0 && Math.floor(step / every) > Math.floor((step - this.lastAdvance) / every);
+  }
+
+  /** `ph` committed after `wallMs`. */
+  committed(ph: RunningPhase, wallMs: number): void {
+    this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
+    this.lastAdvance = ph.steps;
+    this.round = null;
+    this.kept = null;
+  }
+
+  /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */
+  aborted(ph: RunningPhase): void {
+    if (ph.slices && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, ph.slices);
+  }
+
+  /** Nobody holds the work of an aborted round or step any more (the ring emptied). */
+  forget(): void {
+    this.round = null;
+    this.kept = null;
+  }
+
+  /** The re-run of `step` over `ring`, if members of its last attempt kept their sums. */
+  private rerunPlan(step: number, ring: readonly string[], speeds: readonly number[]): RerunPlan | null {
+    const k = this.kept;
+    if (!k || k.step !== step || this.innerSteps(step) !== 1) return null;
+    return planRerun(k, ring, speeds);
+  }
+
+  /** H: the inner steps of the round starting at `step` (1: an exact sync step). */
+  private innerSteps(step: number): number {
+    return step < this.d.job.outer.warmup ? 1 : this.d.job.outer.syncEvery;
+  }
+
+  /** Plans `step` over `ring`; the peers are taken to hold what they are given. */
+  private plan(step: number, ring: readonly string[], images: readonly number[]): StepPlan {
+    const r = planStep(this.sampler, this.affinity, step, ring, images);
+    this.affinity = r.affinity;
+    return r.plan;
+  }
+
+  /** The plan hinted for the step, if the ring it was hinted to is the ring now. */
+  private hintedPlan(s: StepStart): StepPlan | null {
+    const h = this.hinted;
+    if (!h || h.plan.step !== s.step || h.generation !== s.generation) return null;
+    const same = h.ring.length === s.ring.length && h.ring.every((id, i) => id === s.ring[i]);
+    return same ? h.plan : null;
+  }
+}
+
+/**
+ * What member `id`'s report of a failed collective in `ph` calls for. A link that never opened
+ * is reported by both its ends, so connect-failed reports are collected, and whom to blame is
+ * decided (unreachableVerdict) once every member has reported or answered ('decide'), or
+ * UNREACHABLE_GRACE_MS after the first report. Any other failure evicts whom the ring blames,
+ * if it is a member; a report naming a stranger blames its sender.
+ */
+export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure): 'wait' | 'decide' | { evict: string; reason: string } {
+  if (m.kind === 'connect-failed') {
+    const u = ph.unreachable ??= { edges: [], reporters: new Set(), decideAt: Date.now() + UNREACHABLE_GRACE_MS };
+    u.edges.push([id, m.failedPeerId]);
+    u.reporters.add(id);
+    return ph.ring.every((p) => u.reporters.has(p) || ph.results.has(p)) ? 'decide' : 'wait';
+  }
+  const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
+  return { evict: blamed, reason: `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id})` };
+}
+
+/** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), and why. */
+export function unreachableVerdict(ph: RunningPhase, u: Unreachable): { evict: string; reason: string } {
+  const failed = u.edges.map(([a, b]) => `${a}->${b}`).join(', ');
+  return { evict: blameUnreachable(ph.ring, u.edges), reason: `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}); check its network, or run the coordinator with --turn` };
+}
+
+/** The log line of a re-run (`ring` the survivors, `generation` theirs) of step `step` (numbered from 0). */
+export function rerunLine(r: RerunPlan, step: number, generation: number, ring: readonly string[]): string {
+  const shares = ring.map((id, i) => `${id} +${r.extra[i]}`).join(', ');
+  return `step ${step + 1} runs again in generation ${generation}: the survivors keep their slices' sums and compute the ${r.lost.length} lost ids (${shares})`;
+}
+
+/**
+ * The weights must agree everywhere. The most common checksum wins (rank 0 breaks ties);
+ * whoever disagrees is evicted and the step runs again without it: what it added to the
+ * sum cannot be trusted either, so the step is not committed with its contribution in.
+ */
+export function checksumVote(results: readonly StepResult[]): { winner: string; dissent: string[] } {
+  const votes = new Map<string, number>();
+  for (const r of results) votes.set(r.checksum, (votes.get(r.checksum) ?? 0) + 1);
+  let winner = results[0]!.checksum;
+  for (const [c, n] of votes) if (n > votes.get(winner)!) winner = c;
+  return { winner, dissent: results.filter((r) => r.checksum !== winner).map((r) => r.peerId) };
+}
+
+/** The metrics record and live event of `ph` committed as `step` at `now`; `results` in ring order. */
+export function commitRecords(ph: RunningPhase, results: readonly StepResult[], step: number, now: number): { record: MetricRecord; event: LiveEvent } {
+  const wallMs = now - ph.started;
+  const images = results.reduce((a, r) => a + r.images, 0);
+  const lossed = results.filter((r) => r.loss !== null && r.images > 0);
+  const lossImages = lossed.reduce((a, r) => a + r.images, 0);
+  const loss = lossImages > 0 ? lossed.reduce((a, r) => a + r.loss! * r.images, 0) / lossImages : null;
+  const timings: PeerStepTiming[] = results.map((r, i) => {
+    // The edge to the successor, as either end saw it: relayed if either saw a relay.
+    const next = results[(i + 1) % results.length];
+    const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
+    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
+  });
+  const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
+  const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
+  const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
+  return {
+    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(ph.slices) } : {}) },
+    event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic },
+  };
+}

@@ -1,0 +1,84 @@
+// The training driver's (driver.ts) interface and states: its timeouts, what it is given, what
+// it reports, and the phases of its state machine with what each holds while it lasts.
+import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/client/protocol.ts';
+import type { Topology } from '../src/comm/topology.ts';
+import type { EvalTally } from './eval-tally.ts';
+import type { JobConfig } from './job.ts';
+import type { MetricsLog } from './metrics.ts';
+
+export interface DriverTimeouts {
+  /** A step (assignment to last result) may take at most max(stepMs, 6 x the recent step time). */
+  stepMs: number;
+  /** Joiners have this long to load a checkpoint (and the uploader to upload it). */
+  admitMs: number;
+  evalMs: number;
+  /**
+   * A peer whose session sent nothing (heartbeats, every 2 s by default) for this long, or for
+   * 4x the longest gap it has shown, or 2x its longest step's work, is dropped: a host whose
+   * link is cut is noticed in seconds (silence.ts).
+   */
+  silentMs: number;
+  /** The silence allowed during work nothing has timed yet (its first step, loading, evaluating, uploading). */
+  firstSilentMs: number;
+  /**
+   * Joiner batching: while the ring is churning (its last two generations began less than this
+   * apart, the newest less than this ago), joiners wait at most this long, so that several enter
+   * in one new generation instead of one generation each; a calm ring admits at once. 0: every
+   * boundary admits.
+   */
+  admitGapMs: number;
+}
+
+// Generous: a peer that leaves closes its session and is noticed at once; these only catch
+// peers that hang while connected, and a big model on a CPU-only volunteer is slow.
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 2_000 };
+
+export interface DriverDeps {
+  job: JobConfig;
+  jobId: number;
+  /** Size of the train split (the sampler's n). */
+  trainSamples: number;
+  /** Samples of each train shard, in the manifest's order (needed by a job that samples shard-locally). */
+  trainShards?: readonly number[];
+  /** Val ids evaluated at each evaluation. */
+  evalIds: readonly number[];
+  /** Val ids of the job's last evaluation (default: evalIds); the whole split, usually. */
+  finalEvalIds?: readonly number[];
+  /** Val ids whose predictions each evaluation reports (the dashboard's grid). */
+  showIds?: readonly number[];
+  /** The model's classes: a confusion matrix is asked for up to MAX_CONFUSION_CLASSES (absent: none). */
+  classes?: number;
+  /** Step of the newest stored checkpoint (null: none; the job starts from its seed). */
+  checkpointStep: number | null;
+  /** First generation number (after a restart: above every one used before). */
+  generation: number;
+  /** Steps already evaluated (from the metrics history). */
+  evaluated?: readonly number[];
+  metrics: MetricsLog;
+  send(peerId: string, m: CoordinatorMessage): boolean;
+  /** Ends a peer's session (it may rejoin as a new peer). */
+  disconnect(peerId: string, reason: string): void;
+  publish(e: LiveEvent): void;
+  log(line: string): void;
+  timeouts?: Partial<DriverTimeouts>;
+}
+
+export type Phase =
+  | { kind: 'between' }
+  | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
+  | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable;
+      /** Sync steps: each member's slice (slices[rank]) and the step's epoch; null for a round. */
+      slices: number[][] | null; epoch: number }
+  | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
+  | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
+  | { kind: 'paused' }
+  | { kind: 'done' };
+
+export type AdmittingPhase = Extract<Phase, { kind: 'admitting' }>;
+export type RunningPhase = Extract<Phase, { kind: 'running' }>;
+export type EvaluatingPhase = Extract<Phase, { kind: 'evaluating' }>;
+
+/** connect-failed reports of a running ring (blame.ts), decided at `decideAt` or when every member reported. */
+export interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
+
+export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null }
