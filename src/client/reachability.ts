@@ -4,7 +4,7 @@
 // says why and what to do, instead of rejoining in a loop.
 import { diagnoseIce, summarizeIce } from '../comm/ice-check.ts';
 import type { IceServer } from './protocol.ts';
-import type { VolunteerPlatform } from './volunteer.ts';
+import type { VolunteerPlatform } from './volunteer-context.ts';
 
 /** Evictions in a row for unreachability (with no ring link ever opened) before the volunteer gives up. */
 export const MAX_UNREACHABLE = 3;

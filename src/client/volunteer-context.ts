@@ -1,0 +1,121 @@
+// The volunteer's shared shapes: what a platform gives it (a compute engine, WebRTC, a WebSocket,
+// a decoder, optional caches), its options, the events it reports and how it exits; and the
+// context its parts share (volunteer.ts builds it once per job, the session and its trainer
+// read it).
+import type { IceReport } from '../comm/ice-check.ts';
+import type { PeerCtor } from '../comm/index.ts';
+import type { Gunzip } from '../data/bytes.ts';
+import type { Decoder } from '../data/image.ts';
+import type { CountingSource } from '../data/counting-source.ts';
+import type { BatchLoader } from '../data/loader.ts';
+import type { Prefetcher } from '../data/prefetch.ts';
+import type { ShardSource } from '../data/source.ts';
+import type { AnyEngine } from '../backend/engine.ts';
+import type { Model } from '../nn/model.ts';
+import type { GradBucket } from '../nn/buckets.ts';
+import type { PublicJob } from './http.ts';
+import type { IceServer } from './protocol.ts';
+import type { RoundState } from './rounds.ts';
+import type { TrainingState } from './state.ts';
+
+/** The parts of a WebSocket the session uses (browser WebSocket, or `ws` in Node). */
+export interface SocketLike {
+  readonly readyState: number;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  send(text: string): void;
+  close(): void;
+}
+export type SocketCtor = new (url: string) => SocketLike;
+
+export interface VolunteerPlatform {
+  /** The compute backend (WebGPU or wasm: src/client/backend-choice.ts picks one). */
+  engine: AnyEngine;
+  Peer: PeerCtor;
+  /** The base RTC configuration; the job's ICE servers (join answer) are added to it. */
+  rtcConfig: RTCConfiguration;
+  /** The RTC configuration for the job's ICE servers, where the platform needs its own (Node: nodeRtcConfig). */
+  rtcConfigFor?: (iceServers: IceServer[]) => RTCConfiguration;
+  /** Gathers this device's WebRTC candidates (ice-check.ts): says why no neighbour could be reached. */
+  iceCheck?: (config: RTCConfiguration) => Promise<IceReport>;
+  WebSocket: SocketCtor;
+  decoder: Decoder;
+  gunzip?: Gunzip;
+  fetch?: typeof fetch;
+  /** Where a shard source gets a cache in front (the page: IndexedDB). */
+  cacheShards?: (source: ShardSource, dataset: string) => ShardSource;
+  /** Keeps the job's newest checkpoint on this device (the page: IndexedDB) for a fast rejoin. */
+  checkpoints?: CheckpointKeeper;
+}
+
+export interface CheckpointKeeper {
+  get(job: string, step: number): Promise<Uint8Array | null>;
+  /** Keeps it; false when the device had no room (a rejoin downloads it again). */
+  keep(job: string, step: number, bytes: Uint8Array): Promise<boolean>;
+}
+
+export type VolunteerEvent =
+  | { type: 'joined'; peerId: string; job: PublicJob }
+  | { type: 'state'; step: number; source: 'seed' | 'checkpoint' }
+  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number; innerSteps: number; sentBytes: number; dataMs: number; fetchedBytes: number }
+  | { type: 'left'; reason: string };
+
+export interface VolunteerOptions {
+  /** The coordinator, e.g. http://lab-server:8080 */
+  url: string;
+  token?: string;
+  name?: string;
+  log?: (line: string) => void;
+  onEvent?: (e: VolunteerEvent) => void;
+  /** After losing the coordinator, keep trying to rejoin for this long (default 10 minutes). */
+  rejoinForMs?: number;
+  /** Stops after the current message when aborted. */
+  signal?: AbortSignal;
+  /** Share of this device to use, in (0, 1]: each step idles (1/share - 1) times its compute time. */
+  throttle?: () => number;
+  /**
+   * A ring neighbour silent this long is gone (default 120 s). Peers that leave are noticed by
+   * the coordinator through their session at once; this only catches a hung neighbour, and a
+   * neighbour busy with a long GPU step must not be mistaken for one.
+   */
+  deadAfterMs?: number;
+  /**
+   * Bytes of parsed shards kept in memory, training and validation together (default 512 MiB;
+   * validation gets a quarter). Smaller than the data set (ImageNet): least recently used out.
+   */
+  memoryCacheBytes?: number;
+  /** Load the next step's batch while this one computes (default true). */
+  prefetch?: boolean;
+}
+
+export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null }
+
+/** What the parts of a running volunteer share: the platform, the options, the job and its model, state and data. */
+export interface Ctx {
+  p: VolunteerPlatform;
+  o: VolunteerOptions;
+  base: string;
+  fetchFn: typeof fetch;
+  log: (line: string) => void;
+  job: PublicJob;
+  model: Model;
+  /** The sync step's gradient buckets (sync-step.ts syncBuckets): the same on every peer of the job. */
+  buckets: GradBucket[];
+  state: TrainingState;
+  /** The round machinery of a job with syncEvery > 1 (null: exact sync SGD). */
+  rounds: RoundState | null;
+  train: BatchLoader;
+  val: BatchLoader;
+  /** Training batches, loaded ahead where an assignment announces them. */
+  batches: Prefetcher;
+  prefetch: boolean;
+  /** The HTTP shard source under any cache: its byte count is this peer's download. */
+  fetched: CountingSource;
+}
+
+/** How a session ended (Session.run). */
+export type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string; unreachable?: boolean };
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

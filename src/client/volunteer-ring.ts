@@ -1,0 +1,121 @@
+// A session's ring: the rings of the generation it is in (step-rings.ts), formed when an
+// assignment needs them and given up when a newer one comes first; closed or released when the
+// coordinator moves on (a newer generation keeps the links it shares with this one); and a
+// failed collective reported to the coordinator with the peer it blames.
+import { formStepRings, type StepRings } from './step-rings.ts';
+import { relayHostsOf } from '../comm/route.ts';
+import { isRingError, type PeerEndpoint } from '../comm/index.ts';
+import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, StepAssignment } from './protocol.ts';
+
+export interface SessionRingOptions {
+  peerId: string;
+  /** The job's ICE servers: the relays a link may run through. */
+  iceServers: IceServer[];
+  /** A ring neighbour silent this long is gone (VolunteerOptions.deadAfterMs). */
+  deadAfterMs: number;
+  log: (line: string) => void;
+  send: (m: PeerMessage) => void;
+}
+
+/** The ring of the session's current generation (null: none formed, or given up). */
+export class SessionRing {
+  private ring: StepRings | null = null;
+  /** Set while a ring is being formed: gives up on it (a newer assignment came, or the session ended). */
+  private supersede: (() => void) | null = null;
+  /** How the links to the ring successor and from the predecessor run (null: unknown). */
+  links: { next: LinkKind | null; prev: LinkKind | null } = { next: null, prev: null };
+  /** True once a ring with neighbours formed in this session. */
+  linked = false;
+
+  constructor(private readonly endpoint: PeerEndpoint, private readonly o: SessionRingOptions) {}
+
+  /** The ring formed for the current generation, if any. */
+  get current(): StepRings | null {
+    return this.ring;
+  }
+
+  /**
+   * Preempt: a collective of an older generation cannot finish any more once the coordinator
+   * moved on (`m`); closing the ring ends it now instead of at its timeout.
+   */
+  preempt(m: CoordinatorMessage): void {
+    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted' || (m.type === 'step-assignment' && m.generation !== this.ring?.generation);
+    if (moves && this.ring) {
+      // A new generation keeps the links it shares with this one (released, not closed); a
+      // reload, the end or an eviction ends them (the session's end closes whatever is left).
+      if (m.type === 'step-assignment') this.ring.release();
+      else this.ring.close();
+      this.ring = null;
+    }
+    if (moves) this.supersede?.();
+  }
+
+  /** The session ended: every link closes, and a ring still forming is given up. */
+  close(): void {
+    this.ring?.close();
+    this.ring = null;
+    this.supersede?.();
+  }
+
+  /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
+  async join(a: StepAssignment): Promise<StepRings | null> {
+    if (this.ring) return this.ring;
+    let ring: StepRings | null;
+    try {
+      ring = await this.form(a);
+    } catch (e) {
+      this.failed(e, a);
+      return null;
+    }
+    if (!ring) return null;
+    this.ring = ring;
+    if (ring.size > 1) {
+      this.linked = true;
+      const relays = relayHostsOf(this.o.iceServers);
+      const [next, prev] = await Promise.all([ring.next?.route?.(relays), ring.prev?.route?.(relays)]);
+      // A newer assignment may have closed this ring while its links were looked at.
+      if (this.ring !== ring) {
+        this.o.log(`volunteer: the ring of generation ${a.generation} was closed as it formed (the coordinator has moved on)`);
+        return null;
+      }
+      this.links = { next: next ?? null, prev: prev ?? null };
+      this.o.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+      this.o.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new`);
+    }
+    return ring;
+  }
+
+  /** Forms the assignment's ring, or gives up (null) when a newer assignment arrives first. */
+  private async form(a: StepAssignment): Promise<StepRings | null> {
+    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.o.deadAfterMs, stallTimeoutMs: 120_000 });
+    const superseded = new Promise<null>((resolve) => { this.supersede = () => resolve(null); });
+    try {
+      const ring = await Promise.race([formed, superseded]);
+      if (ring === null) {
+        // Its neighbours have moved on too; release it if it forms after all (the endpoint's pool
+        // keeps its links for a newer ring of the same neighbours, else closes them).
+        formed.then((late) => late.release(), () => undefined);
+        this.o.log(`volunteer: gave up forming the ring of generation ${a.generation} (the coordinator has moved on)`);
+      }
+      return ring;
+    } finally {
+      this.supersede = null;
+    }
+  }
+
+  /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */
+  failed(e: unknown, a: StepAssignment): void {
+    if (!isRingError(e)) throw e;
+    // Released: the link to the peer it blames is closed, the others may serve the next generation.
+    this.ring?.release();
+    this.ring = null;
+    if (e.kind === 'closed') {
+      // Preempted by a newer assignment: nothing to report.
+      this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);
+      return;
+    }
+    this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: ${e.message}`);
+    // An ABORT passed on by a neighbour names the peer to blame and the original failure: report that.
+    this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin });
+  }
+}

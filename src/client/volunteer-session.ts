@@ -1,0 +1,258 @@
+// One membership of the job: the join, the session socket to the coordinator, the signaling
+// endpoint and its rings (volunteer-ring.ts). Messages are handled one at a time in arrival
+// order; a step assignment of an older generation with a newer one (or a reload, the end, an
+// eviction) behind it is skipped. The training work itself is the trainer's (volunteer-train.ts).
+//
+// Leaving: stopped by its owner, a member in the middle of a step finishes it first (the
+// coordinator lets it go once the step commits); a failed message leaves with its reason; the
+// coordinator ends it with 'done' or 'evicted', or by closing the socket (lost).
+import { openEndpoint, type PeerEndpoint } from '../comm/index.ts';
+import type { AnyEngine } from '../backend/engine.ts';
+import { weightChecksum } from './checksum.ts';
+import { join } from './http.ts';
+import {
+  PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
+  type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
+} from './protocol.ts';
+import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
+import type { Ctx, SessionEnd, SocketLike } from './volunteer-context.ts';
+import { evalCounts } from './volunteer-eval.ts';
+import { SessionRing } from './volunteer-ring.ts';
+import { Trainer } from './volunteer-train.ts';
+
+/** A volunteer stopped mid-step waits at most this long for its step to commit (stop()). */
+export const LEAVE_AFTER_STEP_MS = 15_000;
+
+/** The device a peer reports (shown on the dashboard's ring): backend and device. */
+export function deviceLabel(e: AnyEngine): string {
+  return `${e.info.backend}: ${e.info.description}`.slice(0, 200);
+}
+
+/** One membership of the job: a join, its session socket, its signaling endpoint and rings. */
+export class Session {
+  private readonly ring: SessionRing;
+  private readonly trainer: Trainer;
+  /** The pump's current run over the queue. */
+  private pumping: Promise<void> = Promise.resolve();
+  private readonly queue: CoordinatorMessage[] = [];
+  private busy = false;
+  private endWith: ((e: SessionEnd) => void) | null = null;
+  private endReason: SessionEnd | null = null;
+  private heartbeat: ReturnType<typeof setInterval> | null = null;
+  /** Stopped mid-step: the bound on waiting for the coordinator to let it go (stop()). */
+  private leaving: ReturnType<typeof setTimeout> | null = null;
+
+  private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
+    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, log: c.log, send: (m) => this.send(m) });
+    this.trainer = new Trainer(c, this.ring, this);
+    // The coordinator may speak first (load-state at once): listen from the moment the
+    // socket is open; messages wait in the queue until run() starts the pump.
+    ws.onmessage = (ev) => this.receive(ev.data);
+    ws.onclose = (ev) => {
+      const why = `the coordinator closed the session (${ev.code ?? ''} ${ev.reason ?? ''})`.trim();
+      if (this.onEarlyClose) this.onEarlyClose(why);
+      else this.end({ reason: 'lost', detail: why });
+    };
+    ws.onerror = () => undefined; // a close follows
+  }
+
+  /** Set while the socket is opening: a close then fails the open. */
+  onEarlyClose: ((why: string) => void) | null = null;
+
+  static async open(c: Ctx): Promise<Session> {
+    const body = { type: 'join' as const, protocol: PROTOCOL_VERSION, ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}) };
+    const accept = await join(c.fetchFn, c.base, body);
+    const url = new URL(c.base);
+    const rtcConfig = c.p.rtcConfigFor ? c.p.rtcConfigFor(accept.iceServers) : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };
+    const endpoint = await openEndpoint({
+      Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig,
+      server: { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:' },
+    });
+    const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
+    const ws = new c.p.WebSocket(wsUrl);
+    // Listen before the socket opens: the coordinator speaks first, and its first message can
+    // arrive in the same read as the handshake (before an await after 'open' would resume).
+    const session = new Session(c, accept, endpoint, ws, rtcConfig);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        ws.onopen = () => resolve();
+        session.onEarlyClose = (why) => reject(new Error(`the session socket ${SESSION_PATH} did not open: ${why}`));
+      });
+    } catch (e) {
+      endpoint.destroy();
+      throw e;
+    }
+    session.onEarlyClose = null;
+    c.log(`volunteer: joined as ${accept.peerId}`);
+    c.o.onEvent?.({ type: 'joined', peerId: accept.peerId, job: c.job });
+    return session;
+  }
+
+  get peerId(): string {
+    return this.accept.peerId;
+  }
+
+  get iceServers(): IceServer[] {
+    return this.accept.iceServers;
+  }
+
+  /** The step whose weights this peer holds (committed or tentatively applied), null until loaded. */
+  get committed(): number | null {
+    return this.trainer.committed;
+  }
+
+  /** True once a ring with neighbours formed in this session. */
+  get linked(): boolean {
+    return this.ring.linked;
+  }
+
+  /** The session has ended (run() resolved, or will with the reason it ended with). */
+  get ended(): boolean {
+    return this.endReason !== null;
+  }
+
+  run(): Promise<SessionEnd> {
+    const done = new Promise<SessionEnd>((resolve) => { this.endWith = resolve; });
+    if (this.endReason) return Promise.resolve(this.endReason);
+    this.pump();
+    this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring.current?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
+    const onAbort = () => this.stop();
+    this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
+    // Stopped while joining: the listener above came too late to hear it.
+    if (this.c.o.signal?.aborted) onAbort();
+    return done.finally(() => this.c.o.signal?.removeEventListener('abort', onAbort));
+  }
+
+  /**
+   * Stopped by its owner. A member in the middle of a step finishes it first: it tells the
+   * coordinator, which lets it go with 'done' once the step commits, so the ring neither aborts
+   * nor re-runs its slice; it leaves anyway after LEAVE_AFTER_STEP_MS. Anyone else leaves now.
+   */
+  private stop(): void {
+    if (this.ended || this.leaving) return;
+    if (!this.ring.current || !this.busy) return this.end({ reason: 'stopped', detail: 'stopped' });
+    this.c.log('volunteer: stopping after this step');
+    this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner', afterStep: true });
+    this.leaving = setTimeout(() => this.end({ reason: 'stopped', detail: 'stopped' }), LEAVE_AFTER_STEP_MS);
+  }
+
+  private end(e: SessionEnd): void {
+    if (this.ended) return;
+    if (this.leaving) clearTimeout(this.leaving);
+    // Say goodbye while send() still speaks: a normal leave, not a lost peer to blame.
+    if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
+    this.endReason = e;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.ring.close();
+    this.endpoint.destroy();
+    this.ws.onclose = null;
+    this.ws.close();
+    // A step still running uses the batch: the pump releases it when that step is done.
+    if (!this.busy) this.trainer.releaseBatch();
+    this.endWith?.(e);
+  }
+
+  send(m: PeerMessage): void {
+    if (!this.ended && this.ws.readyState === 1) this.ws.send(JSON.stringify(m));
+  }
+
+  private receive(data: unknown): void {
+    const parsed = typeof data === 'string' ? parseJsonText(data) : typeof data === 'object' && data !== null && 'toString' in data ? parseJsonText(String(data)) : null;
+    const d = parsed?.ok ? decodeCoordinatorMessage(parsed.value) : parsed;
+    if (!d || !d.ok) {
+      this.c.log(`volunteer: ignored a message from the coordinator: ${d ? describe(d.error) : 'not text'}`);
+      return;
+    }
+    const m = d.value;
+    this.ring.preempt(m);
+    this.queue.push(m);
+    this.pump();
+  }
+
+  /** Resolves once the message being handled is done (a step may outlive the session's end), or after `ms`. */
+  drained(ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); });
+    return Promise.race([this.pumping, late]).finally(() => clearTimeout(timer));
+  }
+
+  private pump(): void {
+    if (this.busy || !this.endWith) return;
+    this.busy = true;
+    this.pumping = this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (!this.ended && this.queue.length) {
+        const m = this.queue.shift()!;
+        if (this.superseded(m)) {
+          this.c.log(`volunteer: skipped step ${m.type === 'step-assignment' ? m.step + 1 : '?'} of an old generation (the coordinator has moved on)`);
+          continue;
+        }
+        try {
+          await this.handle(m);
+        } catch (e) {
+          const why = e instanceof Error ? e.message : String(e);
+          this.c.log(`volunteer: ${m.type} failed: ${why}`);
+          this.send({ type: 'leave', peerId: this.peerId, reason: why.slice(0, 900) });
+          this.end({ reason: 'lost', detail: why });
+        }
+      }
+    } finally {
+      this.busy = false;
+      if (this.ended) this.trainer.releaseBatch();
+    }
+  }
+
+  /**
+   * A step assignment with a newer one (or a reload, the end, an eviction) behind it in the
+   * queue: the coordinator has abandoned that generation, so its ring would never form.
+   */
+  private superseded(m: CoordinatorMessage): boolean {
+    if (m.type !== 'step-assignment') return false;
+    return this.queue.some((n) => n.type === 'load-state' || n.type === 'done' || n.type === 'evicted' || (n.type === 'step-assignment' && n.generation > m.generation));
+  }
+
+  private async handle(m: CoordinatorMessage): Promise<void> {
+    switch (m.type) {
+      case 'load-state': return this.loadState(m);
+      case 'step-assignment': return this.trainer.step(m);
+      case 'evaluate': {
+        this.trainer.requireStep(m.step, 'evaluate');
+        const counts = await evalCounts(this.c.model, this.c.val, m);
+        return this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
+      }
+      case 'upload-checkpoint':
+        this.trainer.undoApplied(m.step);
+        this.trainer.requireStep(m.step, 'upload');
+        return this.upload(m.step);
+      case 'done':
+        if (this.leaving) return this.end({ reason: 'stopped', detail: `stopped after step ${m.step}` });
+        this.c.log(`volunteer: job done at step ${m.step} (${m.reason})`);
+        return this.end({ reason: 'done', detail: m.reason });
+      case 'evicted':
+        return this.end({ reason: 'evicted', detail: `evicted: ${m.reason}`, unreachable: m.cause === 'unreachable' });
+      case 'error':
+        this.c.log(`volunteer: the coordinator refused a message: ${m.message}`);
+        return;
+      case 'join-accept':
+        return;
+    }
+  }
+
+  private async loadState(m: LoadState): Promise<void> {
+    const { state } = this.c;
+    if (m.source === 'seed') state.reset(this.c.job.job.seed);
+    else await loadCheckpoint(this.c, m.step);
+    this.trainer.loaded(m.step);
+    const checksum = weightChecksum(state.w);
+    this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
+    this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: deviceLabel(this.c.p.engine) });
+  }
+
+  /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */
+  upload(step: number, generation = this.ring.current?.generation ?? 0): Promise<void> {
+    return uploadState(this.c, this.accept, step, generation);
+  }
+}

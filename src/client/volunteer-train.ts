@@ -1,0 +1,254 @@
+// The volunteer's training work: the steps a session's assignments ask for, on the training state
+// (state.ts) with the session's ring (volunteer-ring.ts). A sync step computes this peer's
+// slice and sums it with the ring bucket by bucket as backward runs (sync-step.ts), keeping a
+// copy of its sum for a re-run, then applies the update; a round (rounds.ts) runs its inner
+// steps here and sums the contributions once. Each reports its loss, timings and a checksum of
+// the new weights.
+//
+// Undo: the state is backed up before each sync step, and a re-run of a step this peer had
+// already applied (or begun) restores the backup first; a round undoes its outer step itself.
+import type { TensorLike } from '../backend/engine.ts';
+import type { StepRings } from './step-rings.ts';
+import type { RoundState } from './rounds.ts';
+import { recordGradients, uploadBatch } from '../train/step.ts';
+import { weightChecksum } from './checksum.ts';
+import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
+import type { NextSlice, PeerMessage, RoundAssignment, StepAssignment, StepTimings } from './protocol.ts';
+import { StateError } from './state.ts';
+import { sleep, type Ctx } from './volunteer-context.ts';
+import type { SessionRing } from './volunteer-ring.ts';
+
+const MAX_MS = 86_400_000;
+const clampMs = (ms: number): number => Math.min(MAX_MS, Math.max(0, ms));
+
+/** What the trainer needs of its session. */
+export interface StepHost {
+  readonly peerId: string;
+  /** The session has ended (left, evicted, coordinator gone): a step still running reports nothing. */
+  readonly ended: boolean;
+  send(m: PeerMessage): void;
+  /** Uploads the weights of `step` (generation: the current ring's by default). */
+  upload(step: number, generation?: number): Promise<void>;
+}
+
+/**
+ * The largest RMS a received segment of a round's sum may have: GRADIENT_BOUND times the
+ * round's images times this peer's own per-image change RMS (none when it computed nothing).
+ */
+function changeBound(change: Float32Array, images: number, roundImages: number): number {
+  const perImage = perImageRms(change, images);
+  return perImage === null ? Number.POSITIVE_INFINITY : GRADIENT_BOUND * roundImages * perImage;
+}
+
+/**
+ * The slices to load while inner step `k` of a round computes: the next two inner steps with
+ * images, then the next step the assignment announces. k = -1: from the first.
+ */
+function innerAhead(a: StepAssignment, plan: RoundAssignment, k: number, count = 2): NextSlice[] {
+  const out: NextSlice[] = [];
+  for (let j = k + 1; j < plan.ids.length && out.length < count; j++) {
+    const ids = plan.ids[j]!;
+    if (ids.length) out.push({ step: a.step + j, epoch: plan.epochs[j]!, sampleIds: ids });
+  }
+  if (out.length < count && a.next) out.push(a.next);
+  return out;
+}
+
+/** One session's training work on the job's state; owns the batch on the engine. */
+export class Trainer {
+  /** The step whose weights this peer holds (committed or tentatively applied), null until loaded. */
+  committed: number | null = null;
+  /** The step the GPU backup was taken before. */
+  private backedUp: number | null = null;
+  private lastReportAt = 0;
+  private x: TensorLike | null = null;
+  /** Running per-image RMS of this peer's gradient, per bucket (the all-reduce's bound, sync-step.ts rmsBound). */
+  private readonly gradRms: (number | null)[] = [];
+  /** Milliseconds the current step (or round) waited for its batches. */
+  private dataMs = 0;
+  /** The gradient sum of this peer's last sync slice, copied before its all-reduce (null: none). */
+  private kept: KeptSum | null = null;
+
+  constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {}
+
+  requireStep(step: number, what: string): void {
+    if (this.committed !== step) throw new StateError(`asked to ${what} the weights of step ${step}, this peer holds step ${this.committed ?? 'none'}`);
+  }
+
+  /** The state of `step` was loaded (seed or checkpoint): nothing before it can be undone or reused. */
+  loaded(step: number): void {
+    this.committed = step;
+    this.backedUp = null;
+    this.kept = null;
+    this.c.rounds?.forget();
+  }
+
+  /** Undoes a step (or round) this peer applied before the coordinator aborted it. */
+  undoApplied(step: number): void {
+    if (this.c.rounds?.undo(step)) this.committed = step;
+    else if (this.backedUp === step && this.committed === step + 1) {
+      this.c.state.restore();
+      this.committed = step;
+    }
+  }
+
+  /** Releases the batch on the engine (the session ended; a step still running first finishes with it). */
+  releaseBatch(): void {
+    const x = this.x;
+    this.x = null;
+    if (!x) return;
+    // A step that outlived its session may end after the owner destroyed the engine (a volunteer
+    // stopped mid-step): its memory went with the engine, and there is nothing left to release.
+    try {
+      this.c.p.engine.release(x);
+    } catch (e) {
+      this.c.log(`volunteer: the batch was not released (${e instanceof Error ? e.message : String(e)})`);
+    }
+  }
+
+  /**
+   * The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it
+   * always comes back. `ahead`: the slices to load while this one computes, nearest first.
+   */
+  private async gradient(ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[]): Promise<{ grads: Float32Array; lossSum: number }> {
+    const { model } = this.c;
+    const engine = this.c.p.engine;
+    let lossSum = 0;
+    if (ids.length > 0) {
+      const x = await this.loadBatch(ids, epoch, ahead);
+      const total = recordGradients(model, x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
+      engine.flush();
+      lossSum = (await engine.readF32(total))[0]!;
+    } else {
+      model.zeroGrads();
+    }
+    return { grads: await engine.readF32(model.grads), lossSum };
+  }
+
+  /** The batch of a slice on the engine (the wait for it counted in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
+  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[]): Promise<TensorLike> {
+    const taken = await this.c.batches.take(ids, epoch);
+    this.dataMs += taken.waitMs;
+    if (this.c.prefetch) for (const s of ahead) this.c.batches.hint(s.sampleIds, s.epoch);
+    this.x = uploadBatch(this.c.model, taken.batch, this.x);
+    return this.x;
+  }
+
+  /** Throttle: idle in proportion to the work, counted as compute so the coordinator gives this peer a smaller share. */
+  private async throttle(computeMs: number): Promise<void> {
+    const share = Math.min(1, Math.max(0.05, this.c.o.throttle?.() ?? 1));
+    if (share < 1) await sleep(computeMs * (1 / share - 1));
+  }
+
+  /** Runs a step assignment: a sync step, or a round (when it carries one). */
+  async step(a: StepAssignment): Promise<void> {
+    if (a.round) {
+      if (!this.c.rounds) throw new StateError('the coordinator assigned a round, but this job synchronises every step (syncEvery 1)');
+      return this.round(a, a.round, this.c.rounds);
+    }
+    const arrived = performance.now();
+    const { state } = this.c;
+    // Start loading this step's batch while the ring forms (a no-op when prefetched already).
+    this.dataMs = 0;
+    if (this.c.prefetch) this.c.batches.hint(a.sampleIds, a.epoch);
+    // Undo a step this peer applied (or began) before the coordinator aborted it.
+    if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
+      state.restore();
+      this.committed = a.step;
+    }
+    this.requireStep(a.step, 'train');
+    checkRingStep(a);
+    state.backup();
+    this.backedUp = a.step;
+    // The ring forms while this peer computes: a slice whose ring never forms (a newer
+    // generation came first) is still computed and kept, for the re-run to add.
+    const forming = this.ring.join(a);
+    // Awaited below; this only keeps a failure from going unhandled while the compute throws.
+    forming.catch(() => undefined);
+    // Before the compute (which updates the BN statistics): the checkpoint holds the state of a.step.
+    if (a.uploadCheckpoint) await this.host.upload(a.step, a.generation);
+    // Compute: this slice's gradient SUM, each bucket summed with the other slices over the ring
+    // as soon as backward produced it (sync-step.ts); on a re-run, only the ids beyond the sum
+    // this peer kept from the aborted attempt (when it holds it).
+    const t0 = performance.now();
+    const images = a.sampleIds.length;
+    const reusable = usableKept(this.kept, a);
+    const reused = reusable ? reusable.ids.length : 0;
+    const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
+    if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
+    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)`);
+    const x = todo.length > 0 ? await this.loadBatch(todo, a.epoch, a.next ? [a.next] : []) : null;
+    const uploadMs = performance.now() - t0 - this.dataMs;
+    const { buckets, model } = this.c;
+    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable }, forming, {
+      step: a.step, images, globalBatch: a.globalBatch, gradRms: this.gradRms,
+      // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
+      keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds], ...sum }; },
+      onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
+      throttle: (computeMs) => (x ? this.throttle(uploadMs + computeMs) : Promise.resolve()),
+    });
+    if (out.kind === 'no-ring') return;
+    if (out.kind === 'failed') return this.ring.failed(out.error, a);
+    state.applyUpdate(out.grads, a.step, a.globalBatch);
+    const checksum = weightChecksum(state.w);
+    this.committed = a.step + 1;
+    // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
+    if (this.host.ended) return;
+    const loss = images > 0 && Number.isFinite(out.lossSum / images) ? out.lossSum / images : null;
+    // wait: idle between steps (the barrier), plus the time inside the all-reduce before the
+    // first frame came (prev was still computing); comm: the rest of the all-reduce, exposedComm
+    // the part of it after this peer's backward ended. compute excludes the wait for data.
+    const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
+    const t = out.timings;
+    const timings = { computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs), exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs) };
+    this.report(a, out.ring, { loss, checksum, timings, images, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}) }, 1);
+  }
+
+  private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {
+    const fetchedBytes = this.c.fetched.bytes;
+    this.host.send({ type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}), ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}) });
+    this.lastReportAt = performance.now();
+    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes, dataMs: r.timings.dataMs, fetchedBytes });
+  }
+
+  /**
+   * A round (rounds.ts): H' inner steps on this peer's slices (or the contribution it already
+   * computed, when the coordinator re-runs the round without a lost member), the ring's sum of
+   * the contributions, the outer step.
+   */
+  private async round(a: StepAssignment, plan: RoundAssignment, rounds: RoundState): Promise<void> {
+    const arrived = performance.now();
+    this.dataMs = 0;
+    // The round's first inner slices start loading while the ring forms.
+    if (this.c.prefetch) for (const s of innerAhead(a, plan, -1)) this.c.batches.hint(s.sampleIds, s.epoch);
+    if (rounds.undo(a.step)) this.committed = a.step;
+    this.requireStep(a.step, 'train');
+    checkRingStep(a);
+    const ring = await this.ring.join(a);
+    if (!ring) return;
+    if (a.uploadCheckpoint) await this.host.upload(a.step);
+    const tc = performance.now();
+    const { work, reused } = await rounds.contribution(a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)));
+    if (reused) this.c.log(`volunteer: round at step ${a.step + 1}: reusing the ${work.images} images computed before (a member was lost)`);
+    else await this.throttle(work.computeMs - this.dataMs);
+    const t1 = performance.now();
+    let firstFrame = t1;
+    const sum = work.change.slice();
+    if (ring.size > 1) {
+      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.shape}`);
+      try {
+        await ring.allReduce(sum, { step: roundRingStep(a.step), maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
+      } catch (e) {
+        return this.ring.failed(e, a);
+      }
+    }
+    const t2 = performance.now();
+    rounds.apply(a.step, sum, plan.images);
+    this.committed = a.step + plan.ids.length;
+    if (this.host.ended) return;
+    const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
+    const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs) };
+    const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
+    this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length) }, plan.ids.length);
+  }
+}
