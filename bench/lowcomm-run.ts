@@ -18,6 +18,8 @@ export interface RunSpec {
   syncEvery: number;
   steps: number;
   globalBatch: number;
+  /** The job's optimiser: the inner one of rounds, the only one of sync. */
+  optimizer: 'sgd' | 'lars';
   lr: number;
   /** The outer step of rounds (job outerLr / outerMomentum). */
   outerLr: number;
@@ -26,6 +28,10 @@ export interface RunSpec {
   syncWarmup: number;
   evalEvery: number;
   evalSamples: number;
+  /** Test images of the evaluation after the last step (the figures the summary compares). */
+  finalEvalSamples: number;
+  /** Steps of the inner optimiser's linear warm-up. */
+  warmupSteps: number;
   seed: number;
 }
 
@@ -65,14 +71,14 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   await prefillCaches(o.dataDir, 'cifar10', caches);
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
-    optimizer: { kind: 'lars', lr: spec.lr, warmupSteps: Math.min(8, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, seed: spec.seed, minPeers: PEERS,
+    optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, seed: spec.seed, minPeers: PEERS,
     ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}) } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();
   try {
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir: join(o.root, config.name), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, heartbeatMs: 1000,
+      jobDir: join(o.root, config.name), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, finalEvalSamples: spec.finalEvalSamples, heartbeatMs: 1000,
       timeouts: { stepMs: 900_000, admitMs: 300_000, evalMs: 600_000, silentMs: 120_000 },
     });
     const url = `http://${bed.host('coord').ip}:${coord.port}`;

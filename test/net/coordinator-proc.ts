@@ -19,6 +19,7 @@ if (!manifest) throw new Error(`no complete data set in ${o.dataDir}/${o.dataset
 const relay = o.turn ? await startTurnRelay({ port: o.turn.port, relayPorts: o.turn.relayPorts, log: (l) => process.stderr.write(`${l}\n`) }) : null;
 const job = await runJob({
   jobDir: o.jobDir, config: o.config, dataDir: o.dataDir, manifest, host: '0.0.0.0', port: o.port, evalSamples: o.evalSamples ?? 48,
+  ...(o.finalEvalSamples ? { finalEvalSamples: o.finalEvalSamples } : {}),
   heartbeatMs: o.heartbeatMs ?? 1000, timeouts: o.timeouts, pageDir: o.pageDir,
   ice: { turn: relay ? { port: relay.port, secret: relay.secret } : undefined },
   tls: o.tlsDir ? { dir: o.tlsDir } : { mode: 'off' },

@@ -32,6 +32,8 @@ export interface CoordinatorProcOptions {
   heartbeatMs?: number;
   /** Test images of each evaluation (default 48). */
   evalSamples?: number;
+  /** Test images of the evaluation at the job's end (default: evalSamples). */
+  finalEvalSamples?: number;
 }
 
 /** Starts test/net/coordinator-proc.ts inside `host`; resolves once it listens. */
