@@ -10,6 +10,7 @@ import { OUTER_DEFAULTS, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOpti
 import { FieldReader, MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 
 // Listed here rather than imported from ./data/cli.ts, which would load the shard builders
 // (sharp) into every process that only reads a job; job.test.ts checks the lists agree.
@@ -67,7 +68,18 @@ export interface JobConfig {
   bucketBytes?: number;
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
   overlap?: boolean;
+  /**
+   * How every all-reduce of the job sends its values (src/comm/wire.ts): 'f32' (the default, and
+   * every job written before it existed), or 'f16' / 'bf16', half the bytes (float32 sums).
+   */
+  wire: WireFormat;
 }
+
+/** A job's wire format when its file names none. */
+export const DEFAULT_WIRE: WireFormat = 'f32';
+
+/** The job file's `wire` field: none for the default, so an f32 job's file stays as before. */
+export const wireField = (wire: WireFormat): { wire?: WireFormat } => (wire === DEFAULT_WIRE ? {} : { wire });
 
 /** The smallest gradient bucket a job may ask for (a model is cut into at most 256). */
 export const MIN_BUCKET_BYTES = 4096;
@@ -86,7 +98,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -128,6 +140,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     twoLevelFrom: r.has('twoLevelFrom') ? r.int('twoLevelFrom', 0, MAX_RING) : DEFAULT_TWO_LEVEL_FROM,
     ...(r.has('bucketBytes') ? { bucketBytes: r.int('bucketBytes', MIN_BUCKET_BYTES, 2 ** 30) } : {}),
     ...(r.has('overlap') ? { overlap: r.bool('overlap') } : {}),
+    wire: r.has('wire') ? r.oneOf('wire', WIRE_FORMATS) : DEFAULT_WIRE,
   };
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);

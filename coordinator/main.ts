@@ -14,7 +14,8 @@ import { IMAGENET_RECIPES } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
-import { MAX_LABEL_SMOOTHING } from './job.ts';
+import { DEFAULT_WIRE, MAX_LABEL_SMOOTHING, wireField } from './job.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 import { randomBytes } from 'node:crypto';
 import { BACKEND_PREFERENCES } from '../src/backend/engine.ts';
@@ -73,6 +74,9 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --min-peers N               the first ring waits for N peers (default 1)
   --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
                               sqrt(N) by measured links, then across the groups (default 16; 0: never)
+  --wire f32|f16|bf16         the number format of the all-reduce between peers: f32 (default); f16
+                              or bf16 halve its bytes (values rounded to 16 bits on the wire, sums
+                              still in float32): for slow links
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab:
                               prints every LAN address as a join URL)
   --turn                      start a TURN relay (Debian's coturn) for peers that cannot reach each
@@ -129,6 +133,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
   const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
+  const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, DEFAULT_WIRE);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
   const isPrivate = a.flag('private');
@@ -172,6 +177,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
+    ...wireField(wire),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
   const existing = await readJobFile(jobDir);
@@ -231,7 +237,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);

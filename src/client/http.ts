@@ -4,6 +4,7 @@ import { decodeCoordinatorMessage, describe, expectType, parseJsonText, type Joi
 import type { OptimizerConfig } from '../optim/types.ts';
 import type { OuterConfig } from '../optim/outer.ts';
 import type { ModelName } from '../nn/models.ts';
+import type { WireFormat } from '../comm/wire.ts';
 
 export class CoordinatorError extends Error {
   readonly kind = 'coordinator';
@@ -30,6 +31,8 @@ export interface PublicJob {
     bucketBytes?: number;
     /** false: no overlap (one bucket, all-reduced after backward). */
     overlap?: boolean;
+    /** The all-reduce's wire format (absent from older coordinators: 'f32'); checked by jobWire (sync-step.ts). */
+    wire?: WireFormat;
   };
 }
 

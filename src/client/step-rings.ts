@@ -9,6 +9,9 @@
 // is GROUP_STALL_FACTOR times longer; a dead neighbour is still noticed by heartbeats
 // (deadAfterMs), and a failure anywhere travels through both rings as an ABORT.
 //
+// Wire: every collective of the rings sends the job's wire format (allreduce.ts: 'f16' and
+// 'bf16' halve the bytes, sums stay float32); sentBytes counts that format.
+//
 // Ending: close() ends every link (this peer leaves); release() hands the links that may be kept
 // back to the endpoint's pool (src/comm/link-pool.ts), so the next generation's rings keep the
 // connections to neighbours they share with these.
@@ -18,6 +21,7 @@ import type { Link } from '../comm/link.ts';
 import type { PeerEndpoint } from '../comm/peer-endpoint.ts';
 import { DEFAULT_RING_SETTINGS, type Ring, type RingSettings } from '../comm/ring.ts';
 import { roleOf, type Topology } from '../comm/topology.ts';
+import type { WireFormat } from '../comm/wire.ts';
 import type { StepAssignment } from './protocol.ts';
 
 export interface StepReduceOptions {
@@ -37,7 +41,7 @@ export interface StepRings {
   /** The links whose kind (direct or relayed) step results report: the flat ring's, or the group ring's. */
   readonly next: Link | null;
   readonly prev: Link | null;
-  /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2': for logs. */
+  /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2', with ', f16 wire' on a half wire: for logs. */
   readonly shape: string;
   /** Links of these rings (2 per ring of 2+ peers), and how many an earlier generation's rings used already. */
   readonly links: { total: number; reused: number };
@@ -59,32 +63,34 @@ const linksOf = (rings: readonly (Ring | null)[]): { total: number; reused: numb
 /** A group ring's stall timeout over the column ring's (see the header). */
 export const GROUP_STALL_FACTOR = 3;
 
-export function flatStepRings(ring: Ring): StepRings {
+const wireNote = (wire: WireFormat): string => (wire === 'f32' ? '' : `, ${wire} wire`);
+
+export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
   return {
     generation: ring.generation,
     size: ring.size,
     next: ring.next,
     prev: ring.prev,
-    shape: `ring of ${ring.size}`,
+    shape: `ring of ${ring.size}${wireNote(wire)}`,
     links: linksOf([ring]),
-    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
-    sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size),
+    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size, wire),
     close: () => ring.close(),
     release: () => ring.release(),
   };
 }
 
-export function twoLevelStepRings(rings: TwoLevelRings): StepRings {
+export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'): StepRings {
   const { topology, role, group, column } = rings;
   return {
     generation: group.generation,
     size: topology.groups.reduce((n, g) => n + g.length, 0),
     next: group.next,
     prev: group.prev,
-    shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}`,
+    shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
     links: linksOf([group, column]),
-    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
-    sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length),
+    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),
     close: () => rings.close(),
     release: () => {
       // Both marked before either closes: each ring closes its partner when it ends (hierarchical.ts).
@@ -101,13 +107,14 @@ export function groupSettings(s: Partial<RingSettings>): Partial<RingSettings> {
 }
 
 /**
- * Forms this peer's rings of the assignment's generation. Rejects with the first RingError of
- * either formation; a ring of the other that forms is released at once (its links may serve the
- * next generation, which the coordinator forms after this failure).
+ * Forms this peer's rings of the assignment's generation, whose collectives send the job's
+ * `wire` format. Rejects with the first RingError of either formation; a ring of the other that
+ * forms is released at once (its links may serve the next generation, which the coordinator
+ * forms after this failure).
  */
-export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>): Promise<StepRings> {
+export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>, wire: WireFormat = 'f32'): Promise<StepRings> {
   const { job, generation } = a;
-  if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings }));
+  if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings }), wire);
   const topology: Topology = a.topology;
   const role = roleOf(topology, endpoint.id);
   const forming: [Promise<Ring>, Promise<Ring> | null] = [
@@ -123,7 +130,7 @@ export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignme
     throw e;
   }
   try {
-    return twoLevelStepRings(new TwoLevelRings({ topology, group, column }));
+    return twoLevelStepRings(new TwoLevelRings({ topology, group, column }), wire);
   } catch (e) {
     // A plan that does not match the rings formed (a bug): close them, report it.
     group.close();

@@ -17,6 +17,7 @@
 // or summed.
 import type { TensorLike } from '../backend/engine.ts';
 import { allReduceBuckets, bucketStep, MAX_BUCKETS } from '../comm/buckets.ts';
+import { WIRE_FORMATS, type WireFormat } from '../comm/wire.ts';
 import { bucketPlan, DEFAULT_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
 import type { Layout } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
@@ -52,6 +53,18 @@ export function syncBuckets(layout: Layout, job: BucketSettings): GradBucket[] {
   const plan = bucketPlan(layout, bytes);
   if (plan.length > MAX_BUCKETS) throw new StateError(`the job's bucketBytes ${bytes} cuts this model's gradient into ${plan.length} buckets, at most ${MAX_BUCKETS} fit a step: raise bucketBytes in the job file`);
   return plan;
+}
+
+/**
+ * The job's wire format for every all-reduce (absent: 'f32', a coordinator from before the
+ * setting). GET /api/job is not decoded like a message, so an unknown value is refused here:
+ * a peer sending another format than its ring would only fail every collective.
+ */
+export function jobWire(job: { wire?: unknown }): WireFormat {
+  if (job.wire === undefined) return 'f32';
+  const wire = WIRE_FORMATS.find((w) => w === job.wire);
+  if (wire === undefined) throw new StateError(`the job's all-reduce wire format is ${JSON.stringify(job.wire).slice(0, 40)}; this volunteer knows ${WIRE_FORMATS.join(', ')}: update it to the coordinator's version`);
+  return wire;
 }
 
 /**

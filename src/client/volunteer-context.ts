@@ -13,6 +13,7 @@ import type { ShardSource } from '../data/source.ts';
 import type { AnyEngine } from '../backend/engine.ts';
 import type { Model } from '../nn/model.ts';
 import type { GradBucket } from '../nn/buckets.ts';
+import type { WireFormat } from '../comm/wire.ts';
 import type { PublicJob } from './http.ts';
 import type { IceServer } from './protocol.ts';
 import type { RoundState } from './rounds.ts';
@@ -103,6 +104,8 @@ export interface Ctx {
   model: Model;
   /** The sync step's gradient buckets (sync-step.ts syncBuckets): the same on every peer of the job. */
   buckets: GradBucket[];
+  /** The job's all-reduce wire format (sync-step.ts jobWire): every collective of every ring sends it. */
+  wire: WireFormat;
   state: TrainingState;
   /** The round machinery of a job with syncEvery > 1 (null: exact sync SGD). */
   rounds: RoundState | null;

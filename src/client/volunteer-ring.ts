@@ -5,6 +5,7 @@
 import { formStepRings, type StepRings } from './step-rings.ts';
 import { relayHostsOf } from '../comm/route.ts';
 import { isRingError, type PeerEndpoint } from '../comm/index.ts';
+import type { WireFormat } from '../comm/wire.ts';
 import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, StepAssignment } from './protocol.ts';
 
 export interface SessionRingOptions {
@@ -13,6 +14,8 @@ export interface SessionRingOptions {
   iceServers: IceServer[];
   /** A ring neighbour silent this long is gone (VolunteerOptions.deadAfterMs). */
   deadAfterMs: number;
+  /** The job's wire format: every collective of these rings sends it (sync-step.ts jobWire). */
+  wire: WireFormat;
   log: (line: string) => void;
   send: (m: PeerMessage) => void;
 }
@@ -87,7 +90,7 @@ export class SessionRing {
 
   /** Forms the assignment's ring, or gives up (null) when a newer assignment arrives first. */
   private async form(a: StepAssignment): Promise<StepRings | null> {
-    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.o.deadAfterMs, stallTimeoutMs: 120_000 });
+    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.o.deadAfterMs, stallTimeoutMs: 120_000 }, this.o.wire);
     const superseded = new Promise<null>((resolve) => { this.supersede = () => resolve(null); });
     try {
       const ring = await Promise.race([formed, superseded]);

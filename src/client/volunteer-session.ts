@@ -43,7 +43,7 @@ export class Session {
   private leaving: ReturnType<typeof setTimeout> | null = null;
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
-    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, log: c.log, send: (m) => this.send(m) });
+    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log, send: (m) => this.send(m) });
     this.trainer = new Trainer(c, this.ring, this);
     // The coordinator may speak first (load-state at once): listen from the moment the
     // socket is open; messages wait in the queue until run() starts the pump.

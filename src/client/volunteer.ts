@@ -30,7 +30,7 @@ import { Prefetcher } from '../data/prefetch.ts';
 import { httpShardSource, loadManifest } from '../data/source.ts';
 import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
-import { syncBuckets } from './sync-step.ts';
+import { jobWire, syncBuckets } from './sync-step.ts';
 import { getJob } from './http.ts';
 import { TrainingState } from './state.ts';
 import { sleep, type Ctx, type VolunteerExit, type VolunteerOptions, type VolunteerPlatform } from './volunteer-context.ts';
@@ -47,6 +47,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const log = o.log ?? (() => undefined);
   const rejoinFor = o.rejoinForMs ?? 600_000;
   const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);
+  const wire = jobWire(job.job);
   // Counted below any cache: what this peer downloaded from the coordinator.
   const fetched = countingSource(httpShardSource(`${base}/data/${job.job.dataset}/`, fetchFn));
   const source = p.cacheShards ? p.cacheShards(fetched, job.job.dataset) : fetched;
@@ -66,7 +67,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const batches = new Prefetcher(train, {
     onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
   });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
   let step: number | null = null;
   let unreachable = 0;
   let checkedIce = false;

@@ -5,7 +5,7 @@ export { allReduceSum, allReduceSentBytes, DEFAULT_MESSAGE_BYTES, type AllReduce
 export type { Link, LinkEvents } from './link.ts';
 export { MemoryLink, memoryLinkPair } from './memory-link.ts';
 export { memoryRing } from './memory-ring.ts';
-export { type WireFormat, HEADER_BYTES, MAX_FRAME_BYTES } from './wire.ts';
+export { type WireFormat, WIRE_FORMATS, HEADER_BYTES, MAX_FRAME_BYTES } from './wire.ts';
 export { chunkRange } from './plan.ts';
 export { openEndpoint, loadBrowserPeer, PeerEndpoint, type EndpointOptions, type FormRingOptions, type SignalingAddress, type PeerCtor } from './peer-endpoint.ts';
 export { PeerJsLink } from './peerjs-link.ts';

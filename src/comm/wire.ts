@@ -40,9 +40,11 @@ export const isRingTag = (tag: string): boolean => TAG.test(tag);
 export const Phase = { reduceScatter: 0, allGather: 1 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
-export type WireFormat = 'f32' | 'f16' | 'bf16';
+/** The payload formats, in the order of their header dtype code (0, 1, 2). */
+export const WIRE_FORMATS = ['f32', 'f16', 'bf16'] as const;
+export type WireFormat = (typeof WIRE_FORMATS)[number];
 const DTYPE_CODE: Record<WireFormat, number> = { f32: 0, f16: 1, bf16: 2 };
-const DTYPES: readonly WireFormat[] = ['f32', 'f16', 'bf16'];
+const DTYPES: readonly WireFormat[] = WIRE_FORMATS;
 export const BYTES_PER_ELEMENT: Record<WireFormat, number> = { f32: 4, f16: 2, bf16: 2 };
 
 export interface FrameHeader {

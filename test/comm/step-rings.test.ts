@@ -1,15 +1,16 @@
 // The step loop's face on the rings of a generation (src/client/step-rings.ts): the two-level
 // rings over memory links sum like the flat ring (every peer the same bits, the right total),
 // each peer's sentBytes is what it really put on its links, and the group ring waits longer
-// than the column it waits for.
+// than the column it waits for. A job's half-precision wire (f16, bf16) reaches every collective
+// of both kinds of rings: the same bits everywhere, the sum to 16-bit rounding, half the bytes.
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryTwoLevel, planTopology } from '../../src/comm/index.ts';
 import type { Link, LinkEvents } from '../../src/comm/link.ts';
 import type { MemoryLink } from '../../src/comm/memory-link.ts';
 import { DEFAULT_RING_SETTINGS } from '../../src/comm/ring.ts';
-import { FrameKind, parseFrame } from '../../src/comm/wire.ts';
-import { GROUP_STALL_FACTOR, groupSettings, twoLevelStepRings, type StepRings } from '../../src/client/step-rings.ts';
-import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
+import { FrameKind, parseFrame, WIRE_FORMATS, type WireFormat } from '../../src/comm/wire.ts';
+import { GROUP_STALL_FACTOR, flatStepRings, groupSettings, twoLevelStepRings, type StepRings } from '../../src/client/step-rings.ts';
+import { bitwiseEqual, randomGrad, sum64, worstError, wrappedFlatRing } from './helpers.ts';
 
 /** A link end that counts the bytes of every frame but heartbeats it sends, per sending peer. */
 class Counted implements Link {
@@ -30,6 +31,25 @@ class Counted implements Link {
 const open: StepRings[] = [];
 afterEach(() => { for (const r of open.splice(0)) r.close(); });
 
+/** Worst relative error of n adds on a wire: float32's, or one 16-bit rounding per hop. */
+const bound = (wire: WireFormat, n: number): number => n * (wire === 'f32' ? 2 ** -23 : wire === 'f16' ? 2 ** -10 : 2 ** -7);
+
+/** Sums one random gradient per ring; checks the same bits everywhere, the sum, onFirstFrame and sentBytes as counted. */
+async function sumOver(rings: StepRings[], ids: readonly string[], sent: ReadonlyMap<string, number>, length: number, wire: WireFormat): Promise<void> {
+  open.push(...rings);
+  const n = rings.length;
+  expect(rings.map((r) => r.size)).toEqual(rings.map(() => n));
+  const inputs = rings.map((_, i) => randomGrad(length, 11 * i + n));
+  const outs = inputs.map((g) => g.slice());
+  let first = 0;
+  await Promise.all(rings.map((r, i) => r.allReduce(outs[i]!, { step: 3, maxRms: Number.POSITIVE_INFINITY, onFirstFrame: () => { first++; } })));
+  for (const g of outs.slice(1)) expect(bitwiseEqual(g, outs[0]!)).toBe(true);
+  const err = worstError(outs[0]!, sum64(inputs), inputs);
+  expect(err.rel, `worst at ${err.index}`).toBeLessThanOrEqual(bound(wire, n));
+  expect(first, 'onFirstFrame once per peer').toBe(n);
+  ids.forEach((id, i) => expect(rings[i]!.sentBytes(length), id).toBe(sent.get(id) ?? 0));
+}
+
 describe('two-level step rings', () => {
   for (const [n, length] of [[5, 1000], [4, 4099], [3, 77]] as const) {
     it(`${n} peers, ${length} floats: the same bits everywhere, the sum, and sentBytes as counted on the links`, async () => {
@@ -37,18 +57,7 @@ describe('two-level step rings', () => {
       expect(topology.groups.length).toBe(2);
       const sent = new Map<string, number>();
       const { peers } = memoryTwoLevel(topology, { wrap: (l, self) => new Counted(l, self, sent) });
-      const rings = [...peers.values()].map(twoLevelStepRings);
-      open.push(...rings);
-      expect(rings.map((r) => r.size)).toEqual(rings.map(() => n));
-      const inputs = rings.map((_, i) => randomGrad(length, 11 * i + n));
-      const outs = inputs.map((g) => g.slice());
-      let first = 0;
-      await Promise.all(rings.map((r, i) => r.allReduce(outs[i]!, { step: 3, maxRms: Number.POSITIVE_INFINITY, onFirstFrame: () => { first++; } })));
-      for (const g of outs.slice(1)) expect(bitwiseEqual(g, outs[0]!)).toBe(true);
-      const err = worstError(outs[0]!, sum64(inputs), inputs);
-      expect(err.rel, `worst at ${err.index}`).toBeLessThanOrEqual(n * 2 ** -23);
-      expect(first, 'onFirstFrame once per peer').toBe(n);
-      [...peers.keys()].forEach((id, i) => expect(rings[i]!.sentBytes(length), id).toBe(sent.get(id) ?? 0));
+      await sumOver([...peers.values()].map((p) => twoLevelStepRings(p)), [...peers.keys()], sent, length, 'f32');
     });
   }
 
@@ -57,4 +66,33 @@ describe('two-level step rings', () => {
     expect(groupSettings({}).stallTimeoutMs).toBe(GROUP_STALL_FACTOR * DEFAULT_RING_SETTINGS.stallTimeoutMs);
     expect(GROUP_STALL_FACTOR).toBeGreaterThan(1);
   });
+});
+
+describe('the job\'s wire format on step rings', () => {
+  const length = 4099;
+  const ids = ['p0', 'p1', 'p2', 'p3'];
+  const flat = (wire: WireFormat, sent: Map<string, number>) => wrappedFlatRing(ids, (l, self) => new Counted(l, self, sent)).map((r) => flatStepRings(r, wire));
+  const twoLevel = (wire: WireFormat, sent: Map<string, number>) => {
+    const topology = planTopology(ids.map((id) => ({ id })), { minTwoLevel: 2 });
+    const { peers } = memoryTwoLevel(topology, { wrap: (l, self) => new Counted(l, self, sent) });
+    return ids.map((id) => twoLevelStepRings(peers.get(id)!, wire));
+  };
+  for (const [kind, make] of [['flat', flat], ['two-level', twoLevel]] as const) {
+    for (const wire of WIRE_FORMATS.filter((w) => w !== 'f32')) {
+      it(`${kind}, ${wire}: the same bits everywhere, the sum to ${wire} rounding, sentBytes as counted and about half of f32's`, async () => {
+        const sent = new Map<string, number>();
+        const rings = make(wire, sent);
+        expect(rings.every((r) => r.shape.endsWith(`, ${wire} wire`)), rings[0]!.shape).toBe(true);
+        await sumOver(rings, ids, sent, length, wire);
+        const f32 = make('f32', new Map());
+        open.push(...f32);
+        expect(f32.every((r) => !r.shape.includes('wire'))).toBe(true);
+        rings.forEach((r, i) => {
+          const ratio = r.sentBytes(length) / f32[i]!.sentBytes(length);
+          expect(ratio).toBeGreaterThan(0.5);
+          expect(ratio, `${ids[i]}: headers only on top of half the payload`).toBeLessThan(0.52);
+        });
+      });
+    }
+  }
 });

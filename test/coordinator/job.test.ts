@@ -2,8 +2,10 @@
 import { describe, expect, it } from 'vitest';
 import { DATASETS } from '../../coordinator/data/cli.ts';
 import {
-  JOB_DATASETS, JobError, atStepBoundary, nextGeneration, parseJobConfig, publicJobInfo, requestJoin, requestLeave, splitBatch, startMembership,
+  DEFAULT_WIRE, JOB_DATASETS, JobError, atStepBoundary, nextGeneration, parseJobConfig, publicJobInfo, requestJoin, requestLeave, splitBatch, startMembership, wireField,
 } from '../../coordinator/job.ts';
+import { WIRE_FORMATS } from '../../src/comm/wire.ts';
+import { jobWire } from '../../src/client/sync-step.ts';
 import { makeRng } from '../../src/rng.ts';
 
 const BASE = { model: 'small-cnn', dataset: 'cifar10', globalBatch: 1024, optimizer: { kind: 'lars', lr: 8, warmupSteps: 5 }, epochs: 2 };
@@ -62,6 +64,9 @@ describe('job config', () => {
     ['gradient buckets of 1 KiB', { ...BASE, bucketBytes: 1024 }, 'bucketBytes must be an integer in [4096, 1073741824]'],
     ['overlap as text', { ...BASE, overlap: 'no' }, 'overlap must be'],
     ['a bucket size with overlap off', { ...BASE, overlap: false, bucketBytes: 1 << 20 }, 'bucketBytes cuts the buckets of an overlapped all-reduce'],
+    ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, got "f8"'],
+    ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16'],
+    ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16'],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });
@@ -84,6 +89,31 @@ describe('job config', () => {
     expect(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000).bucketBytes).toBe(65536);
     expect(parseJobConfig({ ...BASE, overlap: false }, 50_000).overlap).toBe(false);
     expect(publicJobInfo(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000)).bucketBytes).toBe(65536);
+  });
+
+  it('sends float32 on the wire unless told otherwise; f16 and bf16 are read, written and shown to the peers as given', () => {
+    expect(DEFAULT_WIRE).toBe('f32');
+    expect(parseJobConfig(BASE, 50_000).wire).toBe('f32');
+    expect(publicJobInfo(parseJobConfig(BASE, 50_000)).wire).toBe('f32');
+    // The default is never written: an f32 job's file is byte for byte what it was before the setting.
+    expect(wireField('f32')).toEqual({});
+    expect(JSON.stringify({ ...BASE, ...wireField('f32') })).toBe(JSON.stringify(BASE));
+    for (const wire of WIRE_FORMATS) {
+      // The job file as written (JSON), read back (resume), and as GET /api/job shows it to the volunteers.
+      const file = JSON.parse(JSON.stringify({ ...BASE, ...wireField(wire) })) as Record<string, unknown>;
+      expect(file.wire).toBe(wire === 'f32' ? undefined : wire);
+      const job = parseJobConfig(file, 50_000);
+      expect(job.wire).toBe(wire);
+      expect(parseJobConfig({ ...BASE, wire }, 50_000).wire).toBe(wire);
+      const shown = JSON.parse(JSON.stringify(publicJobInfo(job))) as { wire?: unknown };
+      expect(jobWire(shown)).toBe(wire);
+    }
+  });
+
+  it('a volunteer takes a coordinator\'s job without a wire as f32 and refuses a format it does not know', () => {
+    expect(jobWire({})).toBe('f32');
+    expect(() => jobWire({ wire: 'f8' })).toThrow(/wire format is "f8"; this volunteer knows f32, f16, bf16/);
+    expect(() => jobWire({ wire: null })).toThrow(/wire format is null/);
   });
 
   it('knows the same data sets as the shard builder', () => {

@@ -1,0 +1,74 @@
+// The job's wire format end to end on loopback: a real coordinator and two volunteers as Node
+// processes (wasm). A job with `wire: 'f16'` (sync warm-up steps, then a round, so both the
+// gradient all-reduce and the round's sum run on it) trains to its end with every peer holding
+// the same weights after every step; each step sends about half the bytes of the same job in
+// float32, and its sync steps train about as the float32 job's do. (Not compared after the round:
+// a round's result depends on how the batch was split by measured speed, f32 runs differ too.)
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import { JOB_FILE } from '../../coordinator/run.ts';
+import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
+import { distributedFixture } from './fixture.ts';
+import { metricsOf, relDiff, startTestJob, testJob, volunteer } from './helpers.ts';
+
+const f = distributedFixture('wire');
+
+/** 4 sync steps, then one round of 4: the committed step records end at these steps. */
+const ENDS = [1, 2, 3, 4, 8];
+
+/** The weights of the checkpoint of `step` in a job folder. */
+async function weightsAt(jobDir: string, step: number): Promise<Float32Array> {
+  const file = await (await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 100 })).readStepFile(step);
+  if (!file) throw new Error(`no checkpoint of step ${step} in ${jobDir}`);
+  return decodeCheckpoint(file.bytes, `checkpoint ${step}`).weights;
+}
+
+/** Trains `config` to its end with two wasm volunteers; every committed step once, one checksum each. */
+async function trainTwo(name: string, config: Record<string, unknown>) {
+  const job = await startTestJob(f.dir, name, f.data, config);
+  const vs = ['a', 'b'].map((n) => volunteer(job.url, `${name}-${n}`, 'wasm'));
+  f.spawned.push(...vs);
+  await job.driver.finished;
+  await job.close();
+  for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  const steps = (await metricsOf(job.jobDir)).filter((r) => r.type === 'step');
+  expect(steps.map((r) => r.step)).toEqual(ENDS);
+  for (const r of steps) {
+    expect(r.ring, `step ${r.step}`).toBe(2);
+    expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step}: checksums ${r.peers.map((p) => p.checksum).join(', ')}`).toBe(1);
+  }
+  const stored = JSON.parse(await readFile(join(job.jobDir, JOB_FILE), 'utf8')) as { config: Record<string, unknown> };
+  return { job, vs, bytesPerImage: steps.map((r) => r.traffic?.bytesPerImage ?? 0), stored: stored.config, synced: await weightsAt(job.jobDir, 4) };
+}
+
+describe('the job\'s wire format', () => {
+  it('f16: both peers agree at every step, the job ends, each step sends about half of f32\'s bytes', async () => {
+    const config = testJob(8, { minPeers: 2, syncEvery: 4, syncWarmup: 4 });
+    const f32 = await trainTwo('f32', config);
+    const f16 = await trainTwo('f16', { ...config, wire: 'f16' });
+    // The job file keeps what it was given: no wire for the default.
+    expect('wire' in f32.stored).toBe(false);
+    expect(f16.stored.wire).toBe('f16');
+    // Every collective ran on the half wire: the 4 sync steps and the round.
+    for (const v of f16.vs) {
+      expect(v.lines.filter((l) => /step \d+ all-reduce of \d+ floats over ring of 2, f16 wire in 1 bucket/.test(l)).length, v.lines.join('\n')).toBe(4);
+      expect(v.lines.filter((l) => /round at step 5 .*all-reduce of \d+ floats over ring of 2, f16 wire$/.test(l)).length, v.lines.join('\n')).toBe(1);
+    }
+    for (const v of f32.vs) expect(v.lines.some((l) => /wire/.test(l)), v.lines.join('\n')).toBe(false);
+    // The same images each step: half the payload, the frame headers on top.
+    f16.bytesPerImage.forEach((b, i) => {
+      const ratio = b / f32.bytesPerImage[i]!;
+      expect(f32.bytesPerImage[i], `step ${ENDS[i]}`).toBeGreaterThan(0);
+      expect(ratio, `step ${ENDS[i]}`).toBeGreaterThan(0.5);
+      expect(ratio, `step ${ENDS[i]}`).toBeLessThan(0.51);
+    });
+    // Rounded sums: not the float32 job's bits, but close to its weights after the sync steps
+    // (measured 1.2e-4; the steps moved the weights by about 0.45 of max |w|).
+    const diff = relDiff(f16.synced, f32.synced);
+    console.log(`f16 wire vs f32 after 4 sync steps, 2 peers: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeGreaterThan(0);
+    expect(diff).toBeLessThan(1e-3);
+  });
+});
