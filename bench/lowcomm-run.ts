@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { link, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
+import type { WireFormat } from '../src/comm/wire.ts';
 import { cacheFolderName } from '../src/data/disk-cache.ts';
 import { Testbed } from '../test/net/bed.ts';
 import type { ProfileName } from '../test/net/profiles.ts';
@@ -18,6 +19,8 @@ export interface RunSpec {
   syncEvery: number;
   steps: number;
   globalBatch: number;
+  /** How the all-reduce sends values (job wire; absent: float32). */
+  wire?: WireFormat;
   /** The job's optimiser: the inner one of rounds, the only one of sync. */
   optimizer: 'sgd' | 'lars';
   lr: number;
@@ -47,6 +50,8 @@ export interface RunResult {
 }
 
 export const PEERS = 4;
+/** Numbers each run's job folder: the same mode can run twice in one root (accuracy and timing, or a search). */
+let runCount = 0;
 
 /** Puts a copy (hard links) of the data set into each peer's shard cache, with the checksums it keeps. */
 export async function prefillCaches(dataDir: string, dataset: string, roots: string[]): Promise<void> {
@@ -71,14 +76,14 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   await prefillCaches(o.dataDir, 'cifar10', caches);
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
-    optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, seed: spec.seed, minPeers: PEERS,
+    optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, ...(spec.wire && spec.wire !== 'f32' ? { wire: spec.wire } : {}), seed: spec.seed, minPeers: PEERS,
     ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}) } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();
   try {
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir: join(o.root, config.name), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, finalEvalSamples: spec.finalEvalSamples, heartbeatMs: 1000,
+      jobDir: join(o.root, `${config.name}-${++runCount}`), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, finalEvalSamples: spec.finalEvalSamples, heartbeatMs: 1000,
       timeouts: { stepMs: 900_000, admitMs: 300_000, evalMs: 600_000, silentMs: 120_000 },
     });
     const url = `http://${bed.host('coord').ip}:${coord.port}`;

@@ -22,6 +22,7 @@
 // {"bench":"lowcomm","speedup_home":..,"speedup_wifi":..,"top1_gap":..,"bytes_per_image_sync":..,"bytes_per_image_best":..,...}
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { Args } from '../coordinator/args.ts';
+import { WIRE_FORMATS } from '../src/comm/wire.ts';
 import { OUTER_DEFAULTS } from '../src/optim/index.ts';
 import { tempRoot } from '../test/distributed/helpers.ts';
 import type { ProfileName } from '../test/net/profiles.ts';
@@ -30,7 +31,7 @@ import { runOnce, timeToTarget, type RunResult, type RunSpec } from './lowcomm-r
 import { lineChartSvg } from './plot-lines.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 
-const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer lars|sgd] [--lr 0.5 (sgd: 0.04)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr X] [--outer-momentum M] [--sync-warmup N]';
+const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer lars|sgd] [--wire f32|f16|bf16] [--lr 0.5 (sgd: 0.04)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr X] [--outer-momentum M] [--sync-warmup N]';
 
 interface ProfileResult { profile: ProfileName; syncSeconds: number | null; byH: { h: number; t: number | null }[]; bestH: number | null; speedup: number; rates?: Record<string, StepRate | null> }
 
@@ -41,6 +42,9 @@ export async function main(argv: string[]): Promise<void> {
   const optArg = a.str('optimizer', 'lars');
   if (optArg !== 'sgd' && optArg !== 'lars') throw new Error(`--optimizer takes sgd or lars; got ${optArg}`);
   const optimizer: 'sgd' | 'lars' = optArg;
+  const wireArg = a.str('wire', 'f32');
+  const wire = WIRE_FORMATS.find((w) => w === wireArg);
+  if (!wire) throw new Error(`--wire takes ${WIRE_FORMATS.join(', ')}; got ${wireArg}`);
   const lr = a.num('lr', optimizer === 'sgd' ? 0.04 : 0.5, (v) => v > 0, 'a positive number');
   const warmupSteps = a.int('warmup', 32, 0);
   const profiles = a.str('profiles', 'home,wifi').split(',') as ProfileName[];
@@ -60,7 +64,7 @@ export async function main(argv: string[]): Promise<void> {
   if (!hs.every((h) => Number.isInteger(h) && h > 1)) throw new Error(`--h takes integers > 1; got ${hs.join(',')}`);
   await ensureDataset('cifar10');
   const root = await tempRoot('lowcomm');
-  const base = { steps, globalBatch: batch, optimizer, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
+  const base = { steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
   const modes = [1, ...hs];
   const label = (h: number) => (h === 1 ? 'sync' : `H = ${h}`);
   const go = async (spec: RunSpec, what: string): Promise<RunResult> => {
@@ -128,7 +132,7 @@ export async function main(argv: string[]): Promise<void> {
     time: full ? 'measured' : 'projected',
     top1: Object.fromEntries([...accuracy].map(([k, r]) => [k.replace('/', '_h'), final(r) === null ? null : +(100 * final(r)!).toFixed(2)])),
   };
-  const settings = { steps, batch, optimizer, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
+  const settings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
   writeFileEnsuringDir('bench/results/lowcomm.json', JSON.stringify({ settings, target, perProfile, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing), summary }, null, 2));
   writeFileEnsuringDir('bench/results/lowcomm.svg', lineChartSvg({
     title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
