@@ -20,23 +20,31 @@
 //
 // Writes bench/results/lowcomm.json and lowcomm.svg (top-1 against training time) and prints
 // {"bench":"lowcomm","speedup_home":..,"speedup_wifi":..,"top1_gap":..,"bytes_per_image_sync":..,"bytes_per_image_best":..,...}
+import { readFile } from 'node:fs/promises';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { Args } from '../coordinator/args.ts';
 import { WIRE_FORMATS } from '../src/comm/wire.ts';
 import { OUTER_DEFAULTS } from '../src/optim/index.ts';
 import { tempRoot } from '../test/distributed/helpers.ts';
 import type { ProfileName } from '../test/net/profiles.ts';
-import { measuredRate, projectedSeconds, projectedTimeToTarget, timingSteps, type StepRate } from './lowcomm-project.ts';
-import { runOnce, timeToTarget, type RunResult, type RunSpec } from './lowcomm-run.ts';
-import { lineChartSvg } from './plot-lines.ts';
-import { writeFileEnsuringDir } from './plot.ts';
+import { timingSteps } from './lowcomm-project.ts';
+import { report, type LowcommRuns, type LowcommSettings } from './lowcomm-report.ts';
+import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';
 
-const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer lars|sgd] [--wire f32|f16|bf16] [--lr 0.5 (sgd: 0.04)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr X] [--outer-momentum M] [--sync-warmup N]';
-
-interface ProfileResult { profile: ProfileName; syncSeconds: number | null; byH: { h: number; t: number | null }[]; bestH: number | null; speedup: number; rates?: Record<string, StepRate | null> }
+const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer lars|sgd] [--wire f32|f16|bf16] [--lr 0.5 (sgd: 0.04)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr X] [--outer-momentum M] [--sync-warmup N] [--from bench/results/lowcomm.json]';
 
 export async function main(argv: string[]): Promise<void> {
   const a = new Args(argv);
+  const from = a.str('from', '');
+  if (from) {
+    a.rejectUnknown(USAGE);
+    const saved = JSON.parse(await readFile(from, 'utf8')) as Partial<LowcommRuns>;
+    if (!saved.settings || !saved.accuracy || !saved.timing) throw new Error(`${from} is not a results file of this bench (it needs settings, accuracy and timing): run npm run bench -- lowcomm first`);
+    const st: Partial<LowcommSettings> = saved.settings; // files from before profiles and hs were kept: the defaults
+    const settings = { ...saved.settings, profiles: st.profiles ?? ['home', 'wifi'], hs: st.hs ?? [8, 32] };
+    console.log(JSON.stringify(report({ settings, accuracy: saved.accuracy, timing: saved.timing })));
+    return;
+  }
   const steps = a.int('steps', 780, 1);
   const batch = a.int('batch', 128, 4);
   const optArg = a.str('optimizer', 'lars');
@@ -91,59 +99,6 @@ export async function main(argv: string[]): Promise<void> {
   } finally {
     await root.remove();
   }
-  const accOf = (p: ProfileName, h: number) => accuracy.get(full ? `${p}/${h}` : `lan/${h}`)!;
-  const final = (r: RunResult | undefined) => r?.evals[r.evals.length - 1]?.top1 ?? null;
-  const anchorProfile: ProfileName = profiles.includes('home') ? 'home' : profiles[0]!;
-  const anchor = accOf(anchorProfile, 1);
-  const target = (final(anchor) ?? 0) - 0.02;
-  const perProfile: ProfileResult[] = profiles.map((p) => {
-    let timeOf: (h: number) => number | null;
-    let rates: Record<string, StepRate | null> | undefined;
-    if (full) {
-      timeOf = (h) => timeToTarget(accOf(p, h), target);
-    } else {
-      rates = Object.fromEntries(modes.map((h) => [label(h), measuredRate(timing.get(`${p}/${h}`)!)]));
-      const sync = rates.sync;
-      timeOf = (h) => {
-        const mode = rates![label(h)];
-        return sync && mode ? projectedTimeToTarget(accOf(p, h), target, syncWarmup, sync, mode) : null;
-      };
-    }
-    const tSync = timeOf(1);
-    const hRuns = hs.map((h) => ({ h, t: timeOf(h) }));
-    const reached = hRuns.filter((x): x is { h: number; t: number } => x.t !== null).sort((x, y) => x.t - y.t);
-    const best = reached[0] ?? null;
-    return { profile: p, syncSeconds: tSync, byH: hRuns, bestH: best?.h ?? null, speedup: tSync !== null && best ? tSync / best.t : 0, ...(rates ? { rates } : {}) };
-  });
-  const home = perProfile.find((p) => p.profile === anchorProfile)!;
-  const bestH = home.bestH ?? hs[0]!;
-  const bestRun = accOf(anchorProfile, bestH);
-  const r3 = (x: number | null) => (x === null ? null : +x.toFixed(3));
-  const summary = {
-    bench: 'lowcomm',
-    speedup_home: r3(perProfile.find((p) => p.profile === 'home')?.speedup ?? null),
-    speedup_wifi: r3(perProfile.find((p) => p.profile === 'wifi')?.speedup ?? null),
-    top1_gap: r3(final(anchor) !== null && final(bestRun) !== null ? 100 * (final(anchor)! - final(bestRun)!) : null),
-    bytes_per_image_sync: Math.round(anchor.bytesPerImage),
-    bytes_per_image_best: Math.round(bestRun.bytesPerImage),
-    best_h: bestH,
-    target_top1: +(100 * target).toFixed(2),
-    images: steps * batch,
-    time: full ? 'measured' : 'projected',
-    top1: Object.fromEntries([...accuracy].map(([k, r]) => [k.replace('/', '_h'), final(r) === null ? null : +(100 * final(r)!).toFixed(2)])),
-  };
-  const settings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
-  writeFileEnsuringDir('bench/results/lowcomm.json', JSON.stringify({ settings, target, perProfile, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing), summary }, null, 2));
-  writeFileEnsuringDir('bench/results/lowcomm.svg', lineChartSvg({
-    title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
-    series: profiles.flatMap((p) => modes.map((h) => {
-      const r = accOf(p, h);
-      const rates = perProfile.find((x) => x.profile === p)?.rates;
-      const sync = rates?.sync;
-      const mode = rates?.[label(h)];
-      const seconds = (e: RunResult['evals'][number]) => (full ? e.seconds : sync && mode ? projectedSeconds(e.step, h > 1 ? syncWarmup : 0, sync, mode) : NaN);
-      return { name: `${p} ${h === 1 ? 'sync' : `H=${h}`}`, points: r.evals.map((e) => [seconds(e), 100 * e.top1] as [number, number]).filter(([x]) => Number.isFinite(x)) };
-    })),
-  }));
-  console.log(JSON.stringify(summary));
+  const settings: LowcommSettings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
+  console.log(JSON.stringify(report({ settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing) })));
 }

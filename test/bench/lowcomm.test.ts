@@ -1,6 +1,10 @@
 // The lowcomm bench's accounting: training time excludes the evaluations, and the time to a
 // target is the first evaluation at or above it.
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { report } from '../../bench/lowcomm-report.ts';
 import { measuredRate, projectedSeconds, projectedTimeToTarget, timingSteps } from '../../bench/lowcomm-project.ts';
 import { summarise, timeToTarget, type RunResult } from '../../bench/lowcomm-run.ts';
 import type { LiveEvent } from '../../src/client/protocol.ts';
@@ -52,5 +56,40 @@ describe('lowcomm accounting', () => {
     // a sync run has no warm-up of its own: all its steps at its rate
     expect(projectedTimeToTarget(curve(1), 0.3, 32, sync, sync)).toBe(400);
     expect(projectedTimeToTarget(curve(8), 0.4, 0, sync, round)).toBeNull();
+  });
+});
+
+describe('lowcomm report', () => {
+  it('gives speedups at sync final minus 2 points, and at the highest top-1 both sync and the best H reach', async () => {
+    const curve = (syncEvery: number, tops: number[]): RunResult => ({
+      profile: 'lan', syncEvery, steps: [], bytesPerImage: syncEvery === 1 ? 1000 : 1000 / syncEvery, wallSeconds: 0,
+      evals: tops.map((top1, i) => ({ step: 100 * (i + 1), images: 0, seconds: 0, top1 })),
+    });
+    const timed = (syncEvery: number, secondsPerStep: number): RunResult => ({
+      profile: 'home', syncEvery, evals: [], bytesPerImage: 0, wallSeconds: 0,
+      steps: [0, 1, 2].map((i) => ({ step: syncEvery * (i + 1), seconds: 10 + i * syncEvery * secondsPerStep, innerSteps: syncEvery, bytesPerImage: 0 })),
+    });
+    const settings = { steps: 400, batch: 128, optimizer: 'sgd' as const, wire: 'f32', lr: 0.04, warmupSteps: 8, outerLr: 1, outerMomentum: 0, syncWarmup: 0, evalEvery: 100, evalSamples: 100, finalEvalSamples: 100, timeSteps: 24, full: false, profiles: ['home' as const, 'wifi' as const], hs: [8, 32], peers: 4, model: 'small-cnn', dataset: 'cifar10' };
+    const accuracy = { 'lan/1': curve(1, [0.3, 0.5, 0.58, 0.6]), 'lan/8': curve(8, [0.25, 0.45, 0.55, 0.57]), 'lan/32': curve(32, [0.2, 0.4, 0.5, 0.52]) };
+    const timing: Record<string, RunResult> = {};
+    for (const p of ['home', 'wifi']) {
+      timing[`${p}/1`] = timed(1, p === 'home' ? 5 : 2);
+      timing[`${p}/8`] = timed(8, 1);
+      timing[`${p}/32`] = timed(32, 0.5);
+    }
+    const dir = await mkdtemp(join(tmpdir(), 'lowcomm-report-'));
+    try {
+      const s = report({ settings, accuracy, timing }, dir);
+      // target 0.58: sync at step 300, neither H reaches it
+      expect(s).toMatchObject({ speedup_home: 0, speedup_wifi: 0, best_h: 8, target_top1: 58, bytes_per_image_best: 125 });
+      expect(s.top1_gap).toBeCloseTo(3, 6);
+      // the same top-1: 0.57 (H = 8's best): sync reaches it at step 300, H = 8 at 400
+      expect(s.same_top1).toBe(57);
+      expect(s.speedup_home_same_top1).toBeCloseTo((300 * 5) / (400 * 1), 3);
+      expect(s.speedup_wifi_same_top1).toBeCloseTo((300 * 2) / (400 * 1), 3);
+      expect(JSON.parse(await readFile(join(dir, 'lowcomm.json'), 'utf8')).summary).toEqual(s);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
