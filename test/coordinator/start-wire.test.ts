@@ -5,7 +5,7 @@ import { START_USAGE, startMain } from '../../coordinator/main.ts';
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
-    expect(START_USAGE).toMatch(/--wire f32\|f16\|bf16 +the number format of the all-reduce between peers: f32 \(default\)/);
+    expect(START_USAGE).toMatch(/--wire f32\|f16\|bf16 +the number format of the all-reduce between peers: bf16 \(default for a/);
   });
 
   it('refuses an unknown format, naming the allowed ones', async () => {
