@@ -146,15 +146,9 @@ function exposeGc(): (() => void) | null {
   return typeof gc === 'function' ? () => void gc() : null;
 }
 
-/** The size of a private Map or Set of the driver (read for the leak check only; null if it is not there any more). */
-function sizeOf(o: object, key: string): number | null {
-  const v: unknown = Reflect.get(o, key);
-  return v instanceof Map || v instanceof Set ? v.size : null;
-}
-
 async function driverSizes(job: RunningJob): Promise<DriverSizes> {
   const connections = await new Promise<number>((res) => job.coordinator.server.getConnections((e, n) => res(e ? -1 : n)));
-  return { peers: sizeOf(job.driver, 'peers'), uploads: sizeOf(job.driver, 'uploads'), evaluated: sizeOf(job.driver, 'evaluated'), connections, eventClients: job.coordinator.events.clients };
+  return { ...job.driver.tableSizes(), connections, eventClients: job.coordinator.events.clients };
 }
 
 export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {

@@ -10,6 +10,11 @@ export class CheckpointBook {
   constructor(private newest: number | null) {}
 
   /** Step of the newest stored checkpoint (null: none). */
+  /** Checkpoint uploads still expected (the churn bench's leak check). */
+  get pending(): number {
+    return this.uploads.size;
+  }
+
   get step(): number | null {
     return this.newest;
   }

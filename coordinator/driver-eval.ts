@@ -11,6 +11,11 @@ export class Evaluations {
   /** Steps evaluated (those of the metrics history included). */
   private readonly evaluated: Set<number>;
 
+  /** How many steps are recorded as evaluated (the churn bench's leak check). */
+  get count(): number {
+    return this.evaluated.size;
+  }
+
   constructor(private readonly d: Pick<DriverDeps, 'job' | 'evalIds' | 'finalEvalIds' | 'showIds' | 'classes' | 'evaluated' | 'metrics' | 'publish' | 'log'>, private readonly evalMs: number) {
     this.evaluated = new Set(d.evaluated ?? []);
   }

@@ -66,6 +66,11 @@ export class Driver {
     return this.gen.ring;
   }
 
+  /** The sizes of the tables that grow with peers and steps: the churn bench checks they shrink back. */
+  tableSizes(): { peers: number; uploads: number; evaluated: number } {
+    return { peers: this.peers.size, uploads: this.ckpt.pending, evaluated: this.evals.count };
+  }
+
   status(): DriverStatus {
     return { step: this.step, generation: this.gen.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.gen.topology };
   }
