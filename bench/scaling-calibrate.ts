@@ -101,10 +101,14 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number): Cali
  * backward completes them, the two-level collective from DEFAULT_TWO_LEVEL_FROM peers, a lost
  * peer costs its slice: coordinator/slice-rerun.ts), float32 frames.
  */
-export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>): SystemModel {
+/**
+ * Today's system. `wireScale` 1: float32 frames, as the measured runs here send them (the fit);
+ * 0.5: the bf16 frames of a job that npm start creates (the predictions).
+ */
+export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>, wireScale = 1): SystemModel {
   return {
     topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], onLoss: 'rerun-slice',
-    overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS, wireScale: 1,
+    overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS, wireScale,
   };
 }
 

@@ -4,8 +4,10 @@
 //   current  what the code does today (job defaults): buckets of 25 MiB all-reduced as backward
 //            completes them (src/client/sync-step.ts), a flat ring below 16 peers and the
 //            two-level collective from 16 (coordinator/two-level.ts), a lost peer costs its
-//            slice (coordinator/slice-rerun.ts), float32 frames, the per-step overhead fitted here;
-//   planned  NOT built: half-precision frames by default, the bucket cap chosen per model and
+//            slice (coordinator/slice-rerun.ts), bf16 frames (the wire of a job npm start
+//            creates; the measured runs that fit the model send float32), the per-step overhead
+//            fitted here;
+//   planned  NOT built: the bucket cap chosen per model and
 //            link (the best of a few sizes), the next assignment pipelined with the update (an
 //            assumed smaller per-step overhead, PLANNED_OVERHEAD_S).
 // Both assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
@@ -41,6 +43,8 @@ export const PREDICT_STRAGGLER = 0.05;
 export const PREDICT_SPEED_SIGMA = 0.5;
 /** Assumed per-step overhead of the planned system (next assignment pipelined, update on the GPU). */
 export const PLANNED_OVERHEAD_S = 0.01;
+/** Bytes on the wire per float32 byte in a job npm start creates (bf16 frames, coordinator/main.ts START_WIRE). */
+export const START_WIRE_SCALE = 0.5;
 export const PLANNED_BUCKETS = [Infinity, 64e6, 25e6, 8e6, 2e6, 0.5e6] as const;
 export const CHURN: ChurnModel = { meanSessionS: 1800, detectS: 2, joinS: 3, steps: 2000 };
 
@@ -67,8 +71,8 @@ export function scenarios(cal: Calibration): Scenario[] {
 
 export function systems(cal: Calibration): Record<'current' | 'planned', SystemModel> {
   return {
-    current: currentSystem(cal),
-    planned: { ...currentSystem(cal), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0, wireScale: 0.5 },
+    current: currentSystem(cal, START_WIRE_SCALE),
+    planned: { ...currentSystem(cal, START_WIRE_SCALE), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
   };
 }
 
@@ -105,6 +109,14 @@ export function predictRow(cal: Calibration, sys: 'current' | 'planned', s: Scen
     bound: b.bound, boundShare: b.share,
     churn: { meanSessionS: CHURN.meanSessionS, efficiency: churn.efficiency, meanStepS: churn.meanStepS, lossesPerStep: churn.lossesPerStep },
   };
+}
+
+/** Today's system as it was with float32 frames (a job file without wire): what bf16 frames changed. */
+export function float32Efficiency(cal: Calibration, scenarioKey: string, batch: number, linkKey: string, peers: number): number {
+  const s = scenarios(cal).find((x) => x.key === scenarioKey);
+  const link = LINK_KINDS.find((l) => l.key === linkKey);
+  if (!s || !link) throw new Error(`no scenario ${scenarioKey} or link ${linkKey}`);
+  return efficiency(cluster(cal, s, link, peers), currentSystem(cal, 1), { batch, profile: s.profile });
 }
 
 export function predictAll(cal: Calibration): PredictionRow[] {

@@ -6,7 +6,8 @@
 // -profile.ts) calibrated on these runs (bench/scaling-calibrate.ts), its error on them, and its
 // predictions for 64, 256 and 1,024 peers (bench/scaling-predict.ts) of the small CNN and
 // ResNet-50 at 64x64 and 224x224, B = 8K and 32K, for the CURRENT system (what the code does)
-// and the PLANNED one (half-precision frames, a tuned bucket cap, a smaller overhead: not built).
+// (bf16 frames, as npm start's jobs) and the PLANNED one (a tuned bucket cap, a smaller
+// overhead: not built).
 //
 // On this 2-core machine all N peers share the cores (and llvmpipe's threads), so N peers
 // compute no faster than one: read the communication fraction and how it grows with N, not
@@ -41,7 +42,7 @@ import { modelByName } from '../src/nn/models.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { calibrate, validate, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
-import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
+import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
@@ -149,8 +150,8 @@ export async function main(args: string[]): Promise<void> {
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
     predictions: {
       systems: {
-        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, float32 frames, the per-step overhead fitted here (o + o_peer)`,
-        planned: `NOT BUILT: half-precision frames by default, the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
+        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
+        planned: `NOT BUILT: the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
       assumptions: {
         computePerModel: scenarios(cal).map((s) => ({ scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9, backwardShare: s.profile.backwardShare, source: s.computeSource })),
@@ -170,6 +171,7 @@ export async function main(args: string[]): Promise<void> {
     bench: 'scaling',
     comm_fraction_4: at(4) ? round(at(4)!.commFraction) : null,
     predicted_eff_64_1g: round(head('current', 64).efficiency),
+    predicted_eff_64_1g_f32: round(float32Efficiency(cal, 'resnet50-224', 32_768, '1g', 64)),
     predicted_eff_256_1g: round(head('current', 256).efficiency),
     predicted_eff_1024_1g: round(head('current', 1024).efficiency),
     predicted_eff_64_100m: round(head('current', 64, '100m').efficiency),
