@@ -45,7 +45,12 @@ export function projectedSeconds(step: number, syncWarmup: number, sync: StepRat
 export function projectedTimeToTarget(accuracy: RunResult, target: number, syncWarmup: number, sync: StepRate, mode: StepRate): number | null {
   const hit = accuracy.evals.find((e) => e.top1 >= target);
   if (!hit) return null;
-  return projectedSeconds(hit.step, accuracy.syncEvery > 1 ? syncWarmup : 0, sync, mode);
+  return projectedSeconds(hit.step, warmupOf(accuracy.syncEvery, syncWarmup), sync, mode);
+}
+
+/** The sync steps before the first round of a mode: the job's warm-up for rounds, none for sync itself. */
+export function warmupOf(syncEvery: number, syncWarmup: number): number {
+  return syncEvery > 1 ? syncWarmup : 0;
 }
 
 /** Steps in the timing window of a mode: at least three rounds (two intervals), and at least `min`. */

@@ -8,7 +8,7 @@
 // both sync and the best H reach (an evaluation at or above it in both curves), so the speedup
 // there says what rounds buy on the wire even when they end below sync's target.
 import type { ProfileName } from '../test/net/profiles.ts';
-import { measuredRate, projectedSeconds, projectedTimeToTarget, type StepRate } from './lowcomm-project.ts';
+import { measuredRate, projectedSeconds, projectedTimeToTarget, warmupOf, type StepRate } from './lowcomm-project.ts';
 import { timeToTarget, type RunResult } from './lowcomm-run.ts';
 import { lineChartSvg } from './plot-lines.ts';
 import { writeFileEnsuringDir } from './plot.ts';
@@ -26,7 +26,9 @@ export interface LowcommRuns {
   timing: Record<string, RunResult>;
 }
 
-const label = (h: number) => (h === 1 ? 'sync' : `H = ${h}`);
+/** A mode's name in logs and the JSON's rates: 'sync' or 'H = 8'. */
+export const modeLabel = (h: number): string => (h === 1 ? 'sync' : `H = ${h}`);
+const label = modeLabel;
 const final = (r: RunResult | undefined) => r?.evals[r.evals.length - 1]?.top1 ?? null;
 const best = (r: RunResult) => Math.max(...r.evals.map((e) => e.top1));
 const r3 = (x: number | null) => (x === null ? null : +x.toFixed(3));
@@ -38,15 +40,27 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
   const anchorProfile: ProfileName = st.profiles.includes('home') ? 'home' : st.profiles[0]!;
   const anchor = accOf(anchorProfile, 1);
   const target = (final(anchor) ?? 0) - 0.02;
-  const ratesOf = (p: ProfileName): Record<string, StepRate | null> | undefined =>
-    (st.full ? undefined : Object.fromEntries(modes.map((h) => [label(h), measuredRate(timing[`${p}/${h}`]!)])));
-  /** Seconds until mode h's curve on profile p first reaches `level` (null: never, or no rate). */
-  const timeTo = (p: ProfileName, h: number, level: number): number | null => {
-    if (st.full) return timeToTarget(accOf(p, h), level);
+  // Seconds per step of every mode on every profile, from its timing run (none with --full).
+  const ratesByProfile = new Map(st.full ? [] : st.profiles.map((p) => [p, Object.fromEntries(modes.map((h) => [label(h), measuredRate(timing[`${p}/${h}`]!)]))] as const));
+  const ratesOf = (p: ProfileName): Record<string, StepRate | null> | undefined => ratesByProfile.get(p);
+  /** The projection's rates of mode h on profile p (null: a timing run too short to measure). */
+  const ratesFor = (p: ProfileName, h: number): { sync: StepRate; mode: StepRate } | null => {
     const rates = ratesOf(p)!;
     const sync = rates.sync;
     const mode = rates[label(h)];
-    return sync && mode ? projectedTimeToTarget(accOf(p, h), level, st.syncWarmup, sync, mode) : null;
+    return sync && mode ? { sync, mode } : null;
+  };
+  /** Seconds until mode h's curve on profile p first reaches `level` (null: never, or no rate). */
+  const timeTo = (p: ProfileName, h: number, level: number): number | null => {
+    if (st.full) return timeToTarget(accOf(p, h), level);
+    const r = ratesFor(p, h);
+    return r ? projectedTimeToTarget(accOf(p, h), level, st.syncWarmup, r.sync, r.mode) : null;
+  };
+  /** Training seconds at evaluation `e` of mode h on profile p, for the plot (null: no rate). */
+  const secondsAt = (p: ProfileName, h: number, e: RunResult['evals'][number]): number | null => {
+    if (st.full) return e.seconds;
+    const r = ratesFor(p, h);
+    return r ? projectedSeconds(e.step, warmupOf(h, st.syncWarmup), r.sync, r.mode) : null;
   };
   const perProfile = st.profiles.map((p) => {
     const tSync = timeTo(p, 1, target);
@@ -86,13 +100,13 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
   writeFileEnsuringDir(`${outDir}/lowcomm.json`, JSON.stringify({ settings: st, target, perProfile, accuracy, timing, summary }, null, 2));
   writeFileEnsuringDir(`${outDir}/lowcomm.svg`, lineChartSvg({
     title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
-    series: st.profiles.flatMap((p) => modes.map((h) => {
-      const rates = ratesOf(p);
-      const sync = rates?.sync;
-      const mode = rates?.[label(h)];
-      const seconds = (e: RunResult['evals'][number]) => (st.full ? e.seconds : sync && mode ? projectedSeconds(e.step, h > 1 ? st.syncWarmup : 0, sync, mode) : NaN);
-      return { name: `${p} ${h === 1 ? 'sync' : `H=${h}`}`, points: accOf(p, h).evals.map((e) => [seconds(e), 100 * e.top1] as [number, number]).filter(([x]) => Number.isFinite(x)) };
-    })),
+    series: st.profiles.flatMap((p) => modes.map((h) => ({
+      name: `${p} ${h === 1 ? 'sync' : `H=${h}`}`,
+      points: accOf(p, h).evals.flatMap((e) => {
+        const x = secondsAt(p, h, e);
+        return x === null || !Number.isFinite(x) ? [] : [[x, 100 * e.top1] as [number, number]];
+      }),
+    }))),
   }));
   return summary;
 }

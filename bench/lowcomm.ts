@@ -24,11 +24,11 @@
 import { readFile } from 'node:fs/promises';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { Args } from '../coordinator/args.ts';
-import { WIRE_FORMATS } from '../src/comm/wire.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 import { tempRoot } from '../test/distributed/helpers.ts';
 import type { ProfileName } from '../test/net/profiles.ts';
 import { timingSteps } from './lowcomm-project.ts';
-import { report, type LowcommRuns, type LowcommSettings } from './lowcomm-report.ts';
+import { modeLabel as label, report, type LowcommRuns, type LowcommSettings } from './lowcomm-report.ts';
 import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';
 
 /**
@@ -54,12 +54,8 @@ export async function main(argv: string[]): Promise<void> {
   }
   const steps = a.int('steps', 780, 1);
   const batch = a.int('batch', 128, 4);
-  const optArg = a.str('optimizer', 'sgd');
-  if (optArg !== 'sgd' && optArg !== 'lars') throw new Error(`--optimizer takes sgd or lars; got ${optArg}`);
-  const optimizer: 'sgd' | 'lars' = optArg;
-  const wireArg = a.str('wire', 'f32');
-  const wire = WIRE_FORMATS.find((w) => w === wireArg);
-  if (!wire) throw new Error(`--wire takes ${WIRE_FORMATS.join(', ')}; got ${wireArg}`);
+  const optimizer = a.oneOf<'sgd' | 'lars'>('optimizer', ['sgd', 'lars'], 'sgd');
+  const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, 'f32');
   const lr = a.num('lr', optimizer === 'sgd' ? 0.04 : 0.5, (v) => v > 0, 'a positive number');
   const warmupSteps = a.int('warmup', 32, 0);
   const profiles = a.str('profiles', 'home,wifi').split(',') as ProfileName[];
@@ -81,7 +77,6 @@ export async function main(argv: string[]): Promise<void> {
   const root = await tempRoot('lowcomm');
   const base = { steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
   const modes = [1, ...hs];
-  const label = (h: number) => (h === 1 ? 'sync' : `H = ${h}`);
   const go = async (spec: RunSpec, what: string): Promise<RunResult> => {
     process.stderr.write(`lowcomm: ${spec.profile}, ${label(spec.syncEvery)}, ${what}: ${spec.steps} steps of ${batch} images ...\n`);
     const r = await runOnce(spec, { root: root.dir, dataDir: DEFAULT_CACHE_DIR, log: (l) => process.stderr.write(`${l}\n`) });

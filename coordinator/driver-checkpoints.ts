@@ -10,13 +10,13 @@ export class CheckpointBook {
   constructor(private newest: number | null) {}
 
   /** Step of the newest stored checkpoint (null: none). */
+  get step(): number | null {
+    return this.newest;
+  }
+
   /** Checkpoint uploads still expected (the churn bench's leak check). */
   get pending(): number {
     return this.uploads.size;
-  }
-
-  get step(): number | null {
-    return this.newest;
   }
 
   /** Whether joiners can load the weights of `step` now: its checkpoint, or the seed at step 0. */

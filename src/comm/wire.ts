@@ -44,7 +44,6 @@ export type Phase = (typeof Phase)[keyof typeof Phase];
 export const WIRE_FORMATS = ['f32', 'f16', 'bf16'] as const;
 export type WireFormat = (typeof WIRE_FORMATS)[number];
 const DTYPE_CODE: Record<WireFormat, number> = { f32: 0, f16: 1, bf16: 2 };
-const DTYPES: readonly WireFormat[] = WIRE_FORMATS;
 export const BYTES_PER_ELEMENT: Record<WireFormat, number> = { f32: 4, f16: 2, bf16: 2 };
 
 export interface FrameHeader {
@@ -86,7 +85,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
   if (v.getUint32(0, true) !== MAGIC) return { ok: false, reason: 'not a ring frame (bad magic)' };
   const kind = v.getUint8(4);
   const phase = v.getUint8(5);
-  const dtype = DTYPES[v.getUint8(6)];
+  const dtype = WIRE_FORMATS[v.getUint8(6)];
   if (!isFrameKind(kind)) return { ok: false, reason: `unknown frame kind ${kind}` };
   if (phase !== Phase.reduceScatter && phase !== Phase.allGather) return { ok: false, reason: `unknown phase ${phase}` };
   if (dtype === undefined) return { ok: false, reason: `unknown dtype ${v.getUint8(6)}` };
