@@ -15,7 +15,10 @@ import { writeFileEnsuringDir } from './plot.ts';
 
 export interface LowcommSettings {
   steps: number; batch: number; optimizer: 'sgd' | 'lars'; wire: string; lr: number; warmupSteps: number;
-  outerLr: number; outerMomentum: number; syncWarmup: number; evalEvery: number; evalSamples: number; finalEvalSamples: number;
+  outerLr: number; outerMomentum: number;
+  /** The rounds' momentum carry (job momentumCarry); absent: each peer keeps its own inner momentum. */
+  carry?: number;
+  syncWarmup: number; evalEvery: number; evalSamples: number; finalEvalSamples: number;
   timeSteps: number; full: boolean; profiles: ProfileName[]; hs: number[]; peers: number; model: string; dataset: string;
 }
 

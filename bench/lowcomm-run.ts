@@ -27,6 +27,8 @@ export interface RunSpec {
   /** The outer step of rounds (job outerLr / outerMomentum). */
   outerLr: number;
   outerMomentum: number;
+  /** The rounds' momentum carry (job momentumCarry); absent: each peer keeps its own inner momentum. */
+  carry?: number;
   /** Sync steps before the first round (job syncWarmup). */
   syncWarmup: number;
   evalEvery: number;
@@ -77,7 +79,7 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
     optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, ...(spec.wire && spec.wire !== 'f32' ? { wire: spec.wire } : {}), seed: spec.seed, minPeers: PEERS,
-    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}) } : {}),
+    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}), ...(spec.carry !== undefined ? { momentumCarry: spec.carry } : {}) } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();

@@ -24,6 +24,7 @@
 import { readFile } from 'node:fs/promises';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { Args } from '../coordinator/args.ts';
+import { readCarry, START_OUTER } from '../coordinator/main.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 import { tempRoot } from '../test/distributed/helpers.ts';
 import type { ProfileName } from '../test/net/profiles.ts';
@@ -32,13 +33,14 @@ import { modeLabel as label, report, type LowcommRuns, type LowcommSettings } fr
 import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';
 
 /**
- * The bench's outer step: plain averaging (rate 1, no momentum). Measured on lan at H = 8 with
- * SGD (2 epochs, final top-1): 1 / 0 57.2%, 0.7 / 0 55.2%, 1.5 / 0 53.9%, 1 / Nesterov 0.5
- * 55.9%; the job's default (DiLoCo's 0.7 / 0.9) is meant for rounds of hundreds of steps.
+ * The bench's rounds: as `npm start --sync-every H` makes them (START_OUTER: plain averaging,
+ * inner momentum carried with rho 0.75). Measured on lan at H = 8 with SGD and each peer's own
+ * inner momentum (2 epochs, final top-1): outer 1 / 0 57.2%, 0.7 / 0 55.2%, 1.5 / 0 53.9%,
+ * 1 / Nesterov 0.5 55.9%; DiLoCo's 0.7 / 0.9 is meant for rounds of hundreds of steps.
  */
-const BENCH_OUTER = { lr: 1, momentum: 0 } as const;
+const BENCH_OUTER = START_OUTER;
 
-const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr 1] [--outer-momentum 0] [--sync-warmup N] [--from bench/results/lowcomm.json]';
+const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr 1] [--outer-momentum 0] [--carry 0.75|own] [--sync-warmup N] [--from bench/results/lowcomm.json]';
 
 export async function main(argv: string[]): Promise<void> {
   const a = new Args(argv);
@@ -68,6 +70,7 @@ export async function main(argv: string[]): Promise<void> {
   const outerLr = a.num('outer-lr', BENCH_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const syncWarmup = a.int('sync-warmup', 0, 0);
   const outerMomentum = a.num('outer-momentum', BENCH_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
+  const carry = readCarry(a.str('carry', String(BENCH_OUTER.carry)), '--carry');
   a.rejectUnknown(USAGE);
   const known: readonly string[] = ['home', 'wifi', 'lan'];
   const bad = profiles.filter((p) => !known.includes(p));
@@ -75,7 +78,7 @@ export async function main(argv: string[]): Promise<void> {
   if (!hs.every((h) => Number.isInteger(h) && h > 1)) throw new Error(`--h takes integers > 1; got ${hs.join(',')}`);
   await ensureDataset('cifar10');
   const root = await tempRoot('lowcomm');
-  const base = { steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
+  const base = { steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}), syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
   const modes = [1, ...hs];
   const go = async (spec: RunSpec, what: string): Promise<RunResult> => {
     process.stderr.write(`lowcomm: ${spec.profile}, ${label(spec.syncEvery)}, ${what}: ${spec.steps} steps of ${batch} images ...\n`);
@@ -101,6 +104,6 @@ export async function main(argv: string[]): Promise<void> {
   } finally {
     await root.remove();
   }
-  const settings: LowcommSettings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
+  const settings: LowcommSettings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}), syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
   console.log(JSON.stringify(report({ settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing) })));
 }

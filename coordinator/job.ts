@@ -98,7 +98,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -161,8 +161,10 @@ function readOuter(r: FieldReader): OuterConfig {
     lr: r.has('outerLr') ? r.num('outerLr', Number.MIN_VALUE, 10) : OUTER_DEFAULTS.lr,
     momentum: r.has('outerMomentum') ? r.num('outerMomentum', 0, 0.999) : OUTER_DEFAULTS.momentum,
     warmup: r.has('syncWarmup') ? r.int('syncWarmup', 0, 2 ** 32 - 1) : OUTER_DEFAULTS.warmup,
+    // Absent: each peer keeps its own inner momentum (job files from before it resume as they were).
+    ...(r.has('momentumCarry') ? { carry: r.num('momentumCarry', 0, 0.999) } : {}),
   };
-  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup'))) r.problems.push('outerLr, outerMomentum and syncWarmup apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup') || r.has('momentumCarry'))) r.problems.push('outerLr, outerMomentum, syncWarmup and momentumCarry apply to rounds (syncEvery > 1): set syncEvery or drop them');
   try {
     return checkOuterConfig(outer);
   } catch (e) {

@@ -3,7 +3,6 @@
 import { rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
-import { OUTER_DEFAULTS } from '../src/optim/index.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
@@ -36,6 +35,16 @@ import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
  * A job file without `wire` stays f32 (DEFAULT_WIRE), so stored jobs resume as they were.
  */
 export const START_WIRE: WireFormat = 'bf16';
+/**
+ * The rounds a job `npm start --sync-every H` creates: plain averaging (outer rate 1, no outer
+ * momentum) and every peer's inner momentum carried from the round's mean change (rho 0.75,
+ * src/optim/outer.ts). Searched in PyTorch (bench/gpu/lowcomm_sweep.py: 4 peers, small CNN,
+ * CIFAR-10 subset, 5 seeds) at H = 8: sync 63.0%, this 62.9%, DiLoCo's outer 0.7 / 0.9 with
+ * each peer's own momentum 45.7% (made for rounds of hundreds of steps), with the carry
+ * 18.9% (two momenta compound). A job file without these fields keeps OUTER_DEFAULTS (DiLoCo's,
+ * each peer's own momentum), so stored jobs resume as they were.
+ */
+export const START_OUTER = { lr: 1, momentum: 0, carry: 0.75 } as const;
 export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 4, sgdLr: 0.2, evalSamples: 1000 } as const;
 
 export const START_USAGE = `usage: npm start -- [options]
@@ -64,7 +73,11 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --sync-every H              1 (default): every step's gradient is all-reduced (exact sync SGD);
                               H > 1: rounds of H local steps per peer, then one all-reduce of the
                               weight change and an outer Nesterov step (Wi-Fi classes, home links)
-  --outer-lr X --outer-momentum M   the outer step of rounds (default 0.7 and 0.9, as DiLoCo)
+  --outer-lr X --outer-momentum M   the outer step of rounds (default 1 and 0: the peers'
+                              mean; DiLoCo's 0.7 and 0.9 are for rounds of hundreds of steps)
+  --momentum-carry R|own      with rounds: after each round every peer's inner momentum carries
+                              the share R in [0, 1) of the round's mean change into the next
+                              (default ${START_OUTER.carry}); own: each peer keeps its own (DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
   --warmup N                  warm-up steps (default: one epoch, at most a tenth of the job)
   --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)
@@ -106,6 +119,14 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               dashboard, the result and the model until Ctrl-C)
   --cache DIR                 data sets (default .cache/data)`;
 
+/** --momentum-carry: a number in [0, 1), or 'own' (undefined: each peer keeps its own inner momentum). */
+export function readCarry(text: string, flag = '--momentum-carry'): number | undefined {
+  if (text === 'own') return undefined;
+  const v = Number(text);
+  if (text.trim() === '' || !Number.isFinite(v) || v < 0 || v >= 1) throw new ArgError(`${flag} takes a number in [0, 1) (default ${START_OUTER.carry}) or 'own', got '${text}'`);
+  return v;
+}
+
 export async function startMain(argv: readonly string[]): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`${START_USAGE}\n`);
@@ -128,8 +149,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const syncEvery = a.int('sync-every', 1, 1);
   const syncWarmup = a.int('sync-warmup', 0, 0);
   const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
-  const outerLr = a.num('outer-lr', OUTER_DEFAULTS.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
-  const outerMomentum = a.num('outer-momentum', OUTER_DEFAULTS.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
+  const outerLr = a.num('outer-lr', START_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
+  const outerMomentum = a.num('outer-momentum', START_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
+  const momentumCarry = readCarry(a.str('momentum-carry', String(START_OUTER.carry)));
+  if (syncEvery > 1 && momentumCarry !== undefined && outerMomentum > 0) process.stderr.write(`warning: an outer momentum (${outerMomentum}) and the momentum carry (${momentumCarry}) compound: in the search at H = 8, DiLoCo's 0.7 / 0.9 with the carry fell to 19% top-1; pass --momentum-carry own or --outer-momentum 0\n`);
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', DEFAULT_JOB.evalSamples);
   const finalEvalSamples = a.int('final-eval-samples', Number.MAX_SAFE_INTEGER, 1);
@@ -181,7 +204,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(sampling === 'shard-local' ? { sampling, shuffleWindow } : {}),
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
-    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}) } : {}),
+    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
     ...wireField(wire),
@@ -244,7 +267,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);

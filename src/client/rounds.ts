@@ -11,8 +11,11 @@
 // to the survivors in a new generation, and a survivor that already computed it (the same step
 // and the same ids) reuses its contribution instead of redoing its inner steps. A survivor that
 // had already applied the outer step undoes it first (w0 and the outer momentum come back).
-// The inner momentum stays per peer across rounds, as in DiLoCo; joiners take the uploader's.
-import { outerStep, weightedChange, type OuterConfig } from '../optim/outer.ts';
+// The inner momentum: without the job's momentumCarry it stays per peer across rounds, as in
+// DiLoCo (joiners take the uploader's); with it, every peer sets it from the round's sum after
+// the outer step (carriedMomentum), so all hold the same. A round computed again (re-assigned
+// with other ids) starts from the inner momentum this peer held at the round's start.
+import { carriedMomentum, outerStep, weightedChange, type OuterConfig } from '../optim/outer.ts';
 import type { RoundAssignment } from './protocol.ts';
 import type { TrainingState } from './state.ts';
 
@@ -47,6 +50,9 @@ export class RoundState {
   private readonly w0: Float32Array;
   /** The outer momentum at the round's start. */
   private readonly savedU: Float32Array;
+  /** The inner momentum at the start of the round `savedVStep` (a round computed again starts from it). */
+  private readonly savedV: Float32Array;
+  private savedVStep: number | null = null;
   private readonly u: Float32Array;
   /** This peer's computed round, until the next round begins. */
   private work: RoundWork | null = null;
@@ -58,6 +64,7 @@ export class RoundState {
     this.u = state.u;
     this.w0 = new Float32Array(state.w.length);
     this.savedU = new Float32Array(state.w.length);
+    this.savedV = new Float32Array(state.w.length);
   }
 
   /** Undoes the outer step of the round starting at `step`, if this peer applied it. */
@@ -74,6 +81,7 @@ export class RoundState {
   forget(): void {
     this.work = null;
     this.applied = null;
+    this.savedVStep = null;
   }
 
   /**
@@ -89,6 +97,12 @@ export class RoundState {
     this.w0.set(state.w);
     this.savedU.set(this.u);
     this.applied = null;
+    // The same round again (other ids: a member was lost): from the inner momentum it began with.
+    if (this.savedVStep === step) state.v.set(this.savedV);
+    else {
+      this.savedV.set(state.v);
+      this.savedVStep = step;
+    }
     const t0 = performance.now();
     let images = 0;
     let lossSum = 0;
@@ -110,13 +124,16 @@ export class RoundState {
   }
 
   /**
-   * The outer step with the ring's `sum` of contributions over `images` images. The peer holds
-   * w0 and the saved outer momentum here (contribution() put them back, or undo() did), so the
-   * copies taken at the round's start stay the undo point.
+   * The outer step with the ring's `sum` of contributions over `images` images in `innerSteps`
+   * inner steps. The peer holds w0 and the saved outer momentum here (contribution() put them
+   * back, or undo() did), so the copies taken at the round's start stay the undo point. With a
+   * momentum carry every peer's inner momentum is then set from the sum (the round done again
+   * sets it again from its own sum).
    */
-  apply(step: number, sum: Float32Array, images: number): void {
+  apply(step: number, sum: Float32Array, images: number, innerSteps: number): void {
     const { state } = this;
     outerStep(this.config, state.w, this.u, sum, images);
+    if (this.config.carry !== undefined) carriedMomentum(state.v, sum, images, innerSteps, state.config.momentum, this.config.carry);
     state.model.engine.write(state.model.params, state.w);
     this.applied = step;
   }

@@ -243,7 +243,7 @@ export class Trainer {
       }
     }
     const t2 = performance.now();
-    rounds.apply(a.step, sum, plan.images);
+    rounds.apply(a.step, sum, plan.images, plan.ids.length);
     this.committed = a.step + plan.ids.length;
     if (this.host.ended) return;
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;

@@ -280,7 +280,9 @@ async function classNamesOf(dataset: string): Promise<string[]> {
 export function syncModeOf(outer: unknown): string {
   const o = typeof outer === 'object' && outer !== null ? (outer as Record<string, unknown>) : {};
   const h = typeof o.syncEvery === 'number' && Number.isInteger(o.syncEvery) && o.syncEvery > 1 ? o.syncEvery : 1;
-  return h > 1 ? `rounds: ${h} local steps per peer, then one all-reduce (low-communication mode)` : 'every step synchronised (exact sync SGD)';
+  if (h === 1) return 'every step synchronised (exact sync SGD)';
+  const carry = typeof o.carry === 'number' && Number.isFinite(o.carry) ? `, inner momentum carried from the round's mean (${o.carry})` : '';
+  return `rounds: ${h} local steps per peer, then one all-reduce (low-communication mode${carry})`;
 }
 
 /** The join address, large, with its QR code and the CA to trust (for a projector). */

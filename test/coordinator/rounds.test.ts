@@ -137,5 +137,12 @@ describe('driver with rounds', () => {
     expect(bad({ syncWarmup: 5 })).toMatch(/apply to rounds/);
     expect(bad({ syncEvery: 4, outerMomentum: 1 })).toMatch(/outerMomentum/);
     expect(bad({ syncEvery: 1024, globalBatch: 100 })).toMatch(/syncEvery x globalBatch must be at most 65536/);
+    // The inner momentum's carry: absent (each peer keeps its own, as job files from before), or rho in [0, 1).
+    expect(parseJobConfig({ ...base, syncEvery: 8, outerLr: 1, outerMomentum: 0, momentumCarry: 0.75 }, N_TRAIN).outer).toEqual({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: 0.75 });
+    expect('carry' in parseJobConfig({ ...base, syncEvery: 8 }, N_TRAIN).outer).toBe(false);
+    expect(bad({ momentumCarry: 0.75 })).toMatch(/momentumCarry apply to rounds \(syncEvery > 1\)/);
+    expect(bad({ syncEvery: 8, momentumCarry: 1 })).toMatch(/momentumCarry/);
+    expect(bad({ syncEvery: 8, momentumCarry: -0.1 })).toMatch(/momentumCarry/);
+    expect(bad({ syncEvery: 8, momentumCarry: '0.5' })).toMatch(/momentumCarry/);
   });
 });

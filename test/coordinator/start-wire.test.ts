@@ -1,7 +1,7 @@
-// npm start --wire: listed in --help, and a format it does not know is refused with the ones it
-// does, before any data is loaded or a job folder touched.
+// npm start --wire and --momentum-carry: listed in --help, and a value it does not know is
+// refused saying what it takes, before any data is loaded or a job folder touched.
 import { describe, expect, it } from 'vitest';
-import { START_USAGE, startMain } from '../../coordinator/main.ts';
+import { readCarry, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
@@ -11,5 +11,20 @@ describe('npm start --wire', () => {
   it('refuses an unknown format, naming the allowed ones', async () => {
     await expect(startMain(['--wire', 'f8'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "f8"');
     await expect(startMain(['--wire'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "true"');
+  });
+});
+
+describe('npm start --momentum-carry', () => {
+  it('is listed in the usage with its default, and rounds default to plain averaging with the carry', () => {
+    expect(START_USAGE).toMatch(/--momentum-carry R\|own +with rounds: .*\n.*\n.*\(default 0\.75\); own: each peer keeps its own \(DiLoCo\)/);
+    expect(START_OUTER).toEqual({ lr: 1, momentum: 0, carry: 0.75 });
+  });
+
+  it('takes a number in [0, 1) or own, and refuses anything else saying what it takes', async () => {
+    expect(readCarry('0.5')).toBe(0.5);
+    expect(readCarry('0')).toBe(0);
+    expect(readCarry('own')).toBeUndefined();
+    for (const bad of ['1', '-0.1', 'x', '', 'NaN']) expect(() => readCarry(bad)).toThrow(/--momentum-carry takes a number in \[0, 1\) \(default 0\.75\) or 'own'/);
+    await expect(startMain(['--sync-every', '8', '--momentum-carry', '1.5'])).rejects.toThrow("--momentum-carry takes a number in [0, 1) (default 0.75) or 'own', got '1.5'");
   });
 });

@@ -3,13 +3,17 @@
 //   sync untouched: a job that writes syncEvery 1 out is today's sync mode to the bit, and one
 //     peer in rounds with outer rate 1 and no outer momentum follows the sync trajectory;
 //   warm-up: sync steps first, then rounds, in one job;
-//   mixed ring: a WebGPU peer and two wasm peers in rounds agree to the bit after every round;
-//   churn: a peer killed mid-round is left out of the round (the survivors reuse their inner
-//     steps instead of redoing them), a joiner enters at the next round boundary from a
-//     checkpoint, every round commits once and every peer agrees after each.
+//   mixed ring: a WebGPU peer and two wasm peers in rounds agree to the bit after every round,
+//     with each peer's own inner momentum and with the momentum carried from the round's sum;
+//   churn (momentum carried, as npm start's rounds): a peer killed mid-round is left out of the
+//     round (the survivors reuse their inner steps instead of redoing them), a joiner enters at
+//     the next round boundary from a checkpoint, every round commits once and every peer agrees
+//     after each.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { join } from 'node:path';
+import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from './helpers.ts';
 
@@ -53,8 +57,8 @@ describe('rounds (syncEvery > 1)', () => {
     expect(await checkRounds(join(root.dir, 'plain'), [4, 8])).toEqual([{ ring: 1, innerSteps: 4, bytesPerImage: 0 }, { ring: 1, innerSteps: 4, bytesPerImage: 0 }]);
   });
 
-  it('a WebGPU peer and two wasm peers in rounds hold the same weights after every round', async () => {
-    const job = await startTestJob(root.dir, 'mixed', data, testJob(12, { minPeers: 3, syncEvery: 4 }));
+  it.each([['own', {}], ['carried', { momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 }]] as const)('a WebGPU peer and two wasm peers in rounds hold the same weights after every round (inner momentum %s)', async (name, extra) => {
+    const job = await startTestJob(root.dir, `mixed-${name}`, data, testJob(12, { minPeers: 3, syncEvery: 4, ...extra }));
     const vs = [volunteer(job.url, 'gpu', 'webgpu'), volunteer(job.url, 'cpu1', 'wasm'), volunteer(job.url, 'cpu2', 'wasm')];
     spawned.push(...vs);
     await job.driver.finished;
@@ -67,8 +71,19 @@ describe('rounds (syncEvery > 1)', () => {
     const payload = (3 * 2 * (2 / 3) * floats * 4) / (4 * 24);
     for (const r of rounds) expect(r.bytesPerImage / payload - 1).toBeGreaterThanOrEqual(0); // frame headers on top
     for (const r of rounds) expect(r.bytesPerImage / payload - 1).toBeLessThan(0.01);
-    const seed = await onePeerWeights(root.dir, 'zero', data, testJob(1, { optimizer: { kind: 'sgd', lr: 1e-9 } }), 'wasm');
+    const seed = await onePeerWeights(root.dir, `zero-${name}`, data, testJob(1, { optimizer: { kind: 'sgd', lr: 1e-9 } }), 'wasm');
     expect(relDiff((await finalWeights(job.jobDir)).weights, seed.weights)).toBeGreaterThan(1e-3); // it trained
+    // The last round's inner momentum (in the checkpoint of step 12): carried, it is
+    // rho (1 - m) / (m (1 - m^4)) times the round's mean change, which the plain outer step
+    // (rate 1, no momentum) made the weights' change from step 8 to 12; each peer's own is not.
+    const store = await openCheckpointStore(join(job.jobDir, 'checkpoints'), { keep: 100 });
+    const read = async (step: number) => decodeCheckpoint((await store.readStepFile(step))!.bytes, `step ${step}`);
+    const [c8, c12] = [await read(8), await read(12)];
+    const k = (0.75 * (1 - 0.9)) / (0.9 * (1 - 0.9 ** 4));
+    const carried = Float32Array.from(c8.weights, (w0, i) => k * (w0 - c12.weights[i]!));
+    const v = c12.optimizer.momentum!;
+    if (name === 'carried') expect(relDiff(v, carried)).toBeLessThan(1e-3);
+    else expect(relDiff(v, carried)).toBeGreaterThan(0.05);
   });
 
   it('a sync warm-up, then rounds: every step and round once, one checksum each', async () => {
@@ -83,7 +98,7 @@ describe('rounds (syncEvery > 1)', () => {
   });
 
   it('a peer killed mid-round: the survivors reuse their inner steps, the round commits without it, a joiner enters at the next round', async () => {
-    const job = await startTestJob(root.dir, 'churn', data, testJob(24, { minPeers: 3, syncEvery: 8 }));
+    const job = await startTestJob(root.dir, 'churn', data, testJob(24, { minPeers: 3, syncEvery: 8, momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 }));
     const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, n, 'wasm'));
     spawned.push(...vs);
     const victim = vs[2]!;

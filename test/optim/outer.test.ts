@@ -2,7 +2,9 @@
 // its determinism, and the settings check.
 import { describe, expect, it } from 'vitest';
 import { OptimError } from '../../src/optim/errors.ts';
-import { checkOuterConfig, outerStep, weightedChange } from '../../src/optim/outer.ts';
+import { hostOptimizerStep } from '../../src/optim/host.ts';
+import { parseOptimizerConfig } from '../../src/optim/config.ts';
+import { carriedMomentum, checkOuterConfig, outerStep, weightedChange } from '../../src/optim/outer.ts';
 
 function rand(n: number, seed: number, scale = 1): Float32Array {
   const a = new Float32Array(n);
@@ -61,5 +63,46 @@ describe('outer step', () => {
     expect(() => checkOuterConfig({ syncEvery: 4, lr: 0.7, momentum: 1, warmup: 0 })).toThrow(OptimError);
     expect(() => outerStep({ syncEvery: 4, lr: 0.7, momentum: 0.9, warmup: 0 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0)).toThrow(/at least one image/);
     expect(() => weightedChange(new Float32Array(2), new Float32Array(3), 1, new Float32Array(2))).toThrow(/same length/);
+  });
+});
+
+describe('carried inner momentum (momentumCarry)', () => {
+  /** Float64 reference: rho (1 - m) / (m (1 - m^H)) times the mean change. */
+  const reference = (sum: Float32Array, images: number, h: number, m: number, rho: number): Float64Array =>
+    Float64Array.from(sum, (s) => ((rho * (1 - m)) / (m * (1 - m ** h))) * (s / images));
+
+  it.each([[1, 1, 0.9, 0.75], [7, 8, 0.9, 0.75], [1031, 32, 0.9, 0.5], [13, 1024, 0.99, 0.9], [5, 3, 0.5, 0]])('matches the float64 reference (n = %i, H = %i, m = %f, rho = %f)', (n, h, m, rho) => {
+    const sum = rand(n, 3, 0.2), v = new Float32Array(n);
+    carriedMomentum(v, sum, 96, h, m, rho);
+    const ref = reference(sum, 96, h, m, rho);
+    for (let i = 0; i < n; i++) expect(Math.abs(v[i]! - ref[i]!)).toBeLessThanOrEqual(1e-7 * Math.abs(ref[i]!) + 1e-30);
+  });
+
+  it('alone moves the weights by rho times the round\'s mean change over the next H steps (the inner optimiser with no gradient)', () => {
+    const n = 33, h = 8, rho = 0.75;
+    const sum = rand(n, 4, 0.5), images = 64, v = new Float32Array(n);
+    carriedMomentum(v, sum, images, h, 0.9, rho);
+    const w = new Float32Array(n), G = new Float32Array(n);
+    const cfg = parseOptimizerConfig({ kind: 'sgd', lr: 0.1, momentum: 0.9, weightDecay: 0, schedule: 'constant', totalSteps: 100 });
+    for (let t = 0; t < h; t++) hostOptimizerStep(cfg, [{ name: 'all', offset: 0, length: n, decay: false, adapt: false }], { w, v, G, t, gradScale: 1 });
+    for (let i = 0; i < n; i++) expect(-w[i]!).toBeCloseTo((rho * sum[i]!) / images, 6);
+  });
+
+  it('gives the same bits on every call, zero without inner momentum, and refuses bad inputs', () => {
+    const sum = rand(300, 9), a = new Float32Array(300), b = new Float32Array(300);
+    carriedMomentum(a, sum, 10, 100, 0.9, 0.75);
+    carriedMomentum(b, sum, 10, 100, 0.9, 0.75);
+    expect(Buffer.from(a.buffer).equals(Buffer.from(b.buffer))).toBe(true);
+    const z = rand(4, 1);
+    carriedMomentum(z, rand(4, 2), 3, 8, 0, 0.75);
+    expect([...z]).toEqual([0, 0, 0, 0]);
+    const v = new Float32Array(2);
+    expect(() => carriedMomentum(v, new Float32Array(3), 1, 8, 0.9, 0.75)).toThrow(/same length/);
+    expect(() => carriedMomentum(v, new Float32Array(2), 0, 8, 0.9, 0.75)).toThrow(/at least one image/);
+    expect(() => carriedMomentum(v, new Float32Array(2), 1, 0, 0.9, 0.75)).toThrow(/innerSteps/);
+    expect(() => carriedMomentum(v, new Float32Array(2), 1, 8, 0.9, 1)).toThrow(/rho/);
+    expect(() => checkOuterConfig({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: 1 })).toThrow(/momentum carry must be a number in \[0, 1\)/);
+    expect(() => checkOuterConfig({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: Number.NaN })).toThrow(OptimError);
+    expect(checkOuterConfig({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: 0 }).carry).toBe(0);
   });
 });

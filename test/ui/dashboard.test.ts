@@ -83,7 +83,9 @@ describe('GET /api/job as the dashboard reads it', () => {
       .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)', dataset: 'cifar10' });
     expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)', dataset: null });
     expect(jobHeadOf({ job: { dataset: '../etc' } }).dataset).toBeNull();
-    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toMatch(/^rounds: 8 local steps per peer/);
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toBe('rounds: 8 local steps per peer, then one all-reduce (low-communication mode)');
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 1, momentum: 0, carry: 0.75 } } }).mode).toBe("rounds: 8 local steps per peer, then one all-reduce (low-communication mode, inner momentum carried from the round's mean (0.75))");
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, carry: '<b>' } } }).mode).not.toContain('<b>');
     expect(jobHeadOf({ job: { outer: { syncEvery: 'x' } } }).mode).toMatch(/exact sync SGD/);
   });
 });
