@@ -18,6 +18,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { ensureDataset } from '../coordinator/data/cli.ts';
 import { readMetrics } from '../coordinator/metrics.ts';
+import type { PhaseTimes } from '../coordinator/driver.ts';
 import { runJob, type RunningJob } from '../coordinator/run.ts';
 import { layoutFingerprint } from '../src/checkpoint/format.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
@@ -108,8 +109,18 @@ export interface ChurnResult {
   };
   driverAtEnd: DriverSizes;
   driverMax: { peers: number; uploads: number; connections: number };
+  /**
+   * Seconds the driver spent in each kind of phase over the throughput's window (ramp end to
+   * churn end): where the job's time goes (running, committed or aborted; admitting joiners; ...).
+   */
+  phaseSeconds: Record<string, number>;
   samples: Sample[];
   coordinatorLog: string[];
+}
+
+/** Seconds per kind of phase between two of the driver's clock readings (from the start when `from` is null), rounded to 0.01 s. */
+export function phaseWindow(from: PhaseTimes | null, to: PhaseTimes): Record<string, number> {
+  return Object.fromEntries(Object.entries(to).map(([k, ms]) => [k, Math.round((ms - (from?.[k as keyof PhaseTimes] ?? 0)) / 10) / 100]));
 }
 
 /** The churn data set: MNIST's first 1,200 train and val images in shards of 400, built once into `cacheDir`/mnist. */
@@ -278,6 +289,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   let closed = false;
   let rampDone = false;
   let rampEnd = 0;
+  let rampClock: PhaseTimes | null = null;
   let lastKill = 0;
   let sampling = true;
   try {
@@ -300,6 +312,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
       if (!rampDone && present.length >= o.peers) {
         rampDone = true;
         rampEnd = t;
+        rampClock = job.driver.phaseTimes();
         lastKill = t;
         o.log(`churn: ${o.peers} volunteers started by ${t.toFixed(1)} s; churn until ${o.seconds} s`);
       }
@@ -330,6 +343,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
       await sleep(Math.max(0, (tick + 1) * 1000 - (Date.now() - t0)));
     }
     const churnSeconds = now();
+    const churnClock = job.driver.phaseTimes();
     let endedBy: ChurnResult['endedBy'] = 'finished';
     if (!finished) {
       o.log(`churn: the time bound (${o.seconds} s) came first at step ${job.driver.status().step}/${o.steps}: churn stops; the ${running().length} peers present get ${o.finishGraceSec} s to finish`);
@@ -381,7 +395,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
         heapSlopeMbPerMin: k, slopeWindowS: [half[0]?.t ?? 0, half[half.length - 1]?.t ?? 0],
         hostRssMbMax: Math.max(0, ...samples.map((s) => s.hostsRssMb)), gc: gc !== null,
       },
-      driverAtEnd, driverMax, samples, coordinatorLog: coordinatorLog.lines,
+      driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), samples, coordinatorLog: coordinatorLog.lines,
     };
   } finally {
     sampling = false;

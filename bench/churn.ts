@@ -121,6 +121,8 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, ${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
   log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
   log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm ? `, ${calm.throughput.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calm.history.finalStep} steps, lost ${calm.history.lostSteps.length}, doubled ${calm.history.doubledSteps.length}, ${calm.evictions} evictions` : ''}; honest evictions ${honestEvictions}`);
+  const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
+  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calm ? `; without churn: ${split(calm)}` : ''}`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
@@ -139,6 +141,7 @@ export async function main(args: string[]): Promise<void> {
       honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in both runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
+      phaseSeconds: "seconds the coordinator's driver spent in each kind of phase from the ramp end to the churn end: running (committedRunning: the attempts that committed; the rest aborted), admitting (a checkpoint uploaded and loaded by joiners while the ring waits), evaluating, between (deciding), paused",
       evictions: "peer-left events whose reason is an eviction (timeout, checksum dissent, blamed by the ring)",
       aborts: 'abort records: a step attempt abandoned because a member left, crashed or was evicted (it runs again)',
       unreadable_checkpoints: 'checkpoint files that fail decodeCheckpoint (length, sha256, header)',

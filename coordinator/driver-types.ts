@@ -82,3 +82,32 @@ export type EvaluatingPhase = Extract<Phase, { kind: 'evaluating' }>;
 export interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
 
 export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null }
+
+/** Milliseconds per kind of phase; `committedRunning` is the part of `running` whose step committed. */
+export type PhaseTimes = Record<Phase['kind'] | 'committedRunning', number>;
+
+/** Where a job's time goes: the driver enters phases, this adds up how long each kind lasted. */
+export class PhaseClock {
+  private readonly ms: PhaseTimes = { between: 0, admitting: 0, running: 0, committedRunning: 0, evaluating: 0, finishing: 0, paused: 0, done: 0 };
+  private since = performance.now();
+
+  constructor(private kind: Phase['kind']) {}
+
+  enter(kind: Phase['kind'], now = performance.now()): void {
+    this.ms[this.kind] += now - this.since;
+    this.since = now;
+    this.kind = kind;
+  }
+
+  /** A running phase of `ms` committed its step. */
+  committed(ms: number): void {
+    this.ms.committedRunning += ms;
+  }
+
+  /** The totals so far, the current phase counted up to `now`. */
+  times(now = performance.now()): PhaseTimes {
+    const t = { ...this.ms };
+    t[this.kind] += now - this.since;
+    return t;
+  }
+}

@@ -25,17 +25,19 @@ import { Evaluations } from './driver-eval.ts';
 import { Generations } from './driver-generations.ts';
 import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
-import { DEFAULT_TIMEOUTS, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
+import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
-export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts } from './driver-types.ts';
+export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
 
 export class Driver {
   private readonly peers = new Map<string, PeerRec>();
   /** The ring's generations: the current one's number, ring and two-level plan. */
   private readonly gen: Generations;
   private step: number;
-  private phase: Phase = { kind: 'between' };
+  private current: Phase = { kind: 'between' };
+  /** Where the job's time goes: milliseconds in each kind of phase (phaseTimes()). */
+  private readonly clock = new PhaseClock('between');
   private readonly evals: Evaluations;
   /** The newest stored checkpoint and the uploads expected. */
   private readonly ckpt: CheckpointBook;
@@ -59,6 +61,20 @@ export class Driver {
     this.finished = new Promise((r) => { this.resolveDone = r; });
     this.timer = setInterval(() => this.tick(), 250);
     this.timer.unref?.();
+  }
+
+  private get phase(): Phase {
+    return this.current;
+  }
+
+  private set phase(p: Phase) {
+    this.clock.enter(p.kind);
+    this.current = p;
+  }
+
+  /** Milliseconds spent in each kind of phase so far (PhaseClock). */
+  phaseTimes(): PhaseTimes {
+    return this.clock.times();
   }
 
   /** The current generation's ring, in rank order. */
@@ -281,6 +297,7 @@ export class Driver {
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
     this.steps.committed(ph, now - ph.started);
+    this.clock.committed(now - ph.started);
     this.step = ph.step + ph.steps;
     const { record, event } = commitRecords(ph, results, this.step, now);
     this.d.metrics.append(record);
