@@ -144,3 +144,41 @@ export function committedThroughput(records: readonly MetricRecord[], fromMs: nu
   const seconds = (toMs - fromMs) / 1000;
   return { fromMs, toMs, images, imagesPerSec: seconds > 0 ? images / seconds : 0, reusedImages, steps };
 }
+
+/** Committed steps' wall times, split by whether the step was its generation's first. */
+export interface StepSplit {
+  /** The first committed step of each generation: its ring formed (new links dialed) during it. */
+  first: { steps: number; medianMs: number; totalMs: number };
+  /** Every other committed step (links of the generation already open). */
+  rest: { steps: number; medianMs: number; totalMs: number };
+}
+
+const median = (xs: number[]): number => {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/**
+ * Where committed steps in (fromMs, toMs] spent their time: the first step of each generation
+ * (which waits for its ring to form) against the rest. Under churn the first kind carries the
+ * cost of every membership change that a steady ring does not pay.
+ */
+export function stepSplit(records: readonly MetricRecord[], fromMs: number, toMs: number): StepSplit {
+  const first: number[] = [];
+  const rest: number[] = [];
+  let generation: number | null = null;
+  for (const r of records) {
+    if (r.type !== 'step') continue;
+    const isFirst = r.generation !== generation;
+    generation = r.generation;
+    if (r.time <= fromMs || r.time > toMs) continue;
+    (isFirst ? first : rest).push(r.wallMs);
+  }
+  const sum = (xs: number[]) => xs.reduce((a, x) => a + x, 0);
+  return {
+    first: { steps: first.length, medianMs: median(first), totalMs: sum(first) },
+    rest: { steps: rest.length, medianMs: median(rest), totalMs: sum(rest) },
+  };
+}

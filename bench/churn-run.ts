@@ -26,7 +26,7 @@ import type { Manifest } from '../src/data/manifest.ts';
 import { layoutOf } from '../src/nn/layout.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { makeRng } from '../src/rng.ts';
-import { checkCheckpoints, checkHistory, committedChecksums, committedThroughput, slope, type CheckpointCheck, type HistoryCheck, type Throughput } from './churn-check.ts';
+import { checkCheckpoints, checkHistory, committedChecksums, committedThroughput, slope, stepSplit, type CheckpointCheck, type HistoryCheck, type StepSplit, type Throughput } from './churn-check.ts';
 import { Host, Tail, type SimVolunteer } from './churn-hosts.ts';
 import type { HostReport } from './churn-protocol.ts';
 
@@ -114,6 +114,8 @@ export interface ChurnResult {
    * churn end): where the job's time goes (running, committed or aborted; admitting joiners; ...).
    */
   phaseSeconds: Record<string, number>;
+  /** Committed steps in the throughput's window: each generation's first against the rest (churn-check.ts). */
+  stepSplit: StepSplit;
   samples: Sample[];
   coordinatorLog: string[];
 }
@@ -395,7 +397,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
         heapSlopeMbPerMin: k, slopeWindowS: [half[0]?.t ?? 0, half[half.length - 1]?.t ?? 0],
         hostRssMbMax: Math.max(0, ...samples.map((s) => s.hostsRssMb)), gc: gc !== null,
       },
-      driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), samples, coordinatorLog: coordinatorLog.lines,
+      driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), stepSplit: stepSplit(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000), samples, coordinatorLog: coordinatorLog.lines,
     };
   } finally {
     sampling = false;

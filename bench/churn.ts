@@ -123,6 +123,8 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm ? `, ${calm.throughput.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calm.history.finalStep} steps, lost ${calm.history.lostSteps.length}, doubled ${calm.history.doubledSteps.length}, ${calm.evictions} evictions` : ''}; honest evictions ${honestEvictions}`);
   const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
   log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calm ? `; without churn: ${split(calm)}` : ''}`);
+  const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
+  log(`churn: committed steps: ${stepsLine(r)}${calm ? `; without churn: ${stepsLine(calm)}` : ''}`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
@@ -141,6 +143,7 @@ export async function main(args: string[]): Promise<void> {
       honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in both runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
+      stepSplit: "committed steps in the goodput's window: the first of each generation (its ring forms during it: new links are dialed, kept ones handed over) against the rest, with median and total wall ms",
       phaseSeconds: "seconds the coordinator's driver spent in each kind of phase from the ramp end to the churn end: running (committedRunning: the attempts that committed; the rest aborted), admitting (a checkpoint uploaded and loaded by joiners while the ring waits), evaluating, between (deciding), paused",
       evictions: "peer-left events whose reason is an eviction (timeout, checksum dissent, blamed by the ring)",
       aborts: 'abort records: a step attempt abandoned because a member left, crashed or was evicted (it runs again)',
@@ -162,6 +165,7 @@ export async function main(args: string[]): Promise<void> {
     bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
     goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.throughput.imagesPerSec) : null, reused_images: r.throughput.reusedImages,
+    first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
     evictions: r.evictions, aborts: h.aborts, kills: r.peers.kills, max_ring: h.maxRing,
     unreadable_checkpoints: c.unreadable.length, checkpoint_checksum_mismatches: c.mismatches.length,
     heap_mb_start: r2(r.memory.heapMbStart), heap_mb_max: r2(r.memory.heapMbMax), heap_mb_end: r2(r.memory.heapMbEnd),

@@ -43,8 +43,11 @@ export interface StepRings {
   readonly prev: Link | null;
   /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2', with ', f16 wire' on a half wire: for logs. */
   readonly shape: string;
-  /** Links of these rings (2 per ring of 2+ peers), and how many an earlier generation's rings used already. */
-  readonly links: { total: number; reused: number };
+  /**
+   * Links of these rings (2 per ring of 2+ peers), how many an earlier generation's rings used
+   * already, and the connection attempts made to next and offered by prev while forming them.
+   */
+  readonly links: { total: number; reused: number; dials: number; offers: number };
   /** Sums `grad` over the generation in place (every peer gets the same bits); rejects with a RingError. */
   allReduce(grad: Float32Array, o: StepReduceOptions): Promise<Float32Array>;
   /** Bytes this peer sends in one allReduce of `length` floats. */
@@ -55,9 +58,11 @@ export interface StepRings {
   release(): void;
 }
 
-const linksOf = (rings: readonly (Ring | null)[]): { total: number; reused: number } => ({
+const linksOf = (rings: readonly (Ring | null)[]): StepRings['links'] => ({
   total: rings.reduce((n, r) => n + (r && r.size > 1 ? 2 : 0), 0),
   reused: rings.reduce((n, r) => n + (r?.reusedLinks ?? 0), 0),
+  dials: rings.reduce((n, r) => n + (r?.attempts.dials ?? 0), 0),
+  offers: rings.reduce((n, r) => n + (r?.attempts.offers ?? 0), 0),
 });
 
 /** A group ring's stall timeout over the column ring's (see the header). */

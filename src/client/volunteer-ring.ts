@@ -64,6 +64,7 @@ export class SessionRing {
   async join(a: StepAssignment): Promise<StepRings | null> {
     if (this.ring) return this.ring;
     let ring: StepRings | null;
+    const t0 = performance.now();
     try {
       ring = await this.form(a);
     } catch (e) {
@@ -75,7 +76,9 @@ export class SessionRing {
     if (ring.size > 1) {
       this.linked = true;
       const relays = relayHostsOf(this.o.iceServers);
+      const t1 = performance.now();
       const [next, prev] = await Promise.all([ring.next?.route?.(relays), ring.prev?.route?.(relays)]);
+      const t2 = performance.now();
       // A newer assignment may have closed this ring while its links were looked at.
       if (this.ring !== ring) {
         this.o.log(`volunteer: the ring of generation ${a.generation} was closed as it formed (the coordinator has moved on)`);
@@ -83,7 +86,7 @@ export class SessionRing {
       }
       this.links = { next: next ?? null, prev: prev ?? null };
       this.o.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
-      this.o.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new`);
+      this.o.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new (formed in ${Math.round(t1 - t0)} ms, routes read in ${Math.round(t2 - t1)} ms; ${ring.links.dials} dials, ${ring.links.offers} offers)`);
     }
     return ring;
   }

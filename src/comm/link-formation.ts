@@ -49,6 +49,8 @@ export interface FormationInit<L extends FormingLink> {
 export interface FormedLinks<L extends FormingLink> {
   next: L;
   prev: L;
+  /** Connection attempts this peer made to next, and attempts from prev it was offered (logs: a re-dial shows here). */
+  attempts: { dials: number; offers: number };
 }
 
 export class LinkFormation<L extends FormingLink> {
@@ -64,6 +66,7 @@ export class LinkFormation<L extends FormingLink> {
   private dials = 0;
   private incoming: L | null = null;
   private inOpen = false;
+  private offers = 0;
   private readonly timer: ReturnType<typeof setTimeout>;
   private resolve: (links: FormedLinks<L>) => void = () => undefined;
   private reject: (e: RingError) => void = () => undefined;
@@ -95,6 +98,7 @@ export class LinkFormation<L extends FormingLink> {
   /** An incoming attempt from prev for this (job, generation): taken while forming, else refused. */
   offer(l: L): void {
     if (this.state !== 'forming') return l.close();
+    this.offers++;
     this.incoming?.close(); // superseded: prev re-dials only once its side of the attempt failed
     this.incoming = l;
     this.inOpen = false;
@@ -164,7 +168,7 @@ export class LinkFormation<L extends FormingLink> {
     }
     this.state = 'formed';
     clearTimeout(this.timer);
-    this.resolve({ next: out, prev: incoming });
+    this.resolve({ next: out, prev: incoming, attempts: { dials: this.dials, offers: this.offers } });
   }
 
   private fail(e: RingError): void {

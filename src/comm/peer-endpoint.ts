@@ -13,7 +13,7 @@
 // peer leaves a ring of n, n - 2 of its links stay as they were.
 
 import { RingError } from './errors.ts';
-import { LinkFormation, type FormingLink } from './link-formation.ts';
+import { LinkFormation, type FormedLinks, type FormingLink } from './link-formation.ts';
 import { LinkLease } from './link-lease.ts';
 import { LinkPool } from './link-pool.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
@@ -229,7 +229,7 @@ export class PeerEndpoint {
     const { ids, job, generation } = o;
     if (ids.length === 1 && ids[0] === this.id) return new Ring({ selfId: this.id, ids, job, generation, settings: o.settings });
     const tag = o.tag ?? '';
-    const { next, prev } = await this.formLinks(o, true);
+    const { next, prev, attempts } = await this.formLinks(o, true);
     let reused = 0;
     const lease = (l: FormingLink, role: 'next' | 'prev'): LinkLease => {
       if (l instanceof LinkLease) {
@@ -242,7 +242,7 @@ export class PeerEndpoint {
     const [toNext, fromPrev] = [lease(next, 'next'), lease(prev, 'prev')];
     let ring: Ring;
     try {
-      ring = new Ring({ selfId: this.id, ids, job, generation, next: toNext, prev: fromPrev, settings: o.settings, reusedLinks: reused });
+      ring = new Ring({ selfId: this.id, ids, job, generation, next: toNext, prev: fromPrev, settings: o.settings, reusedLinks: reused, attempts });
     } catch (e) {
       toNext.close();
       fromPrev.close();
@@ -271,7 +271,7 @@ export class PeerEndpoint {
     return { next, prev };
   }
 
-  private async formLinks(o: FormRingOptions, reuse: boolean): Promise<{ next: FormingLink; prev: FormingLink }> {
+  private async formLinks(o: FormRingOptions, reuse: boolean): Promise<FormedLinks<FormingLink>> {
     const { ids, job, generation } = o;
     const tag = o.tag ?? '';
     if (tag !== '' && !isRingTag(tag)) throw new RingError('bad-input', this.id, `ring tag ${JSON.stringify(tag)} must be 1..16 characters [a-z0-9-]`);

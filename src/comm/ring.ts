@@ -50,6 +50,8 @@ export interface RingInit {
   settings?: Partial<RingSettings>;
   /** How many of next and prev an earlier generation's ring used already (for logs). */
   reusedLinks?: number;
+  /** Connection attempts made to next and offered by prev while forming (link-formation.ts). */
+  attempts?: { dials: number; offers: number };
 }
 
 /** The running collective, as the ring sees it (implemented in allreduce.ts). */
@@ -77,6 +79,8 @@ export class Ring {
   readonly prev: Link | null;
   /** Links taken over from an earlier generation's ring (RingInit.reusedLinks). */
   readonly reusedLinks: number;
+  /** RingInit.attempts (zeros when not formed by a LinkFormation). */
+  readonly attempts: { dials: number; offers: number };
 
   private err: RingError | null = null;
   private closedLocally = false;
@@ -104,6 +108,7 @@ export class Ring {
     this.rank = ids.indexOf(selfId);
     this.size = ids.length;
     this.reusedLinks = init.reusedLinks ?? 0;
+    this.attempts = init.attempts ?? { dials: 0, offers: 0 };
     const bad = (why: string) => new RingError('bad-input', selfId, why);
     if (this.rank < 0) throw bad(`self id ${selfId} is not in the ring [${ids.join(', ')}]`);
     if (new Set(ids).size !== ids.length) throw bad(`ring ids are not distinct: [${ids.join(', ')}]`);

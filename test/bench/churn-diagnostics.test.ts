@@ -1,0 +1,52 @@
+// Where a churning job's time goes, as the churn bench reports it: the driver's phase clock, the
+// bench's window over two of its readings, and the split of committed steps into each
+// generation's first (its ring forms during it) and the rest.
+import { describe, expect, it } from 'vitest';
+import { PhaseClock } from '../../coordinator/driver-types.ts';
+import { stepSplit } from '../../bench/churn-check.ts';
+import { phaseWindow } from '../../bench/churn-run.ts';
+import type { MetricRecord } from '../../src/client/protocol.ts';
+
+describe('PhaseClock', () => {
+  it('adds up the time spent in each kind of phase, the current one up to now', () => {
+    const c = new PhaseClock('between');
+    c.enter('running', performance.now() + 0); // leaves 'between' now
+    const t0 = performance.now();
+    c.enter('admitting', t0 + 100);
+    c.enter('running', t0 + 130);
+    c.committed(80);
+    const t = c.times(t0 + 200);
+    expect(t.running).toBeCloseTo(100 + 70, 0);
+    expect(t.admitting).toBeCloseTo(30, 6);
+    expect(t.committedRunning).toBe(80);
+    expect(t.evaluating).toBe(0);
+    // Reading does not change what was counted.
+    expect(c.times(t0 + 200)).toEqual(t);
+  });
+
+  it('gives the window between two readings in seconds', () => {
+    const zero = { between: 0, admitting: 0, running: 0, committedRunning: 0, evaluating: 0, finishing: 0, paused: 0, done: 0 };
+    const a = { ...zero, running: 1000, admitting: 500 };
+    const b = { ...zero, running: 4500, committedRunning: 3000, admitting: 1234, evaluating: 10 };
+    expect(phaseWindow(a, b)).toEqual({ ...zero, running: 3.5, committedRunning: 3, admitting: 0.73, evaluating: 0.01 });
+    expect(phaseWindow(null, b).running).toBe(4.5);
+  });
+});
+
+describe('stepSplit', () => {
+  const step = (time: number, generation: number, wallMs: number) => ({ type: 'step', time, step: time, generation, ring: 3, loss: null, imagesPerSec: 0, wallMs, peers: [] }) as unknown as MetricRecord;
+  it("separates each generation's first committed step from the rest, inside the window only", () => {
+    const records: MetricRecord[] = [
+      step(1, 1, 900), step(2, 1, 100), // before the window: generation 1's first step stays out
+      { type: 'abort', time: 3, step: 3, generation: 1, reason: 'x' } as MetricRecord,
+      step(4, 2, 1200), step(5, 2, 80), step(6, 2, 120), step(7, 3, 300), step(8, 3, 90),
+      step(9, 4, 5000), // after the window
+    ];
+    expect(stepSplit(records, 2, 8)).toEqual({
+      first: { steps: 2, medianMs: 750, totalMs: 1500 },
+      rest: { steps: 3, medianMs: 90, totalMs: 290 },
+    });
+    // A generation whose first step fell before the window counts its later steps as the rest.
+    expect(stepSplit(records, 1, 2)).toEqual({ first: { steps: 0, medianMs: 0, totalMs: 0 }, rest: { steps: 1, medianMs: 100, totalMs: 100 } });
+  });
+});
