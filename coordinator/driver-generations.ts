@@ -13,6 +13,12 @@ import { planGeneration } from './two-level.ts';
  */
 export const ADMIT_BATCH_FROM = 8;
 
+/**
+ * Under churn a member that asked to leave after its step trains on for at most this many
+ * admission gaps, waiting to go with the next admission (the volunteer itself leaves after 15 s).
+ */
+export const LEAVE_HOLD_GAPS = 3;
+
 export class Generations {
   private current: number;
   private members: string[] = [];
@@ -62,7 +68,21 @@ export class Generations {
    * generation.
    */
   admitDue(waitingSince: readonly number[], gapMs: number, now: number): boolean {
-    const churning = now - this.at < gapMs && this.at - this.previousAt < gapMs;
-    return this.members.length < ADMIT_BATCH_FROM || !churning || waitingSince.some((t) => now - t >= gapMs);
+    return this.members.length < ADMIT_BATCH_FROM || !this.churning(gapMs, now) || waitingSince.some((t) => now - t >= gapMs);
+  }
+
+  /**
+   * Whether members that asked to leave after their step (since `leavingSince`) go at this
+   * boundary when nobody is admitted at it: at once in a calm or small ring; under churn once
+   * the first of them has waited `holdMs` (until then they train on, and go with the next
+   * admission: one new generation for both).
+   */
+  leaveDue(leavingSince: readonly number[], gapMs: number, holdMs: number, now: number): boolean {
+    return this.members.length < ADMIT_BATCH_FROM || !this.churning(gapMs, now) || leavingSince.some((t) => now - t >= holdMs);
+  }
+
+  /** The last two generations began within `gapMs`, the newest less than `gapMs` ago. */
+  private churning(gapMs: number, now: number): boolean {
+    return now - this.at < gapMs && this.at - this.previousAt < gapMs;
   }
 }

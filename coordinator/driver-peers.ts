@@ -27,8 +27,13 @@ export interface PeerRec {
   admitAfter: number;
   /** When it began waiting for admission (the joiner batching of the driver's boundary()). */
   waitingSince: number;
-  /** It asked to leave after the running step (Leave.afterStep): let go at the next boundary. */
+  /**
+   * It asked to leave after the running step (Leave.afterStep): let go at a boundary (under churn
+   * in a big ring with the next admission, or once it has waited the admission gap).
+   */
   leaving?: boolean;
+  /** When it asked to leave after its step. */
+  leavingSince?: number;
 }
 
 /** The record of a peer that connected at `now`: waiting for admission. */

@@ -22,7 +22,7 @@
 import type { CoordinatorMessage, PeerMessage } from '../src/client/protocol.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
-import { Generations } from './driver-generations.ts';
+import { Generations, LEAVE_HOLD_GAPS } from './driver-generations.ts';
 import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
@@ -150,6 +150,7 @@ export class Driver {
         // (boundary()), so the ring keeps its slice; anyone else is gone now.
         if (m.afterStep && ph.kind === 'running' && ph.ring.includes(id)) {
           peer.leaving = true;
+          peer.leavingSince ??= now;
           this.d.log(`peer ${id} leaves after step ${ph.step + 1} (${m.reason ?? 'asked'})`);
           return;
         }
@@ -225,20 +226,24 @@ export class Driver {
       return;
     }
     this.phase = { kind: 'between' };
-    const leaving = this.ring.filter((id) => this.peers.get(id)?.leaving);
-    if (leaving.length > 0) {
-      // Their step is committed: they go now, without aborting anything.
-      for (const id of leaving) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
-      return this.gone(leaving, 'left after its step (stopped by its owner)');
-    }
     const now = Date.now();
     const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     // Joiners enter at a round boundary, after the survivors of an aborted attempt finished it
     // (driver-steps.ts); under churn in a big ring they may wait for more (driver-generations.ts).
     const roundPending = this.steps.survivorsFirst(this.step, this.ring, ringSpeeds(this.ring, this.peers), this.ckpt.loadable(this.step));
-    const due = this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now);
-    if (this.ring.length === 0 || (waiting.length > 0 && !roundPending && due)) return this.startAdmission(waiting);
+    const admitNow = this.ring.length === 0 || (waiting.length > 0 && !roundPending && this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now));
+    // Members that asked to leave after their step: their step is committed, so they go without
+    // aborting anything. Under churn in a big ring they train on (at most LEAVE_HOLD_GAPS gaps) and
+    // go with the next admission, so that leaves and joins make one new generation, not one each:
+    // each generation's first step waits for its new links to be dialed.
+    const leaving = this.ring.filter((id) => this.peers.get(id)?.leaving);
+    const gap = this.timeouts.admitGapMs;
+    if (leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince ?? now), gap, LEAVE_HOLD_GAPS * gap, now))) {
+      for (const id of leaving) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
+      return this.gone(leaving, 'left after its step (stopped by its owner)');
+    }
+    if (admitNow) return this.startAdmission(waiting);
     const last = this.step >= this.d.job.totalSteps;
     if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();
     if (last) return this.startFinishing();

@@ -99,6 +99,88 @@ describe('a member that leaves after its step', () => {
     h.d.stop();
   });
 
+  it('under churn in a big ring it trains on until the next admission, and goes with the joiners: one new generation', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
+    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
+    as = commit(h, as);
+    // c leaves at once, 300 ms after the ring formed: two generations within the gap, the ring churns.
+    vi.setSystemTime(1_000_300);
+    h.d.peerGone('c', 'stopped by its owner');
+    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
+    const generation = as[0]!.generation;
+    // b asks to leave after its step, and a joiner comes: neither changes the ring at this commit.
+    vi.setSystemTime(1_000_400);
+    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
+    h.d.peerConnected('x', null);
+    as = commit(h, as);
+    expect(h.has('b', 'done')).toBe(false);
+    expect(as.map((a) => a.ring[a.rank])).toEqual(['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i']);
+    expect(as.every((a) => a.generation === generation)).toBe(true);
+    // The gap has passed: b goes and x is admitted at the same boundary.
+    vi.setSystemTime(1_002_500);
+    commit(h, as);
+    expect(h.take('b', 'done')).toMatchObject({ step: h.d.status().step });
+    const step = h.d.status().step;
+    expect(h.take('a', 'upload-checkpoint')).toEqual({ type: 'upload-checkpoint', step });
+    h.d.checkpointStored('a', step);
+    expect(h.take('x', 'load-state')).toMatchObject({ step });
+    h.ready('x', step);
+    const next = ['a', 'd', 'e', 'f', 'g', 'h', 'i', 'x'].map((id) => h.take(id, 'step-assignment'));
+    expect(next[0]!.ring).toEqual(['a', 'd', 'e', 'f', 'g', 'h', 'i', 'x']);
+    // The generation without b was never used for a step: ring formations happen once.
+    expect(new Set(next.map((a) => a.generation)).size).toBe(1);
+    // The one abort is c's (it left mid-step); b's leave aborted nothing.
+    expect(h.records.flatMap((r) => (r.type === 'abort' ? [r.reason] : []))).toEqual([expect.stringMatching(/^c left/)]);
+    h.d.stop();
+  });
+
+  it('under churn in a big ring, with nobody to admit, it goes once the ring is calm again (no new generation for admitGapMs)', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
+    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
+    as = commit(h, as);
+    vi.setSystemTime(1_000_300);
+    h.d.peerGone('c', 'stopped by its owner');
+    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
+    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
+    vi.setSystemTime(1_001_000);
+    as = commit(h, as);
+    expect(h.has('b', 'done')).toBe(false);
+    vi.setSystemTime(1_002_400);
+    as = commit(h, as);
+    expect(h.take('b', 'done')).toBeTruthy();
+    expect(as.map((a) => a.ring[a.rank])).toEqual(['a', 'd', 'e', 'f', 'g', 'h', 'i']);
+    h.d.stop();
+  });
+
+  it('under churn that does not calm down, it goes after LEAVE_HOLD_GAPS admission gaps at the latest', () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(1_000_000);
+    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'];
+    let as = h.startRing(ids);
+    as = commit(h, as);
+    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
+    // Another member is lost every 1.5 s: a new generation each time, the ring keeps churning.
+    let t = 1_000_000;
+    for (const gone of ['c', 'd', 'e', 'f']) {
+      t += 1500;
+      vi.setSystemTime(t);
+      h.d.peerGone(gone, 'stopped by its owner');
+      as = h.d.status().ring.map((id) => h.take(id, 'step-assignment'));
+      if (h.has('b', 'done')) break;
+      as = commit(h, as);
+    }
+    // Held through the churn while it waited less than 3 x 2 s, let go at the first boundary after.
+    expect(t).toBe(1_006_000);
+    expect(h.take('b', 'done')).toBeTruthy();
+    expect(h.d.status().ring).not.toContain('b');
+    h.d.stop();
+  });
+
   it('a leave after the step from a peer that is not in a running step is a leave now', () => {
     const h = driverHarness({});
     h.startRing(['a', 'b']);
