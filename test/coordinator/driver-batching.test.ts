@@ -11,6 +11,20 @@ function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): Step
   return ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
 }
 
+/**
+ * A ring of 9 at time 1,000,000 (fake Date) that churns: c leaves 300 ms after it formed, so two
+ * generations began within the 2 s admission gap; `as` are the re-run's assignments of the 8 left.
+ */
+function churningRing(): ReturnType<typeof driverHarness> & { as: StepAssignment[] } {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  vi.setSystemTime(1_000_000);
+  const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
+  commit(h, h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']));
+  vi.setSystemTime(1_000_300);
+  h.d.peerGone('c', 'stopped by its owner');
+  return Object.assign(h, { as: ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment')) });
+}
+
 describe('joiner batching', () => {
   afterEach(() => vi.useRealTimers());
 
@@ -31,16 +45,8 @@ describe('joiner batching', () => {
   });
 
   it('under churn joiners wait up to admitGapMs, then enter together in one generation', () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(1_000_000);
-    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
-    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
-    as = commit(h, as);
-    vi.setSystemTime(1_000_100);
-    // c leaves 300 ms after the ring formed: two generations within the gap, the ring churns.
-    vi.setSystemTime(1_000_300);
-    h.d.peerGone('c', 'stopped by its owner');
-    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
+    const h = churningRing();
+    let as = h.as;
     const generation = as[0]!.generation;
     vi.setSystemTime(1_000_400);
     h.d.peerConnected('x', null);
@@ -82,6 +88,8 @@ describe('joiner batching', () => {
 });
 
 describe('a member that leaves after its step', () => {
+  afterEach(() => vi.useRealTimers());
+
   it('keeps its slice in the running step; at the commit it gets done and the ring goes on without it, nothing aborted', () => {
     const h = driverHarness({});
     let as = h.startRing(['a', 'b', 'c']);
@@ -100,15 +108,8 @@ describe('a member that leaves after its step', () => {
   });
 
   it('under churn in a big ring it trains on until the next admission, and goes with the joiners: one new generation', () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(1_000_000);
-    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
-    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
-    as = commit(h, as);
-    // c leaves at once, 300 ms after the ring formed: two generations within the gap, the ring churns.
-    vi.setSystemTime(1_000_300);
-    h.d.peerGone('c', 'stopped by its owner');
-    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
+    const h = churningRing();
+    let as = h.as;
     const generation = as[0]!.generation;
     // b asks to leave after its step, and a joiner comes: neither changes the ring at this commit.
     vi.setSystemTime(1_000_400);
@@ -137,14 +138,8 @@ describe('a member that leaves after its step', () => {
   });
 
   it('under churn in a big ring, with nobody to admit, it goes once the ring is calm again (no new generation for admitGapMs)', () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(1_000_000);
-    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
-    let as = h.startRing(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i']);
-    as = commit(h, as);
-    vi.setSystemTime(1_000_300);
-    h.d.peerGone('c', 'stopped by its owner');
-    as = ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment'));
+    const h = churningRing();
+    let as = h.as;
     h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
     vi.setSystemTime(1_001_000);
     as = commit(h, as);
