@@ -30,7 +30,7 @@ import { Prefetcher } from '../data/prefetch.ts';
 import { httpShardSource, loadManifest } from '../data/source.ts';
 import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
-import { checkOuterConfig } from '../optim/outer.ts';
+import { checkOuterConfig, OUTER_DEFAULTS } from '../optim/outer.ts';
 import { jobWire, syncBuckets } from './sync-step.ts';
 import { getJob } from './http.ts';
 import { TrainingState } from './state.ts';
@@ -57,8 +57,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
   const model = new Model(p.engine, spec, { seed: job.job.seed });
   const buckets = syncBuckets(model.layout, job.job);
-  // Checked here too (a coordinator's settings are input): peers must agree on every field.
-  const outer = job.job.outer && job.job.outer.syncEvery > 1 ? checkOuterConfig(job.job.outer) : null;
+  // Checked here too (a coordinator's settings are input): peers must agree on every field. A
+  // field an older coordinator does not send takes its default (the warm-up is its business).
+  const outer = job.job.outer && job.job.outer.syncEvery > 1 ? checkOuterConfig({ ...OUTER_DEFAULTS, ...job.job.outer }) : null;
   const state = new TrainingState(model, job.job.optimizer, outer);
   const rounds = outer ? new RoundState(state, outer) : null;
   const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;

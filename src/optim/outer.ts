@@ -87,7 +87,8 @@ export function outerStep(c: OuterConfig, w: Float32Array, u: Float32Array, sum:
 /**
  * The inner momentum every peer takes after a round (OuterConfig.carry), in place into `v`:
  * v[i] = rho (1 - m) / (m (1 - m^H')) * sum[i] / images, float64 inside, float32 stored, so
- * every peer with the same sum gets the same bits. m = 0 (no inner momentum): v = 0.
+ * every peer with the same sum gets the same bits. m = 0 (no inner momentum): v = 0. (With
+ * Nesterov inner SGD the same v moves the weights by m R d, its look-ahead taking one factor m.)
  */
 export function carriedMomentum(v: Float32Array, sum: Float32Array, images: number, innerSteps: number, m: number, rho: number): void {
   const n = v.length;
