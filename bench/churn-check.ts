@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { MetricRecord } from '../coordinator/metrics.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import { weightChecksum } from '../src/client/checksum.ts';
+import { median } from './timing.ts';
 
 export interface HistoryCheck {
   /** The highest committed step. */
@@ -153,13 +154,6 @@ export interface StepSplit {
   rest: { steps: number; medianMs: number; totalMs: number };
 }
 
-const median = (xs: number[]): number => {
-  if (xs.length === 0) return 0;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 /**
  * Where committed steps in (fromMs, toMs] spent their time: the first step of each generation
  * (which waits for its ring to form) against the rest. Under churn the first kind carries the
@@ -176,9 +170,6 @@ export function stepSplit(records: readonly MetricRecord[], fromMs: number, toMs
     if (r.time <= fromMs || r.time > toMs) continue;
     (isFirst ? first : rest).push(r.wallMs);
   }
-  const sum = (xs: number[]) => xs.reduce((a, x) => a + x, 0);
-  return {
-    first: { steps: first.length, medianMs: median(first), totalMs: sum(first) },
-    rest: { steps: rest.length, medianMs: median(rest), totalMs: sum(rest) },
-  };
+  const summary = (xs: number[]) => ({ steps: xs.length, medianMs: xs.length ? median(xs) : 0, totalMs: xs.reduce((a, x) => a + x, 0) });
+  return { first: summary(first), rest: summary(rest) };
 }

@@ -68,7 +68,7 @@ export class Generations {
    * generation.
    */
   admitDue(waitingSince: readonly number[], gapMs: number, now: number): boolean {
-    return this.members.length < ADMIT_BATCH_FROM || !this.churning(gapMs, now) || waitingSince.some((t) => now - t >= gapMs);
+    return this.due(waitingSince, gapMs, gapMs, now);
   }
 
   /**
@@ -78,11 +78,16 @@ export class Generations {
    * admission: one new generation for both).
    */
   leaveDue(leavingSince: readonly number[], gapMs: number, holdMs: number, now: number): boolean {
-    return this.members.length < ADMIT_BATCH_FROM || !this.churning(gapMs, now) || leavingSince.some((t) => now - t >= holdMs);
+    return this.due(leavingSince, gapMs, holdMs, now);
   }
 
-  /** The last two generations began within `gapMs`, the newest less than `gapMs` ago. */
-  private churning(gapMs: number, now: number): boolean {
-    return now - this.at < gapMs && this.at - this.previousAt < gapMs;
+  /**
+   * A membership change waiting since `since` is made now: in a ring under ADMIT_BATCH_FROM, in
+   * a calm one (the last two generations did not both begin within `gapMs`), or once the first
+   * of them has waited `holdMs`.
+   */
+  private due(since: readonly number[], gapMs: number, holdMs: number, now: number): boolean {
+    const churning = now - this.at < gapMs && this.at - this.previousAt < gapMs;
+    return this.members.length < ADMIT_BATCH_FROM || !churning || since.some((t) => now - t >= holdMs);
   }
 }

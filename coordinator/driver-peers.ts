@@ -28,11 +28,9 @@ export interface PeerRec {
   /** When it began waiting for admission (the joiner batching of the driver's boundary()). */
   waitingSince: number;
   /**
-   * It asked to leave after the running step (Leave.afterStep): let go at a boundary (under churn
-   * in a big ring with the next admission, or once it has waited the admission gap).
+   * When it asked to leave after the running step (Leave.afterStep; absent: it did not): let go
+   * at a boundary (under churn in a big ring with the next admission, or after a bounded hold).
    */
-  leaving?: boolean;
-  /** When it asked to leave after its step. */
   leavingSince?: number;
 }
 

@@ -146,10 +146,9 @@ export class Driver {
       case 'heartbeat':
         return;
       case 'leave':
-        // A member of the running step that asks to leave after it: let go at its commit
-        // (boundary()), so the ring keeps its slice; anyone else is gone now.
+        // A member of the running step that asks to leave after it: let go at a boundary after
+        // its commit (boundary()), so the ring keeps its slice; anyone else is gone now.
         if (m.afterStep && ph.kind === 'running' && ph.ring.includes(id)) {
-          peer.leaving = true;
           peer.leavingSince ??= now;
           this.d.log(`peer ${id} leaves after step ${ph.step + 1} (${m.reason ?? 'asked'})`);
           return;
@@ -237,9 +236,9 @@ export class Driver {
     // aborting anything. Under churn in a big ring they train on (at most LEAVE_HOLD_GAPS gaps) and
     // go with the next admission, so that leaves and joins make one new generation, not one each:
     // each generation's first step waits for its new links to be dialed.
-    const leaving = this.ring.filter((id) => this.peers.get(id)?.leaving);
+    const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
     const gap = this.timeouts.admitGapMs;
-    if (leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince ?? now), gap, LEAVE_HOLD_GAPS * gap, now))) {
+    if (leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, LEAVE_HOLD_GAPS * gap, now))) {
       for (const id of leaving) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
       return this.gone(leaving, 'left after its step (stopped by its owner)');
     }
