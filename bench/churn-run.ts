@@ -96,7 +96,7 @@ export interface ChurnResult {
     exits: Record<string, number>; errors: string[]; hostsSpawned: number; unexpectedHostExits: string[];
     /** Volunteers that joined or trained more than 5 s after they were asked to leave. */
     ignoredLeaves: string[];
-    /** Volunteers (not killed) that never reported their end: still running when their host was told to quit. */
+    /** Volunteers (not killed, nor on a killed host while stopping) that never reported their end: still running when their host was told to quit. */
     neverEnded: string[];
   };
   memory: {
@@ -389,7 +389,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
       seconds: now(), churnSeconds, endedBy, finished, history, checkpoints, throughput, evictions, evictionsOf, evictionReasons,
       peers: {
         started: volunteers.length, sessions, leaves, kills, hostKills, maxPresent, exits, errors, hostsSpawned: hosts.length, unexpectedHostExits,
-        ignoredLeaves: [...lateAfterLeave], neverEnded: volunteers.filter((v) => !reported.has(v) && v.fate !== 'killed').map((v) => v.name),
+        ignoredLeaves: [...lateAfterLeave], neverEnded: volunteers.filter((v) => !reported.has(v) && v.fate !== 'killed' && !v.host.killed).map((v) => v.name),
       },
       memory: {
         heapMbStart: first.heapMb, heapMbMax: Math.max(...samples.map((s) => s.heapMb)), heapMbEnd: end.heapMb,

@@ -23,6 +23,8 @@ export class Generations {
   private current: number;
   private members: string[] = [];
   private plan: Topology | null = null;
+  /** A generation planned ahead (prepare): taken by next() when its members are the same. */
+  private ahead: { ring: string[]; topology: Topology | null } | null = null;
   /** When the newest generation and the one before it began (joiner batching). */
   private at = 0;
   private previousAt = 0;
@@ -38,15 +40,38 @@ export class Generations {
   /** The generation's two-level plan (its groups, in order, are `ring`), or null: a flat ring. */
   get topology(): Topology | null { return this.plan; }
 
+  /** The generation planned ahead, if any (signaling lets its neighbours connect too). */
+  get prepared(): { ring: readonly string[]; topology: Topology | null } | null {
+    return this.ahead;
+  }
+
+  /**
+   * Plans the generation of `ring` now (make before break: driver-ahead.ts), to be begun later
+   * by next() over the same members even if the measured links change meanwhile.
+   */
+  prepare(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>): { ring: string[]; topology: Topology | null } {
+    this.ahead = planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
+    return this.ahead;
+  }
+
+  /** Forgets the generation planned ahead (it will not come). */
+  dropPrepared(): void {
+    this.ahead = null;
+  }
+
   /**
    * Begins the next generation over `ring` at `now`, unless `ring` is the current ring (null);
-   * returns its metrics record and live event.
+   * returns its metrics record and live event. Over the members of the generation planned
+   * ahead, that plan (its order and groups) is the one begun.
    */
   next(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } | null {
     const same = ring.length === this.members.length && ring.every((id, i) => id === this.members[i]);
     if (same) return null;
+    const ahead = this.ahead;
+    const planned = ahead !== null && ahead.ring.length === ring.length && ring.every((id) => ahead.ring.includes(id));
+    if (planned) this.ahead = null;
     // From the job's twoLevelFrom peers on: groups by measured links, and the ring in their order.
-    const { ring: members, topology } = planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
+    const { ring: members, topology } = planned ? ahead : planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
     this.members = members;
     this.plan = topology;
     this.current++;

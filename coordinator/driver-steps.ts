@@ -29,6 +29,11 @@ export interface StepStart {
   topology: Topology | null;
   /** Step of the newest stored checkpoint (null: none). */
   checkpointStep: number | null;
+  /**
+   * The ring that will run the next step (a change announced ahead: driver-ahead.ts), with its
+   * members' speeds by rank: the next step's prefetch hint is its plan for that ring.
+   */
+  coming?: { ring: readonly string[]; speeds: readonly number[] } | null;
 }
 
 /** A step as it starts: the running phase, each member's assignment (by rank) and what it asks. */
@@ -47,8 +52,11 @@ export class StepBook {
   private affinity: AffinityState = emptyAffinity();
   /** The split of the last step assigned (shard-local jobs keep it while speeds only jitter). */
   private lastSplit: { ring: string[]; images: number[] } | null = null;
-  /** The next step's plan as hinted to the ring of `generation`: assigned as is if that ring runs it. */
-  private hinted: { generation: number; ring: readonly string[]; plan: StepPlan } | null = null;
+  /**
+   * The next step's plan as hinted to the ring of `generation` (null: to a ring announced ahead,
+   * whatever generation begins it): assigned as is if that ring runs it.
+   */
+  private hinted: { generation: number | null; ring: readonly string[]; plan: StepPlan } | null = null;
   /** Rounds (syncEvery > 1): the round in flight, kept when it is aborted so survivors reuse their work. */
   private round: RoundPlan | null = null;
   /** Sync mode: the slices whose gradient sums the members of the last aborted attempt kept (slice-rerun.ts). */
@@ -84,8 +92,12 @@ export class StepBook {
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
-    const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, s.ring, images) : null;
-    this.hinted = next ? { generation: s.generation, ring: [...s.ring], plan: next } : null;
+    // The ring announced to come next gets the hint of its own plan (members in both rings prefetch their new slice).
+    const nextRing = s.coming?.ring ?? s.ring;
+    const nextImages = s.coming ? splitBatch(B, s.coming.speeds) : images;
+    const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, nextRing, nextImages) : null;
+    this.hinted = next ? { generation: s.coming ? null : s.generation, ring: [...nextRing], plan: next } : null;
+    const hintOf = (id: string): number[] | undefined => next?.slices[nextRing.indexOf(id)];
     const epoch = round ? round.epochs[0]! : plan!.epoch;
     const upload = this.d.job.checkpointEvery > 0 && s.step > 0 && this.crossed(s.step, this.d.job.checkpointEvery) && s.checkpointStep !== s.step;
     const now = Date.now();
@@ -102,7 +114,7 @@ export class StepBook {
         type: 'step-assignment', job: this.d.jobId, generation: s.generation, step: s.step, ring: phase.ring, rank,
         globalBatch: B, sampleIds: plan ? plan.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
         ...(part ? { round: part } : {}),
-        ...(next ? { next: { step: next.step, epoch: next.epoch, sampleIds: next.slices[rank]! } } : {}),
+        ...(next && hintOf(id) ? { next: { step: next.step, epoch: next.epoch, sampleIds: hintOf(id)! } } : {}),
         ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
         ...(s.topology ? { topology: s.topology } : {}),
       };
@@ -165,10 +177,17 @@ export class StepBook {
     return r.plan;
   }
 
+  /** A joiner's slice of `step` in the ring hinted ahead (its load-state carries it: it prefetches while it loads). */
+  hintFor(id: string, step: number): { step: number; epoch: number; sampleIds: number[] } | null {
+    const h = this.hinted;
+    const rank = h && h.generation === null && h.plan.step === step ? h.ring.indexOf(id) : -1;
+    return rank < 0 ? null : { step, epoch: h!.plan.epoch, sampleIds: h!.plan.slices[rank]! };
+  }
+
   /** The plan hinted for the step, if the ring it was hinted to is the ring now. */
   private hintedPlan(s: StepStart): StepPlan | null {
     const h = this.hinted;
-    if (!h || h.plan.step !== s.step || h.generation !== s.generation) return null;
+    if (!h || h.plan.step !== s.step || (h.generation !== null && h.generation !== s.generation)) return null;
     const same = h.ring.length === s.ring.length && h.ring.every((id, i) => id === s.ring[i]);
     return same ? h.plan : null;
   }

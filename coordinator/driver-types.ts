@@ -27,11 +27,17 @@ export interface DriverTimeouts {
    * boundary admits.
    */
   admitGapMs: number;
+  /**
+   * Make before break (driver-ahead.ts): a planned membership change of a ring of
+   * ADMIT_BATCH_FROM or more waits at most this long while the ring trains on and its members
+   * dial the new ring's links ahead. 0: changes are made at once (links dialed as the ring forms).
+   */
+  prepareMs: number;
 }
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 2_000 };
+export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 2_000, prepareMs: 2_000 };
 
 export interface DriverDeps {
   job: JobConfig;

@@ -20,9 +20,11 @@
 // the checkpoints. The ring shrinking to nobody loses the steps since the newest checkpoint:
 // the job resumes from it (same samples again) when peers come back.
 import type { CoordinatorMessage, PeerMessage } from '../src/client/protocol.ts';
+import type { Topology } from '../src/comm/topology.ts';
+import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
-import { Generations, LEAVE_HOLD_GAPS } from './driver-generations.ts';
+import { ADMIT_BATCH_FROM, Generations, LEAVE_HOLD_GAPS } from './driver-generations.ts';
 import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
@@ -44,6 +46,10 @@ export class Driver {
   private readonly timeouts: DriverTimeouts;
   /** The steps' planning state and commit bookkeeping. */
   private readonly steps: StepBook;
+  /** Make before break: a membership change announced to the new ring before it is made. */
+  private readonly ahead: DialAhead;
+  /** Steps committed by the current generation (a new one forms its links during its first). */
+  private generationSteps = 0;
   private timer: ReturnType<typeof setInterval> | null = null;
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   private pauseAsked = false;
@@ -55,6 +61,7 @@ export class Driver {
     this.timeouts = { ...DEFAULT_TIMEOUTS, ...d.timeouts };
     this.steps = new StepBook(d, this.timeouts.stepMs);
     this.gen = new Generations(d.generation, d.job.twoLevelFrom);
+    this.ahead = new DialAhead(this.timeouts.prepareMs);
     this.evals = new Evaluations(d, this.timeouts.evalMs);
     this.ckpt = new CheckpointBook(d.checkpointStep);
     this.step = d.checkpointStep ?? 0;
@@ -91,6 +98,11 @@ export class Driver {
     return { step: this.step, generation: this.gen.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.gen.topology };
   }
 
+  /** The ring planned ahead of a membership change (its neighbours may connect now), or null. */
+  preparedRing(): { ring: readonly string[]; topology: Topology | null } | null {
+    return this.gen.prepared;
+  }
+
   /** Holds the job at the next step boundary (peers stay connected and idle). */
   pause(): void {
     this.pauseAsked = true;
@@ -125,14 +137,20 @@ export class Driver {
 
   /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
   private gone(ids: readonly string[], reason: string): void {
+    const left = this.forget(ids, reason);
+    if (left.length) this.lose(left, `${left.join(', ')} left (${reason})`);
+  }
+
+  /** Removes peers from the tables and says so; returns those that were here (none after the end: leaving is the plan). */
+  private forget(ids: readonly string[], reason: string): string[] {
     const left = ids.filter((id) => this.peers.delete(id));
-    if (left.length === 0 || this.phase.kind === 'done') return; // after the end, leaving is the plan
+    if (left.length === 0 || this.phase.kind === 'done') return [];
     for (const id of left) {
       this.ckpt.forget(id);
       this.d.publish({ type: 'peer-left', peerId: id, reason });
       this.d.log(`peer ${id} left: ${reason}`);
     }
-    this.lose(left, `${left.join(', ')} left (${reason})`);
+    return left;
   }
 
   message(id: string, m: PeerMessage): void {
@@ -145,6 +163,8 @@ export class Driver {
     switch (m.type) {
       case 'heartbeat':
         return;
+      case 'prepared':
+        return this.ahead.prepared(id, m.id);
       case 'leave':
         // A member of the running step that asks to leave after it: let go at a boundary after
         // its commit (boundary()), so the ring keeps its slice; anyone else is gone now.
@@ -238,15 +258,41 @@ export class Driver {
     // each generation's first step waits for its new links to be dialed.
     const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
     const gap = this.timeouts.admitGapMs;
-    if (leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, LEAVE_HOLD_GAPS * gap, now))) {
-      for (const id of leaving) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
-      return this.gone(leaving, 'left after its step (stopped by its owner)');
-    }
-    if (admitNow) return this.startAdmission(waiting);
+    const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, LEAVE_HOLD_GAPS * gap, now));
+    // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now.
+    const change = this.ahead.pending ? this.ahead.take(now) : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
+    if (change && this.changeMembers(change.joiners, change.leavers)) return;
     const last = this.step >= this.d.job.totalSteps;
     if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();
     if (last) return this.startFinishing();
     this.startStep();
+  }
+
+  /**
+   * A planned change (joiners in, leavers out) of a formed ring of ADMIT_BATCH_FROM or more is
+   * announced to the new ring first and made later (null now; driver-ahead.ts); any other is
+   * made now (returned as is).
+   */
+  private announce(joiners: string[], leavers: string[], now: number): { joiners: readonly string[]; leavers: readonly string[] } | null {
+    if (!this.ahead.enabled || this.ring.length < ADMIT_BATCH_FROM || this.generationSteps === 0) return { joiners, leavers };
+    const plan = this.gen.prepare([...this.ring.filter((id) => !leavers.includes(id)), ...joiners], this.peers);
+    for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.d.send(id, m);
+    return null;
+  }
+
+  /**
+   * Lets the leavers (still members, still leaving) go after their committed step and admits the
+   * joiners (still waiting). True: the state machine moved on (an admission began).
+   */
+  private changeMembers(joiners: readonly string[], leavers: readonly string[]): boolean {
+    const going = leavers.filter((id) => this.ring.includes(id) && this.peers.get(id)?.leavingSince !== undefined);
+    for (const id of going) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
+    const left = this.forget(going, 'left after its step (stopped by its owner)');
+    if (left.length) this.setRing(this.ring.filter((id) => !left.includes(id)));
+    const entering = joiners.filter((id) => this.peers.get(id)?.state === 'waiting');
+    if (entering.length === 0) return false;
+    this.startAdmission(entering);
+    return true;
   }
 
   private startAdmission(joiners: string[]): void {
@@ -272,7 +318,11 @@ export class Driver {
     if (!ph.loadSent) {
       ph.loadSent = true;
       const source = this.ckpt.step === ph.step ? 'checkpoint' : 'seed';
-      for (const id of ph.joiners) if (this.peers.has(id)) this.d.send(id, { type: 'load-state', source, step: ph.step });
+      for (const id of ph.joiners) {
+        // Its slice of the first step in the ring announced ahead, if that was hinted: prefetched while it loads.
+        const next = this.steps.hintFor(id, ph.step);
+        if (this.peers.has(id)) this.d.send(id, { type: 'load-state', source, step: ph.step, ...(next ? { next } : {}) });
+      }
     }
     const ready = admitted(ph, this.peers);
     if (!ready) return;
@@ -281,7 +331,13 @@ export class Driver {
   }
 
   private startStep(): void {
-    const s = this.steps.begin({ step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology, checkpointStep: this.ckpt.step });
+    // Nothing announced is pending: a plan made ahead that did not come true is forgotten.
+    if (!this.ahead.pending) this.gen.dropPrepared();
+    const coming = this.ahead.coming;
+    const s = this.steps.begin({
+      step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology, checkpointStep: this.ckpt.step,
+      coming: coming ? { ring: coming, speeds: ringSpeeds(coming, this.peers) } : null,
+    });
     if (s.rerun) this.d.log(rerunLine(s.rerun, this.step, this.gen.generation, this.ring));
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
@@ -301,6 +357,7 @@ export class Driver {
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
     this.steps.committed(ph, now - ph.started);
+    this.generationSteps++;
     this.clock.committed(now - ph.started);
     this.step = ph.step + ph.steps;
     const { record, event } = commitRecords(ph, results, this.step, now);
@@ -345,6 +402,7 @@ export class Driver {
   private setRing(ring: readonly string[]): void {
     const g = this.gen.next(ring, this.peers, Date.now());
     if (!g) return;
+    this.generationSteps = 0;
     this.d.metrics.append(g.record);
     this.d.publish(g.event);
   }
@@ -369,6 +427,11 @@ export class Driver {
     const ph = this.phase;
     if (ph.kind === 'done') return;
     const members = ids.filter((id) => this.ring.includes(id));
+    // A ring announced ahead with these peers in it will not come: its change is made as before.
+    if (this.ahead.pending && ids.some((id) => this.ahead.pending!.waiting.has(id) || this.gen.prepared?.ring.includes(id))) {
+      this.ahead.drop();
+      this.gen.dropPrepared();
+    }
     if (ph.kind === 'admitting') {
       if (ph.uploadFrom && ids.includes(ph.uploadFrom) && this.ckpt.step !== ph.step) {
         // The upload will not come: back to waiting; the next boundary asks a survivor.

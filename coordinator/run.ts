@@ -233,9 +233,11 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
     // WebRTC set-up only between neighbours in a ring of the current generation (the flat ring,
     // or a two-level plan's group and column rings). The driver sets them for a new generation
     // before it sends the assignments, so peers never dial before this allows it.
+    // Also between neighbours of the ring announced ahead of a membership change (driver-ahead.ts).
     mayConnect: (from, to) => {
       const { ring, topology } = driver.status();
-      return generationNeighbours(ring, topology, from, to);
+      const ahead = driver.preparedRing();
+      return generationNeighbours(ring, topology, from, to) || (ahead !== null && generationNeighbours(ahead.ring, ahead.topology, from, to));
     },
     admin: {
       token: adminToken,

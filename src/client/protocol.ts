@@ -113,7 +113,10 @@ export const MAX_SHOWN = 64;
 export interface EvalCounts { samples: number; top1: number; top5: number; lossSum: number; confusion?: number[]; predictions?: EvalPrediction[] }
 export interface EvalResult { type: 'eval-result'; peerId: string; step: number; counts: EvalCounts }
 
-export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult;
+/** The links of the `prepare` message `id` that this peer dials are open (or failed): the coordinator may switch to that ring. */
+export interface Prepared { type: 'prepared'; peerId: string; id: number }
+
+export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult | Prepared;
 
 // ---- messages from the coordinator to a peer ----
 
@@ -188,7 +191,13 @@ export interface RoundAssignment {
   images: number;
 }
 /** Enter with the weights of `step`: from the job seed (step 0, no checkpoint) or the checkpoint of that step. */
-export interface LoadState { type: 'load-state'; source: 'seed' | 'checkpoint'; step: number }
+export interface LoadState {
+  type: 'load-state';
+  source: 'seed' | 'checkpoint';
+  step: number;
+  /** Its slice of the step it will enter at, when the coordinator planned it ahead (a prefetch hint, as StepAssignment.next). */
+  next?: NextSlice;
+}
 /** Upload the committed weights of `step` now (POST /api/checkpoints), then wait. */
 export interface UploadRequest { type: 'upload-checkpoint'; step: number }
 /** The job ended (its last step is done) or this peer was removed: close and exit or rejoin. */
@@ -202,7 +211,15 @@ export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized',
 /** Also the body of every HTTP error response. `message` says what to do next. */
 export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string }
 
-export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate;
+/**
+ * Make before break: the ring the coordinator means to switch to at a coming step boundary
+ * (joiners in, leavers out), sent while the current ring trains on. Each member dials its
+ * successors in it now (link-pool.ts keeps the links idle), so that generation's rings form
+ * from kept links; it answers `prepared` with the same id. A hint: the assignment is what counts.
+ */
+export interface PrepareRing { type: 'prepare'; id: number; ring: string[]; topology?: Topology }
+
+export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing;
 
 /**
  * What a committed step (or round) cost the network: `innerSteps` is 1 in sync mode and the
@@ -454,6 +471,11 @@ function readReady(r: FieldReader): Fields<Ready> {
   };
 }
 
+function readPrepared(r: FieldReader): Fields<Prepared> {
+  r.only(['type', 'peerId', 'id']);
+  return { peerId: r.id('peerId'), id: r.int('id', 0, U32) };
+}
+
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {
   r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind']);
   const [generation, step] = u32s(r, 'generation', 'step');
@@ -513,12 +535,28 @@ function readIceServers(r: FieldReader): IceServer[] {
   return out;
 }
 
-function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'topology']);
-  const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
+function readRing(r: FieldReader): string[] {
   const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
   if (new Set(ring).size !== ring.length) r.problems.push('ring has a peer twice');
+  return ring;
+}
+
+function readPrepare(r: FieldReader): Fields<PrepareRing> {
+  r.only(['type', 'id', 'ring', 'topology']);
+  const out: Fields<PrepareRing> = { id: r.int('id', 0, U32), ring: readRing(r) };
+  if (r.has('topology')) {
+    const t = readTopology(r.o.topology, out.ring);
+    if (t.ok) out.topology = t.value;
+    else r.problems.push(t.problem);
+  }
+  return out;
+}
+
+function readAssignment(r: FieldReader): Fields<StepAssignment> {
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'topology']);
+  const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
+  const ring = readRing(r);
   const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
   const globalBatch = r.int('globalBatch', 1, MAX_BATCH);
   const sampleIds = r.array<number>('sampleIds', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
@@ -587,11 +625,11 @@ function readRound(parent: FieldReader, globalBatch: number): RoundAssignment {
 }
 
 function readLoadState(r: FieldReader): Fields<LoadState> {
-  r.only(['type', 'source', 'step']);
+  r.only(['type', 'source', 'step', 'next']);
   const source = r.oneOf('source', ['seed', 'checkpoint'] as const);
   const step = r.int('step', 0, U32);
   if (source === 'seed' && step !== 0 && r.problems.length === 0) r.problems.push('source "seed" is only for step 0');
-  return { source, step };
+  return { source, step, ...(r.has('next') ? { next: readNext(r, MAX_BATCH) } : {}) };
 }
 
 function readUploadRequest(r: FieldReader): Fields<UploadRequest> {
@@ -626,12 +664,12 @@ function readError(r: FieldReader): Fields<ErrorMessage> {
 
 const PEER_READERS = {
   join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
-  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult, prepared: readPrepared,
 } satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
 
 const COORDINATOR_READERS = {
   'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
-  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate,
+  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate, prepare: readPrepare,
 } satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
 
 function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {

@@ -5,11 +5,15 @@
 import { formStepRings, type StepRings } from './step-rings.ts';
 import { relayHostsOf } from '../comm/route.ts';
 import { isRingError, type PeerEndpoint } from '../comm/index.ts';
+import type { PreDial } from '../comm/peer-endpoint.ts';
+import { roleOf } from '../comm/topology.ts';
 import type { WireFormat } from '../comm/wire.ts';
-import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, StepAssignment } from './protocol.ts';
+import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, PrepareRing, StepAssignment } from './protocol.ts';
 
 export interface SessionRingOptions {
   peerId: string;
+  /** The job's number (the join answer's): the rings' links are keyed by it. */
+  job: number;
   /** The job's ICE servers: the relays a link may run through. */
   iceServers: IceServer[];
   /** A ring neighbour silent this long is gone (VolunteerOptions.deadAfterMs). */
@@ -51,6 +55,20 @@ export class SessionRing {
       this.ring = null;
     }
     if (moves) this.supersede?.();
+  }
+
+  /**
+   * Make before break: dials this peer's successors in the ring the coordinator is about to
+   * switch to (links already kept are not dialed again), while the current ring trains on; says
+   * `prepared` once they opened or failed. Runs beside the step, not in the message queue.
+   */
+  async prepare(m: PrepareRing): Promise<void> {
+    const links = ringNeighbours(m, this.o.peerId);
+    if (links === null) return; // not in it: nothing to dial
+    const t0 = performance.now();
+    const { dialed, opened } = await this.endpoint.preDial(this.o.job, links);
+    if (dialed > 0) this.o.log(`volunteer: dialed ${dialed} link${dialed === 1 ? '' : 's'} ahead for the coming ring (${opened} open in ${Math.round(performance.now() - t0)} ms)`);
+    this.o.send({ type: 'prepared', peerId: this.o.peerId, id: m.id });
   }
 
   /** The session ended: every link closes, and a ring still forming is given up. */
@@ -124,4 +142,17 @@ export class SessionRing {
     // An ABORT passed on by a neighbour names the peer to blame and the original failure: report that.
     this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin });
   }
+}
+
+/** `self`'s successor and predecessor in each ring of a planned generation (null: not in it). */
+export function ringNeighbours(m: Pick<PrepareRing, 'ring' | 'topology'>, self: string): PreDial[] | null {
+  const around = (ids: readonly string[], tag: string): PreDial[] => {
+    const i = ids.indexOf(self);
+    if (ids.length < 2 || i < 0) return [];
+    return [{ tag, nextId: ids[(i + 1) % ids.length]!, prevId: ids[(i - 1 + ids.length) % ids.length]! }];
+  };
+  if (!m.ring.includes(self)) return null;
+  if (!m.topology) return around(m.ring, '');
+  const role = roleOf(m.topology, self);
+  return [...around(role.groupIds, 'group'), ...(role.columnIds ? around(role.columnIds, 'column') : [])];
 }

@@ -43,7 +43,7 @@ export class Session {
   private leaving: ReturnType<typeof setTimeout> | null = null;
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
-    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log, send: (m) => this.send(m) });
+    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, job: accept.job, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log, send: (m) => this.send(m) });
     this.trainer = new Trainer(c, this.ring, this);
     // The coordinator may speak first (load-state at once): listen from the moment the
     // socket is open; messages wait in the queue until run() starts the pump.
@@ -51,6 +51,8 @@ export class Session {
     ws.onclose = (ev) => {
       const why = `the coordinator closed the session (${ev.code ?? ''} ${ev.reason ?? ''})`.trim();
       if (this.onEarlyClose) this.onEarlyClose(why);
+      // Stopping: the coordinator let it go (at once, when it was in no step) by closing the session.
+      else if (this.leaving) this.end({ reason: 'stopped', detail: 'stopped' });
       else this.end({ reason: 'lost', detail: why });
     };
     ws.onerror = () => undefined; // a close follows
@@ -124,13 +126,16 @@ export class Session {
   }
 
   /**
-   * Stopped by its owner. A member in the middle of a step finishes it first: it tells the
-   * coordinator, which lets it go with 'done' once the step commits, so the ring neither aborts
-   * nor re-runs its slice; it leaves anyway after LEAVE_AFTER_STEP_MS. Anyone else leaves now.
+   * Stopped by its owner. A member of a ring (in a step or between two) finishes its step first:
+   * it tells the coordinator, which lets it go with 'done' once the step commits (or at once,
+   * closing the session, when it is in no step), so the ring neither aborts nor re-runs its
+   * slice; it leaves anyway after LEAVE_AFTER_STEP_MS. Anyone else leaves now.
    */
   private stop(): void {
     if (this.ended || this.leaving) return;
-    if (!this.ring.current || !this.busy) return this.end({ reason: 'stopped', detail: 'stopped' });
+    // A member between two steps leaves after its step too: the coordinator may have sent it
+    // the next one already, and leaving now would abort that step for the whole ring.
+    if (!this.ring.current && !this.busy) return this.end({ reason: 'stopped', detail: 'stopped' });
     this.c.log('volunteer: stopping after this step');
     this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner', afterStep: true });
     this.leaving = setTimeout(() => this.end({ reason: 'stopped', detail: 'stopped' }), LEAVE_AFTER_STEP_MS);
@@ -164,6 +169,8 @@ export class Session {
       return;
     }
     const m = d.value;
+    // Dialing ahead runs beside the step in progress (the queue waits for it).
+    if (m.type === 'prepare') return void this.ring.prepare(m);
     this.ring.preempt(m);
     this.queue.push(m);
     this.pump();
@@ -237,12 +244,15 @@ export class Session {
         this.c.log(`volunteer: the coordinator refused a message: ${m.message}`);
         return;
       case 'join-accept':
+      case 'prepare':
         return;
     }
   }
 
   private async loadState(m: LoadState): Promise<void> {
     const { state } = this.c;
+    // Its first slice, when the coordinator planned it: loaded while the weights are.
+    if (m.next && this.c.prefetch) this.c.batches.hint(m.next.sampleIds, m.next.epoch);
     if (m.source === 'seed') state.reset(this.c.job.job.seed);
     else await loadCheckpoint(this.c, m.step);
     this.trainer.loaded(m.step);

@@ -27,6 +27,9 @@
 // after it had stopped its old ring; so a reused link never carries an older generation's frame
 // into the new ring (which would drop it unread anyway).
 //
+// A link dialed ahead for a ring that has not formed yet (PeerEndpoint.preDial) enters the pool
+// idle (park), at both ends, and is taken by the same handshake.
+//
 // Bounds: an idle link is closed when a formation of its job and tag completes without it, or
 // MAX_IDLE_MS after it was released. A formation that ends while its handshake is under way
 // leaves the link idle (a newer generation may still take it); a link a formation had adopted
@@ -99,6 +102,21 @@ export class LinkPool implements KeptLinkOwner {
     const kept = new KeptLink(base, job, tag, role, this);
     this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null });
     return kept.lend();
+  }
+
+  /**
+   * Make before break: a link dialed (or accepted) for a ring that has not formed yet, kept idle
+   * as `role` of (job, tag) until a formation of that ring takes it by the handshake above, or
+   * MAX_IDLE_MS passes. The link must be open.
+   */
+  park(base: PeerJsLink, job: number, tag: string, role: LinkRole): void {
+    this.keep(base, job, tag, role).release();
+  }
+
+  /** Whether an open link of (job, tag) to `remoteId` is kept here as `role`, held by a ring or not. */
+  has(job: number, tag: string, role: LinkRole, remoteId: string): boolean {
+    for (const k of this.entries.keys()) if (k.job === job && k.tag === tag && k.role === role && k.remoteId === remoteId && !k.closed) return true;
+    return false;
   }
 
   /**

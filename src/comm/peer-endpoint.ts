@@ -11,6 +11,11 @@
 // links to this endpoint's pool, and the next formation of the same job and tag keeps a link
 // whose two ends agree in a handshake on it, instead of dialing a new connection. After one
 // peer leaves a ring of n, n - 2 of its links stay as they were.
+//
+// Make before break (preDial): told of the ring the coordinator is about to switch to, a peer
+// dials its new successors while its current ring still trains; such a connection carries `pre`
+// in its metadata, is accepted only from the prev that ring gives us, and both ends park it in
+// the pool once open, so the new generation's formation keeps it like any kept link.
 
 import { RingError } from './errors.ts';
 import { LinkFormation, type FormedLinks, type FormingLink } from './link-formation.ts';
@@ -80,6 +85,8 @@ export interface RingMetadata {
   from: string;
   /** Which ring of the generation (FormRingOptions.tag); absent: the flat ring. */
   tag?: string;
+  /** Dialed ahead for a ring that has not formed yet (preDial): kept idle in the pool at both ends. */
+  pre?: true;
 }
 
 function ringMetadata(x: unknown): RingMetadata | null {
@@ -87,7 +94,8 @@ function ringMetadata(x: unknown): RingMetadata | null {
   const m = x as Record<string, unknown>;
   if (m.vt !== 'ring' || typeof m.job !== 'number' || typeof m.generation !== 'number' || typeof m.from !== 'string') return null;
   if (m.tag !== undefined && (typeof m.tag !== 'string' || !isRingTag(m.tag))) return null;
-  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from, ...(m.tag ? { tag: m.tag } : {}) };
+  if (m.pre !== undefined && m.pre !== true) return null;
+  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from, ...(m.tag ? { tag: m.tag } : {}), ...(m.pre ? { pre: true as const } : {}) };
 }
 
 export interface EndpointOptions {
@@ -147,6 +155,11 @@ export interface FormRingOptions {
 }
 
 const MAX_PENDING = 16;
+/** A link dialed ahead (preDial) that has not opened within this time is closed. */
+export const PRE_DIAL_OPEN_MS = 10_000;
+
+/** This peer's neighbours in one ring it is about to join (tag '' flat): it dials next ahead and accepts prev's dial ahead. */
+export interface PreDial { tag: string; nextId: string; prevId: string }
 
 /** A formation of formRing (reuse: its links may come from the pool) or of connectLinks (raw). */
 interface Forming {
@@ -170,6 +183,8 @@ export class PeerEndpoint {
   });
   /** Newest generation formed per job: connections for older ones are refused. */
   private readonly newest = new Map<number, number>();
+  /** Per `job/tag`: the prev whose dial ahead is accepted (the newest preDial's; nobody else's). */
+  private readonly expectedPrev = new Map<string, string>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
   private readonly rings = new Set<Ring>();
 
@@ -185,11 +200,15 @@ export class PeerEndpoint {
 
   private accept(conn: DataConnectionLike): void {
     const meta = ringMetadata(conn.metadata);
-    if (!meta || meta.from !== conn.peer || meta.generation < (this.newest.get(meta.job) ?? 0)) {
-      conn.close();
-      return;
-    }
+    if (!meta || meta.from !== conn.peer) return conn.close();
     const tag = meta.tag ?? '';
+    // Dialed ahead, from the prev we expect (whatever generation its dialer has formed: a joiner
+    // has formed none): parked once open, for the handshake of the formation that will want it.
+    if (meta.pre) {
+      if (this.expectedPrev.get(`${meta.job}/${tag}`) !== meta.from) return conn.close();
+      return void this.parkWhenOpen(new PeerJsLink(conn), meta.job, tag, 'prev');
+    }
+    if (meta.generation < (this.newest.get(meta.job) ?? 0)) return conn.close();
     const key = `${meta.job}/${meta.generation}/${tag}/${meta.from}`;
     const f = this.forming.get(`${meta.job}/${tag}`)?.f;
     if (f && f.generation === meta.generation && f.prevId === meta.from) {
@@ -252,6 +271,41 @@ export class PeerEndpoint {
     this.rings.add(ring);
     ring.onError(() => this.rings.delete(ring));
     return ring;
+  }
+
+  /**
+   * Make before break: dials each successor of a ring this peer is about to join (the
+   * coordinator's `prepare`) unless a link to it in that role and tag is kept already, and parks
+   * the new links in the pool at both ends; the formation of that ring then keeps them by the
+   * REUSE handshake instead of dialing. Resolves with how many were dialed and opened once each
+   * has opened or failed (PRE_DIAL_OPEN_MS at most); never rejects. Dials ahead from each ring's
+   * prev are accepted from now on (from nobody else: the second lock after signaling's).
+   */
+  async preDial(job: number, links: readonly PreDial[]): Promise<{ dialed: number; opened: number }> {
+    const generation = this.newest.get(job) ?? 0;
+    for (const l of links) this.expectedPrev.set(`${job}/${l.tag}`, l.prevId);
+    const dials = links.filter((l) => l.nextId !== this.id && !this.pool.has(job, l.tag, 'next', l.nextId)).map((l) => {
+      if (l.tag !== '' && !isRingTag(l.tag)) return Promise.resolve(false);
+      const label = `vt/${job}/pre${l.tag ? `/${l.tag}` : ''}`;
+      const meta: RingMetadata = { vt: 'ring', job, generation, from: this.id, ...(l.tag ? { tag: l.tag } : {}), pre: true };
+      const conn = this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
+      return conn ? this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next') : Promise.resolve(false);
+    });
+    const opened = (await Promise.all(dials)).filter(Boolean).length;
+    return { dialed: dials.length, opened };
+  }
+
+  /** Parks `link` in the pool as `role` once it opens (true); closes it if it fails or takes over PRE_DIAL_OPEN_MS (false). */
+  private parkWhenOpen(link: PeerJsLink, job: number, tag: string, role: 'next' | 'prev'): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => { link.close(); resolve(false); }, PRE_DIAL_OPEN_MS);
+      link.opened.then(() => {
+        clearTimeout(timer);
+        if (link.closed || this.peer.destroyed) return resolve(false);
+        this.pool.park(link, job, tag, role);
+        resolve(true);
+      }, () => { clearTimeout(timer); resolve(false); });
+    });
   }
 
   /** Kept links: tests and logs count them (`idle`: held by no ring). */

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
 import { RingError, allReduceSum, openEndpoint, type PeerCtor, type PeerEndpoint, type Ring } from '../../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer, offerAsDtlsClient } from '../../src/comm/node.ts';
+import { ringNeighbours } from '../../src/client/volunteer-ring.ts';
 import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
 
 let sig: StandaloneSignaling;
@@ -105,6 +106,34 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
       await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
       expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
       for (let i = 1; i < 3; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
+      for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });
+    } finally {
+      for (const r of rings) r.close();
+      for (const ep of eps) ep.destroy();
+    }
+  });
+
+  it('dialed ahead of a change (r2 leaves, r4 joins), the new generation forms from kept links only', async () => {
+    const ids = ['a0', 'a1', 'a2', 'a3', 'a4'];
+    const eps = await endpoints(ids);
+    let rings: Ring[] = [];
+    try {
+      rings = await Promise.all(eps.slice(0, 4).map((ep) => ep.formRing({ ids: ids.slice(0, 4), job: 9, generation: 1 })));
+      // Announced: a2 out, a4 in. Each member of the new ring dials its new successor now.
+      const g2Ids = ['a0', 'a1', 'a3', 'a4'];
+      const g2Eps = [eps[0]!, eps[1]!, eps[3]!, eps[4]!];
+      const ahead = await Promise.all(g2Eps.map((ep) => ep.preDial(9, ringNeighbours({ ring: g2Ids }, ep.id)!)));
+      expect(ahead, 'a1 -> a3, a3 -> a4 and a4 -> a0 dialed and opened; a0 -> a1 is kept').toEqual([{ dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }]);
+      rings[2]!.close();
+      eps[2]!.destroy();
+      for (const r of [rings[0]!, rings[1]!, rings[3]!]) r.release();
+      rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 9, generation: 2 })));
+      expect(rings.map((r) => [r.reusedLinks, r.attempts.dials]), 'every link kept, nothing dialed').toEqual([[2, 0], [2, 0], [2, 0], [2, 0]]);
+      const inputs = g2Ids.map((_, i) => randomGrad(1 << 16, 17 + i));
+      const outs = inputs.map((g) => g.slice());
+      await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
+      expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
+      for (let i = 1; i < 4; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
       for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });
     } finally {
       for (const r of rings) r.close();

@@ -24,8 +24,9 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
     disconnect: (id) => disconnected.push(id),
     publish: (e) => events.push(e),
     log: (line) => logs.push(line),
-    // Joiners enter at the next boundary unless a test is about batching them.
-    timeouts: { admitGapMs: 0, ...o.timeouts },
+    // Joiners enter at the next boundary unless a test is about batching them; changes are made
+    // at once unless a test is about announcing them ahead (driver-ahead.test.ts).
+    timeouts: { admitGapMs: 0, prepareMs: 0, ...o.timeouts },
   });
   const take = <T extends CoordinatorMessage['type']>(to: string, type: T): Extract<CoordinatorMessage, { type: T }> => {
     const i = sent.findIndex((s) => s.to === to && s.m.type === type);

@@ -21,6 +21,7 @@ const PEER: PeerMessage[] = [
   { type: 'leave', peerId: 'p-1', reason: 'stopped by its owner', afterStep: true },
   { type: 'ready', peerId: 'p-3', step: 40, checksum: '0123456789abcdef', device: 'llvmpipe (opengles)' },
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
+  { type: 'prepared', peerId: 'p-3', id: 4 },
 ];
 const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null, iceServers: [] },
@@ -31,6 +32,9 @@ const COORD: CoordinatorMessage[] = [
   { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
   { type: 'load-state', source: 'seed', step: 0 },
   { type: 'load-state', source: 'checkpoint', step: 40 },
+  { type: 'load-state', source: 'checkpoint', step: 40, next: { step: 40, epoch: 1, sampleIds: [3, 8] } },
+  { type: 'prepare', id: 4, ring: ['p-0', 'p-1', 'p-2'] },
+  { type: 'prepare', id: 5, ring: ['p-0', 'p-1', 'p-2'], topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] } },
   { type: 'upload-checkpoint', step: 40 },
   { type: 'evaluate', step: 40, ids: [0, 1, 2] },
   { type: 'done', step: 100, reason: 'the job has run its 100 steps' },
@@ -104,6 +108,10 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['topology with wrong shards', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 2, columns: [['p-0', 'p-1']] } }, 'shards 2, the smallest group has 1'],
     ['topology extra field', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']], x: 1 } }, 'topology has unknown field(s) x'],
     ['topology bad id', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', '../x']], shards: 1, columns: [['p-0', 'p-1']] } }, 'topology .groups must hold non-empty arrays of peer ids'],
+    ['prepare: duplicate ring id', { type: 'prepare', id: 1, ring: ['a', 'b', 'a'] }, 'ring has a peer twice'],
+    ['prepare: topology not the ring', { type: 'prepare', id: 1, ring: ['p-0', 'p-2', 'p-1'], topology: twoLevel.topology }, 'topology .groups, one after the other, must be the ring'],
+    ['prepared: fractional id', { type: 'prepared', peerId: 'p', id: 1.5 }, 'id must be'],
+    ['load-state: bad hint', { type: 'load-state', source: 'checkpoint', step: 4, next: { step: 4, epoch: 0, sampleIds: [-1] } }, 'next.sampleIds[0] must be'],
     ['bad heartbeat period', { ...COORD[0], heartbeatMs: 1 }, 'heartbeatMs must be'],
     ['unknown error kind', { type: 'error', kind: 'oops', message: 'x' }, 'kind must be one of'],
   ];

@@ -1,0 +1,85 @@
+// Make before break: a planned membership change (joiners in, members that asked to leave out)
+// of a big ring is announced before it is made. The coordinator plans the new generation's ring
+// now (Generations.prepare), sends it to every member of it (`prepare`), and the current ring
+// trains on while each peer dials its successors in the new ring (PeerEndpoint.preDial; the pool
+// keeps those links idle at both ends). The change is made at the first step boundary after
+// every member has answered `prepared` (or `prepareMs` has passed) and one more step ran: that
+// step's assignments hint each member's slice of the new ring's first step (prefetch), and the
+// joiners get theirs with their load-state. The new generation's
+// rings then form from kept links by the REUSE handshake (milliseconds) instead of new WebRTC
+// connections (0.1-1.2 s each on this machine), which the ring's first step would wait for.
+// An unplanned loss (a crash, an eviction) drops the announcement: that ring forms as before.
+import type { CoordinatorMessage } from '../src/client/protocol.ts';
+import type { Topology } from '../src/comm/topology.ts';
+
+/** A membership change announced ahead, not made yet. */
+export interface AheadChange {
+  readonly id: number;
+  readonly joiners: readonly string[];
+  readonly leavers: readonly string[];
+  /** The ring announced, in its order. */
+  readonly ring: readonly string[];
+  /** Members of the planned ring that have not said `prepared` yet. */
+  readonly waiting: Set<string>;
+  /** When it is made even if someone has not answered. */
+  readonly deadline: number;
+}
+
+export class DialAhead {
+  private change: AheadChange | null = null;
+  /** The change is made at the next boundary (everyone answered, or the wait was over, at the last one). */
+  private armed = false;
+  private ids = 0;
+
+  constructor(private readonly waitMs: number) {}
+
+  /** Whether changes are announced at all (prepareMs > 0). */
+  get enabled(): boolean {
+    return this.waitMs > 0;
+  }
+
+  get pending(): AheadChange | null {
+    return this.change;
+  }
+
+  /** Announces the change to the planned `ring`: the messages to send, one per member of it. */
+  begin(joiners: readonly string[], leavers: readonly string[], plan: { ring: readonly string[]; topology: Topology | null }, now: number): Array<[string, CoordinatorMessage]> {
+    const id = ++this.ids;
+    const ring = [...plan.ring];
+    this.change = { id, joiners: [...joiners], leavers: [...leavers], ring, waiting: new Set(ring), deadline: now + this.waitMs };
+    this.armed = false;
+    const message: CoordinatorMessage = { type: 'prepare', id, ring, ...(plan.topology ? { topology: plan.topology } : {}) };
+    return ring.map((peerId) => [peerId, message]);
+  }
+
+  /** A peer's `prepared` for announcement `id`. */
+  prepared(peerId: string, id: number): void {
+    if (this.change?.id === id) this.change.waiting.delete(peerId);
+  }
+
+  /**
+   * The announced change, taken to be made now; null: train on. Once everyone has answered (or
+   * the wait is over) one more step runs first, whose assignments hint the new ring's slices.
+   */
+  take(now: number): AheadChange | null {
+    const c = this.change;
+    if (!c) return null;
+    if (!this.armed) {
+      this.armed = c.waiting.size === 0 || now >= c.deadline;
+      return null;
+    }
+    this.drop();
+    return c;
+  }
+
+  /** The ring the change will make at the next boundary (armed), else null. */
+  get coming(): readonly string[] | null {
+    return this.armed ? this.change?.ring ?? null : null;
+  }
+
+  /** An unplanned loss: the announced ring will not be the next one. */
+  drop(): void {
+    this.change = null;
+    this.armed = false;
+  }
+}

@@ -1,0 +1,100 @@
+// Make before break at the endpoint (PeerEndpoint.preDial, LinkPool.park): the peers of a ring
+// announced ahead dial their new successors while the old ring still runs; the links wait idle
+// in the pools of both ends, and the new generation's formation keeps them by the REUSE
+// handshake, dialing nothing. Over fake PeerJS connections; the same path over real WebRTC runs
+// in the churn benchmark and in webrtc-node.test.ts.
+//
+// Checked each time: which connections each generation dialed, that the sums are right and the
+// same bits on every peer, and that no connection is left open that no ring holds.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Ring } from '../../src/comm/index.ts';
+import { ringNeighbours } from '../../src/client/volunteer-ring.ts';
+import { flush } from './fake-peerjs.ts';
+import { closeEndpoints, dialsOf, ep, formAll, network, onlyRingsHoldConnections, sumsRight } from './reuse-helpers.ts';
+
+afterEach(closeEndpoints);
+
+/** Every member of `ids` dials ahead for the ring `ids`, as on a coordinator's 'prepare'. */
+function dialAhead(eps: Parameters<typeof ep>[0], ids: string[]): Promise<{ dialed: number; opened: number }[]> {
+  return Promise.all(ids.map((id) => ep(eps, id).preDial(1, ringNeighbours({ ring: ids }, id)!)));
+}
+
+/** The dials made ahead (metadata pre), as 'from>to'. */
+const aheadDials = (net: ReturnType<typeof network>['net']): string[] =>
+  net.dials.filter((d) => (d.dialer.metadata as { pre?: boolean }).pre === true).map((d) => `${d.from}>${d.to}`).sort();
+
+describe('dialing ahead of a membership change', () => {
+  it('c leaves and f joins a ring of 5: only the new pairs dial ahead, and the new generation dials nothing', async () => {
+    const { net, eps } = network(['a', 'b', 'c', 'd', 'e', 'f']);
+    const g1Ids = ['a', 'b', 'c', 'd', 'e'];
+    const g1 = await Promise.all(formAll(eps, g1Ids, 1));
+    await sumsRight(g1, 1);
+    // Announced: c out, f in. The old ring trains on while the new pairs connect.
+    const g2Ids = ['a', 'b', 'd', 'e', 'f'];
+    const outcome = await dialAhead(eps, g2Ids);
+    expect(aheadDials(net), 'b -> d, e -> f, f -> a: the pairs that are new').toEqual(['b>d', 'e>f', 'f>a']);
+    expect(outcome.map((o) => o.dialed)).toEqual([0, 1, 0, 1, 1]);
+    expect(outcome.every((o) => o.opened === o.dialed)).toBe(true);
+    await sumsRight(g1, 2);
+    // The change: the old rings are released (c leaves), the new generation forms.
+    g1.forEach((r) => (r.selfId === 'c' ? r.close() : r.release()));
+    const g2 = await Promise.all(formAll(eps, g2Ids, 2));
+    expect(dialsOf(net, 2), 'no dial for generation 2').toEqual([]);
+    expect(g2.map((r) => r.reusedLinks)).toEqual([2, 2, 2, 2, 2]);
+    expect(g2.map((r) => r.attempts.dials)).toEqual([0, 0, 0, 0, 0]);
+    await sumsRight(g2, 2);
+    await flush();
+    onlyRingsHoldConnections(net, g2);
+    for (const r of g2) r.close();
+  });
+
+  it('a dial ahead from a peer that is not the prev we were told of is refused', async () => {
+    const { net, eps } = network(['a', 'b', 'x']);
+    // The coming ring is [a, b]: b expects a as its prev; x dials b ahead anyway.
+    await dialAhead(eps, ['a', 'b']);
+    await ep(eps, 'x').preDial(1, [{ tag: '', nextId: 'b', prevId: 'b' }]);
+    await flush();
+    const d = net.dials.find((x) => x.from === 'x' && x.to === 'b')!;
+    expect(d.answerer.closed && d.dialer.closed, 'b closed it, unread').toBe(true);
+    // (The fake opens a connection even as its far end closes it; x's end closes a tick later.)
+    expect(ep(eps, 'x').keptLinks.open, 'x keeps nothing').toBe(0);
+    expect(ep(eps, 'b').keptLinks, 'b keeps its link to a and the one from a, idle').toEqual({ open: 2, idle: 2 });
+  });
+
+  it('a ring announced that does not come: its idle links are closed when the ring that came formed', async () => {
+    const { net, eps } = network(['a', 'b', 'c', 'd']);
+    const g1 = await Promise.all(formAll(eps, ['a', 'b', 'c'], 1));
+    // d announced as joining after c, then the coordinator forms a ring without it (d crashed).
+    await dialAhead(eps, ['a', 'b', 'c', 'd']);
+    expect(aheadDials(net)).toEqual(['c>d', 'd>a']);
+    g1.forEach((r) => r.release());
+    ep(eps, 'd').destroy();
+    const g2: Ring[] = await Promise.all(formAll(eps, ['a', 'b', 'c'], 2));
+    expect(dialsOf(net, 2)).toEqual([]);
+    await sumsRight(g2, 1);
+    await flush();
+    onlyRingsHoldConnections(net, g2);
+    for (const r of g2) r.close();
+  });
+
+  it('peers already kept in that role are not dialed again; a peer not in the ring dials nothing', async () => {
+    const { net, eps } = network(['a', 'b', 'c']);
+    const g1 = await Promise.all(formAll(eps, ['a', 'b', 'c'], 1));
+    const same = await dialAhead(eps, ['a', 'b', 'c']);
+    expect(same.map((o) => o.dialed)).toEqual([0, 0, 0]);
+    expect(ringNeighbours({ ring: ['a', 'b'] }, 'c')).toBeNull();
+    expect(aheadDials(net)).toEqual([]);
+    for (const r of g1) r.close();
+  });
+});
+
+describe('ringNeighbours: what a peer dials ahead for a planned generation', () => {
+  it('flat: its successor and predecessor; two-level: in its group ring and, for a shard owner, its column ring', () => {
+    expect(ringNeighbours({ ring: ['a', 'b', 'c'] }, 'a')).toEqual([{ tag: '', nextId: 'b', prevId: 'c' }]);
+    expect(ringNeighbours({ ring: ['a'] }, 'a')).toEqual([]);
+    const topology = { groups: [['a', 'b', 'c'], ['d', 'e']], shards: 2, columns: [['a', 'd'], ['b', 'e']] };
+    const ring = topology.groups.flat();
+    expect(ringNeighbours({ ring, topology }, 'b')).toEqual([{ tag: 'group', nextId: 'c', prevId: 'a' }, { tag: 'column', nextId: 'e', prevId: 'e' }]);
+    expect(ringNeighbours({ ring, topology }, 'c'), 'not a shard owner: no column').toEqual([{ tag: 'group', nextId: 'a', prevId: 'b' }]);
+  });
+});
