@@ -173,3 +173,33 @@ export function stepSplit(records: readonly MetricRecord[], fromMs: number, toMs
   const summary = (xs: number[]) => ({ steps: xs.length, medianMs: xs.length ? median(xs) : 0, totalMs: xs.reduce((a, x) => a + x, 0) });
   return { first: summary(first), rest: summary(rest) };
 }
+
+/** What a churn run lost against its baseline, in two parts whose product is the goodput (lossSplit). */
+export interface LossSplit {
+  /**
+   * The churn run's committed steps timed at its own ordinary pace (mean of the steps that were
+   * not their generation's first), over its window: below 1 by what membership changes cost
+   * (first steps of generations, admissions, aborted attempts, decisions).
+   */
+  membershipGoodput: number;
+  /**
+   * The baseline's ordinary pace over the churn run's (mean ordinary step, baseline / churn):
+   * below 1 when ordinary steps ran slower under churn (on one machine: the CPU that joiners'
+   * start-up, leavers' exits and replacement host processes take from everyone's steps).
+   */
+  ordinaryPace: number;
+}
+
+/**
+ * Splits goodput (committed steps per second with churn over without, at the same batch)
+ * into membershipGoodput x ordinaryPace x (the baseline's own ordinary share of its window).
+ * Null when either run has no ordinary step or an empty window.
+ */
+export function lossSplit(churn: { split: StepSplit; windowMs: number }, calm: { split: StepSplit }): LossSplit | null {
+  const pace = (s: StepSplit) => (s.rest.steps > 0 ? s.rest.totalMs / s.rest.steps : null);
+  const own = pace(churn.split);
+  const base = pace(calm.split);
+  if (own === null || base === null || churn.windowMs <= 0) return null;
+  const committed = churn.split.first.steps + churn.split.rest.steps;
+  return { membershipGoodput: (committed * own) / churn.windowMs, ordinaryPace: base / own };
+}

@@ -23,6 +23,7 @@ import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ArgError, Args } from '../coordinator/args.ts';
+import { lossSplit } from './churn-check.ts';
 import { CHURN_DEFAULTS, CHURN_MODEL, churnData, runChurn, type ChurnResult } from './churn-run.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
@@ -32,7 +33,8 @@ const USAGE = `usage: npm run bench -- churn [options]
   --seconds S      how long the churn runs at most (default 170); then the peers present get
                    --grace seconds to finish the job
   --grace S        (default 40)
-  --steps N        steps of the job (default 200)
+  --steps N        steps of the job (default 1500: about 0.1 s a step here, so the job spans
+                   the churn's 170 s and its host kills; at 200 it ended before the first kill)
   --seed K         seeds the schedule and the job (default 1)
   --host-size N    volunteers per host process (default 10)
   --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
@@ -90,7 +92,7 @@ export async function main(args: string[]): Promise<void> {
   const peers = a.int('peers', 50, 1);
   const seconds = a.int('seconds', 170, 5);
   const grace = a.int('grace', 40, 0);
-  const steps = a.int('steps', 200, 1);
+  const steps = a.int('steps', 1500, 1);
   const seed = a.int('seed', 1, 0);
   const hostSize = a.int('host-size', CHURN_DEFAULTS.hostSize, 1);
   const killEvery = a.int('kill-every', CHURN_DEFAULTS.killEverySec, 0);
@@ -114,6 +116,7 @@ export async function main(args: string[]): Promise<void> {
     calm = await runChurn({ ...options, killEverySec: 0, leavePerSec: 0, workDir: join(workDir, 'baseline') });
   }
   const goodput = calm && calm.throughput.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.throughput.imagesPerSec : null;
+  const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, { split: calm.stepSplit }) : null;
   const honestEvictions = r.evictionsOf.other + (calm?.evictionsOf.other ?? 0);
   const h = r.history;
   const c = r.checkpoints;
@@ -125,6 +128,7 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calm ? `; without churn: ${split(calm)}` : ''}`);
   const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
   log(`churn: committed steps: ${stepsLine(r)}${calm ? `; without churn: ${stepsLine(calm)}` : ''}`);
+  if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
@@ -150,9 +154,11 @@ export async function main(args: string[]): Promise<void> {
       unreadable_checkpoints: 'checkpoint files that fail decodeCheckpoint (length, sha256, header)',
       checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
       heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
+      membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts)",
+      ordinary_pace: "the baseline's mean ordinary step over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
     },
-    goodput, honest_evictions: honestEvictions,
+    goodput, honest_evictions: honestEvictions, lossSplit: loss,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
     baseline: calm ? { ...calm, samples: undefined, coordinatorLog: calm.coordinatorLog.slice(-30) } : null,
@@ -166,6 +172,7 @@ export async function main(args: string[]): Promise<void> {
     goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.throughput.imagesPerSec) : null, reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
+    membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null, ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
     evictions: r.evictions, aborts: h.aborts, kills: r.peers.kills, max_ring: h.maxRing,
     unreadable_checkpoints: c.unreadable.length, checkpoint_checksum_mismatches: c.mismatches.length,
     heap_mb_start: r2(r.memory.heapMbStart), heap_mb_max: r2(r.memory.heapMbMax), heap_mb_end: r2(r.memory.heapMbEnd),

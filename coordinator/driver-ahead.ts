@@ -8,7 +8,9 @@
 // joiners get theirs with their load-state. The new generation's
 // rings then form from kept links by the REUSE handshake (milliseconds) instead of new WebRTC
 // connections (0.1-1.2 s each on this machine), which the ring's first step would wait for.
-// An unplanned loss (a crash, an eviction) drops the announcement: that ring forms as before.
+// An unplanned loss (a crash, an eviction) of a member of the announced ring adapts it (the plan
+// without that member, announced again: only the pairs around it dial anew), whether the change
+// is still waiting or already being made (joiners loading).
 import type { CoordinatorMessage } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 
@@ -77,7 +79,30 @@ export class DialAhead {
     return this.armed ? this.change?.ring ?? null : null;
   }
 
-  /** An unplanned loss: the announced ring will not be the next one. */
+  /**
+   * Members of the announced ring were lost: the change goes on without them over `plan` (the
+   * announced plan adapted), announced again under a new id to its members (those already
+   * answered for the old plan answer again, unless the change is made at the next boundary
+   * anyway). Also when the change was taken already and is being made (nothing pending here):
+   * the members dial the adapted ring's new pairs all the same. No plan (nobody left): dropped.
+   */
+  without(ids: readonly string[], plan: { ring: readonly string[]; topology: Topology | null } | null): Array<[string, CoordinatorMessage]> {
+    if (!plan) {
+      this.drop();
+      return [];
+    }
+    const id = ++this.ids;
+    const ring = [...plan.ring];
+    const c = this.change;
+    if (c) {
+      const keep = (xs: readonly string[]) => xs.filter((x) => !ids.includes(x));
+      this.change = { id, joiners: keep(c.joiners), leavers: keep(c.leavers), ring, waiting: new Set(this.armed ? [] : ring), deadline: c.deadline };
+    }
+    const message: CoordinatorMessage = { type: 'prepare', id, ring, ...(plan.topology ? { topology: plan.topology } : {}) };
+    return ring.map((peerId) => [peerId, message]);
+  }
+
+  /** The announced ring will not be the next one. */
   drop(): void {
     this.change = null;
     this.armed = false;

@@ -54,6 +54,19 @@ export class Generations {
     return this.ahead;
   }
 
+  /**
+   * The generation planned ahead without `ids` (lost meanwhile), adapted as any generation is
+   * (stable-plan.ts: most neighbours stay), so the links dialed ahead mostly still serve; null
+   * (and forgotten) when nobody would be left.
+   */
+  prepareWithout(ids: readonly string[], peers: ReadonlyMap<string, PeerRec>): { ring: string[]; topology: Topology | null } | null {
+    const a = this.ahead;
+    if (!a) return null;
+    const ring = a.ring.filter((id) => !ids.includes(id));
+    this.ahead = ring.length ? planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, a.topology) : null;
+    return this.ahead;
+  }
+
   /** Forgets the generation planned ahead (it will not come). */
   dropPrepared(): void {
     this.ahead = null;

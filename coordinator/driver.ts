@@ -277,6 +277,7 @@ export class Driver {
     if (!this.ahead.enabled || this.ring.length < ADMIT_BATCH_FROM || this.generationSteps === 0) return { joiners, leavers };
     const plan = this.gen.prepare([...this.ring.filter((id) => !leavers.includes(id)), ...joiners], this.peers);
     for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.d.send(id, m);
+    this.d.log(`a ring of ${plan.ring.length} announced ahead (${joiners.length} joining, ${leavers.length} leaving): its members dial their new links while the ring trains on`);
     return null;
   }
 
@@ -427,10 +428,12 @@ export class Driver {
     const ph = this.phase;
     if (ph.kind === 'done') return;
     const members = ids.filter((id) => this.ring.includes(id));
-    // A ring announced ahead with these peers in it will not come: its change is made as before.
-    if (this.ahead.pending && ids.some((id) => this.ahead.pending!.waiting.has(id) || this.gen.prepared?.ring.includes(id))) {
-      this.ahead.drop();
-      this.gen.dropPrepared();
+    // A ring announced ahead with these peers in it: adapted without them, and announced again.
+    const planned = this.gen.prepared;
+    const lostFromPlan = planned ? ids.filter((id) => planned.ring.includes(id)) : [];
+    if (lostFromPlan.length) {
+      const plan = this.gen.prepareWithout(lostFromPlan, this.peers);
+      for (const [id, m] of this.ahead.without(lostFromPlan, plan)) this.d.send(id, m);
     }
     if (ph.kind === 'admitting') {
       if (ph.uploadFrom && ids.includes(ph.uploadFrom) && this.ckpt.step !== ph.step) {

@@ -3,7 +3,7 @@
 // generation's first (its ring forms during it) and the rest.
 import { describe, expect, it } from 'vitest';
 import { PhaseClock } from '../../coordinator/driver-types.ts';
-import { stepSplit } from '../../bench/churn-check.ts';
+import { lossSplit, stepSplit } from '../../bench/churn-check.ts';
 import { phaseWindow } from '../../bench/churn-run.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 
@@ -48,5 +48,17 @@ describe('stepSplit', () => {
     });
     // A generation whose first step fell before the window counts its later steps as the rest.
     expect(stepSplit(records, 1, 2)).toEqual({ first: { steps: 0, medianMs: 0, totalMs: 0 }, rest: { steps: 1, medianMs: 100, totalMs: 100 } });
+  });
+});
+
+describe('lossSplit', () => {
+  it('splits what churn cost into membership changes and a slower ordinary pace', () => {
+    const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({ first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs } });
+    // 10 first steps of 500 ms and 90 ordinary ones of 100 ms in a 15 s window; the baseline's ordinary steps take 80 ms.
+    const s = lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 15_000 }, { split: split(1, 300, 99, 7920) })!;
+    expect(s.membershipGoodput).toBeCloseTo((100 * 100) / 15_000, 12);
+    expect(s.ordinaryPace).toBeCloseTo(0.8, 12);
+    expect(lossSplit({ split: split(3, 900, 0, 0), windowMs: 1000 }, { split: split(1, 300, 99, 7920) })).toBeNull();
+    expect(lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 0 }, { split: split(1, 300, 99, 7920) })).toBeNull();
   });
 });

@@ -3,8 +3,8 @@
 // in its generation meanwhile, and the change is made one step after every member of the new
 // ring said 'prepared' (or prepareMs passed), over exactly the ring announced; that step's
 // assignments hint each member's slice of the new ring's first step, and the joiner's load-state
-// its own. An unplanned loss drops the announcement. Every step is committed once (no step lost
-// or doubled) throughout.
+// its own. An unplanned loss of a member adapts the announcement (announced again without it).
+// Every step is committed once (no step lost or doubled) throughout.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answer, driverHarness } from './driver-harness.ts';
 import type { PrepareRing, StepAssignment } from '../../src/client/protocol.ts';
@@ -149,24 +149,59 @@ describe('a planned change announced ahead', () => {
     h.d.stop();
   });
 
-  it('a crash of a member of the announced ring drops the announcement: the change is made at once, as before', () => {
+  it('a crash of a member of the announced ring adapts the announcement: announced again without it, then made', () => {
     const { h, as: first } = formedRing();
     let as = first;
     h.d.peerConnected('j', null);
     as = commit(h, as);
-    expect(h.take('a', 'prepare').id).toBe(1);
+    for (const id of [...RING, 'j']) expect(h.take(id, 'prepare').id).toBe(1);
+    for (const id of [...RING, 'j']) h.d.message(id, { type: 'prepared', peerId: id, id: 1 });
     h.d.peerGone('d', 'its session closed');
-    expect(h.d.preparedRing()).toBeNull();
-    // The step is re-run by the survivors; the joiner enters after its commit (no second announcement: the ring is new).
-    const rerun = RING.filter((id) => id !== 'd').map((id) => h.take(id, 'step-assignment'));
-    as = commit(h, rerun);
-    expect(h.has('a', 'prepare')).toBe(false);
+    const planned = [...RING.filter((id) => id !== 'd'), 'j'];
+    expect(h.d.preparedRing()?.ring).toEqual(planned);
+    // Announced again (a new id) to the ring without d; the answers to id 1 no longer count.
+    for (const id of planned) expect(h.take(id, 'prepare')).toEqual({ type: 'prepare', id: 2, ring: planned });
+    expect(h.has('d', 'prepare')).toBe(false);
+    // The step is re-run by the survivors (a new generation of 7) while the joiner waits.
+    const survivors = RING.filter((id) => id !== 'd');
+    as = commit(h, survivors.map((id) => h.take(id, 'step-assignment')));
+    expect(h.has('j', 'load-state')).toBe(false);
+    for (const id of planned) h.d.message(id, { type: 'prepared', peerId: id, id: 2 });
+    as = commit(h, as);
+    commit(h, as);
     const step = h.d.status().step;
     h.take('a', 'upload-checkpoint');
     h.d.checkpointStored('a', step);
     h.take('j', 'load-state');
     h.ready('j', step);
-    const next = [...RING.filter((id) => id !== 'd'), 'j'].map((id) => h.take(id, 'step-assignment'));
+    const next = planned.map((id) => h.take(id, 'step-assignment'));
+    expect(next[0]!.ring, 'the ring announced the second time').toEqual(planned);
+    commit(h, next);
+    noStepLostOrDoubled(h);
+    h.d.stop();
+  });
+
+  it('a member lost while the joiners load: the ring announced, without it, is the one begun', () => {
+    const { h, as: first } = formedRing();
+    let as = first;
+    h.d.peerConnected('j', null);
+    as = commit(h, as);
+    const note = h.take('a', 'prepare');
+    for (const id of note.ring.slice(1)) h.take(id, 'prepare');
+    for (const id of note.ring) h.d.message(id, { type: 'prepared', peerId: id, id: note.id });
+    as = commit(h, as);
+    commit(h, as);
+    // The change is being made: a uploads the checkpoint, j will load it. Now e is lost.
+    const step = h.d.status().step;
+    h.take('a', 'upload-checkpoint');
+    h.d.peerGone('e', 'stopped by its owner');
+    const planned = [...RING.filter((id) => id !== 'e'), 'j'];
+    expect(h.take('j', 'prepare')).toMatchObject({ ring: planned });
+    h.d.checkpointStored('a', step);
+    h.take('j', 'load-state');
+    h.ready('j', step);
+    const next = planned.map((id) => h.take(id, 'step-assignment'));
+    expect(next[0]!.ring).toEqual(planned);
     commit(h, next);
     noStepLostOrDoubled(h);
     h.d.stop();
