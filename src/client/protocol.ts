@@ -217,7 +217,14 @@ export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string 
  * successors in it now (link-pool.ts keeps the links idle), so that generation's rings form
  * from kept links; it answers `prepared` with the same id. A hint: the assignment is what counts.
  */
-export interface PrepareRing { type: 'prepare'; id: number; ring: string[]; topology?: Topology }
+export interface PrepareRing {
+  type: 'prepare';
+  id: number;
+  ring: string[];
+  topology?: Topology;
+  /** A joiner's slice of its first step in that ring, once the coordinator has planned it (a prefetch hint). */
+  next?: NextSlice;
+}
 
 export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing;
 
@@ -375,8 +382,11 @@ export class FieldReader {
         break; // one bad item says enough; a 65k-item array must not yield 65k problems
       }
     }
-    // A copy (the caller's input stays the caller's), with -0 read as 0 like int() does.
-    return v.map((x: unknown) => (typeof x === 'number' ? x + 0 : x)) as T[];
+    // A copy (the caller's input stays the caller's), with -0 read as 0 like int() does; by
+    // index, not v.map: an array whose prototype was replaced has none.
+    const out: unknown[] = [];
+    for (let i = 0; i < v.length; i++) out.push(typeof v[i] === 'number' ? (v[i] as number) + 0 : v[i]);
+    return out as T[];
   }
 }
 
@@ -543,8 +553,9 @@ function readRing(r: FieldReader): string[] {
 }
 
 function readPrepare(r: FieldReader): Fields<PrepareRing> {
-  r.only(['type', 'id', 'ring', 'topology']);
+  r.only(['type', 'id', 'ring', 'topology', 'next']);
   const out: Fields<PrepareRing> = { id: r.int('id', 0, U32), ring: readRing(r) };
+  if (r.has('next')) out.next = readNext(r, MAX_BATCH);
   if (r.has('topology')) {
     const t = readTopology(r.o.topology, out.ring);
     if (t.ok) out.topology = t.value;

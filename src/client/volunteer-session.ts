@@ -169,8 +169,11 @@ export class Session {
       return;
     }
     const m = d.value;
-    // Dialing ahead runs beside the step in progress (the queue waits for it).
-    if (m.type === 'prepare') return void this.ring.prepare(m);
+    // Dialing ahead runs beside the step in progress (the queue waits for it); a joiner's first slice is loaded meanwhile.
+    if (m.type === 'prepare') {
+      if (m.next && this.c.prefetch) this.c.batches.hint(m.next.sampleIds, m.next.epoch);
+      return void this.ring.prepare(m);
+    }
     this.ring.preempt(m);
     this.queue.push(m);
     this.pump();

@@ -63,6 +63,9 @@ describe('a planned change announced ahead', () => {
     expect(hh.has('a', 'upload-checkpoint')).toBe(false);
     expect(as.map((a) => a.generation)).toEqual(RING.map(() => generation));
     const hints = new Map(as.map((a) => [a.ring[a.rank]!, a.next!]));
+    // The joiner hears its first slice now too (a repeated announcement), to load it while it waits.
+    const early = hh.take('j', 'prepare');
+    expect(early).toMatchObject({ id: 1, ring: planned, next: { step: as[0]!.step + 1 } });
     // ... then the change.
     commit(hh, as);
     const step = hh.d.status().step;
@@ -70,6 +73,7 @@ describe('a planned change announced ahead', () => {
     hh.d.checkpointStored('a', step);
     const load = hh.take('j', 'load-state');
     expect(load).toMatchObject({ step, next: { step } });
+    expect(load.next).toEqual(early.next);
     hints.set('j', load.next!);
     hh.ready('j', step);
     const next = planned.map((id) => hh.take(id, 'step-assignment'));
@@ -191,6 +195,7 @@ describe('a planned change announced ahead', () => {
     for (const id of note.ring) h.d.message(id, { type: 'prepared', peerId: id, id: note.id });
     as = commit(h, as);
     commit(h, as);
+    expect(h.take('j', 'prepare').next, 'its first slice, sent when the change was armed').toBeDefined();
     // The change is being made: a uploads the checkpoint, j will load it. Now e is lost.
     const step = h.d.status().step;
     h.take('a', 'upload-checkpoint');

@@ -34,6 +34,7 @@ const COORD: CoordinatorMessage[] = [
   { type: 'load-state', source: 'checkpoint', step: 40 },
   { type: 'load-state', source: 'checkpoint', step: 40, next: { step: 40, epoch: 1, sampleIds: [3, 8] } },
   { type: 'prepare', id: 4, ring: ['p-0', 'p-1', 'p-2'] },
+  { type: 'prepare', id: 4, ring: ['p-0', 'p-1', 'p-2'], next: { step: 9, epoch: 0, sampleIds: [1, 2] } },
   { type: 'prepare', id: 5, ring: ['p-0', 'p-1', 'p-2'], topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] } },
   { type: 'upload-checkpoint', step: 40 },
   { type: 'evaluate', step: 40, ids: [0, 1, 2] },
