@@ -14,7 +14,9 @@
 //
 // Make before break (preDial): told of the ring the coordinator is about to switch to, a peer
 // dials its new successors while its current ring still trains; such a connection carries `pre`
-// in its metadata, is accepted only from the prev that ring gives us, and both ends park it in
+// in its metadata, is accepted only from the prev that ring gives us (one that comes before we
+// heard of the ring waits PRE_DIAL_WAIT_MS for it: the announcement reaches each peer on its
+// own socket, so a neighbour's dial can come first), and both ends park it in
 // the pool once open, so the new generation's formation keeps it like any kept link.
 
 import { RingError } from './errors.ts';
@@ -157,6 +159,11 @@ export interface FormRingOptions {
 const MAX_PENDING = 16;
 /** A link dialed ahead (preDial) that has not opened within this time is closed. */
 export const PRE_DIAL_OPEN_MS = 10_000;
+/**
+ * A dial ahead from a peer we were not told of yet waits this long for our own announcement
+ * (its `prepare` may reach us after the dial: two different sockets), then is closed.
+ */
+export const PRE_DIAL_WAIT_MS = 3_000;
 
 /** This peer's neighbours in one ring it is about to join (tag '' flat): it dials next ahead and accepts prev's dial ahead. */
 export interface PreDial { tag: string; nextId: string; prevId: string }
@@ -185,6 +192,8 @@ export class PeerEndpoint {
   private readonly newest = new Map<number, number>();
   /** Per `job/tag`: the prev whose dial ahead is accepted (the newest preDial's; nobody else's). */
   private readonly expectedPrev = new Map<string, string>();
+  /** Dials ahead not expected (yet), by `job/tag/from`: parked if our preDial names them within PRE_DIAL_WAIT_MS, else closed. */
+  private readonly earlyAhead = new Map<string, { link: PeerJsLink; timer: ReturnType<typeof setTimeout> }>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
   private readonly rings = new Set<Ring>();
 
@@ -205,8 +214,9 @@ export class PeerEndpoint {
     // Dialed ahead, from the prev we expect (whatever generation its dialer has formed: a joiner
     // has formed none): parked once open, for the handshake of the formation that will want it.
     if (meta.pre) {
-      if (this.expectedPrev.get(`${meta.job}/${tag}`) !== meta.from) return conn.close();
-      return void this.parkWhenOpen(new PeerJsLink(conn), meta.job, tag, 'prev');
+      const link = new PeerJsLink(conn);
+      if (this.expectedPrev.get(`${meta.job}/${tag}`) === meta.from) return void this.parkWhenOpen(link, meta.job, tag, 'prev');
+      return this.holdAhead(`${meta.job}/${tag}/${meta.from}`, link);
     }
     if (meta.generation < (this.newest.get(meta.job) ?? 0)) return conn.close();
     const key = `${meta.job}/${meta.generation}/${tag}/${meta.from}`;
@@ -283,7 +293,16 @@ export class PeerEndpoint {
    */
   async preDial(job: number, links: readonly PreDial[]): Promise<{ dialed: number; opened: number }> {
     const generation = this.newest.get(job) ?? 0;
-    for (const l of links) this.expectedPrev.set(`${job}/${l.tag}`, l.prevId);
+    for (const l of links) {
+      this.expectedPrev.set(`${job}/${l.tag}`, l.prevId);
+      // Our prev's dial ahead may have come before this announcement did.
+      const early = this.earlyAhead.get(`${job}/${l.tag}/${l.prevId}`);
+      if (early) {
+        clearTimeout(early.timer);
+        this.earlyAhead.delete(`${job}/${l.tag}/${l.prevId}`);
+        void this.parkWhenOpen(early.link, job, l.tag, 'prev');
+      }
+    }
     const dials = links.filter((l) => l.nextId !== this.id && !this.pool.has(job, l.tag, 'next', l.nextId)).map((l) => {
       if (l.tag !== '' && !isRingTag(l.tag)) return Promise.resolve(false);
       const label = `vt/${job}/pre${l.tag ? `/${l.tag}` : ''}`;
@@ -293,6 +312,28 @@ export class PeerEndpoint {
     });
     const opened = (await Promise.all(dials)).filter(Boolean).length;
     return { dialed: dials.length, opened };
+  }
+
+  /** Keeps a dial ahead we were not told of (yet) for PRE_DIAL_WAIT_MS (a second one from the same peer replaces it; at most MAX_PENDING). */
+  private holdAhead(key: string, link: PeerJsLink): void {
+    const older = this.earlyAhead.get(key);
+    if (older) {
+      clearTimeout(older.timer);
+      older.link.close();
+      this.earlyAhead.delete(key);
+    }
+    if (this.earlyAhead.size >= MAX_PENDING) {
+      const [oldKey, oldest] = this.earlyAhead.entries().next().value as [string, { link: PeerJsLink; timer: ReturnType<typeof setTimeout> }];
+      clearTimeout(oldest.timer);
+      oldest.link.close();
+      this.earlyAhead.delete(oldKey);
+    }
+    const timer = setTimeout(() => {
+      if (this.earlyAhead.get(key)?.link !== link) return;
+      this.earlyAhead.delete(key);
+      link.close();
+    }, PRE_DIAL_WAIT_MS);
+    this.earlyAhead.set(key, { link, timer });
   }
 
   /** Parks `link` in the pool as `role` once it opens (true); closes it if it fails or takes over PRE_DIAL_OPEN_MS (false). */
@@ -384,6 +425,11 @@ export class PeerEndpoint {
     this.pool.closeAll();
     for (const l of this.pending.values()) l.close();
     this.pending.clear();
+    for (const { link, timer } of this.earlyAhead.values()) {
+      clearTimeout(timer);
+      link.close();
+    }
+    this.earlyAhead.clear();
     this.peer.destroy();
   }
 }

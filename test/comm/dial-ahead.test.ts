@@ -6,7 +6,8 @@
 //
 // Checked each time: which connections each generation dialed, that the sums are right and the
 // same bits on every peer, and that no connection is left open that no ring holds.
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { PRE_DIAL_WAIT_MS } from '../../src/comm/peer-endpoint.ts';
 import type { Ring } from '../../src/comm/index.ts';
 import { ringNeighbours } from '../../src/client/volunteer-ring.ts';
 import { flush } from './fake-peerjs.ts';
@@ -48,17 +49,47 @@ describe('dialing ahead of a membership change', () => {
     for (const r of g2) r.close();
   });
 
-  it('a dial ahead from a peer that is not the prev we were told of is refused', async () => {
-    const { net, eps } = network(['a', 'b', 'x']);
-    // The coming ring is [a, b]: b expects a as its prev; x dials b ahead anyway.
-    await dialAhead(eps, ['a', 'b']);
-    await ep(eps, 'x').preDial(1, [{ tag: '', nextId: 'b', prevId: 'b' }]);
-    await flush();
-    const d = net.dials.find((x) => x.from === 'x' && x.to === 'b')!;
-    expect(d.answerer.closed && d.dialer.closed, 'b closed it, unread').toBe(true);
-    // (The fake opens a connection even as its far end closes it; x's end closes a tick later.)
-    expect(ep(eps, 'x').keptLinks.open, 'x keeps nothing').toBe(0);
-    expect(ep(eps, 'b').keptLinks, 'b keeps its link to a and the one from a, idle').toEqual({ open: 2, idle: 2 });
+  it('a dial ahead from a peer that is not the prev we were told of is closed, unread, after PRE_DIAL_WAIT_MS', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { net, eps } = network(['a', 'b', 'x']);
+      // The coming ring is [a, b]: b expects a as its prev; x dials b ahead anyway.
+      const ab = dialAhead(eps, ['a', 'b']);
+      await vi.advanceTimersByTimeAsync(10);
+      await ab;
+      const fromX = ep(eps, 'x').preDial(1, [{ tag: '', nextId: 'b', prevId: 'b' }]);
+      await vi.advanceTimersByTimeAsync(PRE_DIAL_WAIT_MS + 10);
+      await fromX;
+      const d = net.dials.find((x) => x.from === 'x' && x.to === 'b')!;
+      expect(d.answerer.closed && d.dialer.closed, 'b closed it, unread').toBe(true);
+      expect(ep(eps, 'x').keptLinks.open, 'x keeps nothing').toBe(0);
+      expect(ep(eps, 'b').keptLinks, 'b keeps its link to a and the one from a, idle').toEqual({ open: 2, idle: 2 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a dial ahead that comes before the receiver heard of the ring waits for it, then is kept; a stranger's is closed after PRE_DIAL_WAIT_MS", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const { net, eps } = network(['a', 'b', 'x']);
+      // a dials b ahead before b's own announcement came; x (not in the ring) does too.
+      const fromA = ep(eps, 'a').preDial(1, [{ tag: '', nextId: 'b', prevId: 'b' }]);
+      const fromX = ep(eps, 'x').preDial(1, [{ tag: '', nextId: 'b', prevId: 'b' }]);
+      await vi.advanceTimersByTimeAsync(10);
+      expect(await fromA).toEqual({ dialed: 1, opened: 1 });
+      await fromX;
+      // b hears of the ring [a, b]: a's early link is parked, and b dials a ahead.
+      await ep(eps, 'b').preDial(1, [{ tag: '', nextId: 'a', prevId: 'a' }]);
+      await vi.advanceTimersByTimeAsync(10);
+      expect(ep(eps, 'b').keptLinks).toEqual({ open: 2, idle: 2 });
+      await vi.advanceTimersByTimeAsync(PRE_DIAL_WAIT_MS + 10);
+      const stray = net.dials.find((d) => d.from === 'x')!;
+      expect(stray.answerer.closed, "x's dial ahead closed at b").toBe(true);
+      expect(ep(eps, 'b').keptLinks, "a's link kept").toEqual({ open: 2, idle: 2 });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a ring announced that does not come: its idle links are closed when the ring that came formed', async () => {
