@@ -192,6 +192,8 @@ export class PeerEndpoint {
   private readonly newest = new Map<number, number>();
   /** Per `job/tag`: the prev whose dial ahead is accepted (the newest preDial's; nobody else's). */
   private readonly expectedPrev = new Map<string, string>();
+  /** Dials ahead of ours still opening, by `job/tag/to`. */
+  private readonly dialingAhead = new Map<string, Promise<boolean>>();
   /** Dials ahead not expected (yet), by `job/tag/from`: parked if our preDial names them within PRE_DIAL_WAIT_MS, else closed. */
   private readonly earlyAhead = new Map<string, { link: PeerJsLink; timer: ReturnType<typeof setTimeout> }>();
   /** Rings formed here: destroy() closes them first, so neighbours are not blamed for our exit. */
@@ -305,10 +307,17 @@ export class PeerEndpoint {
     }
     const dials = links.filter((l) => l.nextId !== this.id && !this.pool.has(job, l.tag, 'next', l.nextId)).map((l) => {
       if (l.tag !== '' && !isRingTag(l.tag)) return Promise.resolve(false);
+      // A dial ahead to the same peer still opening (an announcement made again) is not made twice.
+      const key = `${job}/${l.tag}/${l.nextId}`;
+      const inFlight = this.dialingAhead.get(key);
+      if (inFlight) return inFlight;
       const label = `vt/${job}/pre${l.tag ? `/${l.tag}` : ''}`;
       const meta: RingMetadata = { vt: 'ring', job, generation, from: this.id, ...(l.tag ? { tag: l.tag } : {}), pre: true };
       const conn = this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
-      return conn ? this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next') : Promise.resolve(false);
+      if (!conn) return Promise.resolve(false);
+      const parked = this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next').finally(() => this.dialingAhead.delete(key));
+      this.dialingAhead.set(key, parked);
+      return parked;
     });
     const opened = (await Promise.all(dials)).filter(Boolean).length;
     return { dialed: dials.length, opened };

@@ -108,6 +108,15 @@ describe('dialing ahead of a membership change', () => {
     for (const r of g2) r.close();
   });
 
+  it('an announcement made again while its dial ahead is still opening does not dial twice', async () => {
+    const { net, eps } = network(['a', 'b']);
+    const first = dialAhead(eps, ['a', 'b']);
+    const again = dialAhead(eps, ['a', 'b']);
+    await Promise.all([first, again]);
+    expect(aheadDials(net), 'one connection each way').toEqual(['a>b', 'b>a']);
+    for (const id of ['a', 'b']) expect(ep(eps, id).keptLinks, id).toEqual({ open: 2, idle: 2 });
+  });
+
   it('peers already kept in that role are not dialed again; a peer not in the ring dials nothing', async () => {
     const { net, eps } = network(['a', 'b', 'c']);
     const g1 = await Promise.all(formAll(eps, ['a', 'b', 'c'], 1));
