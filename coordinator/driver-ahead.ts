@@ -11,8 +11,14 @@
 // An unplanned loss (a crash, an eviction) of a member of the announced ring adapts it (the plan
 // without that member, announced again: only the pairs around it dial anew), whether the change
 // is still waiting or already being made (joiners loading).
-import type { CoordinatorMessage } from '../src/client/protocol.ts';
+import type { CoordinatorMessage, NextSlice } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
+
+type Plan = { ring: readonly string[]; topology: Topology | null };
+
+/** The announcement `id` of `plan` (with a joiner's first slice, when planned). */
+const prepareOf = (id: number, plan: Plan, next?: NextSlice): CoordinatorMessage =>
+  ({ type: 'prepare', id, ring: [...plan.ring], ...(plan.topology ? { topology: plan.topology } : {}), ...(next ? { next } : {}) });
 
 /** A membership change announced ahead, not made yet. */
 export interface AheadChange {
@@ -45,13 +51,23 @@ export class DialAhead {
   }
 
   /** Announces the change to the planned `ring`: the messages to send, one per member of it. */
-  begin(joiners: readonly string[], leavers: readonly string[], plan: { ring: readonly string[]; topology: Topology | null }, now: number): Array<[string, CoordinatorMessage]> {
+  begin(joiners: readonly string[], leavers: readonly string[], plan: Plan, now: number): Array<[string, CoordinatorMessage]> {
     const id = ++this.ids;
     const ring = [...plan.ring];
     this.change = { id, joiners: [...joiners], leavers: [...leavers], ring, waiting: new Set(ring), deadline: now + this.waitMs };
     this.armed = false;
-    const message: CoordinatorMessage = { type: 'prepare', id, ring, ...(plan.topology ? { topology: plan.topology } : {}) };
+    const message = prepareOf(id, plan);
     return ring.map((peerId) => [peerId, message]);
+  }
+
+  /** The armed change's announcement again, to each joiner with its first slice (`hintFor`: planned ahead, or null). */
+  joinerHints(plan: Plan | null, hintFor: (id: string) => NextSlice | null): Array<[string, CoordinatorMessage]> {
+    const c = this.change;
+    if (!c || !plan) return [];
+    return c.joiners.flatMap((peerId): Array<[string, CoordinatorMessage]> => {
+      const next = hintFor(peerId);
+      return next ? [[peerId, prepareOf(c.id, plan, next)]] : [];
+    });
   }
 
   /** A peer's `prepared` for announcement `id`. */
@@ -86,7 +102,7 @@ export class DialAhead {
    * anyway). Also when the change was taken already and is being made (nothing pending here):
    * the members dial the adapted ring's new pairs all the same. No plan (nobody left): dropped.
    */
-  without(ids: readonly string[], plan: { ring: readonly string[]; topology: Topology | null } | null): Array<[string, CoordinatorMessage]> {
+  without(ids: readonly string[], plan: Plan | null): Array<[string, CoordinatorMessage]> {
     if (!plan) {
       this.drop();
       return [];
@@ -98,7 +114,7 @@ export class DialAhead {
       const keep = (xs: readonly string[]) => xs.filter((x) => !ids.includes(x));
       this.change = { id, joiners: keep(c.joiners), leavers: keep(c.leavers), ring, waiting: new Set(this.armed ? [] : ring), deadline: c.deadline };
     }
-    const message: CoordinatorMessage = { type: 'prepare', id, ring, ...(plan.topology ? { topology: plan.topology } : {}) };
+    const message = prepareOf(id, plan);
     return ring.map((peerId) => [peerId, message]);
   }
 

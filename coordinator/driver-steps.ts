@@ -9,7 +9,7 @@
 // when that step starts with the same ring it is assigned exactly so (step-plan.ts,
 // affinity.ts). With syncEvery H > 1 (after the job's warm-up) a step is a round of H inner
 // steps (rounds.ts), kept when it is aborted so that its survivors reuse their work.
-import type { CollectiveFailure, LiveEvent, MetricRecord, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
+import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
@@ -178,7 +178,7 @@ export class StepBook {
   }
 
   /** A joiner's slice of `step` in the ring hinted ahead (its load-state carries it: it prefetches while it loads). */
-  hintFor(id: string, step: number): { step: number; epoch: number; sampleIds: number[] } | null {
+  hintFor(id: string, step: number): NextSlice | null {
     const h = this.hinted;
     const rank = h && h.generation === null && h.plan.step === step ? h.ring.indexOf(id) : -1;
     return rank < 0 ? null : { step, epoch: h!.plan.epoch, sampleIds: h!.plan.slices[rank]! };

@@ -281,17 +281,6 @@ export class Driver {
     return null;
   }
 
-  /** Sends each joiner of the armed change its slice of `step` in the coming ring, as a repeated 'prepare'. */
-  private hintJoiners(step: number): void {
-    const c = this.ahead.pending;
-    const plan = this.gen.prepared;
-    if (!c || !plan) return;
-    for (const id of c.joiners) {
-      const next = this.steps.hintFor(id, step);
-      if (next) this.d.send(id, { type: 'prepare', id: c.id, ring: [...plan.ring], ...(plan.topology ? { topology: plan.topology } : {}), next });
-    }
-  }
-
   /**
    * Lets the leavers (still members, still leaving) go after their committed step and admits the
    * joiners (still waiting). True: the state machine moved on (an admission began).
@@ -352,7 +341,7 @@ export class Driver {
     });
     if (s.rerun) this.d.log(rerunLine(s.rerun, this.step, this.gen.generation, this.ring));
     // The change is made after this step: the joiners learn their first slice now, to load it while they wait.
-    if (coming) this.hintJoiners(this.step + 1);
+    if (coming) for (const [id, m] of this.ahead.joinerHints(this.gen.prepared, (j) => this.steps.hintFor(j, this.step + 1))) this.d.send(id, m);
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
     this.sendToRing(s.assignments);
