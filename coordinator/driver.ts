@@ -259,8 +259,9 @@ export class Driver {
     const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
     const gap = this.timeouts.admitGapMs;
     const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, LEAVE_HOLD_GAPS * gap, now));
-    // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now.
-    const change = this.ahead.pending ? this.ahead.take(now) : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
+    // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now
+    // (after the survivors of an aborted attempt finished it, as for any admission).
+    const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
     if (change && this.changeMembers(change.joiners, change.leavers)) return;
     const last = this.step >= this.d.job.totalSteps;
     if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();

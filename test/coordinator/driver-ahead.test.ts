@@ -185,6 +185,36 @@ describe('a planned change announced ahead', () => {
     h.d.stop();
   });
 
+  it('a crash once the change is armed: the survivors re-run their step first, then the change is made', () => {
+    const { h, as: first } = formedRing();
+    let as = first;
+    h.d.peerConnected('j', null);
+    as = commit(h, as);
+    for (const id of [...RING, 'j']) h.take(id, 'prepare');
+    for (const id of [...RING, 'j']) h.d.message(id, { type: 'prepared', peerId: id, id: 1 });
+    as = commit(h, as); // armed: this step hints the new ring
+    h.take('j', 'prepare');
+    // d crashes mid-step (after a few results): the step is aborted and re-run by the survivors, joiner outside.
+    for (const a of as.slice(0, 3)) answer(h, a.ring[a.rank]!, a);
+    h.d.peerGone('d', 'its session closed');
+    const survivors = RING.filter((id) => id !== 'd');
+    const rerun = survivors.map((id) => h.take(id, 'step-assignment'));
+    expect(rerun[0]!.reuse, 'a slice re-run').toBeDefined();
+    expect(h.has('j', 'load-state') || h.has('a', 'upload-checkpoint')).toBe(false);
+    commit(h, rerun);
+    // Now the change, over the announced ring without d.
+    const step = h.d.status().step;
+    h.take('a', 'upload-checkpoint');
+    h.d.checkpointStored('a', step);
+    h.take('j', 'load-state');
+    h.ready('j', step);
+    const next = [...survivors, 'j'].map((id) => h.take(id, 'step-assignment'));
+    expect(next[0]!.ring).toEqual([...survivors, 'j']);
+    commit(h, next);
+    noStepLostOrDoubled(h);
+    h.d.stop();
+  });
+
   it('a member lost while the joiners load: the ring announced, without it, is the one begun', () => {
     const { h, as: first } = formedRing();
     let as = first;
