@@ -36,6 +36,15 @@ function noStepLostOrDoubled(h: ReturnType<typeof driverHarness>): void {
   expect(steps, 'every step committed once, in order').toEqual(steps.map((_, i) => i + 1));
 }
 
+/** The change is being made: a uploads the step's checkpoint, j loads it and says ready. */
+function joinerEnters(h: ReturnType<typeof driverHarness>): void {
+  const step = h.d.status().step;
+  h.take('a', 'upload-checkpoint');
+  h.d.checkpointStored('a', step);
+  h.take('j', 'load-state');
+  h.ready('j', step);
+}
+
 describe('a planned change announced ahead', () => {
   afterEach(() => vi.useRealTimers());
 
@@ -101,11 +110,7 @@ describe('a planned change announced ahead', () => {
     // More steps' results (new link measurements) before the change is made.
     as = commit(h, as);
     as = commit(h, as);
-    const step = h.d.status().step;
-    h.take('a', 'upload-checkpoint');
-    h.d.checkpointStored('a', step);
-    h.take('j', 'load-state');
-    h.ready('j', step);
+    joinerEnters(h);
     const next = note.ring.map((id) => h.take(id, 'step-assignment'));
     expect(next[0]!.ring).toEqual(note.ring);
     expect(next[0]!.topology).toEqual(note.topology);
@@ -173,11 +178,7 @@ describe('a planned change announced ahead', () => {
     for (const id of planned) h.d.message(id, { type: 'prepared', peerId: id, id: 2 });
     as = commit(h, as);
     commit(h, as);
-    const step = h.d.status().step;
-    h.take('a', 'upload-checkpoint');
-    h.d.checkpointStored('a', step);
-    h.take('j', 'load-state');
-    h.ready('j', step);
+    joinerEnters(h);
     const next = planned.map((id) => h.take(id, 'step-assignment'));
     expect(next[0]!.ring, 'the ring announced the second time').toEqual(planned);
     commit(h, next);
@@ -203,11 +204,7 @@ describe('a planned change announced ahead', () => {
     expect(h.has('j', 'load-state') || h.has('a', 'upload-checkpoint')).toBe(false);
     commit(h, rerun);
     // Now the change, over the announced ring without d.
-    const step = h.d.status().step;
-    h.take('a', 'upload-checkpoint');
-    h.d.checkpointStored('a', step);
-    h.take('j', 'load-state');
-    h.ready('j', step);
+    joinerEnters(h);
     const next = [...survivors, 'j'].map((id) => h.take(id, 'step-assignment'));
     expect(next[0]!.ring).toEqual([...survivors, 'j']);
     commit(h, next);
