@@ -25,8 +25,6 @@ export interface AheadChange {
   readonly id: number;
   readonly joiners: readonly string[];
   readonly leavers: readonly string[];
-  /** The ring announced, in its order. */
-  readonly ring: readonly string[];
   /** Members of the planned ring that have not said `prepared` yet. */
   readonly waiting: Set<string>;
   /** When it is made even if someone has not answered. */
@@ -36,7 +34,7 @@ export interface AheadChange {
 export class DialAhead {
   private change: AheadChange | null = null;
   /** The change is made at the next boundary (everyone answered, or the wait was over, at the last one). */
-  private armed = false;
+  private isArmed = false;
   private ids = 0;
 
   constructor(private readonly waitMs: number) {}
@@ -50,14 +48,13 @@ export class DialAhead {
     return this.change;
   }
 
-  /** Announces the change to the planned `ring`: the messages to send, one per member of it. */
+  /** Announces the change to the planned ring (Generations.prepare's plan): the messages to send, one per member of it. */
   begin(joiners: readonly string[], leavers: readonly string[], plan: Plan, now: number): Array<[string, CoordinatorMessage]> {
     const id = ++this.ids;
-    const ring = [...plan.ring];
-    this.change = { id, joiners: [...joiners], leavers: [...leavers], ring, waiting: new Set(ring), deadline: now + this.waitMs };
-    this.armed = false;
+    this.change = { id, joiners: [...joiners], leavers: [...leavers], waiting: new Set(plan.ring), deadline: now + this.waitMs };
+    this.isArmed = false;
     const message = prepareOf(id, plan);
-    return ring.map((peerId) => [peerId, message]);
+    return plan.ring.map((peerId) => [peerId, message]);
   }
 
   /** The armed change's announcement again, to each joiner with its first slice (`hintFor`: planned ahead, or null). */
@@ -82,17 +79,17 @@ export class DialAhead {
   take(now: number): AheadChange | null {
     const c = this.change;
     if (!c) return null;
-    if (!this.armed) {
-      this.armed = c.waiting.size === 0 || now >= c.deadline;
+    if (!this.isArmed) {
+      this.isArmed = c.waiting.size === 0 || now >= c.deadline;
       return null;
     }
     this.drop();
     return c;
   }
 
-  /** The ring the change will make at the next boundary (armed), else null. */
-  get coming(): readonly string[] | null {
-    return this.armed ? this.change?.ring ?? null : null;
+  /** Whether the announced change is made at the next boundary (its ring: Generations.prepared). */
+  get armed(): boolean {
+    return this.isArmed && this.change !== null;
   }
 
   /**
@@ -108,19 +105,18 @@ export class DialAhead {
       return [];
     }
     const id = ++this.ids;
-    const ring = [...plan.ring];
     const c = this.change;
     if (c) {
       const keep = (xs: readonly string[]) => xs.filter((x) => !ids.includes(x));
-      this.change = { id, joiners: keep(c.joiners), leavers: keep(c.leavers), ring, waiting: new Set(this.armed ? [] : ring), deadline: c.deadline };
+      this.change = { id, joiners: keep(c.joiners), leavers: keep(c.leavers), waiting: new Set(this.isArmed ? [] : plan.ring), deadline: c.deadline };
     }
     const message = prepareOf(id, plan);
-    return ring.map((peerId) => [peerId, message]);
+    return plan.ring.map((peerId) => [peerId, message]);
   }
 
   /** The announced ring will not be the next one. */
   drop(): void {
     this.change = null;
-    this.armed = false;
+    this.isArmed = false;
   }
 }

@@ -50,7 +50,7 @@ export class Generations {
    * by next() over the same members even if the measured links change meanwhile.
    */
   prepare(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>): { ring: string[]; topology: Topology | null } {
-    this.ahead = planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
+    this.ahead = this.planOf(ring, peers, this.plan);
     return this.ahead;
   }
 
@@ -63,8 +63,13 @@ export class Generations {
     const a = this.ahead;
     if (!a) return null;
     const ring = a.ring.filter((id) => !ids.includes(id));
-    this.ahead = ring.length ? planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, a.topology) : null;
+    this.ahead = ring.length ? this.planOf(ring, peers, a.topology) : null;
     return this.ahead;
+  }
+
+  /** The plan of a generation over `ring` by the peers' measured links, adapted from `previous` where it can be. */
+  private planOf(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>, previous: Topology | null): { ring: string[]; topology: Topology | null } {
+    return planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, previous);
   }
 
   /** Forgets the generation planned ahead (it will not come). */
@@ -84,7 +89,7 @@ export class Generations {
     const planned = ahead !== null && ahead.ring.length === ring.length && ring.every((id) => ahead.ring.includes(id));
     if (planned) this.ahead = null;
     // From the job's twoLevelFrom peers on: groups by measured links, and the ring in their order.
-    const { ring: members, topology } = planned ? ahead : planGeneration(ring, (id) => peers.get(id)?.links, this.twoLevelFrom, this.plan);
+    const { ring: members, topology } = planned ? ahead : this.planOf(ring, peers, this.plan);
     this.members = members;
     this.plan = topology;
     this.current++;

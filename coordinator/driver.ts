@@ -335,7 +335,7 @@ export class Driver {
   private startStep(): void {
     // Nothing announced is pending: a plan made ahead that did not come true is forgotten.
     if (!this.ahead.pending) this.gen.dropPrepared();
-    const coming = this.ahead.coming;
+    const coming = this.ahead.armed ? this.gen.prepared?.ring ?? null : null;
     const s = this.steps.begin({
       step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology, checkpointStep: this.ckpt.step,
       coming: coming ? { ring: coming, speeds: ringSpeeds(coming, this.peers) } : null,

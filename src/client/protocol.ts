@@ -552,15 +552,18 @@ function readRing(r: FieldReader): string[] {
   return ring;
 }
 
+/** The message's `topology` for its `ring` into `out`, or its problem into r's. */
+function readTopologyInto(r: FieldReader, out: { topology?: Topology }, ring: readonly string[]): void {
+  const t = readTopology(r.o.topology, ring);
+  if (t.ok) out.topology = t.value;
+  else r.problems.push(t.problem);
+}
+
 function readPrepare(r: FieldReader): Fields<PrepareRing> {
   r.only(['type', 'id', 'ring', 'topology', 'next']);
   const out: Fields<PrepareRing> = { id: r.int('id', 0, U32), ring: readRing(r) };
   if (r.has('next')) out.next = readNext(r, MAX_BATCH);
-  if (r.has('topology')) {
-    const t = readTopology(r.o.topology, out.ring);
-    if (t.ok) out.topology = t.value;
-    else r.problems.push(t.problem);
-  }
+  if (r.has('topology')) readTopologyInto(r, out, out.ring);
   return out;
 }
 
@@ -578,11 +581,7 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('next')) out.next = readNext(r, globalBatch);
   if (r.has('reuse')) out.reuse = readReuse(r, sampleIds.length);
   if (out.reuse && out.round) r.problems.push('reuse is for sync steps only, not with a round');
-  if (r.has('topology')) {
-    const t = readTopology(r.o.topology, ring);
-    if (t.ok) out.topology = t.value;
-    else r.problems.push(t.problem);
-  }
+  if (r.has('topology')) readTopologyInto(r, out, ring);
   return out;
 }
 

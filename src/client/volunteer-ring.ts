@@ -5,7 +5,7 @@
 import { formStepRings, type StepRings } from './step-rings.ts';
 import { relayHostsOf } from '../comm/route.ts';
 import { isRingError, type PeerEndpoint } from '../comm/index.ts';
-import type { PreDial } from '../comm/peer-endpoint.ts';
+import { neighboursOf, type PreDial } from '../comm/peer-endpoint.ts';
 import { roleOf } from '../comm/topology.ts';
 import type { WireFormat } from '../comm/wire.ts';
 import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, PrepareRing, StepAssignment } from './protocol.ts';
@@ -63,7 +63,7 @@ export class SessionRing {
    * `prepared` once they opened or failed. Runs beside the step, not in the message queue.
    */
   async prepare(m: PrepareRing): Promise<void> {
-    const links = ringNeighbours(m, this.o.peerId);
+    const links = aheadLinks(m, this.o.peerId);
     if (links === null) return; // not in it: nothing to dial
     const t0 = performance.now();
     const { dialed, opened } = await this.endpoint.preDial(this.o.job, links);
@@ -144,12 +144,11 @@ export class SessionRing {
   }
 }
 
-/** `self`'s successor and predecessor in each ring of a planned generation (null: not in it). */
-export function ringNeighbours(m: Pick<PrepareRing, 'ring' | 'topology'>, self: string): PreDial[] | null {
+/** `self`'s successor and predecessor in each ring of a planned generation: the links it dials ahead (null: not in it). */
+export function aheadLinks(m: Pick<PrepareRing, 'ring' | 'topology'>, self: string): PreDial[] | null {
   const around = (ids: readonly string[], tag: string): PreDial[] => {
-    const i = ids.indexOf(self);
-    if (ids.length < 2 || i < 0) return [];
-    return [{ tag, nextId: ids[(i + 1) % ids.length]!, prevId: ids[(i - 1 + ids.length) % ids.length]! }];
+    const n = ids.length < 2 ? null : neighboursOf(ids, self);
+    return n ? [{ tag, ...n }] : [];
   };
   if (!m.ring.includes(self)) return null;
   if (!m.topology) return around(m.ring, '');

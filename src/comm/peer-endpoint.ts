@@ -168,6 +168,32 @@ export const PRE_DIAL_WAIT_MS = 3_000;
 /** This peer's neighbours in one ring it is about to join (tag '' flat): it dials next ahead and accepts prev's dial ahead. */
 export interface PreDial { tag: string; nextId: string; prevId: string }
 
+/** `self`'s successor and predecessor in the ring `ids` (null: not in it). */
+export function neighboursOf(ids: readonly string[], self: string): { nextId: string; prevId: string } | null {
+  const rank = ids.indexOf(self);
+  if (rank < 0) return null;
+  return { nextId: ids[(rank + 1) % ids.length]!, prevId: ids[(rank - 1 + ids.length) % ids.length]! };
+}
+
+/**
+ * Adds `value` under `key` to a map of early arrivals bounded at MAX_PENDING: one already under
+ * the key is dropped first (a newer attempt of the same peer wins), and when full the oldest
+ * entry goes (its ring most likely failed elsewhere). `drop` closes what leaves.
+ */
+function putBounded<V>(map: Map<string, V>, key: string, value: V, drop: (v: V) => void): void {
+  const older = map.get(key);
+  if (older !== undefined) {
+    drop(older);
+    map.delete(key);
+  }
+  if (map.size >= MAX_PENDING) {
+    const [oldKey, oldest] = map.entries().next().value as [string, V];
+    drop(oldest);
+    map.delete(oldKey);
+  }
+  map.set(key, value);
+}
+
 /** A formation of formRing (reuse: its links may come from the pool) or of connectLinks (raw). */
 interface Forming {
   f: LinkFormation<FormingLink>;
@@ -235,20 +261,8 @@ export class PeerEndpoint {
       conn.close();
       return;
     }
-    const link = new PeerJsLink(conn);
     // A second connection for the same key is prev re-dialing after a failed attempt: it wins.
-    const older = this.pending.get(key);
-    if (older) {
-      older.close();
-      this.pending.delete(key);
-    }
-    // Bounded: the oldest early arrival goes first (its ring most likely failed elsewhere).
-    if (this.pending.size >= MAX_PENDING) {
-      const [oldKey, oldLink] = this.pending.entries().next().value as [string, PeerJsLink];
-      oldLink.close();
-      this.pending.delete(oldKey);
-    }
-    this.pending.set(key, link);
+    putBounded(this.pending, key, new PeerJsLink(conn), (l) => l.close());
   }
 
   /**
@@ -325,24 +339,15 @@ export class PeerEndpoint {
 
   /** Keeps a dial ahead we were not told of (yet) for PRE_DIAL_WAIT_MS (a second one from the same peer replaces it; at most MAX_PENDING). */
   private holdAhead(key: string, link: PeerJsLink): void {
-    const older = this.earlyAhead.get(key);
-    if (older) {
-      clearTimeout(older.timer);
-      older.link.close();
-      this.earlyAhead.delete(key);
-    }
-    if (this.earlyAhead.size >= MAX_PENDING) {
-      const [oldKey, oldest] = this.earlyAhead.entries().next().value as [string, { link: PeerJsLink; timer: ReturnType<typeof setTimeout> }];
-      clearTimeout(oldest.timer);
-      oldest.link.close();
-      this.earlyAhead.delete(oldKey);
-    }
     const timer = setTimeout(() => {
       if (this.earlyAhead.get(key)?.link !== link) return;
       this.earlyAhead.delete(key);
       link.close();
     }, PRE_DIAL_WAIT_MS);
-    this.earlyAhead.set(key, { link, timer });
+    putBounded(this.earlyAhead, key, { link, timer }, (e) => {
+      clearTimeout(e.timer);
+      e.link.close();
+    });
   }
 
   /** Parks `link` in the pool as `role` once it opens (true); closes it if it fails or takes over PRE_DIAL_OPEN_MS (false). */
@@ -379,8 +384,8 @@ export class PeerEndpoint {
     const { ids, job, generation } = o;
     const tag = o.tag ?? '';
     if (tag !== '' && !isRingTag(tag)) throw new RingError('bad-input', this.id, `ring tag ${JSON.stringify(tag)} must be 1..16 characters [a-z0-9-]`);
-    const rank = ids.indexOf(this.id);
-    if (rank < 0 || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
+    const around = neighboursOf(ids, this.id);
+    if (!around || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
     const newest = this.newest.get(job) ?? 0;
     if (generation < newest) {
       throw new RingError('closed', this.id, `generation ${generation} of job ${job} is older than generation ${newest}, already formed here: it was abandoned`, this.id);
@@ -391,8 +396,7 @@ export class PeerEndpoint {
     for (const [k, { f: running }] of this.forming) {
       if (running.job === job && (running.generation < generation || k === fkey)) running.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
     }
-    const nextId = ids[(rank + 1) % ids.length];
-    const prevId = ids[(rank - 1 + ids.length) % ids.length];
+    const { nextId, prevId } = around;
     const key = `${job}/${generation}/${tag}/${prevId}`;
     // Refuse strangers and older generations now that we know the ring (another tag of this
     // generation keeps its early arrivals: its formation may start in the same tick).

@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PRE_DIAL_WAIT_MS } from '../../src/comm/peer-endpoint.ts';
 import type { Ring } from '../../src/comm/index.ts';
-import { ringNeighbours } from '../../src/client/volunteer-ring.ts';
+import { aheadLinks } from '../../src/client/volunteer-ring.ts';
 import { flush } from './fake-peerjs.ts';
 import { closeEndpoints, dialsOf, ep, formAll, network, onlyRingsHoldConnections, sumsRight } from './reuse-helpers.ts';
 
@@ -17,7 +17,7 @@ afterEach(closeEndpoints);
 
 /** Every member of `ids` dials ahead for the ring `ids`, as on a coordinator's 'prepare'. */
 function dialAhead(eps: Parameters<typeof ep>[0], ids: string[]): Promise<{ dialed: number; opened: number }[]> {
-  return Promise.all(ids.map((id) => ep(eps, id).preDial(1, ringNeighbours({ ring: ids }, id)!)));
+  return Promise.all(ids.map((id) => ep(eps, id).preDial(1, aheadLinks({ ring: ids }, id)!)));
 }
 
 /** The dials made ahead (metadata pre), as 'from>to'. */
@@ -122,19 +122,19 @@ describe('dialing ahead of a membership change', () => {
     const g1 = await Promise.all(formAll(eps, ['a', 'b', 'c'], 1));
     const same = await dialAhead(eps, ['a', 'b', 'c']);
     expect(same.map((o) => o.dialed)).toEqual([0, 0, 0]);
-    expect(ringNeighbours({ ring: ['a', 'b'] }, 'c')).toBeNull();
+    expect(aheadLinks({ ring: ['a', 'b'] }, 'c')).toBeNull();
     expect(aheadDials(net)).toEqual([]);
     for (const r of g1) r.close();
   });
 });
 
-describe('ringNeighbours: what a peer dials ahead for a planned generation', () => {
+describe('aheadLinks: what a peer dials ahead for a planned generation', () => {
   it('flat: its successor and predecessor; two-level: in its group ring and, for a shard owner, its column ring', () => {
-    expect(ringNeighbours({ ring: ['a', 'b', 'c'] }, 'a')).toEqual([{ tag: '', nextId: 'b', prevId: 'c' }]);
-    expect(ringNeighbours({ ring: ['a'] }, 'a')).toEqual([]);
+    expect(aheadLinks({ ring: ['a', 'b', 'c'] }, 'a')).toEqual([{ tag: '', nextId: 'b', prevId: 'c' }]);
+    expect(aheadLinks({ ring: ['a'] }, 'a')).toEqual([]);
     const topology = { groups: [['a', 'b', 'c'], ['d', 'e']], shards: 2, columns: [['a', 'd'], ['b', 'e']] };
     const ring = topology.groups.flat();
-    expect(ringNeighbours({ ring, topology }, 'b')).toEqual([{ tag: 'group', nextId: 'c', prevId: 'a' }, { tag: 'column', nextId: 'e', prevId: 'e' }]);
-    expect(ringNeighbours({ ring, topology }, 'c'), 'not a shard owner: no column').toEqual([{ tag: 'group', nextId: 'a', prevId: 'b' }]);
+    expect(aheadLinks({ ring, topology }, 'b')).toEqual([{ tag: 'group', nextId: 'c', prevId: 'a' }, { tag: 'column', nextId: 'e', prevId: 'e' }]);
+    expect(aheadLinks({ ring, topology }, 'c'), 'not a shard owner: no column').toEqual([{ tag: 'group', nextId: 'a', prevId: 'b' }]);
   });
 });

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
 import { RingError, allReduceSum, openEndpoint, type PeerCtor, type PeerEndpoint, type Ring } from '../../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer, offerAsDtlsClient } from '../../src/comm/node.ts';
-import { ringNeighbours } from '../../src/client/volunteer-ring.ts';
+import { aheadLinks } from '../../src/client/volunteer-ring.ts';
 import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
 
 let sig: StandaloneSignaling;
@@ -32,6 +32,18 @@ async function endpoints(names: string[]): Promise<PeerEndpoint[]> {
     const { id, token } = sig.signaling.issue(n);
     return openEndpoint({ Peer, id, token, server: { host: '127.0.0.1', port: sig.port, path: '/signal' }, rtcConfig: NODE_RTC_CONFIG });
   }));
+}
+
+/**
+ * Sums 65,536 random floats per peer (seeds `seed`, `seed + 1`, ...) over `rings` at step 0:
+ * float64-exact to float32 rounding (3 ulp), the same bits on every peer.
+ */
+async function sumsExact(rings: readonly Ring[], seed: number): Promise<void> {
+  const inputs = rings.map((_, i) => randomGrad(1 << 16, seed + i));
+  const outs = inputs.map((g) => g.slice());
+  await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
+  expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
+  for (let i = 1; i < rings.length; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
 }
 
 describe('ring all-reduce over node-datachannel + PeerJS', () => {
@@ -100,12 +112,8 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
       const g2Eps = [eps[0]!, eps[1]!, eps[3]!];
       rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 8, generation: 2 })));
       expect(rings.map((r) => r.reusedLinks), 'r0 keeps both links, r1 its link from r0, r3 its link to r0').toEqual([2, 1, 1]);
-      const inputs = g2Ids.map((_, i) => randomGrad(1 << 16, 7 + i));
-      const outs = inputs.map((g) => g.slice());
       // Step 0 again: the first generation's step 0 never ran, but nothing of it may count anyway.
-      await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
-      expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
-      for (let i = 1; i < 3; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
+      await sumsExact(rings, 7);
       for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });
     } finally {
       for (const r of rings) r.close();
@@ -122,18 +130,14 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
       // Announced: a2 out, a4 in. Each member of the new ring dials its new successor now.
       const g2Ids = ['a0', 'a1', 'a3', 'a4'];
       const g2Eps = [eps[0]!, eps[1]!, eps[3]!, eps[4]!];
-      const ahead = await Promise.all(g2Eps.map((ep) => ep.preDial(9, ringNeighbours({ ring: g2Ids }, ep.id)!)));
+      const ahead = await Promise.all(g2Eps.map((ep) => ep.preDial(9, aheadLinks({ ring: g2Ids }, ep.id)!)));
       expect(ahead, 'a1 -> a3, a3 -> a4 and a4 -> a0 dialed and opened; a0 -> a1 is kept').toEqual([{ dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }]);
       rings[2]!.close();
       eps[2]!.destroy();
       for (const r of [rings[0]!, rings[1]!, rings[3]!]) r.release();
       rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 9, generation: 2 })));
       expect(rings.map((r) => [r.reusedLinks, r.attempts.dials]), 'every link kept, nothing dialed').toEqual([[2, 0], [2, 0], [2, 0], [2, 0]]);
-      const inputs = g2Ids.map((_, i) => randomGrad(1 << 16, 17 + i));
-      const outs = inputs.map((g) => g.slice());
-      await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: 0 })));
-      expect(worstError(outs[0]!, sum64(inputs), inputs).rel).toBeLessThanOrEqual(3 * 2 ** -24 * 2);
-      for (let i = 1; i < 4; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
+      await sumsExact(rings, 17);
       for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });
     } finally {
       for (const r of rings) r.close();
