@@ -11,6 +11,7 @@ import {
   MAX_MESSAGE_BYTES, SESSION_PATH, decodePeerMessage, describe, parseJsonText,
   type CoordinatorMessage, type ErrorMessage, type PeerMessage,
 } from '../src/client/protocol.ts';
+import { ShapeSender } from '../src/client/ring-shape.ts';
 
 export interface SessionHandlers {
   /** Whether (id, token) was issued by a join and may open a session. */
@@ -50,6 +51,8 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
   const live = new Map<string, WebSocket>();
   /** Per session: answers the coordinator has asked for and not yet received. */
   const owed = new Map<string, number>();
+  /** Per session: the last ring it was sent (assignments and prepares carry an edit of it). */
+  const shapes = new Map<string, ShapeSender>();
 
   const reply = (ws: WebSocket, e: ErrorMessage) => {
     if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(e));
@@ -57,6 +60,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
 
   function attach(id: string, ws: WebSocket): void {
     live.set(id, ws);
+    shapes.set(id, new ShapeSender());
     let bad = 0;
     const rate = new RateLimiter(SESSION_RATE, 1);
     const strike = (e: ErrorMessage) => {
@@ -87,6 +91,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (live.get(id) !== ws) return;
       live.delete(id);
       owed.delete(id);
+      shapes.delete(id);
       h.closed(id, `session closed (${code}${reason.length ? ` ${reason.toString().slice(0, 200)}` : ''})`);
     });
     h.opened(id);
@@ -116,7 +121,8 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       const ws = live.get(id);
       if (!ws || ws.readyState !== ws.OPEN) return false;
       if (REQUESTS.has(m.type)) owed.set(id, Math.min(MAX_OWED, (owed.get(id) ?? 0) + 1));
-      ws.send(JSON.stringify(m));
+      const shape = shapes.get(id);
+      ws.send(JSON.stringify(shape && (m.type === 'step-assignment' || m.type === 'prepare') ? shape.compact(m) : m));
       return true;
     },
     close(id, reason) {

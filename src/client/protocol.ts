@@ -19,8 +19,10 @@ import { readTopology } from './protocol-topology.ts';
 /**
  * 2: ring links open with a PLAN frame, and a generation's collectives are numbered per gradient
  * bucket (step * 256 + k): a volunteer of version 1 could not share a ring with these.
+ * 3: assignments and prepares carry `shape`, an edit of the last ring the session was sent,
+ * in place of `ring` and `topology` (src/client/ring-shape.ts): version 2 would refuse them.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage

@@ -11,12 +11,13 @@ import type { AnyEngine } from '../backend/engine.ts';
 import { weightChecksum } from './checksum.ts';
 import { join } from './http.ts';
 import {
-  PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, describe, parseJsonText,
+  PROTOCOL_VERSION, SESSION_PATH, describe, parseJsonText,
   type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
 } from './protocol.ts';
 import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
 import type { Ctx, SessionEnd, SocketLike } from './volunteer-context.ts';
 import { evalCounts } from './volunteer-eval.ts';
+import { ShapeReceiver } from './ring-shape.ts';
 import { SessionRing } from './volunteer-ring.ts';
 import { Trainer } from './volunteer-train.ts';
 
@@ -35,6 +36,8 @@ export class Session {
   /** The pump's current run over the queue. */
   private pumping: Promise<void> = Promise.resolve();
   private readonly queue: CoordinatorMessage[] = [];
+  /** The ring and plan of this session's generation (assignments after its first leave them out). */
+  private readonly shapes = new ShapeReceiver();
   private busy = false;
   private endWith: ((e: SessionEnd) => void) | null = null;
   private endReason: SessionEnd | null = null;
@@ -163,7 +166,7 @@ export class Session {
 
   private receive(data: unknown): void {
     const parsed = typeof data === 'string' ? parseJsonText(data) : typeof data === 'object' && data !== null && 'toString' in data ? parseJsonText(String(data)) : null;
-    const d = parsed?.ok ? decodeCoordinatorMessage(parsed.value) : parsed;
+    const d = parsed?.ok ? this.shapes.decode(parsed.value) : parsed;
     if (!d || !d.ok) {
       this.c.log(`volunteer: ignored a message from the coordinator: ${d ? describe(d.error) : 'not text'}`);
       return;

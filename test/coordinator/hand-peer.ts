@@ -1,16 +1,22 @@
 // A peer that speaks the session protocol by hand (no GPU): it answers with whatever the test
 // says, which is all the coordinator can see of any peer.
 import { WebSocket } from 'ws';
-import { decodeCoordinatorMessage, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/client/protocol.ts';
+import { ShapeReceiver } from '../../src/client/ring-shape.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/client/protocol.ts';
 import { until } from '../distributed/helpers.ts';
 
 export /** A peer speaking the session protocol by hand. */
 class HandPeer {
   readonly inbox: CoordinatorMessage[] = [];
+  private readonly shapes = new ShapeReceiver();
+  /** Every assignment as it came over the wire (parsed JSON, before its shape is completed). */
+  readonly wireAssignments: Record<string, unknown>[] = [];
   closed: { code: number; reason: string } | null = null;
   private constructor(readonly accept: JoinAccept, readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      const d = decodeCoordinatorMessage(JSON.parse(String(data)) as unknown);
+      const raw = JSON.parse(String(data)) as unknown;
+      if (typeof raw === 'object' && raw !== null && (raw as { type?: unknown }).type === 'step-assignment') this.wireAssignments.push(raw as Record<string, unknown>);
+      const d = this.shapes.decode(raw);
       if (!d.ok) throw new Error(`the coordinator sent a malformed message: ${JSON.stringify(d.error)}`);
       this.inbox.push(d.value);
     });

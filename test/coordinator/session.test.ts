@@ -142,6 +142,12 @@ describe('step barrier and checkpoint uploads', () => {
     p.send(p.result(a));
     a = await p.next('step-assignment');
     expect(a.step).toBe(1);
+    // The ring went spelled out once; the next assignment copies it from the last (ring-shape.ts).
+    const [first, second] = p.wireAssignments;
+    expect(first).toMatchObject({ shape: { runs: [p.id] } });
+    expect(second).toMatchObject({ step: 1, generation: first!.generation, shape: { runs: [[0, 1]] } });
+    expect(second).not.toHaveProperty('ring');
+    expect(a).toMatchObject({ ring: [p.id], rank: 0 });
     p.send(p.result(a));
     p.send(p.result(a)); // a duplicate is ignored
     a = await p.next('step-assignment');

@@ -2,21 +2,23 @@
 // signaling, WebRTC ring over node-datachannel) but sends a gradient of NaN, or of huge values,
 // or an all-zero gradient with a false weight checksum. It computes nothing.
 import { WebSocket } from 'ws';
+import { ShapeReceiver } from '../../src/client/ring-shape.ts';
 import { allReduceSum, isRingError, openEndpoint, type PeerEndpoint } from '../../src/comm/index.ts';
 import { bucketStep } from '../../src/comm/buckets.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
-import { decodeCoordinatorMessage, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
 
 export type Poison = 'nan' | 'huge' | 'checksum';
 
 export class PoisonPeer {
   private readonly inbox: CoordinatorMessage[] = [];
+  private readonly shapes = new ShapeReceiver();
   private wake: (() => void) | null = null;
   private closed = false;
 
   private constructor(private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: WebSocket, private readonly floats: number) {
     ws.on('message', (data) => {
-      const d = decodeCoordinatorMessage(JSON.parse(String(data)) as unknown);
+      const d = this.shapes.decode(JSON.parse(String(data)) as unknown);
       if (d.ok) this.inbox.push(d.value);
       this.wake?.();
     });

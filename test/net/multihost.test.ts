@@ -6,6 +6,9 @@
 // step has the full ring and one checksum; `n`'s links are reported relayed, the others direct.
 // Then `b`'s link is cut in the middle of training: it is noticed within seconds, the step runs
 // again without it, no step is lost or doubled, and the final weights equal one peer's.
+// Make before break across hosts: a ring of 8 (on a, b and n) takes a 9th volunteer; the change
+// is announced, the members dial their new links ahead (n's through the relay) while the ring
+// trains on, and the ring of 9 forms from those links alone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
@@ -17,6 +20,7 @@ import { buildPage } from '../../coordinator/main.ts';
 import { Testbed } from './bed.ts';
 import { launchChromiumIn, type HostBrowser } from './browser.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 
 const K = 10;
 const CUT_AFTER = 5;
@@ -132,6 +136,59 @@ describe('across hosts', () => {
       for (const p of peers) p.kill('SIGKILL');
       await chrome?.close();
       chrome = null;
+      await coord.stop();
+    }
+  }, 900_000);
+
+  it('a ring of 8 on three hosts takes a 9th by make before break: its links are dialed ahead, nothing at the change', async () => {
+    const steps = 60;
+    await bed.heal('b'); // the test before cut it
+    const jobDir = jobDirOf(root.dir, 'ahead');
+    const tlsDir = join(root.dir, 'tls-ahead');
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(steps, { minPeers: 8 }), port: 8444, tlsDir,
+      turn: { port: 3479, relayPorts: [49360, 49559] }, heartbeatMs: 1000,
+      // All members answer `prepared` well within this here; the deadline is for members that never do.
+      timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000, prepareMs: 30_000 },
+    });
+    const url = `https://${bed.host('coord').ip}:${coord.port}`;
+    const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, await readFile(join(tlsDir, 'ca.crt'), 'utf8')) };
+    const spawnIn = (host: string, name: string): LocalVolunteer => spawnVolunteer({
+      url, name, args: ['--backend', 'wasm', '--rejoin-for', '60'], env, launch: (cmd, args, opts) => bed.spawn(host, cmd, args, opts),
+    });
+    const vols: LocalVolunteer[] = [];
+    try {
+      vols.push(...['a', 'a', 'a', 'b', 'b', 'b', 'n', 'n'].map((h, i) => spawnIn(h, `${h}${i}`)));
+      const t0 = Date.now();
+      // A wait that fails says what each volunteer was doing.
+      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${vols.map((v) => `${v.name}: ${v.lines.slice(-4).join(' | ')}`).join('\n')}`);
+      await coord.waitFor((e) => e.type === 'step' && e.peers === 8, 240_000, 'a first step with all 8').catch((e: unknown) => { throw tails(e); });
+      vols.push(spawnIn('b', 'b8'));
+      const nine = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9').catch((e: unknown) => { throw tails(e); });
+      await coord.finished;
+      const generation = nine.e.type === 'generation' ? nine.e.generation : -1;
+      console.log(`make before break across hosts: ring of 9 (generation ${generation}) ${nine.at - t0} ms after the first volunteer started`);
+      expect(coord.lines.some((l) => /a ring of 9 announced ahead \(1 joining, 0 leaving\)/.test(l)), 'the change was announced').toBe(true);
+      const formed = vols.map((v) => {
+        const line = v.lines.find((l) => l.includes(`ring of generation ${generation}:`));
+        const m = line ? /(\d+) links reused, (\d+) new .*; (\d+) dials, (\d+) offers/.exec(line) : null;
+        return { name: v.name, line, reused: Number(m?.[1] ?? -1), fresh: Number(m?.[2] ?? -1), dials: Number(m?.[3] ?? -1) };
+      });
+      console.log(formed.map((f) => `${f.name}: ${f.line ?? 'no line'}`).join('\n'));
+      for (const f of formed) expect({ name: f.name, fresh: f.fresh, dials: f.dials }, `${f.name} formed generation ${generation} from links dialed ahead or kept`).toEqual({ name: f.name, fresh: 0, dials: 0 });
+      const dialedAhead = vols.filter((v) => v.lines.some((l) => /dialed \d+ links? ahead for the coming ring/.test(l))).map((v) => v.name);
+      expect(dialedAhead.length, `members that dialed ahead: ${dialedAhead.join(', ')}`).toBeGreaterThanOrEqual(1);
+
+      const records = await metricsOf(jobDir);
+      const done = latestPerStep(records) as StepRecord[];
+      expect(done.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: steps }, (_, i) => i + 1));
+      for (const r of done) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
+      expect(done.some((r) => r.peers.length === 9), 'steps ran with the ring of 9').toBe(true);
+      const multi = await finalWeights(jobDir);
+      const ref = await onePeerWeights(root.dir, 'solo-ahead', data, testJob(steps), 'wasm');
+      expect(relDiff(multi.weights, ref.weights)).toBeLessThan(1e-4);
+    } finally {
+      for (const v of vols) v.kill('SIGKILL');
       await coord.stop();
     }
   }, 900_000);

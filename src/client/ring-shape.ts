@@ -1,0 +1,141 @@
+// A generation's shape (its ring and two-level plan) goes to each peer as an edit of the last
+// shape its session was sent, not in full with every message. Every assignment used to carry
+// the whole ring and topology: N peer ids (three times) to each of N peers every step, O(N^2)
+// bytes a step for the coordinator to encode and send: ~120 MB of JSON a step at 1,024 peers
+// with UUID ids (test/coordinator/ring-shape.test.ts measures it). Under churn at that size
+// nearly every step is a new generation, so only sending what changed helps there.
+//
+// On the wire an assignment or a prepare carries `shape` instead of `ring` and `topology`:
+//   runs   the ring as pieces: [start, length] copies that run of the previous ring this
+//          session was sent, a string is one id (a steady ring is [[0, N]]; a leave or a
+//          join adds a piece or two; the first message of a session spells every id);
+//   sizes  the two-level plan's group sizes (absent: flat). Groups, one after the other, are
+//          the ring, shards the smallest size and column j the j-th member of every group
+//          (src/comm/topology.ts), so nothing else needs to travel.
+// The session socket is ordered and reliable and both ends forget at its end, so "the previous
+// ring" is the same on both (the peer moves on to every ring it could build, as the sender
+// did, even when the rest of that message is refused). The peer rebuilds `ring` and `topology`
+// and then decodes the message in full as before (protocol.ts): a bad edit is refused like any
+// bad field.
+import type { Topology } from '../comm/topology.ts';
+import { MAX_ID_LENGTH, MAX_RING, decodeCoordinatorMessage, type CoordinatorMessage, type Decoded, type PrepareRing, type StepAssignment } from './protocol.ts';
+
+export type RingRun = [number, number] | string;
+export interface WireShape { runs: RingRun[]; sizes?: number[] }
+type Shaped = StepAssignment | PrepareRing;
+/** A message as it goes on the wire: `shape` in place of `ring` and `topology`. */
+export type WireShaped<M extends Shaped> = Omit<M, 'ring' | 'topology'> & { shape: WireShape };
+
+/** The pieces that build `next` from `prev` (pure; greedy longest copies, ids spelled where prev lacks them). */
+export function ringRuns(prev: readonly string[], next: readonly string[]): RingRun[] {
+  const at = new Map<string, number>();
+  prev.forEach((id, i) => at.set(id, i));
+  const runs: RingRun[] = [];
+  for (let i = 0; i < next.length;) {
+    const p = at.get(next[i]!);
+    if (p === undefined) {
+      runs.push(next[i]!);
+      i++;
+      continue;
+    }
+    let len = 1;
+    while (i + len < next.length && p + len < prev.length && prev[p + len] === next[i + len]) len++;
+    runs.push([p, len]);
+    i += len;
+  }
+  return runs;
+}
+
+/** The ring the pieces build from `prev`, or a problem (never throws on bad input). */
+export function applyRuns(prev: readonly string[], runs: unknown): { ok: true; ring: string[] } | { ok: false; problem: string } {
+  const bad = (why: string) => ({ ok: false as const, problem: `shape.runs ${why}` });
+  if (!Array.isArray(runs) || runs.length === 0 || runs.length > MAX_RING) return bad(`must be an array of 1..${MAX_RING} pieces`);
+  const ring: string[] = [];
+  for (let k = 0; k < runs.length; k++) {
+    const r: unknown = runs[k];
+    if (typeof r === 'string') {
+      if (r.length === 0 || r.length > MAX_ID_LENGTH) return bad(`[${k}] is not a peer id`);
+      ring.push(r);
+    } else if (Array.isArray(r) && r.length === 2 && Number.isInteger(r[0]) && Number.isInteger(r[1])) {
+      const [start, len] = r as [number, number];
+      if (start < 0 || len < 1 || start + len > prev.length) return bad(`[${k}] copies ${start}..${start + len - 1} of a previous ring of ${prev.length}`);
+      for (let i = start; i < start + len; i++) ring.push(prev[i]!);
+    } else return bad(`[${k}] must be a peer id or [start, length]`);
+    if (ring.length > MAX_RING) return bad(`builds more than ${MAX_RING} ids`);
+  }
+  return { ok: true, ring };
+}
+
+/** The topology whose groups have `sizes` over `ring` (pure; the decoder checks the result). */
+export function topologyOf(ring: readonly string[], sizes: readonly number[]): Topology {
+  const groups: string[][] = [];
+  let at = 0;
+  for (const s of sizes) {
+    groups.push(ring.slice(at, at + s));
+    at += s;
+  }
+  const shards = Math.min(...sizes);
+  return { groups, shards, columns: Array.from({ length: shards }, (_, j) => groups.map((g) => g[j]!)) };
+}
+
+const keys = new WeakMap<readonly string[], string>();
+/** The ring's ids joined, once per array (every member's message of one step shares it). */
+const keyOf = (ring: readonly string[]): string => {
+  let k = keys.get(ring);
+  if (k === undefined) keys.set(ring, (k = ring.join(',')));
+  return k;
+};
+
+/** The coordinator's side, one per session socket. */
+export class ShapeSender {
+  private last: readonly string[] = [];
+  /** The last edit made from a ring array to another (members of one ring share both arrays). */
+  private static readonly edits = new WeakMap<readonly string[], { next: readonly string[]; runs: RingRun[] }>();
+
+  /** `m` as it goes on the wire to this session. */
+  compact<M extends Shaped>(m: M): WireShaped<M> {
+    const { ring, topology, ...rest } = m;
+    let runs: RingRun[];
+    if (keyOf(ring) === keyOf(this.last)) runs = [[0, ring.length]];
+    else {
+      const cached = ShapeSender.edits.get(this.last);
+      runs = cached && cached.next === ring ? cached.runs : ringRuns(this.last, ring);
+      ShapeSender.edits.set(this.last, { next: ring, runs });
+    }
+    this.last = ring;
+    return { ...rest, shape: { runs, ...(topology ? { sizes: topology.groups.map((g) => g.length) } : {}) } } as WireShaped<M>;
+  }
+}
+
+/** The peer's side, one per session socket. */
+export class ShapeReceiver {
+  private last: string[] = [];
+
+  /** A parsed session message with its ring and topology rebuilt, or a problem. Others pass unchanged. */
+  complete(raw: unknown): { ok: true; value: unknown } | { ok: false; problem: string } {
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: true, value: raw };
+    const { shape, ...o } = raw as Record<string, unknown>;
+    if ((o.type !== 'step-assignment' && o.type !== 'prepare') || shape === undefined) return { ok: true, value: raw };
+    const bad = (why: string) => ({ ok: false as const, problem: `${String(o.type)}: ${why}` });
+    if (Object.hasOwn(o, 'ring') || Object.hasOwn(o, 'topology')) return bad('shape together with ring or topology');
+    if (typeof shape !== 'object' || shape === null || Array.isArray(shape)) return bad('shape must be an object {runs, sizes?}');
+    const { runs, sizes, ...extra } = shape as Record<string, unknown>;
+    if (Object.keys(extra).length) return bad('shape has unknown fields; allowed: runs, sizes');
+    const built = applyRuns(this.last, runs);
+    if (!built.ok) return bad(built.problem);
+    // The sender moved on to this ring whatever the rest of the message holds: so does the peer.
+    const ring = built.ring;
+    this.last = [...ring];
+    if (sizes === undefined) return { ok: true, value: { ...o, ring } };
+    if (!Array.isArray(sizes) || sizes.length < 2 || sizes.some((s) => !Number.isInteger(s) || (s as number) < 1)) return bad('shape.sizes must be 2 or more group sizes');
+    if ((sizes as number[]).reduce((a, b) => a + b, 0) !== ring.length) return bad(`shape.sizes add up to ${(sizes as number[]).reduce((a, b) => a + b, 0)}, not the ring's ${ring.length}`);
+    return { ok: true, value: { ...o, ring, topology: topologyOf(ring, sizes as number[]) } };
+  }
+
+  /** A parsed session message decoded (its shape rebuilt first). */
+  decode(raw: unknown): Decoded<CoordinatorMessage> {
+    const full = this.complete(raw);
+    if (!full.ok) return { ok: false, error: { kind: 'malformed', problems: [full.problem] } };
+    return decodeCoordinatorMessage(full.value);
+  }
+}
