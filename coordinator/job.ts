@@ -7,7 +7,8 @@
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { OUTER_DEFAULTS, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
-import { FieldReader, MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
+import { MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
+import { FieldReader } from '../src/client/protocol-fields.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';

@@ -16,7 +16,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { FieldReader, MAX_TOKEN_LENGTH, decodePeerMessage, describe, expectType, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { decodePeerMessage, expectType } from '../src/client/protocol-decode.ts';
+import { FieldReader, describe } from '../src/client/protocol-fields.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import { readMetrics } from './metrics.ts';

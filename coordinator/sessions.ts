@@ -7,10 +7,9 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { refuseSocket, requestUrl } from './http.ts';
 import { RateLimiter } from './rate-limit.ts';
-import {
-  MAX_MESSAGE_BYTES, SESSION_PATH, decodePeerMessage, describe, parseJsonText,
-  type CoordinatorMessage, type ErrorMessage, type PeerMessage,
-} from '../src/client/protocol.ts';
+import { MAX_MESSAGE_BYTES, SESSION_PATH, type CoordinatorMessage, type ErrorMessage, type PeerMessage } from '../src/client/protocol.ts';
+import { decodePeerMessage } from '../src/client/protocol-decode.ts';
+import { describe, parseJsonText } from '../src/client/protocol-fields.ts';
 import { ShapeSender } from '../src/client/ring-shape.ts';
 
 export interface SessionHandlers {

@@ -1,6 +1,8 @@
 // The volunteer's HTTP calls to the coordinator: JSON in and out, errors decoded from the
 // protocol's ErrorMessage so the reason the coordinator gave reaches the person.
-import { decodeCoordinatorMessage, describe, expectType, parseJsonText, type JoinAccept, type JoinRequest } from './protocol.ts';
+import { type JoinAccept, type JoinRequest } from './protocol.ts';
+import { decodeCoordinatorMessage, expectType } from './protocol-decode.ts';
+import { describe, parseJsonText } from './protocol-fields.ts';
 import type { OptimizerConfig } from '../optim/types.ts';
 import type { OuterConfig } from '../optim/outer.ts';
 import type { ModelName } from '../nn/models.ts';

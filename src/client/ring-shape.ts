@@ -18,7 +18,9 @@
 // and then decodes the message in full as before (protocol.ts): a bad edit is refused like any
 // bad field.
 import type { Topology } from '../comm/topology.ts';
-import { MAX_ID_LENGTH, MAX_RING, decodeCoordinatorMessage, type CoordinatorMessage, type Decoded, type PrepareRing, type StepAssignment } from './protocol.ts';
+import { MAX_ID_LENGTH, MAX_RING, type CoordinatorMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
+import { decodeCoordinatorMessage } from './protocol-decode.ts';
+import { type Decoded } from './protocol-fields.ts';
 
 export type RingRun = [number, number] | string;
 export interface WireShape { runs: RingRun[]; sizes?: number[] }

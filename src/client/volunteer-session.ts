@@ -10,10 +10,8 @@ import { openEndpoint, type PeerEndpoint } from '../comm/index.ts';
 import type { AnyEngine } from '../backend/engine.ts';
 import { weightChecksum } from './checksum.ts';
 import { join } from './http.ts';
-import {
-  PROTOCOL_VERSION, SESSION_PATH, describe, parseJsonText,
-  type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
-} from './protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage } from './protocol.ts';
+import { describe, parseJsonText } from './protocol-fields.ts';
 import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
 import type { Ctx, SessionEnd, SocketLike } from './volunteer-context.ts';
 import { evalCounts } from './volunteer-eval.ts';

@@ -9,7 +9,8 @@ import { driverHarness, imagesOf } from './driver-harness.ts';
 import { generationNeighbours, ringNeighbours } from '../../coordinator/signaling.ts';
 import { observeLinks, planGeneration } from '../../coordinator/two-level.ts';
 import { checkTopology, roleOf, type Topology } from '../../src/comm/topology.ts';
-import { decodeCoordinatorMessage, type StepAssignment } from '../../src/client/protocol.ts';
+import { type StepAssignment } from '../../src/client/protocol.ts';
+import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 

@@ -13,10 +13,9 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CheckpointError, decodeCheckpoint, encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import {
-  ERROR_KINDS, FieldReader, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, decodeCoordinatorMessage, decodePeerMessage, describe as describeError,
-  expectType, parseJsonText, type CoordinatorMessage, type Decoded, type JoinAccept, type PeerMessage,
-} from '../../src/client/protocol.ts';
+import { ERROR_KINDS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
+import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/client/protocol-decode.ts';
+import { FieldReader, describe as describeError, parseJsonText, type Decoded } from '../../src/client/protocol-fields.ts';
 import { FrameKind, HEADER_BYTES, abortFrame, heartbeatFrame, parseAbort, parseFrame, writeHeader } from '../../src/comm/wire.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';

@@ -11,7 +11,8 @@ import { encodeCheckpoint, decodeCheckpoint } from '../../src/checkpoint/format.
 import { openCheckpointStore, type CheckpointStore } from '../../coordinator/checkpoints.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/server.ts';
-import { decodeCoordinatorMessage, PROTOCOL_VERSION } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
+import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
 
 const TOKEN = 'lab-token-0123456789';
 const SHARD = Buffer.from('pretend this is a tar shard\n'.repeat(100));

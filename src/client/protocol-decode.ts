@@ -1,0 +1,340 @@
+// The decoders of protocol.ts's messages: untrusted `unknown` (parsed JSON from a socket or an
+// HTTP body) in, a typed message or a typed error listing every problem found out. They never
+// throw on bad input: a volunteer is a stranger, and one malformed message must not take
+// anything down. The rules every message follows are at the top of protocol.ts; the field
+// reader they are built on is protocol-fields.ts.
+import { MAX_SYNC_EVERY } from '../optim/outer.ts';
+import type { Topology } from '../comm/topology.ts';
+import {
+  ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
+  MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, type CheckpointAnnounce,
+  type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
+  type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
+  type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
+  type Prepared, type Ready, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
+  type StepTimings, type UploadRequest,
+} from './protocol.ts';
+import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './protocol-fields.ts';
+import { readTopology } from './protocol-topology.ts';
+
+const U32 = 2 ** 32 - 1;
+/** A timing above a day is a bug or a lie. */
+const MAX_MS = 86_400_000;
+
+const HEX = /^[0-9a-f]+$/;
+
+function u32s(r: FieldReader, ...keys: string[]): number[] {
+  return keys.map((k) => r.int(k, 0, U32));
+}
+
+type Fields<T> = Omit<T, 'type'>;
+type Reader<T> = (r: FieldReader) => Fields<T>;
+
+function readJoin(r: FieldReader): Fields<JoinRequest> {
+  r.only(['type', 'protocol', 'token', 'name']);
+  const protocol = r.int('protocol', 1, 1000);
+  if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
+  const out: Fields<JoinRequest> = { protocol };
+  if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
+  if (r.has('name')) out.name = r.str('name', MAX_ID_LENGTH);
+  return out;
+}
+
+function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
+  r.only(['type', 'peerId', 'generation', 'step']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step! };
+}
+
+function readStepResult(r: FieldReader): Fields<StepResult> {
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
+  let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
+  if (isObj(r.o.timings)) {
+    const t = new FieldReader(r.o.timings, 'timings');
+    t.only(['computeMs', 'commMs', 'waitMs', 'dataMs', 'exposedCommMs', 'overheadMs']);
+    timings = { computeMs: t.num('computeMs', 0, MAX_MS), commMs: t.num('commMs', 0, MAX_MS), waitMs: t.num('waitMs', 0, MAX_MS) };
+    if (t.has('dataMs')) timings.dataMs = t.num('dataMs', 0, MAX_MS);
+    if (t.has('exposedCommMs')) timings.exposedCommMs = t.num('exposedCommMs', 0, MAX_MS);
+    if (t.has('overheadMs')) timings.overheadMs = t.num('overheadMs', 0, MAX_MS);
+    r.problems.push(...t.problems);
+  } else r.fail('timings', 'an object {computeMs, commMs, waitMs}');
+  const images = r.int('images', 0, MAX_BATCH);
+  return {
+    peerId: r.id('peerId'), generation: generation!, step: step!, loss,
+    checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
+    timings, images,
+    ...(r.has('reused') ? { reused: r.int('reused', 0, images) } : {}),
+    ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
+    ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
+    ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
+    ...(r.has('fetchedBytes') ? { fetchedBytes: r.num('fetchedBytes', 0, 2 ** 53) } : {}),
+  };
+}
+
+function readEvalResult(r: FieldReader): Fields<EvalResult> {
+  r.only(['type', 'peerId', 'step', 'counts']);
+  const base = { peerId: r.id('peerId'), step: r.int('step', 0, U32) };
+  if (!isObj(r.o.counts)) {
+    r.fail('counts', 'an object {samples, top1, top5, lossSum}');
+    return { ...base, counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 } };
+  }
+  const e = new FieldReader(r.o.counts, 'counts');
+  e.only(['samples', 'top1', 'top5', 'lossSum', 'confusion', 'predictions']);
+  const samples = e.int('samples', 0, MAX_BATCH);
+  const top5 = e.int('top5', 0, samples);
+  const counts: EvalCounts = { samples, top1: e.int('top1', 0, top5), top5, lossSum: e.num('lossSum', 0, 1e30) };
+  if (e.has('confusion')) {
+    counts.confusion = e.array<number>('confusion', MAX_CONFUSION_CLASSES ** 2, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= samples ? null : `must be a count in [0, ${samples}]`));
+    if (!e.problems.length && counts.confusion.reduce((a, b) => a + b, 0) !== samples) e.fail('confusion', `counts summing to samples (${samples})`);
+  }
+  if (e.has('predictions')) {
+    counts.predictions = e.array<unknown>('predictions', MAX_SHOWN, (v) => (isObj(v) ? null : 'must be an object {id, label, predicted, confidence}')).map((v) => {
+      const p = new FieldReader(v as Obj, 'predictions[]');
+      p.only(['id', 'label', 'predicted', 'confidence']);
+      const out = { id: p.int('id', 0, MAX_SAMPLE_ID), label: p.int('label', 0, MAX_CONFUSION_CLASSES * 100), predicted: p.int('predicted', 0, MAX_CONFUSION_CLASSES * 100), confidence: p.num('confidence', 0, 1) };
+      e.problems.push(...p.problems);
+      return out;
+    });
+  }
+  r.problems.push(...e.problems);
+  return { ...base, counts };
+}
+
+function readReady(r: FieldReader): Fields<Ready> {
+  r.only(['type', 'peerId', 'step', 'checksum', 'device']);
+  return {
+    peerId: r.id('peerId'), step: r.int('step', 0, U32),
+    checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
+    device: r.str('device', MAX_TEXT_LENGTH),
+  };
+}
+
+function readPrepared(r: FieldReader): Fields<Prepared> {
+  r.only(['type', 'peerId', 'id']);
+  return { peerId: r.id('peerId'), id: r.int('id', 0, U32) };
+}
+
+function readFailure(r: FieldReader): Fields<CollectiveFailure> {
+  r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS) };
+}
+
+function readAnnounce(r: FieldReader): Fields<CheckpointAnnounce> {
+  r.only(['type', 'peerId', 'generation', 'step', 'bytes', 'sha256']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return {
+    peerId: r.id('peerId'), generation: generation!, step: step!,
+    bytes: r.int('bytes', 1, Number.MAX_SAFE_INTEGER),
+    sha256: r.str('sha256', 64, /^[0-9a-f]{64}$/, 'a sha256 digest (64 lower-case hex characters)'),
+  };
+}
+
+function readLeave(r: FieldReader): Fields<Leave> {
+  r.only(['type', 'peerId', 'reason', 'afterStep']);
+  const out: Fields<Leave> = { peerId: r.id('peerId') };
+  if (r.has('reason')) out.reason = r.str('reason', MAX_TEXT_LENGTH);
+  if (r.has('afterStep')) out.afterStep = r.bool('afterStep');
+  return out;
+}
+
+function readAccept(r: FieldReader): Fields<JoinAccept> {
+  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep', 'iceServers']);
+  return {
+    peerId: r.id('peerId'),
+    signalingToken: r.str('signalingToken', MAX_TOKEN_LENGTH, ID_PATTERN, 'a token [A-Za-z0-9_-]'),
+    signalingPath: r.str('signalingPath', 256, /^\/[A-Za-z0-9_/-]*$/, 'an absolute URL path'),
+    job: r.int('job', 0, U32),
+    heartbeatMs: r.int('heartbeatMs', 100, 600_000),
+    checkpointStep: r.o.checkpointStep === null ? null : r.int('checkpointStep', 0, U32),
+    iceServers: readIceServers(r),
+  };
+}
+
+const ICE_URL = /^(stuns?|turns?):[^\s]{1,250}$/;
+const MAX_ICE_SERVERS = 16;
+
+function readIceServers(r: FieldReader): IceServer[] {
+  if (!r.has('iceServers')) return [];
+  const list = r.array<unknown>('iceServers', MAX_ICE_SERVERS, (v) => (isObj(v) ? null : 'must be an object {urls, username?, credential?}'));
+  const out: IceServer[] = [];
+  list.forEach((v, i) => {
+    if (!isObj(v)) return;
+    const s = new FieldReader(v, `iceServers[${i}]`);
+    s.only(['urls', 'username', 'credential']);
+    const urls = s.array<string>('urls', 8, (u) => (typeof u === 'string' && ICE_URL.test(u) ? null : 'must be a stun:, stuns:, turn: or turns: URL'));
+    if (urls.length === 0 && Array.isArray(s.o.urls)) s.fail('urls', 'at least one URL');
+    const server: IceServer = { urls };
+    if (s.has('username')) server.username = s.str('username', 256);
+    if (s.has('credential')) server.credential = s.str('credential', 256);
+    r.problems.push(...s.problems);
+    out.push(server);
+  });
+  return out;
+}
+
+function readRing(r: FieldReader): string[] {
+  const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
+  if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
+  if (new Set(ring).size !== ring.length) r.problems.push('ring has a peer twice');
+  return ring;
+}
+
+/** The message's `topology` for its `ring` into `out`, or its problem into r's. */
+function readTopologyInto(r: FieldReader, out: { topology?: Topology }, ring: readonly string[]): void {
+  const t = readTopology(r.o.topology, ring);
+  if (t.ok) out.topology = t.value;
+  else r.problems.push(t.problem);
+}
+
+function readPrepare(r: FieldReader): Fields<PrepareRing> {
+  r.only(['type', 'id', 'ring', 'topology', 'next']);
+  const out: Fields<PrepareRing> = { id: r.int('id', 0, U32), ring: readRing(r) };
+  if (r.has('next')) out.next = readNext(r, MAX_BATCH);
+  if (r.has('topology')) readTopologyInto(r, out, out.ring);
+  return out;
+}
+
+function readAssignment(r: FieldReader): Fields<StepAssignment> {
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'topology']);
+  const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
+  const ring = readRing(r);
+  const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
+  const globalBatch = r.int('globalBatch', 1, MAX_BATCH);
+  const sampleIds = r.array<number>('sampleIds', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  if (sampleIds.length > globalBatch) r.problems.push(`sampleIds has ${sampleIds.length} ids, more than globalBatch ${globalBatch}`);
+  const out: Fields<StepAssignment> = { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
+  if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
+  if (r.has('round')) out.round = readRound(r, globalBatch);
+  if (r.has('next')) out.next = readNext(r, globalBatch);
+  if (r.has('reuse')) out.reuse = readReuse(r, sampleIds.length);
+  if (out.reuse && out.round) r.problems.push('reuse is for sync steps only, not with a round');
+  if (r.has('topology')) readTopologyInto(r, out, ring);
+  return out;
+}
+
+/** Which kept sum a re-run may add: a generation and how many leading ids of sampleIds it covers (1..all). */
+function readReuse(parent: FieldReader, slice: number): SliceReuse {
+  if (!isObj(parent.o.reuse)) {
+    parent.fail('reuse', 'an object {generation, count}');
+    return { generation: 0, count: 0 };
+  }
+  const r = new FieldReader(parent.o.reuse, 'reuse');
+  r.only(['generation', 'count']);
+  if (slice === 0) r.problems.push('reuse needs a non-empty sampleIds');
+  const out = { generation: r.int('generation', 0, U32), count: r.int('count', 1, Math.max(1, slice)) };
+  parent.problems.push(...r.problems);
+  return out;
+}
+
+/** The next step's slice (a prefetch hint): at most globalBatch ids. */
+function readNext(parent: FieldReader, globalBatch: number): NextSlice {
+  if (!isObj(parent.o.next)) {
+    parent.fail('next', 'an object {step, epoch, sampleIds}');
+    return { step: 0, epoch: 0, sampleIds: [] };
+  }
+  const r = new FieldReader(parent.o.next, 'next');
+  r.only(['step', 'epoch', 'sampleIds']);
+  const [step, epoch] = u32s(r, 'step', 'epoch');
+  const sampleIds = r.array<number>('sampleIds', globalBatch, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  parent.problems.push(...r.problems);
+  return { step: step!, epoch: epoch!, sampleIds };
+}
+
+/** A round's plan: at most MAX_SYNC_EVERY inner steps, at most MAX_BATCH ids in all. */
+function readRound(parent: FieldReader, globalBatch: number): RoundAssignment {
+  const empty: RoundAssignment = { ids: [], epochs: [], images: 0 };
+  if (!isObj(parent.o.round)) {
+    parent.fail('round', 'an object {ids, epochs, images}');
+    return empty;
+  }
+  const r = new FieldReader(parent.o.round, 'round');
+  r.only(['ids', 'epochs', 'images']);
+  const idOk = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID;
+  const ids = r.array<number[]>('ids', MAX_SYNC_EVERY, (v) => (Array.isArray(v) && v.length <= globalBatch && v.every(idOk) ? null : `must be an array of at most globalBatch (${globalBatch}) sample ids`));
+  const epochs = r.array<number>('epochs', MAX_SYNC_EVERY, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32 ? null : 'must be an epoch number'));
+  const images = r.int('images', 1, MAX_BATCH);
+  if (ids.length === 0 && Array.isArray(r.o.ids)) r.fail('ids', 'a non-empty array (one entry per inner step)');
+  if (epochs.length !== ids.length) r.problems.push(`round.epochs has ${epochs.length} entries, round.ids ${ids.length}`);
+  const total = ids.reduce((a, x) => a + (Array.isArray(x) ? x.length : 0), 0);
+  if (total > images) r.problems.push(`round.ids hold ${total} ids, more than round.images ${images}`);
+  parent.problems.push(...r.problems);
+  return r.problems.length ? empty : { ids: ids.map((x) => x.map((v) => v + 0)), epochs, images };
+}
+
+function readLoadState(r: FieldReader): Fields<LoadState> {
+  r.only(['type', 'source', 'step', 'next']);
+  const source = r.oneOf('source', ['seed', 'checkpoint'] as const);
+  const step = r.int('step', 0, U32);
+  if (source === 'seed' && step !== 0 && r.problems.length === 0) r.problems.push('source "seed" is only for step 0');
+  return { source, step, ...(r.has('next') ? { next: readNext(r, MAX_BATCH) } : {}) };
+}
+
+function readUploadRequest(r: FieldReader): Fields<UploadRequest> {
+  r.only(['type', 'step']);
+  return { step: r.int('step', 0, U32) };
+}
+
+function readDone(r: FieldReader): Fields<Done> {
+  r.only(['type', 'step', 'reason']);
+  return { step: r.int('step', 0, U32), reason: r.str('reason', MAX_TEXT_LENGTH) };
+}
+
+function readEvaluate(r: FieldReader): Fields<Evaluate> {
+  r.only(['type', 'step', 'ids', 'show', 'confusion']);
+  const idOk = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
+  return {
+    step: r.int('step', 0, U32), ids: r.array<number>('ids', MAX_BATCH, idOk),
+    ...(r.has('show') ? { show: r.array<number>('show', MAX_SHOWN, idOk) } : {}),
+    ...(r.has('confusion') ? { confusion: r.bool('confusion') } : {}),
+  };
+}
+
+function readEvicted(r: FieldReader): Fields<Evicted> {
+  r.only(['type', 'reason', 'cause']);
+  return { reason: r.str('reason', MAX_TEXT_LENGTH), ...(r.has('cause') ? { cause: r.oneOf('cause', ['unreachable'] as const) } : {}) };
+}
+
+function readError(r: FieldReader): Fields<ErrorMessage> {
+  r.only(['type', 'kind', 'message']);
+  return { kind: r.oneOf('kind', ERROR_KINDS), message: r.str('message', MAX_TEXT_LENGTH) };
+}
+
+const PEER_READERS = {
+  join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult, prepared: readPrepared,
+} satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
+
+const COORDINATOR_READERS = {
+  'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
+  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate, prepare: readPrepare,
+} satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
+
+function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {
+  if (!isObj(input)) return { ok: false, error: { kind: 'malformed', problems: [`expected a JSON object, got ${show(input)}`] } };
+  const type = input.type;
+  if (typeof type !== 'string' || !Object.hasOwn(readers, type)) {
+    return { ok: false, error: { kind: 'unknown-type', problems: [`type must be one of ${Object.keys(readers).join(', ')} (${side}), got ${show(type)}`] } };
+  }
+  const r = new FieldReader(input);
+  const fields = readers[type]!(r);
+  if (r.problems.length) return { ok: false, error: { kind: 'malformed', problems: [`${type}: ${r.problems[0]}`, ...r.problems.slice(1)] } };
+  return { ok: true, value: { type, ...fields } as unknown as M };
+}
+
+export function decodePeerMessage(input: unknown): Decoded<PeerMessage> {
+  return decodeWith<PeerMessage>(PEER_READERS as Record<string, Reader<PeerMessage>>, input, 'messages a peer sends');
+}
+
+export function decodeCoordinatorMessage(input: unknown): Decoded<CoordinatorMessage> {
+  return decodeWith<CoordinatorMessage>(COORDINATOR_READERS as Record<string, Reader<CoordinatorMessage>>, input, 'messages the coordinator sends');
+}
+
+/** Narrows a decoded message to one type (e.g. the body of POST /api/join must be a 'join'). */
+export function expectType<M extends { type: string }, K extends M['type']>(d: Decoded<M>, type: K): Decoded<Extract<M, { type: K }>> {
+  if (!d.ok) return d;
+  if (d.value.type !== type) return { ok: false, error: { kind: 'unknown-type', problems: [`expected a '${type}' message here, got '${d.value.type}'`] } };
+  return { ok: true, value: d.value as Extract<M, { type: K }> };
+}
