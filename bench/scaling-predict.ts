@@ -132,3 +132,41 @@ export function boundText(r: PredictionRow): string {
   const ms = (s: number) => `${(s * 1000).toFixed(0)} ms`;
   return `${r.bound}: ${(100 * r.boundShare).toFixed(0)}% of the ${ms(r.stepS)} step (compute ${ms(r.computeS)} for ${r.imagesPerPeer} images per peer, exposed all-reduce bandwidth ${ms(r.exposedBandwidthS)} + latency ${ms(r.exposedLatencyS)}, overhead ${ms(r.overheadS)})`;
 }
+
+/** What the headline (current system, ResNet-50 at 224x224, B = 32K, 1 Gb/s, `peers` peers) needs to reach `target` efficiency. */
+export interface Needs {
+  target: number;
+  /** Per straggler mean (0 .. the assumed one): the largest software latency per ring message (ms) that reaches it; null: not even at 0 ms. */
+  alphaMsByStraggler: { straggler: number; alphaMs: number | null }[];
+  /** The efficiency with neither (0 software latency, no stragglers): what bandwidth and overhead leave. */
+  noLatencyNoStraggler: number;
+}
+
+export const NEEDS_STRAGGLERS = [0, 0.01, 0.02, 0.03, PREDICT_STRAGGLER] as const;
+
+/** The largest x in [0, hi] with ok(x), for ok true at 0 and monotone (bisection to 1e-4 of hi); null when not even ok(0). */
+function largestOk(hi: number, ok: (x: number) => boolean): number | null {
+  if (!ok(0)) return null;
+  if (ok(hi)) return hi;
+  let [lo, up] = [0, hi];
+  while (up - lo > 1e-4 * hi) {
+    const mid = (lo + up) / 2;
+    if (ok(mid)) lo = mid;
+    else up = mid;
+  }
+  return lo;
+}
+
+export function needsFor(cal: Calibration, target: number, peers = 64): Needs {
+  const s = scenarios(cal).find((x) => x.key === 'resnet50-224')!;
+  const link = LINK_KINDS.find((l) => l.key === '1g')!;
+  const base = cluster(cal, s, link, peers);
+  const w = { batch: 32_768, profile: s.profile };
+  const sys = systems(cal).current;
+  const eff = (alphaS: number, mu: number) => efficiency({ ...base, stragglerMean: mu, link: { ...base.link, latencyS: link.oneWayS + alphaS } }, sys, w);
+  const alphaMsByStraggler = NEEDS_STRAGGLERS.map((mu) => {
+    const a = largestOk(cal.link.latencyS, (x) => eff(x, mu) >= target);
+    return { straggler: mu, alphaMs: a === null ? null : a * 1000 };
+  });
+  return { target, alphaMsByStraggler, noLatencyNoStraggler: eff(0, 0) };
+}

@@ -42,7 +42,7 @@ import { modelByName } from '../src/nn/models.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { calibrate, validate, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
-import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
+import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
@@ -117,6 +117,10 @@ export async function main(args: string[]): Promise<void> {
   };
   const head = (sys: PredictionRow['system'], n: number, link = '1g') => find(sys, 'resnet50-224', 32_768, link, n);
   const first = runs.filter((r) => r.batch === batches[0]);
+  // The goal (0.9 at 64 peers): what the latency per message and the stragglers would have to be.
+  const needs = needsFor(cal, 0.9);
+  const fits = needs.alphaMsByStraggler.map((x) => `${x.straggler}: ${x.alphaMs === null ? 'none (not even at 0 ms)' : `${x.alphaMs.toFixed(2)} ms`}`).join(', ');
+  log(`scaling: 0.9 at 64 peers: the largest software latency per ring message that reaches it (fitted here: ${(cal.link.latencyS * 1000).toFixed(2)} ms), by straggler mean: ${fits}; with neither, bandwidth and overhead leave ${needs.noLatencyNoStraggler.toFixed(3)}`);
   const at = (n: number) => first.find((r) => r.peers === n);
 
   const result = {
@@ -161,6 +165,7 @@ export async function main(args: string[]): Promise<void> {
         churn: { ...CHURN, note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; joinS: admission at a step boundary. Assumed, not measured' },
       },
       rows,
+      needsFor90At64: { ...needs, note: 'current system, ResNet-50 224x224, B = 32K, 1 Gb/s, 64 peers: for each straggler mean, the largest software latency per ring message (ms) at which the efficiency still reaches 0.9 (null: not even at 0 ms; capped at the fitted latency); noLatencyNoStraggler = the efficiency with neither' },
     },
   };
   const out = join(here, 'results');
@@ -177,6 +182,8 @@ export async function main(args: string[]): Promise<void> {
     predicted_eff_64_100m: round(head('current', 64, '100m').efficiency),
     predicted_eff_64_1g_no_latency: round(head('current', 64).efficiencyNoLatency),
     predicted_eff_64_1g_no_straggler: round(head('current', 64).efficiencyNoStraggler),
+    predicted_eff_64_1g_no_latency_no_straggler: round(needs.noLatencyNoStraggler),
+    needed_alpha_ms_for_0_9_by_straggler: Object.fromEntries(needs.alphaMsByStraggler.map((x) => [String(x.straggler), x.alphaMs === null ? null : round(x.alphaMs)])),
     planned_eff_64_1g: round(head('planned', 64).efficiency),
     planned_eff_256_1g: round(head('planned', 256).efficiency),
     planned_eff_1024_1g: round(head('planned', 1024).efficiency),
