@@ -203,3 +203,38 @@ export function lossSplit(churn: { split: StepSplit; windowMs: number }, calm: {
   const committed = churn.split.first.steps + churn.split.rest.steps;
   return { membershipGoodput: (committed * own) / churn.windowMs, ordinaryPace: base / own };
 }
+
+/**
+ * CPU seconds from /proc/<pid>/stat text: the process's own user + system time and that of its
+ * children it has reaped (fields 14-17, in clock ticks of 1/`hz` s). The comm field (2) may hold
+ * spaces and parentheses: fields are counted after its last ')'. Null when the text is not a stat line.
+ */
+export function cpuSecondsOfStat(stat: string, hz = 100): { own: number; children: number } | null {
+  const close = stat.lastIndexOf(')');
+  if (close < 0) return null;
+  // After ')': field 3 (state) is the first; utime is field 14, so index 11 here.
+  const f = stat.slice(close + 1).trim().split(/\s+/);
+  const [ut, st, cut, cst] = [11, 12, 13, 14].map((i) => Number(f[i]));
+  if (![ut, st, cut, cst].every((x) => Number.isInteger(x) && x! >= 0)) return null;
+  return { own: (ut! + st!) / hz, children: (cut! + cst!) / hz };
+}
+
+/** What a churn run's CPU says (both runs measured whole, this process and its reaped host processes). */
+export interface CpuSplit {
+  /** CPU ms per committed step with churn, and without. */
+  msPerStep: number;
+  baselineMsPerStep: number;
+  /** (CPU with churn - its steps at the baseline's CPU per step) / the volunteers started beyond the baseline's: what each join and its leave cost the machine. */
+  extraSecondsPerStart: number | null;
+}
+
+export function cpuSplit(churn: { cpuS: number; steps: number; started: number }, calm: { cpuS: number; steps: number; started: number }): CpuSplit | null {
+  if (churn.steps <= 0 || calm.steps <= 0) return null;
+  const base = calm.cpuS / calm.steps;
+  const extraStarts = churn.started - calm.started;
+  return {
+    msPerStep: (1000 * churn.cpuS) / churn.steps,
+    baselineMsPerStep: 1000 * base,
+    extraSecondsPerStart: extraStarts > 0 ? (churn.cpuS - churn.steps * base) / extraStarts : null,
+  };
+}

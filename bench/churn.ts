@@ -18,12 +18,13 @@
 // Writes bench/results/churn.json and churn.svg; progress goes to stderr; the last stdout line
 // is {"bench":"churn","peers":..,"steps":..,"lost_steps":..,...}. Exit code 1 when a step was
 // lost or doubled or a checkpoint is unreadable or does not match.
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ArgError, Args } from '../coordinator/args.ts';
-import { lossSplit } from './churn-check.ts';
+import { cpuSecondsOfStat, cpuSplit, lossSplit } from './churn-check.ts';
 import { CHURN_DEFAULTS, CHURN_MODEL, churnData, runChurn, type ChurnResult } from './churn-run.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
@@ -43,6 +44,16 @@ const USAGE = `usage: npm run bench -- churn [options]
   --no-baseline    skip the run without churn (no goodput then)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+/** CPU seconds so far of this process and the host processes it has reaped (null off Linux). */
+function cpuSoFar(): number | null {
+  try {
+    const c = cpuSecondsOfStat(readFileSync('/proc/self/stat', 'utf8'));
+    return c ? c.own + c.children : null;
+  } catch {
+    return null;
+  }
+}
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const r2 = (x: number) => Math.round(x * 100) / 100;
 
@@ -109,12 +120,20 @@ export async function main(args: string[]): Promise<void> {
   await rm(workDir, { recursive: true, force: true });
   log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
   const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, data, log };
+  const cpu0 = cpuSoFar();
   const r = await runChurn({ ...options, killEverySec: killEvery, leavePerSec: leaveRate, workDir: join(workDir, 'churn') });
+  const cpu1 = cpuSoFar();
   let calm: ChurnResult | null = null;
+  let cpu2: number | null = null;
   if (baseline) {
     log(`churn: the same peers and schedule without churn (the goodput's baseline)`);
     calm = await runChurn({ ...options, killEverySec: 0, leavePerSec: 0, workDir: join(workDir, 'baseline') });
+    cpu2 = cpuSoFar();
   }
+  // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
+  const cpu = calm && cpu0 !== null && cpu1 !== null && cpu2 !== null
+    ? cpuSplit({ cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started }, { cpuS: cpu2 - cpu1, steps: calm.history.finalStep, started: calm.peers.started })
+    : null;
   const goodput = calm && calm.throughput.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.throughput.imagesPerSec : null;
   const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, { split: calm.stepSplit }) : null;
   const honestEvictions = r.evictionsOf.other + (calm?.evictionsOf.other ?? 0);
@@ -128,6 +147,7 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calm ? `; without churn: ${split(calm)}` : ''}`);
   const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
   log(`churn: committed steps: ${stepsLine(r)}${calm ? `; without churn: ${stepsLine(calm)}` : ''}`);
+  if (cpu) log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, ${cpu.baselineMsPerStep.toFixed(0)} without${cpu.extraSecondsPerStart === null ? '' : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's (its start, its leave and the ring's changes around it)`}`);
   if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
@@ -157,8 +177,9 @@ export async function main(args: string[]): Promise<void> {
       membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts)",
       ordinary_pace: "the baseline's mean ordinary step over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
+      cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
     },
-    goodput, honest_evictions: honestEvictions, lossSplit: loss,
+    goodput, honest_evictions: honestEvictions, lossSplit: loss, cpu,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
     baseline: calm ? { ...calm, samples: undefined, coordinatorLog: calm.coordinatorLog.slice(-30) } : null,
@@ -173,6 +194,8 @@ export async function main(args: string[]): Promise<void> {
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.throughput.imagesPerSec) : null, reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
     membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null, ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
+    cpu_ms_per_step: cpu ? Math.round(cpu.msPerStep) : null, baseline_cpu_ms_per_step: cpu ? Math.round(cpu.baselineMsPerStep) : null,
+    extra_cpu_s_per_start: cpu?.extraSecondsPerStart == null ? null : r2(cpu.extraSecondsPerStart),
     evictions: r.evictions, aborts: h.aborts, kills: r.peers.kills, max_ring: h.maxRing,
     unreadable_checkpoints: c.unreadable.length, checkpoint_checksum_mismatches: c.mismatches.length,
     heap_mb_start: r2(r.memory.heapMbStart), heap_mb_max: r2(r.memory.heapMbMax), heap_mb_end: r2(r.memory.heapMbEnd),

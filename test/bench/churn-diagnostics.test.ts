@@ -3,7 +3,7 @@
 // generation's first (its ring forms during it) and the rest.
 import { describe, expect, it } from 'vitest';
 import { PhaseClock } from '../../coordinator/driver-types.ts';
-import { lossSplit, stepSplit } from '../../bench/churn-check.ts';
+import { cpuSecondsOfStat, cpuSplit, lossSplit, stepSplit } from '../../bench/churn-check.ts';
 import { phaseWindow } from '../../bench/churn-run.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 
@@ -60,5 +60,28 @@ describe('lossSplit', () => {
     expect(s.ordinaryPace).toBeCloseTo(0.8, 12);
     expect(lossSplit({ split: split(3, 900, 0, 0), windowMs: 1000 }, { split: split(1, 300, 99, 7920) })).toBeNull();
     expect(lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 0 }, { split: split(1, 300, 99, 7920) })).toBeNull();
+  });
+});
+
+describe('CPU of a churn run', () => {
+  it('reads own and reaped children\'s CPU from a stat line, whatever the command name holds', () => {
+    const tail = 'S 1 1 1 0 -1 4194304 126 0 0 0 250 50 1200 300 20 0 1 0 1975124 3133440 391';
+    expect(cpuSecondsOfStat(`4242 (node) ${tail}`)).toEqual({ own: 3, children: 15 });
+    expect(cpuSecondsOfStat(`4242 (a) b) (c) ${tail}`)).toEqual({ own: 3, children: 15 });
+    expect(cpuSecondsOfStat(`4242 (node) ${tail}`, 1000)).toEqual({ own: 0.3, children: 1.5 });
+    expect(cpuSecondsOfStat('4242 node S 1 1')).toBeNull();
+    expect(cpuSecondsOfStat('4242 (node) S 1 1 1 0 -1 4194304 126 0 0 0 x 50 1200 300')).toBeNull();
+    expect(cpuSecondsOfStat('')).toBeNull();
+  });
+
+  it('splits CPU per step and what each extra start cost', () => {
+    const s = cpuSplit({ cpuS: 150, steps: 1000, started: 110 }, { cpuS: 100, steps: 1000, started: 50 })!;
+    expect(s.msPerStep).toBeCloseTo(150, 12);
+    expect(s.baselineMsPerStep).toBeCloseTo(100, 12);
+    expect(s.extraSecondsPerStart).toBeCloseTo(50 / 60, 12);
+    // Fewer steps with churn: its steps are charged at the baseline's CPU per step.
+    expect(cpuSplit({ cpuS: 90, steps: 800, started: 70 }, { cpuS: 100, steps: 1000, started: 50 })!.extraSecondsPerStart).toBeCloseTo(10 / 20, 12);
+    expect(cpuSplit({ cpuS: 90, steps: 800, started: 50 }, { cpuS: 100, steps: 1000, started: 50 })!.extraSecondsPerStart).toBeNull();
+    expect(cpuSplit({ cpuS: 90, steps: 0, started: 70 }, { cpuS: 100, steps: 1000, started: 50 })).toBeNull();
   });
 });
