@@ -119,7 +119,7 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
     if (j === null) throw refuse('internal: receive cursor on an empty step');
     const [off, len] = this.segment(j, this.recvJ);
     if (h.kind !== FrameKind.data || h.phase !== phase || h.chunk !== j || h.offset !== off || h.length !== len || h.dtype !== wire) {
-      throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}`);
+      throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}; ${this.whereAmI(h)}`);
     }
     const src = payload(frame, wire, len);
     const { bad, rms } = inspect(src, wire, Number.isFinite(this.o.maxRms));
@@ -138,6 +138,27 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
     ring.progress();
     this.skipEmpty();
     this.wake();
+  }
+
+  /**
+   * Where this receiver stood and where the frame that came belongs in its schedule (a missed
+   * frame shows as one from a later segment; a sender with another plan as none): for the
+   * blame's reason, which is all there is to go on when an honest peer is blamed.
+   */
+  private whereAmI(h: FrameHeader): string {
+    const { ring, shards, segElems } = this.o;
+    let total = 0;
+    for (const n of this.got) total += n;
+    let belongs = "no frame of this peer's schedule";
+    for (let t = 0; t < this.steps.length; t++) {
+      const r = this.steps[t].recv;
+      if (r !== h.chunk) continue;
+      for (let s = 0; s < this.segs(r); s++) {
+        const [o, l] = this.segment(r, s);
+        if (o === h.offset && l === h.length) belongs = `segment ${s} of chain step ${t}`;
+      }
+    }
+    return `this receiver was at chain step ${this.recvT} of ${this.steps.length}, segment ${this.recvJ} (${this.got[this.recvT] ?? 0} frames in at this step, ${total} in this phase), rank ${ring.rank} of ${ring.size}, ${shards} shards, ${segElems} elements per frame; the frame is ${belongs}`;
   }
 
   async sendAll(): Promise<void> {

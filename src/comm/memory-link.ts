@@ -17,6 +17,8 @@ export class MemoryLink implements Link {
   other!: MemoryLink;
   /** Tests act at a chosen point of a collective: called with each message before it is delivered here. */
   onReceive: ((data: Uint8Array) => void) | null = null;
+  /** Tests lose a message on its way here (a network that dropped it): true drops it, unseen. */
+  dropIncoming: ((data: Uint8Array) => boolean) | null = null;
 
   constructor(remoteId: string) {
     this.remoteId = remoteId;
@@ -51,7 +53,7 @@ export class MemoryLink implements Link {
     const wasAbove = this.bufferedAmount > this.lowWater;
     for (const f of queue) {
       this.bufferedAmount -= f.byteLength;
-      if (this.vanished || this.other.vanished) continue;
+      if (this.vanished || this.other.vanished || this.other.dropIncoming?.(f)) continue;
       this.other.onReceive?.(f);
       this.other.events.frame(f);
     }

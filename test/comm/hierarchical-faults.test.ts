@@ -112,6 +112,31 @@ describe('two-level all-reduce faults (memory links)', () => {
     expect(res.ms).toBeLessThan(5000);
   });
 
+  it('a frame lost on a group link is refused with where the receiver stood and where the frame that came belongs', async () => {
+    // The honest-eviction reports said only "expected shard 4, got chunk 3": a lost frame and a
+    // sender with another plan read the same. Now the reason tells them apart.
+    const victim = T.groups[1][2];
+    const m = memoryTwoLevel(T, {});
+    open.push(m);
+    let seen = 0;
+    const into = m.links.get(victim)?.groupPrev;
+    if (!into) throw new Error(`${victim} has no group link from prev`);
+    into.dropIncoming = (f) => {
+      const p = parseFrame(f);
+      return p.ok && p.header.kind === FrameKind.data && p.header.phase === Phase.reduceScatter && ++seen === 3;
+    };
+    const inputs = new Map([...m.peers.keys()].map((id, i) => [id, randomGrad(LEN, i + 1)]));
+    const settled = await Promise.allSettled([...m.peers].map(([id, rings]) => allReduceTwoLevel(inputs.get(id)!.slice(), { rings, step: 4, messageBytes: MSG, keepInput: true })));
+    const mine = settled[[...m.peers.keys()].indexOf(victim)]!;
+    expect(mine.status).toBe('rejected');
+    const e: unknown = mine.status === 'rejected' ? mine.reason : null;
+    expect(e).toBeInstanceOf(RingError);
+    if (!(e instanceof RingError)) return;
+    const prev = T.groups[1][1];
+    expect({ kind: e.kind, peerId: e.peerId }).toEqual({ kind: 'bad-frame', peerId: prev });
+    expect(e.message).toMatch(/this receiver was at chain step 0 of \d+, segment 2 \(2 frames in at this step, 2 in this phase\), rank 2 of 4, 4 shards, 100 elements per frame; the frame is segment 3 of chain step 0/);
+  });
+
   it('refuses rings that do not match the plan', () => {
     const id = T.groups[0][0];
     const role = roleOf(T, id);
