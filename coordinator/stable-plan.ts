@@ -16,7 +16,7 @@
 // peer before a fast one in a group's ring (slow links sit at a group's end, next to the
 // wrap-around). Slow: relayed (TURN), or a measured bandwidth under SLOW_FRACTION of the
 // median measured one (jitter between similar links does not reorder anything).
-import { checkTopology, type Topology } from '../src/comm/topology.ts';
+import { checkTopology, topologyOfGroups, type Topology } from '../src/comm/topology.ts';
 
 export interface KnownLinks {
   relayed?: boolean;
@@ -48,8 +48,7 @@ export function adaptTopology(previous: Topology, ring: readonly string[], links
   const slow = slowPeers(ring, linksOf);
   // A slow member must not precede a fast one in its group's ring.
   if (groups.some((g) => g.some((id, i) => slow.has(id) && g.slice(i + 1).some((later) => !slow.has(later))))) return null;
-  const shards = Math.min(...groups.map((g) => g.length));
-  const topology: Topology = { groups, shards, columns: Array.from({ length: shards }, (_, j) => groups.map((g) => g[j]!)) };
+  const topology = topologyOfGroups(groups);
   checkTopology(topology);
   return topology;
 }

@@ -17,7 +17,7 @@
 // did, even when the rest of that message is refused). The peer rebuilds `ring` and `topology`
 // and then decodes the message in full as before (protocol.ts): a bad edit is refused like any
 // bad field.
-import type { Topology } from '../comm/topology.ts';
+import { topologyOfGroups, type Topology } from '../comm/topology.ts';
 import { MAX_ID_LENGTH, MAX_RING, type CoordinatorMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
 import { decodeCoordinatorMessage } from './protocol-decode.ts';
 import { type Decoded } from './protocol-fields.ts';
@@ -68,7 +68,7 @@ export function applyRuns(prev: readonly string[], runs: unknown): { ok: true; r
   return { ok: true, ring };
 }
 
-/** The topology whose groups have `sizes` over `ring` (pure; the decoder checks the result). */
+/** The topology whose groups have `sizes`, cut from `ring` in order (pure; the decoder checks the result). */
 export function topologyOf(ring: readonly string[], sizes: readonly number[]): Topology {
   const groups: string[][] = [];
   let at = 0;
@@ -76,8 +76,7 @@ export function topologyOf(ring: readonly string[], sizes: readonly number[]): T
     groups.push(ring.slice(at, at + s));
     at += s;
   }
-  const shards = Math.min(...sizes);
-  return { groups, shards, columns: Array.from({ length: shards }, (_, j) => groups.map((g) => g[j]!)) };
+  return topologyOfGroups(groups);
 }
 
 const keys = new WeakMap<readonly string[], string>();
@@ -111,10 +110,10 @@ export class ShapeSender {
 
 /** The peer's side, one per session socket. */
 export class ShapeReceiver {
-  private last: string[] = [];
+  private last: readonly string[] = [];
 
   /** A parsed session message with its ring and topology rebuilt, or a problem. Others pass unchanged. */
-  complete(raw: unknown): { ok: true; value: unknown } | { ok: false; problem: string } {
+  private complete(raw: unknown): { ok: true; value: unknown } | { ok: false; problem: string } {
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: true, value: raw };
     const { shape, ...o } = raw as Record<string, unknown>;
     if ((o.type !== 'step-assignment' && o.type !== 'prepare') || shape === undefined) return { ok: true, value: raw };
@@ -126,11 +125,13 @@ export class ShapeReceiver {
     const built = applyRuns(this.last, runs);
     if (!built.ok) return bad(built.problem);
     // The sender moved on to this ring whatever the rest of the message holds: so does the peer.
+    // Held as built: only the decoder reads it, and the decoder copies what it returns.
     const ring = built.ring;
-    this.last = [...ring];
+    this.last = ring;
     if (sizes === undefined) return { ok: true, value: { ...o, ring } };
     if (!Array.isArray(sizes) || sizes.length < 2 || sizes.some((s) => !Number.isInteger(s) || (s as number) < 1)) return bad('shape.sizes must be 2 or more group sizes');
-    if ((sizes as number[]).reduce((a, b) => a + b, 0) !== ring.length) return bad(`shape.sizes add up to ${(sizes as number[]).reduce((a, b) => a + b, 0)}, not the ring's ${ring.length}`);
+    const total = (sizes as number[]).reduce((a, b) => a + b, 0);
+    if (total !== ring.length) return bad(`shape.sizes add up to ${total}, not the ring's ${ring.length}`);
     return { ok: true, value: { ...o, ring, topology: topologyOf(ring, sizes as number[]) } };
   }
 

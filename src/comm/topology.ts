@@ -100,8 +100,16 @@ export function planTopology(peers: readonly PeerLinkInfo[], o: PlanOptions = {}
     groups.push(ids.slice(at, at + size));
     at += size;
   }
-  const columns = Array.from({ length: k }, (_, j) => groups.map((grp) => grp[j]));
-  return { groups, shards: k, columns };
+  return topologyOfGroups(groups);
+}
+
+/**
+ * The plan whose groups are `groups` (each in its ring order, owners first): shards = the
+ * smallest group's size, column j = the j-th member of every group (pure; checkTopology checks).
+ */
+export function topologyOfGroups(groups: string[][]): Topology {
+  const shards = Math.min(...groups.map((g) => g.length));
+  return { groups, shards, columns: Array.from({ length: shards }, (_, j) => groups.map((g) => g[j]!)) };
 }
 
 /** The rings `id` takes part in; throws bad-input when the plan does not hold it. */

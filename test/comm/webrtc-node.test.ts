@@ -46,6 +46,18 @@ async function sumsExact(rings: readonly Ring[], seed: number): Promise<void> {
   for (let i = 1; i < rings.length; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${i}`).toBe(true);
 }
 
+/**
+ * Member `gone` of generation 1 leaves (its ring closed, its endpoint destroyed), the others
+ * release their rings (as a volunteer does on a new generation), and the endpoints of `ids`
+ * form generation 2 of `job`.
+ */
+async function reformWithout(rings: readonly Ring[], eps: readonly PeerEndpoint[], gone: number, ids: string[], job: number): Promise<Ring[]> {
+  rings[gone]!.close();
+  eps[gone]!.destroy();
+  rings.forEach((r, i) => { if (i !== gone) r.release(); });
+  return Promise.all(ids.map((id) => eps.find((ep) => ep.id === id)!.formRing({ ids, job, generation: 2 })));
+}
+
 describe('ring all-reduce over node-datachannel + PeerJS', () => {
   it('4 peers, 1M floats: float64-exact to float32 rounding, bitwise equal everywhere', async () => {
     const ids = ['n0', 'n1', 'n2', 'n3'];
@@ -102,15 +114,10 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
     const eps = await endpoints(ids);
     let rings: Ring[] = [];
     try {
-      const g1 = await Promise.all(eps.map((ep) => ep.formRing({ ids, job: 8, generation: 1 })));
-      rings = g1;
-      // r2 leaves; the others release their rings (as a volunteer does on a new generation).
-      g1[2]!.close();
-      eps[2]!.destroy();
-      for (const r of [g1[0]!, g1[1]!, g1[3]!]) r.release();
-      const g2Ids = ['r0', 'r1', 'r3'];
+      rings = await Promise.all(eps.map((ep) => ep.formRing({ ids, job: 8, generation: 1 })));
+      // r2 leaves.
       const g2Eps = [eps[0]!, eps[1]!, eps[3]!];
-      rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 8, generation: 2 })));
+      rings = await reformWithout(rings, eps, 2, ['r0', 'r1', 'r3'], 8);
       expect(rings.map((r) => r.reusedLinks), 'r0 keeps both links, r1 its link from r0, r3 its link to r0').toEqual([2, 1, 1]);
       // Step 0 again: the first generation's step 0 never ran, but nothing of it may count anyway.
       await sumsExact(rings, 7);
@@ -132,10 +139,7 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
       const g2Eps = [eps[0]!, eps[1]!, eps[3]!, eps[4]!];
       const ahead = await Promise.all(g2Eps.map((ep) => ep.preDial(9, aheadLinks({ ring: g2Ids }, ep.id)!)));
       expect(ahead, 'a1 -> a3, a3 -> a4 and a4 -> a0 dialed and opened; a0 -> a1 is kept').toEqual([{ dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }]);
-      rings[2]!.close();
-      eps[2]!.destroy();
-      for (const r of [rings[0]!, rings[1]!, rings[3]!]) r.release();
-      rings = await Promise.all(g2Eps.map((ep) => ep.formRing({ ids: g2Ids, job: 9, generation: 2 })));
+      rings = await reformWithout(rings, eps, 2, g2Ids, 9);
       expect(rings.map((r) => [r.reusedLinks, r.attempts.dials]), 'every link kept, nothing dialed').toEqual([[2, 0], [2, 0], [2, 0], [2, 0]]);
       await sumsExact(rings, 17);
       for (const ep of g2Eps) expect(ep.keptLinks, ep.id).toEqual({ open: 2, idle: 0 });

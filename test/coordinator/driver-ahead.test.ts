@@ -28,6 +28,13 @@ function formedRing(prepareMs = 2000): { h: ReturnType<typeof driverHarness>; as
   return { h, as };
 }
 
+/** formedRing, then joiner j arrives: its entry is announced with the next step; returns that step's assignments. */
+function joinerAnnounced(): { h: ReturnType<typeof driverHarness>; as: StepAssignment[] } {
+  const { h, as } = formedRing();
+  h.d.peerConnected('j', null);
+  return { h, as: commit(h, as) };
+}
+
 /** The committed steps' numbers, in order (each must appear once). */
 const committedSteps = (h: ReturnType<typeof driverHarness>): number[] => h.records.flatMap((r) => (r.type === 'step' ? [r.step] : []));
 
@@ -118,10 +125,8 @@ describe('a planned change announced ahead', () => {
   });
 
   it('made at prepareMs even when a member never answers', () => {
-    const { h, as: first } = formedRing();
+    const { h, as: first } = joinerAnnounced();
     let as = first;
-    h.d.peerConnected('j', null);
-    as = commit(h, as);
     expect(h.take('j', 'prepare').ring).toEqual([...RING, 'j']);
     // Nobody answers. Still training in the old ring 1.9 s later...
     vi.setSystemTime(1_011_900);
@@ -159,10 +164,8 @@ describe('a planned change announced ahead', () => {
   });
 
   it('a crash of a member of the announced ring adapts the announcement: announced again without it, then made', () => {
-    const { h, as: first } = formedRing();
+    const { h, as: first } = joinerAnnounced();
     let as = first;
-    h.d.peerConnected('j', null);
-    as = commit(h, as);
     for (const id of [...RING, 'j']) expect(h.take(id, 'prepare').id).toBe(1);
     for (const id of [...RING, 'j']) h.d.message(id, { type: 'prepared', peerId: id, id: 1 });
     h.d.peerGone('d', 'its session closed');
@@ -187,10 +190,8 @@ describe('a planned change announced ahead', () => {
   });
 
   it('a crash once the change is armed: the survivors re-run their step first, then the change is made', () => {
-    const { h, as: first } = formedRing();
+    const { h, as: first } = joinerAnnounced();
     let as = first;
-    h.d.peerConnected('j', null);
-    as = commit(h, as);
     for (const id of [...RING, 'j']) h.take(id, 'prepare');
     for (const id of [...RING, 'j']) h.d.message(id, { type: 'prepared', peerId: id, id: 1 });
     as = commit(h, as); // armed: this step hints the new ring
@@ -213,10 +214,8 @@ describe('a planned change announced ahead', () => {
   });
 
   it('a member lost while the joiners load: the ring announced, without it, is the one begun', () => {
-    const { h, as: first } = formedRing();
+    const { h, as: first } = joinerAnnounced();
     let as = first;
-    h.d.peerConnected('j', null);
-    as = commit(h, as);
     const note = h.take('a', 'prepare');
     for (const id of note.ring.slice(1)) h.take(id, 'prepare');
     for (const id of note.ring) h.d.message(id, { type: 'prepared', peerId: id, id: note.id });

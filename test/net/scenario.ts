@@ -83,10 +83,10 @@ export async function startCoordinatorIn(bed: Testbed, host: string, o: Coordina
   };
 }
 
-/** A headless volunteer (`npm run volunteer`) inside `host` of the test bed. */
-export function volunteerIn(bed: Testbed, host: string, url: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): LocalVolunteer {
+/** A headless volunteer (`npm run volunteer`) inside `host` of the test bed, named after it unless `name` says otherwise. */
+export function volunteerIn(bed: Testbed, host: string, url: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}, name = host): LocalVolunteer {
   return spawnVolunteer({
-    url, name: host, args: ['--backend', 'wasm', '--rejoin-for', '60', ...extra], env,
+    url, name, args: ['--backend', 'wasm', '--rejoin-for', '60', ...extra], env,
     launch: (cmd, args, opts) => bed.spawn(host, cmd, args, opts),
   });
 }
