@@ -20,7 +20,7 @@ import { buildPage } from '../../coordinator/main.ts';
 import { Testbed } from './bed.ts';
 import { launchChromiumIn, type HostBrowser } from './browser.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
-import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 
 const K = 10;
 const CUT_AFTER = 5;
@@ -142,20 +142,22 @@ describe('across hosts', () => {
 
   it('a ring of 8 on three hosts takes a 9th by make before break: its links are dialed ahead, nothing at the change', async () => {
     const steps = 60;
+    // A gentler rate than testJob's: a ring's float rounding differs from one peer's, and on the
+    // chaotic trajectory of LARS at 0.5 those differences grew from 1e-7 of the loss at step 10
+    // to 1e-3 by step 36 (final weights 3% apart in 1 run of 3); at 0.1 they stay near 1e-7.
+    const config = (extra: Record<string, unknown>) => testJob(steps, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, ...extra });
     await bed.heal('b'); // the test before cut it
     const jobDir = jobDirOf(root.dir, 'ahead');
     const tlsDir = join(root.dir, 'tls-ahead');
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(steps, { minPeers: 8 }), port: 8444, tlsDir,
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: config({ minPeers: 8 }), port: 8444, tlsDir,
       turn: { port: 3479, relayPorts: [49360, 49559] }, heartbeatMs: 1000,
       // All members answer `prepared` well within this here; the deadline is for members that never do.
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000, prepareMs: 30_000 },
     });
     const url = `https://${bed.host('coord').ip}:${coord.port}`;
     const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, await readFile(join(tlsDir, 'ca.crt'), 'utf8')) };
-    const spawnIn = (host: string, name: string): LocalVolunteer => spawnVolunteer({
-      url, name, args: ['--backend', 'wasm', '--rejoin-for', '60'], env, launch: (cmd, args, opts) => bed.spawn(host, cmd, args, opts),
-    });
+    const spawnIn = (host: string, name: string): LocalVolunteer => volunteerIn(bed, host, url, [], env, name);
     const vols: LocalVolunteer[] = [];
     try {
       vols.push(...['a', 'a', 'a', 'b', 'b', 'b', 'n', 'n'].map((h, i) => spawnIn(h, `${h}${i}`)));
@@ -184,9 +186,14 @@ describe('across hosts', () => {
       expect(done.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: steps }, (_, i) => i + 1));
       for (const r of done) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
       expect(done.some((r) => r.peers.length === 9), 'steps ran with the ring of 9').toBe(true);
+      const ref = await onePeerWeights(root.dir, 'solo-ahead', data, config({}), 'wasm');
+      // Against one peer: every step's samples, and the final weights to float rounding.
+      const solo = latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[];
+      expect(done.map((r) => r.samples), 'every step committed the samples one peer commits').toEqual(solo.map((r) => r.samples));
       const multi = await finalWeights(jobDir);
-      const ref = await onePeerWeights(root.dir, 'solo-ahead', data, testJob(steps), 'wasm');
-      expect(relDiff(multi.weights, ref.weights)).toBeLessThan(1e-4);
+      const d = relDiff(multi.weights, ref.weights);
+      console.log(`make before break vs one peer after ${steps} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
+      expect(d).toBeLessThan(1e-4);
     } finally {
       for (const v of vols) v.kill('SIGKILL');
       await coord.stop();
