@@ -4,6 +4,7 @@
 // failed edges is the one nobody can reach (a newcomer behind a NAT fails with both its
 // neighbours; each of them fails only with it). Ties go to the newest member of the ring (the
 // ring worked before it came): ring order is the survivors, then the joiners.
+import type { RingErrorKind } from '../src/comm/errors.ts';
 
 /** The ring member to evict for a set of failed edges (pure). */
 export function blameUnreachable(ring: readonly string[], edges: readonly (readonly [string, string])[]): string {
@@ -23,3 +24,23 @@ export function blameUnreachable(ring: readonly string[], edges: readonly (reado
 
 /** How long the coordinator collects connect-failed reports of one ring before it decides. */
 export const UNREACHABLE_GRACE_MS = 1500;
+
+/**
+ * A link that closes or goes quiet in a generation's first step may be a formation race rather
+ * than a fault: one end saw its side of a connection attempt fail and dialed again, while the
+ * other end had already taken that attempt as its ring link (it then reports the link closed,
+ * or silent, while the blamed peer is still forming). So a blamed peer that is still connected
+ * gets the ring formed again with it once, as a new generation whose members keep their sums
+ * (no image is computed twice); at most once per FORM_AGAIN_WINDOW_MS, so a peer whose links
+ * keep failing is evicted at its next failure. Other failures (bad frames, stale or stalled
+ * rings) are evicted at once, as are failures after a generation's first step.
+ */
+export const FORM_AGAIN_WINDOW_MS = 60_000;
+
+/** The failures of a generation's first step that may be formation races. */
+const RACE_KINDS: ReadonlySet<RingErrorKind> = new Set<RingErrorKind>(['peer-closed', 'peer-timeout']);
+
+/** Whether a ring failure of `kind` blaming a still-connected peer (given a re-formed ring last at `lastAgain`) forms the ring again instead of evicting it (pure). */
+export function formAgain(kind: RingErrorKind, firstStepOfGeneration: boolean, lastAgain: number | undefined, now: number): boolean {
+  return RACE_KINDS.has(kind) && firstStepOfGeneration && (lastAgain === undefined || now - lastAgain >= FORM_AGAIN_WINDOW_MS);
+}

@@ -92,6 +92,16 @@ export class Generations {
     const { ring: members, topology } = planned ? ahead : this.planOf(ring, peers, this.plan);
     this.members = members;
     this.plan = topology;
+    return this.begin(peers, now);
+  }
+
+  /** Begins a new generation over the same members in the same plan: its rings are formed again (driver.ts formAgain). */
+  again(peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } {
+    return this.begin(peers, now);
+  }
+
+  private begin(peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } {
+    const { members, plan: topology } = this;
     this.current++;
     this.previousAt = this.at;
     this.at = now;

@@ -32,6 +32,8 @@ export interface PeerRec {
    * at a boundary (under churn in a big ring with the next admission, or after a bounded hold).
    */
   leavingSince?: number;
+  /** When a ring failure blaming it last formed the ring again instead of evicting it (blame.ts formAgain). */
+  formedAgainAt?: number;
 }
 
 /** The record of a peer that connected at `now`: waiting for admission. */

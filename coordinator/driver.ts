@@ -20,7 +20,9 @@
 // the checkpoints. The ring shrinking to nobody loses the steps since the newest checkpoint:
 // the job resumes from it (same samples again) when peers come back.
 import type { CoordinatorMessage, PeerMessage } from '../src/client/protocol.ts';
+import type { RingErrorKind } from '../src/comm/errors.ts';
 import type { Topology } from '../src/comm/topology.ts';
+import { formAgain } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
@@ -191,7 +193,7 @@ export class Driver {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
         const f = ringFailure(ph, id, m);
         if (f === 'decide') this.decideUnreachable(ph);
-        else if (f !== 'wait') this.evict([f.evict], f.reason);
+        else if (f !== 'wait') this.ringFailed(ph, m.kind, f);
         return;
       }
       case 'eval-result':
@@ -411,6 +413,20 @@ export class Driver {
     this.d.publish(g.event);
   }
 
+  /** A ring failure that blames a member: it is evicted, or (a likely formation race) the ring is formed again with it once. */
+  private ringFailed(ph: RunningPhase, kind: RingErrorKind, f: { evict: string; reason: string }): void {
+    const blamed = this.peers.get(f.evict);
+    const now = Date.now();
+    if (!blamed || !formAgain(kind, this.generationSteps === 0, blamed.formedAgainAt, now)) return this.evict([f.evict], f.reason);
+    blamed.formedAgainAt = now;
+    const g = this.gen.again(this.peers, now);
+    this.generationSteps = 0;
+    this.d.metrics.append(g.record);
+    this.d.publish(g.event);
+    this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`);
+    this.advance();
+  }
+
   private decideUnreachable(ph: RunningPhase): void {
     if (!ph.unreachable || this.phase !== ph) return;
     const v = unreachableVerdict(ph, ph.unreachable);
@@ -450,18 +466,23 @@ export class Driver {
     if (members.length === 0) return this.advance();
     this.setRing(this.ring.filter((id) => !members.includes(id)));
     if (ph.kind === 'running') {
-      this.steps.aborted(ph);
-      // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
-      this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason });
-      this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
-      this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
-      this.phase = { kind: 'between' };
+      this.abortStep(ph, reason);
     } else if (ph.kind === 'evaluating') {
       for (const id of members) ph.pending.delete(id);
     } else if (ph.kind === 'finishing' && members.includes(ph.uploadFrom)) {
       this.phase = { kind: 'between' };
     }
     this.advance();
+  }
+
+  /** The running step is given up (the ring is a new generation now): its members' sums are kept for its re-run. */
+  private abortStep(ph: RunningPhase, reason: string): void {
+    this.steps.aborted(ph);
+    // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
+    this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason });
+    this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
+    this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
+    this.phase = { kind: 'between' };
   }
 
   private tick(): void {

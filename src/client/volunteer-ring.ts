@@ -130,17 +130,19 @@ export class SessionRing {
   /** A ring that failed: tell the coordinator whom it blames, unless we closed it ourselves. */
   failed(e: unknown, a: StepAssignment): void {
     if (!isRingError(e)) throw e;
+    if (e.kind !== 'closed') {
+      this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: ${e.message}`);
+      // An ABORT passed on by a neighbour names the peer to blame and the original failure: report
+      // that, before the release below closes links (the neighbours then report them closed, and
+      // the coordinator should hear the cause first).
+      this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin });
+    } else {
+      // Preempted by a newer assignment: nothing to report.
+      this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);
+    }
     // Released: the link to the peer it blames is closed, the others may serve the next generation.
     this.ring?.release();
     this.ring = null;
-    if (e.kind === 'closed') {
-      // Preempted by a newer assignment: nothing to report.
-      this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);
-      return;
-    }
-    this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: ${e.message}`);
-    // An ABORT passed on by a neighbour names the peer to blame and the original failure: report that.
-    this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin });
   }
 }
 

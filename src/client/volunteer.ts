@@ -90,7 +90,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
       step = session.committed;
       if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step };
       // A step's staged backward may outlive its session: the next session uses the model after it.
+      const endedAt = Date.now();
       await session.drained(60_000);
+      if (Date.now() - endedAt > 2000) log(`volunteer: waited ${((Date.now() - endedAt) / 1000).toFixed(1)} s after the session ended for the step it was in to finish`);
       // Evicted again and again because no neighbour could be reached: rejoining will not help.
       unreachable = end.unreachable ? (session.linked ? 1 : unreachable + 1) : 0;
       if (unreachable >= MAX_UNREACHABLE) throw await unreachableError(p, session.iceServers, session.rtcConfig, end.detail, log);

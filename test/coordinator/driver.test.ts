@@ -71,13 +71,45 @@ describe('driver', () => {
 
   it('a collective failure evicts the peer the ring blames; a stranger named in it blames the reporter', () => {
     const h = harness({});
-    const as = h.startRing(['a', 'b', 'c']);
-    h.d.message('a', { type: 'collective-failure', peerId: 'a', generation: as[0]!.generation, step: 0, failedPeerId: 'b', kind: 'peer-timeout' });
+    let as = h.startRing(['a', 'b', 'c']);
+    // Past a generation's first step: a link failure evicts at once.
+    ['a', 'b', 'c'].forEach((id, i) => h.result(id, as[i]!));
+    as = ['a', 'b', 'c'].map((id) => h.take(id, 'step-assignment'));
+    h.d.message('a', { type: 'collective-failure', peerId: 'a', generation: as[0]!.generation, step: 1, failedPeerId: 'b', kind: 'peer-timeout' });
     expect(h.take('b', 'evicted').reason).toMatch(/ring failed/);
     const again = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
-    h.d.message('c', { type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: 0, failedPeerId: 'zz', kind: 'bad-frame' });
+    h.d.message('c', { type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: again[1]!.step, failedPeerId: 'zz', kind: 'bad-frame' });
     expect(h.take('c', 'evicted').reason).toMatch(/reported by c/);
     expect(h.take('a', 'step-assignment').ring).toEqual(['a']);
+    h.d.stop();
+  });
+
+  it("a link that fails in a generation's first step forms the ring again with the blamed peer once (each keeps its sum); its next failure evicts it", () => {
+    const h = harness({});
+    const ring = ['a', 'b', 'c'];
+    const first = h.startRing(ring);
+    const fail = (from: string, a: StepAssignment, blamed: string, kind: 'peer-closed' | 'peer-timeout' | 'bad-frame') =>
+      h.d.message(from, { type: 'collective-failure', peerId: from, generation: a.generation, step: a.step, failedPeerId: blamed, kind });
+    // c closed its link to b while forming (b had taken the attempt c gave up): not evicted.
+    fail('b', first[1]!, 'c', 'peer-closed');
+    expect(h.has('c', 'evicted')).toBe(false);
+    const again = ring.map((id) => h.take(id, 'step-assignment'));
+    expect(again.map((a) => [a.step, a.generation, a.ring])).toEqual(ring.map(() => [0, first[0]!.generation + 1, ring]));
+    // Every member reuses its whole kept sum: the same slices, nothing computed twice.
+    again.forEach((a, i) => {
+      expect(a.sampleIds).toEqual(first[i]!.sampleIds);
+      expect(a.reuse).toEqual({ generation: first[0]!.generation, count: first[i]!.sampleIds.length });
+    });
+    expect(h.records.filter((r) => r.type === 'abort')).toHaveLength(1);
+    expect(h.logs.some((l) => /c is still connected, so the ring forms again with it once/.test(l))).toBe(true);
+    // The same peer blamed again (within the window): evicted now.
+    fail('a', again[0]!, 'c', 'peer-timeout');
+    expect(h.take('c', 'evicted').reason).toMatch(/peer-timeout, reported by a/);
+    const without = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    expect(without.map((a) => a.ring)).toEqual([['a', 'b'], ['a', 'b']]);
+    // A bad frame is never a formation race: evicted at once, first step or not.
+    fail('a', without[0]!, 'b', 'bad-frame');
+    expect(h.take('b', 'evicted').reason).toMatch(/bad-frame/);
     h.d.stop();
   });
 

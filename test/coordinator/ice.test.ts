@@ -3,7 +3,7 @@
 // peers, join addresses.
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { blameUnreachable } from '../../coordinator/blame.ts';
+import { FORM_AGAIN_WINDOW_MS, blameUnreachable, formAgain } from '../../coordinator/blame.ts';
 import { checkIcePlan, hostOfHeader, iceServersFor, parseIceList, parseIceUrl, turnCredentials } from '../../coordinator/ice.ts';
 import { joinUrls, lanAddresses } from '../../coordinator/addresses.ts';
 import { bindingRequest, bindingSuccess, isBindingRequest, parseBindingSuccess, startStunServer, stunQuery } from '../../coordinator/stun.ts';
@@ -92,7 +92,7 @@ describe('STUN', () => {
   });
 });
 
-describe('blame for a ring that could not form', () => {
+describe('blame for a ring that could not form, or failed as it formed', () => {
   it('the peer in most failed edges; ties go to the newest member', () => {
     // x cannot reach anyone: both its neighbours and x itself report.
     expect(blameUnreachable(['a', 'x', 'b', 'c'], [['a', 'x'], ['x', 'b'], ['b', 'x']])).toBe('x');
@@ -102,6 +102,16 @@ describe('blame for a ring that could not form', () => {
     expect(blameUnreachable(['a', 'new'], [['a', 'new'], ['new', 'a']])).toBe('new');
     // Reports naming strangers count only for members.
     expect(blameUnreachable(['a', 'b'], [['a', 'zz']])).toBe('a');
+  });
+
+  it("formAgain: a closed or silent link in a generation's first step, once per window; never a bad frame, never later", () => {
+    const t = 1_000_000;
+    expect(formAgain('peer-closed', true, undefined, t)).toBe(true);
+    expect(formAgain('peer-timeout', true, undefined, t)).toBe(true);
+    for (const kind of ['bad-frame', 'stale', 'stalled', 'bad-input', 'aborted', 'connect-failed', 'closed'] as const) expect(formAgain(kind, true, undefined, t), kind).toBe(false);
+    expect(formAgain('peer-closed', false, undefined, t)).toBe(false);
+    expect(formAgain('peer-closed', true, t - FORM_AGAIN_WINDOW_MS + 1, t)).toBe(false);
+    expect(formAgain('peer-closed', true, t - FORM_AGAIN_WINDOW_MS, t)).toBe(true);
   });
 });
 
