@@ -149,12 +149,21 @@ export class Session {
     if (e.reason === 'stopped') this.send({ type: 'leave', peerId: this.peerId, reason: 'stopped by its owner' });
     this.endReason = e;
     if (this.heartbeat) clearInterval(this.heartbeat);
-    this.ring.close();
-    this.endpoint.destroy();
-    this.ws.onclose = null;
-    this.ws.close();
-    // A step still running uses the batch: the pump releases it when that step is done.
-    if (!this.busy) this.trainer.releaseBatch();
+    // Whatever fails to close, the session ends (run() resolves): the volunteer must be able to rejoin.
+    const teardown: [string, () => void][] = [
+      ['ring', () => this.ring.close()],
+      ['WebRTC endpoint', () => this.endpoint.destroy()],
+      ['session socket', () => { this.ws.onclose = null; this.ws.close(); }],
+      // A step still running uses the batch: the pump releases it when that step is done.
+      ['batch', () => { if (!this.busy) this.trainer.releaseBatch(); }],
+    ];
+    for (const [what, close] of teardown) {
+      try {
+        close();
+      } catch (err) {
+        this.c.log(`volunteer: closing the ${what} failed (${err instanceof Error ? err.message : String(err)}); the session ends anyway`);
+      }
+    }
     this.endWith?.(e);
   }
 

@@ -9,6 +9,8 @@
 //     reusing its kept sum (nothing computed twice);
 //   - every step is committed exactly once, with one checksum, and the same samples as one peer;
 //   - the final weights equal one peer's run of the same job (the equivalence tolerance).
+// Also: a session whose teardown throws (its WebRTC endpoint fails to close) still ends, so the
+// volunteer can go on (rejoin, or exit when the job is done) instead of hanging.
 import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
@@ -109,4 +111,30 @@ describe('a link lost in a generation\'s first step', () => {
       engine.destroy();
     }
   }, 300_000);
+
+  it('a session whose WebRTC endpoint fails to close still ends: the volunteer is not left hanging', async () => {
+    const job = await startTestJob(root.dir, 'teardown', data, testJob(3));
+    const engine = await WasmEngine.create({ initialMiB: 4 });
+    const lines: string[] = [];
+    const Base = await loadNodePeer();
+    const Peer: PeerCtor = class extends Base {
+      override destroy(): void {
+        super.destroy();
+        throw new Error('destroy failed (test)');
+      }
+    };
+    try {
+      const run = runVolunteer(
+        { engine, Peer, rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip },
+        { url: job.url, name: 'teardown', log: (l) => lines.push(l), rejoinForMs: 10_000 },
+      );
+      const hung = new Promise<'hung'>((r) => { setTimeout(() => r('hung'), 60_000).unref(); });
+      const exit = await Promise.race([run, hung]);
+      expect(exit === 'hung' ? exit : exit.reason, lines.slice(-10).join('\n')).toBe('done');
+      expect(lines.some((l) => /closing the WebRTC endpoint failed \(destroy failed \(test\)\); the session ends anyway/.test(l)), lines.join('\n')).toBe(true);
+    } finally {
+      await job.close();
+      engine.destroy();
+    }
+  }, 120_000);
 });
