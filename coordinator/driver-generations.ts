@@ -95,7 +95,7 @@ export class Generations {
     return this.begin(peers, now);
   }
 
-  /** Begins a new generation over the same members in the same plan: its rings are formed again (driver.ts formAgain). */
+  /** Begins a new generation over the same members in the same plan: its rings are formed again (blame.ts formAgain). */
   again(peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } {
     return this.begin(peers, now);
   }

@@ -10,7 +10,9 @@
 //                   timeout -> abort: the survivors form g+1 and the SAME step s runs again
 //                   (peers undo s if they applied it); in sync mode each survivor keeps the
 //                   gradient sum of its slice and computes only its share of the lost
-//                   members' ids (slice-rerun.ts); joiners wait for the step's commit
+//                   members' ids (slice-rerun.ts); joiners wait for the step's commit; a
+//                   link lost in a generation's first step between two connected peers forms
+//                   the same ring again once instead (blame.ts formAgain)
 //   evaluating:     members evaluate their share of the val ids on the weights of s
 //   finishing:      final evaluation, final checkpoint, 'done' to everyone
 //
