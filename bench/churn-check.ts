@@ -20,6 +20,8 @@ export interface HistoryCheck {
   /** Steps whose peers reported different checksums in the committed record (the driver should never commit these). */
   splitChecksums: number[];
   aborts: number;
+  /** Of the aborts, those that formed the same ring again (a link lost as it formed; nobody left). */
+  formedAgain: number;
   generations: number;
   maxRing: number;
   checkpointsRecorded: number;
@@ -30,6 +32,7 @@ export function checkHistory(records: readonly MetricRecord[]): HistoryCheck {
   const count = new Map<number, number>();
   const splitChecksums: number[] = [];
   let aborts = 0;
+  let formedAgain = 0;
   let generations = 0;
   let maxRing = 0;
   let checkpointsRecorded = 0;
@@ -41,7 +44,10 @@ export function checkHistory(records: readonly MetricRecord[]): HistoryCheck {
       count.set(r.step, (count.get(r.step) ?? 0) + 1);
       if (new Set(r.peers.map((p) => p.checksum)).size > 1) splitChecksums.push(r.step);
       maxRing = Math.max(maxRing, r.ring);
-    } else if (r.type === 'abort') aborts++;
+    } else if (r.type === 'abort') {
+      aborts++;
+      if (r.formedAgain) formedAgain++;
+    }
     else if (r.type === 'generation') {
       generations++;
       maxRing = Math.max(maxRing, r.ring.length);
@@ -52,7 +58,7 @@ export function checkHistory(records: readonly MetricRecord[]): HistoryCheck {
   const lostSteps: number[] = [];
   for (let s = 1; s <= finalStep; s++) if (!count.has(s)) lostSteps.push(s);
   const doubledSteps = [...count].filter(([, n]) => n > 1).map(([s]) => s).sort((a, b) => a - b);
-  return { finalStep, stepRecords, lostSteps, doubledSteps, splitChecksums, aborts, generations, maxRing, checkpointsRecorded, done };
+  return { finalStep, stepRecords, lostSteps, doubledSteps, splitChecksums, aborts, formedAgain, generations, maxRing, checkpointsRecorded, done };
 }
 
 /** The committed weight checksum of each step (its last record, as latestPerStep counts). */

@@ -425,7 +425,7 @@ export class Driver {
     this.generationSteps = 0;
     this.d.metrics.append(g.record);
     this.d.publish(g.event);
-    this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`);
+    this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`, true);
     this.advance();
   }
 
@@ -478,10 +478,10 @@ export class Driver {
   }
 
   /** The running step is given up (the ring is a new generation now): its members' sums are kept for its re-run. */
-  private abortStep(ph: RunningPhase, reason: string): void {
+  private abortStep(ph: RunningPhase, reason: string, formedAgain = false): void {
     this.steps.aborted(ph);
     // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
-    this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason });
+    this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason, ...(formedAgain ? { formedAgain } : {}) });
     this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
     this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
     this.phase = { kind: 'between' };

@@ -255,7 +255,8 @@ export type MetricRecord =
   | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic;
     /** Digest of the step's committed sample ids (slice-rerun.ts sampleDigest): a re-run commits the same. */
     samples?: string }
-  | { type: 'abort'; time: number; step: number; generation: number; reason: string }
+  /** formedAgain: the same ring formed again after a link lost as it formed (coordinator/blame.ts formAgain), nobody left. */
+  | { type: 'abort'; time: number; step: number; generation: number; reason: string; formedAgain?: true }
   | ({ type: 'eval'; time: number } & EvalSummary)
   | { type: 'checkpoint'; time: number; step: number }
   | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[]; topology?: Topology }
