@@ -92,15 +92,11 @@ export class Generations {
     const { ring: members, topology } = planned ? ahead : this.planOf(ring, peers, this.plan);
     this.members = members;
     this.plan = topology;
-    return this.begin(peers, now);
+    return this.again(peers, now);
   }
 
-  /** Begins a new generation over the same members in the same plan: its rings are formed again (blame.ts formAgain). */
+  /** Begins a new generation over the current members in the current plan (alone: its rings are formed again, blame.ts formAgain). */
   again(peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } {
-    return this.begin(peers, now);
-  }
-
-  private begin(peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } {
     const { members, plan: topology } = this;
     this.current++;
     this.previousAt = this.at;

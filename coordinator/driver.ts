@@ -21,7 +21,7 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody loses the steps since the newest checkpoint:
 // the job resumes from it (same samples again) when peers come back.
-import type { CoordinatorMessage, PeerMessage } from '../src/client/protocol.ts';
+import type { CoordinatorMessage, LiveEvent, MetricRecord, PeerMessage } from '../src/client/protocol.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { formAgain } from './blame.ts';
@@ -408,7 +408,11 @@ export class Driver {
 
   /** Begins a new generation over `ring` unless it is the current ring. */
   private setRing(ring: readonly string[]): void {
-    const g = this.gen.next(ring, this.peers, Date.now());
+    this.began(this.gen.next(ring, this.peers, Date.now()));
+  }
+
+  /** A generation began (null: none did): its steps are counted from 0, and it is recorded. */
+  private began(g: { record: MetricRecord; event: LiveEvent } | null): void {
     if (!g) return;
     this.generationSteps = 0;
     this.d.metrics.append(g.record);
@@ -421,10 +425,7 @@ export class Driver {
     const now = Date.now();
     if (!blamed || !formAgain(kind, this.generationSteps === 0, blamed.formedAgainAt, now)) return this.evict([f.evict], f.reason);
     blamed.formedAgainAt = now;
-    const g = this.gen.again(this.peers, now);
-    this.generationSteps = 0;
-    this.d.metrics.append(g.record);
-    this.d.publish(g.event);
+    this.began(this.gen.again(this.peers, now));
     this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`, true);
     this.advance();
   }

@@ -17,7 +17,7 @@
 // did, even when the rest of that message is refused). The peer rebuilds `ring` and `topology`
 // and then decodes the message in full as before (protocol.ts): a bad edit is refused like any
 // bad field.
-import { topologyOfGroups, type Topology } from '../comm/topology.ts';
+import { topologyOfSizes, type Topology } from '../comm/topology.ts';
 import { MAX_ID_LENGTH, MAX_RING, type CoordinatorMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
 import { decodeCoordinatorMessage } from './protocol-decode.ts';
 import { type Decoded } from './protocol-fields.ts';
@@ -66,17 +66,6 @@ export function applyRuns(prev: readonly string[], runs: unknown): { ok: true; r
     if (ring.length > MAX_RING) return bad(`builds more than ${MAX_RING} ids`);
   }
   return { ok: true, ring };
-}
-
-/** The topology whose groups have `sizes`, cut from `ring` in order (pure; the decoder checks the result). */
-export function topologyOf(ring: readonly string[], sizes: readonly number[]): Topology {
-  const groups: string[][] = [];
-  let at = 0;
-  for (const s of sizes) {
-    groups.push(ring.slice(at, at + s));
-    at += s;
-  }
-  return topologyOfGroups(groups);
 }
 
 const keys = new WeakMap<readonly string[], string>();
@@ -132,7 +121,7 @@ export class ShapeReceiver {
     if (!Array.isArray(sizes) || sizes.length < 2 || sizes.some((s) => !Number.isInteger(s) || (s as number) < 1)) return bad('shape.sizes must be 2 or more group sizes');
     const total = (sizes as number[]).reduce((a, b) => a + b, 0);
     if (total !== ring.length) return bad(`shape.sizes add up to ${total}, not the ring's ${ring.length}`);
-    return { ok: true, value: { ...o, ring, topology: topologyOf(ring, sizes as number[]) } };
+    return { ok: true, value: { ...o, ring, topology: topologyOfSizes(ring, sizes as number[]) } };
   }
 
   /** A parsed session message decoded (its shape rebuilt first). */

@@ -93,12 +93,16 @@ export function planTopology(peers: readonly PeerLinkInfo[], o: PlanOptions = {}
   const ids = speedOrder(peers).map((p) => p.id);
   const k = Math.floor(n / g);
   const larger = n - g * k; // the last `larger` groups get K+1 members
+  return topologyOfSizes(ids, Array.from({ length: g }, (_, i) => k + (i >= g - larger ? 1 : 0)));
+}
+
+/** The plan whose groups have `sizes`, cut from `ring` in order (pure; checkTopology checks). */
+export function topologyOfSizes(ring: readonly string[], sizes: readonly number[]): Topology {
   const groups: string[][] = [];
   let at = 0;
-  for (let i = 0; i < g; i++) {
-    const size = k + (i >= g - larger ? 1 : 0);
-    groups.push(ids.slice(at, at + size));
-    at += size;
+  for (const s of sizes) {
+    groups.push(ring.slice(at, at + s));
+    at += s;
   }
   return topologyOfGroups(groups);
 }
