@@ -108,3 +108,20 @@ export async function stopAll(vs: readonly LocalVolunteer[]): Promise<void> {
   for (const v of vs) v.kill('SIGKILL');
   await Promise.all(vs.map((v) => v.exited));
 }
+
+type Abort = Extract<MetricRecord, { type: 'abort' }>;
+const abortsOf = (records: readonly MetricRecord[]): Abort[] => records.filter((r): r is Abort => r.type === 'abort');
+
+/**
+ * The steps aborted because something was lost (a peer, a link after a ring's first step, a
+ * dissent), in order. A ring formed again after a link lost as it formed (coordinator/blame.ts
+ * formAgain: nobody leaves, every member reuses its whole sum) loses nothing and is left out: it is
+ * a race of link formation that a loaded machine shows now and then, not the fault a test injects.
+ */
+export const lossAborts = (records: readonly MetricRecord[]): number[] => abortsOf(records).filter((r) => r.formedAgain !== true).map((r) => r.step);
+
+/** The steps whose ring formed again (see lossAborts). */
+export const formedAgainSteps = (records: readonly MetricRecord[]): number[] => abortsOf(records).filter((r) => r.formedAgain === true).map((r) => r.step);
+
+/** Every abort record, for an assertion's message. */
+export const abortsText = (records: readonly MetricRecord[]): string => abortsOf(records).map((r) => JSON.stringify(r)).join('\n');

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from './helpers.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
@@ -120,7 +120,7 @@ describe('rounds (syncEvery > 1)', () => {
     const rounds = await checkRounds(job.jobDir, [8, 16, 24]);
     expect(rounds.map((r) => r.ring)).toEqual([3, 2, 3]);
     const records = await metricsOf(job.jobDir);
-    expect(records.filter((r) => r.type === 'abort').map((r) => r.step)).toEqual([9]);
+    expect(lossAborts(records), abortsText(records)).toEqual([9]);
     // Full rounds have 8 x 24 images; the round without the victim only the survivors' slices.
     const imagesOf = (step: number) => records.reduce((n, r) => n + (r.type === 'step' && r.step === step ? r.peers.reduce((a, p) => a + p.images, 0) : 0), 0);
     expect([imagesOf(8), imagesOf(24)]).toEqual([8 * 24, 8 * 24]);

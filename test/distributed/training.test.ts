@@ -15,7 +15,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;
@@ -101,7 +101,7 @@ describe('N peers train one model', () => {
     expect(steps[2]!.ring, 'step 3 was committed by the 2 survivors').toBe(2);
     expect(steps[K - 1]!.ring, 'the joiner is in the ring at the end').toBe(3);
     const records = await metricsOf(job.jobDir);
-    expect(records.filter((r) => r.type === 'abort').map((r) => r.step)).toEqual([3]);
+    expect(lossAborts(records), abortsText(records)).toEqual([3]);
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single);
     console.log(`churn run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
@@ -162,7 +162,7 @@ describe('N peers train one model', () => {
       expect(new Set(r.peers.map((q) => q.checksum)).size, `step ${r.step}`).toBe(1);
       expect(r.peers.some((q) => ids.includes(q.peerId)), `no committed step counts the poisoned peer (step ${r.step})`).toBe(false);
     }
-    expect(records.filter((r) => r.type === 'abort').length).toBeGreaterThanOrEqual(3);
+    expect(lossAborts(records).length, abortsText(records)).toBeGreaterThanOrEqual(3);
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single);
     console.log(`poisoned run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);

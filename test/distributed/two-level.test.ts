@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 
 const K = 6;
 /** The step (1-based) the victim dies in. */
@@ -82,7 +82,7 @@ describe('two-level all-reduce with real volunteers', () => {
     const steps = records.filter((r) => r.type === 'step');
     expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
     for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step} checksums`).toBe(1);
-    expect(records.filter((r) => r.type === 'abort').map((r) => r.step)).toEqual([S]);
+    expect(lossAborts(records), abortsText(records)).toEqual([S]);
     const rerun = steps[S - 1]!;
     expect(rerun.ring).toBe(3);
     // The survivors added the sums they kept (copied before the two-level all-reduce summed in place).
