@@ -15,7 +15,7 @@
 // and decayed too, label smoothing 0.1, and more epochs (both recipes at twice the search length: does LARS's gap
 // to the small batch shrink?). `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
-// Overrides: --epochs=N --small=N --large=N --search-epochs=N; --small-lr=X --lars-lr=X skip
+// Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N --search-epochs=N; --small-lr=X --lars-lr=X skip
 // the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
 // also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large label
 // smoothing 0.1', 'lars_large 2x epochs')
@@ -28,7 +28,7 @@ import { fileShardSource } from '../src/data/node-source.ts';
 import { nodeDecoder } from '../src/data/decode-node.ts';
 import { BatchLoader, defaultAugment } from '../src/data/loader.ts';
 import type { Manifest } from '../src/data/manifest.ts';
-import { smallCnn } from '../src/nn/models.ts';
+import { modelByName, type ModelName } from '../src/nn/models.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { writeFileEnsuringDir } from './plot.ts';
@@ -62,6 +62,9 @@ const QUICK: Profile = {
 };
 
 const SEED = 7;
+/** The models a CIFAR-10 run can train (32x32 inputs; the ImageNet models need larger ones). */
+const CIFAR_MODELS = ['small-cnn', 'small-cnn-bn', 'resnet20'] as const;
+const DEFAULT_MODEL: ModelName = 'small-cnn';
 /** At most this many rates are added past a grid's edge. */
 const EXTEND = 2;
 /** The label smoothing tried (Szegedy et al.'s 0.1, as in later large-batch work). */
@@ -88,13 +91,16 @@ export async function main(args: string[]): Promise<void> {
   };
   const base = args.includes('--quick') ? QUICK : FULL;
   const p: Profile = { ...base, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs };
+  const modelArg = args.find((a) => a.startsWith('--model='))?.slice('--model='.length) ?? DEFAULT_MODEL;
+  if (!(CIFAR_MODELS as readonly string[]).includes(modelArg)) throw new Error(`--model: '${modelArg}' is not a CIFAR-10 model here; use one of ${CIFAR_MODELS.join(', ')}`);
+  const modelName = modelArg as ModelName;
   const ratio = p.large / p.small;
   if (!Number.isInteger(p.epochs) || !Number.isInteger(p.searchEpochs)) throw new Error('--epochs and --search-epochs must be whole numbers');
   if (ratio < 16) log(`converge: warning: B/b = ${ratio}, the issue asks for at least 16x`);
   const manifest = await ensureDataset('cifar10');
   const dir = join(DEFAULT_CACHE_DIR, 'cifar10');
   const l = loaders(manifest, dir);
-  const spec = smallCnn([manifest.image.channels, manifest.image.height, manifest.image.width], manifest.classes.length);
+  const spec = modelByName(modelName, [manifest.image.channels, manifest.image.height, manifest.image.width], manifest.classes.length);
   const engine = await WasmEngine.create({ threads: 2 });
   const started = performance.now();
   log(`converge (${p.name}): cifar10 ${p.trainSamples} train / ${p.testSamples} test, ${spec.name}, ${p.epochs} epochs, b=${p.small}, B=${p.large} (${ratio}x), ${engine.info.description}`);

@@ -2,8 +2,8 @@
 import { ALEXNET_LRN } from '../ops/lrn.ts';
 import { GraphBuilder, type ModelSpec } from './graph.ts';
 
-export type ModelName = 'small-cnn' | 'tiny-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';
-export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'tiny-cnn', 'resnet20', 'alexnet', 'alexnet-bn', 'resnet50'];
+export type ModelName = 'small-cnn' | 'small-cnn-bn' | 'tiny-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';
+export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'small-cnn-bn', 'tiny-cnn', 'resnet20', 'alexnet', 'alexnet-bn', 'resnet50'];
 
 /** The demo network for 28x28 and 32x32 images: three conv blocks and two linear layers. */
 export function smallCnn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
@@ -15,6 +15,23 @@ export function smallCnn(input: readonly [number, number, number] = [3, 32, 32],
   x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
   g.linear(x, 'fc2', classes);
   return { name: 'small-cnn', input, classes, nodes: g.nodes };
+}
+
+/**
+ * The small CNN with batch normalisation after each conv (its convs then carry no bias), as
+ * AlexNet-BN is AlexNet with BN: the network the seed paper's large-batch LARS result is about
+ * (the converge bench's model, bench/converge.ts).
+ */
+export function smallCnnBn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
+  const g = new GraphBuilder();
+  let x = g.input;
+  [32, 64, 128].forEach((c, i) => {
+    const name = `conv${i + 1}`;
+    x = g.maxpool(g.relu(g.bn(g.conv(x, name, c, 3, { pad: 1, bias: false }), `${name}.bn`)), 2, 2);
+  });
+  x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
+  g.linear(x, 'fc2', classes);
+  return { name: 'small-cnn-bn', input, classes, nodes: g.nodes };
 }
 
 /**
@@ -116,6 +133,7 @@ export function resnet50(classes = 1000, input: readonly [number, number, number
 export function modelByName(name: ModelName, input?: readonly [number, number, number], classes?: number): ModelSpec {
   switch (name) {
     case 'small-cnn': return smallCnn(input, classes);
+    case 'small-cnn-bn': return smallCnnBn(input, classes);
     case 'tiny-cnn': return tinyCnn(input, classes);
     case 'resnet20': return resnet20(input, classes);
     case 'alexnet': return alexnet(false, classes, input);

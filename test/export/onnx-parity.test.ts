@@ -21,6 +21,7 @@ import { engineLogits, ortLogits, randomTrained, readOnnxHeader, relativeDiffere
 /** One small configuration per model name (a Record: a model added to models.ts must be added here). */
 const CASES: Record<ModelName, () => ModelSpec> = {
   'small-cnn': () => modelByName('small-cnn', [3, 32, 32], 10),
+  'small-cnn-bn': () => modelByName('small-cnn-bn', [3, 32, 32], 10),
   'tiny-cnn': () => modelByName('tiny-cnn', [1, 28, 28], 7),
   resnet20: () => modelByName('resnet20', [3, 32, 32], 10),
   alexnet: () => alexnet(false, 10, [3, 64, 64]),

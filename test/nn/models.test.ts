@@ -13,6 +13,8 @@ describe('models', () => {
     expect(r20).toBeLessThan(275_000); // ~0.27M (projection shortcuts add ~3k)
     // AlexNet-BN: convs lose their biases (1,152) and gain gamma+beta (2,304).
     expect(layoutOf(modelByName('alexnet-bn')).paramCount).toBe(61_100_840 - 1_152 + 2_304);
+    // The small CNN with BN: its convs lose their biases (32 + 64 + 128) and gain gamma + beta.
+    expect(layoutOf(modelByName('small-cnn-bn')).paramCount).toBe(layoutOf(smallCnn()).paramCount - 224 + 2 * 224);
   });
 
   it('produce [classes] logits and the expected intermediate shapes', () => {
