@@ -30,6 +30,7 @@ import { BatchLoader, defaultAugment } from '../src/data/loader.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import { modelByName, type ModelName } from '../src/nn/models.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
+import { Args } from '../coordinator/args.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
@@ -63,7 +64,7 @@ const QUICK: Profile = {
 
 const SEED = 7;
 /** The models a CIFAR-10 run can train (32x32 inputs; the ImageNet models need larger ones). */
-const CIFAR_MODELS = ['small-cnn', 'small-cnn-bn', 'resnet20'] as const;
+const CIFAR_MODELS: readonly ModelName[] = ['small-cnn', 'small-cnn-bn', 'resnet20'];
 const DEFAULT_MODEL: ModelName = 'small-cnn';
 /** At most this many rates are added past a grid's edge. */
 const EXTEND = 2;
@@ -91,9 +92,7 @@ export async function main(args: string[]): Promise<void> {
   };
   const base = args.includes('--quick') ? QUICK : FULL;
   const p: Profile = { ...base, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs };
-  const modelArg = args.find((a) => a.startsWith('--model='))?.slice('--model='.length) ?? DEFAULT_MODEL;
-  if (!(CIFAR_MODELS as readonly string[]).includes(modelArg)) throw new Error(`--model: '${modelArg}' is not a CIFAR-10 model here; use one of ${CIFAR_MODELS.join(', ')}`);
-  const modelName = modelArg as ModelName;
+  const modelName = new Args(args).oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
   const ratio = p.large / p.small;
   if (!Number.isInteger(p.epochs) || !Number.isInteger(p.searchEpochs)) throw new Error('--epochs and --search-epochs must be whole numbers');
   if (ratio < 16) log(`converge: warning: B/b = ${ratio}, the issue asks for at least 16x`);

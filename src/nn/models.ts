@@ -7,14 +7,7 @@ export const MODEL_NAMES: readonly ModelName[] = ['small-cnn', 'small-cnn-bn', '
 
 /** The demo network for 28x28 and 32x32 images: three conv blocks and two linear layers. */
 export function smallCnn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
-  const g = new GraphBuilder();
-  let x = g.input;
-  [32, 64, 128].forEach((c, i) => {
-    x = g.maxpool(g.relu(g.conv(x, `conv${i + 1}`, c, 3, { pad: 1 })), 2, 2);
-  });
-  x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
-  g.linear(x, 'fc2', classes);
-  return { name: 'small-cnn', input, classes, nodes: g.nodes };
+  return smallCnnOf(false, input, classes);
 }
 
 /**
@@ -23,15 +16,19 @@ export function smallCnn(input: readonly [number, number, number] = [3, 32, 32],
  * (the converge bench's model, bench/converge.ts).
  */
 export function smallCnnBn(input: readonly [number, number, number] = [3, 32, 32], classes = 10): ModelSpec {
+  return smallCnnOf(true, input, classes);
+}
+
+function smallCnnOf(bn: boolean, input: readonly [number, number, number], classes: number): ModelSpec {
   const g = new GraphBuilder();
   let x = g.input;
   [32, 64, 128].forEach((c, i) => {
     const name = `conv${i + 1}`;
-    x = g.maxpool(g.relu(g.bn(g.conv(x, name, c, 3, { pad: 1, bias: false }), `${name}.bn`)), 2, 2);
+    x = g.maxpool(bn ? convBn(g, x, name, c, 3, 1, true) : g.relu(g.conv(x, name, c, 3, { pad: 1 })), 2, 2);
   });
   x = g.relu(g.linear(g.flatten(x), 'fc1', 256));
   g.linear(x, 'fc2', classes);
-  return { name: 'small-cnn-bn', input, classes, nodes: g.nodes };
+  return { name: bn ? 'small-cnn-bn' : 'small-cnn', input, classes, nodes: g.nodes };
 }
 
 /**
