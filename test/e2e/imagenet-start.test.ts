@@ -63,7 +63,7 @@ describe('npm start --dataset imagenet', () => {
       const steps = latestPerStep(await readMetrics(join(jobDir, 'metrics.jsonl')));
       expect(steps.map((s) => s.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
       for (const s of steps) {
-        expect(s.peers).toHaveLength(2);
+        expect(s.peers, `step ${s.step} committed by ${s.peers.length} peer(s); the job's log:\n${run.err.slice(-3000)}`).toHaveLength(2);
         expect(s.peers[0]!.checksum).toBe(s.peers[1]!.checksum);
         expect(s.loss).not.toBeNull();
       }
