@@ -1,4 +1,5 @@
-// The converge bench refuses a model it cannot train on CIFAR-10 before it loads any data.
+// The converge bench refuses a model it cannot train on CIFAR-10, or a search length that is
+// not a whole number of epochs, before it loads any data.
 import { describe, expect, it } from 'vitest';
 import { main } from '../../bench/converge.ts';
 
@@ -6,5 +7,10 @@ describe('converge bench arguments', () => {
   it('refuses a model that is not a CIFAR-10 model, naming the ones it can train', async () => {
     await expect(main(['--model=alexnet'])).rejects.toThrow(/--model must be one of small-cnn, small-cnn-bn, resnet20; got "alexnet"/);
     await expect(main(['--model=nope'])).rejects.toThrow(/--model must be one of .*; got "nope"/);
+  });
+
+  it('refuses a search length that is not a whole number of epochs, before any data loads', async () => {
+    await expect(main(['--lars-search-epochs=2.5'])).rejects.toThrow(/--lars-search-epochs must be whole numbers/);
+    await expect(main(['--lars-search-epochs=0'])).rejects.toThrow(/--lars-search-epochs must be a positive number, got --lars-search-epochs=0/);
   });
 });
