@@ -5,7 +5,7 @@
 //   sgd_small:  a small batch b with SGD + momentum (the reference accuracy),
 //   sgd_large:  a batch B >= 16b with SGD + momentum, the rate scaled linearly (x B/b) with
 //               warm-up (Goyal et al.),
-//   lars_large: the same B with LARS (You, Gitman, Ginsburg: warm-up, poly(2), momentum 0.9,
+//   lars_large: the same B with LARS (You, Gitman, Ginsburg: warm-up, poly(2) like every run, momentum 0.9,
 //               weight decay 5e-4, biases excluded from adaptation and decay).
 // The rates are searched first, in the bench: short runs train on 45k training images and are
 // scored on the other 5k (never on the test split); sgd_small's rate is chosen, sgd_large
@@ -18,10 +18,10 @@
 // whether more epochs close it. `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
 // Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N --search-epochs=N
-// --lars-search-epochs=N; --small-lr=X --lars-lr=X skip
+// --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P (every run's poly(P)); --small-lr=X --lars-lr=X skip
 // the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
 // also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large label
-// smoothing 0.1', 'lars_large poly(1)', 'lars_large 2x epochs')
+// smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1), 'lars_large 2x epochs')
 // and writes converge-runs.json / .svg instead, the missing keys null.
 // Writes bench/results/converge.json and converge.svg; prints as its LAST line
 // {"bench":"converge","sgd_small":..,"sgd_large":..,"lars_large":..,"dataset":..,"batch_small":..,
@@ -48,6 +48,8 @@ interface Profile {
   small: number;
   large: number;
   warmupEpochs: number;
+  /** Every run's rate decays as poly(power) after warm-up (the paper's 2). */
+  power: number;
   /** The search: runs of searchEpochs on the first searchTrain ids, scored on the next searchVal. */
   searchEpochs: number;
   /**
@@ -62,11 +64,11 @@ interface Profile {
 }
 
 const FULL: Profile = {
-  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 16, large: 512, warmupEpochs: 2,
+  name: 'full', trainSamples: 50_000, testSamples: 10_000, epochs: 10, small: 16, large: 512, warmupEpochs: 2, power: 2,
   searchEpochs: 2, larsSearchEpochs: 4, searchTrain: 45_000, searchVal: 5000, smallRates: [0.005, 0.01, 0.02], larsRates: [3, 6, 12],
 };
 const QUICK: Profile = {
-  name: 'quick', trainSamples: 4096, testSamples: 1000, epochs: 2, small: 32, large: 512, warmupEpochs: 0.5,
+  name: 'quick', trainSamples: 4096, testSamples: 1000, epochs: 2, small: 32, large: 512, warmupEpochs: 0.5, power: 2,
   searchEpochs: 1, larsSearchEpochs: 1, searchTrain: 3584, searchVal: 512, smallRates: [0.02, 0.05], larsRates: [4, 8],
 };
 
@@ -99,9 +101,11 @@ export async function main(args: string[]): Promise<void> {
     return v;
   };
   const base = args.includes('--quick') ? QUICK : FULL;
-  const p: Profile = { ...base, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
+  const p: Profile = { ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
   const modelName = new Args(args).oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
   const ratio = p.large / p.small;
+  /** The schedule a variant tries instead: poly(1) against the default poly(2), else poly(2). */
+  const otherPower = p.power === 1 ? 2 : 1;
   if (![p.epochs, p.searchEpochs, p.larsSearchEpochs].every(Number.isInteger)) throw new Error('--epochs, --search-epochs and --lars-search-epochs must be whole numbers');
   if (ratio < 16) log(`converge: warning: B/b = ${ratio}, the issue asks for at least 16x`);
   const manifest = await ensureDataset('cifar10');
@@ -110,13 +114,13 @@ export async function main(args: string[]): Promise<void> {
   const spec = modelByName(modelName, [manifest.image.channels, manifest.image.height, manifest.image.width], manifest.classes.length);
   const engine = await WasmEngine.create({ threads: 2 });
   const started = performance.now();
-  log(`converge (${p.name}): cifar10 ${p.trainSamples} train / ${p.testSamples} test, ${spec.name}, ${p.epochs} epochs, b=${p.small}, B=${p.large} (${ratio}x), ${engine.info.description}`);
+  log(`converge (${p.name}): cifar10 ${p.trainSamples} train / ${p.testSamples} test, ${spec.name}, ${p.epochs} epochs, b=${p.small}, B=${p.large} (${ratio}x), ${p.warmupEpochs} warm-up epoch(s), poly(${p.power}), ${engine.info.description}`);
 
   // 1. The search: short runs on 45k, scored on the held-out 5k of the training split.
   const searchData: RunData = { train: l.train, trainSamples: p.searchTrain, evalLoader: l.trainPlain, evalIds: range(p.searchTrain, p.searchVal), everyEpoch: false };
   const search: Searched[] = [];
   const trySearch = async (r: RunSpec): Promise<Searched> => {
-    const run = await trainRun(engine, spec, searchData, r, SEED, log);
+    const run = await trainRun(engine, spec, searchData, { power: p.power, ...r }, SEED, log);
     const s = { run, val: run.final };
     search.push(s);
     return s;
@@ -156,7 +160,7 @@ export async function main(args: string[]): Promise<void> {
       { name: 'lars warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * warm, epochs: le },
       { name: 'lars biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: le, adaptBias: true },
       { name: `lars label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: le, smoothing: SMOOTHING },
-      { name: 'lars poly(1)', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: le, power: 1 },
+      { name: `lars poly(${otherPower})`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: warm, epochs: le, power: otherPower },
     ];
     for (const v of variants) {
       const s = await trySearch(v);
@@ -193,14 +197,14 @@ export async function main(args: string[]): Promise<void> {
     plan.push({ name: 'lars_large warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * p.warmupEpochs, epochs: p.epochs });
     plan.push({ name: 'lars_large biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, adaptBias: true });
     plan.push({ name: `lars_large label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, smoothing: SMOOTHING });
-    plan.push({ name: 'lars_large poly(1)', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, power: 1 });
+    plan.push({ name: `lars_large poly(${otherPower})`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, power: otherPower });
     plan.push({ name: 'lars_large 2x epochs', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: 2 * p.epochs });
   }
   const only = args.find((a) => a.startsWith('--runs='))?.slice('--runs='.length).split(',');
   const unknown = only?.filter((n) => !plan.some((r) => r.name === n)) ?? [];
   if (unknown.length) throw new Error(`--runs: no run ${unknown.map((n) => `'${n}'`).join(', ')}; the runs are ${plan.map((r) => `'${r.name}'`).join(', ')}`);
   const runs: RunResult[] = [];
-  for (const r of plan) if (!only || only.includes(r.name)) runs.push(await trainRun(engine, spec, testData, r, SEED, log));
+  for (const r of plan) if (!only || only.includes(r.name)) runs.push(await trainRun(engine, spec, testData, { power: p.power, ...r }, SEED, log));
   engine.destroy();
 
   const final = (name: string) => {
