@@ -5,8 +5,9 @@
 //   sgd_small:  a small batch b with SGD + momentum (the reference accuracy),
 //   sgd_large:  a batch B >= 16b with SGD + momentum, the rate scaled linearly (x B/b) with
 //               warm-up (Goyal et al.),
-//   lars_large: the same B with LARS (You, Gitman, Ginsburg: warm-up, poly(2) like every run, momentum 0.9,
+//   lars_large: the same B with LARS (You, Gitman, Ginsburg: warm-up, poly(2), momentum 0.9,
 //               weight decay 5e-4, biases excluded from adaptation and decay).
+// Every run decays its rate as poly(2) after its warm-up (--power=P changes all of them).
 // The rates are searched first, in the bench: short runs train on 45k training images and are
 // scored on the other 5k (never on the test split); sgd_small's rate is chosen, sgd_large
 // scales it, and LARS gets its own rate (lr x eta, the trust coefficient, is the one knob),
@@ -17,12 +18,12 @@
 // poly(1) instead of poly(2); and LARS's gap to the small batch at both search lengths says
 // whether more epochs close it. `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
-// Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N --search-epochs=N
-// --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P (every run's poly(P)); --small-lr=X --lars-lr=X skip
-// the search (both needed); --runs=NAME,NAME runs only those of the final runs (with --ablate:
-// also 'lars_large warm-up x2', 'lars_large biases adapted + decayed', 'lars_large label
-// smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1), 'lars_large 2x epochs')
-// and writes converge-runs.json / .svg instead, the missing keys null.
+// Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N
+// --search-epochs=N --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P;
+// --small-lr=X --lars-lr=X skip the search (both needed); --runs=NAME,NAME runs only those of
+// the final runs (with --ablate also 'lars_large warm-up x2', 'lars_large biases adapted +
+// decayed', 'lars_large label smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1),
+// 'lars_large 2x epochs') and writes converge-runs.json / .svg instead, the missing keys null.
 // Writes bench/results/converge.json and converge.svg; prints as its LAST line
 // {"bench":"converge","sgd_small":..,"sgd_large":..,"lars_large":..,"dataset":..,"batch_small":..,
 //  "batch_large":..,"epochs":..} (final test top-1, %).
