@@ -53,7 +53,7 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
   const spe = stepsPerEpoch(data.trainSamples, r.batch);
   const steps = spe * r.epochs;
   const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false } });
-  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), ...(r.power === undefined ? {} : { power: r.power }) });
+  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power });
   const state = new TrainingState(model, config);
   state.reset(seed);
   const t0 = performance.now();
