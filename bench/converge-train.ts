@@ -25,6 +25,8 @@ export interface RunSpec {
   smoothing?: number;
   /** The poly schedule's power (default 2, the paper's poly(2)). */
   power?: number;
+  /** Weight decay (default: the optimiser's, 5e-4). */
+  weightDecay?: number;
 }
 
 export interface RunData {
@@ -53,7 +55,7 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
   const spe = stepsPerEpoch(data.trainSamples, r.batch);
   const steps = spe * r.epochs;
   const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false } });
-  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power });
+  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power, weightDecay: r.weightDecay });
   const state = new TrainingState(model, config);
   state.reset(seed);
   const t0 = performance.now();

@@ -19,7 +19,8 @@
 // whether more epochs close it. `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
 // Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N
-// --search-epochs=N --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P;
+// --search-epochs=N --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P
+// --lars-wd=X (LARS's weight decay, search and final runs; default the paper's 5e-4);
 // --small-lr=X --lars-lr=X skip the search (both needed); --runs=NAME,NAME runs only those of
 // the final runs (with --ablate also 'lars_large warm-up x2', 'lars_large biases adapted +
 // decayed', 'lars_large label smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1),
@@ -104,6 +105,11 @@ export async function main(args: string[]): Promise<void> {
   const base = args.includes('--quick') ? QUICK : FULL;
   const p: Profile = { ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
   const modelName = new Args(args).oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
+  const wdArg = args.find((x) => x.startsWith('--lars-wd='));
+  const larsWd = wdArg === undefined ? undefined : wdArg.length > '--lars-wd='.length ? Number(wdArg.slice('--lars-wd='.length)) : NaN;
+  if (larsWd !== undefined && !(Number.isFinite(larsWd) && larsWd >= 0)) throw new Error(`--lars-wd must be a number >= 0 (LARS's weight decay), got ${wdArg}`);
+  /** What every run shares unless it says otherwise: the schedule's power, LARS's weight decay. */
+  const defaults = (r: RunSpec): RunSpec => ({ power: p.power, ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r });
   const ratio = p.large / p.small;
   /** The schedule a variant tries instead: poly(1) against the default poly(2), else poly(2). */
   const otherPower = p.power === 1 ? 2 : 1;
@@ -121,7 +127,7 @@ export async function main(args: string[]): Promise<void> {
   const searchData: RunData = { train: l.train, trainSamples: p.searchTrain, evalLoader: l.trainPlain, evalIds: range(p.searchTrain, p.searchVal), everyEpoch: false };
   const search: Searched[] = [];
   const trySearch = async (r: RunSpec): Promise<Searched> => {
-    const run = await trainRun(engine, spec, searchData, { power: p.power, ...r }, SEED, log);
+    const run = await trainRun(engine, spec, searchData, defaults(r), SEED, log);
     const s = { run, val: run.final };
     search.push(s);
     return s;
@@ -207,7 +213,7 @@ export async function main(args: string[]): Promise<void> {
   const unknown = only?.filter((n) => !plan.some((r) => r.name === n)) ?? [];
   if (unknown.length) throw new Error(`--runs: no run ${unknown.map((n) => `'${n}'`).join(', ')}; the runs are ${plan.map((r) => `'${r.name}'`).join(', ')}`);
   const runs: RunResult[] = [];
-  for (const r of plan) if (!only || only.includes(r.name)) runs.push(await trainRun(engine, spec, testData, { power: p.power, ...r }, SEED, log));
+  for (const r of plan) if (!only || only.includes(r.name)) runs.push(await trainRun(engine, spec, testData, defaults(r), SEED, log));
   engine.destroy();
 
   const final = (name: string) => {

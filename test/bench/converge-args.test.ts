@@ -1,5 +1,5 @@
 // The converge bench refuses a model it cannot train on CIFAR-10, or a search length that is
-// not a whole number of epochs, before it loads any data.
+// not a whole number of epochs, or a LARS weight decay below 0, before it loads any data.
 import { describe, expect, it } from 'vitest';
 import { main } from '../../bench/converge.ts';
 
@@ -12,5 +12,11 @@ describe('converge bench arguments', () => {
   it('refuses a search length that is not a whole number of epochs, before any data loads', async () => {
     await expect(main(['--lars-search-epochs=2.5'])).rejects.toThrow(/--lars-search-epochs must be whole numbers/);
     await expect(main(['--lars-search-epochs=0'])).rejects.toThrow(/--lars-search-epochs must be a positive number, got --lars-search-epochs=0/);
+  });
+
+  it('refuses a LARS weight decay that is not a number >= 0, before any data loads', async () => {
+    await expect(main(['--lars-wd=-1e-4'])).rejects.toThrow(/--lars-wd must be a number >= 0 \(LARS's weight decay\), got --lars-wd=-1e-4/);
+    await expect(main(['--lars-wd=x'])).rejects.toThrow(/--lars-wd must be a number >= 0/);
+    await expect(main(['--lars-wd='])).rejects.toThrow(/--lars-wd must be a number >= 0/);
   });
 });
