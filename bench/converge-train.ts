@@ -11,6 +11,7 @@ import { parseOptimizerConfig } from '../src/optim/index.ts';
 import { evaluate } from '../src/train/evaluate.ts';
 import { stepSamples, stepsPerEpoch } from '../src/train/sampler.ts';
 import { recordGradients, uploadBatch } from '../src/train/step.ts';
+import { measureNoiseScale, type NoiseScale } from './noise-scale.ts';
 
 export interface RunSpec {
   name: string;
@@ -37,9 +38,11 @@ export interface RunData {
   evalIds: readonly number[];
   /** Evaluate after every epoch (the final runs) or only at the end (the search). */
   everyEpoch: boolean;
+  /** Also measure the gradient noise scale at each evaluation, on these training ids in batches of `small` (bench/noise-scale.ts). */
+  noise?: { ids: readonly number[]; small: number };
 }
 
-export interface CurvePoint { epoch: number; top1: number; loss: number; trainLoss: number; seconds: number }
+export interface CurvePoint { epoch: number; top1: number; loss: number; trainLoss: number; seconds: number; noise?: NoiseScale }
 
 export interface RunResult extends RunSpec {
   steps: number;
@@ -69,6 +72,8 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
   let lossSum = 0;
   let lossN = 0;
   let pending = load(0);
+  /** Milliseconds spent measuring the noise scale: not the run's time. */
+  let measuring = 0;
   let s = 0;
   try {
     for (; s < steps; s++) {
@@ -85,22 +90,27 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
       const endOfEpoch = (s + 1) % spe === 0;
       if (endOfEpoch && (data.everyEpoch || s + 1 === steps)) {
         const e = await evaluate(model, data.evalLoader, data.evalIds, 250);
-        const seconds = (performance.now() - t0) / 1000;
-        curve.push({ epoch: (s + 1) / spe, top1: e.top1, loss: e.loss, trainLoss: lossSum / lossN, seconds });
-        log(`  ${r.name} epoch ${(s + 1) / spe}: top-1 ${(e.top1 * 100).toFixed(2)}%  test loss ${e.loss.toFixed(3)}  train loss ${(lossSum / lossN).toFixed(3)}  (${seconds.toFixed(0)} s)`);
+        const seconds = (performance.now() - t0 - measuring) / 1000;
+        const epoch = (s + 1) / spe;
+        const m0 = performance.now();
+        const noise = data.noise ? await measureNoiseScale(engine, model, data.train, data.noise.ids, data.noise.small, epoch - 1, seed * 7919 + s) : undefined;
+        measuring += performance.now() - m0;
+        curve.push({ epoch, top1: e.top1, loss: e.loss, trainLoss: lossSum / lossN, seconds, ...(noise ? { noise } : {}) });
+        const noiseText = noise ? `  B_simple ${noise.bSimple === null ? 'n/a' : noise.bSimple.toFixed(0)}` : '';
+        log(`  ${r.name} epoch ${epoch}: top-1 ${(e.top1 * 100).toFixed(2)}%  test loss ${e.loss.toFixed(3)}  train loss ${(lossSum / lossN).toFixed(3)}${noiseText}  (${seconds.toFixed(0)} s)`);
         lossSum = 0;
         lossN = 0;
       }
     }
     if (diverged) {
       const e = await evaluate(model, data.evalLoader, data.evalIds, 250);
-      curve.push({ epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN, seconds: (performance.now() - t0) / 1000 });
+      curve.push({ epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN, seconds: (performance.now() - t0 - measuring) / 1000 });
     }
   } finally {
     if (x) engine.release(x);
     state.destroy();
     model.destroy();
   }
-  const seconds = (performance.now() - t0) / 1000;
+  const seconds = (performance.now() - t0 - measuring) / 1000;
   return { ...r, steps: s, curve, final: curve[curve.length - 1]?.top1 ?? NaN, diverged, seconds, imagesPerSec: (s * r.batch) / seconds };
 }

@@ -21,6 +21,9 @@
 // Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N
 // --search-epochs=N --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P
 // --lars-wd=X (LARS's weight decay, search and final runs; default the paper's 5e-4);
+// --noise-scale[=K] also measures the gradient noise scale B_simple after every epoch of the
+// final runs, on K (default 64) batches of b training images (bench/noise-scale.ts; with BN
+// those batches also enter the running statistics);
 // --small-lr=X --lars-lr=X skip the search (both needed); --runs=NAME,NAME runs only those of
 // the final runs (with --ablate also 'lars_large warm-up x2', 'lars_large biases adapted +
 // decayed', 'lars_large label smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1),
@@ -78,6 +81,8 @@ const SEED = 7;
 /** The models a CIFAR-10 run can train (32x32 inputs; the ImageNet models need larger ones). */
 const CIFAR_MODELS: readonly ModelName[] = ['small-cnn', 'small-cnn-bn', 'resnet20'];
 const DEFAULT_MODEL: ModelName = 'small-cnn';
+/** --noise-scale measures on this many small batches (64 x 16 = 1,024 images at b = 16). */
+const NOISE_BATCHES = 64;
 /** At most this many rates are added past a grid's edge. */
 const EXTEND = 2;
 /** The label smoothing tried (Szegedy et al.'s 0.1, as in later large-batch work). */
@@ -108,6 +113,10 @@ export async function main(args: string[]): Promise<void> {
   const wdArg = args.find((x) => x.startsWith('--lars-wd='));
   const larsWd = wdArg === undefined ? undefined : wdArg.length > '--lars-wd='.length ? Number(wdArg.slice('--lars-wd='.length)) : NaN;
   if (larsWd !== undefined && !(Number.isFinite(larsWd) && larsWd >= 0)) throw new Error(`--lars-wd must be a number >= 0 (LARS's weight decay), got ${wdArg}`);
+  const noiseArg = args.find((x) => x === '--noise-scale' || x.startsWith('--noise-scale='));
+  const noiseBatches = noiseArg === undefined ? 0 : noiseArg === '--noise-scale' ? NOISE_BATCHES : Number(noiseArg.slice('--noise-scale='.length));
+  if (noiseArg !== undefined && !(Number.isInteger(noiseBatches) && noiseBatches >= 2)) throw new Error(`--noise-scale=K needs a whole number K >= 2 of small batches to measure on, got ${noiseArg}`);
+  if (noiseBatches * p.small > p.trainSamples) throw new Error(`--noise-scale=${noiseBatches}: ${noiseBatches} batches of ${p.small} exceed the ${p.trainSamples} training images`);
   /** What every run shares unless it says otherwise: the schedule's power, LARS's weight decay. */
   const defaults = (r: RunSpec): RunSpec => ({ power: p.power, ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r });
   const ratio = p.large / p.small;
@@ -196,7 +205,8 @@ export async function main(args: string[]): Promise<void> {
   log(`search: sgd_small lr ${smallLr}, sgd_large lr ${smallLr * ratio} (linear scaling), lars lr ${larsLr}`);
 
   // 2. The three runs at full length, evaluated on the test split after every epoch.
-  const testData: RunData = { train: l.train, trainSamples: p.trainSamples, evalLoader: l.test, evalIds: range(0, p.testSamples), everyEpoch: true };
+  const noise = noiseBatches > 0 ? { ids: range(0, noiseBatches * p.small), small: p.small } : undefined;
+  const testData: RunData = { train: l.train, trainSamples: p.trainSamples, evalLoader: l.test, evalIds: range(0, p.testSamples), everyEpoch: true, ...(noise ? { noise } : {}) };
   const plan: RunSpec[] = [
     { name: 'sgd_small', batch: p.small, kind: 'sgd', lr: smallLr, warmupEpochs: 0, epochs: p.epochs },
     { name: 'sgd_large', batch: p.large, kind: 'sgd', lr: smallLr * ratio, warmupEpochs: p.warmupEpochs, epochs: p.epochs },
