@@ -22,6 +22,8 @@ export interface RunSpec {
   epochs: number;
   /** LARS adaptation and weight decay also for biases (and BN gamma/beta); default off. */
   adaptBias?: boolean;
+  /** LARS: biases (not adapted themselves) step at their layer weight's trust ratio, not the global rate (src/nn/layout.ts biasTrust). */
+  biasTrust?: 'global' | 'layer';
   /** Label smoothing of the training loss (default 0; evaluations use plain labels). */
   smoothing?: number;
   /** The poly schedule's power (default 2, the paper's poly(2)). */
@@ -57,7 +59,7 @@ export interface RunResult extends RunSpec {
 export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, data: RunData, r: RunSpec, seed: number, log: (line: string) => void): Promise<RunResult> {
   const spe = stepsPerEpoch(data.trainSamples, r.batch);
   const steps = spe * r.epochs;
-  const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false } });
+  const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false, biasTrust: r.biasTrust ?? 'global' } });
   const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power, weightDecay: r.weightDecay });
   const state = new TrainingState(model, config);
   state.reset(seed);

@@ -6,7 +6,9 @@
 //   sgd_large:  a batch B >= 16b with SGD + momentum, the rate scaled linearly (x B/b) with
 //               warm-up (Goyal et al.),
 //   lars_large: the same B with LARS (You, Gitman, Ginsburg: warm-up, poly(2), momentum 0.9,
-//               weight decay 5e-4, biases excluded from adaptation and decay).
+//               weight decay 5e-4, biases excluded from adaptation and decay); a layer's bias
+//               steps at its layer's rate (the weight's trust ratio), not at the global rate,
+//               which at LARS's rates (~6) throws the biases about (--lars-biases=global).
 // Every run decays its rate as poly(2) after its warm-up (--power=P changes all of them).
 // The rates are searched first, in the bench: short runs train on 45k training images and are
 // scored on the other 5k (never on the test split); sgd_small's rate is chosen, sgd_large
@@ -14,20 +16,22 @@
 // searched at a longer length than SGD's (4 epochs against 2 by default: a short run rewards a
 // small rate, and the large batch has few steps). A grid whose best rate is on its edge is
 // extended past it (at most two more rates each). Ablations at LARS's search length say what
-// moves it: warm-up doubled, biases adapted and decayed too, label smoothing 0.1,
-// poly(1) instead of poly(2); and LARS's gap to the small batch at both search lengths says
+// moves it: warm-up doubled, biases at the global rate, label smoothing 0.1, poly(1)
+// instead of poly(2); and LARS's gap to the small batch at both search lengths says
 // whether more epochs close it. `--ablate` repeats them at full length (one full run each).
 // Profiles: the default (about 90 minutes here), `--quick` (a few minutes, a smoke test).
 // Overrides: --model=NAME (small-cnn, small-cnn-bn, resnet20) --epochs=N --small=N --large=N
 // --search-epochs=N --lars-search-epochs=N --warmup=EPOCHS (both large runs) --power=P
-// --lars-wd=X (LARS's weight decay, search and final runs; default the paper's 5e-4);
+// --lars-wd=X (LARS's weight decay, search and final runs; default the paper's 5e-4)
+// --lars-biases=layer|global (the rate of LARS's biases: their layer's, the default, or global);
 // --noise-scale[=K] also measures the gradient noise scale B_simple after every epoch of the
 // final runs, on K (default 64) batches of b training images (bench/noise-scale.ts; with BN
 // those batches also enter the running statistics);
 // --small-lr=X --lars-lr=X skip the search (both needed); --runs=NAME,NAME runs only those of
 // the final runs (with --ablate also 'lars_large warm-up x2', 'lars_large biases adapted +
-// decayed', 'lars_large label smoothing 0.1', 'lars_large poly(1)' (poly(2) under --power=1),
-// 'lars_large 2x epochs') and writes converge-runs.json / .svg instead, the missing keys null.
+// decayed', 'lars_large biases at the global rate' (at their layer's trust ratio under
+// --lars-biases=global), 'lars_large label smoothing 0.1', 'lars_large poly(1)' (poly(2) under
+// --power=1), 'lars_large 2x epochs') and writes converge-runs.json / .svg instead, the missing keys null.
 // Writes bench/results/converge.json and converge.svg; prints as its LAST line
 // {"bench":"converge","sgd_small":..,"sgd_large":..,"lars_large":..,"dataset":..,"batch_small":..,
 //  "batch_large":..,"epochs":..} (final test top-1, %).
@@ -110,6 +114,7 @@ export async function main(args: string[]): Promise<void> {
   const base = args.includes('--quick') ? QUICK : FULL;
   const p: Profile = { ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
   const modelName = new Args(args).oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
+  const biasTrust = new Args(args).oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], 'layer');
   const wdArg = args.find((x) => x.startsWith('--lars-wd='));
   const larsWd = wdArg === undefined ? undefined : wdArg.length > '--lars-wd='.length ? Number(wdArg.slice('--lars-wd='.length)) : NaN;
   if (larsWd !== undefined && !(Number.isFinite(larsWd) && larsWd >= 0)) throw new Error(`--lars-wd must be a number >= 0 (LARS's weight decay), got ${wdArg}`);
@@ -117,8 +122,10 @@ export async function main(args: string[]): Promise<void> {
   const noiseBatches = noiseArg === undefined ? 0 : noiseArg === '--noise-scale' ? NOISE_BATCHES : Number(noiseArg.slice('--noise-scale='.length));
   if (noiseArg !== undefined && !(Number.isInteger(noiseBatches) && noiseBatches >= 2)) throw new Error(`--noise-scale=K needs a whole number K >= 2 of small batches to measure on, got ${noiseArg}`);
   if (noiseBatches * p.small > p.trainSamples) throw new Error(`--noise-scale=${noiseBatches}: ${noiseBatches} batches of ${p.small} exceed the ${p.trainSamples} training images`);
-  /** What every run shares unless it says otherwise: the schedule's power, LARS's weight decay. */
-  const defaults = (r: RunSpec): RunSpec => ({ power: p.power, ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r });
+  /** What every run shares unless it says otherwise: the schedule's power, LARS's bias rate and weight decay. */
+  const defaults = (r: RunSpec): RunSpec => ({ power: p.power, ...(r.kind === 'lars' ? { biasTrust } : {}), ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r });
+  const otherBias = biasTrust === 'layer' ? 'global' : 'layer';
+  const biasName = `biases at ${otherBias === 'global' ? 'the global rate' : "their layer's trust ratio"}`;
   const ratio = p.large / p.small;
   /** The schedule a variant tries instead: poly(1) against the default poly(2), else poly(2). */
   const otherPower = p.power === 1 ? 2 : 1;
@@ -180,7 +187,7 @@ export async function main(args: string[]): Promise<void> {
     const chosen = larsSearch(larsLr);
     const variants: RunSpec[] = [
       { ...chosen, name: 'lars warm-up x2', warmupEpochs: 2 * chosen.warmupEpochs },
-      { ...chosen, name: 'lars biases adapted + decayed', adaptBias: true },
+      { ...chosen, name: `lars ${biasName}`, biasTrust: otherBias },
       { ...chosen, name: `lars label smoothing ${SMOOTHING}`, smoothing: SMOOTHING },
       { ...chosen, name: `lars poly(${otherPower})`, power: otherPower },
     ];
@@ -215,6 +222,7 @@ export async function main(args: string[]): Promise<void> {
   if (args.includes('--ablate')) {
     plan.push({ name: 'lars_large warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * p.warmupEpochs, epochs: p.epochs });
     plan.push({ name: 'lars_large biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, adaptBias: true });
+    plan.push({ name: `lars_large ${biasName}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, biasTrust: otherBias });
     plan.push({ name: `lars_large label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, smoothing: SMOOTHING });
     plan.push({ name: `lars_large poly(${otherPower})`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, power: otherPower });
     plan.push({ name: 'lars_large 2x epochs', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: 2 * p.epochs });
@@ -245,7 +253,7 @@ export async function main(args: string[]): Promise<void> {
   log(`converge: sgd_small ${small}%, sgd_large ${large}%, lars_large ${lars}%  goals ${JSON.stringify(goals)}  (${((performance.now() - started) / 60000).toFixed(1)} min)`);
   writeFileEnsuringDir(`${out}.json`, JSON.stringify({
     profile: p, model: spec.name, engine: engine.info.description, minutes: (performance.now() - started) / 60000,
-    search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, smoothing: s.run.smoothing ?? 0, power: s.run.power ?? 2, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
+    search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, biasTrust: s.run.biasTrust ?? null, smoothing: s.run.smoothing ?? 0, power: s.run.power ?? 2, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
     chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, epochsGap, runs, goals, paperRegime, summary,
   }, null, 2));
   writeFileEnsuringDir(`${out}.svg`, lineChartSvg({

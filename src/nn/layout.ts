@@ -23,6 +23,8 @@ export interface ParamTensor {
   decay: boolean;
   /** Inputs per output (for He initialisation). */
   fanIn: number;
+  /** A bias under biasTrust 'layer': the index in `params` of its layer's weight, whose LARS trust ratio it takes. */
+  trustFrom?: number;
 }
 
 export interface StateTensor { name: string; node: number; role: 'running-mean' | 'running-var'; offset: number; length: number }
@@ -44,6 +46,12 @@ export interface LayoutOptions {
   adaptBiasAndBn?: boolean;
   /** Whether biases and BN gamma/beta are weight-decayed (default false). */
   decayBiasAndBn?: boolean;
+  /**
+   * The LARS rate of a conv or linear bias that is not adapted itself: 'global' (default) the
+   * global rate, as TensorFlow's exclude_from_layer_adaptation; 'layer' its layer weight's trust
+   * ratio (trustFrom), so the bias moves at its layer's pace. BN gamma/beta keep the global rate.
+   */
+  biasTrust?: 'global' | 'layer';
 }
 
 const align = (n: number) => Math.ceil(n / ALIGN_FLOATS) * ALIGN_FLOATS;
@@ -57,7 +65,10 @@ export function layoutOf(spec: ModelSpec, opts: LayoutOptions = {}): Layout {
   const add = (node: number, name: string, role: ParamRole, shape: number[], fanIn: number) => {
     const length = shape.reduce((a, b) => a * b, 1);
     const flags = role === 'weight' ? { adapt: true, decay: true } : other;
-    params.push({ name, node, role, shape, offset: off, length, fanIn, ...flags });
+    // A bias right after its layer's weight (same node) may take that weight's trust ratio.
+    const layerWeight = params.length - 1;
+    const borrow = role === 'bias' && !flags.adapt && opts.biasTrust === 'layer' && params[layerWeight]?.node === node && params[layerWeight]?.role === 'weight';
+    params.push({ name, node, role, shape, offset: off, length, fanIn, ...flags, ...(borrow ? { trustFrom: layerWeight } : {}) });
     off = align(off + length);
   };
   spec.nodes.forEach((n, i) => {

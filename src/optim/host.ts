@@ -10,12 +10,14 @@
 // moves G through the CPU.
 //
 // Same formulas as shaders/lars.wgsl and src/ref/optim.ts:
-//   lars: lambda = eta ||w|| / (||g|| + beta ||w||) (1 when not adapted or a norm is 0),
+//   lars: lambda = eta ||w|| / (||g|| + beta ||w||) (1 when not adapted or a norm is 0; a
+//         tensor with trustFrom takes that segment's lambda),
 //         v <- m v + (lr lambda)(g + beta w);  w <- w - v
 //   sgd:  d = g + beta w;  v <- m v + lr d;  w <- w - v  (Nesterov: w <- w - (m v + lr d))
 // with g = G * gradScale and beta = 0 on segments without decay.
 import { OptimError } from './errors.ts';
 import { learningRate } from './schedule.ts';
+import { checkTrustFrom } from './table.ts';
 import type { OptimizerConfig, ParamSegment } from './types.ts';
 
 export interface HostStepArgs {
@@ -49,13 +51,26 @@ export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly Param
   const { w, v, G, gradScale } = a;
   for (const s of segments) {
     if (s.offset < 0 || s.offset + s.length > n) throw new OptimError('bad-input', `segment ${s.name} [${s.offset}, ${s.offset + s.length}) is outside the ${n} parameters`);
-    const beta = s.decay ? cfg.weightDecay : 0;
-    let rate = lr;
-    if (cfg.kind === 'lars' && s.adapt) {
+  }
+  // LARS: every adapted segment's rate from the norms BEFORE any update (a tensor with
+  // trustFrom takes its layer weight's, whatever the order of the segments).
+  const rates = segments.map(() => lr);
+  if (cfg.kind === 'lars') {
+    checkTrustFrom(segments);
+    segments.forEach((s, i) => {
+      if (!s.adapt) return;
+      const beta = s.decay ? cfg.weightDecay : 0;
       const wn = Math.sqrt(sumSquares(w, s.offset, s.length, 1));
       const gn = Math.sqrt(sumSquares(G, s.offset, s.length, gradScale));
-      if (wn > 0 && gn > 0) rate = lr * ((cfg.eta * wn) / (gn + beta * wn));
-    }
+      if (wn > 0 && gn > 0) rates[i] = lr * ((cfg.eta * wn) / (gn + beta * wn));
+    });
+    segments.forEach((s, i) => {
+      if (!s.adapt && s.trustFrom !== undefined) rates[i] = rates[s.trustFrom]!;
+    });
+  }
+  for (const [i, s] of segments.entries()) {
+    const beta = s.decay ? cfg.weightDecay : 0;
+    const rate = rates[i]!;
     const nesterov = cfg.kind === 'sgd' && cfg.nesterov;
     for (let i = s.offset; i < s.offset + s.length; i++) {
       const wi = w[i]!;

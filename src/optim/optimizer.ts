@@ -34,6 +34,8 @@ class FlatOptimizer implements Optimizer {
     segments: readonly ParamSegment[],
     readonly paramFloats: number,
   ) {
+    const borrowed = config.kind === 'lars' ? segments.find((s) => s.trustFrom !== undefined) : undefined;
+    if (borrowed) throw new OptimError('bad-layout', `segment '${borrowed.name}' takes its layer's trust ratio (trustFrom), which only the host optimiser (src/optim/host.ts, the step every volunteer runs) implements; build this layout with biasTrust 'global' for the GPU optimizer`);
     const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
     const t = buildUpdateTable(segments, paramFloats, { maxElems: maxBindingElems(gpu), align });
     this.S = segments.length;

@@ -61,6 +61,20 @@ export function checkSegments(segs: readonly ParamSegment[], n: number): void {
   }
 }
 
+/**
+ * Throws 'bad-layout' unless every trustFrom names another segment of the list that LARS
+ * adapts, and only on a segment not adapted itself.
+ */
+export function checkTrustFrom(segs: readonly ParamSegment[]): void {
+  segs.forEach((s, i) => {
+    if (s.trustFrom === undefined) return;
+    const from = segs[s.trustFrom];
+    if (!Number.isInteger(s.trustFrom) || from === undefined || s.trustFrom === i) throw new OptimError('bad-layout', `segment '${s.name}' takes its trust ratio from segment ${s.trustFrom}, which is not another of the ${segs.length} segments`);
+    if (s.adapt) throw new OptimError('bad-layout', `segment '${s.name}' is adapted itself and also names trustFrom '${from.name}': give one or the other`);
+    if (!from.adapt) throw new OptimError('bad-layout', `segment '${s.name}' takes its trust ratio from '${from.name}', which LARS does not adapt`);
+  });
+}
+
 export function buildUpdateTable(segs: readonly ParamSegment[], n: number, limits: BindingLimits): UpdateTable {
   checkSegments(segs, n);
   const norms = segs.map((s): Segment => [s.offset, s.length]);

@@ -14,10 +14,16 @@ export interface ParamSegment {
   offset: number;
   /** Element count. */
   length: number;
-  /** LARS adapts this tensor's rate; otherwise its trust ratio lambda is 1. */
+  /** LARS adapts this tensor's rate; otherwise its trust ratio lambda is 1 (but see trustFrom). */
   adapt: boolean;
   /** Weight decay applies to this tensor; otherwise beta is 0 for it. */
   decay: boolean;
+  /**
+   * LARS, a tensor not adapted itself: it steps at the trust ratio of segment `trustFrom` (an
+   * index into the same segment list: its layer's weight, which must be adapted) instead of 1.
+   * Absent: lambda 1, the global rate. Only the host optimiser (host.ts) implements it.
+   */
+  trustFrom?: number;
 }
 
 export type OptimizerKind = 'lars' | 'sgd';

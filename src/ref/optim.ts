@@ -20,11 +20,15 @@ export function trustRatio(wn: number, gn: number, eta: number, beta: number, ad
   return adapt && wn > 0 && gn > 0 ? (eta * wn) / (gn + beta * wn) : 1;
 }
 
-/** v <- m v + (lr lambda)(g + beta w); w <- w - v, per segment (beta = 0 where decay is off). */
+/**
+ * v <- m v + (lr lambda)(g + beta w); w <- w - v, per segment (beta = 0 where decay is off); a
+ * segment with trustFrom takes that segment's lambda (all lambdas from the norms before the step).
+ */
 export function larsStep(w: Float64Array, v: Float64Array, G: Float64Array, segs: readonly ParamSegment[], k: RefStep, eta: number): void {
-  for (const s of segs) {
+  const lambdas = segs.map((s) => trustRatio(norm(w, s.offset, s.length, 1), norm(G, s.offset, s.length, k.gradScale), eta, s.decay ? k.weightDecay : 0, s.adapt));
+  for (const [i, s] of segs.entries()) {
     const beta = s.decay ? k.weightDecay : 0;
-    const lambda = trustRatio(norm(w, s.offset, s.length, 1), norm(G, s.offset, s.length, k.gradScale), eta, beta, s.adapt);
+    const lambda = !s.adapt && s.trustFrom !== undefined ? lambdas[s.trustFrom]! : lambdas[i]!;
     const rate = k.lr * lambda;
     for (let i = s.offset; i < s.offset + s.length; i++) {
       v[i] = k.momentum * v[i]! + rate * (G[i]! * k.gradScale + beta * w[i]!);

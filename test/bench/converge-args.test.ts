@@ -21,6 +21,10 @@ describe('converge bench arguments', () => {
     await expect(main(['--lars-wd='])).rejects.toThrow(/--lars-wd must be a number >= 0/);
   });
 
+  it('refuses a LARS bias rate other than layer or global, before any data loads', async () => {
+    await expect(main(['--lars-biases=own'])).rejects.toThrow(/--lars-biases must be one of layer, global; got "own"/);
+  });
+
   it('refuses a noise-scale measurement on fewer than 2 batches or on more images than the training split, before any data loads', async () => {
     await expect(main(['--noise-scale=1'])).rejects.toThrow(/--noise-scale=K needs a whole number K >= 2 of small batches to measure on, got --noise-scale=1/);
     await expect(main(['--noise-scale=2.5'])).rejects.toThrow(/needs a whole number K >= 2/);

@@ -4,6 +4,7 @@
 // and one excluded from decay. Padding between segments holds a sentinel that must survive.
 // The same under small binding limits (withBindingLimit): the layout is walked in windows,
 // segments larger than a binding are split, and the result must be the same bits.
+import { expect } from 'vitest';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { createOptimizer, parseOptimizerConfig, type OptimizerConfig, type ParamSegment } from '../../src/optim/index.ts';
 // The reference takes the rate from the same pure schedule function the optimiser uses
@@ -174,6 +175,14 @@ export const suite: OpSuite = {
       run: (gpu) => withBindingLimit(gpu, SPLIT_LIMITS[1]!, async () => {
         sameBits('lars split run twice', await runGpu(gpu, config({ kind: 'lars' }), 8, LARGE), await runGpu(gpu, config({ kind: 'lars' }), 8, LARGE));
       }),
+    },
+    {
+      name: 'LARS refuses a segment with trustFrom (only the host optimiser implements it); SGD ignores it',
+      async run(gpu) {
+        const segs: ParamSegment[] = [{ name: 'fc.weight', offset: 0, length: 64, adapt: true, decay: true }, { name: 'fc.bias', offset: 64, length: 8, adapt: false, decay: false, trustFrom: 0 }];
+        expect(() => createOptimizer(gpu, config({ kind: 'lars' }), segs, 128)).toThrow(/segment 'fc.bias' takes its layer's trust ratio \(trustFrom\), which only the host optimiser/);
+        createOptimizer(gpu, config({ kind: 'sgd' }), segs, 128).destroy();
+      },
     },
     {
       name: 'an empty layout records nothing and leaves w alone',

@@ -65,6 +65,44 @@ describe('hostOptimizerStep', () => {
   });
 });
 
+describe('hostOptimizerStep: a bias at its layer weight\'s trust ratio (trustFrom)', () => {
+  // 'bias' takes segment 1's lambda ('b'); listed before its weight too, to show the order does not matter.
+  const segs: ParamSegment[] = [{ ...SEGS[2]!, trustFrom: 1 }, SEGS[0]!, SEGS[1]!, SEGS[3]!, SEGS[4]!];
+  const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.3, totalSteps: 10, warmupSteps: 2, weightDecay: 5e-4 });
+
+  it('three steps match the float64 reference, and the bias moves at its layer\'s rate, not the global one', () => {
+    const { w, v, G } = setup(4);
+    const [w64, v64, G64] = [Float64Array.from(w), Float64Array.from(v), Float64Array.from(G)];
+    const plain = setup(4);
+    for (let t = 0; t < 3; t++) {
+      hostOptimizerStep(cfg, segs, { w, v, G, t, gradScale: 1 / 40 });
+      hostOptimizerStep(cfg, SEGS, { ...plain, t, gradScale: 1 / 40 });
+      larsStep(w64, v64, G64, segs, { lr: learningRate(cfg, t), momentum: cfg.momentum, weightDecay: cfg.weightDecay, gradScale: 1 / 40 }, cfg.eta);
+    }
+    assertClose(w, w64, { rtol: 1e-6, atol: 1e-7 }, 'w');
+    assertClose(v, v64, { rtol: 1e-5, atol: 1e-7 }, 'v');
+    // Every other segment is bit for bit what it is without trustFrom; the bias is not.
+    for (const s of SEGS.filter((x) => x.name !== 'bias')) expect(w.slice(s.offset, s.offset + s.length)).toEqual(plain.w.slice(s.offset, s.offset + s.length));
+    const moved = (x: Float32Array) => Math.hypot(...Array.from(x.subarray(384, 391), (y, i) => y - setup(4).w[384 + i]!));
+    // lambda = eta ||w|| / ||g|| is far below 1 here, so the borrowed rate moves the bias much less.
+    expect(moved(w)).toBeLessThan(0.1 * moved(plain.w));
+    expect(moved(w)).toBeGreaterThan(0);
+  });
+
+  it('refuses a trustFrom that names itself, no segment, an unadapted segment, or sits on an adapted one', () => {
+    const s = setup(1);
+    const step = (x: ParamSegment[]) => () => hostOptimizerStep(cfg, x, { ...s, t: 0, gradScale: 1 });
+    expect(step([{ ...SEGS[2]!, trustFrom: 0 }])).toThrow(/segment 'bias' takes its trust ratio from segment 0, which is not another of the 1 segments/);
+    expect(step([SEGS[0]!, { ...SEGS[2]!, trustFrom: 7 }])).toThrow(/from segment 7, which is not another/);
+    expect(step([SEGS[0]!, { ...SEGS[2]!, trustFrom: 0.5 }])).toThrow(/from segment 0.5/);
+    expect(step([{ ...SEGS[2]!, name: 'other' }, { ...SEGS[2]!, offset: 128, trustFrom: 0 }])).toThrow(/takes its trust ratio from 'other', which LARS does not adapt/);
+    expect(step([SEGS[0]!, { ...SEGS[1]!, trustFrom: 0 }])).toThrow(/segment 'b' is adapted itself and also names trustFrom 'a'/);
+    // SGD has no trust ratios: trustFrom is ignored.
+    const sgd = parseOptimizerConfig({ kind: 'sgd', lr: 0.3, totalSteps: 10 });
+    expect(() => hostOptimizerStep(sgd, [{ ...SEGS[2]!, trustFrom: 0 }], { ...s, t: 0, gradScale: 1 })).not.toThrow();
+  });
+});
+
 describe('powExact', () => {
   it('multiplies for small integer powers, Math.pow otherwise', () => {
     expect(powExact(0.7, 0)).toBe(1);
