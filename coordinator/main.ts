@@ -66,6 +66,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --steps N | --epochs E      how long (default 10 epochs: with the other defaults, CIFAR-10 to
                               about 70% top-1 in about 15 minutes on a 2-core machine)
   --optimizer lars|sgd        (default lars)   --lr X (default 4 for LARS, 0.2 for SGD; imagenet: the recipe's)
+  --lars-biases layer|global  LARS: a bias steps at its layer weight's trust ratio (default) or at
+                              the global rate (imagenet recipes' default, as published)
   --sampling shard-local|global   how a step's images are drawn (default global; imagenet:
                               shard-local: each epoch permutes the shards, a step takes its images
                               from a window of shards, and each peer gets images of shards it holds)
@@ -142,6 +144,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const batchArg = a.int('batch', -1, 1);
   const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
   const lrArg = a.num('lr', -1, (v) => v > 0, 'a positive number');
+  // The global rate throws a network's biases about at LARS's rates (README "LARS against SGD"); the recipes keep what their papers did.
+  const biasTrust = a.oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], recipe ? 'global' : 'layer');
   const sampling = a.oneOf<SamplingKind>('sampling', ['shard-local', 'global'], dataset === 'imagenet' ? 'shard-local' : 'global');
   const shuffleWindow = a.int('shuffle-window', DEFAULT_SHUFFLE_WINDOW, 1);
   // -1: not given (one epoch of warm-up, at most a tenth of the job).
@@ -199,7 +203,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const warmup = warmupArg >= 0 ? warmupArg : recipe ? Math.min(recipe.warmupEpochs * perEpoch, Math.round(totalGuess / 10)) : Math.min(perEpoch, Math.round(totalGuess / 10));
   const config: Record<string, unknown> = {
     name: `${model}-${label}`, model, dataset, globalBatch: batch, ...length,
-    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },
+    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(kind === 'lars' ? { biasTrust } : {}), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },
     // Only a shard-local job names it: a global job's file stays as before.
     ...(sampling === 'shard-local' ? { sampling, shuffleWindow } : {}),
     evalEvery, checkpointEvery, seed, minPeers,
@@ -267,7 +271,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.optimizer.kind === 'lars' && job.job.optimizer.biasTrust === 'layer' ? ", biases at their layer's trust ratio" : ''}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/#dashboard\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);

@@ -55,7 +55,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
-  const model = new Model(p.engine, spec, { seed: job.job.seed });
+  const model = new Model(p.engine, spec, { seed: job.job.seed, layout: { biasTrust: job.job.optimizer.biasTrust } });
   const buckets = syncBuckets(model.layout, job.job);
   // Checked here too (a coordinator's settings are input): peers must agree on every field. A
   // field an older coordinator does not send takes its default (the warm-up is its business).

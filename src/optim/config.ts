@@ -16,6 +16,7 @@ export const OPTIMIZER_DEFAULTS = {
   power: 2,
   stepMilestones: [] as number[],
   stepFactor: 0.1,
+  biasTrust: 'global',
 } as const satisfies Partial<OptimizerConfig>;
 
 const KEYS: readonly (keyof OptimizerConfig)[] = ['kind', 'lr', 'totalSteps', ...(Object.keys(OPTIMIZER_DEFAULTS) as (keyof OptimizerConfig)[])];
@@ -70,5 +71,6 @@ export function parseOptimizerConfig(input: unknown): OptimizerConfig {
     power: num(o, 'power', (v) => v > 0, 'a number > 0'),
     stepMilestones: [...(milestones as number[])],
     stepFactor: num(o, 'stepFactor', (v) => v > 0 && v <= 1, 'in (0, 1]'),
+    biasTrust: oneOf(o, 'biasTrust', ['global', 'layer'] as const),
   };
 }

@@ -58,6 +58,12 @@ export interface OptimizerConfig extends ScheduleConfig {
   eta: number;
   /** SGD only: Nesterov momentum. */
   nesterov: boolean;
+  /**
+   * LARS: the rate of a conv / linear bias that is not adapted itself: 'global' (the global
+   * rate) or 'layer' (its layer weight's trust ratio). Applied through the model's layout
+   * (src/nn/layout.ts biasTrust, ParamSegment.trustFrom), which a volunteer builds from it.
+   */
+  biasTrust: 'global' | 'layer';
 }
 
 export interface StepArgs {

@@ -1,4 +1,4 @@
-// npm start --wire and --momentum-carry: listed in --help, and a value it does not know is
+// npm start --wire, --lars-biases and --momentum-carry: listed in --help, and a value it does not know is
 // refused saying what it takes, before any data is loaded or a job folder touched.
 import { describe, expect, it } from 'vitest';
 import { readCarry, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
@@ -11,6 +11,13 @@ describe('npm start --wire', () => {
   it('refuses an unknown format, naming the allowed ones', async () => {
     await expect(startMain(['--wire', 'f8'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "f8"');
     await expect(startMain(['--wire'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "true"');
+  });
+});
+
+describe('npm start --lars-biases', () => {
+  it('is listed in the usage, and a value it does not know is refused before any data loads', async () => {
+    expect(START_USAGE).toMatch(/--lars-biases layer\|global +LARS: a bias steps at its layer weight's trust ratio \(default\) or at/);
+    await expect(startMain(['--lars-biases', 'own'])).rejects.toThrow('--lars-biases must be one of layer, global; got "own"');
   });
 });
 

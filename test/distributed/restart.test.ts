@@ -107,5 +107,9 @@ describe('coordinator restart', () => {
     const back = numbers.findIndex((n, i) => i > 0 && n <= numbers[i - 1]!);
     if (back >= 0) expect(numbers[back]).toBe(resumeFrom + 1);
     expect(records.filter((r) => r.type === 'done').length).toBe(1);
+    // npm start's LARS job (no recipe) steps each bias at its layer's trust ratio, on every peer of the resumed job too.
+    const job = JSON.parse(await readFile(join(jobDir, 'job.json'), 'utf8')) as { config: { optimizer: Record<string, unknown> } };
+    expect(job.config.optimizer).toMatchObject({ kind: 'lars', biasTrust: 'layer' });
+    expect(log).toMatch(/lars lr \S+, biases at their layer's trust ratio/);
   });
 });

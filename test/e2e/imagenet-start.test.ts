@@ -59,7 +59,7 @@ describe('npm start --dataset imagenet', () => {
       expect(result).toMatchObject({ model, dataset: 'imagenet', steps: STEPS });
       const job = JSON.parse(await readFile(join(jobDir, 'job.json'), 'utf8')) as { config: Record<string, unknown> };
       expect(job.config).toMatchObject({ model, dataset: 'imagenet', sampling: 'shard-local', globalBatch: 4 });
-      expect(job.config.optimizer).toMatchObject({ kind: 'lars', momentum: 0.9, weightDecay: 5e-4, eta: 0.001 });
+      expect(job.config.optimizer).toMatchObject({ kind: 'lars', momentum: 0.9, weightDecay: 5e-4, eta: 0.001, biasTrust: 'global' });
       const steps = latestPerStep(await readMetrics(join(jobDir, 'metrics.jsonl')));
       expect(steps.map((s) => s.step)).toEqual(Array.from({ length: STEPS }, (_, i) => i + 1));
       for (const s of steps) {

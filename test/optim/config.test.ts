@@ -18,7 +18,7 @@ describe('parseOptimizerConfig', () => {
   it('fills the recipe defaults (eta 0.001, m 0.9, beta 5e-4, poly power 2)', () => {
     expect(parseOptimizerConfig({ kind: 'lars', lr: 5, totalSteps: 1000 })).toEqual({
       kind: 'lars', lr: 5, momentum: 0.9, weightDecay: 5e-4, eta: 0.001, nesterov: false, schedule: 'poly',
-      warmupSteps: 0, warmupStartFactor: 0, totalSteps: 1000, power: 2, stepMilestones: [], stepFactor: 0.1,
+      warmupSteps: 0, warmupStartFactor: 0, totalSteps: 1000, power: 2, stepMilestones: [], stepFactor: 0.1, biasTrust: 'global',
     });
   });
 
@@ -42,5 +42,6 @@ describe('parseOptimizerConfig', () => {
     rejects({ kind: 'sgd', lr: 1, totalSteps: 10, schedule: 'step', stepMilestones: [5, 3] }, /stepMilestones must be increasing/);
     rejects({ kind: 'sgd', lr: 1, totalSteps: 10, stepMilestones: [10] }, /stepMilestones/);
     rejects({ kind: 'sgd', lr: 1, totalSteps: 10, eta: Infinity }, /eta must be a number > 0/);
+    rejects({ kind: 'lars', lr: 1, totalSteps: 10, biasTrust: 'own' }, /biasTrust must be one of 'global', 'layer', got "own"/);
   });
 });
