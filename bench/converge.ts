@@ -113,8 +113,9 @@ export async function main(args: string[]): Promise<void> {
   };
   const base = args.includes('--quick') ? QUICK : FULL;
   const p: Profile = { ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
-  const modelName = new Args(args).oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
-  const biasTrust = new Args(args).oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], 'layer');
+  const named = new Args(args);
+  const modelName = named.oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
+  const biasTrust = named.oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], 'layer');
   const wdArg = args.find((x) => x.startsWith('--lars-wd='));
   const larsWd = wdArg === undefined ? undefined : wdArg.length > '--lars-wd='.length ? Number(wdArg.slice('--lars-wd='.length)) : NaN;
   if (larsWd !== undefined && !(Number.isFinite(larsWd) && larsWd >= 0)) throw new Error(`--lars-wd must be a number >= 0 (LARS's weight decay), got ${wdArg}`);
@@ -214,18 +215,21 @@ export async function main(args: string[]): Promise<void> {
   // 2. The three runs at full length, evaluated on the test split after every epoch.
   const noise = noiseBatches > 0 ? { ids: range(0, noiseBatches * p.small), small: p.small } : undefined;
   const testData: RunData = { train: l.train, trainSamples: p.trainSamples, evalLoader: l.test, evalIds: range(0, p.testSamples), everyEpoch: true, ...(noise ? { noise } : {}) };
+  const larsLarge: RunSpec = { name: 'lars_large', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs };
   const plan: RunSpec[] = [
     { name: 'sgd_small', batch: p.small, kind: 'sgd', lr: smallLr, warmupEpochs: 0, epochs: p.epochs },
     { name: 'sgd_large', batch: p.large, kind: 'sgd', lr: smallLr * ratio, warmupEpochs: p.warmupEpochs, epochs: p.epochs },
-    { name: 'lars_large', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs },
+    larsLarge,
   ];
   if (args.includes('--ablate')) {
-    plan.push({ name: 'lars_large warm-up x2', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: 2 * p.warmupEpochs, epochs: p.epochs });
-    plan.push({ name: 'lars_large biases adapted + decayed', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, adaptBias: true });
-    plan.push({ name: `lars_large ${biasName}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, biasTrust: otherBias });
-    plan.push({ name: `lars_large label smoothing ${SMOOTHING}`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, smoothing: SMOOTHING });
-    plan.push({ name: `lars_large poly(${otherPower})`, batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs, power: otherPower });
-    plan.push({ name: 'lars_large 2x epochs', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: 2 * p.epochs });
+    plan.push(
+      { ...larsLarge, name: 'lars_large warm-up x2', warmupEpochs: 2 * p.warmupEpochs },
+      { ...larsLarge, name: 'lars_large biases adapted + decayed', adaptBias: true },
+      { ...larsLarge, name: `lars_large ${biasName}`, biasTrust: otherBias },
+      { ...larsLarge, name: `lars_large label smoothing ${SMOOTHING}`, smoothing: SMOOTHING },
+      { ...larsLarge, name: `lars_large poly(${otherPower})`, power: otherPower },
+      { ...larsLarge, name: 'lars_large 2x epochs', epochs: 2 * p.epochs },
+    );
   }
   const only = args.find((a) => a.startsWith('--runs='))?.slice('--runs='.length).split(',');
   const unknown = only?.filter((n) => !plan.some((r) => r.name === n)) ?? [];
