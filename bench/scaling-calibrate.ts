@@ -7,13 +7,18 @@
 //   straggler mu  slowest / mean compute = (1 + mu H_N) / (1 + mu): with nu = mu / (1 + mu),
 //                 slowest - mean = nu * mean (H_N - 1), a line through the origin (N >= 2);
 //   speed c       mean compute = B (1 + mu) / (N share) * (1/c), through the origin;
-//   link          all-reduce = 2(N-1) alpha + 2(N-1)/N S (1/bw) (bench/scaling-model.ts fitComm);
+//   link          all-reduce = 2(N-1) alpha + 2(N-1)/N S (1/bw) (bench/scaling-model.ts fitComm),
+//                 over the runs and the latency probes: rings of the same sizes all-reducing a
+//                 gradient ~1,000x smaller (the tiny CNN's 1.5 KB), whose time is almost all
+//                 alpha. Without them both columns grow with N alike (the runs' S is one size),
+//                 so the fit can trade latency for bandwidth; with them each is pinned down;
 //   overhead      step - slowest - all-reduce = o + o_peer / share, both >= 0 (the coordinator's
 //                 part, and each peer's update + checksum that N peers on one machine pay N times).
 // Validation: the simulator with these parameters predicts each run's step time; the error is
 // the largest |predicted - measured| / measured. With runs at two or more global batches, each
 // batch is also predicted by a fit to the OTHER batches only (held out: compute scales with B,
-// so this tests the model's structure, not only its fit).
+// so this tests the model's structure, not only its fit; the latency probes, of another model,
+// stay in every fit).
 import { fitComm, FitError, ringBytesPerPeer } from './scaling-model.ts';
 import type { LinkModel } from './scaling-collective.ts';
 import type { ModelProfile } from './scaling-profile.ts';
@@ -30,6 +35,14 @@ export interface MeasuredRun {
   computeMeanS: number;
   allReduceS: number;
   stepS: number;
+}
+
+/** A ring that all-reduced a small gradient (the latency probe): what pins alpha down. */
+export interface CommProbe {
+  peers: number;
+  /** Bytes all-reduced per step (the probe model's whole gradient). */
+  gradBytes: number;
+  allReduceS: number;
 }
 
 export interface Calibration {
@@ -73,8 +86,13 @@ function fitNonNegativeLine(x: readonly number[], y: readonly number[]): { a: nu
   return cands.reduce((best, c) => (sse(c.a, c.b) < sse(best.a, best.b) ? c : best));
 }
 
-export function calibrate(runs: readonly MeasuredRun[], gradBytes: number): Calibration {
+export function calibrate(runs: readonly MeasuredRun[], gradBytes: number, probes: readonly CommProbe[] = []): Calibration {
   if (runs.length === 0) throw new FitError('no runs to calibrate on');
+  for (const p of probes) {
+    if (!(Number.isInteger(p.peers) && p.peers >= 2 && p.gradBytes > 0 && p.allReduceS >= 0 && Number.isFinite(p.allReduceS))) {
+      throw new FitError(`latency probe ${JSON.stringify(p)} is unusable: it needs a ring of 2 or more peers, a gradient of > 0 bytes and a finite all-reduce time >= 0`);
+    }
+  }
   for (const r of runs) {
     if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.share > 0 && r.share <= 1 && r.computeCriticalS > 0 && r.computeMeanS > 0 && r.allReduceS >= 0 && r.stepS > 0)) {
       throw new FitError(`run with N = ${r.peers} has unusable figures ${JSON.stringify(r)}: every time must be finite, compute and step > 0, share in (0, 1]`);
@@ -87,7 +105,8 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number): Cali
   const stragglerMean = nu / (1 - nu);
   const cx = runs.map((r) => (r.batch * (1 + stragglerMean)) / (r.peers * r.share));
   const invC = dot(cx, runs.map((r) => r.computeMeanS)) / dot(cx, cx);
-  const comm = fitComm(multi.map((r) => 2 * (r.peers - 1)), multi.map((r) => ringBytesPerPeer(r.peers, gradBytes)), multi.map((r) => r.allReduceS));
+  const comms = [...multi.map((r) => ({ peers: r.peers, gradBytes, allReduceS: r.allReduceS })), ...probes];
+  const comm = fitComm(comms.map((r) => 2 * (r.peers - 1)), comms.map((r) => ringBytesPerPeer(r.peers, r.gradBytes)), comms.map((r) => r.allReduceS));
   const o = fitNonNegativeLine(runs.map((r) => 1 / r.share), runs.map((r) => r.stepS - r.computeCriticalS - r.allReduceS));
   return {
     imagesPerSecPerPeer: 1 / invC, stragglerMean, link: { latencyS: comm.alpha, bandwidthBytesPerS: 1 / comm.invBw }, comm: comm.kind,
@@ -130,10 +149,10 @@ export const runSpeed = (r: MeasuredRun, stragglerMean: number) => (r.batch * (1
  * runs, so each run is predicted with its own measured speed, and every other part (slowest
  * peer, all-reduce, overhead) from the calibration. fixedSpeed*: one c for all runs.
  */
-export function validate(runs: readonly MeasuredRun[], profile: ModelProfile): Validation {
+export function validate(runs: readonly MeasuredRun[], profile: ModelProfile, probes: readonly CommProbe[] = []): Validation {
   const rel = (p: number, r: MeasuredRun) => Math.abs(p - r.stepS) / r.stepS;
   const maxRel = (ps: readonly number[]) => Math.max(...ps.map((p, i) => rel(p, runs[i]!)));
-  const cal = calibrate(runs, profile.gradBytes);
+  const cal = calibrate(runs, profile.gradBytes, probes);
   const predictedS = runs.map((r) => predictRun(cal, r, profile, runSpeed(r, cal.stragglerMean)));
   const fixedSpeedPredictedS = runs.map((r) => predictRun(cal, r, profile));
   const batches = [...new Set(runs.map((r) => r.batch))];
@@ -142,7 +161,7 @@ export function validate(runs: readonly MeasuredRun[], profile: ModelProfile): V
     heldOutPredictedS = runs.map((r) => {
       const others = runs.filter((o) => o.batch !== r.batch);
       if (!others.some((o) => o.peers >= 2)) return null;
-      const c = calibrate(others, profile.gradBytes);
+      const c = calibrate(others, profile.gradBytes, probes);
       return predictRun(c, r, profile, runSpeed(r, c.stragglerMean));
     });
   }

@@ -1,7 +1,8 @@
 // The measuring half of the scaling bench (bench/scaling.ts): one ring size, one global batch,
 // on the real system. A coordinator job runs in this process (coordinator/run.ts: HTTP, PeerJS
 // signaling, session sockets, job folder) and N volunteers run as child processes (Dawn
-// WebGPU, node-datachannel WebRTC), all training the small CNN on MNIST; the per-step figures
+// WebGPU, node-datachannel WebRTC), all training the small CNN on MNIST (the latency probe:
+// the tiny CNN, bench/scaling.ts); the per-step figures
 // come from the job's metrics.jsonl, the first WARMUP_STEPS steps (warm-up, ring formation) left
 // out. See bench/scaling.ts for what each figure means.
 import { join } from 'node:path';
@@ -9,11 +10,14 @@ import { spawnVolunteer, type LocalVolunteer } from '../coordinator/local-volunt
 import { latestPerStep, readMetrics, type MetricRecord } from '../coordinator/metrics.ts';
 import { runJob } from '../coordinator/run.ts';
 import type { Manifest } from '../src/data/manifest.ts';
+import type { ModelName } from '../src/nn/models.ts';
 import { ringBytesPerPeer } from './scaling-model.ts';
 import { median } from './timing.ts';
 
 export const WARMUP_STEPS = 2;
 export const MODEL = 'small-cnn';
+/** The latency probe's model: 170 parameters, a 1.5 KB gradient (one frame a ring step). */
+export const PROBE_MODEL = 'tiny-cnn';
 /** One ring size may take this long, start-up included, before the run is abandoned. */
 const RUN_DEADLINE_MS = 5 * 60_000;
 /** After the job finished, volunteers get this long to leave on their own before SIGKILL. */
@@ -26,6 +30,7 @@ export interface PeerFigures { images: number; computeMs: number; commMs: number
 export interface StepRow { step: number; ring: number; wallMs: number; stepMs: number; driverImagesPerSec: number; peers: PeerFigures[] }
 
 export interface RunSummary {
+  model: ModelName;
   peers: number;
   batch: number;
   measuredSteps: number;
@@ -71,7 +76,7 @@ function stepRows(records: readonly MetricRecord[]): StepRow[] {
   return rows;
 }
 
-function summarise(peers: number, batch: number, gradBytes: number, rows: StepRow[], aborted: number, exits: (number | null)[], runSeconds: number): RunSummary {
+function summarise(model: ModelName, peers: number, batch: number, gradBytes: number, rows: StepRow[], aborted: number, exits: (number | null)[], runSeconds: number): RunSummary {
   const wrongRing = rows.filter((r) => r.ring !== peers);
   if (wrongRing.length) throw new Error(`N = ${peers}: steps ${wrongRing.map((r) => `${r.step} (ring ${r.ring})`).join(', ')} ran on another ring size: a peer joined late or left; rerun (or look at the volunteers' lines above)`);
   if (rows.length === 0) throw new Error(`N = ${peers}: no step after the ${WARMUP_STEPS} warm-up steps was recorded; use --steps >= 1`);
@@ -86,7 +91,7 @@ function summarise(peers: number, batch: number, gradBytes: number, rows: StepRo
   const perPeer = all.reduce((a, p) => a + p.images, 0) / (all.reduce((a, p) => a + p.computeMs, 0) / 1000);
   const bytes = ringBytesPerPeer(peers, gradBytes);
   return {
-    peers, batch, measuredSteps: rows.length, abortedSteps: aborted,
+    model, peers, batch, measuredSteps: rows.length, abortedSteps: aborted,
     stepMs, wallMs: med((r) => r.wallMs),
     imagesPerSec: batch / (stepMs / 1000), driverImagesPerSec: med((r) => r.driverImagesPerSec),
     computeMs, commMs, waitMs: peerMean((p) => p.waitMs),
@@ -110,18 +115,20 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   }
 }
 
-export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number }
+/** One run's setting; `model` (default MODEL) with its `gradBytes`, the bytes each all-reduce moves. */
+export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName }
 
 /** One ring size: a fresh job, N volunteers started together (minPeers N), its metrics read back. */
 export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const t0 = performance.now();
   const totalSteps = o.steps + WARMUP_STEPS;
-  const jobDir = join(o.root, `ring-${n}-b${o.batch}`);
+  const model = o.model ?? MODEL;
+  const jobDir = join(o.root, `ring-${n}-b${o.batch}-${model}`);
   const lines: string[] = [];
   const job = await runJob({
     jobDir, dataDir: o.dataDir, manifest: o.manifest, evalSamples: 48,
     config: {
-      name: `scaling-${n}-b${o.batch}`, model: MODEL, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
+      name: `scaling-${n}-b${o.batch}-${model}`, model, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
       optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n,
     },
     log: (l) => { lines.push(l); if (lines.length > 200) lines.shift(); },
@@ -154,5 +161,5 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   exits.forEach((code, i) => { if (code !== 0) log(`scaling: N=${n}: volunteer ${vs[i]!.name} exited with ${code}:\n${vs[i]!.lines.slice(-10).join('\n')}`); });
   const records = await readMetrics(join(jobDir, 'metrics.jsonl'));
   const aborted = records.filter((r) => r.type === 'abort').length;
-  return summarise(n, o.batch, o.gradBytes, stepRows(records), aborted, exits, (performance.now() - t0) / 1000);
+  return summarise(model, n, o.batch, o.gradBytes, stepRows(records), aborted, exits, (performance.now() - t0) / 1000);
 }

@@ -3,7 +3,10 @@
 // real system (bench/scaling-run.ts: a coordinator job in this process, N volunteers as child
 // processes, the small CNN on MNIST, the SAME global batch for every N; each batch of --batches
 // is measured at every N), then a simulator (bench/scaling-sim.ts, -collective.ts, -churn.ts,
-// -profile.ts) calibrated on these runs (bench/scaling-calibrate.ts), its error on them, and its
+// -profile.ts) calibrated on these runs and on latency probes (the same ring sizes training the
+// tiny CNN, whose 1.5 KB gradient makes its all-reduce almost all per-message latency: it pins
+// alpha down where the runs alone cannot tell latency from bandwidth; bench/scaling-calibrate.ts),
+// its error on the runs, and its
 // predictions for 64, 256 and 1,024 peers (bench/scaling-predict.ts) of the small CNN and
 // ResNet-50 at 64x64 and 224x224, B = 8K and 32K, for the CURRENT system (what the code does)
 // (bf16 frames, as npm start's jobs) and the PLANNED one (a tuned bucket cap, a smaller
@@ -40,19 +43,22 @@ import { ArgError, Args } from '../coordinator/args.ts';
 import { buildShards } from '../coordinator/data/cli.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { writeFileEnsuringDir } from './plot.ts';
-import { calibrate, validate, type MeasuredRun } from './scaling-calibrate.ts';
+import { calibrate, validate, type CommProbe, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
 import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
-import { MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
+import { MODEL, PROBE_MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
   --steps N       steps measured per run, after ${WARMUP_STEPS} warm-up steps (default 8, --quick 4)
   --batches LIST  global batches, comma-separated; every ring size runs at each (default 48,96,
                   --quick 48,96 too; two or more give a held-out prediction error)
   --peers LIST    ring sizes, comma-separated, at least one >= 2 (default 1,2,3,4)
+  --probe on|off  latency probes: each ring size of 2 or more also trains the tiny CNN (a 1.5 KB
+                  gradient) at the first batch, and its all-reduce times enter the link fit
+                  (default on; off: the link is fitted on the runs alone, as before)
   --quick         4 measured steps per run (about 2 minutes here; the default about 3)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -74,6 +80,7 @@ export async function main(args: string[]): Promise<void> {
   const steps = a.int('steps', quick ? 4 : 8, 1);
   const batches = parseList('batches', a.str('batches', '48,96'), 1, 60_000);
   const peerList = parseList('peers', a.str('peers', '1,2,3,4'), 1, 16);
+  const probe = a.oneOf('probe', ['on', 'off'] as const, 'on') === 'on';
   a.rejectUnknown(USAGE);
   if (!peerList.some((n) => n >= 2)) throw new ArgError(`--peers needs a ring of 2 or more peers to measure the all-reduce; got ${peerList.join(',')}`);
   if (Math.min(...batches) < Math.max(...peerList)) throw new ArgError(`--batches ${Math.min(...batches)} gives some of ${Math.max(...peerList)} peers no image: use at least one image per peer`);
@@ -85,6 +92,8 @@ export async function main(args: string[]): Promise<void> {
 
   const root = await mkdtemp(join(tmpdir(), 'vt-scaling-'));
   const runs: RunSummary[] = [];
+  const probeRuns: RunSummary[] = [];
+  const probeProfile = modelProfile(modelByName(PROBE_MODEL, [1, 28, 28], 10));
   try {
     const dataDir = join(root, 'data');
     const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit: Math.max(TRAIN_IMAGES, ...batches), samplesPerShard: 400, progress: false });
@@ -93,15 +102,23 @@ export async function main(args: string[]): Promise<void> {
       log(`scaling: N=${n} B=${batch}: step ${r.stepMs.toFixed(0)} ms = slowest compute ${r.computeCriticalMs.toFixed(0)} + all-reduce ${r.allReduceMs.toFixed(0)} + rest ${r.overheadMs.toFixed(0)}; per peer compute ${r.computeMs.toFixed(0)}, comm ${r.commMs.toFixed(0)}, wait ${r.waitMs.toFixed(0)}; ${r.imagesPerSec.toFixed(1)} images/s; all-reduce ${(100 * r.commFraction).toFixed(1)}% of the critical path (${r.runSeconds.toFixed(0)} s)`);
       runs.push(r);
     }
+    if (probe) for (const n of peerList.filter((k) => k >= 2)) {
+      const r = await runRing(n, { root, dataDir, manifest, batch: batches[0]!, steps, gradBytes: probeProfile.gradBytes, model: PROBE_MODEL });
+      log(`scaling: latency probe N=${n} (${PROBE_MODEL}, ${probeProfile.gradBytes} bytes): all-reduce ${r.allReduceMs.toFixed(1)} ms = 2(N-1) x ${(r.allReduceMs / (2 * (n - 1))).toFixed(2)} ms (${r.runSeconds.toFixed(0)} s)`);
+      probeRuns.push(r);
+    }
   } finally {
     await rm(root, { recursive: true, force: true });
   }
 
   // All N peers ran on this one machine: each had 1/N of it.
   const measured: MeasuredRun[] = runs.map((r) => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 }));
-  const cal = calibrate(measured, gradBytes);
-  const v = validate(measured, small);
-  log(`scaling: calibrated c = ${cal.imagesPerSecPerPeer.toFixed(1)} images/s per peer, straggler mu = ${cal.stragglerMean.toFixed(3)}, alpha = ${(cal.link.latencyS * 1000).toFixed(2)} ms per ring step, bw = ${(cal.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s per link (${cal.comm}), overhead ${(cal.overheadS * 1000).toFixed(1)} ms + ${(cal.overheadPerPeerS * 1000).toFixed(1)} ms / share`);
+  const probes: CommProbe[] = probeRuns.map((r) => ({ peers: r.peers, gradBytes: probeProfile.gradBytes, allReduceS: r.allReduceMs / 1000 }));
+  const cal = calibrate(measured, gradBytes, probes);
+  const v = validate(measured, small, probes);
+  // What the runs alone would have fitted: the split between latency and bandwidth the probes correct.
+  const runsOnly = probes.length ? calibrate(measured, gradBytes) : cal;
+  log(`scaling: calibrated c = ${cal.imagesPerSecPerPeer.toFixed(1)} images/s per peer, straggler mu = ${cal.stragglerMean.toFixed(3)}, alpha = ${(cal.link.latencyS * 1000).toFixed(2)} ms per ring step, bw = ${(cal.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s per link (${cal.comm}${probes.length ? `; the runs alone: ${(runsOnly.link.latencyS * 1000).toFixed(2)} ms, ${(runsOnly.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s` : ', no latency probes'}), overhead ${(cal.overheadS * 1000).toFixed(1)} ms + ${(cal.overheadPerPeerS * 1000).toFixed(1)} ms / share`);
   runs.forEach((r, i) => log(`  N=${r.peers} B=${r.batch}: measured ${r.stepMs.toFixed(0)} ms, simulated ${(v.predictedS[i]! * 1000).toFixed(0)} ms (one speed: ${(v.fixedSpeedPredictedS[i]! * 1000).toFixed(0)} ms)${v.heldOutPredictedS[i] != null ? `, held out ${(v.heldOutPredictedS[i]! * 1000).toFixed(0)} ms` : ''}`));
   log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, ${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; ${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
 
@@ -146,9 +163,11 @@ export async function main(args: string[]): Promise<void> {
       prediction_error: 'max over the measured runs of |simulated - measured| / measured step time, the simulator calibrated on all runs and given each run\'s own measured per-peer speed (its mean compute: the 2 cores are shared with other work whose load drifts between runs); prediction_error_held_out: the same, each global batch predicted by a calibration on the other batches only; prediction_error_fixed_speed: one calibrated speed for every run',
     },
     runs,
+    probes: probeRuns,
     calibration: {
       ...cal,
-      method: 'bench/scaling-calibrate.ts: each local peer had share 1/N of the machine; straggler mu from slowest vs mean compute, c from mean compute, alpha and 1/bw by least squares of allReduce on [2(N-1), 2(N-1)/N S], overhead o + o_peer/share >= 0 from step - slowest compute - allReduce',
+      runsOnlyLink: probes.length ? runsOnly.link : null,
+      method: `bench/scaling-calibrate.ts: each local peer had share 1/N of the machine; straggler mu from slowest vs mean compute, c from mean compute, alpha and 1/bw by least squares of allReduce on [2(N-1), 2(N-1)/N S] over the runs ${probes.length ? `and the latency probes (${PROBE_MODEL}, S = ${probeProfile.gradBytes} bytes; runsOnlyLink: the runs alone)` : '(no latency probes: --probe off)'}, overhead o + o_peer/share >= 0 from step - slowest compute - allReduce`,
       note: 'fitted on loopback with every peer on the same 2 cores: alpha and bw are mostly CPU time of the WebRTC stack; the straggler mu is 2-core contention, so the predictions assume PREDICT_STRAGGLER instead',
     },
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
@@ -201,6 +220,8 @@ export async function main(args: string[]): Promise<void> {
     comm_fraction_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.commFraction)])),
     images_per_sec_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.imagesPerSec)])),
     fitted_alpha_ms: round(cal.link.latencyS * 1000),
+    fitted_alpha_ms_runs_only: probes.length ? round(runsOnly.link.latencyS * 1000) : null,
+    probe_all_reduce_ms_by_n: Object.fromEntries(probeRuns.map((r) => [r.peers, round(r.allReduceMs)])),
     fitted_bw_MBps: round(cal.link.bandwidthBytesPerS / 1e6),
     fitted_overhead_ms: round((cal.overheadS + cal.overheadPerPeerS) * 1000),
     fitted_straggler: round(cal.stragglerMean),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { calibrate, predictRun, validate, type Calibration, type MeasuredRun } from '../../bench/scaling-calibrate.ts';
+import { calibrate, predictRun, validate, type Calibration, type CommProbe, type MeasuredRun } from '../../bench/scaling-calibrate.ts';
 import { modelProfile } from '../../bench/scaling-profile.ts';
 import { harmonic } from '../../bench/scaling-sim.ts';
 import { FitError } from '../../bench/scaling-model.ts';
@@ -75,5 +75,37 @@ describe('calibrating the scaling simulator', () => {
     expect(() => calibrate(synthetic(TRUE, [1], [48]), S)).toThrow(FitError);
     expect(() => calibrate([], S)).toThrow(/no runs/);
     expect(() => calibrate([{ peers: 2, batch: 48, share: 0.5, computeCriticalS: NaN, computeMeanS: 1, allReduceS: 0.1, stepS: 2 }], S)).toThrow(/unusable/);
+  });
+
+  it('latency probes (a 1.5 KB gradient on the same rings) pin alpha and the bandwidth down from noisy runs of 2-4 peers', () => {
+    const PROBE_S = modelProfile(modelByName('tiny-cnn', [1, 28, 28], 10)).gradBytes;
+    const probesOf = (cal: Calibration, noise: number, seed: number): CommProbe[] => {
+      const rng = makeRng(seed);
+      return [2, 3, 4].map((n) => ({ peers: n, gradBytes: PROBE_S, allReduceS: 2 * (n - 1) * (cal.link.latencyS + PROBE_S / (n * cal.link.bandwidthBytesPerS)) * (1 + noise * rng.normal()) }));
+    };
+    const exact = calibrate(synthetic(TRUE, [1, 2, 3, 4], [48]), S, probesOf(TRUE, 0, 1));
+    expect(rel(exact.link.latencyS, TRUE.link.latencyS)).toBeLessThan(1e-9);
+    expect(rel(exact.link.bandwidthBytesPerS, TRUE.link.bandwidthBytesPerS)).toBeLessThan(1e-9);
+    // 3% noise on every time, the bench's ring sizes: over 20 draws, the worst alpha with probes.
+    let worstWith = 0;
+    let worstWithout = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const runs = synthetic(TRUE, [1, 2, 3, 4], [48, 96], 0.03, seed);
+      const withProbes = calibrate(runs, S, probesOf(TRUE, 0.03, 100 + seed));
+      worstWith = Math.max(worstWith, rel(withProbes.link.latencyS, TRUE.link.latencyS), rel(withProbes.link.bandwidthBytesPerS, TRUE.link.bandwidthBytesPerS));
+      worstWithout = Math.max(worstWithout, rel(calibrate(runs, S).link.latencyS, TRUE.link.latencyS));
+    }
+    expect(worstWith).toBeLessThan(0.15);
+    // The runs alone cannot tell latency from bandwidth as well: that is what the probes are for.
+    expect(worstWithout).toBeGreaterThan(2 * worstWith);
+    const v = validate(synthetic(TRUE, [1, 2, 3, 4], [48, 96]), PROFILE, probesOf(TRUE, 0, 1));
+    expect(v.maxRelError).toBeLessThan(1e-9);
+    expect(v.heldOutMaxRelError!).toBeLessThan(1e-9);
+  });
+
+  it('refuses a probe it cannot use, saying what it needs', () => {
+    const runs = synthetic(TRUE, [1, 2], [48]);
+    expect(() => calibrate(runs, S, [{ peers: 1, gradBytes: 1536, allReduceS: 0.01 }])).toThrow(/ring of 2 or more/);
+    expect(() => calibrate(runs, S, [{ peers: 2, gradBytes: 1536, allReduceS: NaN }])).toThrow(FitError);
   });
 });
