@@ -25,11 +25,6 @@ import { startTurnRelay } from './turn.ts';
 import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
 
 /**
- * The job `npm start` runs with no options: large-batch LARS on CIFAR-10, measured to reach
- * about 70% top-1 on the whole test split in about 15 minutes with one wasm volunteer on a
- * 2-core machine (README: "The default job").
- */
-/**
  * The wire format of a job `npm start` creates: bf16 (f32's range, so no overflow to blame a peer
  * for; sync SGD on CIFAR-10 with 4 peers ended at the same top-1 as f32, README "Sync or rounds").
  * A job file without `wire` stays f32 (DEFAULT_WIRE), so stored jobs resume as they were.
@@ -45,7 +40,13 @@ export const START_WIRE: WireFormat = 'bf16';
  * each peer's own momentum), so stored jobs resume as they were.
  */
 export const START_OUTER = { lr: 1, momentum: 0, carry: 0.75 } as const;
-export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 4, sgdLr: 0.2, evalSamples: 1000 } as const;
+/**
+ * The job `npm start` runs with no options: large-batch LARS on CIFAR-10 (README: "The default
+ * job"). Its rate and warm-up are what the converge bench's LARS search picks at B = 512 with
+ * each bias at its layer's trust ratio (lr 12, two warm-up epochs: README "LARS against SGD");
+ * LARS warms up for two epochs, at most a fifth of the job; SGD for one, at most a tenth.
+ */
+export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 12, larsWarmupEpochs: 2, sgdLr: 0.2, evalSamples: 1000 } as const;
 
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist|imagenet   cifar10 (default) and mnist are embedded (built into .cache/data
@@ -64,8 +65,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               (another --batch scales the rate by sqrt(B / B_recipe))
   --batch N                   global batch B over all peers (default 512; imagenet: the recipe's)
   --steps N | --epochs E      how long (default 10 epochs: with the other defaults, CIFAR-10 to
-                              about 70% top-1 in about 15 minutes on a 2-core machine)
-  --optimizer lars|sgd        (default lars)   --lr X (default 4 for LARS, 0.2 for SGD; imagenet: the recipe's)
+                              about 80% top-1 in 13-17 minutes on a 2-core machine)
+  --optimizer lars|sgd        (default lars)   --lr X (default 12 for LARS, 0.2 for SGD; imagenet: the recipe's)
   --lars-biases layer|global  LARS: a bias steps at its layer weight's trust ratio (default) or at
                               the global rate (imagenet recipes' default, as published)
   --sampling shard-local|global   how a step's images are drawn (default global; imagenet:
@@ -81,7 +82,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               the share R in [0, 1) of the round's mean change into the next
                               (default ${START_OUTER.carry}); own: each peer keeps its own (DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
-  --warmup N                  warm-up steps (default: one epoch, at most a tenth of the job)
+  --warmup N                  warm-up steps (default: LARS two epochs, at most a fifth of the job;
+                              SGD one epoch, at most a tenth; imagenet: the recipe's)
   --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)
   --eval-every N              evaluate every N steps (default 50)   --eval-samples N (default 1000)
   --final-eval-samples N      test images of the job's last evaluation (default: the whole test split)
@@ -200,7 +202,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;
   const length = stepsArg > 0 ? { steps: stepsArg } : { epochs: jobEpochs };
   const totalGuess = stepsArg > 0 ? stepsArg : jobEpochs * perEpoch;
-  const warmup = warmupArg >= 0 ? warmupArg : recipe ? Math.min(recipe.warmupEpochs * perEpoch, Math.round(totalGuess / 10)) : Math.min(perEpoch, Math.round(totalGuess / 10));
+  const warmupEpochs = recipe ? recipe.warmupEpochs : kind === 'lars' ? DEFAULT_JOB.larsWarmupEpochs : 1;
+  const warmup = warmupArg >= 0 ? warmupArg : Math.min(warmupEpochs * perEpoch, Math.round(totalGuess / (recipe || kind !== 'lars' ? 10 : 5)));
   const config: Record<string, unknown> = {
     name: `${model}-${label}`, model, dataset, globalBatch: batch, ...length,
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(kind === 'lars' ? { biasTrust } : {}), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },
