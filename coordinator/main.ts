@@ -48,6 +48,15 @@ export const START_OUTER = { lr: 1, momentum: 0, carry: 0.75 } as const;
  */
 export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 12, larsWarmupEpochs: 2, sgdLr: 0.2, evalSamples: 1000 } as const;
 
+/**
+ * Warm-up steps when --warmup is not given: a recipe's epochs, at most a tenth of the job; else
+ * LARS DEFAULT_JOB.larsWarmupEpochs, at most a fifth; SGD one epoch, at most a tenth.
+ */
+export function defaultWarmup(kind: 'lars' | 'sgd', recipeEpochs: number | null, perEpoch: number, totalSteps: number): number {
+  if (recipeEpochs !== null) return Math.min(recipeEpochs * perEpoch, Math.round(totalSteps / 10));
+  return kind === 'lars' ? Math.min(DEFAULT_JOB.larsWarmupEpochs * perEpoch, Math.round(totalSteps / 5)) : Math.min(perEpoch, Math.round(totalSteps / 10));
+}
+
 export const START_USAGE = `usage: npm start -- [options]
   --dataset cifar10|mnist|imagenet   cifar10 (default) and mnist are embedded (built into .cache/data
                               on first use); imagenet trains on a folder you give with --data
@@ -202,8 +211,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;
   const length = stepsArg > 0 ? { steps: stepsArg } : { epochs: jobEpochs };
   const totalGuess = stepsArg > 0 ? stepsArg : jobEpochs * perEpoch;
-  const warmupEpochs = recipe ? recipe.warmupEpochs : kind === 'lars' ? DEFAULT_JOB.larsWarmupEpochs : 1;
-  const warmup = warmupArg >= 0 ? warmupArg : Math.min(warmupEpochs * perEpoch, Math.round(totalGuess / (recipe || kind !== 'lars' ? 10 : 5)));
+  const warmup = warmupArg >= 0 ? warmupArg : defaultWarmup(kind, recipe ? recipe.warmupEpochs : null, perEpoch, totalGuess);
   const config: Record<string, unknown> = {
     name: `${model}-${label}`, model, dataset, globalBatch: batch, ...length,
     optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(kind === 'lars' ? { biasTrust } : {}), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },

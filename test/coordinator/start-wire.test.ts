@@ -1,7 +1,7 @@
 // npm start --wire, --lars-biases and --momentum-carry: listed in --help, and a value it does not know is
 // refused saying what it takes, before any data is loaded or a job folder touched.
 import { describe, expect, it } from 'vitest';
-import { readCarry, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
+import { DEFAULT_JOB, defaultWarmup, readCarry, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
@@ -33,5 +33,21 @@ describe('npm start --momentum-carry', () => {
     expect(readCarry('own')).toBeUndefined();
     for (const bad of ['1', '-0.1', 'x', '', 'NaN']) expect(() => readCarry(bad)).toThrow(/--momentum-carry takes a number in \[0, 1\) \(default 0\.75\) or 'own'/);
     await expect(startMain(['--sync-every', '8', '--momentum-carry', '1.5'])).rejects.toThrow("--momentum-carry takes a number in [0, 1) (default 0.75) or 'own', got '1.5'");
+  });
+});
+
+describe("npm start's default job", () => {
+  it('is LARS at lr 12 with two warm-up epochs (what the converge search picks); SGD and the recipes warm up as before', () => {
+    expect(DEFAULT_JOB).toMatchObject({ batch: 512, epochs: 10, larsLr: 12, larsWarmupEpochs: 2 });
+    expect(START_USAGE).toMatch(/--lr X \(default 12 for LARS, 0\.2 for SGD/);
+    // CIFAR-10 at B = 512: 97 steps an epoch, 970 in 10 epochs.
+    expect(defaultWarmup('lars', null, 97, 970)).toBe(194);
+    expect(defaultWarmup('sgd', null, 97, 970)).toBe(97);
+    // Short jobs: at most a fifth (LARS) or a tenth (SGD) of their steps.
+    expect(defaultWarmup('lars', null, 97, 100)).toBe(20);
+    expect(defaultWarmup('sgd', null, 97, 100)).toBe(10);
+    // A recipe's epochs, at most a tenth of the job.
+    expect(defaultWarmup('lars', 5, 1000, 90_000)).toBe(5000);
+    expect(defaultWarmup('lars', 5, 1000, 20_000)).toBe(2000);
   });
 });
