@@ -159,7 +159,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const biasTrust = a.oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], recipe ? 'global' : 'layer');
   const sampling = a.oneOf<SamplingKind>('sampling', ['shard-local', 'global'], dataset === 'imagenet' ? 'shard-local' : 'global');
   const shuffleWindow = a.int('shuffle-window', DEFAULT_SHUFFLE_WINDOW, 1);
-  // -1: not given (one epoch of warm-up, at most a tenth of the job).
+  // -1: not given (defaultWarmup: by optimiser and recipe, once the job's length is known).
   const warmupArg = a.int('warmup', -1, -1);
   const syncEvery = a.int('sync-every', 1, 1);
   const syncWarmup = a.int('sync-warmup', 0, 0);
