@@ -31,7 +31,9 @@
 // idle (park), at both ends, and is taken by the same handshake.
 //
 // Bounds: an idle link is closed when a formation of its job and tag completes without it, or
-// MAX_IDLE_MS after it was released. A formation that ends while its handshake is under way
+// MAX_IDLE_MS after it was released; a link dialed ahead that no ring has held yet waits
+// PARKED_IDLE_MS instead (the change it was dialed for is made only after a joiner has loaded
+// the checkpoint, which can take far longer than a released link's wait). A formation that ends while its handshake is under way
 // leaves the link idle (a newer generation may still take it); a link a formation had adopted
 // is closed with that formation (link-formation.ts fail). destroy closes everything.
 
@@ -43,6 +45,13 @@ import { FrameKind, parseReuse, reuseFrame, type ReuseNotice } from './wire.ts';
 export const REUSE_ACK_MS = 1500;
 /** An idle link older than this is closed (no formation of its job and tag took it). */
 export const MAX_IDLE_MS = 10_000;
+/**
+ * A link dialed ahead (park) that no ring has held yet is closed after this long idle: the
+ * announced change waits for every member's `prepared`, one more step and the joiners' loading
+ * (the coordinator's default admitMs is 120 s). At 10 s, a loaded machine closed such links
+ * before the change came, and the new ring dialed them again.
+ */
+export const PARKED_IDLE_MS = 120_000;
 
 /** What the pool needs of a formation (LinkFormation). */
 export interface ReuseFormation {
@@ -76,8 +85,10 @@ interface Entry {
   state: State;
   /** B: the generation a REUSE asked for, kept until a formation of it can answer. */
   offered: number | null;
-  /** Closes the link once it has been idle MAX_IDLE_MS. */
+  /** Closes the link once it has been idle MAX_IDLE_MS (PARKED_IDLE_MS while `parked`). */
   idleTimer: ReturnType<typeof setTimeout> | null;
+  /** Dialed ahead and not held by a ring yet. */
+  parked: boolean;
 }
 
 export class LinkPool implements KeptLinkOwner {
@@ -100,7 +111,7 @@ export class LinkPool implements KeptLinkOwner {
   /** Keeps a freshly formed link of (job, tag) at this end as `role`, lent to its first ring. */
   keep(base: PeerJsLink, job: number, tag: string, role: LinkRole): LinkLease {
     const kept = new KeptLink(base, job, tag, role, this);
-    this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null });
+    this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null, parked: false });
     return kept.lend();
   }
 
@@ -110,7 +121,10 @@ export class LinkPool implements KeptLinkOwner {
    * MAX_IDLE_MS passes. The link must be open.
    */
   park(base: PeerJsLink, job: number, tag: string, role: LinkRole): void {
-    this.keep(base, job, tag, role).release();
+    const kept = new KeptLink(base, job, tag, role, this);
+    this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null, parked: true });
+    // Lent and handed back at once: the link listens from now on (handshake frames reach the pool).
+    kept.lend().release();
   }
 
   /** Whether an open link of (job, tag) to `remoteId` is kept here as `role`, held by a ring or not. */
@@ -243,6 +257,7 @@ export class LinkPool implements KeptLinkOwner {
     if (s.kind !== 'offering' || s.f.generation !== n.generation || !s.f.forming) return;
     const lease = e.kept.lend();
     e.state = { kind: 'held' };
+    e.parked = false;
     e.kept.send(reuseFrame({ kind: FrameKind.reuseConfirm, job: n.job, generation: n.generation, tag: n.tag }));
     s.settle(lease);
   }
@@ -257,6 +272,7 @@ export class LinkPool implements KeptLinkOwner {
     if (s.kind !== 'acked' || s.generation !== n.generation || !f) return this.refuse(e);
     const lease = e.kept.lend();
     e.state = { kind: 'held' };
+    e.parked = false;
     f.offer(lease);
   }
 
@@ -301,7 +317,7 @@ export class LinkPool implements KeptLinkOwner {
         e.idleTimer = null;
         this.settleDead(e);
         if (e.state.kind === 'idle') e.kept.close();
-      }, MAX_IDLE_MS);
+      }, e.parked ? PARKED_IDLE_MS : MAX_IDLE_MS);
     }
     if (s.kind === 'offering') s.settle(null);
   }

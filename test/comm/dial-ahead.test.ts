@@ -8,6 +8,7 @@
 // same bits on every peer, and that no connection is left open that no ring holds.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PRE_DIAL_WAIT_MS } from '../../src/comm/peer-endpoint.ts';
+import { MAX_IDLE_MS, PARKED_IDLE_MS } from '../../src/comm/link-pool.ts';
 import type { Ring } from '../../src/comm/index.ts';
 import { aheadLinks } from '../../src/client/volunteer-ring.ts';
 import { flush } from './fake-peerjs.ts';
@@ -87,6 +88,43 @@ describe('dialing ahead of a membership change', () => {
       const stray = net.dials.find((d) => d.from === 'x')!;
       expect(stray.answerer.closed, "x's dial ahead closed at b").toBe(true);
       expect(ep(eps, 'b').keptLinks, "a's link kept").toEqual({ open: 2, idle: 2 });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('links dialed ahead outlast a released link\'s idle bound (a joiner loading for a minute): the change still dials nothing; unused, they close after PARKED_IDLE_MS', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    // Fake time moves in 10 ms ticks until `p` settles (at most 10 s of it).
+    const settled = async <T,>(p: Promise<T>): Promise<T> => {
+      let done = false;
+      p.then(() => { done = true; }, () => { done = true; });
+      for (let i = 0; i < 1000 && !done; i++) await vi.advanceTimersByTimeAsync(10);
+      return p;
+    };
+    try {
+      const { net, eps } = network(['a', 'b', 'c', 'd', 'e']);
+      const g1 = await settled(Promise.all(formAll(eps, ['a', 'b', 'c'], 1)));
+      // d joins after c; the change is made a minute later (its checkpoint loading on a busy machine).
+      await settled(dialAhead(eps, ['a', 'b', 'c', 'd']));
+      expect(aheadDials(net)).toEqual(['c>d', 'd>a']);
+      expect(MAX_IDLE_MS).toBeLessThan(60_000);
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(ep(eps, 'd').keptLinks, "d's links dialed ahead are still open a minute later").toEqual({ open: 2, idle: 2 });
+      g1.forEach((r) => r.release());
+      const g2 = await settled(Promise.all(formAll(eps, ['a', 'b', 'c', 'd'], 2)));
+      expect(dialsOf(net, 2), 'no dial for generation 2').toEqual([]);
+      expect(g2.map((r) => r.reusedLinks)).toEqual([2, 2, 2, 2]);
+      await vi.advanceTimersByTimeAsync(10);
+      onlyRingsHoldConnections(net, g2);
+      // Announced again with e, which never comes: e's link dialed ahead waits PARKED_IDLE_MS, then closes.
+      await settled(dialAhead(eps, ['a', 'b', 'c', 'd', 'e']));
+      expect(ep(eps, 'e').keptLinks, "e's links dialed ahead, parked").toEqual({ open: 2, idle: 2 });
+      await vi.advanceTimersByTimeAsync(PARKED_IDLE_MS - 1000);
+      expect(ep(eps, 'e').keptLinks.open, 'still parked just before PARKED_IDLE_MS').toBe(2);
+      await vi.advanceTimersByTimeAsync(1010);
+      expect(ep(eps, 'e').keptLinks.open, 'closed after PARKED_IDLE_MS unused').toBe(0);
+      for (const r of g2) r.close();
     } finally {
       vi.useRealTimers();
     }

@@ -177,7 +177,9 @@ describe('across hosts', () => {
         return { name: v.name, line, reused: Number(m?.[1] ?? -1), fresh: Number(m?.[2] ?? -1), dials: Number(m?.[3] ?? -1) };
       });
       console.log(formed.map((f) => `${f.name}: ${f.line ?? 'no line'}`).join('\n'));
-      for (const f of formed) expect({ name: f.name, fresh: f.fresh, dials: f.dials }, `${f.name} formed generation ${generation} from links dialed ahead or kept`).toEqual({ name: f.name, fresh: 0, dials: 0 });
+      // A failure says what each member did about the change (its dials ahead, its rings).
+      const story = vols.map((v) => `${v.name}: ${v.lines.filter((l) => /ahead|ring of|generation/.test(l)).join(' | ')}`).join('\n');
+      for (const f of formed) expect({ name: f.name, fresh: f.fresh, dials: f.dials }, `${f.name} formed generation ${generation} from links dialed ahead or kept\n${story}`).toEqual({ name: f.name, fresh: 0, dials: 0 });
       const dialedAhead = vols.filter((v) => v.lines.some((l) => /dialed \d+ links? ahead for the coming ring/.test(l))).map((v) => v.name);
       expect(dialedAhead.length, `members that dialed ahead: ${dialedAhead.join(', ')}`).toBeGreaterThanOrEqual(1);
 
