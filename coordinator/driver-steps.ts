@@ -18,6 +18,7 @@ import { splitBatch } from './job.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
+import { slicesWithGrants, splitTail } from './tail-pool.ts';
 
 /** What a step starts from: the driver's state at the boundary. */
 export interface StepStart {
@@ -89,6 +90,8 @@ export class StepBook {
     // A re-run after a loss: survivors keep their slices and share the lost ones (slice-rerun.ts).
     const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
     const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
+    // A fresh sync step of a job that steals: each slice's last part waits as the step's tail (tail-pool.ts).
+    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal) : null;
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
@@ -106,13 +109,14 @@ export class StepBook {
       kind: 'running', step: s.step, steps: round ? round.steps : 1, generation: s.generation, ring: [...s.ring], results: new Map(),
       // Before any step was timed (the first of a ring, big models) allow four times as long (per inner step of a round).
       started: now, deadline: now + (recent > 0 ? Math.max(this.stepMs, 6 * recent) : 4 * this.stepMs * (round ? round.steps : 1)),
-      slices: plan ? plan.slices : null, epoch,
+      slices: tail ? tail.fixed : plan ? plan.slices : null, epoch, ...(tail ? { tail: tail.pool } : {}),
     };
     const assignments = phase.ring.map((id, rank): StepAssignment => {
       const part = round ? roundAssignment(round, phase.ring, id) : null;
       return {
         type: 'step-assignment', job: this.d.jobId, generation: s.generation, step: s.step, ring: phase.ring, rank,
-        globalBatch: B, sampleIds: plan ? plan.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        globalBatch: B, sampleIds: phase.slices ? phase.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        ...(tail ? { steal: { chunk: tail.pool.chunk } } : {}),
         ...(part ? { round: part } : {}),
         ...(next && hintOf(id) ? { next: { step: next.step, epoch: next.epoch, sampleIds: hintOf(id)! } } : {}),
         ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
@@ -149,7 +153,8 @@ export class StepBook {
 
   /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */
   aborted(ph: RunningPhase): void {
-    if (ph.slices && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, ph.slices);
+    // With a tail: each member holds its fixed part and its grants; what was never granted is re-run as lost.
+    if (ph.slices && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, ph.tail ? slicesWithGrants(ph.ring, ph.slices, ph.tail) : ph.slices, ph.tail?.left ?? []);
   }
 
   /** Nobody holds the work of an aborted round or step any more (the ring emptied). */
@@ -247,13 +252,13 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
     // The edge to the successor, as either end saw it: relayed if either saw a relay.
     const next = results[(i + 1) % results.length];
     const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
+    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), ...(r.claimed ? { claimed: r.claimed } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
   });
   const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
   const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
   const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
   return {
-    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(ph.slices) } : {}) },
+    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(ph.tail ? slicesWithGrants(ph.ring, ph.slices, ph.tail) : ph.slices) } : {}) },
     event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic },
   };
 }

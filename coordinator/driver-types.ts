@@ -1,5 +1,6 @@
 // The training driver's (driver.ts) interface and states: its timeouts, what it is given, what
 // it reports, and the phases of its state machine with what each holds while it lasts.
+import type { TailPool } from './tail-pool.ts';
 import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import type { EvalTally } from './eval-tally.ts';
@@ -73,8 +74,10 @@ export type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
   | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable;
-      /** Sync steps: each member's slice (slices[rank]) and the step's epoch; null for a round. */
-      slices: number[][] | null; epoch: number }
+      /** Sync steps: each member's slice (slices[rank]; its fixed part when the step has a tail) and the step's epoch; null for a round. */
+      slices: number[][] | null; epoch: number;
+      /** The step's tail, granted in chunks to members that claim it (tail-pool.ts); absent: none. */
+      tail?: TailPool }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
   | { kind: 'paused' }

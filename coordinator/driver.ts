@@ -32,6 +32,7 @@ import { ADMIT_BATCH_FROM, Generations, LEAVE_HOLD_GAPS } from './driver-generat
 import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
+import { grantNext, tailResultProblem } from './tail-pool.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
@@ -186,11 +187,21 @@ export class Driver {
           this.advance();
         }
         return;
-      case 'step-result':
+      case 'step-result': {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id) || ph.results.has(id)) return;
+        // With a tail, its sum must cover exactly its fixed part and its grants (tail-pool.ts).
+        const wrong = ph.tail ? tailResultProblem(ph.tail, id, ph.slices![ph.ring.indexOf(id)]!.length, m.images, m.claimed) : null;
+        if (wrong) return this.evict([id], `its result of step ${ph.step + 1} does not cover its slice: ${wrong}`);
         ph.results.set(id, m);
         Object.assign(peer, measureStep(peer, m));
         return this.advance();
+      }
+      case 'claim': {
+        // The next chunk of the running step's tail; empty for a step that has none or is over.
+        const live = ph.kind === 'running' && ph.tail && m.generation === ph.generation && m.step === ph.step && ph.ring.includes(id) && !ph.results.has(id);
+        this.d.send(id, { type: 'grant', generation: m.generation, step: m.step, ids: live ? grantNext(ph.tail!, id) : [] });
+        return;
+      }
       case 'collective-failure': {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
         const f = ringFailure(ph, id, m);

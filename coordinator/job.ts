@@ -12,6 +12,7 @@ import { FieldReader } from '../src/client/protocol-fields.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
+import { MAX_STEAL_FRACTION, type StealSettings } from './tail-pool.ts';
 
 // Listed here rather than imported from ./data/cli.ts, which would load the shard builders
 // (sharp) into every process that only reads a job; job.test.ts checks the lists agree.
@@ -74,6 +75,12 @@ export interface JobConfig {
    * every job written before it existed), or 'f16' / 'bf16', half the bytes (float32 sums).
    */
   wire: WireFormat;
+  /**
+   * Work stealing at each sync step's end (coordinator/tail-pool.ts): `stealFraction` of every
+   * member's slice waits at the coordinator and goes in chunks of `stealChunk` ids (absent: a
+   * quarter of a member's mean share of it) to whoever asks first. Absent: no stealing.
+   */
+  steal?: StealSettings;
 }
 
 /** A job's wire format when its file names none. */
@@ -99,7 +106,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -142,11 +149,26 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     ...(r.has('bucketBytes') ? { bucketBytes: r.int('bucketBytes', MIN_BUCKET_BYTES, 2 ** 30) } : {}),
     ...(r.has('overlap') ? { overlap: r.bool('overlap') } : {}),
     wire: r.has('wire') ? r.oneOf('wire', WIRE_FORMATS) : DEFAULT_WIRE,
+    ...readSteal(r, globalBatch),
   };
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;
+}
+
+function readSteal(r: FieldReader, globalBatch: number): Pick<JobConfig, 'steal'> {
+  if (!r.has('stealFraction')) {
+    if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing: set stealFraction too, or drop it');
+    return {};
+  }
+  const fraction = r.num('stealFraction', 0, MAX_STEAL_FRACTION);
+  if (fraction === 0) {
+    if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing, which stealFraction 0 turns off: drop it');
+    return {};
+  }
+  if (r.has('sampling') && r.o.sampling === 'shard-local') r.problems.push('work stealing (stealFraction) moves ids between members, which sampling "shard-local" keeps on their shards: drop one of them');
+  return { steal: { fraction, ...(r.has('stealChunk') ? { chunk: r.int('stealChunk', 1, Math.max(1, globalBatch)) } : {}) } };
 }
 
 function readSampling(r: FieldReader): Pick<JobConfig, 'sampling' | 'shuffleWindow'> {

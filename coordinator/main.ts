@@ -14,6 +14,7 @@ import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
 import { DEFAULT_WIRE, MAX_LABEL_SMOOTHING, wireField } from './job.ts';
+import { MAX_STEAL_FRACTION } from './tail-pool.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
 import { randomBytes } from 'node:crypto';
@@ -106,6 +107,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --min-peers N               the first ring waits for N peers (default 1)
   --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
                               sqrt(N) by measured links, then across the groups (default 16; 0: never)
+  --steal F                   work stealing: each step keeps back the last F (0 to 0.5) of every
+                              peer's share and hands it out in chunks to whoever finishes first,
+                              so one slow peer does not hold up the ring (default 0: off)
+  --steal-chunk N             images per chunk of it (default: about a quarter of a peer's share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, see the README), f32
@@ -178,6 +183,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
   const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
+  const stealFraction = a.num('steal', 0, (v) => v >= 0 && v <= MAX_STEAL_FRACTION, `a number in [0, ${MAX_STEAL_FRACTION}]`);
+  const stealChunk = a.int('steal-chunk', 0, 1);
   const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
@@ -222,6 +229,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
+    // Only a job that steals names it (the job file checks --steal-chunk without --steal).
+    ...(stealFraction > 0 ? { stealFraction } : {}),
+    ...(stealChunk > 0 ? { stealChunk } : {}),
     ...wireField(wire),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).

@@ -44,12 +44,20 @@ const REQUESTS: ReadonlySet<string> = new Set(['step-assignment', 'evaluate', 'l
 const ANSWERS: ReadonlySet<string> = new Set(['step-result', 'collective-failure', 'eval-result', 'ready']);
 /** Answers owed to a session at most (more requests unanswered than this is not a state the driver reaches). */
 const MAX_OWED = 8;
+/**
+ * Claims of a step's tail (tail-pool.ts) are asked for too: an assignment with `steal` invites
+ * one, and so does every non-empty grant (the claim that follows it). Such claims do not count
+ * against the rate either: a fast peer on a tiny model claims several times a step.
+ */
+const invitesClaim = (m: CoordinatorMessage): boolean => (m.type === 'step-assignment' && m.steal !== undefined) || (m.type === 'grant' && m.ids.length > 0);
 
 export function createSessionServer(h: SessionHandlers): SessionServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
   const live = new Map<string, WebSocket>();
   /** Per session: answers the coordinator has asked for and not yet received. */
   const owed = new Map<string, number>();
+  /** Per session: claims the coordinator has invited and not yet received. */
+  const invited = new Map<string, number>();
   /** Per session: the last ring it was sent (assignments and prepares carry an edit of it). */
   const shapes = new Map<string, ShapeSender>();
 
@@ -70,7 +78,9 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       const parsed = isBinary ? null : parseJsonText(data.toString());
       const d = parsed === null ? null : parsed.ok ? decodePeerMessage(parsed.value) : parsed;
       const due = owed.get(id) ?? 0;
+      const claims = invited.get(id) ?? 0;
       if (d?.ok && ANSWERS.has(d.value.type) && due > 0) owed.set(id, due - 1);
+      else if (d?.ok && d.value.type === 'claim' && claims > 0) invited.set(id, claims - 1);
       else if (!rate.take(id)) {
         ws.close(1008, 'flooding: too many messages');
         return;
@@ -90,6 +100,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (live.get(id) !== ws) return;
       live.delete(id);
       owed.delete(id);
+      invited.delete(id);
       shapes.delete(id);
       h.closed(id, `session closed (${code}${reason.length ? ` ${reason.toString().slice(0, 200)}` : ''})`);
     });
@@ -120,6 +131,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       const ws = live.get(id);
       if (!ws || ws.readyState !== ws.OPEN) return false;
       if (REQUESTS.has(m.type)) owed.set(id, Math.min(MAX_OWED, (owed.get(id) ?? 0) + 1));
+      if (invitesClaim(m)) invited.set(id, Math.min(MAX_OWED, (invited.get(id) ?? 0) + 1));
       const shape = shapes.get(id);
       ws.send(JSON.stringify(shape && (m.type === 'step-assignment' || m.type === 'prepare') ? shape.compact(m) : m));
       return true;

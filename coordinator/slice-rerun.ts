@@ -24,6 +24,8 @@ export interface KeptSlices {
   generation: number;
   /** Each member of the aborted attempt and its slice, in the attempt's ring order. */
   slices: ReadonlyMap<string, readonly number[]>;
+  /** Ids of the step that no member held when it was aborted (a tail never granted: tail-pool.ts): re-run like a lost slice. */
+  orphans: readonly number[];
 }
 
 /** The re-run over a ring of survivors: slices[rank] = kept ids then extra ids; reuse[rank] (null: nothing kept). */
@@ -37,9 +39,9 @@ export interface RerunPlan {
 }
 
 /** The kept slices of an aborted attempt of `ring` (slices[rank] is ring[rank]'s). */
-export function keptSlices(step: number, epoch: number, generation: number, ring: readonly string[], slices: readonly (readonly number[])[]): KeptSlices {
+export function keptSlices(step: number, epoch: number, generation: number, ring: readonly string[], slices: readonly (readonly number[])[], orphans: readonly number[] = []): KeptSlices {
   if (slices.length !== ring.length) throw new RangeError(`keptSlices: ${slices.length} slices for a ring of ${ring.length}`);
-  return { step, epoch, generation, slices: new Map(ring.map((id, i) => [id, [...slices[i]!]])) };
+  return { step, epoch, generation, slices: new Map(ring.map((id, i) => [id, [...slices[i]!]])), orphans: [...orphans] };
 }
 
 /**
@@ -50,7 +52,7 @@ export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: rea
   if (speeds.length !== ring.length) throw new RangeError(`planRerun: ${speeds.length} speeds for a ring of ${ring.length}`);
   if (ring.length === 0 || ring.some((id) => !kept.slices.has(id))) return null;
   const members = new Set(ring);
-  const lost: number[] = [];
+  const lost: number[] = [...kept.orphans];
   for (const [id, ids] of kept.slices) if (!members.has(id)) lost.push(...ids);
   const extra = lost.length > 0 ? splitBatch(lost.length, speeds) : ring.map(() => 0);
   let at = 0;

@@ -11,7 +11,7 @@ import {
   type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
-  type Prepared, type Ready, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
+  type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
   type StepTimings, type UploadRequest,
 } from './protocol.ts';
 import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './protocol-fields.ts';
@@ -22,6 +22,9 @@ const U32 = 2 ** 32 - 1;
 const MAX_MS = 86_400_000;
 
 const HEX = /^[0-9a-f]+$/;
+
+/** An array element that must be a sample id. */
+const sampleId = (v: unknown): string | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
 
 function u32s(r: FieldReader, ...keys: string[]): number[] {
   return keys.map((k) => r.int(k, 0, U32));
@@ -47,7 +50,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -66,6 +69,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     checksum: r.str('checksum', 64, HEX, 'a lower-case hex digest of 1..64 characters'),
     timings, images,
     ...(r.has('reused') ? { reused: r.int('reused', 0, images) } : {}),
+    ...(r.has('claimed') ? { claimed: r.int('claimed', 0, images) } : {}),
     ...(r.has('link') ? { link: r.oneOf('link', LINK_KINDS) } : {}),
     ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
     ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
@@ -114,6 +118,18 @@ function readReady(r: FieldReader): Fields<Ready> {
 function readPrepared(r: FieldReader): Fields<Prepared> {
   r.only(['type', 'peerId', 'id']);
   return { peerId: r.id('peerId'), id: r.int('id', 0, U32) };
+}
+
+function readClaim(r: FieldReader): Fields<Claim> {
+  r.only(['type', 'peerId', 'generation', 'step']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step! };
+}
+
+function readGrant(r: FieldReader): Fields<Grant> {
+  r.only(['type', 'generation', 'step', 'ids']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { generation: generation!, step: step!, ids: r.array<number>('ids', MAX_BATCH, sampleId) };
 }
 
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {
@@ -198,12 +214,12 @@ function readPrepare(r: FieldReader): Fields<PrepareRing> {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'topology']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal', 'topology']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = readRing(r);
   const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
   const globalBatch = r.int('globalBatch', 1, MAX_BATCH);
-  const sampleIds = r.array<number>('sampleIds', MAX_BATCH, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  const sampleIds = r.array<number>('sampleIds', MAX_BATCH, sampleId);
   if (sampleIds.length > globalBatch) r.problems.push(`sampleIds has ${sampleIds.length} ids, more than globalBatch ${globalBatch}`);
   const out: Fields<StepAssignment> = { job: job!, generation: generation!, step: step!, ring, rank, globalBatch, sampleIds, epoch: epoch!, seed: seed! };
   if (r.has('uploadCheckpoint')) out.uploadCheckpoint = r.bool('uploadCheckpoint');
@@ -211,7 +227,22 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('next')) out.next = readNext(r, globalBatch);
   if (r.has('reuse')) out.reuse = readReuse(r, sampleIds.length);
   if (out.reuse && out.round) r.problems.push('reuse is for sync steps only, not with a round');
+  if (r.has('steal')) out.steal = readSteal(r, globalBatch);
+  if (out.steal && (out.round || out.reuse)) r.problems.push('steal is for a fresh sync step only, not with a round or a reuse');
   if (r.has('topology')) readTopologyInto(r, out, ring);
+  return out;
+}
+
+/** A step's work stealing: the most ids a grant may carry (1..globalBatch). */
+function readSteal(parent: FieldReader, globalBatch: number): { chunk: number } {
+  if (!isObj(parent.o.steal)) {
+    parent.fail('steal', 'an object {chunk}');
+    return { chunk: 1 };
+  }
+  const r = new FieldReader(parent.o.steal, 'steal');
+  r.only(['chunk']);
+  const out = { chunk: r.int('chunk', 1, globalBatch) };
+  parent.problems.push(...r.problems);
   return out;
 }
 
@@ -238,7 +269,7 @@ function readNext(parent: FieldReader, globalBatch: number): NextSlice {
   const r = new FieldReader(parent.o.next, 'next');
   r.only(['step', 'epoch', 'sampleIds']);
   const [step, epoch] = u32s(r, 'step', 'epoch');
-  const sampleIds = r.array<number>('sampleIds', globalBatch, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`));
+  const sampleIds = r.array<number>('sampleIds', globalBatch, sampleId);
   parent.problems.push(...r.problems);
   return { step: step!, epoch: epoch!, sampleIds };
 }
@@ -304,12 +335,12 @@ function readError(r: FieldReader): Fields<ErrorMessage> {
 
 const PEER_READERS = {
   join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
-  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult, prepared: readPrepared,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult, prepared: readPrepared, claim: readClaim,
 } satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
 
 const COORDINATOR_READERS = {
   'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
-  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate, prepare: readPrepare,
+  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate, prepare: readPrepare, grant: readGrant,
 } satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
 
 function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {

@@ -20,8 +20,10 @@ import type { Topology } from '../comm/topology.ts';
  * bucket (step * 256 + k): a volunteer of version 1 could not share a ring with these.
  * 3: assignments and prepares carry `shape`, an edit of the last ring the session was sent,
  * in place of `ring` and `topology` (src/client/ring-shape.ts): version 2 would refuse them.
+ * 4: a sync step may hold back a tail of its ids that its members claim in chunks as they
+ * finish (`steal`, `claim`, `grant`: coordinator/tail-pool.ts); version 3 would never claim it.
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -81,6 +83,8 @@ export interface StepResult {
   linkPrev?: LinkKind;
   /** Bytes this peer sent to its ring successor in the step's (or round's) all-reduce. */
   sentBytes?: number;
+  /** Of `images`, how many it was granted from the step's tail (StepAssignment.steal). Absent: none. */
+  claimed?: number;
   /** Shard bytes this peer has downloaded from the coordinator since it joined (cache misses; a running total). */
   fetchedBytes?: number;
 }
@@ -113,8 +117,10 @@ export interface EvalResult { type: 'eval-result'; peerId: string; step: number;
 
 /** The links of the `prepare` message `id` that this peer dials are open (or failed): the coordinator may switch to that ring. */
 export interface Prepared { type: 'prepared'; peerId: string; id: number }
+/** A member of a step with a tail (StepAssignment.steal) asks for its next chunk; answered by a `grant`. */
+export interface Claim { type: 'claim'; peerId: string; generation: number; step: number }
 
-export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult | Prepared;
+export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult | Prepared | Claim;
 
 // ---- messages from the coordinator to a peer ----
 
@@ -150,6 +156,14 @@ export interface StepAssignment {
   seed: number;
   /** Upload the weights of `step` (committed) as a checkpoint before training it. */
   uploadCheckpoint?: boolean;
+  /**
+   * Work stealing at the step's end (coordinator/tail-pool.ts): `sampleIds` is this peer's fixed
+   * part; the step's tail waits at the coordinator in chunks of at most `chunk` ids. The peer
+   * claims one chunk ahead (`claim`) while it computes, adds each granted chunk to its sum, and
+   * keeps claiming until a grant comes back empty; only then does its last micro-batch run with
+   * the all-reduce overlapped. Its slice is then sampleIds + every granted id, in grant order.
+   */
+  steal?: { chunk: number };
   /**
    * Low-communication rounds (job syncEvery > 1): the round of inner steps step .. step + H' - 1
    * (H' = ids.length). `sampleIds` is then empty and `epoch` that of the first inner step.
@@ -224,7 +238,10 @@ export interface PrepareRing {
   next?: NextSlice;
 }
 
-export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing;
+/** The answer to a `claim`: the next chunk of the step's tail for this peer to add; empty: the tail is gone (or the step is over). */
+export interface Grant { type: 'grant'; generation: number; step: number; ids: number[] }
+
+export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing | Grant;
 
 /**
  * What a committed step (or round) cost the network: `innerSteps` is 1 in sync mode and the
@@ -282,6 +299,8 @@ export interface PeerStepTiming {
   link?: LinkKind;
   /** Of `images`, those whose gradient the peer kept from an aborted attempt (StepResult.reused). */
   reused?: number;
+  /** Of `images`, those it was granted from the step's tail (StepResult.claimed). */
+  claimed?: number;
   /** How long the peer's step waited for its images (StepTimings.dataMs). */
   dataMs?: number;
   /** The all-reduce not hidden behind backward (StepTimings.exposedCommMs). */

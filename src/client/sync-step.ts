@@ -134,6 +134,11 @@ export interface SyncSlice<T extends TensorLike = TensorLike> {
   buckets: readonly GradBucket[];
   /** The kept sum of an aborted attempt this slice adds (usableKept), or null. */
   reused: { grads: Float32Array; lossSum: number } | null;
+  /**
+   * Micro-batches of this slice already computed: their gradient sum is on the engine (x is then
+   * the last micro-batch, added to it) and `lossSum` is theirs. Absent: x is the whole slice.
+   */
+  earlier?: { lossSum: number };
 }
 
 export interface SyncHooks {
@@ -182,7 +187,8 @@ export type SyncOutcome =
 export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings: Promise<StepRings | null>, h: SyncHooks): Promise<SyncOutcome> {
   if (s.reused && s.reused.grads.length !== s.model.layout.paramFloats) throw new StateError(`a kept gradient sum has ${s.reused.grads.length} floats, the model has ${s.model.layout.paramFloats}`);
   const t0 = performance.now();
-  const staged = stageGradients(s.model, s.x, { stepSeed: s.stepSeed, labelSmoothing: s.labelSmoothing, buckets: s.buckets });
+  const staged = stageGradients(s.model, s.x, { stepSeed: s.stepSeed, labelSmoothing: s.labelSmoothing, buckets: s.buckets, accumulate: s.earlier !== undefined });
+  const priorLoss = (s.reused?.lossSum ?? 0) + (s.earlier?.lossSum ?? 0);
   const kept = new Float32Array(staged.grads.length);
   // Bucket k once backward produced it: add the reused sum, copy it before its collective.
   const prepared = s.buckets.map((b, k) => staged.ready(k).then(() => {
@@ -191,7 +197,7 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
     kept.set(own, b.start);
   }));
   const whole = Promise.all([staged.done, ...prepared]).then(([r]): StagedResult => {
-    h.keep({ grads: kept, lossSum: r.lossSum + (s.reused?.lossSum ?? 0) });
+    h.keep({ grads: kept, lossSum: r.lossSum + priorLoss });
     return r;
   });
   const idled = whole.then(async (r) => {
@@ -243,5 +249,5 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
     exposedCommMs: ov.exposedCommMs,
     overheadMs: ov.overheadMs,
   };
-  return { kind: 'summed', ring, grads: staged.grads, lossSum: r.lossSum + (s.reused?.lossSum ?? 0), sentBytes: bucketSentBytes(ring, s.buckets), timings };
+  return { kind: 'summed', ring, grads: staged.grads, lossSum: r.lossSum + priorLoss, sentBytes: bucketSentBytes(ring, s.buckets), timings };
 }

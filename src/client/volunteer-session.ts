@@ -18,6 +18,7 @@ import { evalCounts } from './volunteer-eval.ts';
 import { ShapeReceiver } from './ring-shape.ts';
 import { SessionRing } from './volunteer-ring.ts';
 import { Trainer } from './volunteer-train.ts';
+import { TailClaims } from './tail-claims.ts';
 
 /** A volunteer stopped mid-step waits at most this long for its step to commit (stop()). */
 export const LEAVE_AFTER_STEP_MS = 15_000;
@@ -31,6 +32,8 @@ export function deviceLabel(e: AnyEngine): string {
 export class Session {
   private readonly ring: SessionRing;
   private readonly trainer: Trainer;
+  /** Claims on the running step's tail (answered by grants beside the queue). */
+  readonly claims: TailClaims;
   /** The pump's current run over the queue. */
   private pumping: Promise<void> = Promise.resolve();
   private readonly queue: CoordinatorMessage[] = [];
@@ -45,6 +48,7 @@ export class Session {
 
   private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
     this.ring = new SessionRing(endpoint, { peerId: accept.peerId, job: accept.job, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log, send: (m) => this.send(m) });
+    this.claims = new TailClaims(accept.peerId, (m) => this.send(m));
     this.trainer = new Trainer(c, this.ring, this);
     // The coordinator may speak first (load-state at once): listen from the moment the
     // socket is open; messages wait in the queue until run() starts the pump.
@@ -151,6 +155,7 @@ export class Session {
     if (this.heartbeat) clearInterval(this.heartbeat);
     // Whatever fails to close, the session ends (run() resolves): the volunteer must be able to rejoin.
     const teardown: [string, () => void][] = [
+      ['claims', () => this.claims.close()],
       ['ring', () => this.ring.close()],
       ['WebRTC endpoint', () => this.endpoint.destroy()],
       ['session socket', () => { this.ws.onclose = null; this.ws.close(); }],
@@ -184,6 +189,9 @@ export class Session {
       if (m.next && this.c.prefetch) this.c.batches.hint(m.next.sampleIds, m.next.epoch);
       return void this.ring.prepare(m);
     }
+    // A grant answers the claim of the step being handled: it cannot wait in the queue behind it.
+    if (m.type === 'grant') return this.claims.answer(m);
+    this.claims.preempt(m);
     this.ring.preempt(m);
     this.queue.push(m);
     this.pump();
@@ -258,6 +266,7 @@ export class Session {
         return;
       case 'join-accept':
       case 'prepare':
+      case 'grant':
         return;
     }
   }

@@ -17,6 +17,7 @@ import type { NextSlice, PeerMessage, RoundAssignment, StepAssignment, StepTimin
 import { StateError } from './state.ts';
 import { sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
+import type { TailClaims } from './tail-claims.ts';
 
 const MAX_MS = 86_400_000;
 const clampMs = (ms: number): number => Math.min(MAX_MS, Math.max(0, ms));
@@ -29,6 +30,18 @@ export interface StepHost {
   send(m: PeerMessage): void;
   /** Uploads the weights of `step` (generation: the current ring's by default). */
   upload(step: number, generation?: number): Promise<void>;
+  /** Claims on a step's tail (tail-claims.ts). */
+  readonly claims: Pick<TailClaims, 'claim'>;
+}
+
+/** What the micro-batches of a step with a tail left for its last one (Trainer.tail). */
+interface TailWork {
+  /** The ids of the last micro-batch, run with the all-reduce overlapped (empty: none at all). */
+  last: number[];
+  /** The ids granted from the tail, in grant order. */
+  claimed: number[];
+  /** Micro-batches before the last: their gradient sum is on the engine (null: none ran). */
+  earlier: { lossSum: number } | null;
 }
 
 /**
@@ -176,16 +189,22 @@ export class Trainer {
     const reused = reusable ? reusable.ids.length : 0;
     const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
     if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
-    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)`);
-    const x = todo.length > 0 ? await this.loadBatch(todo, a.epoch, a.next ? [a.next] : []) : null;
+    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)${a.steal ? ', then claims chunks of its tail' : ''}`);
+    // A step with a tail: the fixed part and each granted chunk first, the last micro-batch below.
+    const tail = a.steal ? await this.tail(a, todo, a.steal.chunk) : null;
+    // Its micro-batches were throttled one by one already (tail).
+    const tailMs = performance.now() - t0;
+    const last = tail ? tail.last : todo;
+    const claimed = tail?.claimed ?? [];
+    const x = last.length > 0 ? await this.loadBatch(last, a.epoch, a.next ? [a.next] : []) : null;
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
-    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable }, forming, {
-      step: a.step, images, globalBatch: a.globalBatch, gradRms: this.gradRms,
+    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(tail?.earlier ? { earlier: tail.earlier } : {}) }, forming, {
+      step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
       // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
-      keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds], ...sum }; },
+      keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
-      throttle: (computeMs) => (x ? this.throttle(uploadMs + computeMs) : Promise.resolve()),
+      throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - (tail ? tailMs : 0)) + computeMs) : Promise.resolve()),
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
@@ -194,14 +213,57 @@ export class Trainer {
     this.committed = a.step + 1;
     // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
     if (this.host.ended) return;
-    const loss = images > 0 && Number.isFinite(out.lossSum / images) ? out.lossSum / images : null;
+    const all = images + claimed.length;
+    const loss = all > 0 && Number.isFinite(out.lossSum / all) ? out.lossSum / all : null;
     // wait: idle between steps (the barrier), plus the time inside the all-reduce before the
     // first frame came (prev was still computing); comm: the rest of the all-reduce, exposedComm
     // the part of it after this peer's backward ended. compute excludes the wait for data.
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const t = out.timings;
     const timings = { computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs), exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs) };
-    this.report(a, out.ring, { loss, checksum, timings, images, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}) }, 1);
+    this.report(a, out.ring, { loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}) }, 1);
+  }
+
+  /**
+   * A step with a tail (StepAssignment.steal): computes `own` but its last `chunk` ids, then each
+   * chunk granted, with one claim in flight ahead, the gradient summed on the engine; the last
+   * micro-batch obtained (own or granted) is left for the overlapped all-reduce. A claim the
+   * coordinator left behind (cancelled) ends the claiming: the step finishes with what it holds.
+   */
+  private async tail(a: StepAssignment, own: number[], chunk: number): Promise<TailWork> {
+    const hold = Math.min(own.length, chunk);
+    let pending = own.slice(own.length - hold);
+    let next = this.host.claims.claim(a.generation, a.step);
+    let earlier: { lossSum: number } | null = null;
+    const add = async (ids: number[], ahead: readonly NextSlice[]): Promise<void> => {
+      if (ids.length === 0) return;
+      const at = performance.now();
+      const lossSum = await this.microBatch(ids, a, earlier !== null, ahead);
+      earlier = { lossSum: (earlier?.lossSum ?? 0) + lossSum };
+      // Throttled: idle after each micro-batch, so that this peer claims at the pace it computes.
+      await this.throttle(performance.now() - at);
+    };
+    await add(own.slice(0, own.length - hold), []);
+    const claimed: number[] = [];
+    for (;;) {
+      const answer = await next;
+      if (answer.kind === 'cancelled' || answer.ids.length === 0) break;
+      claimed.push(...answer.ids);
+      next = this.host.claims.claim(a.generation, a.step);
+      // The granted chunk loads while the one before it computes.
+      await add(pending, [{ step: a.step, epoch: a.epoch, sampleIds: answer.ids }]);
+      pending = answer.ids;
+    }
+    return { last: pending, claimed, earlier };
+  }
+
+  /** One micro-batch of a slice: its gradient added to the engine's (`accumulate`) or replacing it; resolves its loss sum. */
+  private async microBatch(ids: number[], a: StepAssignment, accumulate: boolean, ahead: readonly NextSlice[]): Promise<number> {
+    const engine = this.c.p.engine;
+    const x = await this.loadBatch(ids, a.epoch, ahead);
+    const total = recordGradients(this.c.model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, accumulate);
+    engine.flush();
+    return (await engine.readF32(total))[0]!;
   }
 
   private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {

@@ -38,6 +38,8 @@ export interface StageOptions {
   labelSmoothing?: number;
   /** The bucket plan (bucketPlan(model.layout, bytes)): stage k ends when bucket k is final. */
   buckets: readonly GradBucket[];
+  /** Add to the gradient the model holds (earlier micro-batches of the slice) instead of zeroing it first; needs a batch. */
+  accumulate?: boolean;
 }
 
 /** On engines that compute on this thread (wasm): the longest stretch of backward between two yields. */
@@ -72,7 +74,8 @@ function deferred(): Deferred {
 
 /**
  * Starts forward + loss + staged backward of the batch `x` (uploaded with uploadBatch; null:
- * an empty slice, whose gradient is zero). Zeroes the model's gradient first. Returns at once;
+ * an empty slice, whose gradient is zero). Zeroes the model's gradient first (unless
+ * `accumulate`: then the sum includes what earlier micro-batches left there). Returns at once;
  * the compute proceeds stage by stage, yielding to the event loop between stages.
  */
 export function stageGradients<T extends TensorLike>(model: Model<T>, x: T | null, o: StageOptions): StagedGradients {
@@ -97,7 +100,8 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
   const t0 = performance.now();
   let away = 0;
   let endAt = t0;
-  model.zeroGrads();
+  if (o.accumulate && !x) throw new RangeError('stageGradients: accumulate needs a batch (the gradient held would otherwise never be read back)');
+  if (!o.accumulate) model.zeroGrads();
   if (!x) {
     for (const s of stages) s.resolve();
     return { lossSum: 0, computeMs: 0, endAt };

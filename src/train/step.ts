@@ -23,10 +23,11 @@ export function uploadBatch<T extends TensorLike>(model: Model<T>, batch: HostBa
 
 /**
  * Records forward + loss + backward; returns the tensor holding this slice's summed loss
- * (against targets smoothed by `labelSmoothing`, 0: none).
+ * (against targets smoothed by `labelSmoothing`, 0: none). `accumulate`: the gradient is added
+ * to the one the model holds (a micro-batch of a larger slice) instead of replacing it.
  */
-export function recordGradients<T extends TensorLike>(model: Model<T>, x: T, stepSeed: number, labelSmoothing = 0): T {
-  model.zeroGrads();
+export function recordGradients<T extends TensorLike>(model: Model<T>, x: T, stepSeed: number, labelSmoothing = 0, accumulate = false): T {
+  if (!accumulate) model.zeroGrads();
   model.forward(x, { train: true, seed: stepSeed });
   const total = model.loss(1, labelSmoothing);
   model.backward();

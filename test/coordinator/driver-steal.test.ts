@@ -1,0 +1,177 @@
+// Work stealing at a step's end (coordinator/tail-pool.ts) in the driver: each slice's last part
+// waits as the step's tail and goes in chunks to the members that claim it; the step commits the
+// sampler's ids exactly; a result that does not cover its fixed part and grants is refused; an
+// abort re-runs what every member held (fixed + granted) and what was never granted. Played with
+// the driver harness (no sockets); the pure parts and the protocol fields are checked here too.
+import { describe, expect, it } from 'vitest';
+import { N_TRAIN, driverHarness } from './driver-harness.ts';
+import { sampleDigest, keptSlices, planRerun } from '../../coordinator/slice-rerun.ts';
+import { autoChunk, grantNext, slicesWithGrants, splitTail, tailResultProblem } from '../../coordinator/tail-pool.ts';
+import { parseJobConfig, JobError } from '../../coordinator/job.ts';
+import { stepSamples } from '../../src/train/sampler.ts';
+import type { StepAssignment } from '../../src/client/protocol.ts';
+import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/client/protocol-decode.ts';
+
+const sorted = (ids: readonly number[]): number[] => [...ids].sort((a, b) => a - b);
+const idsOf = (step: number, B: number): number[] => sorted(stepSamples(9, step, B, N_TRAIN).ids);
+
+type H = ReturnType<typeof driverHarness>;
+/** `id` claims; returns the ids granted (the grant must be addressed to it). */
+function claim(h: H, id: string, a: StepAssignment): number[] {
+  h.d.message(id, { type: 'claim', peerId: id, generation: a.generation, step: a.step });
+  const g = h.take(id, 'grant');
+  expect([g.generation, g.step]).toEqual([a.generation, a.step]);
+  return g.ids;
+}
+/** `id` claims until its claim comes back empty; returns everything granted. */
+function drain(h: H, id: string, a: StepAssignment): number[] {
+  const all: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    const ids = claim(h, id, a);
+    if (ids.length === 0) return all;
+    all.push(...ids);
+  }
+  throw new Error('the tail never ran dry');
+}
+const report = (h: H, id: string, a: StepAssignment, claimed: number, images = a.sampleIds.length + claimed) =>
+  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images, ...(claimed ? { claimed } : {}) });
+
+describe('the tail pool (pure)', () => {
+  it('keeps back floor(fraction x length) of each slice, in rank order; a ring of one or nothing to keep back: no tail', () => {
+    const s = splitTail([[1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 12], [13]], { fraction: 0.25 })!;
+    expect(s.fixed).toEqual([[1, 2, 3, 4, 5, 6], [9, 10, 11], [13]]);
+    expect(s.pool.left).toEqual([7, 8, 12]);
+    expect(s.pool.chunk).toBe(autoChunk(3, 3));
+    expect(splitTail([[1, 2, 3, 4]], { fraction: 0.5 })).toBeNull();
+    expect(splitTail([[1], [2]], { fraction: 0.5 })).toBeNull();
+    expect(() => splitTail([[1], [2]], { fraction: 0.7 })).toThrow(RangeError);
+    expect(() => splitTail([[1], [2]], { fraction: 0.2, chunk: 0 })).toThrow(RangeError);
+    expect(autoChunk(3277, 64)).toBe(12);
+    expect(autoChunk(3, 8)).toBe(1);
+  });
+
+  it('grants chunks in order until the tail is gone; a member is drained only by an empty grant; slices are fixed + grants', () => {
+    const s = splitTail([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]], { fraction: 0.5, chunk: 2 })!;
+    expect(s.pool.left).toEqual([4, 5, 6, 10, 11, 12]);
+    expect(grantNext(s.pool, 'b')).toEqual([4, 5]);
+    expect(grantNext(s.pool, 'b')).toEqual([6, 10]);
+    expect(grantNext(s.pool, 'a')).toEqual([11, 12]);
+    expect(tailResultProblem(s.pool, 'a', 3, 5, 2)).toMatch(/before the tail was gone/);
+    expect(grantNext(s.pool, 'a')).toEqual([]);
+    expect(tailResultProblem(s.pool, 'a', 3, 5, 2)).toBeNull();
+    expect(tailResultProblem(s.pool, 'a', 3, 3, 0)).toMatch(/3 images \(0 claimed\) where it holds 3 \+ 2 granted/);
+    expect(slicesWithGrants(['a', 'b'], s.fixed, s.pool)).toEqual([[1, 2, 3, 11, 12], [7, 8, 9, 4, 5, 6, 10]]);
+  });
+
+  it('a re-run counts the ids never granted as lost: the survivors share them with a lost member\'s', () => {
+    const kept = keptSlices(3, 0, 5, ['a', 'b', 'c'], [[1, 2, 9], [3, 4], [5, 6]], [7, 8]);
+    const plan = planRerun(kept, ['a', 'b'], [1, 1])!;
+    expect(sorted(plan.lost)).toEqual([5, 6, 7, 8]);
+    expect(plan.slices[0]!.slice(0, 3)).toEqual([1, 2, 9]);
+    expect(plan.reuse).toEqual([{ generation: 5, count: 3 }, { generation: 5, count: 2 }]);
+    expect(sorted(plan.slices.flat())).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // Nobody lost, the tail not all granted: the orphans alone are re-run.
+    const same = planRerun(kept, ['a', 'b', 'c'], [1, 1, 1])!;
+    expect(sorted(same.lost)).toEqual([7, 8]);
+  });
+});
+
+describe('work stealing in the driver', () => {
+  it('assignments carry the fixed parts and the chunk; a fast member takes the tail; the step commits the sampler\'s ids', () => {
+    const h = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
+    const as = h.startRing(['a', 'b', 'c']);
+    expect(as.map((a) => a.steal)).toEqual([{ chunk: 2 }, { chunk: 2 }, { chunk: 2 }]);
+    expect(as.map((a) => a.sampleIds.length)).toEqual([4, 4, 4]);
+    // a is fast: it drains the whole tail; b and c claim once it is gone.
+    const byA = drain(h, 'a', as[0]!);
+    expect(byA.length).toBe(12);
+    expect(claim(h, 'b', as[1]!)).toEqual([]);
+    expect(claim(h, 'c', as[2]!)).toEqual([]);
+    expect(sorted([...as.flatMap((a) => a.sampleIds), ...byA])).toEqual(idsOf(0, 24));
+    report(h, 'a', as[0]!, byA.length);
+    report(h, 'b', as[1]!, 0);
+    report(h, 'c', as[2]!, 0);
+    expect(h.d.status().step).toBe(1);
+    const rec = h.records.find((r) => r.type === 'step');
+    expect(rec?.type === 'step' && rec.samples).toBe(sampleDigest([idsOf(0, 24)]));
+    expect(rec?.type === 'step' && rec.peers.map((p) => [p.images, p.claimed])).toEqual([[16, 12], [4, undefined], [4, undefined]]);
+    h.d.stop();
+  });
+
+  it('a claim for another step or generation, or from a member that reported, gets an empty grant', () => {
+    const h = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
+    const as = h.startRing(['a', 'b']);
+    expect(claim(h, 'a', { ...as[0]!, step: 5 })).toEqual([]);
+    expect(claim(h, 'a', { ...as[0]!, generation: as[0]!.generation + 1 })).toEqual([]);
+    const g = drain(h, 'b', as[1]!);
+    expect(claim(h, 'a', as[0]!)).toEqual([]);
+    report(h, 'b', as[1]!, g.length);
+    expect(claim(h, 'b', as[1]!)).toEqual([]);
+    report(h, 'a', as[0]!, 0);
+    expect(h.d.status().step).toBe(1);
+    h.d.stop();
+  });
+
+  it('a result before the tail ran dry, or that does not cover fixed + granted, evicts its sender and the step runs again', () => {
+    const h = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
+    const as = h.startRing(['a', 'b', 'c']);
+    claim(h, 'a', as[0]!);
+    report(h, 'a', as[0]!, 2);
+    const ev = h.take('a', 'evicted');
+    expect(ev.reason).toMatch(/before the tail was gone/);
+    // b and c run the step again (a's ids among theirs), and b then claims but reports too few images.
+    const again = ['b', 'c'].map((id) => h.take(id, 'step-assignment'));
+    expect(sorted(again.flatMap((x) => x.sampleIds))).toEqual(idsOf(0, 24));
+    h.d.stop();
+    const h2 = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
+    const bs = h2.startRing(['a', 'b']);
+    const got = drain(h2, 'a', bs[0]!);
+    report(h2, 'a', bs[0]!, got.length, bs[0]!.sampleIds.length);
+    expect(h2.take('a', 'evicted').reason).toMatch(/holds 6 \+ 12 granted/);
+    h2.d.stop();
+  });
+
+  it('an abort re-runs every member\'s fixed part and grants (reused) and the never-granted tail: the re-run commits the sampler\'s ids', () => {
+    const h = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
+    const as = h.startRing(['a', 'b', 'c']);
+    const ga = claim(h, 'a', as[0]!);
+    const gc = claim(h, 'c', as[2]!);
+    h.d.peerGone('c', 'killed');
+    const again = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    expect(again.map((a) => a.steal), 'a re-run has no tail').toEqual([undefined, undefined]);
+    expect(again[0]!.reuse).toEqual({ generation: as[0]!.generation, count: as[0]!.sampleIds.length + ga.length });
+    expect(again[0]!.sampleIds.slice(0, as[0]!.sampleIds.length + ga.length)).toEqual([...as[0]!.sampleIds, ...ga]);
+    expect(again[1]!.reuse).toEqual({ generation: as[1]!.generation, count: as[1]!.sampleIds.length });
+    expect(gc.length).toBe(2);
+    expect(sorted(again.flatMap((a) => a.sampleIds))).toEqual(idsOf(0, 24));
+    for (const [i, id] of ['a', 'b'].entries()) h.d.message(id, { type: 'step-result', peerId: id, generation: again[i]!.generation, step: 0, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: again[i]!.sampleIds.length, reused: again[i]!.reuse!.count });
+    expect(h.d.status().step).toBe(1);
+    const rec = h.records.find((r) => r.type === 'step');
+    expect(rec?.type === 'step' && rec.samples).toBe(sampleDigest([idsOf(0, 24)]));
+    // The next fresh step has a tail again.
+    const next = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
+    expect(next.map((a) => a.steal)).toEqual([{ chunk: 2 }, { chunk: 2 }]);
+    h.d.stop();
+  });
+
+  it('job: stealFraction in (0, 0.5], stealChunk only with it, not with shard-local sampling; the protocol fields decode', () => {
+    const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'lars', lr: 1 } };
+    expect(parseJobConfig({ ...base, stealFraction: 0.1 }, N_TRAIN).steal).toEqual({ fraction: 0.1 });
+    expect(parseJobConfig({ ...base, stealFraction: 0.1, stealChunk: 3 }, N_TRAIN).steal).toEqual({ fraction: 0.1, chunk: 3 });
+    expect(parseJobConfig(base, N_TRAIN).steal).toBeUndefined();
+    expect(parseJobConfig({ ...base, stealFraction: 0 }, N_TRAIN).steal).toBeUndefined();
+    expect(() => parseJobConfig({ ...base, stealFraction: 0.6 }, N_TRAIN)).toThrow(JobError);
+    expect(() => parseJobConfig({ ...base, stealChunk: 3 }, N_TRAIN)).toThrow(/set stealFraction too/);
+    expect(() => parseJobConfig({ ...base, stealFraction: 0.1, sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
+    expect(decodePeerMessage({ type: 'claim', peerId: 'p1', generation: 2, step: 3 })).toEqual({ ok: true, value: { type: 'claim', peerId: 'p1', generation: 2, step: 3 } });
+    expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [4, 5] }).ok).toBe(true);
+    expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [-1] }).ok).toBe(false);
+    const a = { type: 'step-assignment', job: 1, generation: 1, step: 0, ring: ['p1', 'p2'], rank: 0, globalBatch: 8, sampleIds: [1, 2], epoch: 0, seed: 1 };
+    expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 2 } }).ok).toBe(true);
+    expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 9 } }).ok, 'a chunk over the batch').toBe(false);
+    expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 2 }, reuse: { generation: 0, count: 1 } }).ok, 'steal with reuse').toBe(false);
+    const r = { type: 'step-result', peerId: 'p1', generation: 1, step: 0, loss: 1, checksum: 'ab', timings: { computeMs: 1, commMs: 1, waitMs: 0 }, images: 4 };
+    expect(decodePeerMessage({ ...r, claimed: 2 }).ok).toBe(true);
+    expect(decodePeerMessage({ ...r, claimed: 5 }).ok, 'more claimed than images').toBe(false);
+  });
+});

@@ -1,0 +1,100 @@
+// Work stealing at each step's end (coordinator/tail-pool.ts), end to end: 3 real volunteer
+// processes (Dawn WebGPU, node-datachannel WebRTC) and a real coordinator, a job that keeps half
+// of every slice back as the step's tail. One volunteer is throttled to a fifth of its device.
+// Checked:
+//   - every step 1..K is committed exactly once, with the sampler's ids (as one peer commits them);
+//   - the tail went to whoever claimed it: the throttled peer ends up with less of the steps;
+//   - the final weights equal one peer's run of the same job (the equivalence tolerance);
+//   - a peer killed in the middle of claiming: the survivors re-run its fixed part and grants
+//     with their own kept sums (fixed + grants) reused, and the job still equals one peer.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { spawnVolunteer } from '../../coordinator/local-volunteers.ts';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import type { Manifest } from '../../src/data/manifest.ts';
+import type { MetricRecord } from '../../src/client/protocol.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+
+type StepRecord = Extract<MetricRecord, { type: 'step' }>;
+
+const K = 8;
+/** Half of each slice waits as the tail, in chunks of 2 images (B = 24 over 3 peers: 4 fixed each, 12 in the tail). */
+const STEAL = { stealFraction: 0.5, stealChunk: 2 };
+let root: { dir: string; remove(): Promise<void> };
+let data: { dataDir: string; manifest: Manifest };
+const spawned: LocalVolunteer[] = [];
+let single: { weights: Float32Array; samples: (string | undefined)[] };
+
+beforeAll(async () => {
+  root = await tempRoot('steal');
+  data = await buildTestData(root.dir);
+  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
+  expect(w.step).toBe(K);
+  single = { weights: w.weights, samples: (latestPerStep(await metricsOf(w.jobDir)) as StepRecord[]).map((r) => r.samples) };
+});
+
+afterAll(async () => {
+  await stopAll(spawned);
+  await root?.remove();
+});
+
+describe('work stealing at the step end', () => {
+  it('3 peers, one throttled to a fifth: the tail goes to the others, every step commits the sampler\'s ids, weights equal one peer\'s', async () => {
+    const job = await startTestJob(root.dir, 'throttled', data, testJob(K, { minPeers: 3, ...STEAL }));
+    const slow = spawnVolunteer({ url: job.url, name: 'slow', args: ['--no-tune', '--rejoin-for', '60', '--backend', 'webgpu', '--throttle', '0.2'] });
+    const vs = [volunteer(job.url, 'fast-a'), volunteer(job.url, 'fast-b'), slow];
+    spawned.push(...vs);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const records = await metricsOf(job.jobDir);
+    const steps = records.filter((r): r is StepRecord => r.type === 'step');
+    expect(steps.map((r) => r.step), `every step committed exactly once\n${abortsText(records)}`).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+    expect(lossAborts(records)).toEqual([]);
+    expect(steps.map((r) => r.samples), 'the sampler\'s ids, as one peer committed them').toEqual(single.samples);
+    for (const r of steps) {
+      expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step} checksums`).toBe(1);
+      expect(r.peers.reduce((n, p) => n + p.images, 0), `step ${r.step} images`).toBe(24);
+    }
+    // Who took the tail: the throttled peer's images over the steps against each other's.
+    const slowId = steps[0]!.peers.find((p) => vs[2]!.lines.some((l) => l.includes(`joined as ${p.peerId}`)))?.peerId;
+    expect(slowId, 'the throttled peer is in the ring').toBeDefined();
+    const imagesOf = (id: string) => steps.reduce((n, r) => n + (r.peers.find((p) => p.peerId === id)?.images ?? 0), 0);
+    const others = steps[0]!.peers.map((p) => p.peerId).filter((id) => id !== slowId);
+    const claimed = steps.reduce((n, r) => n + r.peers.reduce((m, p) => m + (p.claimed ?? 0), 0), 0);
+    console.log(`steal: images over ${K} steps: slow ${imagesOf(slowId!)}, others ${others.map(imagesOf).join(', ')}; ${claimed} claimed from the tails`);
+    expect(claimed, 'the tails were claimed').toBeGreaterThan(0);
+    for (const id of others) expect(imagesOf(id), 'a fast peer computed more than the throttled one').toBeGreaterThan(imagesOf(slowId!));
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single.weights);
+    console.log(`steal: 3 peers (one throttled) vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-4);
+  });
+
+  it('a peer killed while it claims: the survivors reuse their fixed parts and grants, compute the rest, and the job equals one peer', async () => {
+    const S = 3;
+    const job = await startTestJob(root.dir, 'killed', data, testJob(K, { minPeers: 3, ...STEAL }));
+    const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, `steal-${n}`));
+    spawned.push(...vs);
+    const victim = vs[2]!;
+    await until(() => victim.lines.some((l) => new RegExp(`step ${S} computes .*then claims`).test(l)), 120_000, `the victim to start step ${S}`);
+    victim.kill('SIGKILL');
+    await victim.exited;
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs.slice(0, 2)) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const records = await metricsOf(job.jobDir);
+    const steps = records.filter((r): r is StepRecord => r.type === 'step');
+    expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
+    expect(lossAborts(records), abortsText(records)).toEqual([S]);
+    expect(steps.map((r) => r.samples)).toEqual(single.samples);
+    const rerun = steps[S - 1]!;
+    expect(rerun.ring).toBe(2);
+    expect(rerun.peers.every((p) => (p.reused ?? 0) > 0), `the survivors reused their sums: ${JSON.stringify(rerun.peers)}`).toBe(true);
+    expect(rerun.peers.reduce((n, p) => n + p.images, 0)).toBe(24);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, single.weights);
+    console.log(`steal: 3 peers, one killed in step ${S}, vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
+});
