@@ -9,7 +9,10 @@
 //            fitted here;
 //   planned  NOT built: the bucket cap chosen per model and
 //            link (the best of a few sizes), the next assignment pipelined with the update (an
-//            assumed smaller per-step overhead, PLANNED_OVERHEAD_S).
+//            assumed smaller per-step overhead, PLANNED_OVERHEAD_S);
+//   steal    current with work stealing at the step's end (built, a job setting that is off by
+//            default: npm start --steal PREDICT_STEAL_FRACTION; coordinator/tail-pool.ts), its
+//            chunk the coordinator's own rule (STEAL_CHUNK_MS of a peer's compute).
 // Both assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
 // Every number that is assumed rather than measured is named here and written to the JSON.
 import { PROFILES, type Profile } from '../test/net/profiles.ts';
@@ -41,6 +44,8 @@ export const GPU_RESNET50_224_IMAGES_PER_S = 250;
 export const PREDICT_STRAGGLER = 0.05;
 /** Assumed spread of volunteers' speeds (lognormal sigma): slices follow speed, so it costs little. */
 export const PREDICT_SPEED_SIGMA = 0.5;
+/** The stealFraction of the `steal` system: three quarters of each slice in the tail, so that the final grants can be long enough to hide the all-reduce. */
+export const PREDICT_STEAL_FRACTION = 0.75;
 /** Assumed per-step overhead of the planned system (next assignment pipelined, update on the GPU). */
 export const PLANNED_OVERHEAD_S = 0.01;
 /** Bytes on the wire per float32 byte in a job npm start creates (bf16 frames, coordinator/main.ts START_WIRE). */
@@ -69,9 +74,12 @@ export function scenarios(cal: Calibration): Scenario[] {
   ];
 }
 
-export function systems(cal: Calibration): Record<'current' | 'planned', SystemModel> {
+export type SystemKey = 'current' | 'planned' | 'steal';
+
+export function systems(cal: Calibration): Record<SystemKey, SystemModel> {
   return {
     current: currentSystem(cal, START_WIRE_SCALE),
+    steal: { ...currentSystem(cal, START_WIRE_SCALE), steal: { fraction: PREDICT_STEAL_FRACTION } },
     planned: { ...currentSystem(cal, START_WIRE_SCALE), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
   };
 }
@@ -84,7 +92,7 @@ export function cluster(cal: Calibration, s: Scenario, link: LinkKind, peers: nu
 }
 
 export interface PredictionRow {
-  system: 'current' | 'planned';
+  system: SystemKey;
   scenario: string; batch: number; link: string; peers: number; imagesPerPeer: number;
   stepS: number; computeS: number; exposedCommS: number; exposedLatencyS: number; exposedBandwidthS: number; allReduceS: number; overheadS: number;
   buckets: number; bucketBytes: number;
@@ -93,7 +101,7 @@ export interface PredictionRow {
   churn: { meanSessionS: number; efficiency: number; meanStepS: number; lossesPerStep: number };
 }
 
-export function predictRow(cal: Calibration, sys: 'current' | 'planned', s: Scenario, batch: number, link: LinkKind, peers: number): PredictionRow {
+export function predictRow(cal: Calibration, sys: SystemKey, s: Scenario, batch: number, link: LinkKind, peers: number): PredictionRow {
   const system = systems(cal)[sys];
   const c = cluster(cal, s, link, peers);
   const w = { batch, profile: s.profile };
@@ -122,7 +130,7 @@ export function float32Efficiency(cal: Calibration, scenarioKey: string, batch: 
 export function predictAll(cal: Calibration): PredictionRow[] {
   const out: PredictionRow[] = [];
   for (const s of scenarios(cal)) for (const batch of PREDICT_BATCHES) for (const link of LINK_KINDS) for (const n of PREDICT_PEERS) {
-    for (const sys of ['current', 'planned'] as const) out.push(predictRow(cal, sys, s, batch, link, n));
+    for (const sys of ['current', 'planned', 'steal'] as const) out.push(predictRow(cal, sys, s, batch, link, n));
   }
   return out;
 }

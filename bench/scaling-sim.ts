@@ -15,11 +15,21 @@
 // Step: T = t (1 + mu H_N) + exposed + o, o = overheadS + overheadPerPeerS / share (the
 // coordinator round trip and barrier, and each peer's update and checksum, which peers sharing
 // one machine pay share^-1 times).
+// Work stealing (a job's stealFraction f, coordinator/tail-pool.ts): each peer computes its fixed
+// part (1 - f of its slice), then chunks of the step's tail as it claims them, then its final
+// grant, sized to its rate in the step, with the all-reduce overlapped. The step's compute is
+// then the fluid time t / E[1 / s] (every peer busy until the tail is done; s = 1 + the
+// straggler factor) unless the slowest fixed part is longer, (1 - f) t (1 + mu H_N), plus one
+// chunk tau (members end within about a chunk of each other) and, per chunk, the claim round
+// trip (two link latencies) not hidden behind a chunk's compute. The backward that overlaps the
+// all-reduce is the final grant's: a window W = min(2 x the all-reduce, 3/4 of the compute, f t)
+// (the coordinator's rule), not the whole backward.
 // Efficiency: throughput(N) / sum_i throughput_i(alone), alone = one peer, no all-reduce:
 // T1_i = B (1 + mu) / c_i + o. For identical peers this is T(1) / (N T(N)); it is <= 1.
 import { makeRng } from '../src/rng.ts';
 import { allReduceTime, bucketsOf, exposedCommS, type LinkModel, type Topology } from './scaling-collective.ts';
 import type { ModelProfile } from './scaling-profile.ts';
+import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, autoChunk, type StealSettings } from '../coordinator/tail-pool.ts';
 
 export interface ClusterModel {
   peers: number;
@@ -51,6 +61,8 @@ export interface SystemModel {
   twoLevelFrom?: number;
   /** Bytes on the wire per byte of float32 gradient: 1 (float32 frames, today's default), 0.5 (half precision); absent: 1. */
   wireScale?: number;
+  /** Work stealing at the step's end (the job's stealFraction and stealChunk); absent: none. */
+  steal?: StealSettings;
 }
 
 /** The topology a system uses for a ring of `peers` (flat below its twoLevelFrom). */
@@ -96,11 +108,22 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (!(Number.isInteger(c.peers) && c.peers >= 1)) throw new RangeError(`simulateStep: peers must be an integer >= 1, got ${c.peers}`);
   if (!(c.share > 0 && c.share <= 1)) throw new RangeError(`simulateStep: share must be in (0, 1], got ${c.share}`);
   if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
-  const computeS = (w.batch / (c.peers * c.imagesPerSecPerPeer * c.share)) * (1 + c.stragglerMean * harmonic(c.peers));
-  const backwardS = computeS * w.profile.backwardShare;
+  const t = w.batch / (c.peers * c.imagesPerSecPerPeer * c.share);
   const topology = topologyFor(s, c.peers);
   const wire = s.wireScale ?? 1;
   const full = allReduceTime(c.link, topology, c.peers, w.profile.gradBytes * wire);
+  const steal = s.steal && c.peers > 1 ? s.steal : null;
+  let computeS = t * (1 + c.stragglerMean * harmonic(c.peers));
+  let backwardS = computeS * w.profile.backwardShare;
+  if (steal) {
+    const chunk = steal.chunk ?? autoChunk(Math.floor(steal.fraction * w.batch), c.peers, c.imagesPerSecPerPeer * c.share);
+    const tau = chunk / (c.imagesPerSecPerPeer * c.share);
+    const chunksPerPeer = (steal.fraction * t) / tau;
+    const fluid = t / meanInverseSlowdown(c.stragglerMean);
+    const slowestFixed = (1 - steal.fraction) * t * (1 + c.stragglerMean * harmonic(c.peers));
+    computeS = Math.max(fluid, slowestFixed) + tau + chunksPerPeer * Math.max(0, 2 * c.link.latencyS - tau);
+    backwardS = Math.min(WINDOW_COMM_FACTOR * full.totalS, WINDOW_COMPUTE_SHARE * computeS, steal.fraction * t) * w.profile.backwardShare;
+  }
   let best = { exposed: 0, buckets: 0, bucketBytes: 0 };
   if (c.peers > 1) {
     best = { exposed: Infinity, buckets: 0, bucketBytes: 0 };
@@ -137,4 +160,19 @@ export function boundOf(t: StepBreakdown): { bound: 'compute' | 'bandwidth' | 'l
   let best: (typeof parts)[number] = parts[0];
   for (const p of parts) if (p[1] > best[1]) best = p;
   return { bound: best[0], share: best[1] / t.totalS };
+}
+
+/**
+ * E[1 / (1 + X)] for X exponential of mean mu (0: 1): a peer's mean rate in a step, relative to
+ * its rate undisturbed. Simpson's rule over [0, 50 mu] (the rest of the density is below e^-50).
+ */
+export function meanInverseSlowdown(mu: number): number {
+  if (!(mu >= 0)) throw new RangeError(`meanInverseSlowdown: mu must be >= 0, got ${mu}`);
+  if (mu === 0) return 1;
+  const n = 2000;
+  const h = (50 * mu) / n;
+  const f = (x: number) => Math.exp(-x / mu) / mu / (1 + x);
+  let sum = f(0) + f(n * h);
+  for (let k = 1; k < n; k++) sum += (k % 2 ? 4 : 2) * f(k * h);
+  return (sum * h) / 3;
 }

@@ -45,7 +45,8 @@ import { modelByName } from '../src/nn/models.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { calibrate, validate, type CommProbe, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
-import { CHURN, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
+import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
+import { CHURN, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
@@ -123,7 +124,7 @@ export async function main(args: string[]): Promise<void> {
   log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, ${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; ${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
 
   const rows = predictAll(cal);
-  log('scaling: predictions (CURRENT = the code today; PLANNED = not built):');
+  log('scaling: predictions (CURRENT = the code today, job defaults; STEAL = with --steal; PLANNED = not built):');
   for (const p of rows) {
     log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, exposed all-reduce ${p.exposedCommS.toFixed(3)} of ${p.allReduceS.toFixed(3)}, ${p.buckets} bucket(s), overhead ${p.overheadS.toFixed(3)}), efficiency ${p.efficiency.toFixed(3)}, with churn ${p.churn.efficiency.toFixed(3)}; ${p.bound}-bound`);
   }
@@ -174,6 +175,7 @@ export async function main(args: string[]): Promise<void> {
     predictions: {
       systems: {
         current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
+        steal: `current with work stealing at the step's end (built, off by default: npm start --steal ${PREDICT_STEAL_FRACTION}): fixed parts, chunks of the tail to whoever claims (about ${STEAL_CHUNK_MS} ms of compute each), final grants sized to each peer's rate in the step with the all-reduce overlapping them`,
         planned: `NOT BUILT: the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
       assumptions: {
@@ -203,6 +205,10 @@ export async function main(args: string[]): Promise<void> {
     predicted_eff_64_1g_no_straggler: round(head('current', 64).efficiencyNoStraggler),
     predicted_eff_64_1g_no_latency_no_straggler: round(needs.noLatencyNoStraggler),
     needed_alpha_ms_for_0_9_by_straggler: Object.fromEntries(needs.alphaMsByStraggler.map((x) => [String(x.straggler), x.alphaMs === null ? null : round(x.alphaMs)])),
+    steal_eff_64_1g: round(head('steal', 64).efficiency),
+    steal_eff_256_1g: round(head('steal', 256).efficiency),
+    steal_eff_1024_1g: round(head('steal', 1024).efficiency),
+    steal_eff_64_1g_no_straggler: round(head('steal', 64).efficiencyNoStraggler),
     planned_eff_64_1g: round(head('planned', 64).efficiency),
     planned_eff_256_1g: round(head('planned', 256).efficiency),
     planned_eff_1024_1g: round(head('planned', 1024).efficiency),

@@ -18,7 +18,7 @@ import { splitBatch } from './job.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
-import { slicesWithGrants, splitTail } from './tail-pool.ts';
+import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 
 /** What a step starts from: the driver's state at the boundary. */
 export interface StepStart {
@@ -65,6 +65,12 @@ export class StepBook {
   /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
   private lastAdvance = 1;
   private recentStepMs: number[] = [];
+  /**
+   * The overlap window of a step's final grants (tail-pool.ts): WINDOW_COMM_FACTOR times the last
+   * sync step's median all-reduce time, at most WINDOW_COMPUTE_SHARE of its median compute; 0
+   * before a step with an all-reduce committed.
+   */
+  private overlapWindowMs = 0;
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
   constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards'>, private readonly stepMs: number) {
@@ -91,7 +97,7 @@ export class StepBook {
     const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
     const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
     // A fresh sync step of a job that steals: each slice's last part waits as the step's tail (tail-pool.ts).
-    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal) : null;
+    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal, s.ring, { now: Date.now(), windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
@@ -143,8 +149,9 @@ export class StepBook {
     return every > 0 && Math.floor(step / every) > Math.floor((step - this.lastAdvance) / every);
   }
 
-  /** `ph` committed after `wallMs`. */
-  committed(ph: RunningPhase, wallMs: number): void {
+  /** `ph` committed after `wallMs` with `results` (ring order). */
+  committed(ph: RunningPhase, wallMs: number, results: readonly StepResult[] = []): void {
+    if (ph.steps === 1 && results.length > 1) this.overlapWindowMs = overlapWindow(results);
     this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
     this.lastAdvance = ph.steps;
     this.round = null;
@@ -196,6 +203,13 @@ export class StepBook {
     const same = h.ring.length === s.ring.length && h.ring.every((id, i) => id === s.ring[i]);
     return same ? h.plan : null;
   }
+}
+
+const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+/** A step's overlap window (StepBook.overlapWindowMs) from its results. */
+export function overlapWindow(results: readonly StepResult[]): number {
+  return Math.min(WINDOW_COMM_FACTOR * median(results.map((r) => r.timings.commMs)), WINDOW_COMPUTE_SHARE * median(results.map((r) => r.timings.computeMs)));
 }
 
 /**

@@ -199,7 +199,8 @@ export class Driver {
       case 'claim': {
         // The next chunk of the running step's tail; empty for a step that has none or is over.
         const live = ph.kind === 'running' && ph.tail && m.generation === ph.generation && m.step === ph.step && ph.ring.includes(id) && !ph.results.has(id);
-        this.d.send(id, { type: 'grant', generation: m.generation, step: m.step, ids: live ? grantNext(ph.tail!, id) : [] });
+        const g = live ? grantNext(ph.tail!, id, Date.now()) : { ids: [], last: false };
+        this.d.send(id, { type: 'grant', generation: m.generation, step: m.step, ids: g.ids, ...(g.last ? { last: true as const } : {}) });
         return;
       }
       case 'collective-failure': {
@@ -375,7 +376,7 @@ export class Driver {
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
-    this.steps.committed(ph, now - ph.started);
+    this.steps.committed(ph, now - ph.started, results);
     this.generationSteps++;
     this.clock.committed(now - ph.started);
     this.step = ph.step + ph.steps;

@@ -107,9 +107,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --min-peers N               the first ring waits for N peers (default 1)
   --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
                               sqrt(N) by measured links, then across the groups (default 16; 0: never)
-  --steal F                   work stealing: each step keeps back the last F (0 to 0.5) of every
+  --steal F                   work stealing: each step keeps back the last F (0 to 0.75) of every
                               peer's share and hands it out in chunks to whoever finishes first,
-                              so one slow peer does not hold up the ring (default 0: off)
+                              so one slow peer does not hold up the ring (default 0: off; 0.75
+                              keeps the all-reduce hidden behind the last batch)
   --steal-chunk N             images per chunk of it (default: about a quarter of a peer's share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,

@@ -49,7 +49,7 @@ const MAX_OWED = 8;
  * one, and so does every non-empty grant (the claim that follows it). Such claims do not count
  * against the rate either: a fast peer on a tiny model claims several times a step.
  */
-const invitesClaim = (m: CoordinatorMessage): boolean => (m.type === 'step-assignment' && m.steal !== undefined) || (m.type === 'grant' && m.ids.length > 0);
+const invitesClaim = (m: CoordinatorMessage): boolean => (m.type === 'step-assignment' && m.steal !== undefined) || (m.type === 'grant' && m.ids.length > 0 && m.last !== true);
 
 export function createSessionServer(h: SessionHandlers): SessionServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });

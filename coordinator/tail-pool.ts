@@ -9,7 +9,15 @@
 //   coordinator: grants the next chunk of the tail to each claim, and records who holds what.
 //
 // A fast member thus ends up with more of the step, a slow one with less, and the ring's
-// members finish within about one chunk of each other. The step commits the same ids as
+// members finish within about one chunk of each other.
+//
+// The all-reduce overlaps only the backward of a member's LAST micro-batch, so that one should
+// be long enough to hide it, yet a member slowed in this step would also be slow on it. So once
+// what is left of the tail would keep the ring busy for only the overlap window W (from the last
+// step's all-reduce time), each member's next claim gets its FINAL grant: a share of the rest in
+// proportion to the rate it has computed at in this step, flagged `last`. A member computes its
+// pending chunk, then runs the final grant with the all-reduce overlapped; a slow member's final
+// batch is smaller, so the members end their backward together. The step commits the same ids as
 // without stealing (the union of fixed parts and grants is the sampler's draw), so N peers still
 // equal 1 peer. Each member's slice is its fixed part then its grants in the order granted:
 // that is what it reports (`images`, `claimed`), what it keeps for a re-run if the step is
@@ -22,12 +30,19 @@
 export interface StealSettings {
   /** The share of each member's slice kept back as the tail, in (0, MAX_STEAL_FRACTION]. */
   fraction: number;
-  /** Ids per grant; absent: about a quarter of the tail's mean share per member (autoChunk). */
+  /** Ids per grant; absent: autoChunk (about STEAL_CHUNK_MS of compute). */
   chunk?: number;
 }
 
 /** Past this, the fixed parts are too small to keep a member busy until its first grant comes. */
-export const MAX_STEAL_FRACTION = 0.5;
+export const MAX_STEAL_FRACTION = 0.75;
+/**
+ * The overlap window of the final grants: WINDOW_COMM_FACTOR times the last step's all-reduce
+ * time (a backward of about two thirds of the compute then hides it), at most
+ * WINDOW_COMPUTE_SHARE of its compute (driver-steps.ts overlapWindow).
+ */
+export const WINDOW_COMM_FACTOR = 2;
+export const WINDOW_COMPUTE_SHARE = 0.75;
 
 /** A running step's tail: what is left of it, and what each member was granted (in order). */
 export interface TailPool {
@@ -35,13 +50,38 @@ export interface TailPool {
   /** Not granted yet, in the order they go out. */
   left: number[];
   granted: Map<string, number[]>;
-  /** Members whose last claim came back empty: they have all of their slice. */
+  /** Members whose last claim came back empty or final: they have all of their slice. */
   drained: Set<string>;
+  /** The overlap window W (ms): final grants begin when the tail left would last about this long (0: never, chunks to the end). */
+  windowMs: number;
+  /** When the step's assignments went out (ms, the claims' clock). */
+  startedAt: number;
+  /** Each member's fixed part (images), for its rate in this step. */
+  fixedCount: Map<string, number>;
+  /** Claims answered per member (a member's first claim is sent before it computed anything). */
+  claims: Map<string, number>;
+  /** A final grant went out: every member's next claim (with a rate) gets its final grant too. */
+  finalPhase: boolean;
 }
 
-/** The chunk when the job names none: about four grants per member on average (at least 1 id). */
-export function autoChunk(tailIds: number, members: number): number {
-  return Math.max(1, Math.floor(tailIds / Math.max(1, 4 * members)));
+/** A grant's ids, and whether it is the member's last (its final micro-batch). */
+export interface TailGrant { ids: number[]; last: boolean }
+
+/**
+ * A chunk's compute when the job names no chunk: long enough to hide a claim's round trip on a
+ * LAN or a good home line behind it (one claim is in flight ahead), short enough that members
+ * end within a few per cent of a step of each other.
+ */
+export const STEAL_CHUNK_MS = 40;
+
+/**
+ * The chunk when the job names none: STEAL_CHUNK_MS of the median member's compute (its measured
+ * images/s), at most an eighth of a member's mean share of the tail; before any speed is
+ * measured, that eighth (at least 1 id either way).
+ */
+export function autoChunk(tailIds: number, members: number, medianIps: number | null = null): number {
+  const eighth = Math.max(1, Math.floor(tailIds / Math.max(1, 8 * members)));
+  return medianIps !== null && medianIps > 0 ? Math.max(1, Math.min(eighth, Math.round((medianIps * STEAL_CHUNK_MS) / 1000))) : eighth;
 }
 
 /**
@@ -49,7 +89,8 @@ export function autoChunk(tailIds: number, members: number): number {
  * each slice go to the pool (in rank order). Null when nothing is kept back (every slice too
  * small, or a ring of one: nobody to steal from).
  */
-export function splitTail(slices: readonly (readonly number[])[], s: StealSettings): { fixed: number[][]; pool: TailPool } | null {
+export function splitTail(slices: readonly (readonly number[])[], s: StealSettings, ring: readonly string[] = slices.map((_, i) => String(i)), at: { now: number; windowMs: number; medianIps?: number | null } = { now: 0, windowMs: 0 }): { fixed: number[][]; pool: TailPool } | null {
+  if (ring.length !== slices.length) throw new RangeError(`splitTail: ${slices.length} slices for a ring of ${ring.length}`);
   if (!(s.fraction > 0 && s.fraction <= MAX_STEAL_FRACTION)) throw new RangeError(`splitTail: fraction ${s.fraction} is not in (0, ${MAX_STEAL_FRACTION}]`);
   if (s.chunk !== undefined && !(Number.isInteger(s.chunk) && s.chunk >= 1)) throw new RangeError(`splitTail: chunk ${s.chunk} is not a positive integer`);
   if (slices.length < 2) return null;
@@ -61,20 +102,54 @@ export function splitTail(slices: readonly (readonly number[])[], s: StealSettin
     left.push(...ids.slice(ids.length - t));
   }
   if (left.length === 0) return null;
-  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length), left, granted: new Map(), drained: new Set() } };
+  const fixedCount = new Map(ring.map((id, i) => [id, fixed[i]!.length]));
+  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), startedAt: at.now, fixedCount, claims: new Map(), finalPhase: false } };
 }
 
-/** The next chunk of the tail for `member` (recorded as granted); empty once the tail is gone (the member is then drained). */
-export function grantNext(pool: TailPool, member: string): number[] {
-  const ids = pool.left.splice(0, pool.chunk);
-  if (ids.length === 0) {
-    pool.drained.add(member);
-    return [];
+/**
+ * Images/ms `member` has computed at in this step so far: its fixed part and its grants but the
+ * one it is computing now (it claims one ahead). Null before its second claim (its first goes
+ * out before it computed anything).
+ */
+function rateOf(pool: TailPool, member: string, now: number): number | null {
+  const elapsed = now - pool.startedAt;
+  if ((pool.claims.get(member) ?? 0) < 2 || elapsed <= 0) return null;
+  const done = (pool.fixedCount.get(member) ?? 0) + Math.max(0, (pool.granted.get(member)?.length ?? 0) - pool.chunk);
+  return done > 0 ? done / elapsed : null;
+}
+
+/**
+ * The answer to `member`'s claim at `now` (ms): the next chunk, or once the tail left would keep
+ * the ring busy for no more than the overlap window, its final grant (a share of what is left
+ * in proportion to its rate; the last member not final takes the rest). Empty once the tail is
+ * gone. Either of the last two drains the member.
+ */
+export function grantNext(pool: TailPool, member: string, now = 0): TailGrant {
+  const claims = (pool.claims.get(member) ?? 0) + 1;
+  pool.claims.set(member, claims);
+  if (pool.drained.has(member)) return { ids: [], last: false };
+  let take = pool.chunk;
+  let last = false;
+  const rate = rateOf(pool, member, now);
+  if (rate !== null && pool.windowMs > 0 && pool.left.length > 0) {
+    // Members still to be given their final grant, and the rate of each (unknown: this member's).
+    const open = [...pool.fixedCount.keys()].filter((id) => !pool.drained.has(id));
+    // A member without a rate yet is still in its fixed part: at most that part over the time so far.
+    const rates = open.map((id) => rateOf(pool, id, now) ?? Math.min(rate, (pool.fixedCount.get(id) ?? 0) / Math.max(1, now - pool.startedAt)));
+    const total = rates.reduce((a, b) => a + b, 0);
+    if (pool.finalPhase || pool.left.length <= total * pool.windowMs) {
+      pool.finalPhase = true;
+      last = true;
+      take = open.length <= 1 ? pool.left.length : Math.max(1, Math.round((pool.left.length * rate) / total));
+    }
   }
+  const ids = pool.left.splice(0, take);
+  if (ids.length === 0 || last) pool.drained.add(member);
+  if (ids.length === 0) return { ids: [], last: false };
   const had = pool.granted.get(member);
   if (had) had.push(...ids);
   else pool.granted.set(member, [...ids]);
-  return ids;
+  return { ids, last };
 }
 
 /** Each member's whole slice (ring order): its fixed part, then what it was granted. */
@@ -88,7 +163,7 @@ export function slicesWithGrants(ring: readonly string[], fixed: readonly (reado
  * claims came back empty, or its image count is not its fixed part plus its grants.
  */
 export function tailResultProblem(pool: TailPool, id: string, fixedCount: number, images: number, claimed: number | undefined): string | null {
-  if (!pool.drained.has(id)) return 'it reported the step before the tail was gone (its claims never came back empty)';
+  if (!pool.drained.has(id)) return 'it reported the step before the tail was gone (its claims never came back empty or final)';
   const granted = pool.granted.get(id)?.length ?? 0;
   if (images !== fixedCount + granted || (claimed ?? 0) !== granted) return `it reported ${images} images (${claimed ?? 0} claimed) where it holds ${fixedCount} + ${granted} granted`;
   return null;

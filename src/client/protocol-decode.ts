@@ -127,9 +127,15 @@ function readClaim(r: FieldReader): Fields<Claim> {
 }
 
 function readGrant(r: FieldReader): Fields<Grant> {
-  r.only(['type', 'generation', 'step', 'ids']);
+  r.only(['type', 'generation', 'step', 'ids', 'last']);
   const [generation, step] = u32s(r, 'generation', 'step');
-  return { generation: generation!, step: step!, ids: r.array<number>('ids', MAX_BATCH, sampleId) };
+  const out: Fields<Grant> = { generation: generation!, step: step!, ids: r.array<number>('ids', MAX_BATCH, sampleId) };
+  if (r.has('last')) {
+    if (r.o.last !== true) r.fail('last', 'true (or absent)');
+    else if (out.ids.length === 0) r.problems.push('last needs ids: an empty grant ends the claims by itself');
+    else out.last = true;
+  }
+  return out;
 }
 
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {

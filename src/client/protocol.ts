@@ -238,8 +238,12 @@ export interface PrepareRing {
   next?: NextSlice;
 }
 
-/** The answer to a `claim`: the next chunk of the step's tail for this peer to add; empty: the tail is gone (or the step is over). */
-export interface Grant { type: 'grant'; generation: number; step: number; ids: number[] }
+/**
+ * The answer to a `claim`: the next chunk of the step's tail for this peer to add; empty: the
+ * tail is gone (or the step is over). `last`: its final micro-batch (claim no more), sized to
+ * the rate it computes at, to run with the all-reduce overlapped.
+ */
+export interface Grant { type: 'grant'; generation: number; step: number; ids: number[]; last?: true }
 
 export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing | Grant;
 

@@ -6,7 +6,7 @@
 import type { Claim, CoordinatorMessage, Grant } from './protocol.ts';
 
 /** What a claim came back with: ids to add (empty: the tail is gone), or the step was left behind. */
-export type ClaimAnswer = { kind: 'granted'; ids: number[] } | { kind: 'cancelled' };
+export type ClaimAnswer = { kind: 'granted'; ids: number[]; last: boolean } | { kind: 'cancelled' };
 
 export class TailClaims {
   private waiting: { generation: number; step: number; resolve: (a: ClaimAnswer) => void } | null = null;
@@ -30,7 +30,7 @@ export class TailClaims {
     const w = this.waiting;
     if (!w || w.generation !== g.generation || w.step !== g.step) return;
     this.waiting = null;
-    w.resolve({ kind: 'granted', ids: g.ids });
+    w.resolve({ kind: 'granted', ids: g.ids, last: g.last === true });
   }
 
   /**

@@ -42,6 +42,9 @@ interface TailWork {
   claimed: number[];
   /** Micro-batches before the last: their gradient sum is on the engine (null: none ran). */
   earlier: { lossSum: number } | null;
+  /** Grants it got, and the size of its final grant (0: none came, the tail ran dry). */
+  grants: number;
+  final: number;
 }
 
 /**
@@ -192,6 +195,7 @@ export class Trainer {
     this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)${a.steal ? ', then claims chunks of its tail' : ''}`);
     // A step with a tail: the fixed part and each granted chunk first, the last micro-batch below.
     const tail = a.steal ? await this.tail(a, todo, a.steal.chunk) : null;
+    if (tail) this.c.log(`volunteer: step ${a.step + 1} took ${tail.claimed.length} images of the tail in ${tail.grants} grant${tail.grants === 1 ? '' : 's'}${tail.final ? ` (its final grant: ${tail.final}, with the all-reduce)` : ''}`);
     // Its micro-batches were throttled one by one already (tail).
     const tailMs = performance.now() - t0;
     const last = tail ? tail.last : todo;
@@ -227,8 +231,9 @@ export class Trainer {
   /**
    * A step with a tail (StepAssignment.steal): computes `own` but its last `chunk` ids, then each
    * chunk granted, with one claim in flight ahead, the gradient summed on the engine; the last
-   * micro-batch obtained (own or granted) is left for the overlapped all-reduce. A claim the
-   * coordinator left behind (cancelled) ends the claiming: the step finishes with what it holds.
+   * micro-batch obtained (own or granted; the final grant when one comes) is left for the
+   * overlapped all-reduce. A claim the coordinator left behind (cancelled) ends the claiming: the
+   * step finishes with what it holds.
    */
   private async tail(a: StepAssignment, own: number[], chunk: number): Promise<TailWork> {
     const hold = Math.min(own.length, chunk);
@@ -245,16 +250,26 @@ export class Trainer {
     };
     await add(own.slice(0, own.length - hold), []);
     const claimed: number[] = [];
+    let grants = 0;
+    let final = 0;
     for (;;) {
       const answer = await next;
       if (answer.kind === 'cancelled' || answer.ids.length === 0) break;
       claimed.push(...answer.ids);
+      grants++;
+      // Its final grant (sized to its rate): the pending chunk, then this one with the all-reduce.
+      if (answer.last) {
+        await add(pending, [{ step: a.step, epoch: a.epoch, sampleIds: answer.ids }]);
+        pending = answer.ids;
+        final = answer.ids.length;
+        break;
+      }
       next = this.host.claims.claim(a.generation, a.step);
       // The granted chunk loads while the one before it computes.
       await add(pending, [{ step: a.step, epoch: a.epoch, sampleIds: answer.ids }]);
       pending = answer.ids;
     }
-    return { last: pending, claimed, earlier };
+    return { last: pending, claimed, earlier, grants, final };
   }
 
   /** One micro-batch of a slice: its gradient added to the engine's (`accumulate`) or replacing it; resolves its loss sum. */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { simulateChurn, type ChurnModel } from '../../bench/scaling-churn.ts';
 import { allReduceTime, bucketsOf, exposedCommS, groupSize, latencyTerms } from '../../bench/scaling-collective.ts';
 import { modelProfile } from '../../bench/scaling-profile.ts';
-import { efficiency, simulateStep, type ClusterModel, type SystemModel, type Workload } from '../../bench/scaling-sim.ts';
+import { efficiency, meanInverseSlowdown, simulateStep, type ClusterModel, type SystemModel, type Workload } from '../../bench/scaling-sim.ts';
 import { modelByName } from '../../src/nn/models.ts';
 import { makeRng } from '../../src/rng.ts';
 import { predictStep } from '../../bench/scaling-model.ts';
@@ -133,6 +133,37 @@ describe('scaling simulator: invariants', () => {
     expect(simulateStep({ ...CLUSTER, speedSigma: 0.8 }, RING, TOY).totalS).toBeCloseTo(simulateStep(CLUSTER, RING, TOY).totalS, 12);
     // ...but heterogeneous peers alone would do as much, so the efficiency stays <= 1 and moves little.
     expect(efficiency({ ...CLUSTER, speedSigma: 0.8 }, RING, TOY)).toBeLessThanOrEqual(1);
+  });
+
+  it('work stealing: compute is the fluid time t / E[1 / s] (or the slowest fixed part) plus a chunk; the final grant bounds the overlap', () => {
+    // E[1 / (1 + X)], X exponential of mean mu: against a sampled mean.
+    const rng = makeRng(5);
+    let sum = 0;
+    for (let i = 0; i < 200_000; i++) sum += 1 / (1 - 0.1 * Math.log(1 - rng.next()));
+    expect(meanInverseSlowdown(0.1)).toBeCloseTo(sum / 200_000, 3);
+    expect(meanInverseSlowdown(0)).toBe(1);
+    // TOY on 4 peers at 100 images/s: t = 1 s; chunks of 2 images (20 ms) hide the 20 ms claim round trip.
+    const steal: SystemModel = { ...RING, steal: { fraction: 0.5, chunk: 2 } };
+    const c = { ...CLUSTER, stragglerMean: 0.1 };
+    expect(simulateStep(c, steal, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.02, 12);
+    expect(simulateStep(c, steal, TOY).computeS).toBeLessThan(simulateStep(c, RING, TOY).computeS);
+    // Chunks of 1 image (10 ms) leave 10 ms of each 20 ms round trip exposed, 50 chunks a peer.
+    expect(simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 1 } }, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.01 + 50 * 0.01, 12);
+    // A straggler beyond what the tail can absorb: the slowest fixed part (1 - f) t (1 + mu H_4) bounds the step.
+    expect(simulateStep({ ...CLUSTER, stragglerMean: 3 }, { ...RING, steal: { fraction: 0.1, chunk: 2 } }, TOY).computeS).toBeCloseTo(0.9 * (1 + 3 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) + 0.02, 12);
+    // One peer: nothing to steal from.
+    expect(simulateStep({ ...c, peers: 1 }, steal, TOY).computeS).toBeCloseTo(simulateStep({ ...c, peers: 1 }, RING, TOY).computeS, 12);
+    // 64 peers on 1 Gb/s, ResNet-50: stealing takes the stragglers out and, with three quarters in
+    // the tail, keeps the all-reduce behind the final grants' backward as much as before.
+    const big: ClusterModel = { ...CLUSTER, peers: 64, imagesPerSecPerPeer: 250, stragglerMean: 0.05, link: { latencyS: 2e-4, bandwidthBytesPerS: 125e6 } };
+    const w = { batch: 32_768, profile: R50 };
+    const now = { ...PLANNED, bucketBytes: [25e6], wireScale: 0.5 };
+    const with75 = { ...now, steal: { fraction: 0.75 } };
+    expect(simulateStep(big, with75, w).computeS).toBeLessThan(simulateStep(big, now, w).computeS);
+    expect(simulateStep(big, with75, w).exposedCommS).toBeLessThan(simulateStep(big, now, w).exposedCommS + 0.05);
+    expect(efficiency(big, with75, w)).toBeGreaterThan(efficiency(big, now, w));
+    // A quarter in the tail: the final grants are too short to hide it (more exposed).
+    expect(simulateStep(big, { ...now, steal: { fraction: 0.25 } }, w).exposedCommS).toBeGreaterThan(simulateStep(big, now, w).exposedCommS);
   });
 
   it('refuses what it cannot simulate', () => {

@@ -64,6 +64,9 @@ describe('work stealing at the step end', () => {
     const claimed = steps.reduce((n, r) => n + r.peers.reduce((m, p) => m + (p.claimed ?? 0), 0), 0);
     console.log(`steal: images over ${K} steps: slow ${imagesOf(slowId!)}, others ${others.map(imagesOf).join(', ')}; ${claimed} claimed from the tails`);
     expect(claimed, 'the tails were claimed').toBeGreaterThan(0);
+    // From step 2 on (a step's all-reduce time known), the rest of each tail goes in final grants sized to each peer's rate.
+    const finals = vs.flatMap((v) => v.lines.filter((l) => /its final grant: \d+, with the all-reduce/.test(l)));
+    expect(finals.length, vs.map((v) => v.lines.filter((l) => /of the tail/.test(l)).join('\n')).join('\n')).toBeGreaterThan(0);
     for (const id of others) expect(imagesOf(id), 'a fast peer computed more than the throttled one').toBeGreaterThan(imagesOf(slowId!));
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single.weights);
