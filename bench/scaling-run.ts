@@ -115,21 +115,25 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   }
 }
 
-/** One run's setting; `model` (default MODEL) with its `gradBytes`, the bytes each all-reduce moves. */
-export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName }
+/**
+ * One run's setting; `model` (default MODEL) with its `gradBytes`, the bytes each all-reduce
+ * moves; `tag` names its job folder; `job` adds to the job's config and `volunteerArgs` to each
+ * volunteer's command line (the straggler runs: bench/scaling.ts).
+ */
+export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName; tag?: string; job?: Record<string, unknown>; volunteerArgs?: readonly string[] }
 
 /** One ring size: a fresh job, N volunteers started together (minPeers N), its metrics read back. */
 export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const t0 = performance.now();
   const totalSteps = o.steps + WARMUP_STEPS;
   const model = o.model ?? MODEL;
-  const jobDir = join(o.root, `ring-${n}-b${o.batch}-${model}`);
+  const jobDir = join(o.root, `ring-${n}-b${o.batch}-${model}${o.tag ? `-${o.tag}` : ''}`);
   const lines: string[] = [];
   const job = await runJob({
     jobDir, dataDir: o.dataDir, manifest: o.manifest, evalSamples: 48,
     config: {
       name: `scaling-${n}-b${o.batch}-${model}`, model, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
-      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n,
+      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n, ...o.job,
     },
     log: (l) => { lines.push(l); if (lines.length > 200) lines.shift(); },
     onEvent: (e) => {
@@ -140,7 +144,7 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const vs: LocalVolunteer[] = [];
   try {
     log(`scaling: N=${n}: coordinator at ${job.url}, starting ${n} volunteer${n > 1 ? 's' : ''}`);
-    for (let i = 0; i < n; i++) vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune', '--backend', 'webgpu'] }));
+    for (let i = 0; i < n; i++) vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune', '--backend', 'webgpu', ...(o.volunteerArgs ?? [])] }));
     const finished = job.driver.finished.then(() => 'finished' as const);
     const allExited = Promise.all(vs.map((v) => v.exited)).then(() => 'all volunteers exited' as const);
     try {

@@ -20,10 +20,11 @@
 // grant, sized to its rate in the step, with the all-reduce overlapped. The step's compute is
 // then the fluid time t / E[1 / s] (every peer busy until the tail is done; s = 1 + the
 // straggler factor) unless the slowest fixed part is longer, (1 - f) t (1 + mu H_N), plus one
-// chunk tau (members end within about a chunk of each other) and, per chunk, the claim round
-// trip (two link latencies) not hidden behind a chunk's compute. The backward that overlaps the
-// all-reduce is the final grant's: a window W = min(2 x the all-reduce, 3/4 of the compute, f t)
-// (the coordinator's rule), not the whole backward.
+// chunk tau (members end within about a chunk of each other) and, per chunk (those claimed while
+// the slowest fixed part runs), the claim round trip (two link latencies) not hidden behind a
+// chunk's compute. The backward that overlaps the all-reduce is the final grant's: a window
+// W = max(2 x the all-reduce, 3/4 of the compute) (the coordinator's rule), at most the tail f t,
+// not the whole backward.
 // Efficiency: throughput(N) / sum_i throughput_i(alone), alone = one peer, no all-reduce:
 // T1_i = B (1 + mu) / c_i + o. For identical peers this is T(1) / (N T(N)); it is <= 1.
 import { makeRng } from '../src/rng.ts';
@@ -118,11 +119,12 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (steal) {
     const chunk = steal.chunk ?? autoChunk(Math.floor(steal.fraction * w.batch), c.peers, c.imagesPerSecPerPeer * c.share);
     const tau = chunk / (c.imagesPerSecPerPeer * c.share);
-    const chunksPerPeer = (steal.fraction * t) / tau;
+    // Chunks until the slowest fixed part is done (every rate known), then the final grants.
+    const chunksPerPeer = 1 + ((1 - steal.fraction) * t * c.stragglerMean * harmonic(c.peers)) / tau;
     const fluid = t / meanInverseSlowdown(c.stragglerMean);
     const slowestFixed = (1 - steal.fraction) * t * (1 + c.stragglerMean * harmonic(c.peers));
     computeS = Math.max(fluid, slowestFixed) + tau + chunksPerPeer * Math.max(0, 2 * c.link.latencyS - tau);
-    backwardS = Math.min(WINDOW_COMM_FACTOR * full.totalS, WINDOW_COMPUTE_SHARE * computeS, steal.fraction * t) * w.profile.backwardShare;
+    backwardS = Math.min(Math.max(WINDOW_COMM_FACTOR * full.totalS, WINDOW_COMPUTE_SHARE * computeS), steal.fraction * t) * w.profile.backwardShare;
   }
   let best = { exposed: 0, buckets: 0, bucketBytes: 0 };
   if (c.peers > 1) {

@@ -51,6 +51,7 @@ import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
 import { MODEL, PROBE_MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
+import { STRAGGLE_PEERS, predictStraggle, straggleRuns } from './scaling-straggle.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
   --steps N       steps measured per run, after ${WARMUP_STEPS} warm-up steps (default 8, --quick 4)
@@ -60,6 +61,9 @@ const USAGE = `usage: npm run bench -- scaling [options]
   --probe on|off  latency probes: each ring size of 2 or more also trains the tiny CNN (a 1.5 KB
                   gradient) at the first batch, and its all-reduce times enter the link fit
                   (default on; off: the link is fitted on the runs alone, as before)
+  --straggle MU   straggler runs: a ring of ${STRAGGLE_PEERS} at the largest batch, each peer slowed every step by
+                  a factor 1 + X (X exponential of mean MU), without and with work stealing, twice
+                  --steps steps each; the simulator predicts both (default 0.3; 0: skip them)
   --quick         4 measured steps per run (about 2 minutes here; the default about 3)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -82,6 +86,7 @@ export async function main(args: string[]): Promise<void> {
   const batches = parseList('batches', a.str('batches', '48,96'), 1, 60_000);
   const peerList = parseList('peers', a.str('peers', '1,2,3,4'), 1, 16);
   const probe = a.oneOf('probe', ['on', 'off'] as const, 'on') === 'on';
+  const mu = a.num('straggle', 0.3, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(USAGE);
   if (!peerList.some((n) => n >= 2)) throw new ArgError(`--peers needs a ring of 2 or more peers to measure the all-reduce; got ${peerList.join(',')}`);
   if (Math.min(...batches) < Math.max(...peerList)) throw new ArgError(`--batches ${Math.min(...batches)} gives some of ${Math.max(...peerList)} peers no image: use at least one image per peer`);
@@ -94,6 +99,7 @@ export async function main(args: string[]): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'vt-scaling-'));
   const runs: RunSummary[] = [];
   const probeRuns: RunSummary[] = [];
+  let straggled: [RunSummary, RunSummary] | null = null;
   const probeProfile = modelProfile(modelByName(PROBE_MODEL, [1, 28, 28], 10));
   try {
     const dataDir = join(root, 'data');
@@ -107,6 +113,10 @@ export async function main(args: string[]): Promise<void> {
       const r = await runRing(n, { root, dataDir, manifest, batch: batches[0]!, steps, gradBytes: probeProfile.gradBytes, model: PROBE_MODEL });
       log(`scaling: latency probe N=${n} (${PROBE_MODEL}, ${probeProfile.gradBytes} bytes): all-reduce ${r.allReduceMs.toFixed(1)} ms = 2(N-1) x ${(r.allReduceMs / (2 * (n - 1))).toFixed(2)} ms (${r.runSeconds.toFixed(0)} s)`);
       probeRuns.push(r);
+    }
+    if (mu > 0) {
+      straggled = await straggleRuns(mu, { root, dataDir, manifest, batch: Math.max(...batches), steps: 2 * steps, gradBytes });
+      log(`scaling: stragglers (mu ${mu}) on a ring of ${STRAGGLE_PEERS}: step ${straggled[0].stepMs.toFixed(0)} ms without stealing, ${straggled[1].stepMs.toFixed(0)} ms with (${straggled[0].runSeconds.toFixed(0)} + ${straggled[1].runSeconds.toFixed(0)} s)`);
     }
   } finally {
     await rm(root, { recursive: true, force: true });
@@ -123,6 +133,8 @@ export async function main(args: string[]): Promise<void> {
   runs.forEach((r, i) => log(`  N=${r.peers} B=${r.batch}: measured ${r.stepMs.toFixed(0)} ms, simulated ${(v.predictedS[i]! * 1000).toFixed(0)} ms (one speed: ${(v.fixedSpeedPredictedS[i]! * 1000).toFixed(0)} ms)${v.heldOutPredictedS[i] != null ? `, held out ${(v.heldOutPredictedS[i]! * 1000).toFixed(0)} ms` : ''}`));
   log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, ${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; ${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
 
+  const strag = straggled ? predictStraggle(cal, small, mu, straggled) : null;
+  if (strag) log(`scaling: stragglers: measured ${(strag.measuredS[0] * 1000).toFixed(0)} / ${(strag.measuredS[1] * 1000).toFixed(0)} ms without / with stealing (x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms (x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
   const rows = predictAll(cal);
   log('scaling: predictions (CURRENT = the code today, job defaults; STEAL = with --steal; PLANNED = not built):');
   for (const p of rows) {
@@ -161,7 +173,7 @@ export async function main(args: string[]): Promise<void> {
       commShareOfStep: 'allReduce / step',
       observedLinkMBps: '2(N-1)/N * S bytes per peer / allReduce time (1e6 bytes/s)',
       efficiency: 'throughput(N) / (sum over the N peers of each one\'s throughput alone) at the same global batch; T(1) / (N T(N)) for identical peers',
-      prediction_error: 'max over the measured runs of |simulated - measured| / measured step time, the simulator calibrated on all runs and given each run\'s own measured per-peer speed (its mean compute: the 2 cores are shared with other work whose load drifts between runs); prediction_error_held_out: the same, each global batch predicted by a calibration on the other batches only; prediction_error_fixed_speed: one calibrated speed for every run',
+      prediction_error: 'max over the measured runs of |simulated - measured| / measured step time, the simulator calibrated on all runs and given each run\'s own measured per-peer speed (its mean compute: the 2 cores are shared with other work whose load drifts between runs); prediction_error_held_out: the same, each global batch predicted by a calibration on the other batches only; prediction_error_fixed_speed: one calibrated speed for every run; the headline prediction_error also takes in the straggler runs (prediction_error_calibration_runs: the ordinary runs alone)',
     },
     runs,
     probes: probeRuns,
@@ -172,6 +184,7 @@ export async function main(args: string[]): Promise<void> {
       note: 'fitted on loopback with every peer on the same 2 cores: alpha and bw are mostly CPU time of the WebRTC stack; the straggler mu is 2-core contention, so the predictions assume PREDICT_STRAGGLER instead',
     },
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
+    straggle: strag ? { ...strag, note: `a ring of ${STRAGGLE_PEERS}, each volunteer with --straggle ${mu}; the second run with stealFraction ${PREDICT_STEAL_FRACTION}; predicted with straggler mean ${mu} + the fitted contention ${cal.stragglerMean.toFixed(3)} and the speed of the run without stealing` } : null,
     predictions: {
       systems: {
         current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
@@ -219,10 +232,15 @@ export async function main(args: string[]): Promise<void> {
     bound_1024_1g: boundText(head('current', 1024)),
     planned_bound_256_1g: boundText(head('planned', 256)),
     planned_bound_1024_1g: boundText(head('planned', 1024)),
-    prediction_error: round(v.maxRelError),
+    // Over every measured run: the calibration runs and the straggler runs (with and without stealing).
+    prediction_error: round(Math.max(v.maxRelError, ...(strag ? strag.errors : []))),
+    prediction_error_calibration_runs: round(v.maxRelError),
+    steal_measured_speedup_2: strag ? round(strag.measuredSpeedup) : null,
+    steal_predicted_speedup_2: strag ? round(strag.predictedSpeedup) : null,
+    steal_prediction_error: strag ? round(Math.max(...strag.errors)) : null,
     prediction_error_held_out: v.heldOutMaxRelError === null ? null : round(v.heldOutMaxRelError),
     prediction_error_fixed_speed: round(v.fixedSpeedMaxRelError),
-    keys: 'predicted_*, churn_*, bound_*: the CURRENT system; planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m',
+    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: with --steal (built, off by default); planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; steal_*_speedup_2: the straggler runs',
     comm_fraction_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.commFraction)])),
     images_per_sec_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.imagesPerSec)])),
     fitted_alpha_ms: round(cal.link.latencyS * 1000),

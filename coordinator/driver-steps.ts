@@ -66,9 +66,9 @@ export class StepBook {
   private lastAdvance = 1;
   private recentStepMs: number[] = [];
   /**
-   * The overlap window of a step's final grants (tail-pool.ts): WINDOW_COMM_FACTOR times the last
-   * sync step's median all-reduce time, at most WINDOW_COMPUTE_SHARE of its median compute; 0
-   * before a step with an all-reduce committed.
+   * The overlap window of a step's final grants (tail-pool.ts): the larger of WINDOW_COMM_FACTOR
+   * times the last sync step's median all-reduce time and WINDOW_COMPUTE_SHARE of its median
+   * compute; 0 before a step with an all-reduce committed.
    */
   private overlapWindowMs = 0;
 
@@ -97,7 +97,7 @@ export class StepBook {
     const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
     const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
     // A fresh sync step of a job that steals: each slice's last part waits as the step's tail (tail-pool.ts).
-    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal, s.ring, { now: Date.now(), windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
+    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal, s.ring, { windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
@@ -209,7 +209,7 @@ const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[
 
 /** A step's overlap window (StepBook.overlapWindowMs) from its results. */
 export function overlapWindow(results: readonly StepResult[]): number {
-  return Math.min(WINDOW_COMM_FACTOR * median(results.map((r) => r.timings.commMs)), WINDOW_COMPUTE_SHARE * median(results.map((r) => r.timings.computeMs)));
+  return Math.max(WINDOW_COMM_FACTOR * median(results.map((r) => r.timings.commMs)), WINDOW_COMPUTE_SHARE * median(results.map((r) => r.timings.computeMs)));
 }
 
 /**

@@ -12,12 +12,16 @@
 // members finish within about one chunk of each other.
 //
 // The all-reduce overlaps only the backward of a member's LAST micro-batch, so that one should
-// be long enough to hide it, yet a member slowed in this step would also be slow on it. So once
-// what is left of the tail would keep the ring busy for only the overlap window W (from the last
-// step's all-reduce time), each member's next claim gets its FINAL grant: a share of the rest in
-// proportion to the rate it has computed at in this step, flagged `last`. A member computes its
-// pending chunk, then runs the final grant with the all-reduce overlapped; a slow member's final
-// batch is smaller, so the members end their backward together. The step commits the same ids as
+// be long enough to hide it, yet a member slowed in this step would also be slow on it; and every
+// micro-batch costs a fixed overhead (a read-back, small kernels), so chunks should be few. So
+// once every member has claimed after its fixed part (its rate in this step is known) and what
+// is left of the tail would keep the ring busy for no more than the overlap window W (the larger
+// of twice the last all-reduce and 3/4 of the last compute), each member's next claim gets its
+// FINAL grant: a share of the rest in proportion to the rate it computed at in this step,
+// flagged `last`. A member computes its pending chunk, then runs the final grant with the
+// all-reduce overlapped; a slow member's final batch is smaller, so the members end their
+// backward together. Chunks before that keep the members that finished their fixed part
+// first busy while the slower ones finish theirs. The step commits the same ids as
 // without stealing (the union of fixed parts and grants is the sampler's draw), so N peers still
 // equal 1 peer. Each member's slice is its fixed part then its grants in the order granted:
 // that is what it reports (`images`, `claimed`), what it keeps for a re-run if the step is
@@ -37,8 +41,8 @@ export interface StealSettings {
 /** Past this, the fixed parts are too small to keep a member busy until its first grant comes. */
 export const MAX_STEAL_FRACTION = 0.75;
 /**
- * The overlap window of the final grants: WINDOW_COMM_FACTOR times the last step's all-reduce
- * time (a backward of about two thirds of the compute then hides it), at most
+ * The overlap window of the final grants: the larger of WINDOW_COMM_FACTOR times the last step's
+ * all-reduce time (a backward of about two thirds of the compute then hides it) and
  * WINDOW_COMPUTE_SHARE of its compute (driver-steps.ts overlapWindow).
  */
 export const WINDOW_COMM_FACTOR = 2;
@@ -54,12 +58,13 @@ export interface TailPool {
   drained: Set<string>;
   /** The overlap window W (ms): final grants begin when the tail left would last about this long (0: never, chunks to the end). */
   windowMs: number;
-  /** When the step's assignments went out (ms, the claims' clock). */
-  startedAt: number;
   /** Each member's fixed part (images), for its rate in this step. */
   fixedCount: Map<string, number>;
   /** Claims answered per member (a member's first claim is sent before it computed anything). */
   claims: Map<string, number>;
+  /** When each member's first and second claims came (ms): its fixed part was computed in between. */
+  firstClaimAt: Map<string, number>;
+  secondClaimAt: Map<string, number>;
   /** A final grant went out: every member's next claim (with a rate) gets its final grant too. */
   finalPhase: boolean;
 }
@@ -73,15 +78,17 @@ export interface TailGrant { ids: number[]; last: boolean }
  * end within a few per cent of a step of each other.
  */
 export const STEAL_CHUNK_MS = 40;
+/** Fewer images than this in a micro-batch cost more in overhead than they compute (software WebGPU: ~20 ms a micro-batch, ~8 ms an image). */
+export const MIN_CHUNK = 8;
 
 /**
  * The chunk when the job names none: STEAL_CHUNK_MS of the median member's compute (its measured
- * images/s), at most an eighth of a member's mean share of the tail; before any speed is
- * measured, that eighth (at least 1 id either way).
+ * images/s), at least MIN_CHUNK images, at most an eighth of a member's mean share of the tail
+ * (before any speed is measured: that eighth; at least 1 id either way).
  */
 export function autoChunk(tailIds: number, members: number, medianIps: number | null = null): number {
   const eighth = Math.max(1, Math.floor(tailIds / Math.max(1, 8 * members)));
-  return medianIps !== null && medianIps > 0 ? Math.max(1, Math.min(eighth, Math.round((medianIps * STEAL_CHUNK_MS) / 1000))) : eighth;
+  return medianIps !== null && medianIps > 0 ? Math.max(1, Math.min(eighth, Math.max(MIN_CHUNK, Math.round((medianIps * STEAL_CHUNK_MS) / 1000)))) : eighth;
 }
 
 /**
@@ -89,7 +96,7 @@ export function autoChunk(tailIds: number, members: number, medianIps: number | 
  * each slice go to the pool (in rank order). Null when nothing is kept back (every slice too
  * small, or a ring of one: nobody to steal from).
  */
-export function splitTail(slices: readonly (readonly number[])[], s: StealSettings, ring: readonly string[] = slices.map((_, i) => String(i)), at: { now: number; windowMs: number; medianIps?: number | null } = { now: 0, windowMs: 0 }): { fixed: number[][]; pool: TailPool } | null {
+export function splitTail(slices: readonly (readonly number[])[], s: StealSettings, ring: readonly string[] = slices.map((_, i) => String(i)), at: { windowMs: number; medianIps?: number | null } = { windowMs: 0 }): { fixed: number[][]; pool: TailPool } | null {
   if (ring.length !== slices.length) throw new RangeError(`splitTail: ${slices.length} slices for a ring of ${ring.length}`);
   if (!(s.fraction > 0 && s.fraction <= MAX_STEAL_FRACTION)) throw new RangeError(`splitTail: fraction ${s.fraction} is not in (0, ${MAX_STEAL_FRACTION}]`);
   if (s.chunk !== undefined && !(Number.isInteger(s.chunk) && s.chunk >= 1)) throw new RangeError(`splitTail: chunk ${s.chunk} is not a positive integer`);
@@ -103,19 +110,29 @@ export function splitTail(slices: readonly (readonly number[])[], s: StealSettin
   }
   if (left.length === 0) return null;
   const fixedCount = new Map(ring.map((id, i) => [id, fixed[i]!.length]));
-  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), startedAt: at.now, fixedCount, claims: new Map(), finalPhase: false } };
+  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), fixedCount, claims: new Map(), firstClaimAt: new Map(), secondClaimAt: new Map(), finalPhase: false } };
 }
 
 /**
- * Images/ms `member` has computed at in this step so far: its fixed part and its grants but the
- * one it is computing now (it claims one ahead). Null before its second claim (its first goes
- * out before it computed anything).
+ * What a member holds granted but not computed when it claims: a member claims again as soon
+ * as a chunk comes and computes a chunk only once the next one came (src/client/volunteer-train.ts
+ * tail), so up to the last two chunks.
  */
-function rateOf(pool: TailPool, member: string, now: number): number | null {
-  const elapsed = now - pool.startedAt;
-  if ((pool.claims.get(member) ?? 0) < 2 || elapsed <= 0) return null;
-  const done = (pool.fixedCount.get(member) ?? 0) + Math.max(0, (pool.granted.get(member)?.length ?? 0) - pool.chunk);
-  return done > 0 ? done / elapsed : null;
+const heldOf = (pool: TailPool, member: string): number => Math.min(pool.granted.get(member)?.length ?? 0, 2 * pool.chunk);
+
+/**
+ * Images/ms `member` computes at in this step: its fixed part over the time from its first claim
+ * (sent as it starts computing, so the assignment's way to it and the ring's forming do not
+ * count) to its second (sent as the fixed part is done). Every member's rate is measured on the
+ * same kind of work (one micro-batch of its share), not on chunks, whose fixed cost per
+ * micro-batch would make a member that took many look slower. Null before its second claim.
+ */
+function rateOf(pool: TailPool, member: string): number | null {
+  const first = pool.firstClaimAt.get(member);
+  const second = pool.secondClaimAt.get(member);
+  const fixed = pool.fixedCount.get(member) ?? 0;
+  if (first === undefined || second === undefined || second <= first || fixed === 0) return null;
+  return fixed / (second - first);
 }
 
 /**
@@ -127,20 +144,26 @@ function rateOf(pool: TailPool, member: string, now: number): number | null {
 export function grantNext(pool: TailPool, member: string, now = 0): TailGrant {
   const claims = (pool.claims.get(member) ?? 0) + 1;
   pool.claims.set(member, claims);
+  if (claims === 1) pool.firstClaimAt.set(member, now);
+  else if (claims === 2) pool.secondClaimAt.set(member, now);
   if (pool.drained.has(member)) return { ids: [], last: false };
   let take = pool.chunk;
   let last = false;
-  const rate = rateOf(pool, member, now);
+  const rate = rateOf(pool, member);
   if (rate !== null && pool.windowMs > 0 && pool.left.length > 0) {
-    // Members still to be given their final grant, and the rate of each (unknown: this member's).
+    // Members still to be given their final grant, and the rate of each: once all are known.
     const open = [...pool.fixedCount.keys()].filter((id) => !pool.drained.has(id));
-    // A member without a rate yet is still in its fixed part: at most that part over the time so far.
-    const rates = open.map((id) => rateOf(pool, id, now) ?? Math.min(rate, (pool.fixedCount.get(id) ?? 0) / Math.max(1, now - pool.startedAt)));
-    const total = rates.reduce((a, b) => a + b, 0);
-    if (pool.finalPhase || pool.left.length <= total * pool.windowMs) {
+    const rates = open.map((id) => rateOf(pool, id));
+    const total = rates.reduce((a: number, b) => a + (b ?? 0), 0);
+    if (pool.finalPhase || (rates.every((r) => r !== null) && pool.left.length <= total * pool.windowMs)) {
       pool.finalPhase = true;
       last = true;
-      take = open.length <= 1 ? pool.left.length : Math.max(1, Math.round((pool.left.length * rate) / total));
+      // Each open member should end together: what is left and what they hold but have not
+      // computed yet, over their rates, is the time D each has left.
+      const held = (id: string) => heldOf(pool, id);
+      const rated = total > 0 ? total : rate;
+      const D = (pool.left.length + open.reduce((n, id) => n + held(id), 0)) / rated;
+      take = open.length <= 1 ? pool.left.length : Math.min(pool.left.length, Math.max(1, Math.round(rate * D - held(member))));
     }
   }
   const ids = pool.left.splice(0, take);

@@ -41,6 +41,7 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --no-prefetch      do not load the next step's images while this step computes
   --throttle F       use about F (0.05 to 1) of this device: idle after each batch in proportion
                      (default 1; the coordinator gives a throttled peer a smaller share)
+  --straggle MU      benchmarks: each step computes 1 + X times slower, X exponential of mean MU
   --quiet            only errors and the final line`;
 
 export async function volunteerMain(argv: readonly string[]): Promise<void> {
@@ -66,6 +67,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const memoryMb = a.num('memory-cache-mb', 512, (v) => v >= 1, 'a number of MiB >= 1');
   const noPrefetch = a.flag('no-prefetch');
   const share = a.num('throttle', 1, (v) => v >= 0.05 && v <= 1, 'a number in [0.05, 1]');
+  const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(VOLUNTEER_USAGE);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
@@ -109,7 +111,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
         ...(cacheDir ? { cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source) } : {}),
       },
-      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}) },
+      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}), ...(straggle > 0 ? { straggle } : {}) },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {

@@ -89,6 +89,12 @@ export interface VolunteerOptions {
   memoryCacheBytes?: number;
   /** Load the next step's batch while this one computes (default true). */
   prefetch?: boolean;
+  /**
+   * Benchmarks only: a straggler of mean `straggle` (> 0). Each sync step draws an exponential
+   * factor X of that mean and computes 1 + X times slower (it waits X times the expected compute
+   * before each batch it computes), the scaling simulator's straggler model (bench/scaling-sim.ts).
+   */
+  straggle?: number;
 }
 
 export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null }

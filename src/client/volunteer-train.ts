@@ -36,7 +36,7 @@ export interface StepHost {
 
 /** What the micro-batches of a step with a tail left for its last one (Trainer.tail). */
 interface TailWork {
-  /** The ids of the last micro-batch, run with the all-reduce overlapped (empty: none at all). */
+  /** The ids of the last micro-batch, run with the all-reduce overlapped (empty: the gradient held is read back as it is). */
   last: number[];
   /** The ids granted from the tail, in grant order. */
   claimed: number[];
@@ -84,6 +84,9 @@ export class Trainer {
   private dataMs = 0;
   /** The gradient sum of this peer's last sync slice, copied before its all-reduce (null: none). */
   private kept: KeptSum | null = null;
+  /** An injected straggler (VolunteerOptions.straggle): this step's slowdown factor X, and the compute per image it scales. */
+  private slowdown = 0;
+  private msPerImage: number | null = null;
 
   constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {}
 
@@ -193,14 +196,18 @@ export class Trainer {
     const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
     if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
     this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)${a.steal ? ', then claims chunks of its tail' : ''}`);
+    // An injected straggler (benchmarks): this step's slowdown.
+    const mu = this.c.o.straggle ?? 0;
+    this.slowdown = mu > 0 ? -mu * Math.log(1 - Math.random()) : 0;
     // A step with a tail: the fixed part and each granted chunk first, the last micro-batch below.
-    const tail = a.steal ? await this.tail(a, todo, a.steal.chunk) : null;
+    const tail = a.steal ? await this.tail(a, todo) : null;
     if (tail) this.c.log(`volunteer: step ${a.step + 1} took ${tail.claimed.length} images of the tail in ${tail.grants} grant${tail.grants === 1 ? '' : 's'}${tail.final ? ` (its final grant: ${tail.final}, with the all-reduce)` : ''}`);
     // Its micro-batches were throttled one by one already (tail).
     const tailMs = performance.now() - t0;
     const last = tail ? tail.last : todo;
     const claimed = tail?.claimed ?? [];
     const x = last.length > 0 ? await this.loadBatch(last, a.epoch, a.next ? [a.next] : []) : null;
+    await this.straggle(last.length);
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
     const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(tail?.earlier ? { earlier: tail.earlier } : {}) }, forming, {
@@ -212,6 +219,7 @@ export class Trainer {
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
+    this.timed(out.timings.computeMs, last.length);
     state.applyUpdate(out.grads, a.step, a.globalBatch);
     const checksum = weightChecksum(state.w);
     this.committed = a.step + 1;
@@ -229,16 +237,15 @@ export class Trainer {
   }
 
   /**
-   * A step with a tail (StepAssignment.steal): computes `own` but its last `chunk` ids, then each
-   * chunk granted, with one claim in flight ahead, the gradient summed on the engine; the last
-   * micro-batch obtained (own or granted; the final grant when one comes) is left for the
-   * overlapped all-reduce. A claim the coordinator left behind (cancelled) ends the claiming: the
-   * step finishes with what it holds.
+   * A step with a tail (StepAssignment.steal): computes `own` (its fixed part) as one micro-batch,
+   * then each chunk granted, with one claim in flight ahead, the gradient summed on the engine.
+   * A chunk is computed only once the next grant came: the last chunk obtained, together with
+   * the final grant when one comes, is left for the overlapped all-reduce (so a step is two
+   * micro-batches when its first rated claim is answered with its final grant). A claim the
+   * coordinator left behind (cancelled) ends the claiming: the step finishes with what it holds.
    */
-  private async tail(a: StepAssignment, own: number[], chunk: number): Promise<TailWork> {
-    const hold = Math.min(own.length, chunk);
-    let pending = own.slice(own.length - hold);
-    let next = this.host.claims.claim(a.generation, a.step);
+  private async tail(a: StepAssignment, own: number[]): Promise<TailWork> {
+    const next0 = this.host.claims.claim(a.generation, a.step);
     let earlier: { lossSum: number } | null = null;
     const add = async (ids: number[], ahead: readonly NextSlice[]): Promise<void> => {
       if (ids.length === 0) return;
@@ -248,7 +255,9 @@ export class Trainer {
       // Throttled: idle after each micro-batch, so that this peer claims at the pace it computes.
       await this.throttle(performance.now() - at);
     };
-    await add(own.slice(0, own.length - hold), []);
+    await add(own, []);
+    let next = next0;
+    let pending: number[] = [];
     const claimed: number[] = [];
     let grants = 0;
     let final = 0;
@@ -257,10 +266,9 @@ export class Trainer {
       if (answer.kind === 'cancelled' || answer.ids.length === 0) break;
       claimed.push(...answer.ids);
       grants++;
-      // Its final grant (sized to its rate): the pending chunk, then this one with the all-reduce.
+      // Its final grant (sized to its rate): run with the chunk before it, the all-reduce overlapped.
       if (answer.last) {
-        await add(pending, [{ step: a.step, epoch: a.epoch, sampleIds: answer.ids }]);
-        pending = answer.ids;
+        pending = [...pending, ...answer.ids];
         final = answer.ids.length;
         break;
       }
@@ -276,9 +284,25 @@ export class Trainer {
   private async microBatch(ids: number[], a: StepAssignment, accumulate: boolean, ahead: readonly NextSlice[]): Promise<number> {
     const engine = this.c.p.engine;
     const x = await this.loadBatch(ids, a.epoch, ahead);
+    await this.straggle(ids.length);
+    const at = performance.now();
     const total = recordGradients(this.c.model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, accumulate);
     engine.flush();
-    return (await engine.readF32(total))[0]!;
+    const lossSum = (await engine.readF32(total))[0]!;
+    this.timed(performance.now() - at, ids.length);
+    return lossSum;
+  }
+
+  /** An injected straggler waits X times the expected compute of `images` before computing them (none before a compute was timed). */
+  private async straggle(images: number): Promise<void> {
+    if (this.slowdown > 0 && this.msPerImage !== null && images > 0) await sleep(this.slowdown * images * this.msPerImage);
+  }
+
+  /** Compute of `images` took `ms` (no waiting in it): the expected compute per image an injected straggler scales. */
+  private timed(ms: number, images: number): void {
+    if (!this.c.o.straggle || images === 0) return;
+    const per = ms / images;
+    this.msPerImage = this.msPerImage === null ? per : 0.8 * this.msPerImage + 0.2 * per;
   }
 
   private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {

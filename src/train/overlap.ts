@@ -38,7 +38,10 @@ export interface StageOptions {
   labelSmoothing?: number;
   /** The bucket plan (bucketPlan(model.layout, bytes)): stage k ends when bucket k is final. */
   buckets: readonly GradBucket[];
-  /** Add to the gradient the model holds (earlier micro-batches of the slice) instead of zeroing it first; needs a batch. */
+  /**
+   * Add to the gradient the model holds (earlier micro-batches of the slice) instead of zeroing
+   * it first. With no batch: nothing is computed, the buckets of the gradient held are read back.
+   */
   accumulate?: boolean;
 }
 
@@ -75,7 +78,8 @@ function deferred(): Deferred {
 /**
  * Starts forward + loss + staged backward of the batch `x` (uploaded with uploadBatch; null:
  * an empty slice, whose gradient is zero). Zeroes the model's gradient first (unless
- * `accumulate`: then the sum includes what earlier micro-batches left there). Returns at once;
+ * `accumulate`: then the sum includes what earlier micro-batches left there, and with no batch it
+ * is what they left there). Returns at once;
  * the compute proceeds stage by stage, yielding to the event loop between stages.
  */
 export function stageGradients<T extends TensorLike>(model: Model<T>, x: T | null, o: StageOptions): StagedGradients {
@@ -100,8 +104,17 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
   const t0 = performance.now();
   let away = 0;
   let endAt = t0;
-  if (o.accumulate && !x) throw new RangeError('stageGradients: accumulate needs a batch (the gradient held would otherwise never be read back)');
   if (!o.accumulate) model.zeroGrads();
+  if (!x && o.accumulate) {
+    // The gradient of earlier micro-batches, as it is: each bucket read back in the plan's order.
+    e.flush();
+    await Promise.all(o.buckets.map(({ start, end }, k) => e.readF32(e.view(model.grads, start, [end - start])).then((h) => {
+      grads.set(h, start);
+      stages[k]!.resolve();
+    })));
+    endAt = performance.now();
+    return { lossSum: 0, computeMs: endAt - t0, endAt };
+  }
   if (!x) {
     for (const s of stages) s.resolve();
     return { lossSum: 0, computeMs: 0, endAt };

@@ -147,8 +147,10 @@ describe('scaling simulator: invariants', () => {
     const c = { ...CLUSTER, stragglerMean: 0.1 };
     expect(simulateStep(c, steal, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.02, 12);
     expect(simulateStep(c, steal, TOY).computeS).toBeLessThan(simulateStep(c, RING, TOY).computeS);
-    // Chunks of 1 image (10 ms) leave 10 ms of each 20 ms round trip exposed, 50 chunks a peer.
-    expect(simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 1 } }, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.01 + 50 * 0.01, 12);
+    // Chunks of 1 image (10 ms) leave 10 ms of each 20 ms round trip exposed, for every chunk claimed
+    // while the slowest fixed part runs, (1 - f) t mu H_4, and the first.
+    const chunks = 1 + (0.5 * 1 * 0.1 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) / 0.01;
+    expect(simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 1 } }, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.01 + chunks * 0.01, 12);
     // A straggler beyond what the tail can absorb: the slowest fixed part (1 - f) t (1 + mu H_4) bounds the step.
     expect(simulateStep({ ...CLUSTER, stragglerMean: 3 }, { ...RING, steal: { fraction: 0.1, chunk: 2 } }, TOY).computeS).toBeCloseTo(0.9 * (1 + 3 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) + 0.02, 12);
     // One peer: nothing to steal from.

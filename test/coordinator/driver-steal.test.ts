@@ -37,31 +37,25 @@ const report = (h: H, id: string, a: StepAssignment, claimed: number, images = a
   h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images, ...(claimed ? { claimed } : {}) });
 
 /**
- * Members computing at `rate` images / ms claim the pool as volunteer-train.ts does (one claim
- * ahead, the last chunk of their fixed part held back, no latency): when each ends its step, how
- * many images it computed and how long its last micro-batch (the one the all-reduce overlaps) ran.
+ * Members computing at `rate` images / ms claim the pool as volunteer-train.ts does (the first
+ * claim as they start, then one as each grant comes, a chunk computed once the next one came, no
+ * latency): when each ends its step, how many images it computed and how long its last
+ * micro-batch (the one the all-reduce overlaps) ran.
  */
 function simulateClaims(pool: TailPool, members: { id: string; rate: number; fixed: number }[]): { id: string; end: number; images: number; lastMs: number }[] {
-  const st = members.map((m) => {
-    const hold = Math.min(m.fixed, pool.chunk);
-    return { ...m, t: (m.fixed - hold) / m.rate, pending: hold, next: grantNext(pool, m.id, 0), end: null as number | null, images: m.fixed, lastMs: 0 };
-  });
+  const st = members.map((m) => ({ ...m, t: m.fixed / m.rate, pending: 0, next: grantNext(pool, m.id, 0), end: null as number | null, images: m.fixed, lastMs: 0 }));
   for (let guard = 0; guard < 100_000; guard++) {
     const open = st.filter((m) => m.end === null);
     if (open.length === 0) break;
     const m = open.reduce((a, b) => (b.t < a.t ? b : a));
     const g = m.next;
-    if (g.ids.length === 0) {
-      m.lastMs = m.pending / m.rate;
+    if (g.ids.length === 0 || g.last) {
+      m.images += g.ids.length;
+      m.lastMs = (m.pending + g.ids.length) / m.rate;
       m.end = m.t + m.lastMs;
       continue;
     }
     m.images += g.ids.length;
-    if (g.last) {
-      m.lastMs = g.ids.length / m.rate;
-      m.end = m.t + m.pending / m.rate + m.lastMs;
-      continue;
-    }
     m.next = grantNext(pool, m.id, m.t);
     m.t += m.pending / m.rate;
     m.pending = g.ids.length;
@@ -101,18 +95,22 @@ describe('the tail pool (pure)', () => {
   });
 
   it('final grants: once the tail left would last the overlap window, each member gets a share in proportion to its rate in this step, flagged last', () => {
-    const s = splitTail([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]], { fraction: 0.5, chunk: 2 }, ['a', 'b'], { now: 1000, windowMs: 100 })!;
+    const s = splitTail([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]], { fraction: 0.5, chunk: 2 }, ['a', 'b'], { windowMs: 1000 })!;
     expect(s.pool.left).toEqual([7, 8, 9, 10, 11, 12, 19, 20, 21, 22, 23, 24]);
     // First claims go out before anything is computed: plain chunks.
     expect(grantNext(s.pool, 'a', 1000)).toEqual({ ids: [7, 8], last: false });
     expect(grantNext(s.pool, 'b', 1000)).toEqual({ ids: [9, 10], last: false });
-    // a has done its 6 in 100 ms (0.06 / ms); b, not claimed again, at most 6 / 100 ms too: 8 left <= 0.12 x 100.
-    expect(grantNext(s.pool, 'a', 1100)).toEqual({ ids: [11, 12, 19, 20], last: true });
-    expect(tailResultProblem(s.pool, 'a', 6, 12, 6)).toBeNull();
-    // b is the last member without its final grant: it takes the rest.
-    expect(grantNext(s.pool, 'b', 1300)).toEqual({ ids: [21, 22, 23, 24], last: true });
+    // a is done with its fixed part; b's rate is not known yet: a chunk keeps a busy.
+    expect(grantNext(s.pool, 'a', 1100)).toEqual({ ids: [11, 12], last: false });
+    // Rates from each member's first claim (its compute start) to its latest: b did 6 images in
+    // 300 ms (0.02 / ms), a 6 + 2 in 100 ms (0.08 / ms). 6 left and a chunk in flight at each:
+    // D = (6 + 2 + 2) / 0.1 = 100 ms each, so b's final grant is 0.02 x 100 - 2 = 0, at least 1.
+    expect(grantNext(s.pool, 'b', 1300)).toEqual({ ids: [19], last: true });
+    expect(tailResultProblem(s.pool, 'b', 6, 9, 3)).toBeNull();
+    // a is the last member without its final grant: it takes the rest.
+    expect(grantNext(s.pool, 'a', 1320)).toEqual({ ids: [20, 21, 22, 23, 24], last: true });
     expect(s.pool.left).toEqual([]);
-    expect(grantNext(s.pool, 'a', 1300), 'a drained member claims nothing more').toEqual({ ids: [], last: false });
+    expect(grantNext(s.pool, 'a', 1330), 'a drained member claims nothing more').toEqual({ ids: [], last: false });
   });
 
   it('members at different speeds claiming as volunteers do end their steps together; with a window, each one\'s last micro-batch lasts about the window', () => {
@@ -122,7 +120,7 @@ describe('the tail pool (pure)', () => {
       const rates = { c: 0.06, d: 0.06, e: 0.04 };
       const ids = Object.keys(rates);
       const slices = ids.map((_, k) => Array.from({ length: 96 }, (_, i) => k * 96 + i));
-      const { fixed, pool } = splitTail(slices, { fraction: 0.5, chunk: 2 }, ids, { now: 0, windowMs })!;
+      const { fixed, pool } = splitTail(slices, { fraction: 0.5, chunk: 2 }, ids, { windowMs })!;
       return simulateClaims(pool, ids.map((id, k) => ({ id, rate: rates[id as keyof typeof rates], fixed: fixed[k]!.length })));
     };
     for (const windowMs of [0, 300]) {
