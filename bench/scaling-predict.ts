@@ -46,6 +46,8 @@ export const PREDICT_STRAGGLER = 0.05;
 export const PREDICT_SPEED_SIGMA = 0.5;
 /** The stealFraction of the `steal` system: three quarters of each slice in the tail, so that the final grants can be long enough to hide the all-reduce. */
 export const PREDICT_STEAL_FRACTION = 0.75;
+/** Assumed fixed cost of a micro-batch on a real GPU (kernel launches and a read-back; software WebGPU here: the straggler runs measure it). */
+export const PREDICT_MICROBATCH_S = 0.005;
 /** Assumed per-step overhead of the planned system (next assignment pipelined, update on the GPU). */
 export const PLANNED_OVERHEAD_S = 0.01;
 /** Bytes on the wire per float32 byte in a job npm start creates (bf16 frames, coordinator/main.ts START_WIRE). */
@@ -79,7 +81,7 @@ export type SystemKey = 'current' | 'planned' | 'steal';
 export function systems(cal: Calibration): Record<SystemKey, SystemModel> {
   return {
     current: currentSystem(cal, START_WIRE_SCALE),
-    steal: { ...currentSystem(cal, START_WIRE_SCALE), steal: { fraction: PREDICT_STEAL_FRACTION } },
+    steal: { ...currentSystem(cal, START_WIRE_SCALE), steal: { fraction: PREDICT_STEAL_FRACTION }, microBatchS: PREDICT_MICROBATCH_S },
     planned: { ...currentSystem(cal, START_WIRE_SCALE), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
   };
 }

@@ -22,7 +22,8 @@
 // straggler factor) unless the slowest fixed part is longer, (1 - f) t (1 + mu H_N), plus one
 // chunk tau (members end within about a chunk of each other) and, per chunk (those claimed while
 // the slowest fixed part runs), the claim round trip (two link latencies) not hidden behind a
-// chunk's compute. The backward that overlaps the all-reduce is the final grant's: a window
+// chunk's compute, and the fixed cost of each micro-batch past the first (microBatchS). The
+// backward that overlaps the all-reduce is the final grant's: a window
 // W = max(2 x the all-reduce, 3/4 of the compute) (the coordinator's rule), at most the tail f t,
 // not the whole backward.
 // Efficiency: throughput(N) / sum_i throughput_i(alone), alone = one peer, no all-reduce:
@@ -64,6 +65,8 @@ export interface SystemModel {
   wireScale?: number;
   /** Work stealing at the step's end (the job's stealFraction and stealChunk); absent: none. */
   steal?: StealSettings;
+  /** Seconds each micro-batch beyond a step's first costs (a read-back, small kernels, buffers for another batch size), at share 1; absent: 0. */
+  microBatchS?: number;
 }
 
 /** The topology a system uses for a ring of `peers` (flat below its twoLevelFrom). */
@@ -123,7 +126,8 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
     const chunksPerPeer = 1 + ((1 - steal.fraction) * t * c.stragglerMean * harmonic(c.peers)) / tau;
     const fluid = t / meanInverseSlowdown(c.stragglerMean);
     const slowestFixed = (1 - steal.fraction) * t * (1 + c.stragglerMean * harmonic(c.peers));
-    computeS = Math.max(fluid, slowestFixed) + tau + chunksPerPeer * Math.max(0, 2 * c.link.latencyS - tau);
+    // Micro-batches beyond the first: the fixed part and each chunk computed on its own (the last joins the final grant).
+    computeS = Math.max(fluid, slowestFixed) + tau + chunksPerPeer * (Math.max(0, 2 * c.link.latencyS - tau) + (s.microBatchS ?? 0) / c.share);
     backwardS = Math.min(Math.max(WINDOW_COMM_FACTOR * full.totalS, WINDOW_COMPUTE_SHARE * computeS), steal.fraction * t) * w.profile.backwardShare;
   }
   let best = { exposed: 0, buckets: 0, bucketBytes: 0 };

@@ -10,8 +10,16 @@ import type { Calibration, MeasuredRun } from './scaling-calibrate.ts';
 import { currentSystem, runSpeed } from './scaling-calibrate.ts';
 import { PREDICT_STEAL_FRACTION } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
-import { runRing, type RunContext, type RunSummary } from './scaling-run.ts';
+import { MODEL, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
 import { simulateStep } from './scaling-sim.ts';
+import { median } from './timing.ts';
+import { getDevice } from '../src/gpu/device.ts';
+import { WebGpuEngine } from '../src/backend/webgpu.ts';
+import { Model } from '../src/nn/model.ts';
+import { modelByName } from '../src/nn/models.ts';
+import { recordGradients } from '../src/train/step.ts';
+import { makeRng, uniformF32 } from '../src/rng.ts';
+import { MIN_CHUNK } from '../coordinator/tail-pool.ts';
 
 export const STRAGGLE_PEERS = 2;
 
@@ -28,6 +36,49 @@ export interface StraggleResult {
   /** Step time without stealing over step time with it. */
   measuredSpeedup: number;
   predictedSpeedup: number;
+  /** The fixed cost of a micro-batch (s, this machine to itself), measured apart (microBatchCost). */
+  microBatchS: number;
+}
+
+/**
+ * What a micro-batch costs beyond its images, on this machine's WebGPU with the machine to
+ * itself: a peer's share of a step (`images`) computed as one batch against the same images as a
+ * stealing member computes them (its fixed quarter, a chunk, then the rest as its final grant),
+ * median over `reps`; the difference over the two extra micro-batches.
+ */
+export async function microBatchCost(images: number, reps = 5): Promise<number> {
+  const gpu = await getDevice();
+  const model = new Model(new WebGpuEngine(gpu), modelByName(MODEL, [1, 28, 28], 10), { seed: 1 });
+  const rng = makeRng(1);
+  const fixed = Math.max(1, Math.round(images / 4));
+  const chunk = Math.min(MIN_CHUNK, Math.max(1, images - fixed - 1));
+  const parts = [fixed, chunk, images - fixed - chunk];
+  const tensors = new Map<number, ReturnType<typeof gpu.upload>>();
+  const x = (n: number) => {
+    if (!tensors.has(n)) tensors.set(n, gpu.upload(uniformF32(rng, n * 784), [n, 1, 28, 28]));
+    return tensors.get(n)!;
+  };
+  const run = async (sizes: readonly number[]): Promise<number> => {
+    const t0 = performance.now();
+    for (const [i, n] of sizes.entries()) {
+      gpu.write(model.labelsTensor(n), Int32Array.from({ length: n }, () => rng.int(10)));
+      await gpu.readF32(recordGradients(model, x(n), 1, 0, i > 0));
+    }
+    return performance.now() - t0;
+  };
+  const whole: number[] = [];
+  const split: number[] = [];
+  try {
+    for (let r = 0; r < reps + 2; r++) {
+      const a = await run([images]);
+      const b = await run(parts);
+      if (r >= 2) { whole.push(a); split.push(b); }
+    }
+  } finally {
+    for (const t of tensors.values()) gpu.release(t);
+    model.destroy();
+  }
+  return Math.max(0, (median(split) - median(whole)) / 2 / 1000);
 }
 
 /** Runs the ring of two with stragglers of mean `mu`, without and with stealing (Node volunteers, as the other runs). */
@@ -39,7 +90,7 @@ export async function straggleRuns(mu: number, o: RunContext): Promise<[RunSumma
 }
 
 /** The simulator's step times for the two straggler runs, given the calibration of the ordinary runs. */
-export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: number, runs: [RunSummary, RunSummary]): StraggleResult {
+export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: number, runs: [RunSummary, RunSummary], microBatchS: number): StraggleResult {
   const [plain, steal] = runs;
   const asMeasured = (r: RunSummary): MeasuredRun => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 });
   // Injected and contention slowdowns, both per step: their means add.
@@ -47,12 +98,12 @@ export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: num
   const speed = runSpeed(asMeasured(plain), straggler);
   const cluster = { peers: plain.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: straggler, share: 1 / plain.peers, link: cal.link, seed: 1 };
   const w = { batch: plain.batch, profile };
-  const system = currentSystem(cal);
+  const system = { ...currentSystem(cal), microBatchS };
   const predictedS: [number, number] = [simulateStep(cluster, system, w).totalS, simulateStep(cluster, { ...system, steal: { fraction: PREDICT_STEAL_FRACTION } }, w).totalS];
   const measuredS: [number, number] = [plain.stepMs / 1000, steal.stepMs / 1000];
   return {
     mu, peers: plain.peers, batch: plain.batch, runs, measuredS, predictedS,
     errors: [Math.abs(predictedS[0] - measuredS[0]) / measuredS[0], Math.abs(predictedS[1] - measuredS[1]) / measuredS[1]],
-    measuredSpeedup: measuredS[0] / measuredS[1], predictedSpeedup: predictedS[0] / predictedS[1],
+    measuredSpeedup: measuredS[0] / measuredS[1], predictedSpeedup: predictedS[0] / predictedS[1], microBatchS,
   };
 }

@@ -46,12 +46,12 @@ import { writeFileEnsuringDir } from './plot.ts';
 import { calibrate, validate, type CommProbe, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
 import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
-import { CHURN, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
+import { CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
 import { MODEL, PROBE_MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
-import { STRAGGLE_PEERS, predictStraggle, straggleRuns } from './scaling-straggle.ts';
+import { STRAGGLE_PEERS, microBatchCost, predictStraggle, straggleRuns } from './scaling-straggle.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
   --steps N       steps measured per run, after ${WARMUP_STEPS} warm-up steps (default 8, --quick 4)
@@ -133,7 +133,10 @@ export async function main(args: string[]): Promise<void> {
   runs.forEach((r, i) => log(`  N=${r.peers} B=${r.batch}: measured ${r.stepMs.toFixed(0)} ms, simulated ${(v.predictedS[i]! * 1000).toFixed(0)} ms (one speed: ${(v.fixedSpeedPredictedS[i]! * 1000).toFixed(0)} ms)${v.heldOutPredictedS[i] != null ? `, held out ${(v.heldOutPredictedS[i]! * 1000).toFixed(0)} ms` : ''}`));
   log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, ${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; ${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
 
-  const strag = straggled ? predictStraggle(cal, small, mu, straggled) : null;
+  // The fixed cost of a micro-batch, measured apart on one engine (the ring's runs are over).
+  const microBatchS = straggled ? await microBatchCost(Math.round(Math.max(...batches) / STRAGGLE_PEERS)) : 0;
+  if (straggled) log(`scaling: a micro-batch costs ${(microBatchS * 1000).toFixed(1)} ms beyond its images here (WebGPU, the machine to itself)`);
+  const strag = straggled ? predictStraggle(cal, small, mu, straggled, microBatchS) : null;
   if (strag) log(`scaling: stragglers: measured ${(strag.measuredS[0] * 1000).toFixed(0)} / ${(strag.measuredS[1] * 1000).toFixed(0)} ms without / with stealing (x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms (x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
   const rows = predictAll(cal);
   log('scaling: predictions (CURRENT = the code today, job defaults; STEAL = with --steal; PLANNED = not built):');
@@ -194,7 +197,7 @@ export async function main(args: string[]): Promise<void> {
       assumptions: {
         computePerModel: scenarios(cal).map((s) => ({ scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9, backwardShare: s.profile.backwardShare, source: s.computeSource })),
         gpuResnet50At224ImagesPerS: GPU_RESNET50_224_IMAGES_PER_S,
-        stragglerMean: PREDICT_STRAGGLER, speedSigma: PREDICT_SPEED_SIGMA,
+        stragglerMean: PREDICT_STRAGGLER, speedSigma: PREDICT_SPEED_SIGMA, stealMicroBatchS: PREDICT_MICROBATCH_S,
         links: LINK_KINDS.map((l) => ({ ...l, latencyPerRingStepS: l.oneWayS + cal.link.latencyS, note: 'latency per ring step = one-way delay + the software latency alpha fitted here' })),
         churn: { ...CHURN, note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; joinS: admission at a step boundary. Assumed, not measured' },
       },
