@@ -64,7 +64,8 @@ const USAGE = `usage: npm run bench -- scaling [options]
   --straggle MU   straggler runs: a ring of ${STRAGGLE_PEERS} at the largest batch, each peer slowed every step by
                   a factor 1 + X (X exponential of mean MU), without and with work stealing, twice
                   --steps steps each; the simulator predicts both (default 0.3; 0: skip them)
-  --quick         4 measured steps per run (about 2 minutes here; the default about 3)`;
+  --quick         4 measured steps per run (about 3 minutes here with the straggler runs; the
+                  default about 5)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
 /** MNIST images in the temporary data set (the first ones of the train split). */
