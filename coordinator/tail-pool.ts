@@ -136,9 +136,10 @@ function rateOf(pool: TailPool, member: string): number | null {
 }
 
 /**
- * The answer to `member`'s claim at `now` (ms): the next chunk, or once the tail left would keep
- * the ring busy for no more than the overlap window, its final grant (a share of what is left
- * in proportion to its rate; the last member not final takes the rest). Empty once the tail is
+ * The answer to `member`'s claim at `now` (ms): the next chunk; or, once every member's rate is
+ * known and the tail left would keep the ring busy for no more than the overlap window, its
+ * final grant, sized so that the members still open end together (what is left and what each
+ * holds, over their rates; the last member not final takes the rest). Empty once the tail is
  * gone. Either of the last two drains the member.
  */
 export function grantNext(pool: TailPool, member: string, now = 0): TailGrant {

@@ -158,10 +158,11 @@ export interface StepAssignment {
   uploadCheckpoint?: boolean;
   /**
    * Work stealing at the step's end (coordinator/tail-pool.ts): `sampleIds` is this peer's fixed
-   * part; the step's tail waits at the coordinator in chunks of at most `chunk` ids. The peer
-   * claims one chunk ahead (`claim`) while it computes, adds each granted chunk to its sum, and
-   * keeps claiming until a grant comes back empty; only then does its last micro-batch run with
-   * the all-reduce overlapped. Its slice is then sampleIds + every granted id, in grant order.
+   * part; the step's tail waits at the coordinator and goes out in chunks of `chunk` ids, then
+   * in final grants (`last`) sized to each member's rate. The peer claims one grant ahead
+   * (`claim`) while it computes, adds each granted chunk to its sum, and keeps claiming until a
+   * grant comes back empty or final; then its last micro-batch runs with the all-reduce
+   * overlapped. Its slice is then sampleIds + every granted id, in grant order.
    */
   steal?: { chunk: number };
   /**
