@@ -111,7 +111,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               peer's share and hands it out in chunks to whoever finishes first,
                               so one slow peer does not hold up the ring (default 0: off; 0.75
                               keeps the all-reduce hidden behind the last batch)
-  --steal-chunk N             images per chunk of it (default: about a quarter of a peer's share)
+  --steal-chunk N             images per chunk of it (default: about 40 ms of a peer's compute, at
+                              least 8, at most an eighth of a peer's share of the tail)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, see the README), f32
