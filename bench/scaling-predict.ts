@@ -13,7 +13,7 @@
 //   steal    current with work stealing at the step's end (built, a job setting that is off by
 //            default: npm start --steal PREDICT_STEAL_FRACTION; coordinator/tail-pool.ts), its
 //            chunk the coordinator's own rule (STEAL_CHUNK_MS of a peer's compute).
-// Both assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
+// All three assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
 // Every number that is assumed rather than measured is named here and written to the JSON.
 import { PROFILES, type Profile } from '../test/net/profiles.ts';
 import { modelByName, type ModelName } from '../src/nn/models.ts';

@@ -11,6 +11,7 @@ import { latestPerStep, readMetrics, type MetricRecord } from '../coordinator/me
 import { runJob } from '../coordinator/run.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import type { ModelName } from '../src/nn/models.ts';
+import type { MeasuredRun } from './scaling-calibrate.ts';
 import { ringBytesPerPeer } from './scaling-model.ts';
 import { median } from './timing.ts';
 
@@ -121,6 +122,9 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * volunteer's command line (the straggler runs: bench/scaling.ts).
  */
 export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName; tag?: string; job?: Record<string, unknown>; volunteerArgs?: readonly string[] }
+
+/** A run as the calibration reads it (seconds; all N peers ran on this one machine: each had 1/N of it). */
+export const asMeasured = (r: RunSummary): MeasuredRun => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 });
 
 /** One ring size: a fresh job, N volunteers started together (minPeers N), its metrics read back. */
 export async function runRing(n: number, o: RunContext): Promise<RunSummary> {

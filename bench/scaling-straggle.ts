@@ -6,11 +6,10 @@
 // stealing (stealFraction PREDICT_STEAL_FRACTION). The simulator, calibrated on the ordinary runs,
 // predicts both step times with the straggler mean MU plus the contention fitted there, and the
 // speed the run without stealing measured.
-import type { Calibration, MeasuredRun } from './scaling-calibrate.ts';
-import { currentSystem, runSpeed } from './scaling-calibrate.ts';
+import { currentSystem, runSpeed, type Calibration } from './scaling-calibrate.ts';
 import { PREDICT_STEAL_FRACTION } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
-import { MODEL, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
+import { MODEL, asMeasured, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
 import { simulateStep } from './scaling-sim.ts';
 import { median } from './timing.ts';
 import { getDevice } from '../src/gpu/device.ts';
@@ -92,7 +91,6 @@ export async function straggleRuns(mu: number, o: RunContext): Promise<[RunSumma
 /** The simulator's step times for the two straggler runs, given the calibration of the ordinary runs. */
 export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: number, runs: [RunSummary, RunSummary], microBatchS: number): StraggleResult {
   const [plain, steal] = runs;
-  const asMeasured = (r: RunSummary): MeasuredRun => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 });
   // Injected and contention slowdowns, both per step: their means add.
   const straggler = mu + cal.stragglerMean;
   const speed = runSpeed(asMeasured(plain), straggler);

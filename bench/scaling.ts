@@ -50,7 +50,7 @@ import { CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_I
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
-import { MODEL, PROBE_MODEL, WARMUP_STEPS, runRing, type RunSummary } from './scaling-run.ts';
+import { MODEL, PROBE_MODEL, WARMUP_STEPS, asMeasured, runRing, type RunSummary } from './scaling-run.ts';
 import { STRAGGLE_PEERS, microBatchCost, predictStraggle, straggleRuns } from './scaling-straggle.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
@@ -123,8 +123,7 @@ export async function main(args: string[]): Promise<void> {
     await rm(root, { recursive: true, force: true });
   }
 
-  // All N peers ran on this one machine: each had 1/N of it.
-  const measured: MeasuredRun[] = runs.map((r) => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 }));
+  const measured: MeasuredRun[] = runs.map(asMeasured);
   const probes: CommProbe[] = probeRuns.map((r) => ({ peers: r.peers, gradBytes: probeProfile.gradBytes, allReduceS: r.allReduceMs / 1000 }));
   const cal = calibrate(measured, gradBytes, probes);
   const v = validate(measured, small, probes);

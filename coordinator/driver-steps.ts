@@ -161,7 +161,8 @@ export class StepBook {
   /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */
   aborted(ph: RunningPhase): void {
     // With a tail: each member holds its fixed part and its grants; what was never granted is re-run as lost.
-    if (ph.slices && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, ph.tail ? slicesWithGrants(ph.ring, ph.slices, ph.tail) : ph.slices, ph.tail?.left ?? []);
+    const held = heldSlices(ph);
+    if (held && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, held, ph.tail?.left ?? []);
   }
 
   /** Nobody holds the work of an aborted round or step any more (the ring emptied). */
@@ -203,6 +204,11 @@ export class StepBook {
     const same = h.ring.length === s.ring.length && h.ring.every((id, i) => id === s.ring[i]);
     return same ? h.plan : null;
   }
+}
+
+/** A sync step's slices as its members hold them (ring order): with a tail, each fixed part and its grants. */
+function heldSlices(ph: RunningPhase): number[][] | null {
+  return ph.slices && ph.tail ? slicesWithGrants(ph.ring, ph.slices, ph.tail) : ph.slices;
 }
 
 const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
@@ -272,7 +278,7 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
   const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
   const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
   return {
-    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(ph.tail ? slicesWithGrants(ph.ring, ph.slices, ph.tail) : ph.slices) } : {}) },
+    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(heldSlices(ph)!) } : {}) },
     event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic },
   };
 }

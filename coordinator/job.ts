@@ -77,8 +77,9 @@ export interface JobConfig {
   wire: WireFormat;
   /**
    * Work stealing at each sync step's end (coordinator/tail-pool.ts): `stealFraction` of every
-   * member's slice waits at the coordinator and goes in chunks of `stealChunk` ids (absent: a
-   * quarter of a member's mean share of it) to whoever asks first. Absent: no stealing.
+   * member's slice waits at the coordinator and goes in chunks of `stealChunk` ids (absent:
+   * tail-pool.ts autoChunk) to whoever asks first, then in final grants sized to each member's
+   * rate. Absent: no stealing.
    */
   steal?: StealSettings;
 }

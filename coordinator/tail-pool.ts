@@ -60,9 +60,7 @@ export interface TailPool {
   windowMs: number;
   /** Each member's fixed part (images), for its rate in this step. */
   fixedCount: Map<string, number>;
-  /** Claims answered per member (a member's first claim is sent before it computed anything). */
-  claims: Map<string, number>;
-  /** When each member's first and second claims came (ms): its fixed part was computed in between. */
+  /** When each member's first and second claims came (ms): its fixed part was computed in between (its first is sent before it computed anything). */
   firstClaimAt: Map<string, number>;
   secondClaimAt: Map<string, number>;
   /** A final grant went out: every member's next claim (with a rate) gets its final grant too. */
@@ -110,7 +108,7 @@ export function splitTail(slices: readonly (readonly number[])[], s: StealSettin
   }
   if (left.length === 0) return null;
   const fixedCount = new Map(ring.map((id, i) => [id, fixed[i]!.length]));
-  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), fixedCount, claims: new Map(), firstClaimAt: new Map(), secondClaimAt: new Map(), finalPhase: false } };
+  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), fixedCount, firstClaimAt: new Map(), secondClaimAt: new Map(), finalPhase: false } };
 }
 
 /**
@@ -143,10 +141,8 @@ function rateOf(pool: TailPool, member: string): number | null {
  * gone. Either of the last two drains the member.
  */
 export function grantNext(pool: TailPool, member: string, now = 0): TailGrant {
-  const claims = (pool.claims.get(member) ?? 0) + 1;
-  pool.claims.set(member, claims);
-  if (claims === 1) pool.firstClaimAt.set(member, now);
-  else if (claims === 2) pool.secondClaimAt.set(member, now);
+  if (!pool.firstClaimAt.has(member)) pool.firstClaimAt.set(member, now);
+  else if (!pool.secondClaimAt.has(member)) pool.secondClaimAt.set(member, now);
   if (pool.drained.has(member)) return { ids: [], last: false };
   let take = pool.chunk;
   let last = false;
