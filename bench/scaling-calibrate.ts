@@ -24,7 +24,8 @@ import type { LinkModel } from './scaling-collective.ts';
 import type { ModelProfile } from './scaling-profile.ts';
 import { harmonic, simulateStep, type SystemModel } from './scaling-sim.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
-import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
+import { DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES } from '../src/nn/buckets.ts';
+import { MAX_STEAL_FRACTION } from '../coordinator/tail-pool.ts';
 
 export interface MeasuredRun {
   peers: number;
@@ -117,8 +118,10 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number, probe
 /**
  * The system as the code runs it, with a calibration's overheads: the job defaults of
  * coordinator/job.ts and src/client/sync-step.ts (buckets of DEFAULT_BUCKET_BYTES all-reduced as
- * backward completes them, the two-level collective from DEFAULT_TWO_LEVEL_FROM peers, a lost
- * peer costs its slice: coordinator/slice-rerun.ts), float32 frames.
+ * backward completes them, the last of them cut at DEFAULT_LAST_BUCKET_BYTES, work stealing
+ * where it is faster (steal auto; its micro-batch cost, microBatchS, is the caller's), the
+ * two-level collective from DEFAULT_TWO_LEVEL_FROM peers, a lost peer costs its slice:
+ * coordinator/slice-rerun.ts), float32 frames.
  */
 /**
  * Today's system. `wireScale` 1: float32 frames, as the measured runs here send them (the fit);
@@ -126,16 +129,27 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number, probe
  */
 export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>, wireScale = 1): SystemModel {
   return {
-    topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], onLoss: 'rerun-slice',
+    topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], lastBucketBytes: DEFAULT_LAST_BUCKET_BYTES, onLoss: 'rerun-slice',
+    steal: { fraction: MAX_STEAL_FRACTION, auto: true },
     overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS, wireScale,
   };
 }
 
-/** The simulator's step time for a measured run's configuration, today's system; `speed` overrides c. */
+/**
+ * What the measured runs' jobs set on top of the defaults: the small CNN's gradient in ONE bucket
+ * (no last-bucket cut), ready when backward ends, and no work stealing, so that a run's step is its compute, its whole
+ * all-reduce and the overhead, as the calibration above splits it.
+ */
+export const MEASURED_JOB = { lastBucketBytes: 0, stealFraction: 0 } as const;
+
+/** Today's system as the measured runs configure it (MEASURED_JOB), float32 frames. */
+export const measuredSystem = (cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>): SystemModel => ({ ...currentSystem(cal), lastBucketBytes: MEASURED_JOB.lastBucketBytes, steal: undefined });
+
+/** The simulator's step time for a measured run's configuration (measuredSystem); `speed` overrides c. */
 export function predictRun(cal: Calibration, run: Pick<MeasuredRun, 'peers' | 'batch' | 'share'>, profile: ModelProfile, speed = cal.imagesPerSecPerPeer): number {
   return simulateStep(
     { peers: run.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: cal.stragglerMean, share: run.share, link: cal.link, seed: 1 },
-    currentSystem(cal), { batch: run.batch, profile },
+    measuredSystem(cal), { batch: run.batch, profile },
   ).totalS;
 }
 

@@ -58,18 +58,27 @@ export interface Bucket { bytes: number; readyFraction: number }
 /**
  * Buckets in reverse layer order (the order backward completes them), each closed once it holds
  * at least `bucketBytes` (the last one may be smaller). bucketBytes >= the gradient: one bucket,
- * ready when backward ends (readyFraction 1): today's single all-reduce.
+ * ready when backward ends (readyFraction 1): today's single all-reduce. `lastBytes` > 0: the
+ * last bucket (ready when backward ends) is cut once more, its first layers up to `lastBytes`
+ * going last on their own, as src/nn/buckets.ts bucketPlan cuts tensors.
  */
-export function bucketsOf(layers: readonly { bytes: number; readyFraction: number }[], bucketBytes: number): Bucket[] {
+export function bucketsOf(layers: readonly { bytes: number; readyFraction: number }[], bucketBytes: number, lastBytes = 0): Bucket[] {
   if (!(bucketBytes > 0)) throw new RangeError(`bucketsOf: bucketBytes must be > 0, got ${bucketBytes}`);
   const buckets: Bucket[] = [];
   let open: Bucket = { bytes: 0, readyFraction: 0 };
+  let end = layers.length; // the open bucket holds layers [i, end)
   for (let i = layers.length - 1; i >= 0; i--) {
     const l = layers[i]!;
     open = { bytes: open.bytes + l.bytes, readyFraction: Math.max(open.readyFraction, l.readyFraction) };
-    if (open.bytes >= bucketBytes) { buckets.push(open); open = { bytes: 0, readyFraction: 0 }; }
+    if (open.bytes >= bucketBytes && i > 0) { buckets.push(open); open = { bytes: 0, readyFraction: 0 }; end = i; }
   }
-  if (open.bytes > 0) buckets.push(open);
+  // The bucket of layers [0, end): its first layers up to lastBytes become a bucket of their own.
+  let k = 0, front = 0;
+  if (lastBytes > 0 && open.bytes > lastBytes) while (k < end && front + layers[k]!.bytes <= lastBytes) front += layers[k++]!.bytes;
+  if (k > 0 && k < end) {
+    buckets.push({ bytes: open.bytes - front, readyFraction: Math.max(...layers.slice(k, end).map((l) => l.readyFraction)) });
+    buckets.push({ bytes: front, readyFraction: 1 });
+  } else if (open.bytes > 0) buckets.push(open);
   // The earliest layers complete when backward ends.
   if (buckets.length) buckets[buckets.length - 1]!.readyFraction = 1;
   return buckets;

@@ -1,18 +1,21 @@
 // The scaling bench's predictions: the calibrated simulator (bench/scaling-sim.ts, -churn.ts)
-// run for large rings of three models at two global batches over three kinds of link, for two
+// run for large rings of three models at two global batches over three kinds of link, for three
 // systems, each labelled:
 //   current  what the code does today (job defaults): buckets of 25 MiB all-reduced as backward
-//            completes them (src/client/sync-step.ts), a flat ring below 16 peers and the
+//            completes them, the last (the first layers') cut at 1 MiB (src/nn/buckets.ts,
+//            src/client/sync-step.ts), work stealing on the steps where the coordinator measured
+//            it faster (stealFraction auto: coordinator/steal-tuner.ts; each micro-batch assumed
+//            to cost PREDICT_MICROBATCH_S on a real GPU), a flat ring below 16 peers and the
 //            two-level collective from 16 (coordinator/two-level.ts), a lost peer costs its
 //            slice (coordinator/slice-rerun.ts), bf16 frames (the wire of a job npm start
 //            creates; the measured runs that fit the model send float32), the per-step overhead
 //            fitted here;
-//   planned  NOT built: the bucket cap chosen per model and
-//            link (the best of a few sizes), the next assignment pipelined with the update (an
-//            assumed smaller per-step overhead, PLANNED_OVERHEAD_S);
-//   steal    current with work stealing at the step's end (built, a job setting that is off by
-//            default: npm start --steal PREDICT_STEAL_FRACTION; coordinator/tail-pool.ts), its
-//            chunk the coordinator's own rule (STEAL_CHUNK_MS of a peer's compute).
+//   planned  NOT built: the bucket cap chosen per model and link (the best of a few sizes), the
+//            next assignment pipelined with the update (an assumed smaller per-step overhead,
+//            PLANNED_OVERHEAD_S);
+//   steal    current with work stealing on every step (npm start --steal
+//            PREDICT_STEAL_FRACTION; coordinator/tail-pool.ts), its chunk the coordinator's own
+//            rule (STEAL_CHUNK_MS of a peer's compute).
 // All three assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
 // Every number that is assumed rather than measured is named here and written to the JSON.
 import { PROFILES, type Profile } from '../test/net/profiles.ts';
@@ -78,11 +81,14 @@ export function scenarios(cal: Calibration): Scenario[] {
 
 export type SystemKey = 'current' | 'planned' | 'steal';
 
+/** Today's system on real machines: its micro-batches (work stealing) cost PREDICT_MICROBATCH_S. */
+const predictedSystem = (cal: Calibration, wireScale: number): SystemModel => ({ ...currentSystem(cal, wireScale), microBatchS: PREDICT_MICROBATCH_S });
+
 export function systems(cal: Calibration): Record<SystemKey, SystemModel> {
   return {
-    current: currentSystem(cal, START_WIRE_SCALE),
-    steal: { ...currentSystem(cal, START_WIRE_SCALE), steal: { fraction: PREDICT_STEAL_FRACTION }, microBatchS: PREDICT_MICROBATCH_S },
-    planned: { ...currentSystem(cal, START_WIRE_SCALE), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
+    current: predictedSystem(cal, START_WIRE_SCALE),
+    steal: { ...predictedSystem(cal, START_WIRE_SCALE), steal: { fraction: PREDICT_STEAL_FRACTION } },
+    planned: { ...predictedSystem(cal, START_WIRE_SCALE), bucketBytes: PLANNED_BUCKETS, overheadS: PLANNED_OVERHEAD_S, overheadPerPeerS: 0 },
   };
 }
 
@@ -97,7 +103,7 @@ export interface PredictionRow {
   system: SystemKey;
   scenario: string; batch: number; link: string; peers: number; imagesPerPeer: number;
   stepS: number; computeS: number; exposedCommS: number; exposedLatencyS: number; exposedBandwidthS: number; allReduceS: number; overheadS: number;
-  buckets: number; bucketBytes: number;
+  buckets: number; bucketBytes: number; steals: boolean;
   efficiency: number; efficiencyNoLatency: number; efficiencyNoStraggler: number; imagesPerSec: number;
   bound: string; boundShare: number;
   churn: { meanSessionS: number; efficiency: number; meanStepS: number; lossesPerStep: number };
@@ -113,7 +119,7 @@ export function predictRow(cal: Calibration, sys: SystemKey, s: Scenario, batch:
   return {
     system: sys, scenario: s.key, batch, link: link.key, peers, imagesPerPeer: batch / peers,
     stepS: t.totalS, computeS: t.computeS, exposedCommS: t.exposedCommS, exposedLatencyS: t.exposedLatencyS, exposedBandwidthS: t.exposedBandwidthS,
-    allReduceS: t.allReduceS, overheadS: t.overheadS, buckets: t.buckets, bucketBytes: t.bucketBytes,
+    allReduceS: t.allReduceS, overheadS: t.overheadS, buckets: t.buckets, bucketBytes: t.bucketBytes, steals: t.steals,
     efficiency: efficiency(c, system, w), efficiencyNoLatency: efficiency({ ...c, link: { ...c.link, latencyS: 0 } }, system, w),
     efficiencyNoStraggler: efficiency({ ...c, stragglerMean: 0 }, system, w), imagesPerSec: batch / t.totalS,
     bound: b.bound, boundShare: b.share,
@@ -126,7 +132,7 @@ export function float32Efficiency(cal: Calibration, scenarioKey: string, batch: 
   const s = scenarios(cal).find((x) => x.key === scenarioKey);
   const link = LINK_KINDS.find((l) => l.key === linkKey);
   if (!s || !link) throw new Error(`no scenario ${scenarioKey} or link ${linkKey}`);
-  return efficiency(cluster(cal, s, link, peers), currentSystem(cal, 1), { batch, profile: s.profile });
+  return efficiency(cluster(cal, s, link, peers), predictedSystem(cal, 1), { batch, profile: s.profile });
 }
 
 export function predictAll(cal: Calibration): PredictionRow[] {

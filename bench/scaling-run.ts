@@ -11,7 +11,7 @@ import { latestPerStep, readMetrics, type MetricRecord } from '../coordinator/me
 import { runJob } from '../coordinator/run.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import type { ModelName } from '../src/nn/models.ts';
-import type { MeasuredRun } from './scaling-calibrate.ts';
+import { MEASURED_JOB, type MeasuredRun } from './scaling-calibrate.ts';
 import { ringBytesPerPeer } from './scaling-model.ts';
 import { median } from './timing.ts';
 
@@ -137,7 +137,7 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
     jobDir, dataDir: o.dataDir, manifest: o.manifest, evalSamples: 48,
     config: {
       name: `scaling-${n}-b${o.batch}-${model}`, model, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
-      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n, ...o.job,
+      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n, ...MEASURED_JOB, ...o.job,
     },
     log: (l) => { lines.push(l); if (lines.length > 200) lines.shift(); },
     onEvent: (e) => {

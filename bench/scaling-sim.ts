@@ -10,7 +10,8 @@
 // maximum of N exponentials). Backward is the last `backwardShare` of it.
 // Communication. The gradient (S bytes) goes in buckets in reverse layer order
 // (bench/scaling-collective.ts); with overlap each bucket's all-reduce starts when backward has
-// completed it, else all start after backward (today: one bucket, the whole buffer). Only what
+// completed it, else all start after backward; the bucket all-reduced last (the first layers')
+// is cut small (lastBucketBytes), as it is all exposed. Only what
 // runs past the end of backward costs: the exposed communication.
 // Step: T = t (1 + mu H_N) + exposed + o, o = overheadS + overheadPerPeerS / share (the
 // coordinator round trip and barrier, and each peer's update and checksum, which peers sharing
@@ -32,6 +33,7 @@ import { makeRng } from '../src/rng.ts';
 import { allReduceTime, bucketsOf, exposedCommS, type LinkModel, type Topology } from './scaling-collective.ts';
 import type { ModelProfile } from './scaling-profile.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, autoChunk, type StealSettings } from '../coordinator/tail-pool.ts';
+import { AUTO_MAX_INTERVAL, AUTO_PROBE } from '../coordinator/steal-tuner.ts';
 
 export interface ClusterModel {
   peers: number;
@@ -53,6 +55,8 @@ export interface SystemModel {
   overlap: boolean;
   /** Bucket sizes in bytes the system may use; the best for each step is taken (a tuned bucket cap). Infinity: one all-reduce. */
   bucketBytes: readonly number[];
+  /** The cap of the bucket all-reduced last (the job's lastBucketBytes, src/nn/buckets.ts); absent or 0: no such cut. */
+  lastBucketBytes?: number;
   /** What a peer lost mid-step costs: the whole step ('abort', today) or its slice ('rerun-slice', planned). */
   onLoss: 'abort' | 'rerun-slice';
   /** Seconds per step outside compute and all-reduce independent of the share (coordinator, barrier). */
@@ -63,8 +67,12 @@ export interface SystemModel {
   twoLevelFrom?: number;
   /** Bytes on the wire per byte of float32 gradient: 1 (float32 frames, today's default), 0.5 (half precision); absent: 1. */
   wireScale?: number;
-  /** Work stealing at the step's end (the job's stealFraction and stealChunk); absent: none. */
-  steal?: StealSettings;
+  /**
+   * Work stealing at the step's end (the job's stealFraction and stealChunk); absent: none. auto
+   * (the default job): the faster way of each step, plus the tuner's probes of the other way
+   * (coordinator/steal-tuner.ts: AUTO_PROBE steps in every AUTO_MAX_INTERVAL once one way keeps winning).
+   */
+  steal?: StealSettings & { auto?: boolean };
   /** Seconds each micro-batch beyond a step's first costs (a read-back, small kernels, buffers for another batch size), at share 1; absent: 0. */
   microBatchS?: number;
 }
@@ -89,6 +97,8 @@ export interface StepBreakdown {
   totalS: number;
   buckets: number;
   bucketBytes: number;
+  /** Whether the step steals (a system with steal auto: the faster way). */
+  steals: boolean;
 }
 
 export function harmonic(n: number): number {
@@ -112,6 +122,14 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (!(Number.isInteger(c.peers) && c.peers >= 1)) throw new RangeError(`simulateStep: peers must be an integer >= 1, got ${c.peers}`);
   if (!(c.share > 0 && c.share <= 1)) throw new RangeError(`simulateStep: share must be in (0, 1], got ${c.share}`);
   if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
+  if (s.steal?.auto) {
+    // The tuner keeps the faster way and probes the other AUTO_PROBE steps in every AUTO_MAX_INTERVAL.
+    const { auto: _, ...always } = s.steal;
+    const on = simulateStep(c, { ...s, steal: always }, w), off = simulateStep(c, { ...s, steal: undefined }, w);
+    const [best, other] = on.totalS < off.totalS ? [on, off] : [off, on];
+    const p = AUTO_PROBE / (AUTO_PROBE + AUTO_MAX_INTERVAL);
+    return { ...best, totalS: (1 - p) * best.totalS + p * other.totalS };
+  }
   const t = w.batch / (c.peers * c.imagesPerSecPerPeer * c.share);
   const topology = topologyFor(s, c.peers);
   const wire = s.wireScale ?? 1;
@@ -134,7 +152,7 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (c.peers > 1) {
     best = { exposed: Infinity, buckets: 0, bucketBytes: 0 };
     for (const size of s.bucketBytes) {
-      const buckets = bucketsOf(w.profile.layers, size);
+      const buckets = bucketsOf(w.profile.layers, size, s.lastBucketBytes ?? 0);
       const exposed = exposedCommS(buckets, (bytes) => allReduceTime(c.link, topology, c.peers, bytes * wire).totalS, backwardS, s.overlap);
       if (exposed < best.exposed) best = { exposed, buckets: buckets.length, bucketBytes: Math.min(size, w.profile.gradBytes) };
     }
@@ -144,7 +162,7 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   return {
     computeS, backwardS, allReduceS: full.totalS,
     exposedCommS: best.exposed, exposedLatencyS: best.exposed * latencyShare, exposedBandwidthS: best.exposed * (1 - latencyShare),
-    overheadS, totalS: computeS + best.exposed + overheadS, buckets: best.buckets, bucketBytes: best.bucketBytes,
+    overheadS, totalS: computeS + best.exposed + overheadS, buckets: best.buckets, bucketBytes: best.bucketBytes, steals: steal !== null,
   };
 }
 

@@ -6,7 +6,7 @@
 // stealing (stealFraction PREDICT_STEAL_FRACTION). The simulator, calibrated on the ordinary runs,
 // predicts both step times with the straggler mean MU plus the contention fitted there, and the
 // speed the run without stealing measured.
-import { currentSystem, runSpeed, type Calibration } from './scaling-calibrate.ts';
+import { measuredSystem, runSpeed, type Calibration } from './scaling-calibrate.ts';
 import { PREDICT_STEAL_FRACTION } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
 import { MODEL, asMeasured, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
@@ -96,7 +96,7 @@ export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: num
   const speed = runSpeed(asMeasured(plain), straggler);
   const cluster = { peers: plain.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: straggler, share: 1 / plain.peers, link: cal.link, seed: 1 };
   const w = { batch: plain.batch, profile };
-  const system = { ...currentSystem(cal), microBatchS };
+  const system = { ...measuredSystem(cal), microBatchS };
   const predictedS: [number, number] = [simulateStep(cluster, system, w).totalS, simulateStep(cluster, { ...system, steal: { fraction: PREDICT_STEAL_FRACTION } }, w).totalS];
   const measuredS: [number, number] = [plain.stepMs / 1000, steal.stepMs / 1000];
   return {

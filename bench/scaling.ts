@@ -49,7 +49,7 @@ import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
 import { CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
-import { DEFAULT_BUCKET_BYTES } from '../src/nn/buckets.ts';
+import { DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES } from '../src/nn/buckets.ts';
 import { MODEL, PROBE_MODEL, WARMUP_STEPS, asMeasured, runRing, type RunSummary } from './scaling-run.ts';
 import { STRAGGLE_PEERS, microBatchCost, predictStraggle, straggleRuns } from './scaling-straggle.ts';
 
@@ -139,9 +139,9 @@ export async function main(args: string[]): Promise<void> {
   const strag = straggled ? predictStraggle(cal, small, mu, straggled, microBatchS) : null;
   if (strag) log(`scaling: stragglers: measured ${(strag.measuredS[0] * 1000).toFixed(0)} / ${(strag.measuredS[1] * 1000).toFixed(0)} ms without / with stealing (x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms (x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
   const rows = predictAll(cal);
-  log('scaling: predictions (CURRENT = the code today, job defaults; STEAL = with --steal; PLANNED = not built):');
+  log('scaling: predictions (CURRENT = the code today, job defaults: stealing where faster; STEAL = stealing every step, --steal 0.75; PLANNED = not built):');
   for (const p of rows) {
-    log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, exposed all-reduce ${p.exposedCommS.toFixed(3)} of ${p.allReduceS.toFixed(3)}, ${p.buckets} bucket(s), overhead ${p.overheadS.toFixed(3)}), efficiency ${p.efficiency.toFixed(3)}, with churn ${p.churn.efficiency.toFixed(3)}; ${p.bound}-bound`);
+    log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, exposed all-reduce ${p.exposedCommS.toFixed(3)} of ${p.allReduceS.toFixed(3)}, ${p.buckets} bucket(s), overhead ${p.overheadS.toFixed(3)}${p.steals ? ', stealing' : ''}), efficiency ${p.efficiency.toFixed(3)}, with churn ${p.churn.efficiency.toFixed(3)}; ${p.bound}-bound`);
   }
   const find = (sys: PredictionRow['system'], scenario: string, batch: number, link: string, n: number) => {
     const r = rows.find((p) => p.system === sys && p.scenario === scenario && p.batch === batch && p.link === link && p.peers === n);
@@ -190,8 +190,8 @@ export async function main(args: string[]): Promise<void> {
     straggle: strag ? { ...strag, note: `a ring of ${STRAGGLE_PEERS}, each volunteer with --straggle ${mu}; the second run with stealFraction ${PREDICT_STEAL_FRACTION}; predicted with straggler mean ${mu} + the fitted contention ${cal.stragglerMean.toFixed(3)} and the speed of the run without stealing` } : null,
     predictions: {
       systems: {
-        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
-        steal: `current with work stealing at the step's end (built, off by default: npm start --steal ${PREDICT_STEAL_FRACTION}): fixed parts, chunks of the tail to whoever claims (about ${STEAL_CHUNK_MS} ms of compute each), final grants sized to each peer's rate in the step with the all-reduce overlapping them`,
+        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, the last (the first layers') cut at ${DEFAULT_LAST_BUCKET_BYTES / 2 ** 20} MiB, work stealing on the steps where the coordinator measured it faster (stealFraction auto, with its probes of the other way; ${PREDICT_MICROBATCH_S * 1000} ms a micro-batch assumed), a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
+        steal: `current with work stealing at every step's end (npm start --steal ${PREDICT_STEAL_FRACTION}): fixed parts, chunks of the tail to whoever claims (about ${STEAL_CHUNK_MS} ms of compute each), final grants sized to each peer's rate in the step with the all-reduce overlapping them`,
         planned: `NOT BUILT: the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
       assumptions: {
@@ -243,7 +243,7 @@ export async function main(args: string[]): Promise<void> {
     steal_prediction_error: strag ? round(Math.max(...strag.errors)) : null,
     prediction_error_held_out: v.heldOutMaxRelError === null ? null : round(v.heldOutMaxRelError),
     prediction_error_fixed_speed: round(v.fixedSpeedMaxRelError),
-    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: with --steal (built, off by default); planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; steal_*_speedup_2: the straggler runs',
+    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; steal_*_speedup_2: the straggler runs',
     comm_fraction_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.commFraction)])),
     images_per_sec_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.imagesPerSec)])),
     fitted_alpha_ms: round(cal.link.latencyS * 1000),

@@ -18,6 +18,7 @@ import { splitBatch } from './job.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
+import { newTuner, stealsNext, tunerRecord, type StealTuner, type TunerVerdict } from './steal-tuner.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 
 /** What a step starts from: the driver's state at the boundary. */
@@ -71,6 +72,10 @@ export class StepBook {
    * compute; 0 before a step with an all-reduce committed.
    */
   private overlapWindowMs = 0;
+  /** A job that steals "auto": which way the next fresh sync steps run (steal-tuner.ts). */
+  private tuner: StealTuner = newTuner();
+  /** The fresh sync step begun last and whether it stole: what its commit tells the tuner. */
+  private tuned: { step: number; generation: number; stole: boolean } | null = null;
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
   constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards'>, private readonly stepMs: number) {
@@ -96,8 +101,12 @@ export class StepBook {
     // A re-run after a loss: survivors keep their slices and share the lost ones (slice-rerun.ts).
     const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
     const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
-    // A fresh sync step of a job that steals: each slice's last part waits as the step's tail (tail-pool.ts).
-    const tail = plan && !rerun && this.d.job.steal ? splitTail(plan.slices, this.d.job.steal, s.ring, { windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
+    // A fresh sync step of a job that steals (auto: when the tuner says so): each slice's last part waits as the step's tail (tail-pool.ts).
+    const steal = this.d.job.steal;
+    const freshSync = plan !== null && !rerun;
+    const steals = freshSync && steal !== undefined && (!steal.auto || stealsNext(this.tuner, s.generation));
+    const tail = steals ? splitTail(plan.slices, steal, s.ring, { windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
+    this.tuned = freshSync && steal?.auto && s.ring.length > 1 ? { step: s.step, generation: s.generation, stole: tail !== null } : null;
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
@@ -149,13 +158,18 @@ export class StepBook {
     return every > 0 && Math.floor(step / every) > Math.floor((step - this.lastAdvance) / every);
   }
 
-  /** `ph` committed after `wallMs` with `results` (ring order). */
-  committed(ph: RunningPhase, wallMs: number, results: readonly StepResult[] = []): void {
+  /** `ph` committed after `wallMs` with `results` (ring order); the tuner's verdict when the step ended a probe of the other way. */
+  committed(ph: RunningPhase, wallMs: number, results: readonly StepResult[] = []): TunerVerdict | null {
     if (ph.steps === 1 && results.length > 1) this.overlapWindowMs = overlapWindow(results);
+    const t = this.tuned;
+    let verdict: TunerVerdict | null = null;
+    if (t && t.step === ph.step && t.generation === ph.generation) ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, t.stole, wallMs));
+    this.tuned = null;
     this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
     this.lastAdvance = ph.steps;
     this.round = null;
     this.kept = null;
+    return verdict;
   }
 
   /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */

@@ -33,6 +33,7 @@ import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type 
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
 import { grantNext, tailResultProblem } from './tail-pool.ts';
+import { verdictLine } from './steal-tuner.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
@@ -376,7 +377,8 @@ export class Driver {
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
-    this.steps.committed(ph, now - ph.started, results);
+    const verdict = this.steps.committed(ph, now - ph.started, results);
+    if (verdict) this.d.log(verdictLine(verdict));
     this.generationSteps++;
     this.clock.committed(now - ph.started);
     this.step = ph.step + ph.steps;

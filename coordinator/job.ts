@@ -68,6 +68,11 @@ export interface JobConfig {
    * as backward produced it: at most this many bytes each (absent: 25 MiB), whole tensors only.
    */
   bucketBytes?: number;
+  /**
+   * The cap of the bucket all-reduced last (the first layers', exposed after backward ends):
+   * src/nn/buckets.ts bucketPlan (absent: DEFAULT_LAST_BUCKET_BYTES, 1 MiB; 0: no such cut).
+   */
+  lastBucketBytes?: number;
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
   overlap?: boolean;
   /**
@@ -79,10 +84,15 @@ export interface JobConfig {
    * Work stealing at each sync step's end (coordinator/tail-pool.ts): `stealFraction` of every
    * member's slice waits at the coordinator and goes in chunks of `stealChunk` ids (absent:
    * tail-pool.ts autoChunk) to whoever asks first, then in final grants sized to each member's
-   * rate. Absent: no stealing.
+   * rate. `auto` (the job file's stealFraction "auto" or none: the default): 3/4 of each slice,
+   * on the steps where the coordinator measured it pays (coordinator/steal-tuner.ts). Absent
+   * (stealFraction 0, or shard-local sampling without one): no stealing.
    */
-  steal?: StealSettings;
+  steal?: JobSteal;
 }
+
+/** A job's work stealing: always (a stealFraction), or where it measures faster (auto). */
+export interface JobSteal extends StealSettings { auto?: boolean }
 
 /** A job's wire format when its file names none. */
 export const DEFAULT_WIRE: WireFormat = 'f32';
@@ -107,7 +117,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -148,19 +158,31 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     ...readSampling(r),
     twoLevelFrom: r.has('twoLevelFrom') ? r.int('twoLevelFrom', 0, MAX_RING) : DEFAULT_TWO_LEVEL_FROM,
     ...(r.has('bucketBytes') ? { bucketBytes: r.int('bucketBytes', MIN_BUCKET_BYTES, 2 ** 30) } : {}),
+    ...(r.has('lastBucketBytes') ? { lastBucketBytes: r.int('lastBucketBytes', 0, 2 ** 30) } : {}),
     ...(r.has('overlap') ? { overlap: r.bool('overlap') } : {}),
     wire: r.has('wire') ? r.oneOf('wire', WIRE_FORMATS) : DEFAULT_WIRE,
     ...readSteal(r, globalBatch),
   };
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
+  if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
+  if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;
 }
 
 function readSteal(r: FieldReader, globalBatch: number): Pick<JobConfig, 'steal'> {
-  if (!r.has('stealFraction')) {
-    if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing: set stealFraction too, or drop it');
+  const shardLocal = r.has('sampling') && r.o.sampling === 'shard-local';
+  const chunk = (): { chunk?: number } => (r.has('stealChunk') ? { chunk: r.int('stealChunk', 1, Math.max(1, globalBatch)) } : {});
+  // None or "auto": stealing where it measures faster (steal-tuner.ts); never with shard-local sampling.
+  if (!r.has('stealFraction') || r.o.stealFraction === 'auto') {
+    if (!shardLocal) return { steal: { fraction: MAX_STEAL_FRACTION, auto: true, ...chunk() } };
+    if (r.has('stealFraction')) r.problems.push('work stealing (stealFraction "auto") moves ids between members, which sampling "shard-local" keeps on their shards: drop stealFraction');
+    if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing, which sampling "shard-local" never does: drop it');
+    return {};
+  }
+  if (typeof r.o.stealFraction !== 'number') {
+    r.problems.push(`stealFraction must be "auto" or a number in [0, ${MAX_STEAL_FRACTION}] (0: never steal), got ${JSON.stringify(r.o.stealFraction).slice(0, 40)}`);
     return {};
   }
   const fraction = r.num('stealFraction', 0, MAX_STEAL_FRACTION);
@@ -168,8 +190,8 @@ function readSteal(r: FieldReader, globalBatch: number): Pick<JobConfig, 'steal'
     if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing, which stealFraction 0 turns off: drop it');
     return {};
   }
-  if (r.has('sampling') && r.o.sampling === 'shard-local') r.problems.push('work stealing (stealFraction) moves ids between members, which sampling "shard-local" keeps on their shards: drop one of them');
-  return { steal: { fraction, ...(r.has('stealChunk') ? { chunk: r.int('stealChunk', 1, Math.max(1, globalBatch)) } : {}) } };
+  if (shardLocal) r.problems.push('work stealing (stealFraction) moves ids between members, which sampling "shard-local" keeps on their shards: drop one of them');
+  return { steal: { fraction, ...chunk() } };
 }
 
 function readSampling(r: FieldReader): Pick<JobConfig, 'sampling' | 'shuffleWindow'> {

@@ -107,10 +107,11 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --min-peers N               the first ring waits for N peers (default 1)
   --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
                               sqrt(N) by measured links, then across the groups (default 16; 0: never)
-  --steal F                   work stealing: each step keeps back the last F (0 to 0.75) of every
+  --steal auto|off|F          work stealing: each step keeps back the last F (0 to 0.75) of every
                               peer's share and hands it out in chunks to whoever finishes first,
-                              so one slow peer does not hold up the ring (default 0: off; 0.75
-                              keeps the all-reduce hidden behind the last batch)
+                              so one slow peer does not hold up the ring. auto (default): 0.75 on
+                              the steps where the coordinator measured it faster (it tries both
+                              ways on each ring); off (or 0): never; F: always
   --steal-chunk N             images per chunk of it (default: about 40 ms of a peer's compute, at
                               least 8, at most an eighth of a peer's share of the tail)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
@@ -185,7 +186,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
   const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
-  const stealFraction = a.num('steal', 0, (v) => v >= 0 && v <= MAX_STEAL_FRACTION, `a number in [0, ${MAX_STEAL_FRACTION}]`);
+  const stealArg = a.str('steal', 'auto');
+  const stealFraction = stealArg === 'auto' ? 'auto' : stealArg === 'off' ? 0 : Number(stealArg);
+  if (stealArg.trim() === '' || (typeof stealFraction === 'number' && !(stealFraction >= 0 && stealFraction <= MAX_STEAL_FRACTION))) throw new ArgError(`--steal must be auto, off or a number in [0, ${MAX_STEAL_FRACTION}], got "${stealArg.slice(0, 40)}"`);
   const stealChunk = a.int('steal-chunk', 0, 1);
   const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
   const host = a.str('host', '127.0.0.1');
@@ -231,8 +234,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
-    // Only a job that steals names it (the job file checks --steal-chunk without --steal).
-    ...(stealFraction > 0 ? { stealFraction } : {}),
+    // Only a job that does not steal "auto" (the default) names it (the job file checks --steal-chunk with --steal off).
+    ...(stealFraction !== 'auto' ? { stealFraction } : {}),
     ...(stealChunk > 0 ? { stealChunk } : {}),
     ...wireField(wire),
   };

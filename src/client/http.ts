@@ -31,6 +31,8 @@ export interface PublicJob {
     labelSmoothing?: number;
     /** The sync step's gradient bucket size (absent: 25 MiB; src/client/sync-step.ts). */
     bucketBytes?: number;
+    /** The cap of the bucket all-reduced last (absent: 1 MiB; 0: none; src/nn/buckets.ts bucketPlan). */
+    lastBucketBytes?: number;
     /** false: no overlap (one bucket, all-reduced after backward). */
     overlap?: boolean;
     /** The all-reduce's wire format (absent from older coordinators: 'f32'); checked by jobWire (sync-step.ts). */

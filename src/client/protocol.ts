@@ -22,8 +22,10 @@ import type { Topology } from '../comm/topology.ts';
  * in place of `ring` and `topology` (src/client/ring-shape.ts): version 2 would refuse them.
  * 4: a sync step may hold back a tail of its ids that its members claim in chunks as they
  * finish (`steal`, `claim`, `grant`: coordinator/tail-pool.ts); version 3 would never claim it.
+ * 5: the bucket all-reduced last is cut at the job's `lastBucketBytes` (1 MiB unless it says
+ * otherwise: src/nn/buckets.ts); version 4 would cut other buckets and fail every collective.
  */
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage

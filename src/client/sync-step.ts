@@ -4,7 +4,7 @@
 // compute. The optimiser then runs once, on the whole summed gradient, as before.
 //
 // What the peers of a ring must agree on:
-//   - the bucket plan: a pure function of the model's layout and the job's `bucketBytes`
+//   - the bucket plan: a pure function of the model's layout and the job's `bucketBytes` and `lastBucketBytes`
 //     (`overlap: false`: one bucket, i.e. the whole backward, then one all-reduce);
 //   - the ring step numbering: EVERY collective of a generation carries bucketStep(step, k),
 //     a round's whole-buffer sum as bucket 0 of its first step (roundRingStep), so ring steps
@@ -18,7 +18,7 @@
 import type { TensorLike } from '../backend/engine.ts';
 import { allReduceBuckets, bucketStep, MAX_BUCKETS } from '../comm/buckets.ts';
 import { WIRE_FORMATS, type WireFormat } from '../comm/wire.ts';
-import { bucketPlan, DEFAULT_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
+import { bucketPlan, DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
 import type { Layout } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
 import { overlapTimings, stageGradients, type StagedResult } from '../train/overlap.ts';
@@ -43,14 +43,14 @@ export function usableKept<K extends { step: number; generation: number; ids: re
   return kept;
 }
 
-/** The job's settings that cut the buckets (absent: 25 MiB buckets, overlap on). */
-export interface BucketSettings { bucketBytes?: number; overlap?: boolean }
+/** The job's settings that cut the buckets (absent: 25 MiB buckets, the last one at most 1 MiB, overlap on). */
+export interface BucketSettings { bucketBytes?: number; lastBucketBytes?: number; overlap?: boolean }
 
 /** The job's bucket plan; a StateError that says what to change when it has too many buckets. */
 export function syncBuckets(layout: Layout, job: BucketSettings): GradBucket[] {
   // No overlap: one bucket over everything, final once backward is done.
   const bytes = job.overlap === false ? Number.MAX_SAFE_INTEGER : job.bucketBytes ?? DEFAULT_BUCKET_BYTES;
-  const plan = bucketPlan(layout, bytes);
+  const plan = bucketPlan(layout, bytes, job.overlap === false ? 0 : job.lastBucketBytes ?? DEFAULT_LAST_BUCKET_BYTES);
   if (plan.length > MAX_BUCKETS) throw new StateError(`the job's bucketBytes ${bytes} cuts this model's gradient into ${plan.length} buckets, at most ${MAX_BUCKETS} fit a step: raise bucketBytes in the job file`);
   return plan;
 }

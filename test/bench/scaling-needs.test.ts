@@ -36,8 +36,11 @@ describe('what the 64-peer headline needs', () => {
         if (alphaMs < CAL.link.latencyS * 1000) expect(effAt(alphaMs + 0.01, straggler)).toBeLessThan(target);
       }
     }
-    // 0.7 is reached as fitted; 0.9 needs (nearly) no stragglers here.
+    // 0.7 is reached as fitted; 0.9 with the assumed stragglers (work stealing takes most of them
+    // out) needs a latency per message well under the fitted 8.2 ms.
     expect(needsFor(CAL, 0.7).alphaMsByStraggler.at(-1)!.alphaMs).toBeCloseTo(CAL.link.latencyS * 1000, 9);
-    expect(needsFor(CAL, 0.9).alphaMsByStraggler.at(-1)!.alphaMs).toBeNull();
+    const at90 = needsFor(CAL, 0.9).alphaMsByStraggler.at(-1)!.alphaMs;
+    expect(at90).not.toBeNull();
+    expect(at90!).toBeLessThan(CAL.link.latencyS * 500);
   });
 });

@@ -6,6 +6,7 @@ import { efficiency, meanInverseSlowdown, simulateStep, type ClusterModel, type 
 import { modelByName } from '../../src/nn/models.ts';
 import { makeRng } from '../../src/rng.ts';
 import { predictStep } from '../../bench/scaling-model.ts';
+import { AUTO_MAX_INTERVAL, AUTO_PROBE } from '../../coordinator/steal-tuner.ts';
 
 /** A two-layer model small enough to work out by hand. */
 const TOY: Workload = { batch: 400, profile: { gradBytes: 1000, backwardShare: 0.5, layers: [{ name: 'a', node: 1, bytes: 600, readyFraction: 1 }, { name: 'b', node: 2, bytes: 400, readyFraction: 0.5 }] } };
@@ -73,6 +74,24 @@ describe('scaling simulator: a hand-computed case', () => {
     const t = simulateStep(CLUSTER, { ...RING, overlap: true, bucketBytes: [400] }, TOY);
     expect(t.totalS).toBeCloseTo(1 + 1.37 + 0.15, 12);
   });
+
+  it('lastBytes cuts the bucket all-reduced last: its first layers up to lastBytes go on their own', () => {
+    const layers = [{ bytes: 100, readyFraction: 1 }, { bytes: 200, readyFraction: 0.9 }, { bytes: 300, readyFraction: 0.6 }, { bytes: 400, readyFraction: 0.3 }, { bytes: 800, readyFraction: 0.1 }];
+    // Plain: [1200 | 600], the first layers' 600 ready at the end.
+    expect(bucketsOf(layers, 1000)).toEqual([{ bytes: 1200, readyFraction: 0.3 }, { bytes: 600, readyFraction: 1 }]);
+    // Cut at 300: layers 0-1 (300 bytes) last; layer 2 (ready at 0.6) before them.
+    expect(bucketsOf(layers, 1000, 300)).toEqual([{ bytes: 1200, readyFraction: 0.3 }, { bytes: 300, readyFraction: 0.6 }, { bytes: 300, readyFraction: 1 }]);
+    // 250: only layer 0 fits; a last bucket that fits, or a first layer over the cap: no cut.
+    expect(bucketsOf(layers, 1000, 250)).toEqual([{ bytes: 1200, readyFraction: 0.3 }, { bytes: 500, readyFraction: 0.9 }, { bytes: 100, readyFraction: 1 }]);
+    expect(bucketsOf(layers, 1000, 600)).toEqual(bucketsOf(layers, 1000));
+    expect(bucketsOf(layers, 1000, 50)).toEqual(bucketsOf(layers, 1000));
+    // One bucket for all: the cut still applies.
+    expect(bucketsOf(layers, Infinity, 100)).toEqual([{ bytes: 1700, readyFraction: 0.9 }, { bytes: 100, readyFraction: 1 }]);
+    // A 10 s backward hides all but the last bucket: half the bytes exposed with the cut (4-peer ring).
+    const time = (bytes: number) => allReduceTime(CLUSTER.link, 'ring', 4, bytes).totalS;
+    expect(exposedCommS(bucketsOf(layers, 1000, 300), time, 10, true)).toBeCloseTo(6 * (0.01 + 300 / 4000), 12);
+    expect(exposedCommS(bucketsOf(layers, 1000), time, 10, true)).toBeCloseTo(6 * (0.01 + 600 / 4000), 12);
+  });
 });
 
 describe('scaling simulator: invariants', () => {
@@ -133,6 +152,22 @@ describe('scaling simulator: invariants', () => {
     expect(simulateStep({ ...CLUSTER, speedSigma: 0.8 }, RING, TOY).totalS).toBeCloseTo(simulateStep(CLUSTER, RING, TOY).totalS, 12);
     // ...but heterogeneous peers alone would do as much, so the efficiency stays <= 1 and moves little.
     expect(efficiency({ ...CLUSTER, speedSigma: 0.8 }, RING, TOY)).toBeLessThanOrEqual(1);
+  });
+
+  it('work stealing auto: the faster way, with the tuner\'s probes of the other (AUTO_PROBE in AUTO_MAX_INTERVAL)', () => {
+    const p = AUTO_PROBE / (AUTO_PROBE + AUTO_MAX_INTERVAL);
+    for (const mu of [0, 0.1, 1]) {
+      const c = { ...CLUSTER, stragglerMean: mu };
+      const on = simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 2 }, microBatchS: 0.05 }, TOY);
+      const off = simulateStep(c, { ...RING, microBatchS: 0.05 }, TOY);
+      const auto = simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.05 }, TOY);
+      const [best, other] = on.totalS < off.totalS ? [on, off] : [off, on];
+      expect(auto.totalS).toBeCloseTo((1 - p) * best.totalS + p * other.totalS, 12);
+      expect(auto.steals).toBe(best === on);
+    }
+    // No stragglers: stealing only costs (its micro-batches); many, with cheap micro-batches: it wins.
+    expect(simulateStep(CLUSTER, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.05 }, TOY).steals).toBe(false);
+    expect(simulateStep({ ...CLUSTER, stragglerMean: 1 }, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.001 }, TOY).steals).toBe(true);
   });
 
   it('work stealing: compute is the fluid time t / E[1 / s] (or the slowest fixed part) plus a chunk; the final grant bounds the overlap', () => {

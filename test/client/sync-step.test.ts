@@ -71,7 +71,9 @@ describe('syncGradients: staged backward + bucketed all-reduce (3 peers, wasm, m
   it('cuts small-cnn into 7 buckets at 64 KiB, 1 with overlap off; ring steps bucketed, bounded', () => {
     expect(buckets.length).toBe(7);
     expect(syncBuckets(peers[0]!.model.layout, { overlap: false }).length).toBe(1);
-    expect(syncBuckets(peers[0]!.model.layout, {}).length).toBe(1); // 1.5 MiB < 25 MiB
+    // 1.5 MiB < 25 MiB, its first layers' 0.37 MB all-reduced last on their own (lastBucketBytes 1 MiB).
+    expect(syncBuckets(peers[0]!.model.layout, {}).map((b) => b.params.map((p) => p.name))).toEqual([['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'], ['conv1.weight', 'conv1.bias', 'conv2.weight', 'conv2.bias', 'conv3.weight', 'conv3.bias']]);
+    expect(syncBuckets(peers[0]!.model.layout, { lastBucketBytes: 0 }).length).toBe(1);
     expect(roundRingStep(9)).toBe(bucketStep(9, 0));
     expect(() => checkRingStep({ step: lastRingStep(false) })).not.toThrow();
     expect(() => checkRingStep({ step: lastRingStep(false) + 1 })).toThrow(/give the job at most 16777216 steps/);

@@ -4,6 +4,7 @@ import { Driver, type DriverTimeouts } from '../../coordinator/driver.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import type { MetricRecord } from '../../coordinator/metrics.ts';
 import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/client/protocol.ts';
+import { expect } from 'vitest';
 
 export const N_TRAIN = 500;
 
@@ -49,3 +50,24 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
 export function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment, computeMs = 10): void {
   h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
 }
+
+type H = ReturnType<typeof driverHarness>;
+/** `id` claims; returns the ids granted (the grant must be addressed to it). */
+export function claim(h: H, id: string, a: StepAssignment): number[] {
+  h.d.message(id, { type: 'claim', peerId: id, generation: a.generation, step: a.step });
+  const g = h.take(id, 'grant');
+  expect([g.generation, g.step]).toEqual([a.generation, a.step]);
+  return g.ids;
+}
+/** `id` claims until its claim comes back empty; returns everything granted. */
+export function drain(h: H, id: string, a: StepAssignment): number[] {
+  const all: number[] = [];
+  for (let i = 0; i < 1000; i++) {
+    const ids = claim(h, id, a);
+    if (ids.length === 0) return all;
+    all.push(...ids);
+  }
+  throw new Error('the tail never ran dry');
+}
+export const report = (h: H, id: string, a: StepAssignment, claimed: number, images = a.sampleIds.length + claimed) =>
+  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images, ...(claimed ? { claimed } : {}) });

@@ -4,7 +4,7 @@
 // abort re-runs what every member held (fixed + granted) and what was never granted. Played with
 // the driver harness (no sockets); the pure parts and the protocol fields are checked here too.
 import { describe, expect, it } from 'vitest';
-import { N_TRAIN, driverHarness } from './driver-harness.ts';
+import { N_TRAIN, claim, drain, driverHarness, report } from './driver-harness.ts';
 import { sampleDigest, keptSlices, planRerun } from '../../coordinator/slice-rerun.ts';
 import { autoChunk, grantNext, slicesWithGrants, splitTail, tailResultProblem, type TailPool } from '../../coordinator/tail-pool.ts';
 import { parseJobConfig, JobError } from '../../coordinator/job.ts';
@@ -14,27 +14,6 @@ import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/client/pr
 
 const sorted = (ids: readonly number[]): number[] => [...ids].sort((a, b) => a - b);
 const idsOf = (step: number, B: number): number[] => sorted(stepSamples(9, step, B, N_TRAIN).ids);
-
-type H = ReturnType<typeof driverHarness>;
-/** `id` claims; returns the ids granted (the grant must be addressed to it). */
-function claim(h: H, id: string, a: StepAssignment): number[] {
-  h.d.message(id, { type: 'claim', peerId: id, generation: a.generation, step: a.step });
-  const g = h.take(id, 'grant');
-  expect([g.generation, g.step]).toEqual([a.generation, a.step]);
-  return g.ids;
-}
-/** `id` claims until its claim comes back empty; returns everything granted. */
-function drain(h: H, id: string, a: StepAssignment): number[] {
-  const all: number[] = [];
-  for (let i = 0; i < 1000; i++) {
-    const ids = claim(h, id, a);
-    if (ids.length === 0) return all;
-    all.push(...ids);
-  }
-  throw new Error('the tail never ran dry');
-}
-const report = (h: H, id: string, a: StepAssignment, claimed: number, images = a.sampleIds.length + claimed) =>
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images, ...(claimed ? { claimed } : {}) });
 
 /**
  * Members computing at `rate` images / ms claim the pool as volunteer-train.ts does (the first
@@ -229,15 +208,22 @@ describe('work stealing in the driver', () => {
     h.d.stop();
   });
 
-  it('job: stealFraction in (0, 0.75], stealChunk only with it, not with shard-local sampling; the protocol fields decode', () => {
+  it('job: stealFraction "auto" (the default), 0 (off) or in (0, 0.75], stealChunk not with 0, not with shard-local sampling; the protocol fields decode', () => {
     const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'lars', lr: 1 } };
     expect(parseJobConfig({ ...base, stealFraction: 0.1 }, N_TRAIN).steal).toEqual({ fraction: 0.1 });
     expect(parseJobConfig({ ...base, stealFraction: 0.1, stealChunk: 3 }, N_TRAIN).steal).toEqual({ fraction: 0.1, chunk: 3 });
-    expect(parseJobConfig(base, N_TRAIN).steal).toBeUndefined();
+    expect(parseJobConfig(base, N_TRAIN).steal).toEqual({ fraction: 0.75, auto: true });
+    expect(parseJobConfig({ ...base, stealFraction: 'auto', stealChunk: 3 }, N_TRAIN).steal).toEqual({ fraction: 0.75, auto: true, chunk: 3 });
+    expect(parseJobConfig({ ...base, stealChunk: 3 }, N_TRAIN).steal).toEqual({ fraction: 0.75, auto: true, chunk: 3 });
     expect(parseJobConfig({ ...base, stealFraction: 0 }, N_TRAIN).steal).toBeUndefined();
+    // Shard-local sampling keeps ids on their shards: no stealing unless asked, and then refused.
+    expect(parseJobConfig({ ...base, sampling: 'shard-local' }, N_TRAIN).steal).toBeUndefined();
     expect(() => parseJobConfig({ ...base, stealFraction: 0.8 }, N_TRAIN)).toThrow(JobError);
-    expect(() => parseJobConfig({ ...base, stealChunk: 3 }, N_TRAIN)).toThrow(/set stealFraction too/);
+    expect(() => parseJobConfig({ ...base, stealFraction: 'sometimes' }, N_TRAIN)).toThrow(/stealFraction must be "auto" or a number in \[0, 0.75\] \(0: never steal\), got "sometimes"/);
+    expect(() => parseJobConfig({ ...base, stealFraction: 0, stealChunk: 3 }, N_TRAIN)).toThrow(/stealFraction 0 turns off: drop it/);
     expect(() => parseJobConfig({ ...base, stealFraction: 0.1, sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
+    expect(() => parseJobConfig({ ...base, stealFraction: 'auto', sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
+    expect(() => parseJobConfig({ ...base, stealChunk: 3, sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
     expect(decodePeerMessage({ type: 'claim', peerId: 'p1', generation: 2, step: 3 })).toEqual({ ok: true, value: { type: 'claim', peerId: 'p1', generation: 2, step: 3 } });
     expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [4, 5] }).ok).toBe(true);
     expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [-1] }).ok).toBe(false);

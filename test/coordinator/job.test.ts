@@ -64,6 +64,9 @@ describe('job config', () => {
     ['gradient buckets of 1 KiB', { ...BASE, bucketBytes: 1024 }, 'bucketBytes must be an integer in [4096, 1073741824]'],
     ['overlap as text', { ...BASE, overlap: 'no' }, 'overlap must be'],
     ['a bucket size with overlap off', { ...BASE, overlap: false, bucketBytes: 1 << 20 }, 'bucketBytes cuts the buckets of an overlapped all-reduce'],
+    ['a last bucket size with overlap off', { ...BASE, overlap: false, lastBucketBytes: 1 << 20 }, 'lastBucketBytes cuts the buckets of an overlapped all-reduce'],
+    ['a last bucket of 100 bytes', { ...BASE, lastBucketBytes: 100 }, 'lastBucketBytes must be 0 (no cut) or at least 4096, got 100'],
+    ['a negative last bucket', { ...BASE, lastBucketBytes: -1 }, 'lastBucketBytes must be an integer in [0, 1073741824]'],
     ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, got "f8"'],
     ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16'],
     ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16'],
@@ -87,6 +90,9 @@ describe('job config', () => {
     const plain = parseJobConfig(BASE, 50_000);
     expect('bucketBytes' in plain || 'overlap' in plain).toBe(false);
     expect(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000).bucketBytes).toBe(65536);
+    expect('lastBucketBytes' in plain).toBe(false);
+    expect(parseJobConfig({ ...BASE, lastBucketBytes: 0 }, 50_000).lastBucketBytes).toBe(0);
+    expect(publicJobInfo(parseJobConfig({ ...BASE, lastBucketBytes: 8192 }, 50_000)).lastBucketBytes).toBe(8192);
     expect(parseJobConfig({ ...BASE, overlap: false }, 50_000).overlap).toBe(false);
     expect(publicJobInfo(parseJobConfig({ ...BASE, bucketBytes: 65536 }, 50_000)).bucketBytes).toBe(65536);
   });

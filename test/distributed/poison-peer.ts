@@ -3,8 +3,10 @@
 // or an all-zero gradient with a false weight checksum. It computes nothing.
 import { WebSocket } from 'ws';
 import { ShapeReceiver } from '../../src/client/ring-shape.ts';
-import { allReduceSum, isRingError, openEndpoint, type PeerEndpoint } from '../../src/comm/index.ts';
-import { bucketStep } from '../../src/comm/buckets.ts';
+import { isRingError, openEndpoint, type PeerEndpoint } from '../../src/comm/index.ts';
+import { allReduceBuckets, type BucketRange } from '../../src/comm/buckets.ts';
+import { syncBuckets } from '../../src/client/sync-step.ts';
+import type { Layout } from '../../src/nn/layout.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
 
@@ -16,7 +18,7 @@ export class PoisonPeer {
   private wake: (() => void) | null = null;
   private closed = false;
 
-  private constructor(private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: WebSocket, private readonly floats: number) {
+  private constructor(private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: WebSocket, private readonly floats: number, private readonly buckets: readonly BucketRange[]) {
     ws.on('message', (data) => {
       const d = this.shapes.decode(JSON.parse(String(data)) as unknown);
       if (d.ok) this.inbox.push(d.value);
@@ -25,13 +27,14 @@ export class PoisonPeer {
     ws.on('close', () => { this.closed = true; this.wake?.(); });
   }
 
-  static async join(url: string, floats: number): Promise<PoisonPeer> {
+  /** Joins a job of the default bucket settings over a model of `layout`: it sends its frames in the honest peers' buckets. */
+  static async join(url: string, layout: Layout): Promise<PoisonPeer> {
     const res = await fetch(`${url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'poison' }) });
     const accept = (await res.json()) as JoinAccept;
     const u = new URL(url);
     const endpoint = await openEndpoint({ Peer: await loadNodePeer(), id: accept.peerId, token: accept.signalingToken, server: { host: u.hostname, port: Number(u.port), path: accept.signalingPath }, rtcConfig: NODE_RTC_CONFIG });
     const ws = new WebSocket(`ws://${u.host}${SESSION_PATH}?peer=${accept.peerId}&token=${accept.signalingToken}`);
-    const peer = new PoisonPeer(accept, endpoint, ws, floats);
+    const peer = new PoisonPeer(accept, endpoint, ws, layout.paramFloats, syncBuckets(layout, {}));
     await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
     return peer;
   }
@@ -64,8 +67,8 @@ export class PoisonPeer {
         const ring = await this.endpoint.formRing({ ids: m.ring, job: m.job, generation: m.generation });
         const g = new Float32Array(this.floats).fill(poison === 'nan' ? Number.NaN : poison === 'huge' ? 1e15 : 0);
         try {
-          // The honest peers' plan for this small model is one bucket: ring step bucketStep(step, 0).
-          await allReduceSum(g, { ring, step: bucketStep(m.step, 0) });
+          // The honest peers' bucket plan, every bucket ready at once.
+          await allReduceBuckets(g, this.buckets, () => Promise.resolve(), { ring, step: m.step });
         } catch (e) {
           // Refused by its neighbour, as it should be: wait for the eviction.
           if (isRingError(e)) continue;

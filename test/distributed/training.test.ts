@@ -67,8 +67,8 @@ describe('N peers train one model', () => {
     const { job, vs } = await trainToEnd('three', testJob(K, { minPeers: 3, evalEvery: 6 }), ['a', 'b', 'c']);
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
-    // The default bucket size (25 MiB) leaves small-cnn one bucket.
-    for (const v of vs) expect(v.lines.filter((l) => /all-reduce of \d+ floats over ring of 3 in 1 bucket as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
+    // The default buckets (25 MiB, the last cut at 1 MiB) leave small-cnn two: its fc layers, then its convs' 0.37 MB.
+    for (const v of vs) expect(v.lines.filter((l) => /all-reduce of \d+ floats over ring of 3 in 2 buckets as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
     // Evaluation at steps 6 and 12, the 48 test images spread over the 3 peers.
     const evals = (await metricsOf(job.jobDir)).filter((r) => r.type === 'eval');
     expect(evals.map((r) => [r.step, r.samples])).toEqual([[6, 48], [12, 48]]);
@@ -139,11 +139,11 @@ describe('N peers train one model', () => {
     spawned.push(...vs);
     // Join after the honest three so that the ring's first peer (the uploader) is honest.
     await until(() => job.driver.status().peers === 3, 120_000, 'the honest volunteers to connect');
-    const floats = layoutOf(modelByName('small-cnn', [1, 28, 28], 10)).paramFloats;
+    const layout = layoutOf(modelByName('small-cnn', [1, 28, 28], 10));
     const reasons: string[] = [];
     const ids: string[] = [];
     for (const poison of ['nan', 'huge', 'checksum'] as const) {
-      const p = await PoisonPeer.join(job.url, floats);
+      const p = await PoisonPeer.join(job.url, layout);
       ids.push(p.id);
       reasons.push(await p.attack(poison));
     }

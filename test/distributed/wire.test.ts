@@ -53,7 +53,7 @@ describe('the job\'s wire format', () => {
     expect(f16.stored.wire).toBe('f16');
     // Every collective ran on the half wire: the 4 sync steps and the round.
     for (const v of f16.vs) {
-      expect(v.lines.filter((l) => /step \d+ all-reduce of \d+ floats over ring of 2, f16 wire in 1 bucket/.test(l)).length, v.lines.join('\n')).toBe(4);
+      expect(v.lines.filter((l) => /step \d+ all-reduce of \d+ floats over ring of 2, f16 wire in 2 buckets/.test(l)).length, v.lines.join('\n')).toBe(4);
       expect(v.lines.filter((l) => /round at step 5 .*all-reduce of \d+ floats over ring of 2, f16 wire$/.test(l)).length, v.lines.join('\n')).toBe(1);
     }
     for (const v of f32.vs) expect(v.lines.some((l) => /wire/.test(l)), v.lines.join('\n')).toBe(false);

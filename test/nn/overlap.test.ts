@@ -16,9 +16,9 @@ import { createEngine } from '../ops/engines.ts';
 import { parseBackends } from '../ops/suite.ts';
 import { tinyNet } from './tiny-net.ts';
 
-function checkPlan(spec: ModelSpec, bytes: number): GradBucket[] {
+function checkPlan(spec: ModelSpec, bytes: number, lastBytes = 0): GradBucket[] {
   const layout = layoutOf(spec);
-  const plan = bucketPlan(layout, bytes);
+  const plan = bucketPlan(layout, bytes, lastBytes);
   // Tail first, contiguous, covering [0, paramFloats).
   expect(plan[0]!.end).toBe(layout.paramFloats);
   expect(plan[plan.length - 1]!.start).toBe(0);
@@ -45,6 +45,26 @@ describe('bucketPlan', () => {
   it('gives a tensor larger than the size a bucket of its own (AlexNet fc6)', () => {
     const plan = checkPlan(alexnet(), 4 << 20);
     expect(plan.some((b) => b.params.length === 1 && (b.end - b.start) * 4 > 4 << 20)).toBe(true);
+  });
+  it('cuts the bucket all-reduced last at lastBytes: ResNet-50 in 25 MiB buckets ends with its first ~1 MiB', () => {
+    const spec = resnet50();
+    const plain = checkPlan(spec, 25 << 20);
+    const cut = checkPlan(spec, 25 << 20, 1 << 20);
+    expect(cut.length).toBe(plain.length + 1);
+    // The same buckets up to the last, which is split at a tensor boundary under 1 MiB.
+    for (let k = 0; k < plain.length - 1; k++) expect([cut[k]!.start, cut[k]!.end, cut[k]!.node]).toEqual([plain[k]!.start, plain[k]!.end, plain[k]!.node]);
+    const [rest, front] = [cut[cut.length - 2]!, cut[cut.length - 1]!];
+    expect(rest.end).toBe(plain[plain.length - 1]!.end);
+    expect(front.end * 4).toBeLessThanOrEqual(1 << 20);
+    expect(front.end).toBe(rest.start);
+    // The next tensor would not have fitted: the cut is as late as it can be.
+    expect((rest.params[0]!.offset + rest.params[0]!.length) * 4).toBeGreaterThan(1 << 20);
+    expect(front.node).toBe(1);
+    // A cap at or above the bucket size, or under the first tensor: the plain plan.
+    const same = (a: GradBucket[], b: GradBucket[]) => expect(a.map((x) => [x.start, x.end])).toEqual(b.map((x) => [x.start, x.end]));
+    same(checkPlan(spec, 25 << 20, 25 << 20), plain);
+    same(checkPlan(spec, 25 << 20, 4), plain);
+    expect(() => bucketPlan(layoutOf(spec), 25 << 20, -1)).toThrow(/last bucket size must be an integer >= 0/);
   });
   it('handles tiny sizes (one tensor per bucket) and one bucket for everything', () => {
     const spec = resnet20();
