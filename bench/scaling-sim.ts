@@ -70,7 +70,7 @@ export interface SystemModel {
   /**
    * Work stealing at the step's end (the job's stealFraction and stealChunk); absent: none. auto
    * (the default job): the faster way of each step, plus the tuner's probes of the other way
-   * (coordinator/steal-tuner.ts: AUTO_PROBE steps in every AUTO_MAX_INTERVAL once one way keeps winning).
+   * (coordinator/steal-tuner.ts: AUTO_PROBE steps of the other way in every AUTO_MAX_INTERVAL + 2 AUTO_PROBE once one way keeps winning).
    */
   steal?: StealSettings & { auto?: boolean };
   /** Seconds each micro-batch beyond a step's first costs (a read-back, small kernels, buffers for another batch size), at share 1; absent: 0. */
@@ -123,11 +123,11 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   if (!(c.share > 0 && c.share <= 1)) throw new RangeError(`simulateStep: share must be in (0, 1], got ${c.share}`);
   if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
   if (s.steal?.auto) {
-    // The tuner keeps the faster way and probes the other AUTO_PROBE steps in every AUTO_MAX_INTERVAL.
+    // The tuner keeps the faster way and, once that keeps winning, probes the other AUTO_PROBE steps in every AUTO_MAX_INTERVAL + 2 AUTO_PROBE.
     const { auto: _, ...always } = s.steal;
     const on = simulateStep(c, { ...s, steal: always }, w), off = simulateStep(c, { ...s, steal: undefined }, w);
     const [best, other] = on.totalS < off.totalS ? [on, off] : [off, on];
-    const p = AUTO_PROBE / (AUTO_PROBE + AUTO_MAX_INTERVAL);
+    const p = AUTO_PROBE / (AUTO_MAX_INTERVAL + 2 * AUTO_PROBE);
     return { ...best, totalS: (1 - p) * best.totalS + p * other.totalS };
   }
   const t = w.batch / (c.peers * c.imagesPerSecPerPeer * c.share);

@@ -4,10 +4,11 @@
 // software WebGPU ~29 ms each) and part of the all-reduce's overlap (only the final grant's
 // backward hides it). Which wins depends on the ring's stragglers, its engines and its links,
 // none of which the coordinator can know ahead, so it measures:
-//   - on a ring that has run AUTO_SETTLE steps of one generation in its current way, the next
-//     AUTO_PROBE steps run the other way (a probe);
-//   - the probe's median step wall time against the median of the AUTO_PROBE steps before it:
-//     the other way is kept if it is faster by more than AUTO_MARGIN;
+//   - on a ring that has run AUTO_SETTLE steps of one generation in its current way, a probe
+//     runs the next 2 x AUTO_PROBE steps the two ways in turn, other-kept-kept-other (so that a
+//     machine whose load drifts over the probe slows both ways alike);
+//   - the median step wall time of the other way's steps against the kept way's: the other way
+//     is kept if it is faster by more than AUTO_MARGIN;
 //   - the next probe comes after `interval` more steps: AUTO_FIRST_INTERVAL after a switch,
 //     doubled after each probe that lost, up to AUTO_MAX_INTERVAL (a ring where one way keeps
 //     winning pays AUTO_PROBE / AUTO_MAX_INTERVAL = 1% of its steps for the other).
@@ -26,12 +27,11 @@ export interface StealTuner {
   steals: boolean;
   /** The generation whose steps are counted (-1: none yet). */
   generation: number;
-  /** Whether the steps now run the other way (a probe). */
+  /** Whether a probe runs (the two ways in turn). */
   probing: boolean;
-  /** Wall times (ms) of the last steps run the kept way in this generation (at most AUTO_PROBE). */
-  base: number[];
-  /** Wall times (ms) of the probe so far. */
-  probe: number[];
+  /** Wall times (ms) of the probe's steps run the other way, and run the kept way. */
+  other: number[];
+  kept: number[];
   /** Steps of this generation run the kept way since the last probe (or the generation's start). */
   steady: number;
   /** Steps run the kept way before the next probe (AUTO_SETTLE at first). */
@@ -44,12 +44,14 @@ export interface StealTuner {
 export interface TunerVerdict { steals: boolean; switched: boolean; probeMs: number; baseMs: number; nextAfter: number }
 
 export function newTuner(steals = false): StealTuner {
-  return { steals, generation: -1, probing: false, base: [], probe: [], steady: 0, due: AUTO_SETTLE, interval: AUTO_FIRST_INTERVAL };
+  return { steals, generation: -1, probing: false, other: [], kept: [], steady: 0, due: AUTO_SETTLE, interval: AUTO_FIRST_INTERVAL };
 }
 
-/** Whether the next fresh sync step of `generation` steals. */
+/** Whether the next fresh sync step of `generation` steals: in a probe, the two ways in turn (other, kept, kept, other, ...). */
 export function stealsNext(t: StealTuner, generation: number): boolean {
-  return generation === t.generation && t.probing ? !t.steals : t.steals;
+  const i = t.other.length + t.kept.length;
+  const other = generation === t.generation && t.probing && (i % 4 === 0 || i % 4 === 3);
+  return other ? !t.steals : t.steals;
 }
 
 const medianOf = (xs: readonly number[]): number => {
@@ -70,16 +72,16 @@ export function tunerRecord(t: StealTuner, generation: number, stole: boolean, w
   if (stole !== stealsNext(t, generation)) return { tuner: t, verdict: null };
   if (!t.probing) {
     const steady = t.steady + 1;
-    const base = [...t.base, wallMs].slice(-AUTO_PROBE);
-    return { tuner: { ...t, base, steady, probing: steady >= t.due && base.length >= AUTO_PROBE }, verdict: null };
+    return { tuner: { ...t, steady, probing: steady >= t.due }, verdict: null };
   }
-  const probe = [...t.probe, wallMs];
-  if (probe.length < AUTO_PROBE) return { tuner: { ...t, probe }, verdict: null };
-  const probeMs = medianOf(probe), baseMs = medianOf(t.base);
+  const other = stole !== t.steals ? [...t.other, wallMs] : t.other;
+  const kept = stole === t.steals ? [...t.kept, wallMs] : t.kept;
+  if (other.length < AUTO_PROBE || kept.length < AUTO_PROBE) return { tuner: { ...t, other, kept }, verdict: null };
+  const probeMs = medianOf(other), baseMs = medianOf(kept);
   const switched = probeMs < baseMs * (1 - AUTO_MARGIN);
   const interval = switched ? AUTO_FIRST_INTERVAL : Math.min(AUTO_MAX_INTERVAL, t.interval * 2);
   const due = switched ? AUTO_FIRST_INTERVAL : t.interval;
-  const tuner: StealTuner = { ...t, steals: switched ? !t.steals : t.steals, probing: false, probe: [], base: switched ? probe.slice(-AUTO_PROBE) : t.base, steady: 0, due, interval };
+  const tuner: StealTuner = { ...t, steals: switched ? !t.steals : t.steals, probing: false, other: [], kept: [], steady: 0, due, interval };
   return { tuner, verdict: { steals: tuner.steals, switched, probeMs, baseMs, nextAfter: due } };
 }
 

@@ -154,8 +154,8 @@ describe('scaling simulator: invariants', () => {
     expect(efficiency({ ...CLUSTER, speedSigma: 0.8 }, RING, TOY)).toBeLessThanOrEqual(1);
   });
 
-  it('work stealing auto: the faster way, with the tuner\'s probes of the other (AUTO_PROBE in AUTO_MAX_INTERVAL)', () => {
-    const p = AUTO_PROBE / (AUTO_PROBE + AUTO_MAX_INTERVAL);
+  it('work stealing auto: the faster way, with the tuner\'s probes of the other (AUTO_PROBE steps in AUTO_MAX_INTERVAL + 2 AUTO_PROBE)', () => {
+    const p = AUTO_PROBE / (AUTO_MAX_INTERVAL + 2 * AUTO_PROBE);
     for (const mu of [0, 0.1, 1]) {
       const c = { ...CLUSTER, stragglerMean: mu };
       const on = simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 2 }, microBatchS: 0.05 }, TOY);
