@@ -6,13 +6,16 @@
 //   - the tail went to whoever claimed it: the throttled peer ends up with less of the steps;
 //   - the final weights equal one peer's run of the same job (the equivalence tolerance);
 //   - a peer killed in the middle of claiming: the survivors re-run its fixed part and grants
-//     with their own kept sums (fixed + grants) reused, and the job still equals one peer.
+//     with their own kept sums (fixed + grants) reused, and the job still equals one peer;
+//   - a job of the defaults (stealFraction auto) probes stealing once its ring settled, steps
+//     with and without a tail in turn (coordinator/steal-tuner.ts), and still equals one peer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { spawnVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
+import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
 import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
@@ -99,6 +102,37 @@ describe('work stealing at the step end', () => {
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single.weights);
     console.log(`steal: 3 peers, one killed in step ${S}, vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-3);
+  });
+
+  it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; a verdict in the log; equal to one peer', async () => {
+    const N = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 3;
+    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N));
+    const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
+    const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2 }));
+    const vs = [volunteer(job.url, 'auto-a'), volunteer(job.url, 'auto-b')];
+    spawned.push(...vs);
+    await job.driver.finished;
+    await job.close();
+    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const records = await metricsOf(job.jobDir);
+    const steps = records.filter((r): r is StepRecord => r.type === 'step');
+    expect(steps.map((r) => r.step), `every step committed exactly once\n${abortsText(records)}`).toEqual(Array.from({ length: N }, (_, i) => i + 1));
+    expect(lossAborts(records), abortsText(records)).toEqual([]);
+    expect(steps.map((r) => r.samples), 'the sampler\'s ids, as one peer committed them').toEqual(refSamples);
+    // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
+    const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
+    const probe = Array.from({ length: 2 * AUTO_PROBE }, (_, i) => i % 4 === 0 || i % 4 === 3);
+    expect(stole.slice(0, 1 + AUTO_SETTLE + 2 * AUTO_PROBE), JSON.stringify(steps.map((r) => [r.step, r.wallMs, r.peers.map((p) => p.claimed ?? 0)]))).toEqual([...Array.from({ length: 1 + AUTO_SETTLE }, () => false), ...probe]);
+    const verdict = job.lines.filter((l) => /^steps (run|stay) with(out)? work stealing/.test(l));
+    console.log(`steal auto, 2 peers: ${verdict.join('; ')}`);
+    expect(verdict.length, job.lines.join('\n')).toBe(1);
+    // The steps after the probe run the way it chose.
+    const chose = /^steps run with work stealing|^steps stay with work stealing/.test(verdict[0]!);
+    expect(stole.slice(1 + AUTO_SETTLE + 2 * AUTO_PROBE)).toEqual([chose, chose, chose]);
+    const { weights } = await finalWeights(job.jobDir);
+    const diff = relDiff(weights, ref.weights);
+    console.log(`steal auto: 2 peers vs 1 peer after ${N} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   });
 });
