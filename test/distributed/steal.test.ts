@@ -16,7 +16,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer, type TestJob } from './helpers.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
@@ -41,20 +41,29 @@ afterAll(async () => {
   await root?.remove();
 });
 
+/**
+ * Waits for the job to finish with every volunteer exiting 0; checks that steps 1..n were each
+ * committed once, with no loss abort and the sampler's ids `samples`; returns the step records.
+ */
+async function finishedCleanly(job: TestJob, vs: readonly LocalVolunteer[], n: number, samples: readonly (string | undefined)[]): Promise<StepRecord[]> {
+  spawned.push(...vs);
+  await job.driver.finished;
+  await job.close();
+  for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  const records = await metricsOf(job.jobDir);
+  const steps = records.filter((r): r is StepRecord => r.type === 'step');
+  expect(steps.map((r) => r.step), `every step committed exactly once\n${abortsText(records)}`).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+  expect(lossAborts(records), abortsText(records)).toEqual([]);
+  expect(steps.map((r) => r.samples), 'the sampler\'s ids, as one peer committed them').toEqual(samples);
+  return steps;
+}
+
 describe('work stealing at the step end', () => {
   it('3 peers, one throttled to a fifth: the tail goes to the others, every step commits the sampler\'s ids, weights equal one peer\'s', async () => {
     const job = await startTestJob(root.dir, 'throttled', data, testJob(K, { minPeers: 3, ...STEAL }));
     const slow = spawnVolunteer({ url: job.url, name: 'slow', args: ['--no-tune', '--rejoin-for', '60', '--backend', 'webgpu', '--throttle', '0.2'] });
     const vs = [volunteer(job.url, 'fast-a'), volunteer(job.url, 'fast-b'), slow];
-    spawned.push(...vs);
-    await job.driver.finished;
-    await job.close();
-    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-    const records = await metricsOf(job.jobDir);
-    const steps = records.filter((r): r is StepRecord => r.type === 'step');
-    expect(steps.map((r) => r.step), `every step committed exactly once\n${abortsText(records)}`).toEqual(Array.from({ length: K }, (_, i) => i + 1));
-    expect(lossAborts(records)).toEqual([]);
-    expect(steps.map((r) => r.samples), 'the sampler\'s ids, as one peer committed them').toEqual(single.samples);
+    const steps = await finishedCleanly(job, vs, K, single.samples);
     for (const r of steps) {
       expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step} checksums`).toBe(1);
       expect(r.peers.reduce((n, p) => n + p.images, 0), `step ${r.step} images`).toBe(24);
@@ -110,16 +119,7 @@ describe('work stealing at the step end', () => {
     const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N));
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
     const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2 }));
-    const vs = [volunteer(job.url, 'auto-a'), volunteer(job.url, 'auto-b')];
-    spawned.push(...vs);
-    await job.driver.finished;
-    await job.close();
-    for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-    const records = await metricsOf(job.jobDir);
-    const steps = records.filter((r): r is StepRecord => r.type === 'step');
-    expect(steps.map((r) => r.step), `every step committed exactly once\n${abortsText(records)}`).toEqual(Array.from({ length: N }, (_, i) => i + 1));
-    expect(lossAborts(records), abortsText(records)).toEqual([]);
-    expect(steps.map((r) => r.samples), 'the sampler\'s ids, as one peer committed them').toEqual(refSamples);
+    const steps = await finishedCleanly(job, [volunteer(job.url, 'auto-a'), volunteer(job.url, 'auto-b')], N, refSamples);
     // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
     const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
     const probe = Array.from({ length: 2 * AUTO_PROBE }, (_, i) => i % 4 === 0 || i % 4 === 3);
