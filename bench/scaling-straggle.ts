@@ -5,7 +5,11 @@
 // exponential of mean MU, the simulator's own straggler model), once without and once with
 // stealing (stealFraction PREDICT_STEAL_FRACTION). The simulator, calibrated on the ordinary runs,
 // predicts both step times with the straggler mean MU plus the contention fitted there, and the
-// speed the run without stealing measured.
+// speed the run without stealing measured. The simulator gives a step's EXPECTED time, so these
+// runs are measured by their means (the ordinary runs by medians, robust to the odd hiccup): a
+// step that waits for the slower of two exponential slowdowns is skewed, its median under its
+// mean. A straggled step varies by ~30% here, so these runs take STRAGGLE_STEP_FACTOR times the
+// ordinary runs' steps (a mean of 32 steps: a standard error of ~5%).
 import { measuredSystem, runSpeed, type Calibration } from './scaling-calibrate.ts';
 import { PREDICT_STEAL_FRACTION } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
@@ -21,6 +25,15 @@ import { makeRng, uniformF32 } from '../src/rng.ts';
 import { MIN_CHUNK } from '../coordinator/tail-pool.ts';
 
 export const STRAGGLE_PEERS = 2;
+/** The straggler runs measure this many times the ordinary runs' steps. */
+export const STRAGGLE_STEP_FACTOR = 4;
+
+const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+/** A straggler run's mean step (s) and mean per-peer compute (s) over its measured steps. */
+export function meanFigures(r: Pick<RunSummary, 'steps'>): { stepS: number; computeMeanS: number } {
+  if (r.steps.length === 0) throw new RangeError('meanFigures: a run with no measured step');
+  return { stepS: mean(r.steps.map((x) => x.stepMs)) / 1000, computeMeanS: mean(r.steps.map((x) => mean(x.peers.map((p) => p.computeMs)))) / 1000 };
+}
 
 export interface StraggleResult {
   mu: number;
@@ -28,6 +41,7 @@ export interface StraggleResult {
   batch: number;
   /** Without stealing, then with it. */
   runs: [RunSummary, RunSummary];
+  /** Mean step time (s) of each run. */
   measuredS: [number, number];
   predictedS: [number, number];
   /** |predicted - measured| / measured, each. */
@@ -43,9 +57,10 @@ export interface StraggleResult {
  * What a micro-batch costs beyond its images, on this machine's WebGPU with the machine to
  * itself: a peer's share of a step (`images`) computed as one batch against the same images as a
  * stealing member computes them (its fixed quarter, a chunk, then the rest as its final grant),
- * median over `reps`; the difference over the two extra micro-batches.
+ * run in pairs, in turn; the median of the pairs' differences over the two extra micro-batches
+ * (the load here drifts: paired differences see the same load, medians of each way do not).
  */
-export async function microBatchCost(images: number, reps = 5): Promise<number> {
+export async function microBatchCost(images: number, reps = 15): Promise<number> {
   const gpu = await getDevice();
   const model = new Model(new WebGpuEngine(gpu), modelByName(MODEL, [1, 28, 28], 10), { seed: 1 });
   const rng = makeRng(1);
@@ -65,19 +80,21 @@ export async function microBatchCost(images: number, reps = 5): Promise<number> 
     }
     return performance.now() - t0;
   };
-  const whole: number[] = [];
-  const split: number[] = [];
+  // Paired, in turn (whole-split, then split-whole): each pair's difference sees the same load.
+  const diffs: number[] = [];
   try {
     for (let r = 0; r < reps + 2; r++) {
-      const a = await run([images]);
+      const first = r % 2 === 0;
+      const a = first ? await run([images]) : 0;
       const b = await run(parts);
-      if (r >= 2) { whole.push(a); split.push(b); }
+      const c = first ? a : await run([images]);
+      if (r >= 2) diffs.push(b - c);
     }
   } finally {
     for (const t of tensors.values()) gpu.release(t);
     model.destroy();
   }
-  return Math.max(0, (median(split) - median(whole)) / 2 / 1000);
+  return Math.max(0, median(diffs) / 2 / 1000);
 }
 
 /** Runs the ring of two with stragglers of mean `mu`, without and with stealing (Node volunteers, as the other runs). */
@@ -93,12 +110,13 @@ export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: num
   const [plain, steal] = runs;
   // Injected and contention slowdowns, both per step: their means add.
   const straggler = mu + cal.stragglerMean;
-  const speed = runSpeed(asMeasured(plain), straggler);
+  const plainMeans = meanFigures(plain);
+  const speed = runSpeed({ ...asMeasured(plain), computeMeanS: plainMeans.computeMeanS }, straggler);
   const cluster = { peers: plain.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: straggler, share: 1 / plain.peers, link: cal.link, seed: 1 };
   const w = { batch: plain.batch, profile };
   const system = { ...measuredSystem(cal), microBatchS };
   const predictedS: [number, number] = [simulateStep(cluster, system, w).totalS, simulateStep(cluster, { ...system, steal: { fraction: PREDICT_STEAL_FRACTION } }, w).totalS];
-  const measuredS: [number, number] = [plain.stepMs / 1000, steal.stepMs / 1000];
+  const measuredS: [number, number] = [plainMeans.stepS, meanFigures(steal).stepS];
   return {
     mu, peers: plain.peers, batch: plain.batch, runs, measuredS, predictedS,
     errors: [Math.abs(predictedS[0] - measuredS[0]) / measuredS[0], Math.abs(predictedS[1] - measuredS[1]) / measuredS[1]],

@@ -51,7 +51,7 @@ import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES } from '../src/nn/buckets.ts';
 import { MODEL, PROBE_MODEL, WARMUP_STEPS, asMeasured, runRing, type RunSummary } from './scaling-run.ts';
-import { STRAGGLE_PEERS, microBatchCost, predictStraggle, straggleRuns } from './scaling-straggle.ts';
+import { STRAGGLE_PEERS, STRAGGLE_STEP_FACTOR, meanFigures, microBatchCost, predictStraggle, straggleRuns } from './scaling-straggle.ts';
 
 const USAGE = `usage: npm run bench -- scaling [options]
   --steps N       steps measured per run, after ${WARMUP_STEPS} warm-up steps (default 8, --quick 4)
@@ -62,8 +62,9 @@ const USAGE = `usage: npm run bench -- scaling [options]
                   gradient) at the first batch, and its all-reduce times enter the link fit
                   (default on; off: the link is fitted on the runs alone, as before)
   --straggle MU   straggler runs: a ring of ${STRAGGLE_PEERS} at the largest batch, each peer slowed every step by
-                  a factor 1 + X (X exponential of mean MU), without and with work stealing, twice
-                  --steps steps each; the simulator predicts both (default 0.3; 0: skip them)
+                  a factor 1 + X (X exponential of mean MU), without and with work stealing,
+                  ${STRAGGLE_STEP_FACTOR} x --steps steps each, measured by their mean step; the
+                  simulator predicts both (default 0.3; 0: skip them)
   --quick         4 measured steps per run (about 3 minutes here with the straggler runs; the
                   default about 5)`;
 
@@ -116,8 +117,9 @@ export async function main(args: string[]): Promise<void> {
       probeRuns.push(r);
     }
     if (mu > 0) {
-      straggled = await straggleRuns(mu, { root, dataDir, manifest, batch: Math.max(...batches), steps: 2 * steps, gradBytes });
-      log(`scaling: stragglers (mu ${mu}) on a ring of ${STRAGGLE_PEERS}: step ${straggled[0].stepMs.toFixed(0)} ms without stealing, ${straggled[1].stepMs.toFixed(0)} ms with (${straggled[0].runSeconds.toFixed(0)} + ${straggled[1].runSeconds.toFixed(0)} s)`);
+      straggled = await straggleRuns(mu, { root, dataDir, manifest, batch: Math.max(...batches), steps: STRAGGLE_STEP_FACTOR * steps, gradBytes });
+      const [a, b] = straggled.map((r) => meanFigures(r).stepS * 1000);
+      log(`scaling: stragglers (mu ${mu}) on a ring of ${STRAGGLE_PEERS}: a mean step of ${a!.toFixed(0)} ms without stealing, ${b!.toFixed(0)} ms with (${straggled[0].runSeconds.toFixed(0)} + ${straggled[1].runSeconds.toFixed(0)} s)`);
     }
   } finally {
     await rm(root, { recursive: true, force: true });
