@@ -13,7 +13,7 @@ import { IMAGENET_RECIPES } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
-import { DEFAULT_WIRE, MAX_LABEL_SMOOTHING, wireField } from './job.ts';
+import { DEFAULT_WIRE, JobError, MAX_LABEL_SMOOTHING, parseJobConfig, wireField } from './job.ts';
 import { MAX_STEAL_FRACTION } from './tail-pool.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
@@ -251,6 +251,15 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   }
   if (isPrivate) Object.assign(config, { access: 'private', joinToken: randomBytes(18).toString('base64url') });
   const stored = await readJobFile(jobDir);
+  // A new job made from these options: refused before anything is written, naming the options.
+  if (!stored) {
+    try {
+      parseJobConfig(config, trainSamples);
+    } catch (e) {
+      if (e instanceof JobError) throw new ArgError(`these options make a bad job: ${e.problems.join('; ')}; change them (npm start -- --help)`);
+      throw e;
+    }
+  }
   const jobConfig = stored ? stored.config : config;
 
   const state: ProgressState = { step: 0, totalSteps: totalGuess, epoch: 0, loss: null, top1: null, imagesPerSec: null, peers: 0 };

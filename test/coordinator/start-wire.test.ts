@@ -51,3 +51,12 @@ describe("npm start's default job", () => {
     expect(defaultWarmup('lars', 5, 1000, 20_000)).toBe(2000);
   });
 });
+
+describe('npm start --steal', () => {
+  it('is listed in the usage with its default, and a value it does not know is refused before any data loads', async () => {
+    expect(START_USAGE).toMatch(/--steal auto\|off\|F +work stealing: .*\n(.*\n){1,2}.* auto \(default\): 0\.75 on\n.*measured it faster/);
+    await expect(startMain(['--steal', 'sometimes'])).rejects.toThrow('--steal must be auto, off or a number in [0, 0.75], got "sometimes"');
+    await expect(startMain(['--steal', '0.8'])).rejects.toThrow('--steal must be auto, off or a number in [0, 0.75], got "0.8"');
+    await expect(startMain(['--steal', ''])).rejects.toThrow('--steal must be auto, off or a number in [0, 0.75], got ""');
+  });
+});
