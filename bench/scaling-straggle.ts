@@ -84,11 +84,15 @@ export async function microBatchCost(images: number, reps = 15): Promise<number>
   const diffs: number[] = [];
   try {
     for (let r = 0; r < reps + 2; r++) {
-      const first = r % 2 === 0;
-      const a = first ? await run([images]) : 0;
-      const b = await run(parts);
-      const c = first ? a : await run([images]);
-      if (r >= 2) diffs.push(b - c);
+      let wholeMs: number, splitMs: number;
+      if (r % 2 === 0) {
+        wholeMs = await run([images]);
+        splitMs = await run(parts);
+      } else {
+        splitMs = await run(parts);
+        wholeMs = await run([images]);
+      }
+      if (r >= 2) diffs.push(splitMs - wholeMs);
     }
   } finally {
     for (const t of tensors.values()) gpu.release(t);

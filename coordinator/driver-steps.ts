@@ -74,8 +74,8 @@ export class StepBook {
   private overlapWindowMs = 0;
   /** A job that steals "auto": which way the next fresh sync steps run (steal-tuner.ts). */
   private tuner: StealTuner = newTuner();
-  /** The fresh sync step begun last and whether it stole: what its commit tells the tuner. */
-  private tuned: { step: number; generation: number; stole: boolean } | null = null;
+  /** The fresh sync step begun last of a job that steals auto: its commit tells the tuner (whether it stole: its phase's tail). */
+  private tuned: { step: number; generation: number } | null = null;
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
   constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards'>, private readonly stepMs: number) {
@@ -106,7 +106,7 @@ export class StepBook {
     const freshSync = plan !== null && !rerun;
     const steals = freshSync && steal !== undefined && (!steal.auto || stealsNext(this.tuner, s.generation));
     const tail = steals ? splitTail(plan.slices, steal, s.ring, { windowMs: this.overlapWindowMs, medianIps: median(s.speeds) }) : null;
-    this.tuned = freshSync && steal?.auto && s.ring.length > 1 ? { step: s.step, generation: s.generation, stole: tail !== null } : null;
+    this.tuned = freshSync && steal?.auto && s.ring.length > 1 ? { step: s.step, generation: s.generation } : null;
     this.kept = null;
     // Sync mode: the next step's slices go out now as a prefetch hint, and are remembered.
     const nextStep = s.step + 1;
@@ -163,7 +163,7 @@ export class StepBook {
     if (ph.steps === 1 && results.length > 1) this.overlapWindowMs = overlapWindow(results);
     const t = this.tuned;
     let verdict: TunerVerdict | null = null;
-    if (t && t.step === ph.step && t.generation === ph.generation) ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, t.stole, wallMs));
+    if (t && t.step === ph.step && t.generation === ph.generation) ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, ph.tail !== undefined, wallMs));
     this.tuned = null;
     this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
     this.lastAdvance = ph.steps;

@@ -1,7 +1,7 @@
 // Work stealing when it pays (a job's stealFraction "auto", the default): the coordinator tries
 // both ways on the ring it has and keeps the faster. Stealing (tail-pool.ts) saves the time a step
 // waits for its slowest member, and costs a micro-batch or more per member (on this machine's
-// software WebGPU ~29 ms each) and part of the all-reduce's overlap (only the final grant's
+// software WebGPU 15-29 ms each) and part of the all-reduce's overlap (only the final grant's
 // backward hides it). Which wins depends on the ring's stragglers, its engines and its links,
 // none of which the coordinator can know ahead, so it measures:
 //   - on a ring that has run AUTO_SETTLE steps of one generation in its current way, a probe
@@ -15,6 +15,7 @@
 // A new generation (another ring) starts over: its first step (ring formation) is not counted, its
 // way stays the last one chosen. Only fresh sync steps count (not a re-run after a loss, nor a
 // round, which never steal). Pure: the state goes in and comes out.
+import { median } from '../src/stats.ts';
 
 export const AUTO_SETTLE = 20;
 export const AUTO_PROBE = 8;
@@ -54,12 +55,6 @@ export function stealsNext(t: StealTuner, generation: number): boolean {
   return other ? !t.steals : t.steals;
 }
 
-const medianOf = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 /**
  * The tuner after a fresh sync step of `generation` committed in `wallMs`, run with stealing
  * `stole`; `verdict` when the step ended a probe.
@@ -77,7 +72,7 @@ export function tunerRecord(t: StealTuner, generation: number, stole: boolean, w
   const other = stole !== t.steals ? [...t.other, wallMs] : t.other;
   const kept = stole === t.steals ? [...t.kept, wallMs] : t.kept;
   if (other.length < AUTO_PROBE || kept.length < AUTO_PROBE) return { tuner: { ...t, other, kept }, verdict: null };
-  const probeMs = medianOf(other), baseMs = medianOf(kept);
+  const probeMs = median(other), baseMs = median(kept);
   const switched = probeMs < baseMs * (1 - AUTO_MARGIN);
   const interval = switched ? AUTO_FIRST_INTERVAL : Math.min(AUTO_MAX_INTERVAL, t.interval * 2);
   const due = switched ? AUTO_FIRST_INTERVAL : t.interval;

@@ -7,7 +7,8 @@ import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineR
 import { confusionSvg, predictionGridHtml } from './eval-views.ts';
 import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } from './join.ts';
 import { ringPlacement, ringShape, ringShapeText, topologyOf } from './ring-shape.ts';
-import { median, stepSplit, stepSplitSvg } from './step-split.ts';
+import { median } from '../stats.ts';
+import { stepSplit, stepSplitSvg } from './step-split.ts';
 
 interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number; bytesPerImage: number | null }
 interface EvalPoint { step: number; time: number; top1: number; top5: number }

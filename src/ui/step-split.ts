@@ -13,6 +13,7 @@
 // Older volunteers, and rounds, report no split (no exposedCommMs / overheadMs): their whole
 // all-reduce (commMs) stands in for the exposed part, drawn pale, and no overhead is drawn.
 import type { PeerStepTiming } from '../client/protocol.ts';
+import { median } from '../stats.ts';
 import { axesSvg, axisOver, chartHead, esc, leftMargin, niceTicks, placeholderSvg, scaleOf, tickLabels, type Frame } from './charts.ts';
 
 export type StepBound = 'compute' | 'communication' | 'overhead';
@@ -34,13 +35,6 @@ export interface StepSplit {
   reusedImages: number;
   /** The largest of the three parts. */
   bound: StepBound;
-}
-
-/** The median (mean of the middle two for an even count); 0 for none. */
-export function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const h = s.length >> 1;
-  return s.length === 0 ? 0 : s.length % 2 ? s[h]! : (s[h - 1]! + s[h]!) / 2;
 }
 
 /** A reported time, or undefined when absent or not a time (a metrics file is read as found). */

@@ -3,7 +3,8 @@
 // missing, a ring of one, reused images, values a metrics file should not hold), and its chart.
 import { describe, expect, it } from 'vitest';
 import type { PeerStepTiming } from '../../src/client/protocol.ts';
-import { median, splitSummary, stepSplit, stepSplitSvg, type StepSplit } from '../../src/ui/step-split.ts';
+import { median } from '../../src/stats.ts';
+import { splitSummary, stepSplit, stepSplitSvg, type StepSplit } from '../../src/ui/step-split.ts';
 
 const t = (peerId: string, computeMs: number, commMs: number, extra: Partial<PeerStepTiming> = {}): PeerStepTiming =>
   ({ peerId, images: 8, computeMs, commMs, waitMs: 3, ...extra });
