@@ -188,6 +188,8 @@ describe('across hosts', () => {
       expect(done.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: steps }, (_, i) => i + 1));
       for (const r of done) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
       expect(done.some((r) => r.peers.length === 9), 'steps ran with the ring of 9').toBe(true);
+      // A job of the defaults steals "auto": once the ring of 9 has settled, its probe runs steps with a tail across the hosts.
+      console.log(`make before break: steps that stole (step/ring): ${done.filter((r) => r.peers.some((p) => (p.claimed ?? 0) > 0)).map((r) => `${r.step}/${r.peers.length}`).join(' ') || 'none'}; ${coord.lines.filter((l) => /work stealing/.test(l)).join(' | ') || 'no verdict'}`);
       const ref = await onePeerWeights(root.dir, 'solo-ahead', data, config({}), 'wasm');
       // Against one peer: every step's samples, and the final weights to float rounding.
       const solo = latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[];
