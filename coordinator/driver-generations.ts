@@ -15,9 +15,22 @@ export const ADMIT_BATCH_FROM = 8;
 
 /**
  * Under churn a member that asked to leave after its step trains on for at most this many
- * admission gaps, waiting to go with the next admission (the volunteer itself leaves after 15 s).
+ * admission gaps, and at most LEAVE_HOLD_MAX_MS, waiting to go with the next admission.
  */
 export const LEAVE_HOLD_GAPS = 3;
+
+/**
+ * The longest a leaver is held (leaveHoldMs). The volunteer itself leaves 15 s after it asked
+ * (LEAVE_AFTER_STEP_MS in src/client/volunteer-session.ts): held for longer, it would go as a
+ * lost peer (an abort) instead of at a commit. 10 s leaves room for the announcement's wait
+ * (prepareMs) and a step.
+ */
+export const LEAVE_HOLD_MAX_MS = 10_000;
+
+/** How long a leaver may be held under churn when joiners are batched `gapMs` apart. */
+export function leaveHoldMs(gapMs: number): number {
+  return Math.min(LEAVE_HOLD_GAPS * gapMs, LEAVE_HOLD_MAX_MS);
+}
 
 export class Generations {
   private current: number;

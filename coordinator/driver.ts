@@ -28,7 +28,7 @@ import { formAgain } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
-import { ADMIT_BATCH_FROM, Generations, LEAVE_HOLD_GAPS } from './driver-generations.ts';
+import { ADMIT_BATCH_FROM, Generations, leaveHoldMs } from './driver-generations.ts';
 import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
@@ -270,12 +270,12 @@ export class Driver {
     const roundPending = this.steps.survivorsFirst(this.step, this.ring, ringSpeeds(this.ring, this.peers), this.ckpt.loadable(this.step));
     const admitNow = this.ring.length === 0 || (waiting.length > 0 && !roundPending && this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now));
     // Members that asked to leave after their step: their step is committed, so they go without
-    // aborting anything. Under churn in a big ring they train on (at most LEAVE_HOLD_GAPS gaps) and
+    // aborting anything. Under churn in a big ring they train on (at most leaveHoldMs) and
     // go with the next admission, so that leaves and joins make one new generation, not one each:
     // each generation's first step waits for its new links to be dialed.
     const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
     const gap = this.timeouts.admitGapMs;
-    const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, LEAVE_HOLD_GAPS * gap, now));
+    const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, leaveHoldMs(gap), now));
     // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now
     // (after the survivors of an aborted attempt finished it, as for any admission).
     const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;

@@ -3,6 +3,9 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answer, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/client/protocol.ts';
+import { LEAVE_AFTER_STEP_MS } from '../../src/client/volunteer-session.ts';
+import { LEAVE_HOLD_MAX_MS, leaveHoldMs } from '../../coordinator/driver-generations.ts';
+import { DEFAULT_TIMEOUTS } from '../../coordinator/driver-types.ts';
 
 /** Every member answers its assignment; returns the next step's assignments. */
 function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): StepAssignment[] {
@@ -23,6 +26,33 @@ function churningRing(): ReturnType<typeof driverHarness> & { as: StepAssignment
   vi.setSystemTime(1_000_300);
   h.d.peerGone('c', 'stopped by its owner');
   return Object.assign(h, { as: ['a', 'b', 'd', 'e', 'f', 'g', 'h', 'i'].map((id) => h.take(id, 'step-assignment')) });
+}
+
+/**
+ * A ring of `ids` (gap `admitGapMs`, fake Date from 1,000,000) in which b asks to leave after its
+ * step, then one of `gone` is lost every `everyMs`: a new generation each time, the ring keeps
+ * churning. Returns the time of the boundary at which b got done.
+ */
+function heldLeaver(ids: string[], gone: string[], admitGapMs: number, everyMs: number): number {
+  vi.useFakeTimers({ toFake: ['Date'] });
+  vi.setSystemTime(1_000_000);
+  const h = driverHarness({ steps: 80 }, { timeouts: { admitGapMs } });
+  let as = h.startRing(ids);
+  as = commit(h, as);
+  h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
+  let t = 1_000_000;
+  for (const id of gone) {
+    t += everyMs;
+    vi.setSystemTime(t);
+    h.d.peerGone(id, 'stopped by its owner');
+    as = h.d.status().ring.map((x) => h.take(x, 'step-assignment'));
+    if (h.has('b', 'done')) break;
+    as = commit(h, as);
+  }
+  expect(h.take('b', 'done')).toBeTruthy();
+  expect(h.d.status().ring).not.toContain('b');
+  h.d.stop();
+  return t;
 }
 
 describe('joiner batching', () => {
@@ -151,29 +181,22 @@ describe('a member that leaves after its step', () => {
     h.d.stop();
   });
 
-  it('under churn that does not calm down, it goes after LEAVE_HOLD_GAPS admission gaps at the latest', () => {
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(1_000_000);
-    const h = driverHarness({ steps: 50 }, { timeouts: { admitGapMs: 2000 } });
-    const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'];
-    let as = h.startRing(ids);
-    as = commit(h, as);
-    h.d.message('b', { type: 'leave', peerId: 'b', reason: 'stopped by its owner', afterStep: true });
-    // Another member is lost every 1.5 s: a new generation each time, the ring keeps churning.
-    let t = 1_000_000;
-    for (const gone of ['c', 'd', 'e', 'f']) {
-      t += 1500;
-      vi.setSystemTime(t);
-      h.d.peerGone(gone, 'stopped by its owner');
-      as = h.d.status().ring.map((id) => h.take(id, 'step-assignment'));
-      if (h.has('b', 'done')) break;
-      as = commit(h, as);
-    }
-    // Held through the churn while it waited less than 3 x 2 s, let go at the first boundary after.
-    expect(t).toBe(1_006_000);
-    expect(h.take('b', 'done')).toBeTruthy();
-    expect(h.d.status().ring).not.toContain('b');
-    h.d.stop();
+  it('under churn that does not calm down, it goes after LEAVE_HOLD_GAPS admission gaps at the latest (2 s gaps)', () => {
+    // Lost every 1.5 s: held through the churn while it waited less than 3 x 2 s, let go at the first boundary after.
+    expect(heldLeaver(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l'], ['c', 'd', 'e', 'f'], 2000, 1500)).toBe(1_006_000);
+  });
+
+  it('with the default 6 s gap a leaver is held at most LEAVE_HOLD_MAX_MS, so it goes at a commit before the volunteer gives up waiting', () => {
+    // 3 gaps of 6 s would be 18 s, past the 15 s after which the volunteer leaves on its own
+    // (as a lost peer: an abort). The cap leaves room for the announcement's wait and a step.
+    expect(DEFAULT_TIMEOUTS.admitGapMs).toBe(6000);
+    expect(leaveHoldMs(DEFAULT_TIMEOUTS.admitGapMs)).toBe(LEAVE_HOLD_MAX_MS);
+    expect(LEAVE_HOLD_MAX_MS + DEFAULT_TIMEOUTS.prepareMs).toBeLessThan(LEAVE_AFTER_STEP_MS - 2000);
+    expect(leaveHoldMs(2000)).toBe(6000);
+    // Lost every 4 s (generations less than 6 s apart): held at 4 and 8 s, let go at the first
+    // boundary after 10 s (not 18 s).
+    const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j', 'k', 'l', 'm', 'n', 'o'];
+    expect(heldLeaver(ids, ['c', 'd', 'e', 'f', 'g', 'h'], DEFAULT_TIMEOUTS.admitGapMs, 4000)).toBe(1_012_000);
   });
 
   it('a leave after the step from a peer that is not in a running step is a leave now', () => {
