@@ -244,3 +244,28 @@ export function cpuSplit(churn: { cpuS: number; steps: number; started: number }
     extraSecondsPerStart: extraStarts > 0 ? (churn.cpuS - churn.steps * base) / extraStarts : null,
   };
 }
+
+/** A baseline measured twice, before and after the churn run, as one (bracketCalm). */
+export interface BracketedCalm {
+  /** Committed images/s: the mean of the two runs'. */
+  imagesPerSec: number;
+  /** Both runs' committed steps together (counts and totals summed; medians: the mean of the two). */
+  split: StepSplit;
+  /** The run after over the run before, minus 1: how far the machine drifted around the churn run. */
+  drift: number;
+}
+
+/**
+ * Two baselines around a churn run as one. On a shared machine the same work runs 10-30% faster
+ * or slower from one quarter hour to the next; a baseline measured only after the churn run
+ * puts that drift into goodput, one on each side mostly cancels it (for a drift that is steady
+ * over the ~8 minutes of the three runs).
+ */
+export function bracketCalm(before: { imagesPerSec: number; split: StepSplit }, after: { imagesPerSec: number; split: StepSplit }): BracketedCalm {
+  const part = (a: StepSplit['rest'], b: StepSplit['rest']) => ({ steps: a.steps + b.steps, medianMs: (a.medianMs + b.medianMs) / 2, totalMs: a.totalMs + b.totalMs });
+  return {
+    imagesPerSec: (before.imagesPerSec + after.imagesPerSec) / 2,
+    split: { first: part(before.split.first, after.split.first), rest: part(before.split.rest, after.split.rest) },
+    drift: before.imagesPerSec > 0 ? after.imagesPerSec / before.imagesPerSec - 1 : 0,
+  };
+}

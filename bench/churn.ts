@@ -11,10 +11,13 @@
 // weights whose checksum the ring committed for its step; this process's memory (gc, then
 // heapUsed and rss every second): start, max, end (all volunteers gone, coordinator still up)
 // and the slope of heapUsed over the second half of the churn; the driver's tables at the end.
-// Then (unless --no-baseline) the same peers, schedule and job run again WITHOUT churn (no
-// leaves, no kills): `goodput` is the committed images/s with churn over that without (from
-// the ramp's end to the churn's end); `honest_evictions` counts peers evicted that the
-// schedule never made leave or crash (their eviction is a false positive).
+// Unless --no-baseline, the same peers, schedule and job also run WITHOUT churn (no leaves,
+// no kills), once before the churn run and once after it: `goodput` is the committed images/s
+// with churn over the mean of the two without (each from the ramp's end to the churn's end).
+// Measured on one side only, the machine's drift (the same work runs 10-30% faster or slower
+// from one quarter hour to the next here) went into goodput; `baseline_drift` says how far the
+// two baselines differ. `honest_evictions` counts peers evicted that the schedule never made
+// leave or crash, in all three runs (their eviction is a false positive).
 // Writes bench/results/churn.json and churn.svg; progress goes to stderr; the last stdout line
 // is {"bench":"churn","peers":..,"steps":..,"lost_steps":..,...}. Exit code 1 when a step was
 // lost or doubled or a checkpoint is unreadable or does not match.
@@ -24,7 +27,7 @@ import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ArgError, Args } from '../coordinator/args.ts';
-import { cpuSecondsOfStat, cpuSplit, lossSplit } from './churn-check.ts';
+import { bracketCalm, cpuSecondsOfStat, cpuSplit, lossSplit } from './churn-check.ts';
 import { CHURN_DEFAULTS, CHURN_MODEL, churnData, runChurn, type ChurnResult } from './churn-run.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
@@ -41,7 +44,7 @@ const USAGE = `usage: npm run bench -- churn [options]
   --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
   --leave-rate P   probability per second of a normal leave (default 0.5)
   --batch B        global batch (default 100)
-  --no-baseline    skip the run without churn (no goodput then)`;
+  --no-baseline    skip the runs without churn, before and after (no goodput then)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -120,33 +123,40 @@ export async function main(args: string[]): Promise<void> {
   await rm(workDir, { recursive: true, force: true });
   log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
   const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, data, log };
+  // Baselines before and after the churn run, each with the CPU it took (null off Linux).
+  const calmRun = async (when: 'before' | 'after'): Promise<{ run: ChurnResult; cpuS: number | null }> => {
+    log(`churn: the same peers and schedule without churn, ${when} the churn run (the goodput's baseline)`);
+    const c0 = cpuSoFar();
+    const run = await runChurn({ ...options, killEverySec: 0, leavePerSec: 0, workDir: join(workDir, `baseline-${when}`) });
+    const c1 = cpuSoFar();
+    return { run, cpuS: c0 !== null && c1 !== null ? c1 - c0 : null };
+  };
+  const before = baseline ? await calmRun('before') : null;
   const cpu0 = cpuSoFar();
   const r = await runChurn({ ...options, killEverySec: killEvery, leavePerSec: leaveRate, workDir: join(workDir, 'churn') });
   const cpu1 = cpuSoFar();
-  let calm: ChurnResult | null = null;
-  let cpu2: number | null = null;
-  if (baseline) {
-    log(`churn: the same peers and schedule without churn (the goodput's baseline)`);
-    calm = await runChurn({ ...options, killEverySec: 0, leavePerSec: 0, workDir: join(workDir, 'baseline') });
-    cpu2 = cpuSoFar();
-  }
+  const after = baseline ? await calmRun('after') : null;
+  const calms = before && after ? [before.run, after.run] : [];
+  const calm = before && after ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit }) : null;
   // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
-  const cpu = calm && cpu0 !== null && cpu1 !== null && cpu2 !== null
-    ? cpuSplit({ cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started }, { cpuS: cpu2 - cpu1, steps: calm.history.finalStep, started: calm.peers.started })
+  const calmCpuS = before?.cpuS != null && after?.cpuS != null ? before.cpuS + after.cpuS : null;
+  const cpu = calmCpuS !== null && cpu0 !== null && cpu1 !== null
+    ? cpuSplit({ cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started }, { cpuS: calmCpuS / 2, steps: (before!.run.history.finalStep + after!.run.history.finalStep) / 2, started: before!.run.peers.started })
     : null;
-  const goodput = calm && calm.throughput.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.throughput.imagesPerSec : null;
-  const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, { split: calm.stepSplit }) : null;
-  const honestEvictions = r.evictionsOf.other + (calm?.evictionsOf.other ?? 0);
+  const goodput = calm && calm.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.imagesPerSec : null;
+  const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, calm) : null;
+  const honestEvictions = r.evictionsOf.other + calms.reduce((n, c) => n + c.evictionsOf.other, 0);
   const h = r.history;
   const c = r.checkpoints;
   const failures = h.lostSteps.length + h.doubledSteps.length + c.unreadable.length + c.mismatches.length + c.wrongModel.length;
   log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, ${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
   log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
-  log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm ? `, ${calm.throughput.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calm.history.finalStep} steps, lost ${calm.history.lostSteps.length}, doubled ${calm.history.doubledSteps.length}, ${calm.evictions} evictions` : ''}; honest evictions ${honestEvictions}`);
+  const calmLine = (c: ChurnResult, when: string) => `${when} ${c.throughput.imagesPerSec.toFixed(1)} images/s, ${c.history.finalStep} steps, lost ${c.history.lostSteps.length}, doubled ${c.history.doubledSteps.length}, ${c.evictions} evictions`;
+  log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm && before && after ? `, ${calm.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calmLine(before.run, 'before')}; ${calmLine(after.run, 'after')} (drift ${(100 * calm.drift).toFixed(1)}%)` : ''}; honest evictions ${honestEvictions}`);
   const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
-  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calm ? `; without churn: ${split(calm)}` : ''}`);
+  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${split(c)}`).join('')}`);
   const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
-  log(`churn: committed steps: ${stepsLine(r)}${calm ? `; without churn: ${stepsLine(calm)}` : ''}`);
+  log(`churn: committed steps: ${stepsLine(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${stepsLine(c)}`).join('')}`);
   if (cpu) log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, ${cpu.baselineMsPerStep.toFixed(0)} without${cpu.extraSecondsPerStart === null ? '' : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's (its start, its leave and the ring's changes around it)`}`);
   if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
@@ -163,8 +173,9 @@ export async function main(args: string[]): Promise<void> {
     setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery },
     definitions: {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
-      goodput: 'committed images/s with churn over committed images/s of the same peers, job and schedule without churn (no leaves, no kills), each from the ramp end to the churn end (or the job end)',
-      honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in both runs (false positives: slow is not dead)',
+      goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
+      baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): how far the machine drifted around the churn run',
+      honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in all three runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
       stepSplit: "committed steps in the goodput's window: the first of each generation (its ring forms during it: new links are dialed, kept ones handed over) against the rest, with median and total wall ms",
@@ -176,14 +187,14 @@ export async function main(args: string[]): Promise<void> {
       checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
       heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
       membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts)",
-      ordinary_pace: "the baseline's mean ordinary step over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and replacement host processes share the machine's cores with the ring)",
+      ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
       cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
     },
-    goodput, honest_evictions: honestEvictions, lossSplit: loss, cpu,
+    goodput, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions, lossSplit: loss, cpu,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
-    baseline: calm ? { ...calm, samples: undefined, coordinatorLog: calm.coordinatorLog.slice(-30) } : null,
+    baselines: calms.map((c, i) => ({ when: i ? 'after' : 'before', ...c, samples: undefined, coordinatorLog: c.coordinatorLog.slice(-30) })),
   };
   const out = join(here, 'results');
   writeFileEnsuringDir(join(out, 'churn.json'), `${JSON.stringify(result, null, 1)}\n`);
@@ -192,7 +203,8 @@ export async function main(args: string[]): Promise<void> {
   const headline = {
     bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
     goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
-    images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.throughput.imagesPerSec) : null, reused_images: r.throughput.reusedImages,
+    images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.imagesPerSec) : null,
+    baseline_drift: calm ? Math.round(calm.drift * 1000) / 1000 : null, reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
     membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null, ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
     cpu_ms_per_step: cpu ? Math.round(cpu.msPerStep) : null, baseline_cpu_ms_per_step: cpu ? Math.round(cpu.baselineMsPerStep) : null,
@@ -204,6 +216,6 @@ export async function main(args: string[]): Promise<void> {
     finished: r.finished, seconds: Math.round(r.seconds),
   };
   process.stdout.write(`${JSON.stringify(headline)}\n`);
-  const calmFailures = calm ? calm.history.lostSteps.length + calm.history.doubledSteps.length : 0;
+  const calmFailures = calms.reduce((n, c) => n + c.history.lostSteps.length + c.history.doubledSteps.length, 0);
   if (failures + calmFailures > 0) process.exitCode = 1;
 }

@@ -3,7 +3,7 @@
 // generation's first (its ring forms during it) and the rest.
 import { describe, expect, it } from 'vitest';
 import { PhaseClock } from '../../coordinator/driver-types.ts';
-import { cpuSecondsOfStat, cpuSplit, lossSplit, stepSplit } from '../../bench/churn-check.ts';
+import { bracketCalm, cpuSecondsOfStat, cpuSplit, lossSplit, stepSplit } from '../../bench/churn-check.ts';
 import { phaseWindow } from '../../bench/churn-run.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 
@@ -60,6 +60,20 @@ describe('lossSplit', () => {
     expect(s.ordinaryPace).toBeCloseTo(0.8, 12);
     expect(lossSplit({ split: split(3, 900, 0, 0), windowMs: 1000 }, { split: split(1, 300, 99, 7920) })).toBeNull();
     expect(lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 0 }, { split: split(1, 300, 99, 7920) })).toBeNull();
+  });
+});
+
+describe('bracketCalm', () => {
+  it('takes the mean rate of a baseline before and after the churn run, their ordinary steps together, and the drift between them', () => {
+    const split = (restSteps: number, restMs: number, median: number) => ({ first: { steps: 1, medianMs: 300, totalMs: 300 }, rest: { steps: restSteps, medianMs: median, totalMs: restMs } });
+    const b = bracketCalm({ imagesPerSec: 1200, split: split(100, 8000, 78) }, { imagesPerSec: 1000, split: split(80, 8000, 98) });
+    expect(b.imagesPerSec).toBe(1100);
+    expect(b.drift).toBeCloseTo(1000 / 1200 - 1, 12);
+    expect(b.split).toEqual({ first: { steps: 2, medianMs: 300, totalMs: 600 }, rest: { steps: 180, medianMs: 88, totalMs: 16_000 } });
+    // The ordinary pace is then against both runs' steps: 16,000 ms over 180, not either run's own.
+    const churn = { first: { steps: 10, medianMs: 0, totalMs: 5000 }, rest: { steps: 90, medianMs: 0, totalMs: 9000 } };
+    expect(lossSplit({ split: churn, windowMs: 15_000 }, b)!.ordinaryPace).toBeCloseTo(16_000 / 180 / 100, 12);
+    expect(bracketCalm({ imagesPerSec: 0, split: split(0, 0, 0) }, { imagesPerSec: 5, split: split(1, 1, 1) }).drift).toBe(0);
   });
 });
 
