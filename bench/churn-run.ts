@@ -19,6 +19,8 @@ import { runInNewContext } from 'node:vm';
 import { ensureDataset } from '../coordinator/data/cli.ts';
 import { readMetrics } from '../coordinator/metrics.ts';
 import type { PhaseTimes } from '../coordinator/driver.ts';
+import { LEAVE_HOLD_MAX_MS } from '../coordinator/driver-generations.ts';
+import { DEFAULT_TIMEOUTS } from '../coordinator/driver-types.ts';
 import { runJob, type RunningJob } from '../coordinator/run.ts';
 import { layoutFingerprint } from '../src/checkpoint/format.ts';
 import type { LiveEvent } from '../src/client/protocol.ts';
@@ -131,8 +133,12 @@ export async function churnData(cacheDir: string): Promise<{ dataDir: string; ma
   return { dataDir: cacheDir, manifest };
 }
 
-/** A volunteer still training this long after it was asked to leave ignored the leave. */
-const LATE_LEAVE_MS = 5000;
+/**
+ * A volunteer still training this long after it was asked to leave ignored the leave. Under
+ * churn the coordinator holds a leaver for up to LEAVE_HOLD_MAX_MS, then the announcement's wait
+ * (prepareMs) and a step (driver-generations.ts): the bound is past those.
+ */
+const LATE_LEAVE_MS = LEAVE_HOLD_MAX_MS + DEFAULT_TIMEOUTS.prepareMs + 3000;
 /** Host processes get this long to start (a first run may build the wasm kernels). */
 const HOST_START_MS = 180_000;
 

@@ -161,7 +161,7 @@ export async function main(args: string[]): Promise<void> {
   if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
-  if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 5 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
+  if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 15 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
   if (r.peers.neverEnded.length) log(`churn: volunteers that never ended on their own: ${r.peers.neverEnded.join(' ')}`);
   if (r.peers.errors.length) log(`churn: volunteer errors:\n  ${r.peers.errors.join('\n  ')}`);
   if (r.peers.unexpectedHostExits.length) log(`churn: hosts that died on their own:\n  ${r.peers.unexpectedHostExits.join('\n  ')}`);
