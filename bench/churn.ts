@@ -30,6 +30,7 @@ import { ArgError, Args } from '../coordinator/args.ts';
 import { bracketCalm, cpuSecondsOfStat, cpuSplit, lossSplit } from './churn-check.ts';
 import { CHURN_DEFAULTS, CHURN_MODEL, churnData, runChurn, type ChurnResult } from './churn-run.ts';
 import { writeFileEnsuringDir } from './plot.ts';
+import { SpeedProbe, speedBetween } from './speed-probe.ts';
 import { lineChartSvg } from './plot-lines.ts';
 
 const USAGE = `usage: npm run bench -- churn [options]
@@ -131,11 +132,24 @@ export async function main(args: string[]): Promise<void> {
     const c1 = cpuSoFar();
     return { run, cpuS: c0 !== null && c1 !== null ? c1 - c0 : null };
   };
+  // The machine's speed beside the runs (bench/speed-probe.ts): CPU ms of a fixed loop.
+  const probe = baseline ? new SpeedProbe() : null;
+  if (probe) process.once('exit', () => probe.stop()); // also when a run throws
   const before = baseline ? await calmRun('before') : null;
   const cpu0 = cpuSoFar();
   const r = await runChurn({ ...options, killEverySec: killEvery, leavePerSec: leaveRate, workDir: join(workDir, 'churn') });
   const cpu1 = cpuSoFar();
   const after = baseline ? await calmRun('after') : null;
+  probe?.stop();
+  const speedOf = (x: ChurnResult) => (probe ? speedBetween(probe.samples, x.throughput.fromMs, x.throughput.toMs) : null);
+  const speeds = before && after ? { before: speedOf(before.run), churn: speedOf(r), after: speedOf(after.run) } : null;
+  // Images/s at one machine speed: a run's rate times the probe's CPU ms during it.
+  const atSpeed = (x: ChurnResult, ms: number | null | undefined) => (ms ? x.throughput.imagesPerSec * ms : null);
+  const equalSpeed = (() => {
+    if (!speeds || !before || !after) return null;
+    const [c, b, a] = [atSpeed(r, speeds.churn), atSpeed(before.run, speeds.before), atSpeed(after.run, speeds.after)];
+    return c !== null && b !== null && a !== null && b + a > 0 ? c / ((b + a) / 2) : null;
+  })();
   const calms = before && after ? [before.run, after.run] : [];
   const calm = before && after ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit }) : null;
   // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
@@ -154,6 +168,7 @@ export async function main(args: string[]): Promise<void> {
   const calmLine = (c: ChurnResult, when: string) => `${when} ${c.throughput.imagesPerSec.toFixed(1)} images/s, ${c.history.finalStep} steps, lost ${c.history.lostSteps.length}, doubled ${c.history.doubledSteps.length}, ${c.evictions} evictions`;
   log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm && before && after ? `, ${calm.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calmLine(before.run, 'before')}; ${calmLine(after.run, 'after')} (drift ${(100 * calm.drift).toFixed(1)}%)` : ''}; honest evictions ${honestEvictions}`);
   const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
+  if (speeds) log(`churn: the machine's speed beside the runs (CPU ms of the probe's fixed loop, median): before ${speeds.before?.toFixed(1) ?? '-'}, churn ${speeds.churn?.toFixed(1) ?? '-'}, after ${speeds.after?.toFixed(1) ?? '-'}; goodput at equal speed ${equalSpeed?.toFixed(3) ?? '-'}`);
   log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${split(c)}`).join('')}`);
   const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
   log(`churn: committed steps: ${stepsLine(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${stepsLine(c)}`).join('')}`);
@@ -174,6 +189,7 @@ export async function main(args: string[]): Promise<void> {
     definitions: {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
       goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
+      goodput_equal_speed: "goodput with each run's images/s taken at one machine speed: times the median CPU ms that a fixed loop took during it (bench/speed-probe.ts, a niced child process timing its own CPU every 2 s): what goodput would be had the machine not drifted",
       baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): how far the machine drifted around the churn run',
       honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in all three runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
@@ -191,7 +207,7 @@ export async function main(args: string[]): Promise<void> {
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
       cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
     },
-    goodput, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions, lossSplit: loss, cpu,
+    goodput, goodput_equal_speed: equalSpeed, machine_speed_cpu_ms: speeds, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions, lossSplit: loss, cpu,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
     baselines: calms.map((c, i) => ({ when: i ? 'after' : 'before', ...c, samples: undefined, coordinatorLog: c.coordinatorLog.slice(-30) })),
@@ -204,7 +220,8 @@ export async function main(args: string[]): Promise<void> {
     bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
     goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.imagesPerSec) : null,
-    baseline_drift: calm ? Math.round(calm.drift * 1000) / 1000 : null, reused_images: r.throughput.reusedImages,
+    baseline_drift: calm ? Math.round(calm.drift * 1000) / 1000 : null,
+    goodput_equal_speed: equalSpeed === null ? null : Math.round(equalSpeed * 1000) / 1000, reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
     membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null, ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
     cpu_ms_per_step: cpu ? Math.round(cpu.msPerStep) : null, baseline_cpu_ms_per_step: cpu ? Math.round(cpu.baselineMsPerStep) : null,
