@@ -251,15 +251,15 @@ export interface BracketedCalm {
   imagesPerSec: number;
   /** Both runs' committed steps together (counts and totals summed; medians: the mean of the two). */
   split: StepSplit;
-  /** The run after over the run before, minus 1: how far the machine drifted around the churn run. */
+  /** The run after over the run before, minus 1: how far the two calm runs differed (the ring's own spread, or the machine's drift). */
   drift: number;
 }
 
 /**
- * Two baselines around a churn run as one. On a shared machine the same work runs 10-30% faster
- * or slower from one quarter hour to the next; a baseline measured only after the churn run
- * puts that drift into goodput, one on each side mostly cancels it (for a drift that is steady
- * over the ~8 minutes of the three runs).
+ * Two baselines around a churn run as one. The same calm ring of 50 runs 6-29% faster or slower
+ * from one run to the next here (its own spread: the machine's speed stayed steady by
+ * bench/speed-probe.ts); a baseline measured only after the churn run puts all of one run's
+ * spread into goodput, one on each side halves its weight and cancels a steady drift.
  */
 export function bracketCalm(before: { imagesPerSec: number; split: StepSplit }, after: { imagesPerSec: number; split: StepSplit }): BracketedCalm {
   const part = (a: StepSplit['rest'], b: StepSplit['rest']) => ({ steps: a.steps + b.steps, medianMs: (a.medianMs + b.medianMs) / 2, totalMs: a.totalMs + b.totalMs });

@@ -14,9 +14,9 @@
 // Unless --no-baseline, the same peers, schedule and job also run WITHOUT churn (no leaves,
 // no kills), once before the churn run and once after it: `goodput` is the committed images/s
 // with churn over the mean of the two without (each from the ramp's end to the churn's end).
-// Measured on one side only, the machine's drift (the same work runs 10-30% faster or slower
-// from one quarter hour to the next here) went into goodput; `baseline_drift` says how far the
-// two baselines differ. `honest_evictions` counts peers evicted that the schedule never made
+// Measured on one side only, one calm run's spread (a calm ring of 50 runs 6-29% faster or
+// slower from one run to the next here) went whole into goodput; `baseline_drift` says how far
+// the two baselines differ. `honest_evictions` counts peers evicted that the schedule never made
 // leave or crash, in all three runs (their eviction is a false positive).
 // Writes bench/results/churn.json and churn.svg; progress goes to stderr; the last stdout line
 // is {"bench":"churn","peers":..,"steps":..,"lost_steps":..,...}. Exit code 1 when a step was
@@ -150,7 +150,7 @@ export async function main(args: string[]): Promise<void> {
     const [c, b, a] = [atSpeed(r, speeds.churn), atSpeed(before.run, speeds.before), atSpeed(after.run, speeds.after)];
     return c !== null && b !== null && a !== null && b + a > 0 ? c / ((b + a) / 2) : null;
   })();
-  const calms = before && after ? [before.run, after.run] : [];
+  const calms = before && after ? [{ when: 'before', run: before.run }, { when: 'after', run: after.run }] : [];
   const calm = before && after ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit }) : null;
   // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
   const calmCpuS = before?.cpuS != null && after?.cpuS != null ? before.cpuS + after.cpuS : null;
@@ -159,7 +159,7 @@ export async function main(args: string[]): Promise<void> {
     : null;
   const goodput = calm && calm.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.imagesPerSec : null;
   const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, calm) : null;
-  const honestEvictions = r.evictionsOf.other + calms.reduce((n, c) => n + c.evictionsOf.other, 0);
+  const honestEvictions = r.evictionsOf.other + calms.reduce((n, c) => n + c.run.evictionsOf.other, 0);
   const h = r.history;
   const c = r.checkpoints;
   const failures = h.lostSteps.length + h.doubledSteps.length + c.unreadable.length + c.mismatches.length + c.wrongModel.length;
@@ -169,9 +169,9 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm && before && after ? `, ${calm.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calmLine(before.run, 'before')}; ${calmLine(after.run, 'after')} (drift ${(100 * calm.drift).toFixed(1)}%)` : ''}; honest evictions ${honestEvictions}`);
   const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
   if (speeds) log(`churn: the machine's speed beside the runs (CPU ms of the probe's fixed loop, median): before ${speeds.before?.toFixed(1) ?? '-'}, churn ${speeds.churn?.toFixed(1) ?? '-'}, after ${speeds.after?.toFixed(1) ?? '-'}; goodput at equal speed ${equalSpeed?.toFixed(3) ?? '-'}`);
-  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${split(c)}`).join('')}`);
+  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calms.map((c) => `; without churn (${c.when}): ${split(c.run)}`).join('')}`);
   const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
-  log(`churn: committed steps: ${stepsLine(r)}${calms.map((c, i) => `; without churn (${i ? 'after' : 'before'}): ${stepsLine(c)}`).join('')}`);
+  log(`churn: committed steps: ${stepsLine(r)}${calms.map((c) => `; without churn (${c.when}): ${stepsLine(c.run)}`).join('')}`);
   if (cpu) log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, ${cpu.baselineMsPerStep.toFixed(0)} without${cpu.extraSecondsPerStart === null ? '' : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's (its start, its leave and the ring's changes around it)`}`);
   if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
@@ -190,7 +190,7 @@ export async function main(args: string[]): Promise<void> {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
       goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
       goodput_equal_speed: "goodput with each run's images/s taken at one machine speed: times the median CPU ms that a fixed loop took during it (bench/speed-probe.ts, a niced child process timing its own CPU every 2 s): what goodput would be had the machine not drifted",
-      baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): how far the machine drifted around the churn run',
+      baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): how far two calm runs of the same ring differed around the churn run',
       honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in all three runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
@@ -210,7 +210,7 @@ export async function main(args: string[]): Promise<void> {
     goodput, goodput_equal_speed: equalSpeed, machine_speed_cpu_ms: speeds, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions, lossSplit: loss, cpu,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
-    baselines: calms.map((c, i) => ({ when: i ? 'after' : 'before', ...c, samples: undefined, coordinatorLog: c.coordinatorLog.slice(-30) })),
+    baselines: calms.map((c) => ({ when: c.when, ...c.run, samples: undefined, coordinatorLog: c.run.coordinatorLog.slice(-30) })),
   };
   const out = join(here, 'results');
   writeFileEnsuringDir(join(out, 'churn.json'), `${JSON.stringify(result, null, 1)}\n`);
@@ -233,6 +233,6 @@ export async function main(args: string[]): Promise<void> {
     finished: r.finished, seconds: Math.round(r.seconds),
   };
   process.stdout.write(`${JSON.stringify(headline)}\n`);
-  const calmFailures = calms.reduce((n, c) => n + c.history.lostSteps.length + c.history.doubledSteps.length, 0);
+  const calmFailures = calms.reduce((n, c) => n + c.run.history.lostSteps.length + c.run.history.doubledSteps.length, 0);
   if (failures + calmFailures > 0) process.exitCode = 1;
 }

@@ -25,7 +25,8 @@ const RUN_DEADLINE_MS = 5 * 60_000;
 const EXIT_GRACE_MS = 20_000;
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
-const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+/** The mean (NaN for none). */
+export const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 export interface PeerFigures { images: number; computeMs: number; commMs: number; waitMs: number }
 export interface StepRow { step: number; ring: number; wallMs: number; stepMs: number; driverImagesPerSec: number; peers: PeerFigures[] }

@@ -13,7 +13,7 @@
 import { measuredSystem, runSpeed, type Calibration } from './scaling-calibrate.ts';
 import { PREDICT_STEAL_FRACTION } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
-import { MODEL, asMeasured, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
+import { MODEL, asMeasured, mean, runRing, type RunContext, type RunSummary } from './scaling-run.ts';
 import { simulateStep } from './scaling-sim.ts';
 import { median } from './timing.ts';
 import { getDevice } from '../src/gpu/device.ts';
@@ -28,7 +28,6 @@ export const STRAGGLE_PEERS = 2;
 /** The straggler runs measure this many times the ordinary runs' steps. */
 export const STRAGGLE_STEP_FACTOR = 4;
 
-const mean = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
 /** A straggler run's mean step (s) and mean per-peer compute (s) over its measured steps. */
 export function meanFigures(r: Pick<RunSummary, 'steps'>): { stepS: number; computeMeanS: number } {
   if (r.steps.length === 0) throw new RangeError('meanFigures: a run with no measured step');

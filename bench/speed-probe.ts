@@ -1,7 +1,8 @@
 // How fast this machine runs a fixed piece of work right now, measured beside a benchmark.
-// On a shared (virtual) machine the same work takes 10-30% more or less CPU time from one
-// quarter hour to the next; a benchmark that compares runs made minutes apart measures that
-// drift too. The probe is a child process at the lowest priority (`nice -n 19`, so it takes
+// A benchmark that compares runs made minutes apart on a shared (virtual) machine would also
+// measure any change in the machine's speed between them; the probe says whether there was one
+// (on 2026-11-27 there was not: 17.5-17.7 ms a loop across churn benches whose calm runs
+// differed by up to 29%). The probe is a child process at the lowest priority (`nice -n 19`, so it takes
 // almost nothing from the run it watches) that times a fixed integer loop in its OWN CPU time
 // every `everyMs`: waiting for a core does not count, a slower core does.
 import { spawn, type ChildProcess } from 'node:child_process';
