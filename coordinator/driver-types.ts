@@ -83,7 +83,8 @@ export type Phase =
       /** The step's tail, granted in chunks to members that claim it (tail-pool.ts); absent: none. */
       tail?: TailPool }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
-  | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number }
+  /** A checkpoint of `step` uploaded by `uploadFrom`; then 'done' (the job's end) or 'idle' (the last members leave, and whoever comes later resumes at `step`). */
+  | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number; then: 'done' | 'idle' }
   | { kind: 'paused' }
   | { kind: 'done' };
 

@@ -14,13 +14,15 @@
 //                   link lost in a generation's first step between two connected peers forms
 //                   the same ring again once instead (blame.ts formAgain)
 //   evaluating:     members evaluate their share of the val ids on the weights of s
-//   finishing:      final evaluation, final checkpoint, 'done' to everyone
+//   finishing:      final evaluation, final checkpoint, 'done' to everyone; also before the
+//                   last members leave with no one to take over: a checkpoint of their step
+//                   first, then the job idles until peers come (and resumes at that step)
 //
 // driver-steps.ts plans the steps (the seeded sampler's ids: the same whatever the ring) and
 // checks their commits; driver-generations.ts forms the ring's generations and batches joiners;
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
-// the checkpoints. The ring shrinking to nobody loses the steps since the newest checkpoint:
-// the job resumes from it (same samples again) when peers come back.
+// the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
+// checkpoint: the job resumes from it (same samples again) when peers come back.
 import type { CoordinatorMessage, LiveEvent, MetricRecord, PeerMessage } from '../src/client/protocol.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import type { Topology } from '../src/comm/topology.ts';
@@ -246,8 +248,8 @@ export class Driver {
       case 'admitting':
         return this.admitProgress(ph);
       case 'finishing':
-        if (this.ckpt.step === ph.step) this.finish();
-        return;
+        if (this.ckpt.step !== ph.step) return;
+        return ph.then === 'done' ? this.finish() : this.boundary();
       case 'between':
         return this.boundary();
       case 'paused':
@@ -276,13 +278,23 @@ export class Driver {
     const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
     const gap = this.timeouts.admitGapMs;
     const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, leaveHoldMs(gap), now));
+    // The last members go: their weights are saved first, so that joiners (now or later) resume
+    // at this step instead of redoing the steps since the newest checkpoint.
+    const emptying = leaveNow && leaving.length === this.ring.length;
+    if (emptying && !this.ckpt.loadable(this.step)) return this.startFinishing('idle');
     // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now
     // (after the survivors of an aborted attempt finished it, as for any admission).
-    const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
+    // (The last members' leave is made now: no ring is left to announce it to.)
+    const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : emptying ? { joiners: admitNow ? waiting : [], leavers: leaving } : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
     if (change && this.changeMembers(change.joiners, change.leavers)) return;
+    if (this.ring.length === 0) {
+      this.d.log(`every member has left after step ${this.step}; waiting for peers to resume ${this.ckpt.step === this.step ? 'at it' : `from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${this.ckpt.step}`}`}`);
+      // Joiners that were waiting their turn may enter now (the next boundary, with no ring, takes them all).
+      return waiting.length || [...this.peers.values()].some((p) => p.state === 'waiting') ? this.boundary() : undefined;
+    }
     const last = this.step >= this.d.job.totalSteps;
     if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();
-    if (last) return this.startFinishing();
+    if (last) return this.startFinishing('done');
     this.startStep();
   }
 
@@ -401,10 +413,11 @@ export class Driver {
     this.advance();
   }
 
-  private startFinishing(): void {
-    if (this.ckpt.step === this.step) return this.finish();
+  private startFinishing(then: 'done' | 'idle'): void {
+    if (this.ckpt.step === this.step) return then === 'done' ? this.finish() : this.boundary();
     const from = this.ring[0]!;
-    this.phase = { kind: 'finishing', step: this.step, uploadFrom: from, deadline: Date.now() + this.timeouts.admitMs };
+    if (then === 'idle') this.d.log(`every member is leaving after step ${this.step}: ${from} uploads its checkpoint before they go`);
+    this.phase = { kind: 'finishing', step: this.step, uploadFrom: from, deadline: Date.now() + this.timeouts.admitMs, then };
     this.ckpt.expect(from, this.step);
     if (!this.d.send(from, { type: 'upload-checkpoint', step: this.step })) this.peerGone(from, 'its session is closed');
   }
