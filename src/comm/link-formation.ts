@@ -16,6 +16,13 @@
 // Reuse (link-pool.ts): the link to next may first be asked of the pool (reuseNext); formation
 // dials only once that resolves null. A link from prev that the pool adopted is offered like an
 // incoming attempt. A formation that fails closes the links it holds, adopted ones included.
+//
+// Hedge: a dial whose ICE is up but whose channel has not opened HEDGE_FACTOR times the ICE time
+// later (at least HEDGE_MIN_MS) is closed and re-dialed, at most MAX_HEDGES times per formation.
+// libdatachannel (node-datachannel 0.33, libdatachannel 0.24.5) drops a DTLS ClientHello that
+// arrives before the answerer has set up its DTLS transport, and the client sends it again only
+// after 1 s: about 1 new link in 5 on this loaded machine took ~1 s instead of 10-70 ms
+// (libdatachannel PR #1554 fixes it upstream). A fresh attempt rolls the race again.
 
 import { RingError } from './errors.ts';
 import type { Link } from './link.ts';
@@ -23,9 +30,23 @@ import type { Link } from './link.ts';
 /** Connection attempts per outgoing link. */
 export const MAX_DIALS = 8;
 
+/** Closed and re-dialed (see the header) at most this often per formation. */
+export const MAX_HEDGES = 2;
+/**
+ * A dial is hedged once its channel is this many times its ICE time late after ICE... The ICE
+ * time (dial to ICE up: the offer and answer through signaling, then a check) is 2-3 round
+ * trips; DTLS, SCTP and the channel's open after it take about 5: 3 ICE times leave room on a
+ * slow network, and still hedge at about 0.2 s here instead of waiting for the 1 s resend.
+ */
+export const HEDGE_FACTOR = 3;
+/** ...and at least this late (DTLS, SCTP and the channel's open take 0-60 ms after ICE here). */
+export const HEDGE_MIN_MS = 150;
+
 /** A link as formation sees it: one that says when it opened (PeerJsLink, or a kept link's lease). */
 export interface FormingLink extends Link {
   readonly opened: Promise<void>;
+  /** Resolves when its ICE connectivity is up, before DTLS and the channel (absent: not known). */
+  readonly iceConnected?: Promise<void>;
 }
 
 export interface FormationInit<L extends FormingLink> {
@@ -67,6 +88,8 @@ export class LinkFormation<L extends FormingLink> {
   private incoming: L | null = null;
   private inOpen = false;
   private offers = 0;
+  private hedges = 0;
+  private hedgeTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly timer: ReturnType<typeof setTimeout>;
   private resolve: (links: FormedLinks<L>) => void = () => undefined;
   private reject: (e: RingError) => void = () => undefined;
@@ -139,6 +162,23 @@ export class LinkFormation<L extends FormingLink> {
     }
     this.dials++;
     this.useNext(link);
+    this.hedge(link, performance.now());
+  }
+
+  /** Closes `link` (a dial made at `dialedAt`) if its channel is late after its ICE is up: it fails, and is re-dialed. */
+  private hedge(link: L, dialedAt: number): void {
+    if (!link.iceConnected || this.hedges >= MAX_HEDGES) return;
+    link.iceConnected.then(() => {
+      if (this.out !== link || this.outOpen || this.state !== 'forming') return;
+      const wait = Math.max(HEDGE_MIN_MS, HEDGE_FACTOR * (performance.now() - dialedAt));
+      if (this.hedgeTimer) clearTimeout(this.hedgeTimer);
+      this.hedgeTimer = setTimeout(() => {
+        this.hedgeTimer = null;
+        if (this.out !== link || this.outOpen || this.state !== 'forming' || this.hedges >= MAX_HEDGES) return;
+        this.hedges++;
+        link.close(); // its `opened` rejects: useNext re-dials
+      }, wait);
+    }, () => undefined);
   }
 
   /** Waits for `link` to next to open (a kept one is open already); re-dials if it fails first. */
@@ -168,6 +208,7 @@ export class LinkFormation<L extends FormingLink> {
     }
     this.state = 'formed';
     clearTimeout(this.timer);
+    if (this.hedgeTimer) clearTimeout(this.hedgeTimer);
     this.resolve({ next: out, prev: incoming, attempts: { dials: this.dials, offers: this.offers } });
   }
 
@@ -175,6 +216,7 @@ export class LinkFormation<L extends FormingLink> {
     if (this.state !== 'forming') return;
     this.state = 'failed';
     clearTimeout(this.timer);
+    if (this.hedgeTimer) clearTimeout(this.hedgeTimer);
     this.out?.close();
     this.incoming?.close();
     this.reject(e);

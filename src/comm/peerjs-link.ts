@@ -17,7 +17,9 @@ export interface DataChannelLike {
 /** The parts of RTCPeerConnection we watch (browsers and node-datachannel's polyfill). */
 export interface PeerConnectionLike {
   readonly connectionState: string;
-  addEventListener(type: 'connectionstatechange', cb: () => void): void;
+  /** ICE alone ('connected' or 'completed' before DTLS and the channel); absent in some fakes. */
+  readonly iceConnectionState?: string;
+  addEventListener(type: 'connectionstatechange' | 'iceconnectionstatechange', cb: () => void): void;
   /** The route of the selected candidate pair (a worker's relayed connection asks the page). */
   route?(relayHosts: readonly string[]): Promise<LinkKind | null>;
 }
@@ -45,6 +47,8 @@ export class PeerJsLink implements Link {
   private lowWater = 0;
   /** Resolves when the channel opens; rejects (with the reason) if the link goes before that. */
   readonly opened: Promise<void>;
+  /** Resolves when ICE is up (link-formation.ts hedges a channel late after that); absent without a peer connection. */
+  readonly iceConnected?: Promise<void>;
   private failOpen: (reason: string) => void = () => undefined;
 
   constructor(readonly conn: DataConnectionLike) {
@@ -65,6 +69,13 @@ export class PeerJsLink implements Link {
     // 'failed': without this the link would neither open nor close, and formation would wait
     // for its timeout instead of re-dialing at once.
     const pc = conn.peerConnection;
+    if (pc) {
+      const up = () => pc.iceConnectionState === 'connected' || pc.iceConnectionState === 'completed';
+      this.iceConnected = new Promise<void>((resolve) => {
+        if (up()) return resolve();
+        pc.addEventListener('iceconnectionstatechange', () => { if (up()) resolve(); });
+      });
+    }
     pc?.addEventListener('connectionstatechange', () => {
       const state = pc.connectionState;
       if (state !== 'failed' && state !== 'closed') return;

@@ -173,8 +173,9 @@ class RelayPeerConnection implements PeerConnectionLike {
   connectionState = 'new';
   readonly listeners: (() => void)[] = [];
   constructor(private readonly hub: RelayHub, private readonly cid: number) {}
-  addEventListener(_type: 'connectionstatechange', cb: () => void): void {
-    this.listeners.push(cb);
+  /** Only the connection's state crosses from the page (no ICE state: such a link is never hedged). */
+  addEventListener(type: 'connectionstatechange' | 'iceconnectionstatechange', cb: () => void): void {
+    if (type === 'connectionstatechange') this.listeners.push(cb);
   }
   async route(relayHosts: readonly string[]): Promise<LinkKind | null> {
     return (await this.hub.ask({ op: 'route', cid: this.cid, rid: 0, relayHosts: [...relayHosts] })).route ?? null;
