@@ -539,7 +539,7 @@ export class Driver {
       const slow = ph.joiners.filter((id) => this.peers.get(id)?.state === 'loading');
       if (slow.length) this.evict(slow, `did not load step ${ph.step} within ${this.timeouts.admitMs} ms`);
     } else if (ph.kind === 'finishing' && now > ph.deadline) {
-      this.evict([ph.uploadFrom], `did not upload the final checkpoint within ${this.timeouts.admitMs} ms`);
+      this.evict([ph.uploadFrom], `did not upload the ${ph.then === 'done' ? 'final checkpoint' : `checkpoint of step ${ph.step}`} within ${this.timeouts.admitMs} ms`);
     }
   }
 }
