@@ -143,6 +143,16 @@ export class Driver {
     this.gone([id], reason);
   }
 
+  /**
+   * Sessions that closed together (a machine with several volunteers crashed): each forgotten
+   * with its reason, then one abort and one new generation for all of them, not one per session.
+   */
+  peersGone(gone: readonly { id: string; reason: string }[]): void {
+    const left = gone.flatMap((g) => this.forget([g.id], g.reason));
+    const reasons = [...new Set(gone.filter((g) => left.includes(g.id)).map((g) => g.reason))];
+    if (left.length) this.lose(left, `${left.join(', ')} left (${reasons.join('; ')})`);
+  }
+
   /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
   private gone(ids: readonly string[], reason: string): void {
     const left = this.forget(ids, reason);

@@ -33,6 +33,8 @@ export const JOB_FILE = 'job.json';
 export const SHOWN_TEST_IMAGES = 24;
 /** The job owner's token for POST /api/admin/... (created with the job, mode 0600). */
 export const ADMIN_TOKEN_FILE = 'admin-token';
+/** Sessions closing within this time of the first are handed to the driver as one loss (run.ts `closed`). */
+export const CLOSE_BATCH_MS = 20;
 
 export interface JobRunOptions {
   /** The job folder; created when new. */
@@ -148,6 +150,17 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   const names = new Map<string, string | null>();
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
   let coordinator: Coordinator | null = null;
+  // Sessions that close within CLOSE_BATCH_MS of each other reach the driver together: a host
+  // process of several volunteers that crashes closes all their sockets at once, and one by one
+  // each would abort the step and begin a generation (the next one still holding the dead).
+  let closing: { id: string; reason: string }[] = [];
+  let closingTimer: ReturnType<typeof setTimeout> | null = null;
+  const flushClosed = () => {
+    const batch = closing;
+    closing = [];
+    closingTimer = null;
+    driver.peersGone(batch);
+  };
   const sessions = createSessionServer({
     authenticate: (id, token) => {
       const t = tokens.get(id);
@@ -162,7 +175,8 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
       tokens.delete(id);
       names.delete(id);
       coordinator?.signaling.revoke(id);
-      driver.peerGone(id, reason);
+      closing.push({ id, reason });
+      closingTimer ??= setTimeout(flushClosed, CLOSE_BATCH_MS);
     },
   });
   const publish = (e: LiveEvent) => {
@@ -276,6 +290,7 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   return {
     coordinator: c, tls, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
     async close() {
+      if (closingTimer) clearTimeout(closingTimer);
       driver.stop();
       if (renewal) clearInterval(renewal);
       sessions.closeAll();
