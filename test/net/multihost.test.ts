@@ -14,6 +14,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
 import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
 import { readFile } from 'node:fs/promises';
+import { weightChecksum } from '../../src/client/checksum.ts';
 import { join } from 'node:path';
 import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
@@ -201,6 +202,11 @@ describe('across hosts', () => {
       const imagesOf = (rs: StepRecord[]) => rs.map((r) => `${r.step}: ${r.peers.reduce((n, p) => n + p.images, 0)}`);
       expect(imagesOf(done), 'images computed per step').toEqual(imagesOf(solo));
       const multi = await finalWeights(jobDir);
+      // (It failed twice with exactly 9.331e-4, so one path gives the same wrong weights: these
+      // say whether the newest checkpoint is the last step's and holds the weights committed for it.)
+      expect([multi.step, ref.step], 'the newest checkpoints are of the last step').toEqual([steps, steps]);
+      expect(weightChecksum(multi.weights), "the last checkpoint holds the weights whose checksum the ring committed").toBe(done.at(-1)!.peers[0]!.checksum);
+      expect(weightChecksum(ref.weights), "one peer's last checkpoint likewise").toBe(solo.at(-1)!.peers[0]!.checksum);
       const d = relDiff(multi.weights, ref.weights);
       console.log(`make before break vs one peer after ${steps} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
       expect(d).toBeLessThan(1e-4);
