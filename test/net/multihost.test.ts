@@ -15,6 +15,8 @@ import type { MetricRecord } from '../../src/client/protocol.ts';
 import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
+import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { join } from 'node:path';
 import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
@@ -44,6 +46,29 @@ afterAll(async () => {
 });
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
+
+/**
+ * Where a multi-peer job's weights left one peer's: each checkpoint step both kept, with its
+ * difference, and the per-member images (claimed from the tail) of the steps up to the first
+ * checkpoint that differs.
+ */
+async function divergence(multiDir: string, soloDir: string, done: readonly StepRecord[]): Promise<string> {
+  const open = (dir: string) => openCheckpointStore(join(dir, 'checkpoints'), { keep: 100 });
+  const [m, s] = await Promise.all([open(multiDir), open(soloDir)]);
+  const soloSteps = new Set((await s.list()).map((c) => c.step));
+  const rows: string[] = [];
+  let first: number | null = null;
+  for (const c of [...(await m.list())].reverse()) {
+    if (!soloSteps.has(c.step)) continue;
+    const [a, b] = await Promise.all([m.readStepFile(c.step), s.readStepFile(c.step)]);
+    if (!a || !b) continue;
+    const diff = relDiff(decodeCheckpoint(a.bytes, a.path).weights, decodeCheckpoint(b.bytes, b.path).weights);
+    rows.push(`step ${c.step}: ${diff.toExponential(2)}`);
+    if (first === null && diff >= 1e-4) first = c.step;
+  }
+  const steps = done.filter((r) => first !== null && r.step > first - 4 && r.step <= first);
+  return `checkpoints against one peer's: ${rows.join(', ')}\nsteps up to the first that differs:\n${steps.map((r) => `${r.step}: ${r.peers.map((p) => `${p.images}${p.claimed ? `(${p.claimed})` : ''}`).join(' ')}`).join('\n')}`;
+}
 
 describe('across hosts', () => {
   it(`a, b, n (behind NAT, TURN only) and a WebGPU page train ${K} steps; b's link is cut after step ${CUT_AFTER}`, async () => {
@@ -209,7 +234,9 @@ describe('across hosts', () => {
       expect(weightChecksum(ref.weights), "one peer's last checkpoint likewise").toBe(solo.at(-1)!.peers[0]!.checksum);
       const d = relDiff(multi.weights, ref.weights);
       console.log(`make before break vs one peer after ${steps} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
-      expect(d).toBeLessThan(1e-4);
+      // A failure names the first checkpoint (every 4 steps) that differs, and what the steps around it did.
+      const why = d < 1e-4 ? '' : await divergence(jobDir, ref.jobDir, done);
+      expect(d, why).toBeLessThan(1e-4);
     } finally {
       for (const v of vols) v.kill('SIGKILL');
       await coord.stop();
