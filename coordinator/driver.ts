@@ -155,8 +155,7 @@ export class Driver {
 
   /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
   private gone(ids: readonly string[], reason: string): void {
-    const left = this.forget(ids, reason);
-    if (left.length) this.lose(left, `${left.join(', ')} left (${reason})`);
+    this.peersGone(ids.map((id) => ({ id, reason })));
   }
 
   /** Removes peers from the tables and says so; returns those that were here (none after the end: leaving is the plan). */
@@ -300,7 +299,7 @@ export class Driver {
     if (this.ring.length === 0) {
       this.d.log(`every member has left after step ${this.step}; waiting for peers to resume ${this.ckpt.step === this.step ? 'at it' : `from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${this.ckpt.step}`}`}`);
       // Joiners that were waiting their turn may enter now (the next boundary, with no ring, takes them all).
-      return waiting.length || [...this.peers.values()].some((p) => p.state === 'waiting') ? this.boundary() : undefined;
+      return [...this.peers.values()].some((p) => p.state === 'waiting') ? this.boundary() : undefined;
     }
     const last = this.step >= this.d.job.totalSteps;
     if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();

@@ -69,18 +69,18 @@ export class PeerJsLink implements Link {
     // 'failed': without this the link would neither open nor close, and formation would wait
     // for its timeout instead of re-dialing at once.
     const pc = conn.peerConnection;
-    if (pc) {
-      const up = () => pc.iceConnectionState === 'connected' || pc.iceConnectionState === 'completed';
-      this.iceConnected = new Promise<void>((resolve) => {
-        if (up()) return resolve();
-        pc.addEventListener('iceconnectionstatechange', () => { if (up()) resolve(); });
-      });
-    }
-    pc?.addEventListener('connectionstatechange', () => {
+    if (!pc) return;
+    pc.addEventListener('connectionstatechange', () => {
       const state = pc.connectionState;
       if (state !== 'failed' && state !== 'closed') return;
       this.gone(`the peer connection is ${state}`);
       this.conn.close();
+    });
+    // ICE up with the channel still shut: formation hedges such a dial (link-formation.ts).
+    const up = () => pc.iceConnectionState === 'connected' || pc.iceConnectionState === 'completed';
+    this.iceConnected = new Promise<void>((resolve) => {
+      if (up()) return resolve();
+      pc.addEventListener('iceconnectionstatechange', () => { if (up()) resolve(); });
     });
   }
 

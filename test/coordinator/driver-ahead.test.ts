@@ -6,17 +6,10 @@
 // its own. An unplanned loss of a member adapts the announcement (announced again without it).
 // Every step is committed once (no step lost or doubled) throughout.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answer, driverHarness } from './driver-harness.ts';
+import { answer, commitAll as commit, committedSteps, driverHarness } from './driver-harness.ts';
 import type { PrepareRing, StepAssignment } from '../../src/client/protocol.ts';
 
 const RING = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
-
-/** Every member answers its assignment; returns the next step's assignments. */
-function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): StepAssignment[] {
-  for (const a of as) answer(h, a.ring[a.rank]!, a);
-  const ring = h.d.status().ring;
-  return ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
-}
 
 /** A ring of 8 that has committed a step, at fake time 1,000,000 (a calm ring: joiners are due at once). */
 function formedRing(prepareMs = 2000): { h: ReturnType<typeof driverHarness>; as: StepAssignment[] } {
@@ -34,9 +27,6 @@ function joinerAnnounced(): { h: ReturnType<typeof driverHarness>; as: StepAssig
   h.d.peerConnected('j', null);
   return { h, as: commit(h, as) };
 }
-
-/** The committed steps' numbers, in order (each must appear once). */
-const committedSteps = (h: ReturnType<typeof driverHarness>): number[] => h.records.flatMap((r) => (r.type === 'step' ? [r.step] : []));
 
 function noStepLostOrDoubled(h: ReturnType<typeof driverHarness>): void {
   const steps = committedSteps(h);

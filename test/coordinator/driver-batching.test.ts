@@ -1,18 +1,11 @@
 // Joiner batching (DriverTimeouts.admitGapMs): under churn joiners wait, at most admitGapMs, so
 // that those who come meanwhile enter in one new generation; a calm ring admits at once.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answer, driverHarness } from './driver-harness.ts';
+import { commitAll as commit, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/client/protocol.ts';
 import { LEAVE_AFTER_STEP_MS } from '../../src/client/volunteer-session.ts';
 import { LEAVE_HOLD_MAX_MS, leaveHoldMs } from '../../coordinator/driver-generations.ts';
 import { DEFAULT_TIMEOUTS } from '../../coordinator/driver-types.ts';
-
-/** Every member answers its assignment; returns the next step's assignments. */
-function commit(h: ReturnType<typeof driverHarness>, as: StepAssignment[]): StepAssignment[] {
-  for (const a of as) answer(h, a.ring[a.rank]!, a);
-  const ring = h.d.status().ring;
-  return ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
-}
 
 /**
  * A ring of 9 at time 1,000,000 (fake Date) that churns: c leaves 300 ms after it formed, so two

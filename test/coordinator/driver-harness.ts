@@ -52,6 +52,15 @@ export function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepA
 }
 
 type H = ReturnType<typeof driverHarness>;
+
+/** Every member answers its assignment; returns the next step's assignments (in ring order; none once the ring is gone). */
+export function commitAll(h: H, as: readonly StepAssignment[]): StepAssignment[] {
+  for (const a of as) answer(h, a.ring[a.rank]!, a);
+  return h.d.status().ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
+}
+
+/** The committed steps' numbers, in the order committed. */
+export const committedSteps = (h: H): number[] => h.records.flatMap((r) => (r.type === 'step' ? [r.step] : []));
 /** `id` claims; returns the ids granted (the grant must be addressed to it). */
 export function claim(h: H, id: string, a: StepAssignment): number[] {
   h.d.message(id, { type: 'claim', peerId: id, generation: a.generation, step: a.step });

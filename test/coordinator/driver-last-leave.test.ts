@@ -4,18 +4,10 @@
 // all of them go, the job idles, and the next peer to come resumes AT that step: every step is
 // committed once, with no gap and nothing redone.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answer, driverHarness } from './driver-harness.ts';
+import { answer, commitAll as commit, committedSteps, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/client/protocol.ts';
 
 type H = ReturnType<typeof driverHarness>;
-
-/** Every member answers its assignment; returns the next step's assignments (none when the ring is gone). */
-function commit(h: H, as: StepAssignment[]): StepAssignment[] {
-  for (const a of as) answer(h, a.ring[a.rank]!, a);
-  return h.d.status().ring.filter((id) => h.has(id, 'step-assignment')).map((id) => h.take(id, 'step-assignment'));
-}
-
-const committedSteps = (h: H): number[] => h.records.flatMap((r) => (r.type === 'step' ? [r.step] : []));
 
 /** Every member of `ring` leaves after its step; checks the save, the goodbyes and the resume by a newcomer. */
 function lastMembersLeave(h: H, ring: string[], first: StepAssignment[]): void {
