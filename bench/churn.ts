@@ -38,8 +38,9 @@ const USAGE = `usage: npm run bench -- churn [options]
   --seconds S      how long the churn runs at most (default 170); then the peers present get
                    --grace seconds to finish the job
   --grace S        (default 40)
-  --steps N        steps of the job (default 1500: about 0.1 s a step here, so the job spans
-                   the churn's 170 s and its host kills; at 200 it ended before the first kill)
+  --steps N        steps of the job (default 3000: about 0.04 s a step here, so the job spans
+                   most of the churn's 170 s and its host kills; at 200 it ended before the
+                   first kill, and 1500 took 60 s once small gradients went as few frames)
   --seed K         seeds the schedule and the job (default 1)
   --host-size N    volunteers per host process (default 10)
   --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
@@ -107,7 +108,7 @@ export async function main(args: string[]): Promise<void> {
   const peers = a.int('peers', 50, 1);
   const seconds = a.int('seconds', 170, 5);
   const grace = a.int('grace', 40, 0);
-  const steps = a.int('steps', 1500, 1);
+  const steps = a.int('steps', 3000, 1);
   const seed = a.int('seed', 1, 0);
   const hostSize = a.int('host-size', CHURN_DEFAULTS.hostSize, 1);
   const killEvery = a.int('kill-every', CHURN_DEFAULTS.killEverySec, 0);

@@ -24,8 +24,11 @@ import type { Topology } from '../comm/topology.ts';
  * finish (`steal`, `claim`, `grant`: coordinator/tail-pool.ts); version 3 would never claim it.
  * 5: the bucket all-reduced last is cut at the job's `lastBucketBytes` (1 MiB unless it says
  * otherwise: src/nn/buckets.ts); version 4 would cut other buckets and fail every collective.
+ * 6: a bucket of fewer frames than the ring (or group) has peers is cut into fewer chunks (one
+ * frame each at least: src/comm/plan.ts dataChunks); version 5 would expect frames of other
+ * chunks and fail every collective of a small model.
  */
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage

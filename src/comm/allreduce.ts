@@ -12,7 +12,7 @@
 
 import { RingError } from './errors.ts';
 import { decodeHalfAdd, decodeHalfSet } from './half.ts';
-import { chunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
+import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
 import {
@@ -92,7 +92,7 @@ const mod = (a: number, n: number): number => ((a % n) + n) % n;
  */
 export function linkSchedule(rank: number, length: number, n: number, segElems: number): LinkStep[] {
   return ringSteps(mod(rank, n), n).map(({ phase, recvChunk }) => {
-    const [start, end] = chunkRange(recvChunk, length, n);
+    const [start, end] = ringChunkRange(recvChunk, length, n, segElems);
     return { phase, chunk: recvChunk, start, end, segments: segmentCount(end - start, segElems) };
   });
 }

@@ -7,9 +7,16 @@
 //      the flat allReduceSum of allreduce.ts over the shard's subarray
 //   3. group all-gather (group ring, step 2s+1):                       n-1 rounds
 //
+// A gradient of fewer than K messages is cut into fewer shards, one message each at least
+// (dataChunks of plan.ts, as the flat ring cuts its chunks): the owners of the others only pass
+// on in their group ring, and their columns stay idle. A tiny gradient thus costs each peer 2
+// frames in its group ring (and its column's flat ring, cut the same way, for the owner of
+// shard 0), not 2(n-1) and 2(G-1), in the same rounds.
+//
 // The fixed order of every element (so every peer ends with the same bits): element i lies in
-// shard j = the shard of chunkRange(., length, K) holding i, and in chunk c of that shard cut
-// into G chunks (chunkRange(., shardLength, G)). Its value is
+// shard j = the shard of chunkRange(., length, K') holding i (K' = dataChunks(length, K,
+// elements per frame)), and in chunk c of that shard as the flat ring cuts it
+// (ringChunkRange(., shardLength, G, elements per frame)). Its value is
 //   S_c + S_(c+1) + ... + S_(c+G-1)        (column ranks mod G, left to right, float32)
 // where S_g is group g's sum x[j+1] + x[j+2] + ... + x[j+n_g-1] + x[j] (group ranks mod n_g,
 // left to right). Each sum is formed once, by one peer, and only copied after that; with a
@@ -22,7 +29,7 @@
 import { allReduceSentBytes, allReduceSum, DEFAULT_MESSAGE_BYTES } from './allreduce.ts';
 import { RingError } from './errors.ts';
 import { chainSteps, runChain, shardRange } from './group-chain.ts';
-import { segmentCount } from './plan.ts';
+import { dataChunks, segmentCount } from './plan.ts';
 import type { Ring } from './ring.ts';
 import { checkTopology, roleOf, type Topology, type TwoLevelRole } from './topology.ts';
 import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from './wire.ts';
@@ -121,7 +128,7 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
   }
   if (rings.error) throw rings.error;
   const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
-  const shards = topology.shards;
+  const shards = dataChunks(grad.length, topology.shards, segElems);
   const backup = opts.keepInput ? grad.slice() : null;
   let first = opts.onFirstFrame;
   const onFirstFrame = (): void => {
@@ -134,7 +141,7 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
   try {
     await runChain({ ...chain, ringStep: 2 * step, phase: Phase.reduceScatter });
     started = true;
-    if (column && role.shard !== null) {
+    if (column && role.shard !== null && role.shard < shards) {
       const [a, b] = shardRange(role.shard, grad.length, shards);
       await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame });
     }
@@ -157,16 +164,17 @@ export function twoLevelSentBytes(t: Topology, selfId: string, length: number, w
   const role = roleOf(t, selfId);
   const bpe = BYTES_PER_ELEMENT[wire];
   const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
+  const shards = dataChunks(length, t.shards, segElems);
   let bytes = 0;
   for (const phase of [Phase.reduceScatter, Phase.allGather]) {
-    for (const { send } of chainSteps(phase, role.groupRank, role.groupIds.length, t.shards)) {
+    for (const { send } of chainSteps(phase, role.groupRank, role.groupIds.length, shards)) {
       if (send === null) continue;
-      const [a, b] = shardRange(send, length, t.shards);
+      const [a, b] = shardRange(send, length, shards);
       bytes += (b - a) * bpe + segmentCount(b - a, segElems) * HEADER_BYTES;
     }
   }
-  if (role.columnIds && role.shard !== null) {
-    const [a, b] = shardRange(role.shard, length, t.shards);
+  if (role.columnIds && role.shard !== null && role.shard < shards) {
+    const [a, b] = shardRange(role.shard, length, shards);
     bytes += allReduceSentBytes(role.columnIds.indexOf(selfId), b - a, role.columnIds.length, wire, messageBytes);
   }
   return bytes;

@@ -1,5 +1,10 @@
 // Pure index arithmetic of the ring all-reduce (Baidu / Patarasuk-Yuan): the flat buffer is cut
 // into N nearly equal chunks; each chunk into messages ("segments") of at most `segElems`.
+// A buffer of fewer than N messages is cut into fewer chunks (dataChunks), none smaller than
+// one message: the chunks past them are empty and take no frames. A tiny gradient thus goes
+// round as one chunk, in the same 2(N-1) hops one after another, but each peer sends 2 frames
+// instead of 2(N-1): every frame costs both ends CPU (WebRTC's SCTP and DTLS, the receive),
+// and frames of a few bytes gain nothing from being spread over every link.
 //
 // Ring step t = 0 .. 2N-3. For t < N-1 (reduce-scatter, k = t) rank r sends chunk r-k and
 // receives chunk r-k-1, adding it in. For t >= N-1 (all-gather, k = t-N+1) rank r sends chunk
@@ -22,6 +27,20 @@ export function chunkRange(c: number, length: number, n: number): [number, numbe
   return [Math.floor((c * length) / n), Math.floor(((c + 1) * length) / n)];
 }
 
+/**
+ * How many chunks carry data when `length` elements go round a ring of n in messages of
+ * `segElems`: n, or fewer when the buffer is under n messages (one message each, at least 1).
+ */
+export function dataChunks(length: number, n: number, segElems: number): number {
+  return Math.max(1, Math.min(n, Math.ceil(length / segElems)));
+}
+
+/** [start, end) of chunk c of the ring all-reduce: the first dataChunks() chunks tile the buffer, the others are empty. */
+export function ringChunkRange(c: number, length: number, n: number, segElems: number): [number, number] {
+  const k = dataChunks(length, n, segElems);
+  return c < k ? chunkRange(c, length, k) : [length, length];
+}
+
 export function ringSteps(rank: number, n: number): RingStep[] {
   const steps: RingStep[] = [];
   for (let k = 0; k < n - 1; k++) steps.push({ phase: Phase.reduceScatter, sendChunk: mod(rank - k, n), recvChunk: mod(rank - k - 1, n) });
@@ -36,7 +55,7 @@ export function segmentCount(len: number, segElems: number): number {
 
 /** [offset, length] of segment j of chunk c, in elements of the flat buffer. */
 export function segmentRange(c: number, j: number, length: number, n: number, segElems: number): [number, number] {
-  const [start, end] = chunkRange(c, length, n);
+  const [start, end] = ringChunkRange(c, length, n, segElems);
   const off = start + j * segElems;
   return [off, Math.min(segElems, end - off)];
 }
@@ -49,7 +68,7 @@ export function sentBytes(rank: number, length: number, n: number, segElems: num
   if (n < 2) return 0;
   let total = 0;
   for (const s of ringSteps(rank, n)) {
-    const [start, end] = chunkRange(s.sendChunk, length, n);
+    const [start, end] = ringChunkRange(s.sendChunk, length, n, segElems);
     total += (end - start) * bytesPerElement + segmentCount(end - start, segElems) * headerBytes;
   }
   return total;

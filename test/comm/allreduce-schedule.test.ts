@@ -3,14 +3,15 @@
 // one under, empty chunks, tens of thousands of floats), the message sizes in use and every
 // wire format. The sender walks linkSchedule(rank + 1), the receiver linkSchedule(rank); both
 // are compared with a reference written from the algorithm's description (plan.ts header), not
-// from the code, and with the segmentRange arithmetic the wire used before. Then real rings
+// from the code (N chunks, or one a frame when the buffer has fewer than N frames), and with
+// plan.ts's segmentRange arithmetic. Then real rings
 // over memory links on the suspicious cases, with N up to 64.
 import { describe, expect, it } from 'vitest';
 import { allReduceSum, frameRange, linkSchedule, locateFrame, type LinkStep } from '../../src/comm/allreduce.ts';
 import { memoryRing } from '../../src/comm/index.ts';
 import { segmentRange } from '../../src/comm/plan.ts';
 import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from '../../src/comm/wire.ts';
-import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
+import { bitwiseEqual, randomGrad, ringCut, sum64, worstError } from './helpers.ts';
 
 const WIRES: readonly WireFormat[] = ['f32', 'f16', 'bf16'];
 /** The volunteer's default (64 KiB), the largest frame, the sizes of the other ring tests, the smallest. */
@@ -50,7 +51,6 @@ describe('linkSchedule: sender and receiver agree on every frame', () => {
             return v;
           };
           if (JSON.stringify(linkSchedule(n, length, n, s)) !== JSON.stringify(sched(0))) expect.fail(`${what}: the sender of rank ${n - 1} sees another schedule`);
-          const bounds = Array.from({ length: n + 1 }, (_, c) => Math.floor((c * length) / n));
           for (const r of ranksOf(n)) {
             const recv = sched(r);
             const sendOfSelf = sched((r + 1) % n);
@@ -58,7 +58,7 @@ describe('linkSchedule: sender and receiver agree on every frame', () => {
             for (let t = 0; t < 2 * n - 2; t++) {
               const st = recv[t];
               const c = recvChunk(r, t, n);
-              const [start, end] = [bounds[c], bounds[c + 1]];
+              const [start, end] = ringCut(c, length, n, s);
               const ok =
                 st.phase === (t < n - 1 ? Phase.reduceScatter : Phase.allGather) &&
                 // what prev sends at step t (from the description) is what this peer expects

@@ -7,10 +7,11 @@ import { allReduceSum } from '../../src/comm/allreduce.ts';
 import { allReduceBuckets, bucketStep, checkBuckets, MAX_BUCKETS, type BucketRange } from '../../src/comm/buckets.ts';
 import { RingError } from '../../src/comm/errors.ts';
 import { memoryRing } from '../../src/comm/memory-ring.ts';
-import { chunkRange } from '../../src/comm/plan.ts';
-import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
+import { bitwiseEqual, randomGrad, ringCut, sum64, worstError } from './helpers.ts';
 
 const TOL = 8 * 2 ** -24 * 2;
+/** Elements a frame. */
+const SEG = 257;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Irregular cuts of [0, length), tail first (as bucketPlan orders them). */
@@ -25,13 +26,17 @@ function cuts(length: number, sizes: readonly number[]): BucketRange[] {
   return out;
 }
 
-/** The documented order: per bucket, chunk c (chunkRange over the bucket) is x[c] + x[c+1] + ... + x[c-1], left to right in float32. */
-function reference(inputs: readonly Float32Array[], buckets: readonly BucketRange[]): Float32Array {
+/**
+ * The documented order: per bucket, chunk c (the ring's cut of the bucket: n chunks, or one a
+ * frame when the bucket has fewer than n frames) is x[c] + x[c+1] + ... + x[c-1], left to right
+ * in float32.
+ */
+function reference(inputs: readonly Float32Array[], buckets: readonly BucketRange[], segElems: number): Float32Array {
   const n = inputs.length;
   const out = new Float32Array(inputs[0]!.length);
   for (const b of buckets) {
     for (let c = 0; c < n; c++) {
-      const [a, z] = chunkRange(c, b.end - b.start, n);
+      const [a, z] = ringCut(c, b.end - b.start, n, segElems);
       for (let i = b.start + a; i < b.start + z; i++) {
         let acc = inputs[c]![i]!;
         for (let r = 1; r < n; r++) acc = Math.fround(acc + inputs[(c + r) % n]![i]!);
@@ -55,14 +60,14 @@ async function run(n: number, length: number, buckets: readonly BucketRange[], s
         // so a faster neighbour's frames of later buckets arrive before this peer starts them.
         const ready = (k: number) => sleep((k * (p + 1)) % 5);
         return allReduceBuckets(outs[p]!, buckets, ready, {
-          ring, step, messageBytes: 32 + 4 * 257,
+          ring, step, messageBytes: 32 + 4 * SEG,
           onReduced: (k) => {
             expect(reduced[p]!.length).toBe(k);
             reduced[p]!.push(k);
           },
         });
       }));
-      const want = reference(inputs, buckets);
+      const want = reference(inputs, buckets, SEG);
       for (let p = 0; p < n; p++) {
         expect(bitwiseEqual(outs[p]!, want), `peer ${p} differs from the documented order`).toBe(true);
         expect(reduced[p]).toEqual(buckets.map((_, k) => k));

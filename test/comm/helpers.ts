@@ -64,6 +64,8 @@ export class RoundCounter {
   /** Depths of the data frames in flight, by the sending end (links are ordered). */
   private readonly inFlight = new Map<MemoryLink, number[]>();
   max = 0;
+  /** Data frames sent, by sender. */
+  readonly framesSent = new Map<string, number>();
 
   constructor(private readonly length: number, private readonly base: (selfId: string, remoteId: string) => number = () => 0) {}
 
@@ -83,6 +85,7 @@ export class RoundCounter {
     if (!r) return;
     const depth = 1 + r.reduce((m, v) => Math.max(m, v), 0);
     this.max = Math.max(this.max, depth);
+    this.framesSent.set(selfId, (this.framesSent.get(selfId) ?? 0) + 1);
     const q = this.inFlight.get(end) ?? [];
     q.push(depth);
     this.inFlight.set(end, q);
@@ -128,13 +131,26 @@ export function wrappedFlatRing(ids: readonly string[], wrap: (l: MemoryLink, se
 /** [start, end) of piece c when `length` elements are cut into n pieces: floor(c L / n). */
 const cut = (c: number, length: number, n: number): [number, number] => [Math.floor((c * length) / n), Math.floor(((c + 1) * length) / n)];
 
+/** Elements per frame of the default 64 KiB f32 frames (32-byte header). */
+export const DEFAULT_SEG_ELEMS = ((64 << 10) - 32) / 4;
+
+/**
+ * Piece c of a ring's cut, as src/comm/plan.ts documents it (written from that description):
+ * `length` elements in n pieces, but never more pieces than frames of `segElems` (at least
+ * one); the pieces past those are empty.
+ */
+export function ringCut(c: number, length: number, n: number, segElems: number): [number, number] {
+  const pieces = Math.max(1, Math.min(n, Math.ceil(length / segElems)));
+  return c < pieces ? cut(c, length, pieces) : [length, length];
+}
+
 /**
  * The two-level all-reduce's result computed here, in float32, in the order documented in
  * src/comm/hierarchical.ts (written from that description, not from the code): group sums
  * along each group's ring starting after the shard's owner, then column sums starting at the
  * column rank that owns the chunk.
  */
-export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float32Array>, length: number): Float32Array {
+export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float32Array>, length: number, segElems = DEFAULT_SEG_ELEMS): Float32Array {
   const out = new Float32Array(length);
   const k = t.shards;
   const ng = t.groups.length;
@@ -144,7 +160,7 @@ export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float
     return g;
   };
   for (let j = 0; j < k; j++) {
-    const [a, b] = cut(j, length, k);
+    const [a, b] = ringCut(j, length, k, segElems);
     const groupSum = (g: number, i: number): number => {
       const m = t.groups[g];
       let acc = x(m[(j + 1) % m.length])[i];
@@ -152,7 +168,7 @@ export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float
       return acc;
     };
     for (let c = 0; c < ng; c++) {
-      const [ca, cb] = cut(c, b - a, ng);
+      const [ca, cb] = ringCut(c, b - a, ng, segElems);
       for (let i = a + ca; i < a + cb; i++) {
         let acc = groupSum(c, i);
         for (let r = 1; r < ng; r++) acc = Math.fround(acc + groupSum((c + r) % ng, i));
@@ -164,11 +180,11 @@ export function twoLevelReference(t: Topology, inputs: ReadonlyMap<string, Float
 }
 
 /** RoundCounter's `base` for a topology: a column link's frames count from its shard's start. */
-export function twoLevelBase(t: Topology, length: number): (selfId: string, remoteId: string) => number {
+export function twoLevelBase(t: Topology, length: number, segElems = DEFAULT_SEG_ELEMS): (selfId: string, remoteId: string) => number {
   const groupOf = new Map(t.groups.flatMap((g, gi) => g.map((id) => [id, gi] as [string, number])));
   return (selfId, remoteId) => {
     if (groupOf.get(selfId) === groupOf.get(remoteId)) return 0;
     const rank = t.groups[groupOf.get(selfId) ?? 0].indexOf(selfId);
-    return cut(rank, length, t.shards)[0];
+    return ringCut(rank, length, t.shards, segElems)[0];
   };
 }

@@ -41,7 +41,7 @@ async function runWithFault(victim: string, where: Where, phase: Phase, after: n
   const ms = Date.now() - t0;
   expect(fired, 'the fault was injected').toBe(true);
   const ids = [...m.peers.keys()];
-  return { ids, settled, inputs, outs, ms, ref: twoLevelReference(T, inputs, LEN) };
+  return { ids, settled, inputs, outs, ms, ref: twoLevelReference(T, inputs, LEN, (MSG - 32) / 4) };
 }
 
 type Res = Awaited<ReturnType<typeof runWithFault>>;
