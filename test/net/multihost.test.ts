@@ -49,25 +49,35 @@ type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
 /**
  * Where a multi-peer job's weights left one peer's: each checkpoint step both kept, with its
- * difference, and the per-member images (claimed from the tail) of the steps up to the first
- * checkpoint that differs.
+ * difference; the first step whose loss (computed on the weights before it) differs from one
+ * peer's by more than float rounding, so the update before it went astray; and what the steps
+ * and aborts around it did (generation, ring, each member's images with those reused from a
+ * kept sum (r) and claimed from the tail (c)).
  */
-async function divergence(multiDir: string, soloDir: string, done: readonly StepRecord[]): Promise<string> {
+async function divergence(multiDir: string, soloDir: string, done: readonly StepRecord[], records: readonly MetricRecord[], solo: readonly StepRecord[]): Promise<string> {
   const open = (dir: string) => openCheckpointStore(join(dir, 'checkpoints'), { keep: 100 });
   const [m, s] = await Promise.all([open(multiDir), open(soloDir)]);
   const soloSteps = new Set((await s.list()).map((c) => c.step));
   const rows: string[] = [];
-  let first: number | null = null;
   for (const c of [...(await m.list())].reverse()) {
     if (!soloSteps.has(c.step)) continue;
     const [a, b] = await Promise.all([m.readStepFile(c.step), s.readStepFile(c.step)]);
     if (!a || !b) continue;
-    const diff = relDiff(decodeCheckpoint(a.bytes, a.path).weights, decodeCheckpoint(b.bytes, b.path).weights);
-    rows.push(`step ${c.step}: ${diff.toExponential(2)}`);
-    if (first === null && diff >= 1e-4) first = c.step;
+    rows.push(`step ${c.step}: ${relDiff(decodeCheckpoint(a.bytes, a.path).weights, decodeCheckpoint(b.bytes, b.path).weights).toExponential(2)}`);
   }
-  const steps = done.filter((r) => first !== null && r.step > first - 4 && r.step <= first);
-  return `checkpoints against one peer's: ${rows.join(', ')}\nsteps up to the first that differs:\n${steps.map((r) => `${r.step}: ${r.peers.map((p) => `${p.images}${p.claimed ? `(${p.claimed})` : ''}`).join(' ')}`).join('\n')}`;
+  const soloLoss = new Map(solo.map((r) => [r.step, r.loss]));
+  const lossDiff = (r: StepRecord): number => {
+    const l = soloLoss.get(r.step);
+    return r.loss === null || l === null || l === undefined ? Number.POSITIVE_INFINITY : Math.abs(r.loss - l) / Math.max(1e-12, Math.abs(l));
+  };
+  const first = done.find((r) => lossDiff(r) > 1e-5)?.step ?? null;
+  const near = (step: number) => first !== null && step >= first - 4 && step <= first;
+  const member = (p: StepRecord['peers'][number]) => `${p.images}${p.reused ? `r${p.reused}` : ''}${p.claimed ? `c${p.claimed}` : ''}`;
+  const lines = records.filter((r) => (r.type === 'step' || r.type === 'abort') && near(r.step)).map((r) =>
+    r.type === 'step'
+      ? `step ${r.step} generation ${r.generation} ring ${r.ring}: loss ${r.loss} (one peer ${soloLoss.get(r.step)}), images ${r.peers.map(member).join(' ')}`
+      : r.type === 'abort' ? `abort of step ${r.step} in generation ${r.generation}: ${r.reason.slice(0, 200)}${r.formedAgain ? ' (formed again)' : ''}` : '');
+  return `checkpoints against one peer's: ${rows.join(', ')}\nfirst step whose loss differs from one peer's by more than 1e-5: ${first ?? 'none'}\n${lines.join('\n')}`;
 }
 
 describe('across hosts', () => {
@@ -171,7 +181,8 @@ describe('across hosts', () => {
     // A gentler rate than testJob's: a ring's float rounding differs from one peer's, and on the
     // chaotic trajectory of LARS at 0.5 those differences grew from 1e-7 of the loss at step 10
     // to 1e-3 by step 36 (final weights 3% apart in 1 run of 3); at 0.1 they stay near 1e-7.
-    const config = (extra: Record<string, unknown>) => testJob(steps, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, ...extra });
+    // Every checkpoint kept, so that a weights failure can be traced back to its step.
+    const config = (extra: Record<string, unknown>) => testJob(steps, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, keepCheckpoints: 100, ...extra });
     await bed.heal('b'); // the test before cut it
     const jobDir = jobDirOf(root.dir, 'ahead');
     const tlsDir = join(root.dir, 'tls-ahead');
@@ -235,7 +246,7 @@ describe('across hosts', () => {
       const d = relDiff(multi.weights, ref.weights);
       console.log(`make before break vs one peer after ${steps} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
       // A failure names the first checkpoint (every 4 steps) that differs, and what the steps around it did.
-      const why = d < 1e-4 ? '' : await divergence(jobDir, ref.jobDir, done);
+      const why = d < 1e-4 ? '' : await divergence(jobDir, ref.jobDir, done, records, solo);
       expect(d, why).toBeLessThan(1e-4);
     } finally {
       for (const v of vols) v.kill('SIGKILL');
