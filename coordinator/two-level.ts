@@ -19,7 +19,7 @@ export const DEFAULT_TWO_LEVEL_FROM = MIN_TWO_LEVEL_PEERS;
 
 /** What the step results of a peer have shown of its links (nothing yet: {}). */
 export interface LinkObservation {
-  /** Running mean of sentBytes / commMs of its all-reduces, bytes/s. */
+  /** Running mean of sentBytes / commMs of its all-reduces of MIN_BANDWIDTH_SAMPLE_BYTES or more, bytes/s. */
   bandwidth?: number;
   /** Its latest result reported a TURN relay on a ring link. */
   relayed?: boolean;
@@ -28,12 +28,21 @@ export interface LinkObservation {
 /** Weight of the newest measurement in the running bandwidth. */
 const NEWEST = 0.3;
 
+/**
+ * The least a peer must have sent in one all-reduce for its time to say anything of bandwidth.
+ * Below it the time is the ring's message latencies and the waits for the slowest member: the
+ * tiny CNN's 1.5 KB all-reduces "measured" 60 KB/s to 70 MB/s in one churn run, so peers were
+ * called slow at random, and 30 of 43 generations were planned afresh (every link new: a ring
+ * formed after a crash took 400-950 ms instead of about 100).
+ */
+export const MIN_BANDWIDTH_SAMPLE_BYTES = 1 << 20;
+
 /** `prev` updated with one step result (pure). */
 export function observeLinks(prev: LinkObservation, r: Pick<StepResult, 'link' | 'linkPrev' | 'sentBytes' | 'timings'>): LinkObservation {
   const out: LinkObservation = { ...prev };
   if (r.link !== undefined || r.linkPrev !== undefined) out.relayed = r.link === 'relayed' || r.linkPrev === 'relayed';
   const bytes = r.sentBytes ?? 0;
-  if (bytes > 0 && r.timings.commMs > 0) {
+  if (bytes >= MIN_BANDWIDTH_SAMPLE_BYTES && r.timings.commMs > 0) {
     const bw = bytes / (r.timings.commMs / 1000);
     out.bandwidth = prev.bandwidth === undefined ? bw : (1 - NEWEST) * prev.bandwidth + NEWEST * bw;
   }

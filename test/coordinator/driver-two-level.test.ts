@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { driverHarness, imagesOf } from './driver-harness.ts';
 import { generationNeighbours, ringNeighbours } from '../../coordinator/signaling.ts';
-import { observeLinks, planGeneration } from '../../coordinator/two-level.ts';
+import { MIN_BANDWIDTH_SAMPLE_BYTES, observeLinks, planGeneration } from '../../coordinator/two-level.ts';
 import { checkTopology, roleOf, type Topology } from '../../src/comm/topology.ts';
 import { type StepAssignment } from '../../src/client/protocol.ts';
 import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
@@ -102,7 +102,8 @@ describe('two-level generations', () => {
       const as = h.startRing(IDS);
       expect(as[0]!.topology?.groups).toEqual([['a', 'b'], ['c', 'd', 'e']]);
       // Step 1: one peer is relayed; among the rest, e sent fastest, then d, c, b, a.
-      const bytes: Record<string, number> = { a: 1000, b: 2000, c: 3000, d: 4000, e: 9000 };
+      const MiB = 1 << 20;
+      const bytes: Record<string, number> = { a: 1 * MiB, b: 2 * MiB, c: 3 * MiB, d: 4 * MiB, e: 9 * MiB };
       for (const a of as) {
         const id = a.ring[a.rank]!;
         answer(h, id, a, { sentBytes: bytes[id], link: id === relayed ? 'relayed' : 'direct' });
@@ -161,12 +162,16 @@ describe('two-level generations', () => {
 });
 
 describe('two-level planning (pure)', () => {
-  it('observeLinks: a running bandwidth from sentBytes / commMs; relayed from either ring link', () => {
-    let o = observeLinks({}, { sentBytes: 1000, timings: { computeMs: 1, commMs: 10, waitMs: 0 }, linkPrev: 'relayed' });
-    expect(o).toEqual({ bandwidth: 100_000, relayed: true });
-    o = observeLinks(o, { sentBytes: 2000, timings: { computeMs: 1, commMs: 10, waitMs: 0 }, link: 'direct', linkPrev: 'direct' });
+  it('observeLinks: a running bandwidth from sentBytes / commMs of all-reduces of 1 MiB or more; relayed from either ring link', () => {
+    const MiB = MIN_BANDWIDTH_SAMPLE_BYTES;
+    expect(MiB).toBe(1 << 20);
+    let o = observeLinks({}, { sentBytes: MiB, timings: { computeMs: 1, commMs: 10, waitMs: 0 }, linkPrev: 'relayed' });
+    expect(o).toEqual({ bandwidth: 100 * MiB, relayed: true });
+    o = observeLinks(o, { sentBytes: 2 * MiB, timings: { computeMs: 1, commMs: 10, waitMs: 0 }, link: 'direct', linkPrev: 'direct' });
     expect(o.relayed).toBe(false);
-    expect(o.bandwidth).toBeCloseTo(0.7 * 100_000 + 0.3 * 200_000);
+    expect(o.bandwidth).toBeCloseTo(0.7 * 100 * MiB + 0.3 * 200 * MiB);
+    // A small all-reduce's time is latency and waiting, not bandwidth: nothing learnt of it.
+    expect(observeLinks(o, { sentBytes: MiB - 1, timings: { computeMs: 1, commMs: 0.01, waitMs: 0 } })).toEqual(o);
     // Nothing sent (a ring of one), no link kinds: nothing learnt.
     expect(observeLinks(o, { timings: { computeMs: 1, commMs: 0, waitMs: 0 } })).toEqual(o);
   });
