@@ -71,6 +71,11 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
     onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
   });
   const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
+  // A data set that fits the cache loads while this peer joins and waits to be admitted, not in its first step.
+  if (ctx.prefetch) {
+    const warming = train.warmAll();
+    if (warming > 0) log(`volunteer: loading all ${warming} shards of the training data while joining (the data set fits the cache)`);
+  }
   let step: number | null = null;
   let unreachable = 0;
   let checkedIce = false;

@@ -3,7 +3,8 @@
 // the batch loaded without a hint; a wrong hint (other ids, other epoch) is discarded and the
 // right batch loaded, its shards staying cached; a failed hinted load never fails the step;
 // hints are bounded. Beside it: the byte count below the caches (fetchedBytes) grows only on
-// misses, and the loader's in-memory budget holds.
+// misses, and the loader's in-memory budget holds; and warmAll, which loads a data set that
+// fits the cache before the first step.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildShards } from '../../coordinator/data/cli.ts';
 import { countingSource } from '../../src/data/counting-source.ts';
@@ -173,5 +174,39 @@ describe('bytes fetched and memory held', () => {
     const all = reference.cachedBytes;
     expect(small.cachedBytes, 'one shard of three').toBeLessThan(all / 2);
     expect(() => loader(fileShardSource(dir), -1)).toThrow(RangeError);
+  });
+});
+
+describe('warmAll: a data set that fits the cache loads before the first step', () => {
+  const shardBytes = () => manifest.splits.train.shards.reduce((n, s) => n + s.bytes, 0);
+
+  it('starts every shard once; a batch after it fetches nothing and equals one loaded cold', async () => {
+    const counted = countingSource(slowSource(fileShardSource(dir)));
+    const warm = loader(counted);
+    expect(warm.warmAll()).toBe(3);
+    expect(warm.warmAll()).toBe(0); // started already: nothing again
+    await sleep(DELAY_MS + 400);
+    expect(counted.files).toBe(3);
+    const got = await warm.load([...ids(0, 3), ...ids(2, 3)], 1);
+    expect(counted.files).toBe(3);
+    expectSameBatch(got, await loader(fileShardSource(dir)).load([...ids(0, 3), ...ids(2, 3)], 1));
+  });
+
+  it('leaves a data set alone whose shard files take more than 1/16 of the cache', () => {
+    const counted = countingSource(fileShardSource(dir));
+    expect(loader(counted, 16 * shardBytes() - 1).warmAll()).toBe(0);
+    expect(counted.files).toBe(0);
+    expect(loader(countingSource(fileShardSource(dir)), 16 * shardBytes()).warmAll()).toBe(3);
+  });
+
+  it('forgets a shard whose fetch failed: the batch that needs it fetches it again', async () => {
+    let failing = true;
+    const inner = fileShardSource(dir);
+    const flaky: ShardSource = { origin: inner.origin, read: async (f) => { if (failing && f !== 'manifest.json') throw new Error('network down'); return inner.read(f); } };
+    const warm = loader(flaky);
+    expect(warm.warmAll()).toBe(3);
+    await sleep(50);
+    failing = false;
+    expectSameBatch(await warm.load(ids(1, 4), 0), await loader(fileShardSource(dir)).load(ids(1, 4), 0));
   });
 });
