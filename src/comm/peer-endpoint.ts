@@ -164,6 +164,8 @@ export const PRE_DIAL_OPEN_MS = 10_000;
  * (its `prepare` may reach us after the dial: two different sockets), then is closed.
  */
 export const PRE_DIAL_WAIT_MS = 3_000;
+/** A dial ahead that failed within this many ms is made once more (PeerEndpoint.preDial). */
+export const PRE_DIAL_RETRY_WITHIN_MS = 2_000;
 
 /** This peer's neighbours in one ring it is about to join (tag '' flat): it dials next ahead and accepts prev's dial ahead. */
 export interface PreDial { tag: string; nextId: string; prevId: string }
@@ -327,9 +329,20 @@ export class PeerEndpoint {
       if (inFlight) return inFlight;
       const label = `vt/${job}/pre${l.tag ? `/${l.tag}` : ''}`;
       const meta: RingMetadata = { vt: 'ring', job, generation, from: this.id, ...(l.tag ? { tag: l.tag } : {}), pre: true };
-      const conn = this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
-      if (!conn) return Promise.resolve(false);
-      const parked = this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next').finally(() => this.dialingAhead.delete(key));
+      const dial = (): Promise<boolean> => {
+        const conn = this.peer.destroyed ? undefined : this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
+        return conn ? this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next') : Promise.resolve(false);
+      };
+      // A dial that failed fast (its connection closed or errored while the machine was busy) is
+      // made once more; one that timed out is not (the announcement's wait is over by then).
+      let late = false;
+      const lateTimer = setTimeout(() => { late = true; }, PRE_DIAL_RETRY_WITHIN_MS);
+      const parked = dial()
+        .then((ok) => {
+          clearTimeout(lateTimer);
+          return ok || late || this.peer.destroyed ? ok : dial();
+        })
+        .finally(() => this.dialingAhead.delete(key));
       this.dialingAhead.set(key, parked);
       return parked;
     });

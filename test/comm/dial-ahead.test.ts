@@ -50,6 +50,30 @@ describe('dialing ahead of a membership change', () => {
     for (const r of g2) r.close();
   });
 
+  it('a dial ahead that fails at once is made once more; the new generation still dials nothing', async () => {
+    const { net, eps } = network(['a', 'b', 'c']);
+    const g1 = await Promise.all(formAll(eps, ['a', 'b'], 1));
+    // The first dial ahead c -> a fails on both ends (its data channel errors); the rest connect.
+    net.plan = (d) => {
+      if ((d.dialer.metadata as { pre?: boolean }).pre === true && d.from === 'c' && d.to === 'a' && !net.dials.some((x) => x !== d && x.from === 'c' && x.to === 'a')) {
+        d.deliver();
+        d.dialer.fail('DTLS failed');
+        d.answerer.fail('DTLS failed');
+        return;
+      }
+      d.deliver();
+      d.open();
+    };
+    const outcome = await dialAhead(eps, ['a', 'b', 'c']);
+    expect(aheadDials(net), 'c -> a twice, b -> c once').toEqual(['b>c', 'c>a', 'c>a']);
+    expect(outcome, 'every new pair opened').toEqual([{ dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }]);
+    g1.forEach((r) => r.release());
+    const g2 = await Promise.all(formAll(eps, ['a', 'b', 'c'], 2));
+    expect(dialsOf(net, 2), 'no dial for generation 2').toEqual([]);
+    await sumsRight(g2, 2);
+    for (const r of g2) r.close();
+  });
+
   it('a dial ahead from a peer that is not the prev we were told of is closed, unread, after PRE_DIAL_WAIT_MS', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {
