@@ -329,6 +329,7 @@ export class PeerEndpoint {
       if (inFlight) return inFlight;
       const label = `vt/${job}/pre${l.tag ? `/${l.tag}` : ''}`;
       const meta: RingMetadata = { vt: 'ring', job, generation, from: this.id, ...(l.tag ? { tag: l.tag } : {}), pre: true };
+      // No dial from an endpoint destroyed meanwhile (the retry below comes a while later).
       const dial = (): Promise<boolean> => {
         const conn = this.peer.destroyed ? undefined : this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
         return conn ? this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next') : Promise.resolve(false);
@@ -340,7 +341,7 @@ export class PeerEndpoint {
       const parked = dial()
         .then((ok) => {
           clearTimeout(lateTimer);
-          return ok || late || this.peer.destroyed ? ok : dial();
+          return ok || late ? ok : dial();
         })
         .finally(() => this.dialingAhead.delete(key));
       this.dialingAhead.set(key, parked);
