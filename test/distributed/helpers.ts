@@ -1,14 +1,15 @@
 // Shared by the distributed tests: a small real data set (MNIST, first 600/120 images), a
 // coordinator run in this process (real HTTP, PeerJS signaling, session sockets, checkpoint
 // folder) and volunteers as real child processes (Dawn WebGPU, node-datachannel WebRTC).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { buildShards } from '../../coordinator/data/cli.ts';
 import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { readMetrics, type MetricRecord } from '../../coordinator/metrics.ts';
 import { runJob, type RunningJob } from '../../coordinator/run.ts';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
+import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { TlsOption } from '../../coordinator/tls.ts';
 import type { LiveEvent } from '../../src/client/protocol.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
@@ -82,6 +83,47 @@ export async function onePeerWeights(root: string, name: string, data: { dataDir
     v.kill('SIGKILL');
     await solo.close();
   }
+}
+
+/**
+ * One peer's steps `from` + 1 .. `to`, resumed from the checkpoint of step `from` in `fromJobDir`
+ * (its weights and optimiser state), against `fromJobDir`'s own checkpoint of `to`: max |dw| / max |w|.
+ * A step of a ring equals one peer's step up to float rounding; over a whole run that rounding can
+ * grow (a max-pool or ReLU near a tie takes the other branch), over a few steps it cannot.
+ */
+export async function replayOnOnePeer(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, fromJobDir: string, from: number, to: number): Promise<number> {
+  const source = await openCheckpointStore(join(fromJobDir, 'checkpoints'), { keep: 1000 });
+  const [start, end] = await Promise.all([source.readStepFile(from), source.readStepFile(to)]);
+  if (!start || !end) throw new Error(`replayOnOnePeer: ${fromJobDir} has no checkpoint of step ${start ? to : from}`);
+  const dir = join(root, name);
+  await mkdir(join(dir, 'checkpoints'), { recursive: true });
+  await writeFile(join(dir, 'checkpoints', basename(start.path)), start.bytes);
+  await writeFile(join(dir, 'job.json'), `${JSON.stringify({ jobId: 1, config })}\n`);
+  const job = await startTestJob(root, name, data, config);
+  if (!job.resumed) throw new Error(`replayOnOnePeer: the job in ${dir} did not resume`);
+  const v = volunteer(job.url, name, 'wasm');
+  try {
+    const store = await openCheckpointStore(join(dir, 'checkpoints'), { keep: 1000 });
+    const deadline = Date.now() + 120_000;
+    let mine = await store.readStepFile(to);
+    while (!mine) {
+      if (Date.now() > deadline) throw new Error(`replayOnOnePeer: no checkpoint of step ${to} after 120 s:\n${v.lines.slice(-10).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 100));
+      mine = await store.readStepFile(to);
+    }
+    return relDiff(decodeCheckpoint(mine.bytes, mine.path).weights, decodeCheckpoint(end.bytes, end.path).weights);
+  } finally {
+    v.kill('SIGKILL');
+    await job.close();
+  }
+}
+
+/** The checkpoint of `step` kept in a job folder (it must be there and verify). */
+export async function checkpointOf(jobDir: string, step: number): Promise<{ weights: Float32Array }> {
+  const store = await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 1000 });
+  const f = await store.readStepFile(step);
+  if (!f) throw new Error(`no checkpoint of step ${step} in ${jobDir}`);
+  return decodeCheckpoint(f.bytes, f.path);
 }
 
 export async function finalWeights(jobDir: string): Promise<{ step: number; weights: Float32Array }> {

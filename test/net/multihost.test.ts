@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
-import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
+import { buildTestData, checkpointOf, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../distributed/helpers.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
@@ -232,22 +232,38 @@ describe('across hosts', () => {
       const solo = latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[];
       expect(done.map((r) => r.samples), 'every step committed the samples one peer commits').toEqual(solo.map((r) => r.samples));
       // Each image computed once: the members' images (their own and those granted from the
-      // tail) add up to one peer's, step by step. (Weights once differed from one peer's by
-      // 9e-4 with samples and checksums right, in 2 of ~16 runs: this names the step if an image
-      // was summed twice or not at all.)
+      // tail) add up to one peer's, step by step.
       const imagesOf = (rs: StepRecord[]) => rs.map((r) => `${r.step}: ${r.peers.reduce((n, p) => n + p.images, 0)}`);
       expect(imagesOf(done), 'images computed per step').toEqual(imagesOf(solo));
       const multi = await finalWeights(jobDir);
-      // (It failed twice with exactly 9.331e-4, so one path gives the same wrong weights: these
-      // say whether the newest checkpoint is the last step's and holds the weights committed for it.)
+      // The newest checkpoint is the last step's and holds the weights committed for it.
       expect([multi.step, ref.step], 'the newest checkpoints are of the last step').toEqual([steps, steps]);
       expect(weightChecksum(multi.weights), "the last checkpoint holds the weights whose checksum the ring committed").toBe(done.at(-1)!.peers[0]!.checksum);
       expect(weightChecksum(ref.weights), "one peer's last checkpoint likewise").toBe(solo.at(-1)!.peers[0]!.checksum);
       const d = relDiff(multi.weights, ref.weights);
       console.log(`make before break vs one peer after ${steps} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
-      // A failure names the first checkpoint (every 4 steps) that differs, and what the steps around it did.
-      const why = d < 1e-4 ? '' : await divergence(jobDir, ref.jobDir, done, records, solo);
-      expect(d, why).toBeLessThan(1e-4);
+      if (d >= 1e-4) {
+        // The two runs parted. In about 1 run in 5 they did by 9.33e-4, every time the same way:
+        // checkpoints 1.2e-7 apart at step 16 and 1.4e-5 at step 20, then growing. The ring's
+        // float rounding differs from one peer's, and near a tie (a max-pool window, a ReLU at
+        // zero) 1e-7 picks the other branch; the trajectories then stay apart. What must hold is
+        // that every step of the ring is one peer's step: each 4 steps, resumed on one peer from
+        // the ring's own checkpoint (weights and optimiser state), land on the ring's next
+        // checkpoint. (Replayed that way, the parting runs were 1e-9 to 5e-8 from one peer's
+        // steps in every interval, the one where they parted too.) A failure names the checkpoint
+        // that differs, and what the steps around it did.
+        const why = await divergence(jobDir, ref.jobDir, done, records, solo);
+        console.log(`make before break: the run parted from one peer's, so every 4 steps are replayed on one peer:\n${why}`);
+        const first = relDiff((await checkpointOf(jobDir, 4)).weights, (await checkpointOf(ref.jobDir, 4)).weights);
+        expect(first, `step 4 against one peer's\n${why}`).toBeLessThan(1e-5);
+        const replays: string[] = [];
+        for (let k = 4; k + 4 <= steps; k += 4) {
+          const r = await replayOnOnePeer(root.dir, `replay-ahead-${k}`, data, config({}), jobDir, k, k + 4);
+          replays.push(`${k} -> ${k + 4}: ${r.toExponential(2)}`);
+          expect(r, `steps ${k + 1}..${k + 4} of the ring against one peer's from the ring's checkpoint of step ${k} (${replays.join(', ')})\n${why}`).toBeLessThan(1e-5);
+        }
+        console.log(`make before break: each 4 steps of the ring against one peer's from the same checkpoint: ${replays.join(', ')}`);
+      }
     } finally {
       for (const v of vols) v.kill('SIGKILL');
       await coord.stop();
