@@ -50,6 +50,13 @@ export interface ChurnOptions {
   leavePerSec: number;
   joinPerSec: number;
   rampPerSec: number;
+  /**
+   * Host processes started before the clock and kept idle until the schedule needs a new one
+   * (after a kill): a simulated machine is up before its volunteers arrive, as the first hosts
+   * are, so a process's start (node, modules, WebRTC, the wasm kernels: ~0.9 CPU-s here) is not
+   * charged to the ring it joins. Default 0.
+   */
+  spareHosts?: number;
   /** After `seconds`, how long the peers present may take to finish the job. */
   finishGraceSec: number;
   /** The job folder goes to <workDir>/job, every volunteer line to <workDir>/volunteers.log. */
@@ -220,6 +227,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
 
   // ---- hosts and volunteers ----
   const hosts: Host[] = [];
+  /** Started before the clock, not yet given volunteers (ChurnOptions.spareHosts). */
+  const spares: Host[] = [];
   const volunteers: SimVolunteer[] = [];
   const exits: Record<string, number> = {};
   const errors: string[] = [];
@@ -267,7 +276,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   const startVolunteer = (): void => {
     let host = hosts.filter((h) => h.alive && !h.killed && !h.quitting && occupied(h) < o.hostSize).sort((a, b) => occupied(b) - occupied(a))[0];
     if (!host) {
-      host = new Host(`h${hosts.length}`, events);
+      while (spares.length && !spares[0]!.alive) spares.shift();
+      host = spares.shift() ?? new Host(`h${hosts.length}`, events);
       hosts.push(host);
     }
     const v = host.start(`v${volunteers.length}`, job.url);
@@ -303,8 +313,9 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   try {
     // The first hosts start before the clock does (node, tsx, WebRTC, the wasm kernels: a few s).
     for (let i = 0; i < Math.ceil(o.peers / o.hostSize); i++) hosts.push(new Host(`h${hosts.length}`, events));
-    await within(Promise.all(hosts.map((h) => h.ready)), HOST_START_MS, 'for the host processes to start');
-    o.log(`churn: ${hosts.length} host processes ready after ${now().toFixed(1)} s`);
+    for (let i = 0; i < (o.spareHosts ?? 0); i++) spares.push(new Host(`spare${i}`, events));
+    await within(Promise.all([...hosts, ...spares].map((h) => h.ready)), HOST_START_MS, 'for the host processes to start');
+    o.log(`churn: ${hosts.length} host processes ready after ${now().toFixed(1)} s${spares.length ? ` (and ${spares.length} spares)` : ''}`);
     t0 = Date.now();
     const sampler = (async () => {
       while (sampling) {
@@ -369,6 +380,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     if (!finished) for (const v of running()) v.host.leave(v);
     const leaveBy = Date.now() + 30_000;
     while (volunteers.some((v) => !exited.has(v)) && Date.now() < leaveBy) await sleep(250);
+    const spawned = hosts.length;
+    hosts.push(...spares.splice(0));
     for (const h of hosts) if (h.alive) h.quit();
     const quitBy = Date.now() + 15_000;
     while (hosts.some((h) => h.alive) && Date.now() < quitBy) await sleep(250);
@@ -394,7 +407,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     return {
       seconds: now(), churnSeconds, endedBy, finished, history, checkpoints, throughput, evictions, evictionsOf, evictionReasons,
       peers: {
-        started: volunteers.length, sessions, leaves, kills, hostKills, maxPresent, exits, errors, hostsSpawned: hosts.length, unexpectedHostExits,
+        started: volunteers.length, sessions, leaves, kills, hostKills, maxPresent, exits, errors, hostsSpawned: spawned, unexpectedHostExits,
         ignoredLeaves: [...lateAfterLeave], neverEnded: volunteers.filter((v) => !reported.has(v) && v.fate !== 'killed' && !v.host.killed).map((v) => v.name),
       },
       memory: {
@@ -407,7 +420,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     };
   } finally {
     sampling = false;
-    for (const h of hosts) if (h.alive) { h.quitting = true; h.child.kill('SIGKILL'); }
+    for (const h of [...hosts, ...spares]) if (h.alive) { h.quitting = true; h.child.kill('SIGKILL'); }
     if (!closed) await job.close();
   }
 }

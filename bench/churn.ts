@@ -46,6 +46,10 @@ const USAGE = `usage: npm run bench -- churn [options]
   --kill-every S   SIGKILL a host process every S seconds (default 20; 0: never)
   --leave-rate P   probability per second of a normal leave (default 0.5)
   --batch B        global batch (default 100)
+  --spare-hosts N  host processes started before the clock (in the baselines too) and taken
+                   when a kill's replacements need a new one, as the first hosts are: a
+                   simulated machine is up before its volunteers come (default: one per kill
+                   the schedule can make, 9; 0: every new host starts within the run)
   --no-baseline    skip the runs without churn, before and after (no goodput then)`;
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -114,6 +118,8 @@ export async function main(args: string[]): Promise<void> {
   const killEvery = a.int('kill-every', CHURN_DEFAULTS.killEverySec, 0);
   const leaveRate = a.num('leave-rate', CHURN_DEFAULTS.leavePerSec, (v) => v >= 0 && v <= 1, 'a probability in [0, 1]');
   const batch = a.int('batch', CHURN_DEFAULTS.batch, 1);
+  // One spare per kill the schedule can make (a kill's replacements start on one).
+  const spareHosts = a.int('spare-hosts', killEvery > 0 ? Math.ceil(seconds / killEvery) : 0, 0);
   const baseline = !a.flag('no-baseline');
   a.rejectUnknown(USAGE);
   if (batch > 1200) throw new ArgError('--batch must be at most 1200 (the churn data set has 1,200 train images)');
@@ -124,7 +130,7 @@ export async function main(args: string[]): Promise<void> {
   const workDir = join(cache, 'run');
   await rm(workDir, { recursive: true, force: true });
   log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
-  const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, data, log };
+  const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, spareHosts, data, log };
   // Baselines before and after the churn run, each with the CPU it took (null off Linux).
   const calmRun = async (when: 'before' | 'after'): Promise<{ run: ChurnResult; cpuS: number | null }> => {
     log(`churn: the same peers and schedule without churn, ${when} the churn run (the goodput's baseline)`);
@@ -186,7 +192,7 @@ export async function main(args: string[]): Promise<void> {
     bench: 'churn',
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, note: 'coordinator and every simulated volunteer share these cores (loopback WebRTC, WasmEngine)' },
-    setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery },
+    setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery, spareHosts },
     definitions: {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
       goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
@@ -204,7 +210,7 @@ export async function main(args: string[]): Promise<void> {
       checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
       heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
       membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts)",
-      ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and replacement host processes share the machine's cores with the ring)",
+      ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and the first seconds of replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
       cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
     },
