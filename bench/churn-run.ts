@@ -31,6 +31,7 @@ import { makeRng } from '../src/rng.ts';
 import { checkCheckpoints, checkHistory, committedChecksums, committedThroughput, slope, stepSplit, type CheckpointCheck, type HistoryCheck, type StepSplit, type Throughput } from './churn-check.ts';
 import { Host, Tail, type SimVolunteer } from './churn-hosts.ts';
 import type { HostReport } from './churn-protocol.ts';
+import { ThreadCpuSampler, type ThreadCpu } from './thread-cpu.ts';
 
 export const CHURN_MODEL = 'tiny-cnn';
 
@@ -100,6 +101,8 @@ export interface ChurnResult {
   /** Evictions by who was evicted: a volunteer asked to leave, a killed one, or another (a live peer). */
   evictionsOf: { leaving: number; killed: number; other: number };
   evictionReasons: string[];
+  /** CPU seconds by kind of thread, from the host processes' start to the volunteers' end (null off Linux). */
+  threadCpu: ThreadCpu | null;
   peers: {
     started: number; sessions: number; leaves: number; kills: number; hostKills: number; maxPresent: number;
     exits: Record<string, number>; errors: string[]; hostsSpawned: number; unexpectedHostExits: string[];
@@ -229,6 +232,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
   const hosts: Host[] = [];
   /** Started before the clock, not yet given volunteers (ChurnOptions.spareHosts). */
   const spares: Host[] = [];
+  const threads = new ThreadCpuSampler(() => [...hosts, ...spares].filter((h) => h.alive && h.child.pid !== undefined).map((h) => h.child.pid!));
   const volunteers: SimVolunteer[] = [];
   const exits: Record<string, number> = {};
   const errors: string[] = [];
@@ -315,6 +319,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     for (let i = 0; i < Math.ceil(o.peers / o.hostSize); i++) hosts.push(new Host(`h${hosts.length}`, events));
     for (let i = 0; i < (o.spareHosts ?? 0); i++) spares.push(new Host(`spare${i}`, events));
     await within(Promise.all([...hosts, ...spares].map((h) => h.ready)), HOST_START_MS, 'for the host processes to start');
+    threads.begin();
     o.log(`churn: ${hosts.length} host processes ready after ${now().toFixed(1)} s${spares.length ? ` (and ${spares.length} spares)` : ''}`);
     t0 = Date.now();
     const sampler = (async () => {
@@ -380,6 +385,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     if (!finished) for (const v of running()) v.host.leave(v);
     const leaveBy = Date.now() + 30_000;
     while (volunteers.some((v) => !exited.has(v)) && Date.now() < leaveBy) await sleep(250);
+    const threadCpu = threads.end();
     const spawned = hosts.length;
     hosts.push(...spares.splice(0));
     for (const h of hosts) if (h.alive) h.quit();
@@ -416,10 +422,11 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
         heapSlopeMbPerMin: k, slopeWindowS: [half[0]?.t ?? 0, half[half.length - 1]?.t ?? 0],
         hostRssMbMax: Math.max(0, ...samples.map((s) => s.hostsRssMb)), gc: gc !== null,
       },
-      driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), stepSplit: stepSplit(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000), samples, coordinatorLog: coordinatorLog.lines,
+      threadCpu, driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), stepSplit: stepSplit(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000), samples, coordinatorLog: coordinatorLog.lines,
     };
   } finally {
     sampling = false;
+    threads.end();
     for (const h of [...hosts, ...spares]) if (h.alive) { h.quitting = true; h.child.kill('SIGKILL'); }
     if (!closed) await job.close();
   }
