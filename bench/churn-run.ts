@@ -426,7 +426,7 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     };
   } finally {
     sampling = false;
-    threads.end();
+    threads.stop();
     for (const h of [...hosts, ...spares]) if (h.alive) { h.quitting = true; h.child.kill('SIGKILL'); }
     if (!closed) await job.close();
   }

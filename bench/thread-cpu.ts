@@ -58,11 +58,16 @@ export class ThreadCpuSampler {
     this.timer.unref();
   }
 
+  /** Stops sampling (what end() also does), without a last sample: for a run that failed. */
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
   /** The CPU by kind since begin() (threads that existed then count from their value then). */
   end(): ThreadCpu | null {
     if (!this.available) return null;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    this.stop();
     this.sample(false);
     const since = new Map([...this.last].map(([k, t]) => [k, { kind: t.kind, seconds: t.seconds - (this.start.get(k) ?? 0) }]));
     return sumThreads(since);
