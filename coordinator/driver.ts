@@ -1,100 +1,29 @@
-// The training driver: the coordinator's state machine for one job. It owns membership (ring
-// generations), the step barrier, evaluation, checkpoints and the end of the job; peers talk
-// to it through their session sockets (sessions.ts) and checkpoint uploads (routes.ts).
-//
-//   between steps:  final? -> evaluate? -> admit joiners? -> assign step s to the ring
-//   admitting:      a checkpoint of step s is uploaded (unless stored), joiners load it (or
-//                   the seed), then the ring grows by the ready ones: generation g+1
-//   running:        every member reports step s with the same weight checksum -> commit
-//                   (s+1); a member lost, a collective failure, a checksum dissent or a
-//                   timeout -> abort: the survivors form g+1 and the SAME step s runs again
-//                   (peers undo s if they applied it); in sync mode each survivor keeps the
-//                   gradient sum of its slice and computes only its share of the lost
-//                   members' ids (slice-rerun.ts); joiners wait for the step's commit; a
-//                   link lost in a generation's first step between two connected peers forms
-//                   the same ring again once instead (blame.ts formAgain)
-//   evaluating:     members evaluate their share of the val ids on the weights of s
-//   finishing:      final evaluation, final checkpoint, 'done' to everyone; also before the
-//                   last members leave with no one to take over: a checkpoint of their step
-//                   first, then the job idles until peers come (and resumes at that step)
-//
-// driver-steps.ts plans the steps (the seeded sampler's ids: the same whatever the ring) and
-// checks their commits; driver-generations.ts forms the ring's generations and batches joiners;
-// driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
-// the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
-// checkpoint: the job resumes from it (same samples again) when peers come back.
-import type { CoordinatorMessage, LiveEvent, MetricRecord, PeerMessage } from '../src/client/protocol.ts';
-import type { RingErrorKind } from '../src/comm/errors.ts';
+// The training driver: the coordinator's state machine for one job (driver-machine.ts) and its
+// inputs. Peers talk to it through their session sockets (sessions.ts: peerConnected, peerGone,
+// message) and checkpoint uploads (routes.ts: expectsUpload, checkpointStored); a timer checks
+// the deadlines and silences (tick); the dashboard and the churn bench read status, phaseTimes
+// and tableSizes.
+import type { PeerMessage } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
-import { formAgain } from './blame.ts';
-import { DialAhead } from './driver-ahead.ts';
-import { CheckpointBook } from './driver-checkpoints.ts';
-import { Evaluations } from './driver-eval.ts';
-import { ADMIT_BATCH_FROM, Generations, leaveHoldMs } from './driver-generations.ts';
-import { admitted, measureStep, newPeer, requeue, ringSpeeds, silentPeers, type PeerRec } from './driver-peers.ts';
-import { StepBook, checksumVote, commitRecords, rerunLine, ringFailure, unreachableVerdict } from './driver-steps.ts';
-import { DEFAULT_TIMEOUTS, PhaseClock, type PhaseTimes, type AdmittingPhase, type DriverDeps, type DriverStatus, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
+import { measureStep, newPeer, requeue, silentPeers } from './driver-peers.ts';
+import { ringFailure } from './driver-steps.ts';
+import { type PhaseTimes, type DriverDeps, type DriverStatus } from './driver-types.ts';
 import { grantNext, tailResultProblem } from './tail-pool.ts';
-import { verdictLine } from './steal-tuner.ts';
+import { DriverMachine } from './driver-machine.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
 
-export class Driver {
-  private readonly peers = new Map<string, PeerRec>();
-  /** The ring's generations: the current one's number, ring and two-level plan. */
-  private readonly gen: Generations;
-  private step: number;
-  private current: Phase = { kind: 'between' };
-  /** Where the job's time goes: milliseconds in each kind of phase (phaseTimes()). */
-  private readonly clock = new PhaseClock('between');
-  private readonly evals: Evaluations;
-  /** The newest stored checkpoint and the uploads expected. */
-  private readonly ckpt: CheckpointBook;
-  private readonly timeouts: DriverTimeouts;
-  /** The steps' planning state and commit bookkeeping. */
-  private readonly steps: StepBook;
-  /** Make before break: a membership change announced to the new ring before it is made. */
-  private readonly ahead: DialAhead;
-  /** Steps committed by the current generation (a new one forms its links during its first). */
-  private generationSteps = 0;
-  private timer: ReturnType<typeof setInterval> | null = null;
-  /** Asked to pause: the job holds at the next step boundary until resume(). */
-  private pauseAsked = false;
-  private resolveDone!: () => void;
-  /** Resolves when the job has run its last step (and its final checkpoint is stored). */
-  readonly finished: Promise<void>;
-
-  constructor(private readonly d: DriverDeps) {
-    this.timeouts = { ...DEFAULT_TIMEOUTS, ...d.timeouts };
-    this.steps = new StepBook(d, this.timeouts.stepMs);
-    this.gen = new Generations(d.generation, d.job.twoLevelFrom);
-    this.ahead = new DialAhead(this.timeouts.prepareMs);
-    this.evals = new Evaluations(d, this.timeouts.evalMs);
-    this.ckpt = new CheckpointBook(d.checkpointStep);
-    this.step = d.checkpointStep ?? 0;
-    this.finished = new Promise((r) => { this.resolveDone = r; });
+export class Driver extends DriverMachine {
+  constructor(d: DriverDeps) {
+    super(d);
     this.timer = setInterval(() => this.tick(), 250);
     this.timer.unref?.();
-  }
-
-  private get phase(): Phase {
-    return this.current;
-  }
-
-  private set phase(p: Phase) {
-    this.clock.enter(p.kind);
-    this.current = p;
   }
 
   /** Milliseconds spent in each kind of phase so far (PhaseClock). */
   phaseTimes(): PhaseTimes {
     return this.clock.times();
-  }
-
-  /** The current generation's ring, in rank order. */
-  private get ring(): readonly string[] {
-    return this.gen.ring;
   }
 
   /** The sizes of the tables that grow with peers and steps: the churn bench checks they shrink back. */
@@ -123,11 +52,6 @@ export class Driver {
     this.advance();
   }
 
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-  }
-
   // ---- inputs ----------------------------------------------------------------------------
 
   peerConnected(id: string, name: string | null): void {
@@ -137,37 +61,6 @@ export class Driver {
     }
     this.peers.set(id, newPeer(id, name, Date.now()));
     this.advance();
-  }
-
-  peerGone(id: string, reason: string): void {
-    this.gone([id], reason);
-  }
-
-  /**
-   * Sessions that closed together (a machine with several volunteers crashed): each forgotten
-   * with its reason, then one abort and one new generation for all of them, not one per session.
-   */
-  peersGone(gone: readonly { id: string; reason: string }[]): void {
-    const left = gone.flatMap((g) => this.forget([g.id], g.reason));
-    const reasons = [...new Set(gone.filter((g) => left.includes(g.id)).map((g) => g.reason))];
-    if (left.length) this.lose(left, `${left.join(', ')} left (${reasons.join('; ')})`);
-  }
-
-  /** Forgets peers (their sessions are closed or closing) and redoes what was in flight with them. */
-  private gone(ids: readonly string[], reason: string): void {
-    this.peersGone(ids.map((id) => ({ id, reason })));
-  }
-
-  /** Removes peers from the tables and says so; returns those that were here (none after the end: leaving is the plan). */
-  private forget(ids: readonly string[], reason: string): string[] {
-    const left = ids.filter((id) => this.peers.delete(id));
-    if (left.length === 0 || this.phase.kind === 'done') return [];
-    for (const id of left) {
-      this.ckpt.forget(id);
-      this.d.publish({ type: 'peer-left', peerId: id, reason });
-      this.d.log(`peer ${id} left: ${reason}`);
-    }
-    return left;
   }
 
   message(id: string, m: PeerMessage): void {
@@ -241,287 +134,6 @@ export class Driver {
     this.d.metrics.append({ type: 'checkpoint', time: Date.now(), step });
     this.d.publish({ type: 'checkpoint', step });
     this.advance();
-  }
-
-  // ---- the state machine -------------------------------------------------------------------
-
-  private advance(): void {
-    const ph = this.phase;
-    switch (ph.kind) {
-      case 'running':
-        if (ph.ring.every((id) => ph.results.has(id))) this.commit(ph);
-        return;
-      case 'evaluating':
-        if (ph.pending.size === 0) this.finishEval(ph);
-        return;
-      case 'admitting':
-        return this.admitProgress(ph);
-      case 'finishing':
-        if (this.ckpt.step !== ph.step) return;
-        return ph.then === 'done' ? this.finish() : this.boundary();
-      case 'between':
-        return this.boundary();
-      case 'paused':
-      case 'done':
-        return;
-    }
-  }
-
-  private boundary(): void {
-    if (this.pauseAsked) {
-      this.phase = { kind: 'paused' };
-      return;
-    }
-    this.phase = { kind: 'between' };
-    const now = Date.now();
-    const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
-    if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
-    // Joiners enter at a round boundary, after the survivors of an aborted attempt finished it
-    // (driver-steps.ts); under churn in a big ring they may wait for more (driver-generations.ts).
-    const roundPending = this.steps.survivorsFirst(this.step, this.ring, ringSpeeds(this.ring, this.peers), this.ckpt.loadable(this.step));
-    const admitNow = this.ring.length === 0 || (waiting.length > 0 && !roundPending && this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now));
-    // Members that asked to leave after their step: their step is committed, so they go without
-    // aborting anything. Under churn in a big ring they train on (at most leaveHoldMs) and
-    // go with the next admission, so that leaves and joins make one new generation, not one each:
-    // each generation's first step waits for its new links to be dialed.
-    const leaving = this.ring.filter((id) => this.peers.get(id)?.leavingSince !== undefined);
-    const gap = this.timeouts.admitGapMs;
-    const leaveNow = leaving.length > 0 && (admitNow || this.gen.leaveDue(leaving.map((id) => this.peers.get(id)!.leavingSince!), gap, leaveHoldMs(gap), now));
-    // The last members go: their weights are saved first, so that joiners (now or later) resume
-    // at this step instead of redoing the steps since the newest checkpoint.
-    const emptying = leaveNow && leaving.length === this.ring.length;
-    if (emptying && !this.ckpt.loadable(this.step)) return this.startFinishing('idle');
-    // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now
-    // (after the survivors of an aborted attempt finished it, as for any admission).
-    // (The last members' leave is made now: no ring is left to announce it to.)
-    const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : emptying ? { joiners: admitNow ? waiting : [], leavers: leaving } : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
-    if (change && this.changeMembers(change.joiners, change.leavers)) return;
-    if (this.ring.length === 0) {
-      this.d.log(`every member has left after step ${this.step}; waiting for peers to resume ${this.ckpt.step === this.step ? 'at it' : `from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${this.ckpt.step}`}`}`);
-      // Joiners that were waiting their turn may enter now (the next boundary, with no ring, takes them all).
-      return [...this.peers.values()].some((p) => p.state === 'waiting') ? this.boundary() : undefined;
-    }
-    const last = this.step >= this.d.job.totalSteps;
-    if (this.evals.due(this.step, last, this.steps.crossed(this.step, this.d.job.evalEvery))) return this.startEval();
-    if (last) return this.startFinishing('done');
-    this.startStep();
-  }
-
-  /**
-   * A planned change (joiners in, leavers out) of a formed ring of ADMIT_BATCH_FROM or more is
-   * announced to the new ring first and made later (null now; driver-ahead.ts); any other is
-   * made now (returned as is).
-   */
-  private announce(joiners: string[], leavers: string[], now: number): { joiners: readonly string[]; leavers: readonly string[] } | null {
-    if (!this.ahead.enabled || this.ring.length < ADMIT_BATCH_FROM || this.generationSteps === 0) return { joiners, leavers };
-    const plan = this.gen.prepare([...this.ring.filter((id) => !leavers.includes(id)), ...joiners], this.peers);
-    for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.d.send(id, m);
-    this.d.log(`a ring of ${plan.ring.length} announced ahead (${joiners.length} joining, ${leavers.length} leaving): its members dial their new links while the ring trains on`);
-    return null;
-  }
-
-  /**
-   * Lets the leavers (still members, still leaving) go after their committed step and admits the
-   * joiners (still waiting). True: the state machine moved on (an admission began).
-   */
-  private changeMembers(joiners: readonly string[], leavers: readonly string[]): boolean {
-    const going = leavers.filter((id) => this.ring.includes(id) && this.peers.get(id)?.leavingSince !== undefined);
-    for (const id of going) this.d.send(id, { type: 'done', step: this.step, reason: 'left after its step, as its owner asked' });
-    const left = this.forget(going, 'left after its step (stopped by its owner)');
-    if (left.length) this.setRing(this.ring.filter((id) => !left.includes(id)));
-    const entering = joiners.filter((id) => this.peers.get(id)?.state === 'waiting');
-    if (entering.length === 0) return false;
-    this.startAdmission(entering);
-    return true;
-  }
-
-  private startAdmission(joiners: string[]): void {
-    const now = Date.now();
-    for (const id of joiners) this.peers.get(id)!.state = 'loading';
-    if (this.ring.length === 0) {
-      this.steps.forget(); // nobody holds the round's work any more
-      const from = this.ckpt.step ?? 0;
-      if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${from}`}`);
-      this.step = from;
-    }
-    const uploadFrom = this.ckpt.loadable(this.step) ? null : this.ring[0]!;
-    this.phase = { kind: 'admitting', step: this.step, joiners, uploadFrom, loadSent: false, deadline: now + this.timeouts.admitMs };
-    if (uploadFrom) {
-      this.ckpt.expect(uploadFrom, this.step);
-      if (!this.d.send(uploadFrom, { type: 'upload-checkpoint', step: this.step })) return this.peerGone(uploadFrom, 'its session is closed');
-    }
-    this.admitProgress(this.phase);
-  }
-
-  private admitProgress(ph: AdmittingPhase): void {
-    if (!this.ckpt.loadable(ph.step)) return; // waiting for the upload
-    if (!ph.loadSent) {
-      ph.loadSent = true;
-      const source = this.ckpt.step === ph.step ? 'checkpoint' : 'seed';
-      for (const id of ph.joiners) {
-        // Its slice of the first step in the ring announced ahead, if that was hinted: prefetched while it loads.
-        const next = this.steps.hintFor(id, ph.step);
-        if (this.peers.has(id)) this.d.send(id, { type: 'load-state', source, step: ph.step, ...(next ? { next } : {}) });
-      }
-    }
-    const ready = admitted(ph, this.peers);
-    if (!ready) return;
-    this.setRing([...this.ring, ...ready]);
-    this.boundary();
-  }
-
-  private startStep(): void {
-    // Nothing announced is pending: a plan made ahead that did not come true is forgotten.
-    if (!this.ahead.pending) this.gen.dropPrepared();
-    const coming = this.ahead.armed ? this.gen.prepared?.ring ?? null : null;
-    const s = this.steps.begin({
-      step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology, checkpointStep: this.ckpt.step,
-      coming: coming ? { ring: coming, speeds: ringSpeeds(coming, this.peers) } : null,
-    });
-    if (s.rerun) this.d.log(rerunLine(s.rerun, this.step, this.gen.generation, this.ring));
-    // The change is made after this step: the joiners learn their first slice now, to load it while they wait.
-    if (coming) for (const [id, m] of this.ahead.joinerHints(this.gen.prepared, (j) => this.steps.hintFor(j, this.step + 1))) this.d.send(id, m);
-    this.phase = s.phase;
-    if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
-    this.sendToRing(s.assignments);
-  }
-
-  /** Sends each member its message (by rank); those whose session is closed are gone. */
-  private sendToRing(messages: readonly CoordinatorMessage[]): void {
-    const lost: string[] = [];
-    this.ring.forEach((id, rank) => { if (!this.d.send(id, messages[rank]!)) lost.push(id); });
-    if (lost.length) this.gone(lost, 'its session is closed');
-  }
-
-  private commit(ph: RunningPhase): void {
-    const results = ph.ring.map((id) => ph.results.get(id)!);
-    const { winner, dissent } = checksumVote(results);
-    if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
-    const now = Date.now();
-    const verdict = this.steps.committed(ph, now - ph.started, results);
-    if (verdict) this.d.log(verdictLine(verdict));
-    this.generationSteps++;
-    this.clock.committed(now - ph.started);
-    this.step = ph.step + ph.steps;
-    const { record, event } = commitRecords(ph, results, this.step, now);
-    this.d.metrics.append(record);
-    this.d.publish(event);
-    this.phase = { kind: 'between' };
-    this.advance();
-  }
-
-  private startEval(): void {
-    const { phase, messages } = this.evals.begin(this.step, this.ring, this.peers);
-    this.phase = phase;
-    this.sendToRing(messages);
-  }
-
-  private finishEval(ph: EvaluatingPhase): void {
-    this.evals.end(ph);
-    this.phase = { kind: 'between' };
-    this.advance();
-  }
-
-  private startFinishing(then: 'done' | 'idle'): void {
-    if (this.ckpt.step === this.step) return then === 'done' ? this.finish() : this.boundary();
-    const from = this.ring[0]!;
-    if (then === 'idle') this.d.log(`every member is leaving after step ${this.step}: ${from} uploads its checkpoint before they go`);
-    this.phase = { kind: 'finishing', step: this.step, uploadFrom: from, deadline: Date.now() + this.timeouts.admitMs, then };
-    this.ckpt.expect(from, this.step);
-    if (!this.d.send(from, { type: 'upload-checkpoint', step: this.step })) this.peerGone(from, 'its session is closed');
-  }
-
-  private finish(): void {
-    this.phase = { kind: 'done' };
-    for (const id of this.peers.keys()) this.d.send(id, { type: 'done', step: this.step, reason: `the job has run its ${this.d.job.totalSteps} steps` });
-    this.d.metrics.append({ type: 'done', time: Date.now(), step: this.step });
-    this.d.publish({ type: 'done', step: this.step });
-    this.stop();
-    this.resolveDone();
-  }
-
-  // ---- membership ----------------------------------------------------------------------------
-
-  /** Begins a new generation over `ring` unless it is the current ring. */
-  private setRing(ring: readonly string[]): void {
-    this.began(this.gen.next(ring, this.peers, Date.now()));
-  }
-
-  /** A generation began (null: none did): its steps are counted from 0, and it is recorded. */
-  private began(g: { record: MetricRecord; event: LiveEvent } | null): void {
-    if (!g) return;
-    this.generationSteps = 0;
-    this.d.metrics.append(g.record);
-    this.d.publish(g.event);
-  }
-
-  /** A ring failure that blames a member: it is evicted, or (a likely formation race) the ring is formed again with it once. */
-  private ringFailed(ph: RunningPhase, kind: RingErrorKind, f: { evict: string; reason: string }): void {
-    const blamed = this.peers.get(f.evict);
-    const now = Date.now();
-    if (!blamed || !formAgain(kind, this.generationSteps === 0, blamed.formedAgainAt, now)) return this.evict([f.evict], f.reason);
-    blamed.formedAgainAt = now;
-    this.began(this.gen.again(this.peers, now));
-    this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`, true);
-    this.advance();
-  }
-
-  private decideUnreachable(ph: RunningPhase): void {
-    if (!ph.unreachable || this.phase !== ph) return;
-    const v = unreachableVerdict(ph, ph.unreachable);
-    this.evict([v.evict], v.reason, 'unreachable');
-  }
-
-  /** Removes peers that are still connected (their sessions are closed; they may rejoin fresh). */
-  private evict(ids: readonly string[], reason: string, cause?: 'unreachable'): void {
-    for (const id of ids) {
-      this.d.send(id, { type: 'evicted', reason, ...(cause ? { cause } : {}) });
-      this.d.disconnect(id, reason);
-    }
-    this.gone(ids, `evicted: ${reason}`);
-  }
-
-  /** Members are gone: whatever was in flight with them is aborted and redone without them. */
-  private lose(ids: string[], reason: string): void {
-    const ph = this.phase;
-    if (ph.kind === 'done') return;
-    const members = ids.filter((id) => this.ring.includes(id));
-    // A ring announced ahead with these peers in it: adapted without them, and announced again.
-    const planned = this.gen.prepared;
-    const lostFromPlan = planned ? ids.filter((id) => planned.ring.includes(id)) : [];
-    if (lostFromPlan.length) {
-      const plan = this.gen.prepareWithout(lostFromPlan, this.peers);
-      for (const [id, m] of this.ahead.without(lostFromPlan, plan)) this.d.send(id, m);
-    }
-    if (ph.kind === 'admitting') {
-      if (ph.uploadFrom && ids.includes(ph.uploadFrom) && this.ckpt.step !== ph.step) {
-        // The upload will not come: back to waiting; the next boundary asks a survivor.
-        requeue(ph.joiners, this.peers, { waitingSince: Date.now() });
-        this.setRing(this.ring.filter((id) => !members.includes(id)));
-        this.phase = { kind: 'between' };
-        return this.advance();
-      }
-    }
-    if (members.length === 0) return this.advance();
-    this.setRing(this.ring.filter((id) => !members.includes(id)));
-    if (ph.kind === 'running') {
-      this.abortStep(ph, reason);
-    } else if (ph.kind === 'evaluating') {
-      for (const id of members) ph.pending.delete(id);
-    } else if (ph.kind === 'finishing' && members.includes(ph.uploadFrom)) {
-      this.phase = { kind: 'between' };
-    }
-    this.advance();
-  }
-
-  /** The running step is given up (the ring is a new generation now): its members' sums are kept for its re-run. */
-  private abortStep(ph: RunningPhase, reason: string, formedAgain = false): void {
-    this.steps.aborted(ph);
-    // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
-    this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason, ...(formedAgain ? { formedAgain } : {}) });
-    this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
-    this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
-    this.phase = { kind: 'between' };
   }
 
   private tick(): void {
