@@ -103,6 +103,7 @@ export async function replayOnOnePeer(root: string, name: string, data: { dataDi
   if (!job.resumed) throw new Error(`replayOnOnePeer: the job in ${dir} did not resume`);
   const v = volunteer(job.url, name, 'wasm');
   try {
+    // One store for the whole wait: opening one removes the temporary files of writes in flight.
     const store = await openCheckpointStore(join(dir, 'checkpoints'), { keep: 1000 });
     const deadline = Date.now() + 120_000;
     let mine = await store.readStepFile(to);
@@ -118,12 +119,21 @@ export async function replayOnOnePeer(root: string, name: string, data: { dataDi
   }
 }
 
-/** The checkpoint of `step` kept in a job folder (it must be there and verify). */
+/** The checkpoint of `step` kept in the folder of a job that has ended (it must be there and verify). */
 export async function checkpointOf(jobDir: string, step: number): Promise<{ weights: Float32Array }> {
   const store = await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 1000 });
   const f = await store.readStepFile(step);
   if (!f) throw new Error(`no checkpoint of step ${step} in ${jobDir}`);
   return decodeCheckpoint(f.bytes, f.path);
+}
+
+/**
+ * The steps of the checkpoints kept in the folder of a job that has ended, oldest first (opening
+ * a store removes the temporary files of unfinished writes: not while a job writes there).
+ */
+export async function checkpointSteps(jobDir: string): Promise<number[]> {
+  const store = await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 1000 });
+  return (await store.list()).map((c) => c.step).sort((a, b) => a - b);
 }
 
 export async function finalWeights(jobDir: string): Promise<{ step: number; weights: Float32Array }> {

@@ -7,23 +7,14 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { JOB_FILE } from '../../coordinator/run.ts';
-import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { distributedFixture } from './fixture.ts';
-import { metricsOf, relDiff, startTestJob, testJob, volunteer } from './helpers.ts';
+import { checkpointOf, metricsOf, relDiff, startTestJob, testJob, volunteer } from './helpers.ts';
 
 const f = distributedFixture('wire');
 
 /** 4 sync steps, then one round of 4: the committed step records end at these steps. */
 const ENDS = [1, 2, 3, 4, 8];
-
-/** The weights of the checkpoint of `step` in a job folder. */
-async function weightsAt(jobDir: string, step: number): Promise<Float32Array> {
-  const file = await (await openCheckpointStore(join(jobDir, 'checkpoints'), { keep: 100 })).readStepFile(step);
-  if (!file) throw new Error(`no checkpoint of step ${step} in ${jobDir}`);
-  return decodeCheckpoint(file.bytes, `checkpoint ${step}`).weights;
-}
 
 /** Trains `config` to its end with two wasm volunteers; every committed step once, one checksum each. */
 async function trainTwo(name: string, config: Record<string, unknown>) {
@@ -40,7 +31,7 @@ async function trainTwo(name: string, config: Record<string, unknown>) {
     expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step}: checksums ${r.peers.map((p) => p.checksum).join(', ')}`).toBe(1);
   }
   const stored = JSON.parse(await readFile(join(job.jobDir, JOB_FILE), 'utf8')) as { config: Record<string, unknown> };
-  return { job, vs, bytesPerImage: steps.map((r) => r.traffic?.bytesPerImage ?? 0), stored: stored.config, synced: await weightsAt(job.jobDir, 4) };
+  return { job, vs, bytesPerImage: steps.map((r) => r.traffic?.bytesPerImage ?? 0), stored: stored.config, synced: (await checkpointOf(job.jobDir, 4)).weights };
 }
 
 describe('the job\'s wire format', () => {

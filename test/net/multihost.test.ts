@@ -12,11 +12,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/client/protocol.ts';
-import { buildTestData, checkpointOf, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../distributed/helpers.ts';
+import { buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../distributed/helpers.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
-import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
-import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { join } from 'node:path';
 import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
@@ -55,15 +53,11 @@ type StepRecord = Extract<MetricRecord, { type: 'step' }>;
  * kept sum (r) and claimed from the tail (c)).
  */
 async function divergence(multiDir: string, soloDir: string, done: readonly StepRecord[], records: readonly MetricRecord[], solo: readonly StepRecord[]): Promise<string> {
-  const open = (dir: string) => openCheckpointStore(join(dir, 'checkpoints'), { keep: 100 });
-  const [m, s] = await Promise.all([open(multiDir), open(soloDir)]);
-  const soloSteps = new Set((await s.list()).map((c) => c.step));
+  const soloSteps = new Set(await checkpointSteps(soloDir));
   const rows: string[] = [];
-  for (const c of [...(await m.list())].reverse()) {
-    if (!soloSteps.has(c.step)) continue;
-    const [a, b] = await Promise.all([m.readStepFile(c.step), s.readStepFile(c.step)]);
-    if (!a || !b) continue;
-    rows.push(`step ${c.step}: ${relDiff(decodeCheckpoint(a.bytes, a.path).weights, decodeCheckpoint(b.bytes, b.path).weights).toExponential(2)}`);
+  for (const step of (await checkpointSteps(multiDir)).filter((k) => soloSteps.has(k))) {
+    const [a, b] = await Promise.all([checkpointOf(multiDir, step), checkpointOf(soloDir, step)]);
+    rows.push(`step ${step}: ${relDiff(a.weights, b.weights).toExponential(2)}`);
   }
   const soloLoss = new Map(solo.map((r) => [r.step, r.loss]));
   const lossDiff = (r: StepRecord): number => {
