@@ -13,6 +13,7 @@ import { IMAGENET_RECIPES } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
+import { assertJobFolderFree } from './job-lock.ts';
 import { DEFAULT_WIRE, JobError, MAX_LABEL_SMOOTHING, parseJobConfig, wireField } from './job.ts';
 import { MAX_STEAL_FRACTION } from './tail-pool.ts';
 import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
@@ -239,7 +240,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(stealChunk > 0 ? { stealChunk } : {}),
     ...wireField(wire),
   };
-  // A finished job, or --fresh, moves the old folder aside (nothing stored is lost).
+  // A finished job, or --fresh, moves the old folder aside (nothing stored is lost); not a
+  // folder another coordinator is using (runJob would refuse it anyway, after the move).
+  await assertJobFolderFree(jobDir);
   const existing = await readJobFile(jobDir);
   const finished = existing && (await readMetrics(join(jobDir, 'metrics.jsonl'))).some((r) => r.type === 'done');
   if (existing && (fresh || finished)) {

@@ -10,6 +10,7 @@ import type { Manifest } from '../src/data/manifest.ts';
 import { layoutOf } from '../src/nn/layout.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { openCheckpointStore, type CheckpointStore } from './checkpoints.ts';
+import { acquireJobLock } from './job-lock.ts';
 import { writeFileAtomic } from './data/files.ts';
 import { Driver, type DriverTimeouts } from './driver.ts';
 import { HttpError } from './http.ts';
@@ -114,9 +115,24 @@ export async function readJobFile(jobDir: string): Promise<StoredJob | null> {
 
 const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
+/**
+ * Starts (or resumes) the job in `o.jobDir`: one coordinator per folder (job-lock.ts), so a
+ * folder in use by another refuses with JobFolderInUseError before anything in it is touched.
+ */
 export async function runJob(o: JobRunOptions): Promise<RunningJob> {
   const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   await mkdir(o.jobDir, { recursive: true });
+  const lock = await acquireJobLock(o.jobDir, log);
+  try {
+    const running = await startJob(o, log);
+    return { ...running, close: async () => { try { await running.close(); } finally { await lock.release(); } } };
+  } catch (e) {
+    await lock.release();
+    throw e;
+  }
+}
+
+async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<RunningJob> {
   const stored = await readJobFile(o.jobDir);
   if (stored && o.config && !sameJson(stored.config, o.config)) {
     throw new JobFolderError(`${o.jobDir} holds another job (${JSON.stringify(stored.config)}): resume it without changing options, or use another --job-dir (or --fresh to start over; the old folder is kept beside it)`);
