@@ -247,7 +247,7 @@ export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure):
     return ph.ring.every((p) => u.reporters.has(p) || ph.results.has(p)) ? 'decide' : 'wait';
   }
   const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
-  return { evict: blamed, reason: `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id})` };
+  return { evict: blamed, reason: `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id}${m.detail ? `: ${m.detail}` : ''})` };
 }
 
 /** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), and why. */

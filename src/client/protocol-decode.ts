@@ -7,7 +7,7 @@ import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
   ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
-  MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, type CheckpointAnnounce,
+  MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
@@ -139,9 +139,11 @@ function readGrant(r: FieldReader): Fields<Grant> {
 }
 
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {
-  r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind']);
+  r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind', 'detail']);
   const [generation, step] = u32s(r, 'generation', 'step');
-  return { peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS) };
+  const out: Fields<CollectiveFailure> = { peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS) };
+  if (r.has('detail')) out.detail = r.str('detail', MAX_FAILURE_DETAIL);
+  return out;
 }
 
 function readAnnounce(r: FieldReader): Fields<CheckpointAnnounce> {

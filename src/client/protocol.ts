@@ -27,8 +27,10 @@ import type { Topology } from '../comm/topology.ts';
  * 6: a bucket of fewer frames than the ring (or group) has peers is cut into fewer chunks (one
  * frame each at least: src/comm/plan.ts dataChunks); version 5 would expect frames of other
  * chunks and fail every collective of a small model.
+ * 7: a collective-failure carries `detail`, the failure's own words (which frame, what was
+ * expected), for the coordinator's log and the eviction's reason; version 6 would refuse it.
  */
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -41,6 +43,8 @@ export const MAX_MESSAGE_BYTES = 1 << 20;
 export const MAX_ID_LENGTH = 64;
 export const MAX_TOKEN_LENGTH = 256;
 export const MAX_TEXT_LENGTH = 1000;
+/** The longest `detail` of a collective-failure (a reporter cuts its text to this). */
+export const MAX_FAILURE_DETAIL = 300;
 export const MAX_RING = 1024;
 export const MAX_BATCH = 65_536;
 export const MAX_SAMPLE_ID = 2 ** 31 - 1;
@@ -95,7 +99,11 @@ export interface StepResult {
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
-export interface CollectiveFailure { type: 'collective-failure'; peerId: string; generation: number; step: number; failedPeerId: string; kind: RingErrorKind }
+export interface CollectiveFailure {
+  type: 'collective-failure'; peerId: string; generation: number; step: number; failedPeerId: string; kind: RingErrorKind;
+  /** What the reporter saw, in its words (at most MAX_FAILURE_DETAIL characters): the coordinator logs it with the blame. */
+  detail?: string;
+}
 /** The checkpoint this peer is about to upload (the body of the upload must match). */
 export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: string; generation: number; step: number; bytes: number; sha256: string }
 /**

@@ -78,8 +78,9 @@ describe('driver', () => {
     h.d.message('a', { type: 'collective-failure', peerId: 'a', generation: as[0]!.generation, step: 1, failedPeerId: 'b', kind: 'peer-timeout' });
     expect(h.take('b', 'evicted').reason).toMatch(/ring failed/);
     const again = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
-    h.d.message('c', { type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: again[1]!.step, failedPeerId: 'zz', kind: 'bad-frame' });
-    expect(h.take('c', 'evicted').reason).toMatch(/reported by c/);
+    h.d.message('c', { type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: again[1]!.step, failedPeerId: 'zz', kind: 'bad-frame', detail: 'generation 2 step 1: expected chunk 3, got chunk 2' });
+    // The reporter's own words go with the blame (protocol 7), for the log and the evicted peer.
+    expect(h.take('c', 'evicted').reason).toBe('the ring failed in step 2 (bad-frame, reported by c: generation 2 step 1: expected chunk 3, got chunk 2)');
     expect(h.take('a', 'step-assignment').ring).toEqual(['a']);
     h.d.stop();
   });

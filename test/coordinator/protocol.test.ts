@@ -2,7 +2,7 @@
 // kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
 // mutated messages never makes a decoder throw or accept something that breaks an invariant.
 import { describe as suite, expect, it } from 'vitest';
-import { MAX_BATCH, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
+import { MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
 import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/client/protocol-decode.ts';
 import { describe, parseJsonText, type Decoded } from '../../src/client/protocol-fields.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
@@ -21,6 +21,7 @@ const PEER: PeerMessage[] = [
   { type: 'ready', peerId: 'p-3', step: 40, checksum: '0123456789abcdef', device: 'llvmpipe (opengles)' },
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
   { type: 'prepared', peerId: 'p-3', id: 4 },
+  { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'bad-frame', detail: 'generation 4 step 17: expected chunk 39, got chunk 38' },
 ];
 const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null, iceServers: [] },
@@ -93,6 +94,8 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['extra timing', { ...PEER[3], timings: { computeMs: 1, commMs: 0, waitMs: 0, gpu: 3 } }, 'timings.gpu'],
     ['string loss', { ...PEER[3], loss: 'NaN' }, 'loss must be'],
     ['unknown failure kind', { ...PEER[5], kind: 'meteor' }, 'kind must be one of'],
+    ['failure detail too long', { ...PEER[5], detail: 'x'.repeat(MAX_FAILURE_DETAIL + 1) }, 'detail must be'],
+    ['failure detail not text', { ...PEER[5], detail: 7 }, 'detail must be'],
     ['short sha256', { ...PEER[6], sha256: 'abc' }, 'sha256 must be a sha256'],
     ['rank outside ring', { ...assignment, rank: 3 }, 'rank must be an integer in [0, 2]'],
     ['empty ring', { ...assignment, ring: [], rank: 0 }, 'ring must be a non-empty'],

@@ -147,8 +147,9 @@ describe('N peers train one model', () => {
       ids.push(p.id);
       reasons.push(await p.attack(poison));
     }
-    expect(reasons[0]).toMatch(/ring failed .*bad-frame/);
-    expect(reasons[1]).toMatch(/ring failed .*bad-frame/);
+    // Each with the reporter's own words about the frame it refused (protocol 7's detail).
+    expect(reasons[0]).toMatch(/ring failed .*bad-frame, reported by [\w-]+: .+\)$/);
+    expect(reasons[1]).toMatch(/ring failed .*bad-frame, reported by [\w-]+: .+\)$/);
     expect(reasons[2]).toMatch(/differ from the ring/);
     await job.driver.finished;
     await job.close();
