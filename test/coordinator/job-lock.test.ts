@@ -1,15 +1,17 @@
 // One coordinator per job folder (coordinator/job-lock.ts): a second one is refused before it
 // touches anything, a stale lock (its process gone, or the pid reused) is taken over, and
 // runJob takes and gives back the lock.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireJobLock, assertJobFolderFree, JobFolderInUseError, jobFolderOwner, LOCK_FILE, ownerState, parseOwner, selfOwner, type LockOwner } from '../../coordinator/job-lock.ts';
 import { JobFolderError } from '../../coordinator/run.ts';
 import { buildTestData, startTestJob, tempRoot } from '../distributed/helpers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
+
+const ROOT = join(dirname(new URL(import.meta.url).pathname), '../..');
 
 /** The pid of a process that has exited (and been reaped). */
 function deadPid(): number {
@@ -28,7 +30,7 @@ describe('job folder lock', () => {
     await mkdir(dir, { recursive: true });
     return dir;
   };
-  beforeAll(async () => { root = await tempRoot('vt-lock-'); });
+  beforeAll(async () => { root = await tempRoot('lock-'); });
   afterAll(async () => { await root.remove(); });
 
   it('is taken once: a second taker is refused with the holder and what to do, until it is released', async () => {
@@ -89,6 +91,27 @@ describe('job folder lock', () => {
     await a.release();
   });
 
+  it("npm start on a folder in use stops before --fresh would move it away, and says who holds it", async () => {
+    const dir = await fresh();
+    await writeFile(join(dir, 'job.json'), `${JSON.stringify({ jobId: 7, config: { name: 'held' } })}\n`);
+    const held = await acquireJobLock(dir, () => undefined);
+    try {
+      const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start', '--job-dir', dir, '--fresh', '--volunteers', '0', '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+      let err = '';
+      child.stderr!.setEncoding('utf8').on('data', (d: string) => { err += d; });
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      const code = await new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+      clearTimeout(timer);
+      expect(code, err).toBe(1);
+      expect(err).toContain(`${dir} is in use by another coordinator (process ${process.pid} on this machine`);
+      // Not moved aside, nothing written: the folder holds what it held.
+      expect((await readdir(dir)).sort()).toEqual(['coordinator.lock', 'job.json']);
+      expect((await readdir(dirname(dir))).filter((f) => f.startsWith(`${dir.split('/').pop()!}-`))).toEqual([]);
+    } finally {
+      await held.release();
+    }
+  }, 90_000);
+
   it("another machine's lock is not taken over: the message says which file to remove if it is not running", async () => {
     const dir = await fresh();
     const other: LockOwner = { pid: 4242, host: `${hostname()}-elsewhere`, since: '2026-01-01T00:00:00.000Z' };
@@ -106,7 +129,7 @@ describe('runJob and the lock', () => {
   let root: { dir: string; remove(): Promise<void> };
   let data: { dataDir: string; manifest: Manifest };
   beforeAll(async () => {
-    root = await tempRoot('vt-lockjob-');
+    root = await tempRoot('lockjob-');
     data = await buildTestData(root.dir);
   });
   afterAll(async () => { await root.remove(); });
