@@ -107,23 +107,30 @@ function inUse(jobDir: string, path: string, owner: LockOwner, state: 'alive' | 
   return new JobFolderInUseError(jobDir, owner, `${jobDir} is in use by another coordinator (${who}): ${what}. Nothing in the folder was touched.`);
 }
 
-/** The coordinator that holds `jobDir` now (its lock names a live process or another machine's), or null. */
-export async function jobFolderOwner(jobDir: string): Promise<LockOwner | null> {
+/** A lock file as found: its text, its owner (null: unreadable) and that owner's state; null when there is none. */
+async function readLock(path: string): Promise<{ text: string; owner: LockOwner | null; state: 'alive' | 'gone' | 'unknown' } | null> {
   let text: string;
   try {
-    text = await readFile(join(jobDir, LOCK_FILE), 'utf8');
+    text = await readFile(path, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw e;
   }
   const owner = parseOwner(text);
-  return owner && ownerState(owner) !== 'gone' ? owner : null;
+  return { text, owner, state: owner ? ownerState(owner) : 'gone' };
+}
+
+/** The coordinator that holds `jobDir` now (its lock names a live process or another machine's), or null. */
+export async function jobFolderOwner(jobDir: string): Promise<LockOwner | null> {
+  const found = await readLock(join(jobDir, LOCK_FILE));
+  return found?.owner && found.state !== 'gone' ? found.owner : null;
 }
 
 /** Throws JobFolderInUseError when another coordinator holds `jobDir` (before moving or writing anything in it). */
 export async function assertJobFolderFree(jobDir: string): Promise<void> {
-  const owner = await jobFolderOwner(jobDir);
-  if (owner) throw inUse(jobDir, join(jobDir, LOCK_FILE), owner, ownerState(owner) === 'alive' ? 'alive' : 'unknown');
+  const path = join(jobDir, LOCK_FILE);
+  const found = await readLock(path);
+  if (found?.owner && found.state !== 'gone') throw inUse(jobDir, path, found.owner, found.state);
 }
 
 /**
@@ -149,15 +156,9 @@ export async function acquireJobLock(jobDir: string, log: (line: string) => void
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
-    let seen: string;
-    try {
-      seen = await readFile(path, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // released meanwhile
-      throw e;
-    }
-    const held = parseOwner(seen);
-    const state = held ? ownerState(held) : 'gone';
+    const found = await readLock(path);
+    if (!found) continue; // released meanwhile
+    const { text: seen, owner: held, state } = found;
     if (held && state !== 'gone') throw inUse(jobDir, path, held, state);
     const aside = `${path}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
     try {

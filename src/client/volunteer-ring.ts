@@ -8,8 +8,7 @@ import { isRingError, type PeerEndpoint } from '../comm/index.ts';
 import { neighboursOf, type PreDial } from '../comm/peer-endpoint.ts';
 import { roleOf } from '../comm/topology.ts';
 import type { WireFormat } from '../comm/wire.ts';
-import type { CoordinatorMessage, IceServer, LinkKind, PeerMessage, PrepareRing, StepAssignment } from './protocol.ts';
-import { MAX_FAILURE_DETAIL } from './protocol.ts';
+import { MAX_FAILURE_DETAIL, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
 
 export interface SessionRingOptions {
   peerId: string;

