@@ -43,8 +43,16 @@ export const MAX_MESSAGE_BYTES = 1 << 20;
 export const MAX_ID_LENGTH = 64;
 export const MAX_TOKEN_LENGTH = 256;
 export const MAX_TEXT_LENGTH = 1000;
-/** The longest `detail` of a collective-failure (a reporter cuts its text to this). */
+/** The longest `detail` of a collective-failure (a reporter cuts its text to this: failureDetail). */
 export const MAX_FAILURE_DETAIL = 300;
+/**
+ * A failure's message as a collective-failure's `detail`: its end when it is too long. An abort
+ * passed on round the ring wraps the first refusal in a prefix per hop, so the cause (which frame,
+ * what was expected) is at the end; the start is only who passed it on.
+ */
+export function failureDetail(message: string): string {
+  return message.length <= MAX_FAILURE_DETAIL ? message : `…${message.slice(message.length - MAX_FAILURE_DETAIL + 1)}`;
+}
 export const MAX_RING = 1024;
 export const MAX_BATCH = 65_536;
 export const MAX_SAMPLE_ID = 2 ** 31 - 1;

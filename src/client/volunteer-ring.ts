@@ -8,7 +8,7 @@ import { isRingError, type PeerEndpoint } from '../comm/index.ts';
 import { neighboursOf, type PreDial } from '../comm/peer-endpoint.ts';
 import { roleOf } from '../comm/topology.ts';
 import type { WireFormat } from '../comm/wire.ts';
-import { MAX_FAILURE_DETAIL, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
+import { failureDetail, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
 
 export interface SessionRingOptions {
   peerId: string;
@@ -135,7 +135,7 @@ export class SessionRing {
       // An ABORT passed on by a neighbour names the peer to blame and the original failure: report
       // that, before the release below closes links (the neighbours then report them closed, and
       // the coordinator should hear the cause first).
-      this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin, detail: e.message.slice(0, MAX_FAILURE_DETAIL) });
+      this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin, detail: failureDetail(e.message) });
     } else {
       // Preempted by a newer assignment: nothing to report.
       this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);

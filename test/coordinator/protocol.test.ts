@@ -2,7 +2,7 @@
 // kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
 // mutated messages never makes a decoder throw or accept something that breaks an invariant.
 import { describe as suite, expect, it } from 'vitest';
-import { MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
+import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
 import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/client/protocol-decode.ts';
 import { describe, parseJsonText, type Decoded } from '../../src/client/protocol-fields.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
@@ -124,6 +124,18 @@ suite('protocol: malformed messages are refused with a reason', () => {
     expect(peer.ok || coord.ok, 'neither side may accept it').toBe(false);
     const text = [peer, coord].map((d) => (d.ok ? '' : describe(d.error))).join(' | ');
     expect(text).toContain(expected);
+  });
+
+  it("a failure's detail keeps the message's end (the cause, under one prefix per hop of a passed-on abort) and fits the decoder", () => {
+    expect(failureDetail('generation 1 step 0: expected chunk 3, got chunk 2')).toBe('generation 1 step 0: expected chunk 3, got chunk 2');
+    const cause = 'generation 1 step 0: frame 17 of bucket 3 is 65540 bytes, expected 65536';
+    const passedOn = `${'ring aborted (peer p-1, reported by p-2): p-2 aborted the ring: '.repeat(6)}${cause}`;
+    const d = failureDetail(passedOn);
+    expect(d.length).toBe(MAX_FAILURE_DETAIL);
+    expect(d.startsWith('…')).toBe(true);
+    expect(d.endsWith(cause)).toBe(true);
+    const decoded = decodePeerMessage({ type: 'collective-failure', peerId: 'p-1', generation: 1, step: 0, failedPeerId: 'p-2', kind: 'bad-frame', detail: d });
+    expect(decoded.ok && decoded.value.type === 'collective-failure' && decoded.value.detail).toBe(d);
   });
 
   it('lists every problem, not only the first', () => {
