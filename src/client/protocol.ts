@@ -29,8 +29,11 @@ import type { Topology } from '../comm/topology.ts';
  * chunks and fail every collective of a small model.
  * 7: a collective-failure carries `detail`, the failure's own words (which frame, what was
  * expected), for the coordinator's log and the eviction's reason; version 6 would refuse it.
+ * 8: the accepting end of a new ring connection sends a READY frame first, and the dialing end
+ * sends nothing on it before it has heard the other end (src/comm/peerjs-link.ts); version 7
+ * would refuse READY as a frame of an unknown kind, and blame its sender.
  */
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage

@@ -244,7 +244,7 @@ export class PeerEndpoint {
     // Dialed ahead, from the prev we expect (whatever generation its dialer has formed: a joiner
     // has formed none): parked once open, for the handshake of the formation that will want it.
     if (meta.pre) {
-      const link = new PeerJsLink(conn);
+      const link = new PeerJsLink(conn, 'accepted');
       if (this.expectedPrev.get(`${meta.job}/${tag}`) === meta.from) return void this.parkWhenOpen(link, meta.job, tag, 'prev');
       return this.holdAhead(`${meta.job}/${tag}/${meta.from}`, link);
     }
@@ -253,7 +253,7 @@ export class PeerEndpoint {
     const f = this.forming.get(`${meta.job}/${tag}`)?.f;
     if (f && f.generation === meta.generation && f.prevId === meta.from) {
       // Taken while forming, refused (closed unread) once its links were handed over.
-      f.offer(new PeerJsLink(conn));
+      f.offer(new PeerJsLink(conn, 'accepted'));
       return;
     }
     if (meta.generation === this.newest.get(meta.job)) {
@@ -264,7 +264,7 @@ export class PeerEndpoint {
       return;
     }
     // A second connection for the same key is prev re-dialing after a failed attempt: it wins.
-    putBounded(this.pending, key, new PeerJsLink(conn), (l) => l.close());
+    putBounded(this.pending, key, new PeerJsLink(conn, 'accepted'), (l) => l.close());
   }
 
   /**
@@ -332,7 +332,7 @@ export class PeerEndpoint {
       // No dial from an endpoint destroyed meanwhile (the retry below comes a while later).
       const dial = (): Promise<boolean> => {
         const conn = this.peer.destroyed ? undefined : this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
-        return conn ? this.parkWhenOpen(new PeerJsLink(conn), job, l.tag, 'next') : Promise.resolve(false);
+        return conn ? this.parkWhenOpen(new PeerJsLink(conn, 'dialed'), job, l.tag, 'next') : Promise.resolve(false);
       };
       // A dial that failed fast (its connection closed or errored while the machine was busy) is
       // made once more; one that timed out is not (the announcement's wait is over by then).
@@ -423,7 +423,7 @@ export class PeerEndpoint {
       const label = `vt/${job}/${generation}${tag ? `/${tag}` : ''}`;
       const conn = this.peer.connect(nextId, { label, metadata: { vt: 'ring', job, generation, from: this.id, ...(tag ? { tag } : {}) }, serialization: 'raw', reliable: true });
       if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
-      return new PeerJsLink(conn);
+      return new PeerJsLink(conn, 'dialed');
     };
     const f = new LinkFormation<FormingLink>({
       selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000,

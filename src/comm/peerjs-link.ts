@@ -2,10 +2,25 @@
 // each send() is one ordered RTCDataChannel message with no PeerJS framing. Back-pressure uses
 // the channel's own bufferedAmount and `bufferedamountlow`; we stay far below PeerJS's 8 MiB
 // internal queue, which would otherwise poll every 50 ms.
+//
+// A new connection's dialing end sends nothing before it has heard from the accepting end, which
+// sends a READY frame as soon as its side is open (wire.ts); what the ring sends meanwhile waits
+// here, in order, and counts in bufferedAmount. Why: node-datachannel (0.33, libdatachannel
+// 0.24) delivers a channel's messages out of order when some arrived before JavaScript took the
+// channel: setting the message callback flushes them on the JavaScript thread while the SCTP
+// thread flushes newer ones, both popping one queue. The accepting end takes the channel only
+// when its event loop is free, and a volunteer's is busy computing while its ring forms, so the
+// first frames of a fresh link came out of order now and then (a receiver refused "frame out of
+// sequence" in a generation's first step and evicted an honest sender; without this wait, frames
+// came late in 2-3 of 12 new connections in test/comm/ndc-order.test.ts). Anything the accepting
+// end sends was sent after it took the channel, so once it is heard every later frame arrives in
+// order. The dialing end's own channel is made by JavaScript before any message can come, so the
+// other direction is safe.
 
 import type { LinkKind } from '../client/protocol.ts';
 import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
 import { routeOf } from './route.ts';
+import { isReadyFrame, readyFrame } from './wire.ts';
 
 /** The parts of RTCDataChannel we use (browsers and node-datachannel's polyfill both have them). */
 export interface DataChannelLike {
@@ -39,29 +54,40 @@ export interface DataConnectionLike {
   on(event: 'error', cb: (err: Error) => void): unknown;
 }
 
+/** Which end of the connection this link is: the one that dialed it, or the one that accepted it. */
+export type LinkEnd = 'dialed' | 'accepted';
+
 export class PeerJsLink implements Link {
   readonly remoteId: string;
   // A connection nobody has taken yet that pours data in is closed (bounded memory).
   private readonly events = new PendingEvents(() => this.close());
   private isClosed = false;
   private lowWater = 0;
+  /** The dialing end's sends until the other end is heard (null: heard, or the accepting end). */
+  private held: Uint8Array[] | null;
+  private heldBytes = 0;
   /** Resolves when the channel opens; rejects (with the reason) if the link goes before that. */
   readonly opened: Promise<void>;
   /** Resolves when ICE is up (link-formation.ts hedges a channel late after that); absent without a peer connection. */
   readonly iceConnected?: Promise<void>;
   private failOpen: (reason: string) => void = () => undefined;
 
-  constructor(readonly conn: DataConnectionLike) {
+  /** `end`: whether this side dialed the connection (it then waits to hear the other end before sending) or accepted it (it says READY once open). */
+  constructor(readonly conn: DataConnectionLike, readonly end: LinkEnd) {
     this.remoteId = conn.peer;
+    this.held = end === 'dialed' ? [] : null;
     this.opened = new Promise<void>((resolve, reject) => {
       this.failOpen = (reason) => reject(new Error(reason));
       if (conn.open) resolve();
       else conn.on('open', () => resolve());
-    }).then(() => this.armDrain());
+    }).then(() => {
+      this.armDrain();
+      if (end === 'accepted' && !this.isClosed) this.conn.send(readyFrame());
+    });
     // Whoever forms the ring subscribes later (or never, for a refused link): not unhandled.
     this.opened.catch(() => undefined);
     // Listen at once: the other side may send before the ring takes this link.
-    conn.on('data', (d) => this.events.frame(asBytes(d)));
+    conn.on('data', (d) => this.received(asBytes(d)));
     conn.on('close', () => this.gone('the data connection closed'));
     conn.on('error', (e) => this.gone(`data connection error: ${e.message}`));
     // PeerJS closes a DataConnection only on ICE 'failed'/'closed'. A DTLS handshake that fails
@@ -84,6 +110,23 @@ export class PeerJsLink implements Link {
     });
   }
 
+  /** A message from the other end: it can hear us (send what waited); READY itself goes no further. */
+  private received(frame: Uint8Array): void {
+    if (this.held) this.heard();
+    if (isReadyFrame(frame)) return;
+    this.events.frame(frame);
+  }
+
+  private heard(): void {
+    const held = this.held ?? [];
+    this.held = null;
+    this.heldBytes = 0;
+    if (this.isClosed || !this.conn.open) return;
+    for (const f of held) this.conn.send(f);
+    // A sender held back by bufferedAmount looks again (the bytes are now the channel's).
+    if (held.length > 0) this.events.drain();
+  }
+
   private armDrain(): void {
     const dc = this.conn.dataChannel;
     if (!dc) return;
@@ -101,8 +144,14 @@ export class PeerJsLink implements Link {
     return this.isClosed;
   }
 
+  /** The channel's buffered bytes, and on a dialed link those waiting for the other end to be heard. */
   get bufferedAmount(): number {
-    return this.conn.dataChannel?.bufferedAmount ?? 0;
+    return (this.conn.dataChannel?.bufferedAmount ?? 0) + this.heldBytes;
+  }
+
+  /** Whether the other end has been heard (always, on the accepting end). */
+  get hearing(): boolean {
+    return this.held === null;
   }
 
   setLowWater(bytes: number): void {
@@ -113,6 +162,11 @@ export class PeerJsLink implements Link {
 
   send(data: Uint8Array): void {
     if (this.isClosed || !this.conn.open) return;
+    if (this.held) {
+      this.held.push(data);
+      this.heldBytes += data.byteLength;
+      return;
+    }
     this.conn.send(data);
   }
 
@@ -129,6 +183,8 @@ export class PeerJsLink implements Link {
   close(): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    if (this.held) this.held = [];
+    this.heldBytes = 0;
     this.failOpen('closed locally');
     this.conn.close();
   }

@@ -248,9 +248,9 @@ export class Ring {
     const from = link.remoteId;
     if (!parsed.ok) return this.fail(new RingError('bad-frame', from, parsed.reason, this.selfId));
     const h = parsed.header;
-    // The reuse handshake is the endpoint's business (link-pool.ts intercepts it on kept links);
-    // on a link without a pool it means nothing to this ring.
-    if (isReuseKind(h.kind)) return;
+    // The reuse handshake is the endpoint's business (link-pool.ts intercepts it on kept links),
+    // READY the link's (peerjs-link.ts takes it); on another link they mean nothing to this ring.
+    if (isReuseKind(h.kind) || h.kind === FrameKind.ready) return;
     if (h.job !== this.job) {
       return this.fail(new RingError('stale', from, `frame of job ${h.job}, this ring is job ${this.job}`, this.selfId));
     }

@@ -12,6 +12,9 @@
 // next generation's ring, link-pool.ts) carry the NEW generation in the header and the ring tag
 // as UTF-8 ('' for the flat ring); `length` counts those bytes. They belong to the endpoint,
 // never to a ring.
+// A READY frame (header only; job, generation and step 0) is the first frame the accepting end
+// of a new connection sends; the dialing end sends nothing before it has heard from the other
+// end (peerjs-link.ts says why). It belongs to the link and never reaches a ring.
 // Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
 // read through typed-array views with no byte swapping.
 
@@ -22,7 +25,7 @@ export const HEADER_BYTES = 32;
 /** Largest frame we accept or send: the data-channel limit everywhere is 256 KiB. */
 export const MAX_FRAME_BYTES = 262_144;
 
-export const FrameKind = { data: 1, heartbeat: 2, abort: 3, plan: 4, reuse: 5, reuseAck: 6, reuseConfirm: 7 } as const;
+export const FrameKind = { data: 1, heartbeat: 2, abort: 3, plan: 4, reuse: 5, reuseAck: 6, reuseConfirm: 7, ready: 8 } as const;
 export type FrameKind = (typeof FrameKind)[keyof typeof FrameKind];
 
 /** The three steps of the link-reuse handshake, in the order they cross the link. */
@@ -133,6 +136,19 @@ export function heartbeatFrame(ids: ControlIds): Uint8Array {
   const frame = new Uint8Array(HEADER_BYTES);
   writeHeader(frame, { kind: FrameKind.heartbeat, phase: 0, dtype: 'f32', job: ids.job, generation: ids.generation, step: 0, chunk: 0, offset: 0, length: 0 });
   return frame;
+}
+
+/** The READY frame: the accepting end of a new connection hears it from now on (see the header). */
+export function readyFrame(): Uint8Array {
+  const frame = new Uint8Array(HEADER_BYTES);
+  writeHeader(frame, { kind: FrameKind.ready, phase: 0, dtype: 'f32', job: 0, generation: 0, step: 0, chunk: 0, offset: 0, length: 0 });
+  return frame;
+}
+
+/** Whether `f` is a READY frame (its size, kind and magic; nothing else is read). */
+export function isReadyFrame(f: Uint8Array): boolean {
+  if (f.byteLength !== HEADER_BYTES || f[4] !== FrameKind.ready) return false;
+  return new DataView(f.buffer, f.byteOffset, 4).getUint32(0, true) === MAGIC;
 }
 
 /** What an ABORT frame says: which peer is blamed and what the sender saw. */

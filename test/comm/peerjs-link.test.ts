@@ -1,0 +1,109 @@
+// PeerJsLink's READY rule (src/comm/peerjs-link.ts): the accepting end of a new connection says
+// READY as soon as its side is open; the dialing end holds what it sends, in order and counted in
+// bufferedAmount, until it has heard the other end, then sends it all and wakes a sender waiting
+// on back-pressure. READY never reaches whoever listens to the link. Real node-datachannel
+// connections under the same rule: ndc-order.test.ts.
+import { describe, expect, it } from 'vitest';
+import { PeerJsLink } from '../../src/comm/peerjs-link.ts';
+import { isReadyFrame, readyFrame } from '../../src/comm/wire.ts';
+import { FakeConn, flush } from './fake-peerjs.ts';
+
+/** Two ends of one connection, not open yet, and what each end's connection was asked to send. */
+function pair(): { dialer: FakeConn; answerer: FakeConn; sentBy: Map<FakeConn, Uint8Array[]> } {
+  const dialer = new FakeConn('b', {});
+  const answerer = new FakeConn('a', {});
+  dialer.other = answerer;
+  answerer.other = dialer;
+  const sentBy = new Map<FakeConn, Uint8Array[]>([[dialer, []], [answerer, []]]);
+  for (const c of [dialer, answerer]) {
+    const send = c.send.bind(c);
+    c.send = (data: Uint8Array) => {
+      if (c.open) sentBy.get(c)!.push(data.slice());
+      send(data);
+    };
+  }
+  return { dialer, answerer, sentBy };
+}
+
+const frame = (n: number, bytes = 64): Uint8Array => new Uint8Array(bytes).fill(n);
+
+function listen(link: PeerJsLink): { frames: number[][]; drains: number } {
+  const got = { frames: [] as number[][], drains: 0 };
+  link.listen({ frame: (f) => got.frames.push([...f.subarray(0, 2)]), drain: () => { got.drains++; }, close: () => undefined });
+  return got;
+}
+
+describe('PeerJsLink: the dialing end sends nothing before it has heard the accepting end', () => {
+  it('holds frames in order until READY, counts them as buffered, then sends them and wakes the sender', async () => {
+    const { dialer, answerer, sentBy } = pair();
+    const out = new PeerJsLink(dialer, 'dialed');
+    const seen = listen(out);
+    // The dialer's side opens first (libdatachannel: on the accepting end's ACK, sent before its JavaScript took the channel).
+    dialer.openNow();
+    await out.opened;
+    out.send(frame(1));
+    out.send(frame(2, 100));
+    expect(sentBy.get(dialer)).toEqual([]);
+    expect(out.bufferedAmount).toBe(164);
+    expect(out.hearing).toBe(false);
+    // The accepting end takes the channel and says READY.
+    const inn = new PeerJsLink(answerer, 'accepted');
+    const heard = listen(inn);
+    answerer.openNow();
+    await inn.opened;
+    expect(sentBy.get(answerer)!.map(isReadyFrame)).toEqual([true]);
+    await flush();
+    expect(out.hearing).toBe(true);
+    expect(out.bufferedAmount).toBe(0);
+    expect(seen.drains).toBe(1);
+    expect(seen.frames).toEqual([]); // READY is the link's own
+    out.send(frame(3));
+    expect(sentBy.get(dialer)!.map((f) => f[0])).toEqual([1, 2, 3]);
+    await flush();
+    expect(heard.frames).toEqual([[1, 1], [2, 2], [3, 3]]);
+  });
+
+  it('takes any frame of the other end as heard, and delivers it', async () => {
+    const { dialer, answerer } = pair();
+    const out = new PeerJsLink(dialer, 'dialed');
+    const seen = listen(out);
+    dialer.openNow();
+    await out.opened;
+    out.send(frame(7));
+    answerer.open = true; // a remote that says nothing first: its heartbeat is heard
+    answerer.send(frame(9));
+    await flush();
+    expect(out.hearing).toBe(true);
+    expect(seen.frames).toEqual([[9, 9]]);
+  });
+
+  it('on the accepting end: says READY once open, sends at once, and keeps a READY it hears from the listener', async () => {
+    const { dialer, answerer, sentBy } = pair();
+    const inn = new PeerJsLink(answerer, 'accepted');
+    const heard = listen(inn);
+    expect(inn.hearing).toBe(true);
+    answerer.openNow();
+    await inn.opened;
+    inn.send(frame(4));
+    expect(sentBy.get(answerer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 4]);
+    dialer.open = true;
+    dialer.send(readyFrame());
+    dialer.send(frame(5));
+    await flush();
+    expect(heard.frames).toEqual([[5, 5]]);
+  });
+
+  it('sends nothing it held once closed', async () => {
+    const { dialer, answerer, sentBy } = pair();
+    const out = new PeerJsLink(dialer, 'dialed');
+    dialer.openNow();
+    await out.opened;
+    out.send(frame(1));
+    out.close();
+    expect(out.bufferedAmount).toBe(0);
+    answerer.openNow();
+    answerer.send(readyFrame());
+    await flush();
+    expect(sentBy.get(dialer)).toEqual([]);
+  });
+});
