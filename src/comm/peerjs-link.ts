@@ -12,7 +12,7 @@
 // when its event loop is free, and a volunteer's is busy computing while its ring forms, so the
 // first frames of a fresh link came out of order now and then (a receiver refused "frame out of
 // sequence" in a generation's first step and evicted an honest sender; without this wait, frames
-// came late in 2-3 of 12 new connections in test/comm/ndc-order.test.ts). Anything the accepting
+// came late in 2-5 of 12 new connections in test/comm/ndc-order.test.ts). Anything the accepting
 // end sends was sent after it took the channel, so once it is heard every later frame arrives in
 // order. The dialing end's own channel is made by JavaScript before any message can come, so the
 // other direction is safe.
