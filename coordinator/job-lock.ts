@@ -120,17 +120,23 @@ async function readLock(path: string): Promise<{ text: string; owner: LockOwner 
   return { text, owner, state: owner ? ownerState(owner) : 'gone' };
 }
 
+/** `jobDir`'s lock when it names a live process or another machine's (the folder is held), else null. */
+async function heldLock(jobDir: string): Promise<{ path: string; owner: LockOwner; state: 'alive' | 'unknown' } | null> {
+  const path = join(jobDir, LOCK_FILE);
+  const found = await readLock(path);
+  if (!found?.owner || found.state === 'gone') return null;
+  return { path, owner: found.owner, state: found.state };
+}
+
 /** The coordinator that holds `jobDir` now (its lock names a live process or another machine's), or null. */
 export async function jobFolderOwner(jobDir: string): Promise<LockOwner | null> {
-  const found = await readLock(join(jobDir, LOCK_FILE));
-  return found?.owner && found.state !== 'gone' ? found.owner : null;
+  return (await heldLock(jobDir))?.owner ?? null;
 }
 
 /** Throws JobFolderInUseError when another coordinator holds `jobDir` (before moving or writing anything in it). */
 export async function assertJobFolderFree(jobDir: string): Promise<void> {
-  const path = join(jobDir, LOCK_FILE);
-  const found = await readLock(path);
-  if (found?.owner && found.state !== 'gone') throw inUse(jobDir, path, found.owner, found.state);
+  const held = await heldLock(jobDir);
+  if (held) throw inUse(jobDir, held.path, held.owner, held.state);
 }
 
 /**

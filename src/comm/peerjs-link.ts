@@ -112,13 +112,12 @@ export class PeerJsLink implements Link {
 
   /** A message from the other end: it can hear us (send what waited); READY itself goes no further. */
   private received(frame: Uint8Array): void {
-    if (this.held) this.heard();
+    if (this.held) this.heard(this.held);
     if (isReadyFrame(frame)) return;
     this.events.frame(frame);
   }
 
-  private heard(): void {
-    const held = this.held ?? [];
+  private heard(held: Uint8Array[]): void {
     this.held = null;
     this.heldBytes = 0;
     if (this.isClosed || !this.conn.open) return;
