@@ -28,6 +28,13 @@ describe('test bed', () => {
   it('hosts on a bridge; a NATed host that may reach only coord, and appears there as the router', async () => {
     const bed = await Testbed.create({ hosts: ['coord', 'a', 'b'], nat: { host: 'n', onlyTo: ['coord'] } });
     beds.push(bed);
+    // Every address is final once the bed is made (no IPv6 duplicate address detection still to
+    // end, which a browser started on the host would take for a network change).
+    for (const h of ['coord', 'a', 'b', 'n']) {
+      const addrs = (await bed.exec(h, 'ip', ['-6', 'addr'])).stdout;
+      expect(addrs, h).toContain('inet6 fe80::');
+      expect(addrs, h).not.toContain('tentative');
+    }
     await echoServer(bed, 'coord');
     await echoServer(bed, 'b');
     expect(await ask(bed, 'a', 'coord')).toBe(bed.host('a').ip);

@@ -145,6 +145,12 @@ export class Testbed {
     const ns = this.nsName(name);
     await must('ip', ['netns', 'add', ns]);
     this.namespaces.push(ns);
+    // Interfaces that come into this namespace get their IPv6 link-local address at once instead
+    // of 'tentative' for the 1-2 s of duplicate address detection: the address change that
+    // detection ends with would reach a browser already started on the host, and Chromium takes
+    // it for a network change and fails its loads with net::ERR_NETWORK_CHANGED (seen once, in
+    // the multihost test's first page load). No two hosts of a test bed share a link-local address.
+    await must('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0']);
     await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
     return ns;
   }

@@ -95,8 +95,9 @@ describe('across hosts', () => {
       // the cores are free: Chromium's software GPU process starts slowly under load).
       chrome = await launchChromiumIn(bed, 'page', caPem);
       const page = await (await chrome.browser.newContext()).newPage();
-      // Chromium, new in its host, can still hear that host's interfaces settle (one full suite
-      // of six on 2026-11-28 failed the first load with net::ERR_NETWORK_CHANGED): a person reloads.
+      // Chromium, new in its host, could hear that host's interfaces settle (one full suite of
+      // six on 2026-11-28 failed the first load with net::ERR_NETWORK_CHANGED; the likely cause,
+      // IPv6 duplicate address detection ending, the bed now turns off): a person reloads.
       const open = async (to: string) => {
         try {
           await page.goto(to);
