@@ -1,7 +1,6 @@
 // Node-only: WebRTC for Node (node-datachannel's polyfill) and a WebSocket for PeerJS, set as
 // globals BEFORE peerjs is imported (PeerJS reads them at import and construction time).
-import type { PeerCtor } from './peer-endpoint.ts';
-import { peerClassOf } from './peer-endpoint.ts';
+import { peerClassOf, type PeerCtor } from './peerjs-peer.ts';
 
 /**
  * RTC configuration for single-host tests and benchmarks ONLY: every peer on loopback. Across

@@ -24,81 +24,9 @@ import { LinkFormation, type FormedLinks, type FormingLink } from './link-format
 import { LinkLease } from './link-lease.ts';
 import { LinkPool } from './link-pool.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
+import { ringMetadata, type PeerCtor, type PeerLike, type RingMetadata, type SignalingAddress } from './peerjs-peer.ts';
 import { Ring, type RingSettings } from './ring.ts';
 import { isRingTag } from './wire.ts';
-
-export interface PeerOptionsLike {
-  host: string;
-  port: number;
-  path: string;
-  secure: boolean;
-  token: string;
-  key?: string;
-  config: RTCConfiguration;
-  debug?: number;
-}
-
-export interface ConnectOptionsLike {
-  label: string;
-  metadata: RingMetadata;
-  serialization: 'raw';
-  reliable: true;
-}
-
-/** The parts of a PeerJS Peer we use. */
-export interface PeerLike {
-  readonly id: string;
-  readonly open: boolean;
-  readonly destroyed: boolean;
-  connect(peer: string, options: ConnectOptionsLike): DataConnectionLike | undefined;
-  on(event: 'open', cb: (id: string) => void): unknown;
-  on(event: 'connection', cb: (conn: DataConnectionLike) => void): unknown;
-  on(event: 'error', cb: (err: Error & { type?: string }) => void): unknown;
-  destroy(): void;
-}
-export type PeerCtor = new (id: string, options: PeerOptionsLike) => PeerLike;
-
-/** Picks the Peer class out of the peerjs module (ESM build in browsers, CommonJS in Node). */
-export function peerClassOf(mod: unknown): PeerCtor {
-  const m = mod as { Peer?: unknown; default?: { Peer?: unknown } };
-  const P = m.Peer ?? m.default?.Peer;
-  if (typeof P !== 'function') throw new Error("the 'peerjs' module has no Peer class: check that peerjs@1.5 is installed");
-  // peerjs's own typings are richer than PeerLike (typed EventEmitter3); the shapes match.
-  return P as PeerCtor;
-}
-
-/** In a browser (or a bundler): import peerjs as is. In Node use loadNodePeer() from ./node.ts. */
-export async function loadBrowserPeer(): Promise<PeerCtor> {
-  return peerClassOf(await import('peerjs'));
-}
-
-export interface SignalingAddress {
-  host: string;
-  port: number;
-  /** Where the coordinator mounted the signaling server, e.g. '/signal'. */
-  path: string;
-  secure?: boolean;
-}
-
-export interface RingMetadata {
-  vt: 'ring';
-  job: number;
-  generation: number;
-  from: string;
-  /** Which ring of the generation (FormRingOptions.tag); absent: the flat ring. */
-  tag?: string;
-  /** Dialed ahead for a ring that has not formed yet (preDial): kept idle in the pool at both ends. */
-  pre?: true;
-}
-
-function ringMetadata(x: unknown): RingMetadata | null {
-  if (typeof x !== 'object' || x === null) return null;
-  const m = x as Record<string, unknown>;
-  if (m.vt !== 'ring' || typeof m.job !== 'number' || typeof m.generation !== 'number' || typeof m.from !== 'string') return null;
-  if (m.tag !== undefined && (typeof m.tag !== 'string' || !isRingTag(m.tag))) return null;
-  if (m.pre !== undefined && m.pre !== true) return null;
-  return { vt: 'ring', job: m.job, generation: m.generation, from: m.from, ...(m.tag ? { tag: m.tag } : {}), ...(m.pre ? { pre: true as const } : {}) };
-}
 
 export interface EndpointOptions {
   Peer: PeerCtor;

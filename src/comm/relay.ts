@@ -5,7 +5,7 @@
 // copy). Back-pressure: the page reports the channel's bufferedAmount after each send and on
 // `bufferedamountlow`; the worker adds the bytes it sent since the last report.
 import type { DataChannelLike, DataConnectionLike, PeerConnectionLike } from './peerjs-link.ts';
-import type { ConnectOptionsLike, PeerCtor, PeerLike, PeerOptionsLike } from './peer-endpoint.ts';
+import type { ConnectOptionsLike, PeerCtor, PeerLike, PeerOptionsLike } from './peerjs-peer.ts';
 import type { LinkKind } from '../client/protocol.ts';
 import { gatherCandidates, type GatherPcCtor, type IceReport } from './ice-check.ts';
 import { routeOf } from './route.ts';

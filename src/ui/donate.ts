@@ -3,7 +3,7 @@
 // only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
 import { proxy, transfer, wrap, type Remote } from 'comlink';
 import { BACKEND_PREFERENCES, type BackendPreference } from '../backend/engine.ts';
-import { loadBrowserPeer } from '../comm/peer-endpoint.ts';
+import { loadBrowserPeer } from '../comm/peerjs-peer.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';

@@ -1,7 +1,8 @@
 // Fake PeerJS for endpoint tests: peers, a signaling "net" and DataConnections whose messages
 // reach the other end in order, a macrotask later. Each test decides, per dial, when each side's
 // data channel opens, fails or closes (net.plan); by default every dial connects.
-import { PeerEndpoint, type ConnectOptionsLike, type PeerLike } from '../../src/comm/peer-endpoint.ts';
+import { PeerEndpoint } from '../../src/comm/peer-endpoint.ts';
+import type { ConnectOptionsLike, PeerLike } from '../../src/comm/peerjs-peer.ts';
 import { LinkLease } from '../../src/comm/link-lease.ts';
 import type { Link } from '../../src/comm/link.ts';
 import { PeerJsLink, type DataConnectionLike } from '../../src/comm/peerjs-link.ts';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
-import type { PeerLike } from '../../src/comm/peer-endpoint.ts';
+import type { PeerLike } from '../../src/comm/peerjs-peer.ts';
 import { PeerJsLink } from '../../src/comm/peerjs-link.ts';
 
 /** Connections tried; each takes about a second. */

@@ -8,7 +8,8 @@
 // a newer generation ends the older one's formation at once (blaming nobody), and a
 // 'peer-unavailable' error reaches the formation dialing that exact peer id.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { PeerEndpoint, RingMetadata } from '../../src/comm/peer-endpoint.ts';
+import type { PeerEndpoint } from '../../src/comm/peer-endpoint.ts';
+import type { RingMetadata } from '../../src/comm/peerjs-peer.ts';
 import { RingError, allReduceSum, type Ring, type Topology } from '../../src/comm/index.ts';
 import { formStepRings } from '../../src/client/step-rings.ts';
 import { FakeNet, connOf, flush, settlesWithin, type Dial, type FakeConn } from './fake-peerjs.ts';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import { runVolunteer, type SocketCtor } from '../../src/client/volunteer.ts';
-import type { ConnectOptionsLike, PeerCtor } from '../../src/comm/peer-endpoint.ts';
+import type { ConnectOptionsLike, PeerCtor } from '../../src/comm/peerjs-peer.ts';
 import type { DataConnectionLike } from '../../src/comm/peerjs-link.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../../src/data/decode-node.ts';
