@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CHURN_DEFAULTS, churnData, runChurn } from '../../bench/churn-run.ts';
+import { churnData, runChurn } from '../../bench/churn-run.ts';
+import { CHURN_DEFAULTS } from '../../bench/churn-types.ts';
 
 // Enough steps that the host kill (2 s after the ramp) lands mid-run: 6 peers of tiny-cnn run
 // 150 steps in under 2 s here.
