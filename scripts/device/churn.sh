@@ -6,8 +6,10 @@
 # e.g. "1:0-3 6:4-7 7:8-11" runs seeds 1, 6 and 7 on 4 cores each. Each run works in its own
 # copy of the tree (the bench clears its job folder and writes bench/results/churn.json); its
 # results and its log go to $OUT (or ./device-out) as churn-sSEED-cN.json and .log. Each run is
-# stopped after CHURN_TIMEOUT_S seconds (default 3000), so that the logs come back within the
-# machine's per-command limit.
+# stopped after CHURN_TIMEOUT_S seconds (default 570), so that the logs come back within the
+# machine's per-command limit (10 minutes in 2026-11). On 16 cores one run of the default bench
+# takes about 3 minutes (2026-11-28: 144-193 s), so three fit one command one after the other:
+#   for s in 1 6 7; do CHURN_TIMEOUT_S=195 bash scripts/device/churn.sh "$s:0-15"; done
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 runs=${1:?usage: churn.sh "SEED:CPUS ..." [bench options]}
@@ -29,7 +31,7 @@ for r in $runs; do
   tar -C "$root" --exclude=./.device --exclude=./node_modules --exclude=./.git -cf - . | tar -C "$dir" -xf -
   ln -s "$root/node_modules" "$dir/node_modules"
   (
-    cd "$dir" && timeout "${CHURN_TIMEOUT_S:-3000}" taskset -c "$cpus" node --import tsx --import ./scripts/raw-loader.mjs bench/run.ts churn --seed "$seed" "$@" \
+    cd "$dir" && timeout "${CHURN_TIMEOUT_S:-570}" taskset -c "$cpus" node --import tsx --import ./scripts/raw-loader.mjs bench/run.ts churn --seed "$seed" "$@" \
       > "$out/churn-s$seed-c$n.log" 2>&1
     echo "run seed $seed on $n cores ($cpus): exit $?"
     cp bench/results/churn.json "$out/churn-s$seed-c$n.json" 2>/dev/null
