@@ -185,7 +185,8 @@ export interface LossSplit {
   /**
    * The churn run's committed steps timed at its own ordinary pace (mean of the steps that were
    * not their generation's first), over its window: below 1 by what membership changes cost
-   * (first steps of generations, admissions, aborted attempts, decisions).
+   * (first steps of generations, admissions, aborted attempts, decisions) and by what every run
+   * pays between its steps (calmShare).
    */
   membershipGoodput: number;
   /**
@@ -194,20 +195,41 @@ export interface LossSplit {
    * start-up, leavers' exits and replacement host processes take from everyone's steps).
    */
   ordinaryPace: number;
+  /**
+   * The same measure as membershipGoodput taken on the baseline (its committed steps at its own
+   * ordinary pace over its window; null without the baseline's window). Below 1 without any
+   * churn: a step's wall time does not hold the coordinator's turn between two steps (results
+   * in, commit, next assignment: about 1 ms here), nor the baseline's one first step.
+   */
+  calmShare: number | null;
+  /**
+   * membershipGoodput / calmShare: what membership changes cost beyond what every run pays
+   * (null without calmShare). With ordinaryPace it makes the goodput in steps per second
+   * exactly: membershipVsCalm x ordinaryPace = (churn steps / window) / (calm steps / window).
+   */
+  membershipVsCalm: number | null;
 }
 
 /**
- * Splits goodput (committed steps per second with churn over without, at the same batch)
- * into membershipGoodput x ordinaryPace x (the baseline's own ordinary share of its window).
- * Null when either run has no ordinary step or an empty window.
+ * Splits goodput (committed steps per second with churn over without, at the same batch) into
+ * membershipVsCalm x ordinaryPace, with membershipGoodput and calmShare the two shares whose
+ * ratio membershipVsCalm is. Null when either run has no ordinary step or the churn run an empty
+ * window; calmShare and membershipVsCalm null when the baseline's window is not given or empty.
  */
-export function lossSplit(churn: { split: StepSplit; windowMs: number }, calm: { split: StepSplit }): LossSplit | null {
+export function lossSplit(churn: { split: StepSplit; windowMs: number }, calm: { split: StepSplit; windowMs?: number }): LossSplit | null {
   const pace = (s: StepSplit) => (s.rest.steps > 0 ? s.rest.totalMs / s.rest.steps : null);
   const own = pace(churn.split);
   const base = pace(calm.split);
   if (own === null || base === null || churn.windowMs <= 0) return null;
-  const committed = churn.split.first.steps + churn.split.rest.steps;
-  return { membershipGoodput: (committed * own) / churn.windowMs, ordinaryPace: base / own };
+  const steps = (s: StepSplit) => s.first.steps + s.rest.steps;
+  const membershipGoodput = (steps(churn.split) * own) / churn.windowMs;
+  const calmShare = calm.windowMs !== undefined && calm.windowMs > 0 ? (steps(calm.split) * base) / calm.windowMs : null;
+  return {
+    membershipGoodput,
+    ordinaryPace: base / own,
+    calmShare,
+    membershipVsCalm: calmShare !== null && calmShare > 0 ? membershipGoodput / calmShare : null,
+  };
 }
 
 /**
@@ -251,6 +273,8 @@ export interface BracketedCalm {
   imagesPerSec: number;
   /** Both runs' committed steps together (counts and totals summed; medians: the mean of the two). */
   split: StepSplit;
+  /** Both runs' windows together (ms; absent when either run's is not given). */
+  windowMs?: number;
   /** The run after over the run before, minus 1: how far the two calm runs differed (the ring's own spread, or the machine's drift). */
   drift: number;
 }
@@ -261,11 +285,12 @@ export interface BracketedCalm {
  * bench/speed-probe.ts); a baseline measured only after the churn run puts all of one run's
  * spread into goodput, one on each side halves its weight and cancels a steady drift.
  */
-export function bracketCalm(before: { imagesPerSec: number; split: StepSplit }, after: { imagesPerSec: number; split: StepSplit }): BracketedCalm {
+export function bracketCalm(before: { imagesPerSec: number; split: StepSplit; windowMs?: number }, after: { imagesPerSec: number; split: StepSplit; windowMs?: number }): BracketedCalm {
   const part = (a: StepSplit['rest'], b: StepSplit['rest']) => ({ steps: a.steps + b.steps, medianMs: (a.medianMs + b.medianMs) / 2, totalMs: a.totalMs + b.totalMs });
   return {
     imagesPerSec: (before.imagesPerSec + after.imagesPerSec) / 2,
     split: { first: part(before.split.first, after.split.first), rest: part(before.split.rest, after.split.rest) },
+    ...(before.windowMs !== undefined && after.windowMs !== undefined ? { windowMs: before.windowMs + after.windowMs } : {}),
     drift: before.imagesPerSec > 0 ? after.imagesPerSec / before.imagesPerSec - 1 : 0,
   };
 }

@@ -159,14 +159,17 @@ export async function main(args: string[]): Promise<void> {
     return c !== null && b !== null && a !== null && b + a > 0 ? c / ((b + a) / 2) : null;
   })();
   const calms = before && after ? [{ when: 'before', run: before.run }, { when: 'after', run: after.run }] : [];
-  const calm = before && after ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit }) : null;
+  const windowOf = (x: ChurnResult) => x.throughput.toMs - x.throughput.fromMs;
+  const calm = before && after
+    ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit, windowMs: windowOf(before.run) }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit, windowMs: windowOf(after.run) })
+    : null;
   // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
   const calmCpuS = before?.cpuS != null && after?.cpuS != null ? before.cpuS + after.cpuS : null;
   const cpu = calmCpuS !== null && cpu0 !== null && cpu1 !== null
     ? cpuSplit({ cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started }, { cpuS: calmCpuS / 2, steps: (before!.run.history.finalStep + after!.run.history.finalStep) / 2, started: before!.run.peers.started })
     : null;
   const goodput = calm && calm.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.imagesPerSec : null;
-  const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: r.throughput.toMs - r.throughput.fromMs }, calm) : null;
+  const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: windowOf(r) }, calm) : null;
   const honestEvictions = r.evictionsOf.other + calms.reduce((n, c) => n + c.run.evictionsOf.other, 0);
   const h = r.history;
   const c = r.checkpoints;
@@ -184,7 +187,7 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: CPU by thread with churn: ${threadLine(r)}`);
   for (const c of calms) log(`churn: CPU by thread without churn (${c.when}): ${threadLine(c.run)}`);
   if (cpu) log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, ${cpu.baselineMsPerStep.toFixed(0)} without${cpu.extraSecondsPerStart === null ? '' : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's (its start, its leave and the ring's changes around it)`}`);
-  if (loss) log(`churn: goodput split: membership changes ${loss.membershipGoodput.toFixed(3)} (steps at the run's own ordinary pace over its window), ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baseline's ordinary step over the churn run's)`);
+  if (loss) log(`churn: goodput split: membership changes ${loss.membershipVsCalm?.toFixed(3) ?? '-'} (steps at the run's own ordinary pace over its window, ${loss.membershipGoodput.toFixed(3)}, over the same in the baselines, ${loss.calmShare?.toFixed(3) ?? '-'}) x ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baselines' ordinary step over the churn run's)`);
   log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
   log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 15 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
@@ -213,7 +216,9 @@ export async function main(args: string[]): Promise<void> {
       unreadable_checkpoints: 'checkpoint files that fail decodeCheckpoint (length, sha256, header)',
       checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
       heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
-      membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts)",
+      membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts), together with what any run pays between steps (calm_share)",
+      calm_share: "membership_goodput's measure taken on the baselines (both together): their committed steps at their own mean ordinary step over their windows. Below 1 with no churn at all: a step's wall time does not hold the coordinator's turn between steps",
+      membership_vs_calm: 'membership_goodput / calm_share: what membership changes cost beyond what every run pays; membership_vs_calm x ordinary_pace is the committed steps per second with churn over without (goodput up to how the two baselines are averaged)',
       ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and the first seconds of replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
       threadCpu: "CPU seconds by kind of thread from the host processes' start to the volunteers' end, sampled each second from /proc/<pid>/task/<tid>/stat (bench/thread-cpu.ts): host processes' main threads (the volunteers' JavaScript), their other node threads (V8's compiler and GC helpers, libuv), their libdatachannel threads (RTC workers, juice poll, SCTP timer), and this process (coordinator and schedule)",
@@ -235,7 +240,10 @@ export async function main(args: string[]): Promise<void> {
     baseline_drift: calm ? Math.round(calm.drift * 1000) / 1000 : null,
     goodput_equal_speed: equalSpeed === null ? null : Math.round(equalSpeed * 1000) / 1000, reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
-    membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null, ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
+    membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null,
+    calm_share: loss?.calmShare != null ? Math.round(loss.calmShare * 1000) / 1000 : null,
+    membership_vs_calm: loss?.membershipVsCalm != null ? Math.round(loss.membershipVsCalm * 1000) / 1000 : null,
+    ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
     cpu_ms_per_step: cpu ? Math.round(cpu.msPerStep) : null, baseline_cpu_ms_per_step: cpu ? Math.round(cpu.baselineMsPerStep) : null,
     extra_cpu_s_per_start: cpu?.extraSecondsPerStart == null ? null : r2(cpu.extraSecondsPerStart),
     evictions: r.evictions, aborts: h.aborts, rings_formed_again: h.formedAgain, kills: r.peers.kills, max_ring: h.maxRing,

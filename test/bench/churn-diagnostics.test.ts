@@ -58,8 +58,39 @@ describe('lossSplit', () => {
     const s = lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 15_000 }, { split: split(1, 300, 99, 7920) })!;
     expect(s.membershipGoodput).toBeCloseTo((100 * 100) / 15_000, 12);
     expect(s.ordinaryPace).toBeCloseTo(0.8, 12);
+    // Without the baseline's window there is no calm share to compare with.
+    expect(s.calmShare).toBeNull();
+    expect(s.membershipVsCalm).toBeNull();
     expect(lossSplit({ split: split(3, 900, 0, 0), windowMs: 1000 }, { split: split(1, 300, 99, 7920) })).toBeNull();
     expect(lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 0 }, { split: split(1, 300, 99, 7920) })).toBeNull();
+  });
+});
+
+describe('lossSplit against the calm share', () => {
+  const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({ first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs } });
+  it('a calm run that pays 1 ms between 15 ms steps has a share of 15/16, and membership costs only what the churn run loses beyond it', () => {
+    // Baseline: 1 first step of 60 ms and 999 of 15 ms, 1 ms between steps: 16,045 ms.
+    const calm = { split: split(1, 60, 999, 14_985), windowMs: 16_045 };
+    // Churn run: the same steps and gaps, plus 20 first steps of 100 ms and 500 ms of aborted work.
+    const churn = { split: split(20, 2000, 980, 14_700), windowMs: 14_700 + 2000 + 1000 + 500 };
+    const s = lossSplit(churn, calm)!;
+    expect(s.calmShare).toBeCloseTo((1000 * 15) / 16_045, 12);
+    expect(s.membershipGoodput).toBeCloseTo((1000 * 15) / 18_200, 12);
+    expect(s.membershipVsCalm).toBeCloseTo(16_045 / 18_200, 12);
+    expect(s.ordinaryPace).toBeCloseTo(1, 12);
+  });
+  it('membershipVsCalm x ordinaryPace is the steps per second with churn over without, for any runs', () => {
+    const cases: [ReturnType<typeof split>, number, ReturnType<typeof split>, number][] = [
+      [split(30, 7943, 2467, 152_149), 165_001, split(2, 494, 5700, 294_800), 302_000],
+      [split(11, 716, 2773, 45_376), 49_000, split(2, 187, 5617, 104_487), 111_000],
+      [split(7, 400, 2728, 36_409), 39_000, split(1, 50, 90, 2000), 2300],
+    ];
+    for (const [c, cw, b, bw] of cases) {
+      const s = lossSplit({ split: c, windowMs: cw }, { split: b, windowMs: bw })!;
+      const stepsPerSec = (x: ReturnType<typeof split>, w: number) => (x.first.steps + x.rest.steps) / w;
+      expect(s.membershipVsCalm! * s.ordinaryPace).toBeCloseTo(stepsPerSec(c, cw) / stepsPerSec(b, bw), 12);
+    }
+    expect(lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 15_000 }, { split: split(1, 300, 99, 7920), windowMs: 0 })!.calmShare).toBeNull();
   });
 });
 
@@ -74,6 +105,9 @@ describe('bracketCalm', () => {
     const churn = { first: { steps: 10, medianMs: 0, totalMs: 5000 }, rest: { steps: 90, medianMs: 0, totalMs: 9000 } };
     expect(lossSplit({ split: churn, windowMs: 15_000 }, b)!.ordinaryPace).toBeCloseTo(16_000 / 180 / 100, 12);
     expect(bracketCalm({ imagesPerSec: 0, split: split(0, 0, 0) }, { imagesPerSec: 5, split: split(1, 1, 1) }).drift).toBe(0);
+    // Windows add up when both runs give theirs; else there is none.
+    expect(bracketCalm({ imagesPerSec: 1, split: split(1, 1, 1), windowMs: 3000 }, { imagesPerSec: 1, split: split(1, 1, 1), windowMs: 2000 }).windowMs).toBe(5000);
+    expect(b.windowMs).toBeUndefined();
   });
 });
 
