@@ -66,6 +66,8 @@ function cpuSoFar(): number | null {
 }
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const r2 = (x: number) => Math.round(x * 100) / 100;
+/** Rounded to 3 decimals; null stays null (figures a run could not give). */
+const r3 = (x: number | null | undefined) => (x == null ? null : Math.round(x * 1000) / 1000);
 
 /** Stacks complete SVG charts vertically in one SVG. */
 function stackSvgs(parts: string[]): string {
@@ -235,15 +237,15 @@ export async function main(args: string[]): Promise<void> {
   log(`churn: wrote ${join(out, 'churn.json')} and churn.svg (${((performance.now() - t0) / 1000).toFixed(0)} s in all)`);
   const headline = {
     bench: 'churn', peers, steps: h.finalStep, lost_steps: h.lostSteps.length, doubled_steps: h.doubledSteps.length,
-    goodput: goodput === null ? null : Math.round(goodput * 1000) / 1000, honest_evictions: honestEvictions,
+    goodput: r3(goodput), honest_evictions: honestEvictions,
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.imagesPerSec) : null,
-    baseline_drift: calm ? Math.round(calm.drift * 1000) / 1000 : null,
-    goodput_equal_speed: equalSpeed === null ? null : Math.round(equalSpeed * 1000) / 1000, reused_images: r.throughput.reusedImages,
+    baseline_drift: r3(calm?.drift),
+    goodput_equal_speed: r3(equalSpeed), reused_images: r.throughput.reusedImages,
     first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
-    membership_goodput: loss ? Math.round(loss.membershipGoodput * 1000) / 1000 : null,
-    calm_share: loss?.calmShare != null ? Math.round(loss.calmShare * 1000) / 1000 : null,
-    membership_vs_calm: loss?.membershipVsCalm != null ? Math.round(loss.membershipVsCalm * 1000) / 1000 : null,
-    ordinary_pace: loss ? Math.round(loss.ordinaryPace * 1000) / 1000 : null,
+    membership_goodput: r3(loss?.membershipGoodput),
+    calm_share: r3(loss?.calmShare),
+    membership_vs_calm: r3(loss?.membershipVsCalm),
+    ordinary_pace: r3(loss?.ordinaryPace),
     cpu_ms_per_step: cpu ? Math.round(cpu.msPerStep) : null, baseline_cpu_ms_per_step: cpu ? Math.round(cpu.baselineMsPerStep) : null,
     extra_cpu_s_per_start: cpu?.extraSecondsPerStart == null ? null : r2(cpu.extraSecondsPerStart),
     evictions: r.evictions, aborts: h.aborts, rings_formed_again: h.formedAgain, kills: r.peers.kills, max_ring: h.maxRing,

@@ -13,7 +13,7 @@
 import type { LinkKind } from '../client/protocol.ts';
 import { PendingEvents, type Link, type LinkEvents } from './link.ts';
 import type { PeerJsLink } from './peerjs-link.ts';
-import { HEADER_BYTES, MAGIC, isReuseKind } from './wire.ts';
+import { hasFrameKind, isReuseKind } from './wire.ts';
 
 /** Which end of the ring link this peer holds: 'next' sends data (it dialed), 'prev' receives it. */
 export type LinkRole = 'next' | 'prev';
@@ -30,9 +30,7 @@ export interface KeptLinkOwner {
 
 /** A reuse-handshake frame: magic and kind are enough to route it (the pool parses it whole). */
 function isHandshake(f: Uint8Array): boolean {
-  // The kind byte first: a data frame (nearly every frame) is told apart without a DataView.
-  if (f.byteLength < HEADER_BYTES || !isReuseKind(f[4] ?? 0)) return false;
-  return new DataView(f.buffer, f.byteOffset, 4).getUint32(0, true) === MAGIC;
+  return hasFrameKind(f, isReuseKind);
 }
 
 export class KeptLink {

@@ -145,10 +145,21 @@ export function readyFrame(): Uint8Array {
   return frame;
 }
 
-/** Whether `f` is a READY frame (its size, kind and magic; nothing else is read). */
-export function isReadyFrame(f: Uint8Array): boolean {
-  if (f.byteLength !== HEADER_BYTES || f[4] !== FrameKind.ready) return false;
+/**
+ * Whether `f` holds a whole header whose kind `accept` takes and whose magic is ours, reading
+ * nothing else: for a link or a pool routing the frames that are theirs before any ring parses
+ * them. The kind byte first: a data frame (nearly every frame) is told apart without a DataView.
+ */
+export function hasFrameKind(f: Uint8Array, accept: (kind: number) => boolean): boolean {
+  if (f.byteLength < HEADER_BYTES || !accept(f[4] ?? 0)) return false;
   return new DataView(f.buffer, f.byteOffset, 4).getUint32(0, true) === MAGIC;
+}
+
+const isReadyKind = (kind: number) => kind === FrameKind.ready;
+
+/** Whether `f` is a READY frame (a header alone, of its kind and magic; nothing else is read). */
+export function isReadyFrame(f: Uint8Array): boolean {
+  return f.byteLength === HEADER_BYTES && hasFrameKind(f, isReadyKind);
 }
 
 /** What an ABORT frame says: which peer is blamed and what the sender saw. */
