@@ -207,8 +207,9 @@ describe('across hosts', () => {
     try {
       vols.push(...['a', 'a', 'a', 'b', 'b', 'b', 'n', 'n'].map((h, i) => spawnIn(h, `${h}${i}`)));
       const t0 = Date.now();
-      // A wait that fails says what each volunteer was doing.
-      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${vols.map((v) => `${v.name}: ${v.lines.slice(-4).join(' | ')}`).join('\n')}`);
+      // A wait that fails says what each volunteer was doing, and whether its process still runs.
+      const state = (v: LocalVolunteer) => (v.child.exitCode !== null ? `exited ${v.child.exitCode}` : v.child.signalCode !== null ? `killed by ${v.child.signalCode}` : 'running');
+      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${vols.map((v) => `${v.name} (${state(v)}): ${v.lines.slice(-4).join(' | ')}`).join('\n')}`);
       await coord.waitFor((e) => e.type === 'step' && e.peers === 8, 240_000, 'a first step with all 8').catch((e: unknown) => { throw tails(e); });
       vols.push(spawnIn('b', 'b8'));
       const nine = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9').catch((e: unknown) => { throw tails(e); });
