@@ -23,8 +23,10 @@ interface Activations<T> {
   batch: number;
   out: (T | null)[];
   grad: (T | null)[];
-  /** Per node: argmax (max-pool), [mean, invstd] (BN). */
+  /** Per node: argmax (max-pool); BN: [mean, invstd] of each statistics group in turn. */
   saved: T[][];
+  /** Images per BN statistics group in this batch (the whole batch without ghost batch norm). */
+  bnGroup: number;
   dropoutSeeds: number[];
   labels: T;
   losses: T;
@@ -43,6 +45,54 @@ export interface BackwardPass {
   runTo(node: number): void;
 }
 
+export interface ModelOptions {
+  seed?: number;
+  layout?: LayoutOptions;
+  weights?: Float32Array;
+  /**
+   * Ghost batch norm: in training, BN normalises each run of `bnGroup` images of a batch on its
+   * own (a batch is then whole groups), so a slice gives the same gradient however it is cut into
+   * micro-batches of whole groups. Absent: BN normalises over the whole batch.
+   */
+  bnGroup?: number;
+}
+
+/** The model's BN group size (null: none), refused where a group's tensors could not be views on this engine. */
+export function checkBnGroup(spec: ModelSpec, shapes: readonly (readonly number[])[], bnGroup: number | undefined, viewAlign: number): number | null {
+  if (bnGroup === undefined) return null;
+  if (!Number.isInteger(bnGroup) || bnGroup < 1) throw new VtError('bad-shape', `${spec.name}: bnGroup must be an integer >= 1 images, got ${bnGroup}`);
+  spec.nodes.forEach((n, i) => {
+    if (n.op !== 'bn') return;
+    const per = shapes[n.in]!.reduce((x, y) => x * y, 1);
+    if ((bnGroup * per) % viewAlign !== 0) {
+      throw new VtError('bad-shape', `${spec.name}: a BN group of ${bnGroup} images at node ${i} is ${bnGroup * per} floats, not a multiple of this engine's view alignment (${viewAlign}): choose a bnGroup that is a multiple of ${viewAlign / gcd(per, viewAlign)}`);
+    }
+  });
+  return bnGroup;
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
+/** The images per BN group of a batch: the whole batch without ghost BN, or when it is not whole groups (inference only). */
+function bnGroupOf(bnGroup: number | null, batch: number): number {
+  return bnGroup !== null && batch % bnGroup === 0 ? bnGroup : Math.max(1, batch);
+}
+
+/**
+ * Calls f for each BN statistics group of node i's batch, in order: `view` cuts a batch-sized
+ * tensor to the group's images (the tensor itself for one group), `stats` are its saved mean and invstd.
+ */
+function eachBnGroup<T extends TensorLike>(e: Engine<T>, a: Activations<T>, i: number, f: (view: (t: T) => T, stats: [T, T]) => void): void {
+  const groups = a.batch / a.bnGroup;
+  const saved = a.saved[i]!;
+  for (let k = 0; k < groups; k++) {
+    const view = (t: T): T => (groups === 1 ? t : e.view(t, k * a.bnGroup * (t.size / a.batch), [a.bnGroup, ...t.shape.slice(1)]));
+    f(view, [saved[2 * k]!, saved[2 * k + 1]!]);
+  }
+}
+
 export class Model<T extends TensorLike = TensorLike> {
   readonly spec: ModelSpec;
   readonly layout: Layout;
@@ -57,8 +107,10 @@ export class Model<T extends TensorLike = TensorLike> {
   private readonly gradViews: Views<T> = new Map();
   private readonly stateViews: Views<T> = new Map();
   private training = true;
+  /** Ghost batch norm: images per BN statistics group in training (null: the whole batch). */
+  readonly bnGroup: number | null;
 
-  constructor(engine: Engine<T>, spec: ModelSpec, opts: { seed?: number; layout?: LayoutOptions; weights?: Float32Array } = {}) {
+  constructor(engine: Engine<T>, spec: ModelSpec, opts: ModelOptions = {}) {
     this.engine = engine;
     const gpu = engine;
     this.spec = spec;
@@ -68,6 +120,7 @@ export class Model<T extends TensorLike = TensorLike> {
     spec.nodes.forEach((n, i) => {
       if (n.op === 'flatten' && this.consumers[n.in] !== 1) throw new VtError('bad-shape', `${spec.name}: flatten at node ${i} shares its input with other layers; flatten aliases its input`);
     });
+    this.bnGroup = checkBnGroup(spec, this.layout.shapes, opts.bnGroup, engine.viewAlign);
     const w = opts.weights ?? initParams(this.layout, opts.seed ?? 1);
     if (w.length !== this.layout.paramFloats) throw new VtError('bad-shape', `${spec.name}: weights have ${w.length} floats, the layout needs ${this.layout.paramFloats}`);
     this.params = gpu.upload(w, [this.layout.paramFloats], `${spec.name}.params`);
@@ -104,6 +157,7 @@ export class Model<T extends TensorLike = TensorLike> {
   /** Allocates (once per batch size) every activation and gradient tensor. */
   private activations(batch: number): Activations<T> {
     if (this.acts?.batch === batch) return this.acts;
+    const bnGroup = bnGroupOf(this.bnGroup, batch);
     this.releaseActivations();
     const g = this.engine;
     const owned: T[] = [];
@@ -125,11 +179,11 @@ export class Model<T extends TensorLike = TensorLike> {
       if (n.op === 'maxpool') saved[i]!.push(own(g.empty(shape, 'u32', `argmax${i}`)));
       if (n.op === 'bn') {
         const c = shapes[n.in]![0]!;
-        saved[i]!.push(own(g.empty([c], 'f32', `bn${i}.mean`)), own(g.empty([c], 'f32', `bn${i}.invstd`)));
+        for (let k = 0; k < batch / bnGroup; k++) saved[i]!.push(own(g.empty([c], 'f32', `bn${i}.mean${k}`)), own(g.empty([c], 'f32', `bn${i}.invstd${k}`)));
       }
     });
     this.acts = {
-      batch, out, grad, saved, dropoutSeeds: this.spec.nodes.map(() => 0),
+      batch, bnGroup, out, grad, saved, dropoutSeeds: this.spec.nodes.map(() => 0),
       labels: own(g.empty([batch], 'i32', 'labels')),
       losses: own(g.empty([batch], 'f32', 'losses')),
       total: own(g.empty([1], 'f32', 'loss')),
@@ -160,7 +214,11 @@ export class Model<T extends TensorLike = TensorLike> {
     if (x.shape.length !== 4 || x.shape[1] !== c || x.shape[2] !== h || x.shape[3] !== w) {
       throw new VtError('bad-shape', `${this.spec.name} takes [N, ${c}, ${h}, ${w}] images, got [${x.shape.join(', ')}]`);
     }
-    const a = this.activations(x.shape[0]!);
+    const batch = x.shape[0]!;
+    if (opts.train && this.bnGroup !== null && batch % this.bnGroup !== 0) {
+      throw new VtError('bad-shape', `${this.spec.name}: a training batch of ${batch} images is not whole BN groups of ${this.bnGroup} (ghost batch norm): cut slices and micro-batches in multiples of ${this.bnGroup}`);
+    }
+    const a = this.activations(batch);
     this.training = opts.train;
     a.out[0] = x;
     this.spec.nodes.forEach((n, i) => {
@@ -187,8 +245,9 @@ export class Model<T extends TensorLike = TensorLike> {
         const x = a.out[n.in]!;
         const [gamma, beta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-beta')];
         const [rm, rv] = [this.stateOf(i, 'running-mean'), this.stateOf(i, 'running-var')];
-        if (this.training) g.batchNormForward(x, gamma, beta, rm, rv, y, a.saved[i]![0]!, a.saved[i]![1]!, { eps: BN_EPS, momentum: BN_MOMENTUM });
-        else g.batchNormInference(x, gamma, beta, rm, rv, y, { eps: BN_EPS });
+        if (!this.training) return g.batchNormInference(x, gamma, beta, rm, rv, y, { eps: BN_EPS });
+        // Each statistics group in turn (one group: the whole batch); the running statistics take them in that order.
+        eachBnGroup(g, a, i, (view, stats) => g.batchNormForward(view(x), gamma, beta, rm, rv, view(y), stats[0], stats[1], { eps: BN_EPS, momentum: BN_MOMENTUM }));
         return;
       }
       case 'relu': g.reluForward(a.out[n.in]!, y); return;
@@ -308,8 +367,8 @@ export class Model<T extends TensorLike = TensorLike> {
       }
       case 'bn': {
         const x = a.out[n.in]!;
-        const [mean, invstd] = a.saved[i]!;
-        this.toInput(n.in, a, written, (dst) => g.batchNormBackward(x, dy, this.param(i, 'bn-gamma'), mean!, invstd!, dst, this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads'), { accumulate: true }));
+        const [gamma, dgamma, dbeta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads')];
+        this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, stats) => g.batchNormBackward(view(x), view(dy), gamma, stats[0], stats[1], view(dst), dgamma, dbeta, { accumulate: true })));
         return;
       }
       case 'relu': this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst)); return;

@@ -14,7 +14,20 @@ import * as pool from './pool.ts';
 import { reluBackward, reluForward } from './relu.ts';
 import { softmaxXentBackward, softmaxXentForward } from './softmax_xent.ts';
 
-export interface RefModelOptions { eps: number; momentum: number; gradScale: number; dropoutSeeds?: number[] }
+export interface RefModelOptions {
+  eps: number; momentum: number; gradScale: number; dropoutSeeds?: number[];
+  /** Ghost batch norm (src/nn/model.ts): BN statistics over each run of bnGroup images (absent: the whole batch). */
+  bnGroup?: number;
+}
+
+/** The [start, end) element ranges of a batch tensor's BN groups (one: the whole batch). */
+function bnRanges(shape: readonly number[], group: number | undefined): [number, number][] {
+  const n = shape[0]!;
+  const per = shape.slice(1).reduce((a, b) => a * b, 1);
+  const g = group ?? n;
+  if (n % g !== 0) throw new RangeError(`refTrainStep: a batch of ${n} is not whole BN groups of ${g}`);
+  return Array.from({ length: n / g }, (_, k) => [k * g * per, (k + 1) * g * per]);
+}
 
 export interface RefStepResult {
   /** Sum over samples of the cross-entropy, times gradScale. */
@@ -57,8 +70,13 @@ export function refTrainStep(spec: ModelSpec, layout: Layout, params: ArrayLike<
       }
       case 'bn': {
         const c = xs[1]!;
-        const r = bn.batchNormForward(xin, xs, P(i, 'bn-gamma'), P(i, 'bn-beta'), new Float64Array(c), new Float64Array(c).fill(1), { eps: o.eps, momentum: o.momentum });
-        out.push(r.y); saved.push(r); return;
+        const y = new Float64Array(xin.length);
+        const groups = bnRanges(xs, o.bnGroup).map(([a, b]) => {
+          const r = bn.batchNormForward(xin.subarray(a, b), [(b - a) / (xin.length / xs[0]!), ...xs.slice(1)], P(i, 'bn-gamma'), P(i, 'bn-beta'), new Float64Array(c), new Float64Array(c).fill(1), { eps: o.eps, momentum: o.momentum });
+          y.set(r.y, a);
+          return r;
+        });
+        out.push(y); saved.push(groups); return;
       }
       case 'relu': out.push(reluForward(xin)); saved.push(null); return;
       case 'maxpool': {
@@ -111,10 +129,16 @@ export function refTrainStep(spec: ModelSpec, layout: Layout, params: ArrayLike<
         break;
       }
       case 'bn': {
-        const r = saved[i] as bn.BatchNormForwardResult;
-        const b = bn.batchNormBackward(xin, dy, xs, P(i, 'bn-gamma'), r.mean, r.invstd);
-        G(i, 'bn-gamma', b.dgamma); G(i, 'bn-beta', b.dbeta);
-        addTo(j, b.dx);
+        const groups = saved[i] as bn.BatchNormForwardResult[];
+        const dx = new Float64Array(xin.length);
+        bnRanges(xs, o.bnGroup).forEach(([a, b], k) => {
+          const r = groups[k]!;
+          const shape = [(b - a) / (xin.length / xs[0]!), ...xs.slice(1)];
+          const g = bn.batchNormBackward(xin.subarray(a, b), dy.subarray(a, b), shape, P(i, 'bn-gamma'), r.mean, r.invstd);
+          G(i, 'bn-gamma', g.dgamma); G(i, 'bn-beta', g.dbeta);
+          dx.set(g.dx, a);
+        });
+        addTo(j, dx);
         break;
       }
       case 'relu': addTo(j, reluBackward(xin, dy)); break;
