@@ -14,7 +14,7 @@ import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
 import type { DriverDeps, RunningPhase, Unreachable } from './driver-types.ts';
-import { splitBatch } from './job.ts';
+import { splitGroups } from './bn-groups.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
@@ -86,7 +86,8 @@ export class StepBook {
   begin(s: StepStart): StepLaunch {
     const B = this.d.job.globalBatch;
     // Shard-locally a split that jitters with the measured speeds moves ids (and shards) between members every step.
-    const fresh = splitBatch(B, s.speeds);
+    const G = this.sampler.bnGroup;
+    const fresh = splitGroups(B, G, s.speeds);
     const images = this.d.job.sampling === 'shard-local' ? steadySplit(this.lastSplit, s.ring, fresh) : fresh;
     this.lastSplit = { ring: [...s.ring], images };
     // Exact sync steps first when the job asks for a warm-up, then rounds.
@@ -112,7 +113,7 @@ export class StepBook {
     const nextStep = s.step + 1;
     // The ring announced to come next gets the hint of its own plan (members in both rings prefetch their new slice).
     const nextRing = s.coming?.ring ?? s.ring;
-    const nextImages = s.coming ? splitBatch(B, s.coming.speeds) : images;
+    const nextImages = s.coming ? splitGroups(B, G, s.coming.speeds) : images;
     const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, nextRing, nextImages) : null;
     this.hinted = next ? { generation: s.coming ? null : s.generation, ring: [...nextRing], plan: next } : null;
     const hintOf = (id: string): number[] | undefined => next?.slices[nextRing.indexOf(id)];
@@ -189,7 +190,7 @@ export class StepBook {
   private rerunPlan(step: number, ring: readonly string[], speeds: readonly number[]): RerunPlan | null {
     const k = this.kept;
     if (!k || k.step !== step || this.innerSteps(step) !== 1) return null;
-    return planRerun(k, ring, speeds);
+    return planRerun(k, ring, speeds, this.sampler.bnGroup);
   }
 
   /** H: the inner steps of the round starting at `step` (1: an exact sync step). */

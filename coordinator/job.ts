@@ -89,6 +89,13 @@ export interface JobConfig {
    * (stealFraction 0, or shard-local sampling without one): no stealing.
    */
   steal?: JobSteal;
+  /**
+   * Ghost batch norm (src/nn/model.ts): BN statistics over each run of `bnGroup` images of a step
+   * (Goyal et al.'s per-worker BN batch), groups fixed by (seed, step) and handed out whole
+   * (coordinator/bn-groups.ts), so a peer may compute its slice in micro-batches of whole groups
+   * and N peers still equal one. Absent: BN over each peer's slice, which must then fit the peer at once.
+   */
+  bnGroup?: number;
 }
 
 /** A job's work stealing: always (a stealFraction), or where it measures faster (auto). */
@@ -117,7 +124,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -162,7 +169,12 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     ...(r.has('overlap') ? { overlap: r.bool('overlap') } : {}),
     wire: r.has('wire') ? r.oneOf('wire', WIRE_FORMATS) : DEFAULT_WIRE,
     ...readSteal(r, globalBatch),
+    ...(r.has('bnGroup') ? { bnGroup: r.int('bnGroup', 1, Math.max(1, globalBatch)) } : {}),
   };
+  if (config.bnGroup !== undefined && globalBatch % config.bnGroup !== 0) r.problems.push(`globalBatch ${globalBatch} must be whole BN groups of bnGroup ${config.bnGroup}: change one of them`);
+  // Stealing hands out chunks of any size, which would cut BN groups: a job with groups never steals unless it asks.
+  if (config.bnGroup !== undefined && config.steal?.auto) delete config.steal;
+  if (config.bnGroup !== undefined && config.steal) r.problems.push('work stealing (stealFraction) hands out chunks that would cut BN groups (bnGroup): drop one of them');
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);

@@ -9,7 +9,7 @@ import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from './args.ts';
 import { DEFAULT_CACHE_DIR } from './data/cli.ts';
 import { DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind } from './start-data.ts';
-import { IMAGENET_RECIPES } from './recipes.ts';
+import { IMAGENET_RECIPES, defaultBnGroup } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
@@ -115,6 +115,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               ways on each ring); off (or 0): never; F: always
   --steal-chunk N             images per chunk of it (default: about 40 ms of a peer's compute, at
                               least 8, at most an eighth of a peer's share of the tail)
+  --bn-group N                ghost batch norm: BN statistics over fixed groups of N images of each
+                              step, so a peer can compute its share in micro-batches that fit its
+                              memory (default for an ImageNet model with BN: 32, or the largest
+                              power of two dividing --batch; 0: BN over each peer's whole share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, see the README), f32
@@ -191,6 +195,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const stealFraction = stealArg === 'auto' ? 'auto' : stealArg === 'off' ? 0 : Number(stealArg);
   if (stealArg.trim() === '' || (typeof stealFraction === 'number' && !(stealFraction >= 0 && stealFraction <= MAX_STEAL_FRACTION))) throw new ArgError(`--steal must be auto, off or a number in [0, ${MAX_STEAL_FRACTION}], got "${stealArg.slice(0, 40)}"`);
   const stealChunk = a.int('steal-chunk', 0, 1);
+  // -1: not given (the recipe's, once the batch is known).
+  const bnGroupArg = a.int('bn-group', -1, 0);
   const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
   const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
@@ -219,6 +225,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const trainSamples = manifest.splits.train.samples;
   const batch = batchArg > 0 ? batchArg : recipe ? defaultBatch(recipe.batch, trainSamples) : DEFAULT_JOB.batch;
   if (recipe && batchArg < 0 && batch !== recipe.batch) process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
+  const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipe?.bnGroup ? defaultBnGroup(recipe.bnGroup, batch) : 0;
   const lr = lrArg > 0 ? lrArg : recipe && kind === 'lars' ? scaledLr(recipe, batch) : kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr;
   const perEpoch = stepsPerEpoch(trainSamples, batch);
   const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;
@@ -238,6 +245,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     // Only a job that does not steal "auto" (the default) names it (the job file checks --steal-chunk with --steal off).
     ...(stealFraction !== 'auto' ? { stealFraction } : {}),
     ...(stealChunk > 0 ? { stealChunk } : {}),
+    ...(bnGroup > 0 ? { bnGroup } : {}),
     ...wireField(wire),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost); not a

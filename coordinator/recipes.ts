@@ -22,20 +22,29 @@ export interface Recipe {
   eta: number;
   /** Where the numbers come from (shown by --help). */
   source: string;
+  /** Ghost batch norm's images per BN group (Goyal et al.'s 32 per worker), for models with BN. */
+  bnGroup?: number;
 }
 
 const LARS = { momentum: 0.9, weightDecay: 5e-4, eta: 0.001 } as const;
 
 export const IMAGENET_RECIPES: Readonly<Record<'alexnet' | 'alexnet-bn' | 'resnet50', Recipe>> = {
   alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'the LARS paper\'s AlexNet batch; rate a starting point, not tuned here' },
-  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
-  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
+  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, bnGroup: 32, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
+  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, bnGroup: 32, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
 };
 
 export const IMAGENET_MODELS = Object.keys(IMAGENET_RECIPES) as (keyof typeof IMAGENET_RECIPES)[];
 
 export function isImagenetModel(m: ModelName): m is keyof typeof IMAGENET_RECIPES {
   return (IMAGENET_MODELS as readonly string[]).includes(m);
+}
+
+/** The recipe's BN group at `batch`: the group itself where it divides the batch, else the largest power of two below it that does. */
+export function defaultBnGroup(group: number, batch: number): number {
+  let g = 1;
+  while (g * 2 <= group && batch % (g * 2) === 0) g *= 2;
+  return g;
 }
 
 /** The recipe's rate for another global batch: square-root scaling, as the LARS papers do. */

@@ -14,7 +14,7 @@
 // of the aborted attempt (which the driver avoids: joiners wait for the step boundary) makes
 // the plan fall back to a fresh split with no reuse.
 import type { SliceReuse } from '../src/client/protocol.ts';
-import { splitBatch } from './job.ts';
+import { splitGroups } from './bn-groups.ts';
 
 /** What the members of an aborted sync attempt hold: the slices whose sums they kept. */
 export interface KeptSlices {
@@ -47,14 +47,15 @@ export function keptSlices(step: number, epoch: number, generation: number, ring
 /**
  * Plans the re-run of `kept.step` over `ring` with measured throughputs `speeds[rank]`; null
  * when a member of `ring` was not in the aborted attempt (then the step is planned afresh).
+ * With BN groups of `bnGroup` images (bn-groups.ts) the lost ids, runs of whole groups, are shared out in whole groups.
  */
-export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: readonly number[]): RerunPlan | null {
+export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: readonly number[], bnGroup = 1): RerunPlan | null {
   if (speeds.length !== ring.length) throw new RangeError(`planRerun: ${speeds.length} speeds for a ring of ${ring.length}`);
   if (ring.length === 0 || ring.some((id) => !kept.slices.has(id))) return null;
   const members = new Set(ring);
   const lost: number[] = [...kept.orphans];
   for (const [id, ids] of kept.slices) if (!members.has(id)) lost.push(...ids);
-  const extra = lost.length > 0 ? splitBatch(lost.length, speeds) : ring.map(() => 0);
+  const extra = lost.length > 0 ? splitGroups(lost.length, bnGroup, speeds) : ring.map(() => 0);
   let at = 0;
   const slices = ring.map((id, rank) => {
     const own = kept.slices.get(id)!;

@@ -5,7 +5,8 @@
 // ids of the shards it already holds (affinity.ts), so it downloads about one shard in W per
 // block instead of one per image.
 import { GLOBAL_SAMPLING, checkShardLayout, shardLocator, sliceIds, stepSamples, type Sampling } from '../src/train/sampler.ts';
-import { affinityCapacity, assignByAffinity, type AffinityState } from './affinity.ts';
+import { affinityCapacity, type AffinityState } from './affinity.ts';
+import { assignGroupsByAffinity } from './bn-groups.ts';
 import type { JobConfig } from './job.ts';
 
 /** What a job's steps are drawn from: everything the ids of a step depend on. */
@@ -16,6 +17,8 @@ export interface JobSampler {
   sampling: Sampling;
   /** Shard-local only: id -> shard of the train split. */
   shardOf: ((id: number) => number) | null;
+  /** Images per BN group, handed out whole (bn-groups.ts); 1: any split. */
+  bnGroup: number;
 }
 
 export class SamplingError extends Error {
@@ -27,8 +30,8 @@ export class SamplingError extends Error {
 }
 
 /** The sampler of `job` over a train split of `trainSamples` ids in shards of `trainShards` samples each. */
-export function jobSampler(job: Pick<JobConfig, 'seed' | 'globalBatch' | 'sampling' | 'shuffleWindow'>, trainSamples: number, trainShards?: readonly number[]): JobSampler {
-  const base = { seed: job.seed, globalBatch: job.globalBatch, trainSamples };
+export function jobSampler(job: Pick<JobConfig, 'seed' | 'globalBatch' | 'sampling' | 'shuffleWindow' | 'bnGroup'>, trainSamples: number, trainShards?: readonly number[]): JobSampler {
+  const base = { seed: job.seed, globalBatch: job.globalBatch, trainSamples, bnGroup: job.bnGroup ?? 1 };
   if (job.sampling === 'global') return { ...base, sampling: GLOBAL_SAMPLING, shardOf: null };
   if (!trainShards) throw new SamplingError('the job samples shard-locally but the coordinator was given no shard sizes of the train split: pass trainShards (the manifest\'s splits.train.shards[k].samples)');
   try {
@@ -46,9 +49,12 @@ export interface StepPlan { step: number; epoch: number; slices: number[][] }
 /** Plans `step` for `ring` with `images[rank]` images each; returns the affinity state after it. */
 export function planStep(s: JobSampler, affinity: AffinityState, step: number, ring: readonly string[], images: readonly number[]): { plan: StepPlan; affinity: AffinityState } {
   const { epoch, ids } = stepSamples(s.seed, step, s.globalBatch, s.trainSamples, s.sampling);
+  const cut = images.findIndex((n) => n % s.bnGroup !== 0);
+  if (cut >= 0) throw new RangeError(`planStep: rank ${cut}'s ${images[cut]} images are not whole BN groups of ${s.bnGroup} (a bug: split with splitGroups)`);
+  // Global: consecutive ids of the sampler's order, so whole groups of it (bn-groups.ts).
   if (s.sampling.kind === 'global' || !s.shardOf) return { plan: { step, epoch, slices: sliceIds(ids, images) }, affinity };
   const capacity = affinityCapacity(s.sampling.window, ring.length);
-  const r = assignByAffinity(affinity, { ids, shardOf: s.shardOf, ring, targets: images, capacity });
+  const r = assignGroupsByAffinity(affinity, { ids, shardOf: s.shardOf, ring, targets: images, capacity }, s.bnGroup);
   return { plan: { step, epoch, slices: r.slices }, affinity: r.state };
 }
 

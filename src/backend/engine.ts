@@ -71,6 +71,18 @@ export interface Ops<T extends TensorLike> {
   topkCount(logits: T, labels: T, counts: T, p?: TopkParams): void;
 }
 
+/** What an engine holds and can hold (src/nn/fit.ts sizes micro-batches from it). */
+export interface EngineMemory {
+  /** Bytes of the engine's live tensors and scratch now. */
+  usedBytes: number;
+  /** The most usedBytes has been since the last resetPeak(). */
+  peakBytes: number;
+  /** The most the engine can hold (wasm: its memory's maximum); null where the device does not say (WebGPU). */
+  limitBytes: number | null;
+  /** The largest single tensor it can make. */
+  maxTensorBytes: number;
+}
+
 /** Memory and scheduling: what the model needs besides the ops. */
 export interface Engine<T extends TensorLike> extends Ops<T> {
   readonly info: EngineInfo;
@@ -96,6 +108,9 @@ export interface Engine<T extends TensorLike> extends Ops<T> {
   readF32(t: T): Promise<Float32Array>;
   /** Submits recorded work (a no-op where ops run at once). */
   flush(): void;
+  memory(): EngineMemory;
+  /** Starts a new peak of memory() at what is used now. */
+  resetPeak(): void;
   destroy(): void;
 }
 

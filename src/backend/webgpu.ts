@@ -3,7 +3,7 @@
 import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import * as ops from '../ops/index.ts';
-import type { DType, Engine, EngineInfo, HostArray } from './engine.ts';
+import type { DType, Engine, EngineInfo, EngineMemory, HostArray } from './engine.ts';
 
 export class WebGpuEngine implements Engine<Tensor> {
   readonly info: EngineInfo;
@@ -24,6 +24,11 @@ export class WebGpuEngine implements Engine<Tensor> {
   read(t: Tensor): Promise<HostArray> { return this.gpu.read(t); }
   readF32(t: Tensor): Promise<Float32Array> { return this.gpu.readF32(t); }
   flush(): void { this.gpu.flush(); }
+  memory(): EngineMemory {
+    const s = this.gpu.pool.stats();
+    return { usedBytes: s.liveBytes, peakBytes: s.peakBytes, limitBytes: null, maxTensorBytes: this.gpu.limits.maxBufferSize };
+  }
+  resetPeak(): void { this.gpu.pool.resetPeak(); }
   destroy(): void { this.gpu.destroy(); }
 
   gemm(a: Tensor, b: Tensor, c: Tensor, p?: ops.GemmParams): void { ops.gemm(this.gpu, a, b, c, p); }

@@ -37,6 +37,8 @@ export interface PublicJob {
     overlap?: boolean;
     /** The all-reduce's wire format (absent from older coordinators: 'f32'); checked by jobWire (sync-step.ts). */
     wire?: WireFormat;
+    /** Ghost batch norm's images per BN group (absent: BN over the whole slice; src/nn/model.ts). */
+    bnGroup?: number;
   };
 }
 

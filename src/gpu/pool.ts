@@ -16,6 +16,9 @@ export class BufferPool {
   private readonly order: { key: string; buf: GPUBuffer }[] = [];
   private freeBytes = 0;
   private liveCount = 0;
+  /** Bytes of the buffers handed out and not released, and the most they have been since resetPeak(). */
+  private liveBytes = 0;
+  private peakBytes = 0;
 
   constructor(
     private readonly device: GPUDevice,
@@ -32,11 +35,17 @@ export class BufferPool {
       if (i >= 0) this.order.splice(i, 1);
       this.freeBytes -= size;
       buf.label = label;
-      this.liveCount++;
+      this.taken(size);
       return buf;
     }
-    this.liveCount++;
+    this.taken(size);
     return this.device.createBuffer({ size, usage, label });
+  }
+
+  private taken(size: number): void {
+    this.liveCount++;
+    this.liveBytes += size;
+    this.peakBytes = Math.max(this.peakBytes, this.liveBytes);
   }
 
   /** Returns a buffer for reuse. Safe right after queue.submit(): later uses are queue-ordered. */
@@ -48,6 +57,7 @@ export class BufferPool {
     this.order.push({ key, buf });
     this.freeBytes += buf.size;
     this.liveCount--;
+    this.liveBytes -= buf.size;
     while (this.freeBytes > this.maxFreeBytes && this.order.length > 0) {
       const old = this.order.shift()!;
       const l = this.free.get(old.key)!;
@@ -57,8 +67,12 @@ export class BufferPool {
     }
   }
 
-  stats(): { freeBytes: number; freeBuffers: number; live: number } {
-    return { freeBytes: this.freeBytes, freeBuffers: this.order.length, live: this.liveCount };
+  stats(): { freeBytes: number; freeBuffers: number; live: number; liveBytes: number; peakBytes: number } {
+    return { freeBytes: this.freeBytes, freeBuffers: this.order.length, live: this.liveCount, liveBytes: this.liveBytes, peakBytes: this.peakBytes };
+  }
+
+  resetPeak(): void {
+    this.peakBytes = this.liveBytes;
   }
 
   destroy(): void {

@@ -8,7 +8,7 @@
 // identical to 1 thread; the other ops stay on the calling thread. That needs
 // SharedArrayBuffer (in a page: cross-origin isolation) and a thread that may block (Node, or a
 // Web Worker; not a page's main thread).
-import type { DType, Engine, EngineInfo, HostArray } from '../backend/engine.ts';
+import type { DType, Engine, EngineInfo, EngineMemory, HostArray } from '../backend/engine.ts';
 import { check, VtError } from '../errors.ts';
 import { shapeStr, sizeOf } from '../gpu/tensor.ts';
 import type { BatchNormBackwardParams, BatchNormParams } from '../ops/batchnorm.ts';
@@ -133,6 +133,15 @@ export class WasmEngine implements Engine<WasmTensor> {
   /** Threads that run the kernels, the calling one included. */
   get threads(): number {
     return this.pool?.size ?? 1;
+  }
+
+  memory(): EngineMemory {
+    const s = this.heap.stats();
+    return { usedBytes: s.usedBytes, peakBytes: s.peakBytes, limitBytes: s.maxBytes, maxTensorBytes: s.maxBytes };
+  }
+
+  resetPeak(): void {
+    this.heap.resetPeak();
   }
 
   /** Allocator and memory figures (tests, diagnostics). */

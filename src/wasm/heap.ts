@@ -18,6 +18,9 @@ export class FreeList {
   /** Free [start, size] ranges, sorted by start, never adjacent (always coalesced). */
   private readonly ranges: [number, number][] = [];
   private readonly used = new Map<number, number>();
+  private usedBytes = 0;
+  /** The most usedBytes has been since resetPeak(). */
+  peakBytes = 0;
 
   /** Adds [start, start + size) to the free space (e.g. after the memory grew). */
   addRange(start: number, size: number): void {
@@ -33,6 +36,8 @@ export class FreeList {
       if (r[1] === size) this.ranges.splice(i, 1);
       else { r[0] += size; r[1] -= size; }
       this.used.set(start, size);
+      this.usedBytes += size;
+      this.peakBytes = Math.max(this.peakBytes, this.usedBytes);
       return start;
     }
     return null;
@@ -43,6 +48,7 @@ export class FreeList {
     const size = this.used.get(start);
     if (size === undefined) return false;
     this.used.delete(start);
+    this.usedBytes -= size;
     this.insert(start, size);
     return true;
   }
@@ -51,6 +57,10 @@ export class FreeList {
   endingAt(end: number): [number, number] | undefined {
     const last = this.ranges[this.ranges.length - 1];
     return last && last[0] + last[1] === end ? last : undefined;
+  }
+
+  resetPeak(): void {
+    this.peakBytes = this.usedBytes;
   }
 
   stats(): { freeBytes: number; freeRanges: number; usedBytes: number; usedBlocks: number } {
@@ -134,8 +144,12 @@ export class Heap {
     return this.free.release(ptr);
   }
 
-  stats(): ReturnType<FreeList['stats']> & { memoryBytes: number } {
-    return { ...this.free.stats(), memoryBytes: this.byteLength };
+  stats(): ReturnType<FreeList['stats']> & { memoryBytes: number; peakBytes: number; maxBytes: number } {
+    return { ...this.free.stats(), memoryBytes: this.byteLength, peakBytes: this.free.peakBytes, maxBytes: this.maxPages * PAGE };
+  }
+
+  resetPeak(): void {
+    this.free.resetPeak();
   }
 
   /** Grows so a block of `size` fits at the top; at least by half the current size (fewer, larger steps). */
