@@ -287,7 +287,8 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
     // The edge to the successor, as either end saw it: relayed if either saw a relay.
     const next = results[(i + 1) % results.length];
     const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), ...(r.claimed ? { claimed: r.claimed } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}) };
+    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), ...(r.claimed ? { claimed: r.claimed } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}),
+      ...(r.microBatch !== undefined ? { microBatch: r.microBatch } : {}) };
   });
   const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
   const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);

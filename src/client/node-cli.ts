@@ -39,6 +39,9 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --memory-cache-mb N  parsed shards kept in memory, in MiB (default 512: all of CIFAR-10 or
                      MNIST; for ImageNet, what this machine can spare)
   --no-prefetch      do not load the next step's images while this step computes
+  --memory-mb N      engine memory it may use, in MiB (default: wasm its 4 GiB, WebGPU 2 GiB); a
+                     slice larger than fits runs in micro-batches (the job's BN groups whole)
+  --micro-batch N    compute at most N images at once, whatever fits
   --throttle F       use about F (0.05 to 1) of this device: idle after each batch in proportion
                      (default 1; the coordinator gives a throttled peer a smaller share)
   --straggle MU      benchmarks: each step computes 1 + X times slower, X exponential of mean MU
@@ -66,6 +69,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const cacheGb = a.num('cache-gb', 4, (v) => v > 0, 'a number of GB > 0');
   const memoryMb = a.num('memory-cache-mb', 512, (v) => v >= 1, 'a number of MiB >= 1');
   const noPrefetch = a.flag('no-prefetch');
+  const engineMb = a.num('memory-mb', 0, (v) => v >= 1, 'a number of MiB >= 1');
+  const microBatch = a.int('micro-batch', 0, 1);
   const share = a.num('throttle', 1, (v) => v >= 0.05 && v <= 1, 'a number in [0.05, 1]');
   const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(VOLUNTEER_USAGE);
@@ -111,7 +116,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
         ...(cacheDir ? { cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source) } : {}),
       },
-      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}), ...(straggle > 0 ? { straggle } : {}) },
+      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}), ...(straggle > 0 ? { straggle } : {}),
+        ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}) },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {

@@ -50,7 +50,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes', 'microBatch']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -74,6 +74,7 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     ...(r.has('linkPrev') ? { linkPrev: r.oneOf('linkPrev', LINK_KINDS) } : {}),
     ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
     ...(r.has('fetchedBytes') ? { fetchedBytes: r.num('fetchedBytes', 0, 2 ** 53) } : {}),
+    ...(r.has('microBatch') ? { microBatch: r.int('microBatch', 1, MAX_BATCH) } : {}),
   };
 }
 

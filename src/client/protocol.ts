@@ -33,7 +33,7 @@ import type { Topology } from '../comm/topology.ts';
  * sends nothing on it before it has heard the other end (src/comm/peerjs-link.ts); version 7
  * would refuse READY as a frame of an unknown kind, and blame its sender.
  */
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -107,6 +107,11 @@ export interface StepResult {
   claimed?: number;
   /** Shard bytes this peer has downloaded from the coordinator since it joined (cache misses; a running total). */
   fetchedBytes?: number;
+  /**
+   * The most images this peer computes at once (src/nn/fit.ts): a slice larger than it ran as
+   * several micro-batches, whose gradients summed on the engine. Absent: an older peer.
+   */
+  microBatch?: number;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -338,4 +343,6 @@ export interface PeerStepTiming {
   overheadMs?: number;
   /** The peer's running total of shard bytes downloaded (StepResult.fetchedBytes). */
   fetchedBytes?: number;
+  /** The most images the peer computes at once (StepResult.microBatch): a larger share ran in micro-batches. */
+  microBatch?: number;
 }

@@ -11,6 +11,7 @@ import type { BatchLoader } from '../data/loader.ts';
 import type { Prefetcher } from '../data/prefetch.ts';
 import type { ShardSource } from '../data/source.ts';
 import type { AnyEngine } from '../backend/engine.ts';
+import type { MicroFit } from '../nn/fit.ts';
 import type { Model } from '../nn/model.ts';
 import type { GradBucket } from '../nn/buckets.ts';
 import type { WireFormat } from '../comm/wire.ts';
@@ -95,6 +96,13 @@ export interface VolunteerOptions {
    * before each batch it computes), the scaling simulator's straggler model (bench/scaling-sim.ts).
    */
   straggle?: number;
+  /**
+   * The engine memory this volunteer may use, in bytes (absent: the engine's own limit; WebGPU,
+   * whose devices do not say, src/nn/fit.ts DEFAULT_GPU_BUDGET). Slices larger than fits run in micro-batches.
+   */
+  memoryBytes?: number;
+  /** The most images it computes at once, whatever the memory (absent: as many as fit). */
+  microBatch?: number;
 }
 
 export interface VolunteerExit { reason: 'done' | 'stopped'; step: number | null }
@@ -122,6 +130,8 @@ export interface Ctx {
   prefetch: boolean;
   /** The HTTP shard source under any cache: its byte count is this peer's download. */
   fetched: CountingSource;
+  /** How many images this device computes at once (src/nn/fit.ts): larger slices run as micro-batches. */
+  fit: MicroFit;
 }
 
 /** How a session ended (Session.run). */

@@ -248,7 +248,7 @@ export class Session {
       case 'step-assignment': return this.trainer.step(m);
       case 'evaluate': {
         this.trainer.requireStep(m.step, 'evaluate');
-        const counts = await evalCounts(this.c.model, this.c.val, m);
+        const counts = await evalCounts(this.c.model, this.c.val, m, this.c.fit.images);
         return this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
       }
       case 'upload-checkpoint':

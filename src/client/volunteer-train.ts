@@ -10,6 +10,7 @@
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
+import { microBatches } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
@@ -126,22 +127,43 @@ export class Trainer {
   }
 
   /**
-   * The gradient SUM of one slice (and its loss sum); the optimiser runs on the host, so it
-   * always comes back. `ahead`: the slices to load while this one computes, nearest first.
+   * The gradient SUM of one slice (and its loss sum), in micro-batches that fit the device; the
+   * optimiser runs on the host, so it always comes back. `ahead`: the slices to load while this one
+   * computes, nearest first.
    */
   private async gradient(ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[]): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
+    const parts = this.parts(ids);
     let lossSum = 0;
-    if (ids.length > 0) {
-      const x = await this.loadBatch(ids, epoch, ahead);
-      const total = recordGradients(model, x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0);
+    if (parts.length === 0) model.zeroGrads();
+    for (let k = 0; k < parts.length; k++) {
+      const next = k + 1 < parts.length ? [{ step, epoch, sampleIds: parts[k + 1]! }] : ahead.map((s) => this.firstPart(s));
+      const x = await this.loadBatch(parts[k]!, epoch, next);
+      const total = recordGradients(model, x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0, k > 0);
       engine.flush();
-      lossSum = (await engine.readF32(total))[0]!;
-    } else {
-      model.zeroGrads();
+      lossSum += (await engine.readF32(total))[0]!;
     }
     return { grads: await engine.readF32(model.grads), lossSum };
+  }
+
+  /**
+   * `ids` cut into micro-batches that fit this device (src/nn/fit.ts). A slice that needs more
+   * than one where BN normalises over the whole slice (a job without bnGroup) is refused: its
+   * gradient would depend on how this device cuts it.
+   */
+  private parts(ids: readonly number[]): number[][] {
+    const parts = microBatches(ids, this.c.fit);
+    if (parts.length > 1 && this.c.model.bnGroup === null && this.c.model.spec.nodes.some((n) => n.op === 'bn')) {
+      throw new StateError(`this device computes at most ${this.c.fit.images} images of ${this.c.model.spec.name} at once, and its slice of ${ids.length} is more; the job normalises batch norm over each whole slice, so it cannot be cut: the job owner sets a BN group (npm start --bn-group 32) or gives this job more peers`);
+    }
+    return parts;
+  }
+
+  /** The first micro-batch of a slice to come: what to load ahead of it. */
+  private firstPart(s: NextSlice): NextSlice {
+    const first = microBatches(s.sampleIds, this.c.fit)[0];
+    return first && first.length < s.sampleIds.length ? { ...s, sampleIds: first } : s;
   }
 
   /** The batch of a slice on the engine (the wait for it counted in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
@@ -167,9 +189,10 @@ export class Trainer {
     }
     const arrived = performance.now();
     const { state } = this.c;
-    // Start loading this step's batch while the ring forms (a no-op when prefetched already).
+    // Start loading this step's (first) batch while the ring forms (a no-op when prefetched already).
     this.dataMs = 0;
-    if (this.c.prefetch) this.c.batches.hint(a.sampleIds, a.epoch);
+    const first = this.firstPart(a);
+    if (this.c.prefetch) this.c.batches.hint(first.sampleIds, first.epoch);
     // Undo a step this peer applied (or began) before the coordinator aborted it.
     if (this.backedUp === a.step && (this.committed === a.step + 1 || this.committed === a.step)) {
       state.restore();
@@ -202,20 +225,24 @@ export class Trainer {
     // A step with a tail: the fixed part and each granted chunk first, the last micro-batch below.
     const tail = a.steal ? await this.tail(a, todo) : null;
     if (tail) this.c.log(`volunteer: step ${a.step + 1} took ${tail.claimed.length} images of the tail in ${tail.grants} grant${tail.grants === 1 ? '' : 's'}${tail.final ? ` (its final grant: ${tail.final}, with the all-reduce)` : ''}`);
-    // Its micro-batches were throttled one by one already (tail).
-    const tailMs = performance.now() - t0;
-    const last = tail ? tail.last : todo;
+    // Then every micro-batch but the last of what is left (what fits the device at once); the last one runs with the all-reduce.
+    const parts = this.parts(tail ? tail.last : todo);
+    let earlier = tail?.earlier ?? null;
+    for (let k = 0; k + 1 < parts.length; k++) earlier = await this.micro(parts[k]!, a, earlier, [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }]);
+    // Those micro-batches were throttled one by one already.
+    const microMs = performance.now() - t0;
+    const last = parts[parts.length - 1] ?? [];
     const claimed = tail?.claimed ?? [];
-    const x = last.length > 0 ? await this.loadBatch(last, a.epoch, a.next ? [a.next] : []) : null;
+    const x = last.length > 0 ? await this.loadBatch(last, a.epoch, a.next ? [this.firstPart(a.next)] : []) : null;
     await this.straggle(last.length);
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
-    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(tail?.earlier ? { earlier: tail.earlier } : {}) }, forming, {
+    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(earlier ? { earlier } : {}) }, forming, {
       step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
       // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
       keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
-      throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - (tail ? tailMs : 0)) + computeMs) : Promise.resolve()),
+      throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
@@ -248,12 +275,8 @@ export class Trainer {
     const next0 = this.host.claims.claim(a.generation, a.step);
     let earlier: { lossSum: number } | null = null;
     const add = async (ids: number[], ahead: readonly NextSlice[]): Promise<void> => {
-      if (ids.length === 0) return;
-      const at = performance.now();
-      const lossSum = await this.microBatch(ids, a, earlier !== null, ahead);
-      earlier = { lossSum: (earlier?.lossSum ?? 0) + lossSum };
-      // Throttled: idle after each micro-batch, so that this peer claims at the pace it computes.
-      await this.throttle(performance.now() - at);
+      const parts = this.parts(ids);
+      for (let k = 0; k < parts.length; k++) earlier = await this.micro(parts[k]!, a, earlier, k + 1 < parts.length ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }] : ahead);
     };
     await add(own, []);
     let next = next0;
@@ -278,6 +301,17 @@ export class Trainer {
       pending = answer.ids;
     }
     return { last: pending, claimed, earlier, grants, final };
+  }
+
+  /**
+   * One micro-batch of a slice, added to the gradient the engine holds from `earlier` ones (or
+   * replacing it: none); throttled after it, so that this peer claims and computes at its set pace.
+   */
+  private async micro(ids: number[], a: StepAssignment, earlier: { lossSum: number } | null, ahead: readonly NextSlice[]): Promise<{ lossSum: number }> {
+    const at = performance.now();
+    const lossSum = await this.microBatch(ids, a, earlier !== null, ahead);
+    await this.throttle(performance.now() - at);
+    return { lossSum: (earlier?.lossSum ?? 0) + lossSum };
   }
 
   /** One micro-batch of a slice: its gradient added to the engine's (`accumulate`) or replacing it; resolves its loss sum. */
@@ -307,7 +341,7 @@ export class Trainer {
 
   private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {
     const fetchedBytes = this.c.fetched.bytes;
-    this.host.send({ type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}), ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}) });
+    this.host.send({ type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: this.c.fit.images, ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}), ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}) });
     this.lastReportAt = performance.now();
     this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes, dataMs: r.timings.dataMs, fetchedBytes });
   }
@@ -321,7 +355,7 @@ export class Trainer {
     const arrived = performance.now();
     this.dataMs = 0;
     // The round's first inner slices start loading while the ring forms.
-    if (this.c.prefetch) for (const s of innerAhead(a, plan, -1)) this.c.batches.hint(s.sampleIds, s.epoch);
+    if (this.c.prefetch) for (const s of innerAhead(a, plan, -1).map((n) => this.firstPart(n))) this.c.batches.hint(s.sampleIds, s.epoch);
     if (rounds.undo(a.step)) this.committed = a.step;
     this.requireStep(a.step, 'train');
     checkRingStep(a);

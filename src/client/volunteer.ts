@@ -28,6 +28,7 @@ import { countingSource } from '../data/counting-source.ts';
 import { BatchLoader, DEFAULT_CACHE_BYTES, defaultAugment } from '../data/loader.ts';
 import { Prefetcher } from '../data/prefetch.ts';
 import { httpShardSource, loadManifest } from '../data/source.ts';
+import { fitMicroBatch, footprintOf, type MicroFit } from '../nn/fit.ts';
 import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
 import { checkOuterConfig, OUTER_DEFAULTS } from '../optim/outer.ts';
@@ -55,13 +56,27 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const manifest = await loadManifest(source);
   const { channels, height, width } = manifest.image;
   const spec = modelByName(job.job.model, [channels, height, width], manifest.classes.length);
-  const model = new Model(p.engine, spec, { seed: job.job.seed, layout: { biasTrust: job.job.optimizer.biasTrust } });
+  const layout = { biasTrust: job.job.optimizer.biasTrust };
+  const bnGroup = job.job.bnGroup;
+  const model = new Model(p.engine, spec, { seed: job.job.seed, layout, ...(bnGroup !== undefined ? { bnGroup } : {}) });
   const buckets = syncBuckets(model.layout, job.job);
   // Checked here too (a coordinator's settings are input): peers must agree on every field. A
   // field an older coordinator does not send takes its default (the warm-up is its business).
   const outer = job.job.outer && job.job.outer.syncEvery > 1 ? checkOuterConfig({ ...OUTER_DEFAULTS, ...job.job.outer }) : null;
   const state = new TrainingState(model, job.job.optimizer, outer);
   const rounds = outer ? new RoundState(state, outer) : null;
+  // What fits this device at once, with the model and its state in place: larger slices run as micro-batches.
+  let fit: MicroFit;
+  try {
+    fit = fitMicroBatch(await footprintOf(p.engine, spec, layout), p.engine.memory(), bnGroup ?? 1, {
+      ...(o.memoryBytes !== undefined ? { memoryBytes: o.memoryBytes } : {}), ...(o.microBatch !== undefined ? { maxImages: o.microBatch } : {}),
+    });
+  } catch (e) {
+    state.destroy();
+    model.destroy();
+    throw e;
+  }
+  log(`volunteer: ${fit.images} images fit at once on ${p.engine.info.description} (${(fit.footprint.perImageBytes / 2 ** 20).toFixed(1)} MiB measured per image, bound by ${fit.bound}${bnGroup ? `, BN groups of ${bnGroup}` : ''})`);
   const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;
   if (!(memory > 0)) throw new RangeError(`memoryCacheBytes must be > 0, got ${memory}`);
   const valBytes = Math.max(1, Math.floor(memory / 4));
@@ -70,7 +85,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const batches = new Prefetcher(train, {
     onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
   });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched };
+  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched, fit };
   // A data set that fits the cache loads while this peer joins and waits to be admitted, not in its first step.
   if (ctx.prefetch) {
     const warming = train.warmAll();
