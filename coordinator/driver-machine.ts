@@ -34,6 +34,7 @@ import { admitted, requeue, ringSpeeds, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type AdmittingPhase, type DriverDeps, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
 import { verdictLine } from './steal-tuner.ts';
+import { failed, halts, noStreak } from '../src/client/failure-streak.ts';
 
 export class DriverMachine {
   protected readonly peers = new Map<string, PeerRec>();
@@ -57,6 +58,11 @@ export class DriverMachine {
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   protected pauseAsked = false;
   private resolveDone!: () => void;
+  /** Failed leaves in a row with one cause and no commit between (src/client/failure-streak.ts). */
+  private failures = noStreak();
+  private resolveHalt!: (reason: string) => void;
+  /** Resolves with the reason when the job pauses itself on a failure that repeats (an admin's resume goes on). */
+  readonly halted: Promise<string>;
   /** Resolves when the job has run its last step (and its final checkpoint is stored). */
   readonly finished: Promise<void>;
 
@@ -69,6 +75,7 @@ export class DriverMachine {
     this.ckpt = new CheckpointBook(d.checkpointStep);
     this.step = d.checkpointStep ?? 0;
     this.finished = new Promise((r) => { this.resolveDone = r; });
+    this.halted = new Promise((r) => { this.resolveHalt = r; });
   }
 
   protected get phase(): Phase {
@@ -93,6 +100,23 @@ export class DriverMachine {
 
   peerGone(id: string, reason: string): void {
     this.gone([id], reason);
+  }
+
+  /**
+   * A peer left because its work failed (Leave.failed): after HALT_AFTER such leaves in a row with
+   * one cause and no step committed between, rejoining would only repeat it, so the job pauses
+   * at the boundary and says why (metrics, events, log, `halted`).
+   */
+  protected workFailed(id: string, reason: string): void {
+    this.failures = failed(this.failures, reason);
+    if (!halts(this.failures)) return;
+    const why = `the same failure ended peers' work ${this.failures.count} times in a row with no step committed (last: ${id}): ${reason}`;
+    this.failures = noStreak();
+    this.d.log(`job paused: ${why}; fix what it says, then resume it (POST /api/admin/resume)`);
+    this.d.metrics.append({ type: 'halted', time: Date.now(), step: this.step, reason: why });
+    this.d.publish({ type: 'halted', step: this.step, reason: why });
+    this.pauseAsked = true;
+    this.resolveHalt(why);
   }
 
   /**
@@ -283,6 +307,7 @@ export class DriverMachine {
     this.clock.committed(now - ph.started);
     this.step = ph.step + ph.steps;
     const { record, event } = commitRecords(ph, results, this.step, now);
+    this.failures = noStreak();
     this.d.metrics.append(record);
     this.d.publish(event);
     this.phase = { kind: 'between' };

@@ -83,6 +83,7 @@ export class Driver extends DriverMachine {
           this.d.log(`peer ${id} leaves after step ${ph.step + 1} (${m.reason ?? 'asked'})`);
           return;
         }
+        if (m.failed) this.workFailed(id, m.reason ?? 'its work failed');
         this.d.disconnect(id, m.reason ?? 'left');
         return this.peerGone(id, m.reason ?? 'left');
       case 'ready':

@@ -340,17 +340,36 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     if (stopping) return;
     stopping = true;
     process.stderr.write(`\n${why}: stopping the volunteers and the coordinator (the job resumes from its newest checkpoint next time)\n`);
+    await closeAll();
+    process.exit(130);
+  };
+  const closeAll = async () => {
     for (const v of locals) v.kill('SIGTERM');
     await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 5000))]);
     for (const v of locals) v.kill('SIGKILL');
     await job.close();
     await relay?.close();
-    process.exit(130);
   };
   process.once('SIGINT', () => void stop('interrupted'));
   process.once('SIGTERM', () => void stop('terminated'));
 
-  await job.driver.finished;
+  // A failure that repeats on every try (a device that cannot take its share, a model it cannot build): the job paused itself.
+  // Every local volunteer stopped on an error with nobody else in the job: say what they said, not wait forever.
+  const localsFailed = new Promise<string>((resolveFailed) => {
+    if (locals.length === 0) return;
+    void Promise.all(locals.map((v) => v.exited)).then((codes) => {
+      if (codes.every((c) => c !== 0) && job.driver.status().peers === 0) {
+        resolveFailed(`every local volunteer stopped:\n${locals.map((v) => `  [${v.name}] ${v.lines.filter((l) => l.trim()).slice(-1)[0] ?? `exit ${codes[locals.indexOf(v)]}`}`).join('\n')}`);
+      }
+    });
+  });
+  const halt = await Promise.race([job.driver.finished.then(() => null), job.driver.halted, localsFailed]);
+  if (halt !== null) {
+    process.stderr.write(`\nstopping: ${halt}\n`);
+    await closeAll();
+    process.stdout.write(`${JSON.stringify({ job: job.job.name, halted: halt, steps: job.driver.status().step, jobDir })}\n`);
+    process.exit(1);
+  }
   printer.done(state);
   await Promise.race([Promise.all(locals.map((v) => v.exited)), new Promise((r) => setTimeout(r, 10_000))]);
   for (const v of locals) v.kill('SIGKILL');

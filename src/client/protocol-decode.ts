@@ -158,10 +158,11 @@ function readAnnounce(r: FieldReader): Fields<CheckpointAnnounce> {
 }
 
 function readLeave(r: FieldReader): Fields<Leave> {
-  r.only(['type', 'peerId', 'reason', 'afterStep']);
+  r.only(['type', 'peerId', 'reason', 'afterStep', 'failed']);
   const out: Fields<Leave> = { peerId: r.id('peerId') };
   if (r.has('reason')) out.reason = r.str('reason', MAX_TEXT_LENGTH);
   if (r.has('afterStep')) out.afterStep = r.bool('afterStep');
+  if (r.has('failed')) out.failed = r.bool('failed');
   return out;
 }
 

@@ -127,7 +127,11 @@ export interface CheckpointAnnounce { type: 'checkpoint-announce'; peerId: strin
  * ring keeps its slice; the coordinator lets it go at the step's commit, with 'done') instead of
  * leaving now; absent: it is gone now.
  */
-export interface Leave { type: 'leave'; peerId: string; reason?: string; afterStep?: boolean }
+export interface Leave {
+  type: 'leave'; peerId: string; reason?: string; afterStep?: boolean;
+  /** It leaves because its work failed (reason: the error): the coordinator halts a job that fails so again and again (failure-streak.ts). */
+  failed?: boolean;
+}
 /** This peer holds the weights of `step` (loaded from the seed or a checkpoint) and can enter a ring. */
 export interface Ready { type: 'ready'; peerId: string; step: number; checksum: string; device: string }
 /** The model's answer for one shown test image. */
@@ -299,7 +303,9 @@ export type LiveEvent =
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
   | ({ type: 'eval' } & EvalSummary)
   | { type: 'checkpoint'; step: number }
-  | { type: 'done'; step: number };
+  | { type: 'done'; step: number }
+  /** The job paused itself: the same failure ended peers' work again and again with no step committed (src/client/failure-streak.ts). */
+  | { type: 'halted'; step: number; reason: string };
 
 /** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
 export type MetricRecord =
@@ -311,7 +317,8 @@ export type MetricRecord =
   | ({ type: 'eval'; time: number } & EvalSummary)
   | { type: 'checkpoint'; time: number; step: number }
   | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[]; topology?: Topology }
-  | { type: 'done'; time: number; step: number };
+  | { type: 'done'; time: number; step: number }
+  | { type: 'halted'; time: number; step: number; reason: string };
 
 /**
  * An evaluation of the weights after `step` updates: over `samples` test images (`final`: the

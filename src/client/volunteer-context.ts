@@ -135,6 +135,10 @@ export interface Ctx {
 }
 
 /** How a session ended (Session.run). */
-export type SessionEnd = { reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string; unreachable?: boolean };
+export type SessionEnd = {
+  reason: 'done' | 'stopped' | 'lost' | 'evicted'; detail: string; unreachable?: boolean;
+  /** This peer's own work failed (detail: the error), as opposed to a lost coordinator or an eviction. */
+  failed?: boolean;
+};
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -223,8 +223,8 @@ export class Session {
         } catch (e) {
           const why = e instanceof Error ? e.message : String(e);
           this.c.log(`volunteer: ${m.type} failed: ${why}`);
-          this.send({ type: 'leave', peerId: this.peerId, reason: why.slice(0, 900) });
-          this.end({ reason: 'lost', detail: why });
+          this.send({ type: 'leave', peerId: this.peerId, reason: why.slice(0, 900), failed: true });
+          this.end({ reason: 'lost', detail: why, failed: true });
         }
       }
     } finally {

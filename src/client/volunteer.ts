@@ -34,7 +34,8 @@ import { modelByName } from '../nn/models.ts';
 import { checkOuterConfig, OUTER_DEFAULTS } from '../optim/outer.ts';
 import { jobWire, syncBuckets } from './sync-step.ts';
 import { getJob } from './http.ts';
-import { TrainingState } from './state.ts';
+import { failed, halts, noStreak } from './failure-streak.ts';
+import { StateError, TrainingState } from './state.ts';
 import { sleep, type Ctx, type VolunteerExit, type VolunteerOptions, type VolunteerPlatform } from './volunteer-context.ts';
 import { Session } from './volunteer-session.ts';
 
@@ -93,6 +94,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   }
   let step: number | null = null;
   let unreachable = 0;
+  let streak = noStreak();
+  /** The step this peer held when its streak of failures last grew (a commit since breaks it). */
+  let streakAt: number | null | undefined;
   let checkedIce = false;
   try {
     for (;;) {
@@ -107,12 +111,16 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
       // Once, in the background: what this device offers WebRTC, and any server that failed.
       if (!checkedIce && p.iceCheck && session.iceServers.length) checkedIce = reportIce(p.iceCheck, session.iceServers, session.rtcConfig, log);
       const end = await session.run();
-      step = session.committed;
-      if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step };
+      if (end.reason === 'done' || end.reason === 'stopped') return { reason: end.reason, step: session.committed };
       // A step's staged backward may outlive its session: the next session uses the model after it.
       const endedAt = Date.now();
       await session.drained(60_000);
       if (Date.now() - endedAt > 2000) log(`volunteer: waited ${((Date.now() - endedAt) / 1000).toFixed(1)} s after the session ended for the step it was in to finish`);
+      // Its own work failed the same way again and again with no step in between: rejoining will not help.
+      streak = end.failed ? failed(session.committed === streakAt ? streak : noStreak(), end.detail) : noStreak();
+      streakAt = session.committed;
+      if (halts(streak)) throw new StateError(`this volunteer stops: its work failed ${streak.count} times in a row the same way, with no step committed between: ${end.detail}`);
+      step = session.committed;
       // Evicted again and again because no neighbour could be reached: rejoining will not help.
       unreachable = end.unreachable ? (session.linked ? 1 : unreachable + 1) : 0;
       if (unreachable >= MAX_UNREACHABLE) throw await unreachableError(p, session.iceServers, session.rtcConfig, end.detail, log);

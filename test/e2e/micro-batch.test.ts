@@ -31,7 +31,7 @@ afterAll(async () => {
   await root?.remove();
 });
 
-interface Run { code: number | null; err: string; jobDir: string }
+interface Run { code: number | null; out: string; err: string; jobDir: string }
 
 function npmStart(name: string, port: number, args: string[]): Promise<Run> {
   const jobDir = join(root.dir, `job-${name}`);
@@ -39,13 +39,15 @@ function npmStart(name: string, port: number, args: string[]): Promise<Run> {
     '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', 'resnet50', '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
     '--batch', '16', '--bn-group', '4', '--steps', String(STEPS), '--seed', String(SEED), '--threads', '1', '--checkpoint-every', '1',
     '--eval-every', '0', '--eval-samples', '4', '--final-eval-samples', '4', '--port', String(port), '--exit-when-done', '--wire', 'f32', ...args,
-  ], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   const timer = setTimeout(() => child.kill('SIGKILL'), 300_000);
   return new Promise((resolve) => child.once('exit', (code) => {
     clearTimeout(timer);
-    resolve({ code, err, jobDir });
+    resolve({ code, out, err, jobDir });
   }));
 }
 
@@ -60,6 +62,27 @@ async function change(jobDir: string): Promise<Float32Array> {
 
 describe('slices larger than a device takes at once', () => {
   const changes = new Map<string, Float32Array>();
+
+  it('a device that cannot take one BN group stops at once and npm start says why, instead of rejoining', async () => {
+    const at = Date.now();
+    const run = await npmStart('too-small', 18480, ['--volunteers', '1', '--backend', 'wasm', '--micro-batch', '2']);
+    expect(run.code, run.err.slice(-3000)).toBe(1);
+    expect(run.err).toMatch(/one BN group of 4 images does not fit this device: the micro-batch limit is 2 images/);
+    expect(run.err).toMatch(/stopping: every local volunteer stopped/);
+    expect(JSON.parse(run.out.trim().split('\n').pop()!)).toMatchObject({ steps: 0 });
+    expect(Date.now() - at).toBeLessThan(120_000);
+  }, 150_000);
+
+  it('a slice that cannot be cut (BN over the whole slice) fails the same way three times, then the job pauses and says why', async () => {
+    const run = await npmStart('no-groups', 18479, ['--volunteers', '1', '--backend', 'wasm', '--micro-batch', '4', '--bn-group', '0']);
+    expect(run.code, run.err.slice(-3000)).toBe(1);
+    expect(run.err).toMatch(/stopping: (the same failure ended peers' work 3 times in a row with no step committed|every local volunteer stopped)/);
+    expect(run.err).toMatch(/normalises batch norm over each whole slice, so it cannot be cut: the job owner sets a BN group/);
+    const records = await readMetrics(join(run.jobDir, 'metrics.jsonl'));
+    expect(records.filter((r) => r.type === 'step')).toHaveLength(0);
+    // Each try forms a generation and its leave empties one: three tries (before this, 358 generations in 400 s).
+    expect(records.filter((r) => r.type === 'generation').length).toBeLessThanOrEqual(6);
+  }, 150_000);
 
   for (const [backend, port] of [['wasm', 18481], ['webgpu', 18482]] as const) {
     it(`one ${backend} volunteer computes each slice of 16 as 4 micro-batches of 4 (BN groups of 4) and trains`, async () => {
