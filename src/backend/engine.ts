@@ -109,7 +109,7 @@ export interface Engine<T extends TensorLike> extends Ops<T> {
   /** Submits recorded work (a no-op where ops run at once). */
   flush(): void;
   memory(): EngineMemory;
-  /** Starts a new peak of memory() at what is used now. */
+  /** Starts a new peak of memory() at what is used now (no op may be running; the wasm engine gives back its kernels' scratch first). */
   resetPeak(): void;
   destroy(): void;
 }

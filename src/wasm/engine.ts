@@ -140,7 +140,11 @@ export class WasmEngine implements Engine<WasmTensor> {
     return { usedBytes: s.usedBytes, peakBytes: s.peakBytes, limitBytes: s.maxBytes, maxTensorBytes: s.maxBytes };
   }
 
+  /** Gives back the kernels' scratch (ops grow it again as they need it), then starts the peak: a probe then sees its own scratch. */
   resetPeak(): void {
+    this.alive('resetPeak');
+    for (const s of this.scratchBlocks.values()) this.heap.release(s.ptr);
+    this.scratchBlocks.clear();
     this.heap.resetPeak();
   }
 
