@@ -120,7 +120,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
   --bn-group N                ghost batch norm: BN statistics over fixed groups of N images of each
                               step, so a peer can compute its share in micro-batches that fit its
                               memory (default for an ImageNet model with BN: 32, or the largest
-                              power of two dividing --batch; 0: BN over each peer's whole share)
+                              power of two that divides --batch and gives every one of --volunteers
+                              or --min-peers a group; 0: BN over each peer's whole share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, see the README), f32
@@ -228,7 +229,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const trainSamples = manifest.splits.train.samples;
   const batch = batchArg > 0 ? batchArg : recipe ? defaultBatch(recipe.batch, trainSamples) : DEFAULT_JOB.batch;
   if (recipe && batchArg < 0 && batch !== recipe.batch) process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
-  const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipe?.bnGroup ? defaultBnGroup(recipe.bnGroup, batch) : 0;
+  const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipe?.bnGroup ? defaultBnGroup(recipe.bnGroup, batch, Math.max(volunteers, minPeers)) : 0;
   const lr = lrArg > 0 ? lrArg : recipe && kind === 'lars' ? scaledLr(recipe, batch) : kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr;
   const perEpoch = stepsPerEpoch(trainSamples, batch);
   const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;

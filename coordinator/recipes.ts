@@ -40,10 +40,13 @@ export function isImagenetModel(m: ModelName): m is keyof typeof IMAGENET_RECIPE
   return (IMAGENET_MODELS as readonly string[]).includes(m);
 }
 
-/** The recipe's BN group at `batch`: the group itself where it divides the batch, else the largest power of two below it that does. */
-export function defaultBnGroup(group: number, batch: number): number {
+/**
+ * The recipe's BN group at `batch` over a first ring of `peers`: the group itself where it divides
+ * the batch and every peer gets a group, else the largest power of two below it that does.
+ */
+export function defaultBnGroup(group: number, batch: number, peers = 1): number {
   let g = 1;
-  while (g * 2 <= group && batch % (g * 2) === 0) g *= 2;
+  while (g * 2 <= group && batch % (g * 2) === 0 && (g * 2) * Math.max(1, peers) <= batch) g *= 2;
   return g;
 }
 

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { assignGroupsByAffinity, groupOrder, splitGroups } from '../../coordinator/bn-groups.ts';
 import { emptyAffinity } from '../../coordinator/affinity.ts';
 import { JobError, parseJobConfig } from '../../coordinator/job.ts';
+import { defaultBnGroup } from '../../coordinator/recipes.ts';
 import { keptSlices, planRerun } from '../../coordinator/slice-rerun.ts';
 import { jobSampler, planStep } from '../../coordinator/step-plan.ts';
 
@@ -62,6 +63,14 @@ describe('BN groups', () => {
       [...groupsOf(slices[0]!, 4), '8,9,10,11', '12,13,14,15'],
       [...groupsOf(slices[2]!, 4), '16,17,18,19'],
     ]);
+  });
+
+  it("npm start's default group: the recipe's where it divides the batch and every first peer gets one", () => {
+    expect(defaultBnGroup(32, 32768)).toBe(32);
+    expect(defaultBnGroup(32, 32768, 64)).toBe(32);
+    expect(defaultBnGroup(32, 48)).toBe(16);
+    expect(defaultBnGroup(32, 4, 2)).toBe(2);
+    expect(defaultBnGroup(32, 6, 4)).toBe(1);
   });
 
   it('a job checks bnGroup against its batch and against work stealing', () => {
