@@ -9,7 +9,7 @@ import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from './args.ts';
 import { DEFAULT_CACHE_DIR } from './data/cli.ts';
 import { DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind } from './start-data.ts';
-import { IMAGENET_RECIPES, defaultBnGroup } from './recipes.ts';
+import { IMAGENET_RECIPES, defaultBnGroup, recipeBnGroup } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
 import { readJobFile, runJob } from './run.ts';
@@ -119,9 +119,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               least 8, at most an eighth of a peer's share of the tail)
   --bn-group N                ghost batch norm: BN statistics over fixed groups of N images of each
                               step, so a peer can compute its share in micro-batches that fit its
-                              memory (default for an ImageNet model with BN: 32, or the largest
-                              power of two that divides --batch and gives every one of --volunteers
-                              or --min-peers a group; 0: BN over each peer's whole share)
+                              memory (default for an ImageNet model with BN: AlexNet-BN 32, ResNet-50
+                              8, at 224 pixels 4, or the largest power of two below that divides
+                              --batch and gives each of --volunteers or --min-peers a group; 0: BN
+                              over each peer's whole share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, see the README), f32
@@ -229,7 +230,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const trainSamples = manifest.splits.train.samples;
   const batch = batchArg > 0 ? batchArg : recipe ? defaultBatch(recipe.batch, trainSamples) : DEFAULT_JOB.batch;
   if (recipe && batchArg < 0 && batch !== recipe.batch) process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
-  const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipe?.bnGroup ? defaultBnGroup(recipe.bnGroup, batch, Math.max(volunteers, minPeers)) : 0;
+  const recipeGroup = recipe ? recipeBnGroup(recipe, manifest.image.height) : undefined;
+  const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipeGroup ? defaultBnGroup(recipeGroup, batch, Math.max(volunteers, minPeers)) : 0;
   const lr = lrArg > 0 ? lrArg : recipe && kind === 'lars' ? scaledLr(recipe, batch) : kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr;
   const perEpoch = stepsPerEpoch(trainSamples, batch);
   const jobEpochs = epochs > 0 ? epochs : recipe ? recipe.epochs : DEFAULT_JOB.epochs;

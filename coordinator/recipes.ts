@@ -22,22 +22,32 @@ export interface Recipe {
   eta: number;
   /** Where the numbers come from (shown by --help). */
   source: string;
-  /** Ghost batch norm's images per BN group (Goyal et al.'s 32 per worker), for models with BN. */
-  bnGroup?: number;
+  /**
+   * Ghost batch norm's images per BN group by image side, for models with BN: Goyal et al.'s 32 per
+   * worker where one group fits a volunteer, else what fits both a 2 GiB WebGPU budget and wasm's
+   * 4 GiB (src/nn/fit.ts; ResNet-50 measured 97 MiB an image at 64 and 128 pixels, 289 at 224).
+   */
+  bnGroup?: Readonly<Record<number, number>>;
 }
 
 const LARS = { momentum: 0.9, weightDecay: 5e-4, eta: 0.001 } as const;
 
 export const IMAGENET_RECIPES: Readonly<Record<'alexnet' | 'alexnet-bn' | 'resnet50', Recipe>> = {
   alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'the LARS paper\'s AlexNet batch; rate a starting point, not tuned here' },
-  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, bnGroup: 32, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
-  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, bnGroup: 32, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
+  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, bnGroup: { 64: 32, 128: 32, 224: 32 }, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
+  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, bnGroup: { 64: 8, 128: 8, 224: 4 }, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
 };
 
 export const IMAGENET_MODELS = Object.keys(IMAGENET_RECIPES) as (keyof typeof IMAGENET_RECIPES)[];
 
 export function isImagenetModel(m: ModelName): m is keyof typeof IMAGENET_RECIPES {
   return (IMAGENET_MODELS as readonly string[]).includes(m);
+}
+
+/** The recipe's BN group for images of `side` pixels (the smallest it names for another side); undefined: a model without BN. */
+export function recipeBnGroup(r: Recipe, side: number): number | undefined {
+  if (!r.bnGroup) return undefined;
+  return r.bnGroup[side] ?? Math.min(...Object.values(r.bnGroup));
 }
 
 /**

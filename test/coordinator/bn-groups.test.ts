@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { assignGroupsByAffinity, groupOrder, splitGroups } from '../../coordinator/bn-groups.ts';
 import { emptyAffinity } from '../../coordinator/affinity.ts';
 import { JobError, parseJobConfig } from '../../coordinator/job.ts';
-import { defaultBnGroup } from '../../coordinator/recipes.ts';
+import { IMAGENET_RECIPES, defaultBnGroup, recipeBnGroup } from '../../coordinator/recipes.ts';
 import { keptSlices, planRerun } from '../../coordinator/slice-rerun.ts';
 import { jobSampler, planStep } from '../../coordinator/step-plan.ts';
 
@@ -71,6 +71,10 @@ describe('BN groups', () => {
     expect(defaultBnGroup(32, 48)).toBe(16);
     expect(defaultBnGroup(32, 4, 2)).toBe(2);
     expect(defaultBnGroup(32, 6, 4)).toBe(1);
+    expect(recipeBnGroup(IMAGENET_RECIPES.resnet50, 224)).toBe(4);
+    expect(recipeBnGroup(IMAGENET_RECIPES.resnet50, 64)).toBe(8);
+    expect(recipeBnGroup(IMAGENET_RECIPES.resnet50, 96)).toBe(4);
+    expect(recipeBnGroup(IMAGENET_RECIPES.alexnet, 64)).toBeUndefined();
   });
 
   it('a job checks bnGroup against its batch and against work stealing', () => {
