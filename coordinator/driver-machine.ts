@@ -25,7 +25,7 @@
 // checkpoint: the job resumes from it (same samples again) when peers come back.
 import type { CoordinatorMessage, LiveEvent, MetricRecord } from '../src/client/protocol.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
-import { formAgain } from './blame.ts';
+import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
@@ -58,6 +58,8 @@ export class DriverMachine {
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   protected pauseAsked = false;
   private resolveDone!: () => void;
+  /** Links that failed to open in earlier rings, by peer name: the evidence blame weighs (blame.ts). */
+  private linkEvidence = noEvidence();
   /** Failed leaves in a row with one cause and no commit between (src/client/failure-streak.ts). */
   private failures = noStreak();
   private resolveHalt!: (reason: string) => void;
@@ -372,7 +374,10 @@ export class DriverMachine {
 
   protected decideUnreachable(ph: RunningPhase): void {
     if (!ph.unreachable || this.phase !== ph) return;
-    const v = unreachableVerdict(ph, ph.unreachable);
+    // Peers by their volunteer names: a machine that rejoins under a new id is one partner (blame.ts).
+    const identity = (id: string) => this.peers.get(id)?.name ?? id;
+    const v = unreachableVerdict(ph, ph.unreachable, this.linkEvidence, identity);
+    this.linkEvidence = withFailures(this.linkEvidence, ph.unreachable.edges.map(([a, b]): [string, string] => [identity(a), identity(b)]), Date.now());
     this.evict([v.evict], v.reason, 'unreachable');
   }
 

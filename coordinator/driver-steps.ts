@@ -12,7 +12,7 @@
 import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
-import { UNREACHABLE_GRACE_MS, blameUnreachable } from './blame.ts';
+import { UNREACHABLE_GRACE_MS, blameUnreachable, noEvidence, type LinkEvidence } from './blame.ts';
 import type { DriverDeps, RunningPhase, Unreachable } from './driver-types.ts';
 import { splitGroups } from './bn-groups.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
@@ -251,10 +251,13 @@ export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure):
   return { evict: blamed, reason: `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id}${m.detail ? `: ${m.detail}` : ''})` };
 }
 
-/** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), and why. */
-export function unreachableVerdict(ph: RunningPhase, u: Unreachable): { evict: string; reason: string } {
+/** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), weighed with what earlier rings `seen`, and why. */
+export function unreachableVerdict(ph: RunningPhase, u: Unreachable, seen: LinkEvidence = noEvidence(), identity: (id: string) => string = (id) => id): { evict: string; reason: string } {
   const failed = u.edges.map(([a, b]) => `${a}->${b}`).join(', ');
-  return { evict: blameUnreachable(ph.ring, u.edges), reason: `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}); check its network, or run the coordinator with --turn` };
+  const evict = blameUnreachable(ph.ring, u.edges, seen, identity);
+  const before = seen.failedWith.get(identity(evict));
+  const history = before?.size ? `; before this ring it failed with ${[...before.keys()].join(', ')}` : '';
+  return { evict, reason: `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}${history}); check its network, or run the coordinator with --turn` };
 }
 
 /** The log line of a re-run (`ring` the survivors, `generation` theirs) of step `step` (numbered from 0). */
