@@ -107,6 +107,8 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               with one volunteer; 1 with several)
   --micro-batch N             local volunteers compute at most N images at once (default: as many
                               as fit their memory, measured); a larger share runs in micro-batches
+  --memory-mb N               engine memory each local volunteer may use (default: wasm its 4 GiB,
+                              WebGPU 2 GiB, as a GPU does not say what it has)
   --min-peers N               the first ring waits for N peers (default 1)
   --two-level-from N          a ring of N peers or more all-reduces in two levels: groups of about
                               sqrt(N) by measured links, then across the groups (default 16; 0: never)
@@ -195,6 +197,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const threads = a.int('threads', volunteers === 1 ? Math.min(4, availableParallelism()) : 1, 1);
   const minPeers = a.int('min-peers', 1, 1);
   const microBatch = a.int('micro-batch', 0, 1);
+  const memoryMb = a.int('memory-mb', 0, 1);
   const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
   const stealArg = a.str('steal', 'auto');
   const stealFraction = stealArg === 'auto' ? 'auto' : stealArg === 'off' ? 0 : Number(stealArg);
@@ -333,7 +336,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
     locals.push(spawnVolunteer({
-      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, env: localEnv, args: ['--quiet', '--backend', backend, '--threads', String(threads), ...(microBatch > 0 ? ['--micro-batch', String(microBatch)] : [])],
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, env: localEnv, args: ['--quiet', '--backend', backend, '--threads', String(threads), ...(microBatch > 0 ? ['--micro-batch', String(microBatch)] : []),
+        ...(memoryMb > 0 ? ['--memory-mb', String(memoryMb)] : [])],
       // Dawn's notes about limits it lowered are not news to anyone running a job.
       onLine: (line) => { if (line.trim() && !/^Warning: max\w+ artificially reduced/.test(line)) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
     }));
