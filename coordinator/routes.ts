@@ -13,6 +13,14 @@
 //   GET  /api/model.onnx           the newest checkpoint as an ONNX file (src/export)
 //   GET  /api/samples/val/<id>     one test image as stored (PNG/JPEG; x-label header): the dashboard's grid
 //   GET  /data/<dataset>/<file>    manifest.json and shards of the job's data set
+//
+// A private job's routes that serve data, weights, the model, metrics or events need a
+// credential (checkAccess), as "Authorization: Bearer <token>" or ?token=<token> (an
+// EventSource or an image tag cannot set a header): the join token (volunteers) or the admin
+// token open every one; the view token (people who watch) opens the dashboard's: the job, its
+// events and metrics, the model, the test images and the data set's manifest (class names),
+// never the training images or the checkpoints. /api/join, the admin and upload routes check
+// their own tokens; the page's code and /ca.crt stay open (nothing of the job is in them).
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
@@ -72,6 +80,8 @@ export interface RouteContext {
   joinUrls?: () => string[];
   /** The newest checkpoint as ONNX (null: no checkpoint yet); none: GET /api/model.onnx is 404. */
   onnx?: () => Promise<{ fileName: string; chunks: Uint8Array[] } | null>;
+  /** A private job's view token (checkAccess): what people who watch the dashboard are given. */
+  viewToken?: string;
   /** One stored test image by id (GET /api/samples/val/<id>); none: 404. */
   valSample?: (id: number) => Promise<{ bytes: Uint8Array; label: number; mediaType: string }>;
 }
@@ -101,6 +111,26 @@ export interface UploadPolicy {
 const MAX_METRIC_RECORDS = 20_000;
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext, segments: string[]) => Promise<void>;
+
+/** What a route of a private job serves: what people who watch see, or what only those who train get. */
+type Access = 'watch' | 'train';
+
+/** Refuses a request to a private job's route without a credential for `need` (see the header). */
+export function checkAccess(req: IncomingMessage, ctx: RouteContext, need: Access): void {
+  if (ctx.job.access.kind !== 'private') return;
+  const given = bearerToken(req) ?? requestUrl(req).searchParams.get('token');
+  const what = need === 'watch' ? 'its join token or its view token' : 'its join token (the view token shows the dashboard only)';
+  if (!given) throw new HttpError('unauthorized', `this job is private: send ${what} as "Authorization: Bearer <token>" or ?token=<token>`);
+  const opens = (t: string | undefined): boolean => t !== undefined && given.length <= MAX_TOKEN_LENGTH && tokensMatch(given, t);
+  if (opens(ctx.job.access.joinToken) || opens(ctx.admin?.token) || (need === 'watch' && opens(ctx.viewToken))) return;
+  throw new HttpError('forbidden', `this job is private and that token does not open it: ask its owner for ${what}`);
+}
+
+/** A handler behind checkAccess. */
+const guarded = (need: Access, h: Handler): Handler => (req, res, ctx, segments) => {
+  checkAccess(req, ctx, need);
+  return h(req, res, ctx, segments);
+};
 
 /** Constant-time comparison: hashing first makes the lengths equal, so length leaks nothing. */
 export function tokensMatch(given: string, expected: string): boolean {
@@ -299,12 +329,12 @@ const getValSample = async (res: ServerResponse, ctx: RouteContext, segments: st
 };
 
 const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
-  '/api/model.onnx': { GET: getOnnx },
-  '/api/job': { GET: getJob },
+  '/api/model.onnx': { GET: guarded('watch', getOnnx) },
+  '/api/job': { GET: guarded('watch', getJob) },
   '/api/join': { POST: postJoin },
-  '/api/events': { GET: getEvents },
-  '/api/checkpoints/latest': { GET: getLatestCheckpoint },
-  '/api/metrics': { GET: getMetrics },
+  '/api/events': { GET: guarded('watch', getEvents) },
+  '/api/checkpoints/latest': { GET: guarded('train', getLatestCheckpoint) },
+  '/api/metrics': { GET: guarded('watch', getMetrics) },
   '/ca.crt': { GET: getCaCert },
 };
 
@@ -315,6 +345,8 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
   const method = req.method ?? 'GET';
   if (segments[0] === 'data') {
     if (method !== 'GET' && method !== 'HEAD') throw new HttpError('method-not-allowed', 'data files are read with GET');
+    // The manifest names the classes the dashboard shows; the shards are the training images.
+    checkAccess(req, ctx, segments.length === 3 && segments[2] === 'manifest.json' ? 'watch' : 'train');
     return getData(req, res, ctx, segments);
   }
   if (segments[0] === 'api' && segments[1] === 'admin') {
@@ -322,12 +354,13 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
     return postAdmin(req, res, ctx, segments);
   }
   if (segments[0] === 'api' && segments[1] === 'checkpoints' && segments.length === 3 && segments[2] !== 'latest') {
-    if (method === 'GET') return getCheckpointOfStep(req, res, ctx, segments);
+    if (method === 'GET') return guarded('train', getCheckpointOfStep)(req, res, ctx, segments);
     if (method === 'POST') return postCheckpoint(req, res, ctx, segments);
     throw new HttpError('method-not-allowed', '/api/checkpoints/<step> takes GET, POST');
   }
   if (segments[0] === 'api' && segments[1] === 'samples' && segments[2] === 'val' && segments.length === 4) {
     if (method !== 'GET') throw new HttpError('method-not-allowed', 'test images are read with GET');
+    checkAccess(req, ctx, 'watch');
     return getValSample(res, ctx, segments);
   }
   const table = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;

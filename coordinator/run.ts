@@ -34,6 +34,8 @@ export const JOB_FILE = 'job.json';
 export const SHOWN_TEST_IMAGES = 24;
 /** The job owner's token for POST /api/admin/... (created with the job, mode 0600). */
 export const ADMIN_TOKEN_FILE = 'admin-token';
+/** A private job's view token (routes.ts checkAccess): the dashboard's routes, for people who watch. */
+export const VIEW_TOKEN_FILE = 'view-token';
 /** Sessions closing within this time of the first are handed to the driver as one loss (run.ts `closed`). */
 export const CLOSE_BATCH_MS = 20;
 
@@ -84,6 +86,8 @@ export interface RunningJob {
   readonly resumed: boolean;
   /** The admin token (also in `<jobDir>/admin-token`). */
   readonly adminToken: string;
+  /** A private job's view token, for people who watch its dashboard (also in `<jobDir>/view-token`); null: a public job. */
+  readonly viewToken: string | null;
   close(): Promise<void>;
 }
 
@@ -144,7 +148,8 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   const jobId = stored?.jobId ?? randomInt(1, 2 ** 31);
   const saveJob = (config: Record<string, unknown>) => writeFileAtomic(join(o.jobDir, JOB_FILE), `${JSON.stringify({ jobId, config }, null, 1)}\n`);
   if (!stored) await saveJob(raw);
-  const adminToken = await readOrCreateAdminToken(o.jobDir);
+  const adminToken = await readOrCreateToken(o.jobDir, ADMIN_TOKEN_FILE, 'an admin token');
+  const viewToken = job.access.kind === 'private' ? await readOrCreateToken(o.jobDir, VIEW_TOKEN_FILE, 'a view token') : null;
 
   const { channels, height, width } = o.manifest.image;
   const spec = modelByName(job.model, [channels, height, width], o.manifest.classes.length);
@@ -249,6 +254,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
     },
     upgrade: (req, socket, head) => sessions.handleUpgrade(req, socket, head),
+    ...(viewToken ? { viewToken } : {}),
     valSample: valSampleReader(o.dataFolder ?? join(o.dataDir, o.manifest.dataset), o.manifest),
     onnx: async () => {
       const c = await checkpoints.readNewest();
@@ -304,7 +310,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   }, 12 * 3600_000) : null;
   renewal?.unref();
   return {
-    coordinator: c, tls, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken,
+    coordinator: c, tls, driver, job, jobId, checkpoints, url: c.url, resumed: !!stored, adminToken, viewToken,
     async close() {
       if (closingTimer) clearTimeout(closingTimer);
       driver.stop();
@@ -321,12 +327,12 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
 const loopbackOr = (host: string | undefined): string => (!host || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
 
 /** The job's admin token, created (mode 0600) the first time. */
-async function readOrCreateAdminToken(jobDir: string): Promise<string> {
-  const path = join(jobDir, ADMIN_TOKEN_FILE);
+async function readOrCreateToken(jobDir: string, file: string, what: string): Promise<string> {
+  const path = join(jobDir, file);
   try {
     const t = (await readFile(path, 'utf8')).trim();
     if (/^[A-Za-z0-9_-]{16,256}$/.test(t)) return t;
-    throw new JobFolderError(`${path} is not an admin token: delete it to get a new one`);
+    throw new JobFolderError(`${path} is not ${what}: delete it to get a new one`);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }

@@ -48,6 +48,7 @@ export interface CoordinatorOptions {
   joinUrls?: RouteContext['joinUrls'];
   onnx?: RouteContext['onnx'];
   valSample?: RouteContext['valSample'];
+  viewToken?: RouteContext['viewToken'];
   /**
    * Serve HTTPS (tls.ts) on the port; a plain-HTTP request there is redirected to https://.
    * None: plain HTTP (loopback: a browser treats http://127.0.0.1 as a secure context).
@@ -89,6 +90,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     joinUrls: o.joinUrls,
     onnx: o.onnx,
     valSample: o.valSample,
+    viewToken: o.viewToken,
     localCa: o.tls?.ca,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };

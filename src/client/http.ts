@@ -42,6 +42,22 @@ export interface PublicJob {
   };
 }
 
+/**
+ * `fetchFn` that sends a private job's token ("Authorization: Bearer") with every request to the
+ * coordinator at `base` that carries no Authorization of its own (a checkpoint upload sends its
+ * session's); other addresses and a public job (no token) get the requests as they are.
+ */
+export function withJobToken(fetchFn: typeof fetch, base: string, token: string | undefined): typeof fetch {
+  if (!token) return fetchFn;
+  return (input, init) => {
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    if (!url.startsWith(base)) return fetchFn(input, init);
+    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    if (!headers.has('authorization')) headers.set('authorization', `Bearer ${token}`);
+    return fetchFn(input, { ...init, headers });
+  };
+}
+
 async function failure(res: Response, what: string): Promise<CoordinatorError> {
   const text = await res.text();
   const parsed = parseJsonText(text);

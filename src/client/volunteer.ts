@@ -33,7 +33,7 @@ import { Model } from '../nn/model.ts';
 import { modelByName } from '../nn/models.ts';
 import { checkOuterConfig, OUTER_DEFAULTS } from '../optim/outer.ts';
 import { jobWire, syncBuckets } from './sync-step.ts';
-import { getJob } from './http.ts';
+import { getJob, withJobToken } from './http.ts';
 import { failed, halts, noStreak } from './failure-streak.ts';
 import { StateError, TrainingState } from './state.ts';
 import { sleep, type Ctx, type VolunteerExit, type VolunteerOptions, type VolunteerPlatform } from './volunteer-context.ts';
@@ -45,8 +45,9 @@ export { usableKept } from './sync-step.ts';
 
 /** Joins the job at `url` and trains until the job is done (or `signal` aborts). */
 export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): Promise<VolunteerExit> {
-  const fetchFn = p.fetch ?? fetch;
   const base = o.url.replace(/\/+$/, '');
+  // A private job's data, checkpoints and job info need its token (coordinator/routes.ts checkAccess).
+  const fetchFn = withJobToken(p.fetch ?? fetch, base, o.token);
   const log = o.log ?? (() => undefined);
   const rejoinFor = o.rejoinForMs ?? 600_000;
   const job = await withRetry(() => getJob(fetchFn, base), rejoinFor, log, o.signal);

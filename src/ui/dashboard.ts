@@ -1,6 +1,7 @@
 // The dashboard (#dashboard): the job's history from GET /api/metrics, then live from the
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
+import { apiFetch, pageSearch, refusedMessage } from './access.ts';
 import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
 import type { Topology } from '../comm/topology.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
@@ -164,7 +165,7 @@ export function evalViews(m: DashboardModel): { heading: string; grid: string; c
   if (!d) return { heading: '', grid: '', confusion: '' };
   const name = (k: number) => m.classNames[k] ?? `class ${k}`;
   const grid = d.predictions.length
-    ? predictionGridHtml(d.predictions.map((p) => ({ src: `/api/samples/val/${p.id}`, label: name(p.label), predicted: name(p.predicted), confidence: p.confidence, correct: p.label === p.predicted })), 8)
+    ? predictionGridHtml(d.predictions.map((p) => ({ src: withToken(`/api/samples/val/${p.id}`, pageSearch()), label: name(p.label), predicted: name(p.predicted), confidence: p.confidence, correct: p.label === p.predicted })), 8)
     : '';
   const n = d.confusion ? Math.round(Math.sqrt(d.confusion.length)) : 0;
   const names = Array.from({ length: n }, (_, k) => name(k));
@@ -206,7 +207,7 @@ export function showDashboard(root: HTMLElement): () => void {
     const model = root.querySelector<HTMLElement>('#dash-model');
     if (model) {
       model.hidden = m.checkpoint === null;
-      if (m.checkpoint !== null) model.innerHTML = `<a href="/api/model.onnx" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); README: "Take the model away"`;
+      if (m.checkpoint !== null) model.innerHTML = `<a href="${esc(withToken('/api/model.onnx', pageSearch()))}" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); README: "Take the model away"`;
     }
     root.dataset.step = last ? String(last.step) : '0';
     root.dataset.peers = String(shown);
@@ -214,7 +215,7 @@ export function showDashboard(root: HTMLElement): () => void {
   const timer = setInterval(draw, 1000);
   // Listen first, then read the history: events published in between are held and folded
   // after it (the history may or may not hold them; fold keeps the newest per step).
-  const events = new EventSource('/api/events');
+  const events = new EventSource(withToken('/api/events', pageSearch()));
   const listening = new Promise<void>((resolve) => events.addEventListener('hello', () => resolve(), { once: true }));
   let held: LiveEvent[] | null = [];
   for (const type of ['step', 'eval', 'generation', 'checkpoint'] as const) {
@@ -226,7 +227,14 @@ export function showDashboard(root: HTMLElement): () => void {
     });
   }
   void (async () => {
-    const raw: unknown = await (await fetch('/api/job')).json();
+    const answer = await apiFetch('/api/job');
+    const refused = refusedMessage(answer.status);
+    if (refused) {
+      root.dataset.refused = refused;
+      root.insertAdjacentHTML('afterbegin', `<p class="refused">${esc(refused)}</p>`);
+      return;
+    }
+    const raw: unknown = await answer.json();
     const job = jobHeadOf(raw);
     showJoin(root, joinInfoOf(raw), job.access);
     m.globalBatch = job.globalBatch;
@@ -235,7 +243,7 @@ export function showDashboard(root: HTMLElement): () => void {
     peers = job.peers;
     if (job.dataset) void classNamesOf(job.dataset).then((names) => { m.classNames = names; dirty = true; });
     await listening;
-    const history = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
+    const history = (await (await apiFetch('/api/metrics')).json()) as { records: MetricRecord[] };
     for (const r of history.records) fold(m, r);
     for (const e of held ?? []) fold(m, e);
     held = null;
@@ -267,7 +275,7 @@ export function jobHeadOf(x: unknown): { title: string; globalBatch: number; pee
 /** The class names of a data set from its manifest (GET /data/<dataset>/manifest.json); none on failure. */
 async function classNamesOf(dataset: string): Promise<string[]> {
   try {
-    const res = await fetch(`/data/${encodeURIComponent(dataset)}/manifest.json`);
+    const res = await apiFetch(`/data/${encodeURIComponent(dataset)}/manifest.json`);
     if (!res.ok) return [];
     const json: unknown = await res.json();
     const classes = typeof json === 'object' && json !== null ? (json as Record<string, unknown>).classes : undefined;

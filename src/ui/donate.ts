@@ -1,6 +1,7 @@
 // The donate view: what the job is, what this device offers, one button to start, pause and
 // resume, and a throttle. All training runs in a dedicated Worker behind comlink; this thread
 // only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
+import { apiFetch, refusedMessage } from './access.ts';
 import { proxy, transfer, wrap, type Remote } from 'comlink';
 import { BACKEND_PREFERENCES, type BackendPreference } from '../backend/engine.ts';
 import { loadBrowserPeer } from '../comm/peerjs-peer.ts';
@@ -35,10 +36,15 @@ function trafficNote(records: readonly MetricRecord[]): string {
 
 async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
   try {
-    const res = await fetch('/api/job');
+    const res = await apiFetch('/api/job');
+    const refused = refusedMessage(res.status);
+    if (refused) {
+      row(dl, [['status', refused]]);
+      return null;
+    }
     if (!res.ok) throw new Error(`the coordinator answered ${res.status}`);
     const j = (await res.json()) as PublicJob;
-    const m = (await (await fetch('/api/metrics')).json()) as { records: MetricRecord[] };
+    const m = (await (await apiFetch('/api/metrics')).json()) as { records: MetricRecord[] };
     const ev = m.records.filter((r): r is Extract<MetricRecord, { type: 'eval' }> => r.type === 'eval').pop();
     row(dl, [
       ['job', j.job.name],

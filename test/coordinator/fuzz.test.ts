@@ -417,7 +417,7 @@ describe('HTTP routes of a running job', () => {
       expect(r.status >= 400 && r.status < 500, `upgrade ${path.slice(0, 120)} -> ${r.status} [${replay}]`).toBe(true);
       expect(r.body.length, `upgrade ${path.slice(0, 120)} -> ${r.status} with no reason`).toBeGreaterThan(0);
     }
-    expect((await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [], localAddress: nextAddress() }, 5000)).status).toBe(200);
+    expect((await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000)).status).toBe(200);
   });
 });
 
@@ -429,7 +429,7 @@ async function expectUnchanged(before: State): Promise<void> {
   expect(after.joinToken).toBe(before.joinToken);
   expect(after.schedule).toEqual(before.schedule);
   // Still serving, and a valid join still works.
-  const r = await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [], localAddress: nextAddress() }, 5000);
+  const r = await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000);
   expect(r.status).toBe(200);
   expect((await validJoin()).type).toBe('join-accept');
 }

@@ -15,6 +15,7 @@ import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
 import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
 
 const TOKEN = 'lab-token-0123456789';
+const VIEW = 'view-token-0123456789abc';
 const SHARD = Buffer.from('pretend this is a tar shard\n'.repeat(100));
 const SECRET = 'the coordinator private key';
 let root = '';
@@ -64,7 +65,7 @@ beforeAll(async () => {
   // Generous join limits: the fuzz below posts many joins from one address (rate limits are tested on their own).
   const rateLimits = { joins: { perSecond: 1000, burst: 1000 } };
   pub = await startCoordinator({ job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, onJoin: (id) => joined.push(id), rateLimits });
-  priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits });
+  priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits, viewToken: VIEW });
 });
 
 afterAll(async () => {
@@ -74,7 +75,7 @@ afterAll(async () => {
 
 describe('API', () => {
   it('GET /api/job shows the job, never its token', async () => {
-    const r = await send(priv.port, 'GET', '/api/job');
+    const r = await send(priv.port, 'GET', '/api/job', undefined, { authorization: `Bearer ${VIEW}` });
     expect(r.status).toBe(200);
     expect(json(r)).toMatchObject({ jobId: 8, step: 0, generation: 0, peers: 0, job: { model: 'small-cnn', globalBatch: 64, access: 'private' } });
     expect(r.body.toString()).not.toContain(TOKEN);
@@ -88,6 +89,39 @@ describe('API', () => {
     if (!d.ok || d.value.type !== 'join-accept') return;
     expect(d.value).toMatchObject({ job: 7, signalingPath: '/signal', checkpointStep: null });
     expect(joined).toContain(d.value.peerId);
+  });
+
+  it('every route of a private job that serves data, weights, the model, metrics or events needs a credential; a public job stays open', async () => {
+    // The status only: /api/events streams and never ends.
+    const statusOf = (port: number, path: string, headers: Record<string, string> = {}): Promise<number> => new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method: 'GET', path, headers }, (res) => {
+        resolve(res.statusCode ?? 0);
+        res.destroy();
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const routes: [string, 'watch' | 'train'][] = [
+      ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/model.onnx', 'watch'], ['/api/samples/val/0', 'watch'],
+      ['/data/cifar10/manifest.json', 'watch'], ['/data/cifar10/train-000000.tar', 'train'], ['/api/checkpoints/latest', 'train'], ['/api/checkpoints/1', 'train'],
+    ];
+    const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
+    const opened = (status: number) => status !== 401 && status !== 403;
+    for (const [path, need] of routes) {
+      expect(await statusOf(priv.port, path), `${path} without a credential`).toBe(401);
+      expect(await statusOf(priv.port, path, bearer('lab-token-0123456788')), `${path} with a wrong token`).toBe(403);
+      expect(await statusOf(priv.port, `${path}?token=nope-nope-nope`), `${path} with a wrong ?token=`).toBe(403);
+      expect(opened(await statusOf(priv.port, path, bearer(TOKEN))), `${path} with the join token`).toBe(true);
+      expect(opened(await statusOf(priv.port, `${path}?token=${TOKEN}`)), `${path} with the join token as ?token=`).toBe(true);
+      expect(opened(await statusOf(priv.port, path, bearer(VIEW))), `${path} with the view token`).toBe(need === 'watch');
+      expect(opened(await statusOf(pub.port, path)), `${path} of a public job`).toBe(true);
+    }
+    const r = await send(priv.port, 'GET', '/data/cifar10/train-000000.tar', undefined, bearer(TOKEN));
+    expect(r.body.equals(SHARD)).toBe(true);
+    expectError(await send(priv.port, 'GET', '/data/cifar10/train-000000.tar', undefined, bearer(VIEW)), 403, 'forbidden', /view token shows the dashboard only/);
+    expectError(await send(priv.port, 'GET', '/api/metrics'), 401, 'unauthorized', /this job is private: send its join token or its view token/);
+    // The page's code and the CA certificate hold nothing of the job.
+    for (const path of ['/', '/ca.crt']) expect(opened(await statusOf(priv.port, path)), path).toBe(true);
   });
 
   it('a private job needs the right token', async () => {
