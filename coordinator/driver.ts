@@ -14,7 +14,25 @@ import { DriverMachine } from './driver-machine.ts';
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
 
+/** The coordinator's own turns between steps (ms): from a step's last result to the next step's assignments sent. Bounded. */
+export class TurnTimes {
+  private times: number[] = [];
+  note(ms: number): void {
+    this.times.push(ms);
+    if (this.times.length > 10_000) this.times.splice(0, this.times.length - 10_000);
+  }
+  /** The turns noted since the last call. */
+  take(): number[] {
+    const t = this.times;
+    this.times = [];
+    return t;
+  }
+}
+
 export class Driver extends DriverMachine {
+  /** Its turns between steps (the coordinator bench reads them). */
+  readonly turns = new TurnTimes();
+
   constructor(d: DriverDeps) {
     super(d);
     this.timer = setInterval(() => this.tick(), 250);
@@ -100,7 +118,11 @@ export class Driver extends DriverMachine {
         if (wrong) return this.evict([id], `its result of step ${ph.step + 1} does not cover its slice: ${wrong}`);
         ph.results.set(id, m);
         Object.assign(peer, measureStep(peer, m));
-        return this.advance();
+        const [before, t0] = [this.step, performance.now()];
+        this.advance();
+        // The last result of a step: its commit and the next step's assignments, all on this turn.
+        if (this.step !== before) this.turns.note(performance.now() - t0);
+        return;
       }
       case 'claim': {
         // The next chunk of the running step's tail; empty for a step that has none or is over.

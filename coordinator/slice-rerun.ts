@@ -72,7 +72,8 @@ export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: rea
 
 /** A short digest of a step's sample ids whatever their order or split: "<count>:<fnv-1a of the sorted ids>". */
 export function sampleDigest(slices: readonly (readonly number[])[]): string {
-  const ids = slices.flat().sort((a, b) => a - b);
+  // Ids are u32 (protocol-decode.ts sampleId): a typed sort, several times faster than a comparator's at ImageNet batches.
+  const ids = Uint32Array.from(slices.flat()).sort();
   let h = 0x811c9dc5;
   for (const id of ids) {
     for (let k = 0; k < 4; k++) {
