@@ -94,7 +94,10 @@ export class SimPeer {
 
   private onMessage(text: string): void {
     const d = this.shapes.decode(JSON.parse(text) as unknown);
-    if (!d.ok) throw new Error(`the coordinator sent a malformed message: ${JSON.stringify(d.error)}`);
+    if (!d.ok) {
+      this.o.log.dropped.push(`${this.id} got a message its decoder refuses: ${JSON.stringify(d.error).slice(0, 200)}`);
+      return;
+    }
     const m: CoordinatorMessage = d.value;
     const log = this.o.log;
     switch (m.type) {

@@ -23,7 +23,7 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
 // checkpoint: the job resumes from it (same samples again) when peers come back.
-import type { CoordinatorMessage, LiveEvent, MetricRecord } from '../src/client/protocol.ts';
+import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord } from '../src/client/protocol.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
@@ -58,6 +58,8 @@ export class DriverMachine {
   /** Asked to pause: the job holds at the next step boundary until resume(). */
   protected pauseAsked = false;
   private resolveDone!: () => void;
+  /** Peers waiting for a place in a full ring (MAX_RING), as last said in the log. */
+  private standbys = 0;
   /** Links that failed to open in earlier rings, by peer name: the evidence blame weighs (blame.ts). */
   private linkEvidence = noEvidence();
   /** Failed leaves in a row with one cause and no commit between (src/client/failure-streak.ts). */
@@ -154,7 +156,8 @@ export class DriverMachine {
     const ph = this.phase;
     switch (ph.kind) {
       case 'running':
-        if (ph.ring.every((id) => ph.results.has(id))) this.commit(ph);
+        // Results are taken from members only, once each (driver.ts): all are in when there are as many.
+        if (ph.results.size === ph.ring.length) this.commit(ph);
         return;
       case 'evaluating':
         if (ph.pending.size === 0) this.finishEval(ph);
@@ -179,7 +182,12 @@ export class DriverMachine {
     }
     this.phase = { kind: 'between' };
     const now = Date.now();
-    const waiting = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
+    // A ring holds at most MAX_RING peers (every message naming it is bounded so): the rest wait, first come first in.
+    const room = Math.max(0, MAX_RING - this.ring.length);
+    const ready = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
+    const waiting = ready.slice(0, room);
+    if (ready.length > room && this.standbys !== ready.length - room) this.d.log(`the ring is full (${MAX_RING} peers, the protocol's most): ${ready.length - room} peer(s) wait for a place`);
+    this.standbys = Math.max(0, ready.length - room);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     // Joiners enter at a round boundary, after the survivors of an aborted attempt finished it
     // (driver-steps.ts); under churn in a big ring they may wait for more (driver-generations.ts).

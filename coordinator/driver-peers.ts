@@ -6,6 +6,7 @@ import type { StepResult } from '../src/client/protocol.ts';
 import type { AdmittingPhase, Phase } from './driver-types.ts';
 import { silenceLimitMs, type SilenceLimits } from './silence.ts';
 import { observeLinks, type LinkObservation } from './two-level.ts';
+import { inRing, rankOf } from './ring-index.ts';
 
 export interface PeerRec {
   id: string;
@@ -91,12 +92,12 @@ export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id:
 function unmeasured(p: PeerRec, ph: Phase, uploading: (id: string) => boolean): boolean {
   return p.state === 'loading' || uploading(p.id) ||
     (ph.kind === 'evaluating' && ph.pending.has(p.id)) ||
-    (ph.kind === 'running' && p.maxWorkMs === null && ph.ring.includes(p.id));
+    (ph.kind === 'running' && p.maxWorkMs === null && inRing(ph.ring, p.id));
 }
 
 /** The longest work `p` has shown, scaled up to the slice it computes now where that is bigger. */
 function expectedWorkMs(p: PeerRec, ph: Phase): number | null {
-  const rank = ph.kind === 'running' && ph.slices ? ph.ring.indexOf(p.id) : -1;
+  const rank = ph.kind === 'running' && ph.slices ? rankOf(ph.ring, p.id) : -1;
   const slice = rank >= 0 && ph.kind === 'running' && ph.slices ? ph.slices[rank]!.length : 0;
   return p.maxWorkMs === null ? null : Math.max(p.maxWorkMs, p.workPerImage * slice);
 }

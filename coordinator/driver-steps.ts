@@ -20,6 +20,7 @@ import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } 
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
 import { newTuner, stealsNext, tunerRecord, type StealTuner, type TunerVerdict } from './steal-tuner.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
+import { rankOf } from './ring-index.ts';
 
 /** What a step starts from: the driver's state at the boundary. */
 export interface StepStart {
@@ -116,7 +117,7 @@ export class StepBook {
     const nextImages = s.coming ? splitGroups(B, G, s.coming.speeds) : images;
     const next = plan && nextStep < this.d.job.totalSteps && this.innerSteps(nextStep) === 1 ? this.plan(nextStep, nextRing, nextImages) : null;
     this.hinted = next ? { generation: s.coming ? null : s.generation, ring: [...nextRing], plan: next } : null;
-    const hintOf = (id: string): number[] | undefined => next?.slices[nextRing.indexOf(id)];
+    const hintOf = (id: string): number[] | undefined => next?.slices[rankOf(nextRing, id)];
     const epoch = round ? round.epochs[0]! : plan!.epoch;
     const upload = this.d.job.checkpointEvery > 0 && s.step > 0 && this.crossed(s.step, this.d.job.checkpointEvery) && s.checkpointStep !== s.step;
     const now = Date.now();
@@ -208,7 +209,7 @@ export class StepBook {
   /** A joiner's slice of `step` in the ring hinted ahead (its load-state carries it: it prefetches while it loads). */
   hintFor(id: string, step: number): NextSlice | null {
     const h = this.hinted;
-    const rank = h && h.generation === null && h.plan.step === step ? h.ring.indexOf(id) : -1;
+    const rank = h && h.generation === null && h.plan.step === step ? rankOf(h.ring, id) : -1;
     return rank < 0 ? null : { step, epoch: h!.plan.epoch, sampleIds: h!.plan.slices[rank]! };
   }
 

@@ -10,6 +10,7 @@ import { ringFailure } from './driver-steps.ts';
 import { type PhaseTimes, type DriverDeps, type DriverStatus } from './driver-types.ts';
 import { grantNext, tailResultProblem } from './tail-pool.ts';
 import { DriverMachine } from './driver-machine.ts';
+import { inRing, rankOf } from './ring-index.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
@@ -96,7 +97,7 @@ export class Driver extends DriverMachine {
       case 'leave':
         // A member of the running step that asks to leave after it: let go at a boundary after
         // its commit (boundary()), so the ring keeps its slice; anyone else is gone now.
-        if (m.afterStep && ph.kind === 'running' && ph.ring.includes(id)) {
+        if (m.afterStep && ph.kind === 'running' && inRing(ph.ring, id)) {
           peer.leavingSince ??= now;
           this.d.log(`peer ${id} leaves after step ${ph.step + 1} (${m.reason ?? 'asked'})`);
           return;
@@ -112,9 +113,9 @@ export class Driver extends DriverMachine {
         }
         return;
       case 'step-result': {
-        if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id) || ph.results.has(id)) return;
+        if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !inRing(ph.ring, id) || ph.results.has(id)) return;
         // With a tail, its sum must cover exactly its fixed part and its grants (tail-pool.ts).
-        const wrong = ph.tail ? tailResultProblem(ph.tail, id, ph.slices![ph.ring.indexOf(id)]!.length, m.images, m.claimed) : null;
+        const wrong = ph.tail ? tailResultProblem(ph.tail, id, ph.slices![rankOf(ph.ring, id)]!.length, m.images, m.claimed) : null;
         if (wrong) return this.evict([id], `its result of step ${ph.step + 1} does not cover its slice: ${wrong}`);
         ph.results.set(id, m);
         Object.assign(peer, measureStep(peer, m));
