@@ -21,11 +21,13 @@ export function summariseProfile(raw: unknown, top: number, root = ''): ProfileL
     total += us;
     const f = n.callFrame;
     const path = f.url.replace(/^file:\/\//, '');
-    const file = path.includes('/node_modules/') ? path.slice(path.indexOf('/node_modules/') + 1) : root && path.startsWith(`${root}/`) ? path.slice(root.length + 1) : path;
+    const file = path.includes('/node_modules/') ? path.slice(path.indexOf('/node_modules/') + 1)
+      : root && path.startsWith(`${root}/`) ? path.slice(root.length + 1) : path;
     const key = `${f.functionName || '(anonymous)'} ${file}:${f.lineNumber + 1}`;
     const e = byFn.get(key) ?? { fn: f.functionName || '(anonymous)', at: file ? `${file}:${f.lineNumber + 1}` : '', share: 0, ms: 0 };
     e.ms += us / 1000;
     byFn.set(key, e);
   }
-  return [...byFn.values()].map((e) => ({ ...e, share: total > 0 ? (e.ms * 1000) / total : 0, ms: +e.ms.toFixed(1) })).sort((a, b) => b.ms - a.ms).slice(0, top);
+  const lines = [...byFn.values()].map((e) => ({ ...e, share: total > 0 ? (e.ms * 1000) / total : 0, ms: +e.ms.toFixed(1) }));
+  return lines.sort((a, b) => b.ms - a.ms).slice(0, top);
 }

@@ -66,7 +66,8 @@ export class SimPeer {
     const url = new URL(o.url);
     const body = JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name });
     const accept = await new Promise<JoinAccept>((resolve, reject) => {
-      const req = request({ host: url.hostname, port: url.port, path: '/api/join', method: 'POST', localAddress, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+      const req = request({ host: url.hostname, port: url.port, path: '/api/join', method: 'POST', localAddress, headers }, (res) => {
         let text = '';
         res.setEncoding('utf8').on('data', (d: string) => (text += d)).on('end', () => {
           if (res.statusCode !== 200) reject(new Error(`join: ${res.statusCode} ${text.slice(0, 200)}`));
@@ -82,7 +83,8 @@ export class SimPeer {
     ws.on('close', (code, reason) => peer.onClose(code, reason.toString()));
     await new Promise<void>((res, rej) => { ws.once('open', () => res()); ws.once('error', rej); });
     peer.beat = setInterval(() => peer.send({ type: 'heartbeat', peerId: peer.id, generation: peer.generation, step: peer.step }), accept.heartbeatMs);
-    peer.signal = new WebSocket(`${o.url.replace('http', 'ws')}${accept.signalingPath}/peerjs?key=peerjs&id=${accept.peerId}&token=${accept.signalingToken}`, { localAddress });
+    const signalUrl = `${o.url.replace('http', 'ws')}${accept.signalingPath}/peerjs?key=peerjs&id=${accept.peerId}&token=${accept.signalingToken}`;
+    peer.signal = new WebSocket(signalUrl, { localAddress });
     peer.signal.on('error', () => undefined);
     peer.signalBeat = setInterval(() => { if (peer.signal?.readyState === WebSocket.OPEN) peer.signal.send('{"type":"HEARTBEAT"}'); }, 5000);
     return peer;
@@ -115,7 +117,8 @@ export class SimPeer {
         setTimeout(() => {
           if (this.killed) return;
           this.step = m.step + 1;
-          this.send({ type: 'step-result', peerId: this.id, generation: m.generation, step: m.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: this.o.computeMs, commMs: 1, waitMs: 0 }, images });
+          const timings = { computeMs: this.o.computeMs, commMs: 1, waitMs: 0 };
+          this.send({ type: 'step-result', peerId: this.id, generation: m.generation, step: m.step, loss: 1, checksum: 'c0ffee', timings, images });
           log.results++;
           log.lastResultAt.set(m.step, performance.now());
         }, this.o.computeMs + Math.random() * this.o.jitterMs);
@@ -124,7 +127,8 @@ export class SimPeer {
       case 'upload-checkpoint': {
         const file = this.o.checkpoint(m.step, this.generation);
         void fetch(`${this.o.url}/api/checkpoints/${m.step}?peer=${encodeURIComponent(this.id)}`, {
-          method: 'POST', headers: { authorization: `Bearer ${this.accept.signalingToken}`, 'content-type': 'application/octet-stream' }, body: file as Uint8Array<ArrayBuffer>,
+          method: 'POST', body: file as Uint8Array<ArrayBuffer>,
+          headers: { authorization: `Bearer ${this.accept.signalingToken}`, 'content-type': 'application/octet-stream' },
         }).then((r) => r.body?.cancel(), () => undefined);
         return;
       }

@@ -13,7 +13,8 @@
 // --profile (default) the coordinator runs under --cpu-prof and the bench prints where its time
 // went (self time by function).
 //
-//   npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2] [--batch 16384] [--no-profile] [--no-pin] [--keep-going]
+//   npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2]
+//                                [--batch 16384] [--no-profile] [--no-pin] [--keep-going]
 //
 // Writes bench/results/coordinator.json and coordinator.svg and prints, last,
 // {"bench":"coordinator","max_sessions":..,"p99_step_overhead_ms_at_max":..,"heartbeat_misses":..,"cpu_per_session_us":..,...}
@@ -35,7 +36,8 @@ import { lineChartSvg } from './plot-lines.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { summariseProfile, type ProfileLine } from './coordinator-profile.ts';
 
-const USAGE = 'usage: npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2] [--batch 16384] [--no-profile] [--no-pin] [--keep-going]';
+const USAGE = 'usage: npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2] '
+  + '[--batch 16384] [--no-profile] [--no-pin] [--keep-going]';
 /** The added latency a step may take at the 99th percentile (the issue's goal). */
 export const P99_GOAL_MS = 50;
 
@@ -99,16 +101,23 @@ export async function main(argv: string[]): Promise<void> {
   const peers: SimPeer[] = [];
   try {
     const dataDir = join(root.dir, 'data');
-    const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit: Math.ceil((batch * 1.2) / 100) * 100, samplesPerShard: 1000, progress: false });
+    const limit = Math.ceil((batch * 1.2) / 100) * 100;
+    const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit, samplesPerShard: 1000, progress: false });
     const spec = modelByName('small-cnn', [1, 28, 28], 10);
     const layout = layoutOf(spec);
-    const config = { name: 'coordinator-bench', model: 'small-cnn', dataset: 'mnist', globalBatch: batch, steps: 1_000_000, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, stealFraction: 0, seed: 1 };
+    const config = {
+      name: 'coordinator-bench', model: 'small-cnn', dataset: 'mnist', globalBatch: batch, steps: 1_000_000, optimizer: { kind: 'lars', lr: 1 },
+      evalEvery: 0, checkpointEvery: 1_000_000, stealFraction: 0, seed: 1,
+    };
     const pinned = pin && availableParallelism() >= 2 && spawnSync('taskset', ['-V']).status === 0;
     const profDir = join(root.dir, 'profile');
-    const nodeArgs = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []), 'bench/coordinator-serve.ts',
+    const nodeArgs = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+      'bench/coordinator-serve.ts',
       JSON.stringify({ jobDir: join(root.dir, 'job'), dataDir, manifest, config, heartbeatMs: 2000 })];
     const stdio: ['ignore', 'pipe', 'pipe', 'ipc'] = ['ignore', 'pipe', 'pipe', 'ipc'];
-    coord = pinned ? spawn('taskset', ['-c', '0', process.execPath, ...nodeArgs], { cwd: ROOT, stdio }) : spawn(process.execPath, nodeArgs, { cwd: ROOT, stdio });
+    coord = pinned
+      ? spawn('taskset', ['-c', '0', process.execPath, ...nodeArgs], { cwd: ROOT, stdio })
+      : spawn(process.execPath, nodeArgs, { cwd: ROOT, stdio });
     const turnsSince = (): Promise<number[]> => new Promise((resolve) => {
       coord!.once('message', (m) => resolve((m as { turns: number[] }).turns));
       coord!.send('turns');
@@ -116,7 +125,10 @@ export async function main(argv: string[]): Promise<void> {
     // The simulated volunteers on the other core.
     if (pinned) spawnSync('taskset', ['-a', '-cp', '1', String(process.pid)]);
     const errLines: string[] = [];
-    coord.stderr!.setEncoding('utf8').on('data', (d: string) => { errLines.push(...d.split('\n').filter(Boolean)); if (errLines.length > 200) errLines.splice(0, errLines.length - 200); });
+    coord.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      errLines.push(...d.split('\n').filter(Boolean));
+      if (errLines.length > 200) errLines.splice(0, errLines.length - 200);
+    });
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';
       coord!.stdout!.setEncoding('utf8').on('data', (d: string) => {
@@ -128,7 +140,8 @@ export async function main(argv: string[]): Promise<void> {
     });
     const log = newSimLog();
     const counts = log.assigned;
-    const o: SimOptions = { url, computeMs, jitterMs: 30, checkpoint: zeroCheckpoint(layoutFingerprint(spec.name, layout), layout.paramFloats, layout.stateFloats), log };
+    const checkpoint = zeroCheckpoint(layoutFingerprint(spec.name, layout), layout.paramFloats, layout.stateFloats);
+    const o: SimOptions = { url, computeMs, jitterMs: 30, checkpoint, log };
     let addr = 0;
     const nextAddress = () => `127.0.0.${2 + (addr++ % 250)}`;
     const alive = () => peers.filter((p) => !p.killed);
@@ -191,7 +204,10 @@ export async function main(argv: string[]): Promise<void> {
         ok: drops === 0 && p99 !== null && p99 < P99_GOAL_MS,
       };
       results.push(r);
-      console.error(`coordinator bench: ${size} sessions: turn p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms over ${r.steps} steps of ${r.stepMs} ms (p99 as peers saw it ${r.seenP99Ms} ms); coordinator CPU ${(r.cpuShare * 100).toFixed(0)}% of a core (${r.cpuPerSessionUs} us/s per session); ${drops} dropped${drops ? `: ${log.dropped.slice(before, before + 3).join('; ')}` : ''}`);
+      const why = drops ? `: ${log.dropped.slice(before, before + 3).join('; ')}` : '';
+      console.error(`coordinator bench: ${size} sessions: turn p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms over ${r.steps} steps of ${r.stepMs} ms`
+        + ` (p99 as peers saw it ${r.seenP99Ms} ms); coordinator CPU ${(r.cpuShare * 100).toFixed(0)}% of a core (${r.cpuPerSessionUs} us/s per session);`
+        + ` ${drops} dropped${why}`);
       if (!r.ok && !keepGoing) break;
     }
     for (const p of peers) if (!p.killed) p.kill();
@@ -214,7 +230,8 @@ export async function main(argv: string[]): Promise<void> {
       cpu_share_at_max: atMax?.cpuShare ?? null, first_failing: results.find((r) => !r.ok)?.sessions ?? null, pinned, compute_ms: computeMs,
       top_self_time: where.slice(0, 5).map((w) => `${w.fn} ${(w.share * 100).toFixed(1)}%`),
     };
-    writeFileEnsuringDir(join(ROOT, 'bench', 'results', 'coordinator.json'), `${JSON.stringify({ summary, waves: results, profile: where, date: new Date().toISOString() }, null, 2)}\n`);
+    const json = { summary, waves: results, profile: where, date: new Date().toISOString() };
+    writeFileEnsuringDir(join(ROOT, 'bench', 'results', 'coordinator.json'), `${JSON.stringify(json, null, 2)}\n`);
     writeFileEnsuringDir(join(ROOT, 'bench', 'results', 'coordinator.svg'), lineChartSvg({
       title: 'One coordinator process: added latency per step (p99, ms) and its CPU (% of a core) by sessions',
       xLabel: 'sessions', yLabel: 'ms / %',

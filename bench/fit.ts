@@ -31,7 +31,9 @@ export async function main(argv: string[]): Promise<void> {
   const backends = a.str('backends', 'wasm,webgpu').split(',') as ('wasm' | 'webgpu')[];
   const models = a.str('models', 'resnet50@64,resnet50@224,alexnet-bn@64,alexnet-bn@224,resnet20@32,small-cnn@32').split(',').map((m) => {
     const [name, side] = m.split('@');
-    if (!(MODEL_NAMES as readonly string[]).includes(name ?? '') || !Number(side)) throw new Error(`--models takes model@side, e.g. resnet50@64; got "${m}"\n${USAGE}`);
+    if (!(MODEL_NAMES as readonly string[]).includes(name ?? '') || !Number(side)) {
+      throw new Error(`--models takes model@side, e.g. resnet50@64; got "${m}"\n${USAGE}`);
+    }
     return { name: name as ModelName, side: Number(side) };
   });
   a.rejectUnknown(USAGE);
@@ -54,9 +56,13 @@ export async function main(argv: string[]): Promise<void> {
           } catch {
             bound = 'none fits';
           }
-          const row = { backend, model: name, side, perImageMiB: +(f.perImageBytes / MiB).toFixed(2), floorMiB: +(floor / MiB).toFixed(2), modelMiB: Math.round(e.memory().usedBytes / MiB), fits, bound };
+          const row = {
+            backend, model: name, side, perImageMiB: +(f.perImageBytes / MiB).toFixed(2), floorMiB: +(floor / MiB).toFixed(2),
+            modelMiB: Math.round(e.memory().usedBytes / MiB), fits, bound,
+          };
           rows.push(row);
-          console.error(`fit: ${backend} ${name}@${side}: ${row.perImageMiB} MiB an image (layout floor ${row.floorMiB}), model ${row.modelMiB} MiB, ${fits} fit at once (${bound})`);
+          console.error(`fit: ${backend} ${name}@${side}: ${row.perImageMiB} MiB an image (layout floor ${row.floorMiB}), model ${row.modelMiB} MiB,`
+            + ` ${fits} fit at once (${bound})`);
         } finally {
           model.destroy();
         }
@@ -69,7 +75,9 @@ export async function main(argv: string[]): Promise<void> {
   writeFileEnsuringDir(join(ROOT, 'bench', 'results', 'fit.svg'), barChartSvg({
     title: 'Engine memory one more image costs (MiB, measured), by model and engine', yLabel: 'MiB per image',
     categories: models.map((m) => `${m.name}@${m.side}`),
-    series: backends.map((b) => ({ name: b, values: models.map((m) => rows.find((r) => r.backend === b && r.model === m.name && r.side === m.side)?.perImageMiB ?? 0) })),
+    series: backends.map((b) => ({
+      name: b, values: models.map((m) => rows.find((r) => r.backend === b && r.model === m.name && r.side === m.side)?.perImageMiB ?? 0),
+    })),
   }));
   const key = (r: FitRow) => `${r.model.replace(/-/g, '')}_${r.side}_${r.backend}`;
   console.log(JSON.stringify({ bench: 'fit', ...Object.fromEntries(rows.flatMap((r) => [[`${key(r)}_mib`, r.perImageMiB], [`${key(r)}_fits`, r.fits]])) }));

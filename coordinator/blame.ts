@@ -39,7 +39,9 @@ export function withFailures(e: LinkEvidence, edges: readonly (readonly [string,
  * The ring member to evict for a set of failed edges (pure). `seen`: the evidence of earlier
  * rings and `identity` of a peer id (absent: this ring's edges only, peers as their ids).
  */
-export function blameUnreachable(ring: readonly string[], edges: readonly (readonly [string, string])[], seen: LinkEvidence = noEvidence(), identity: (id: string) => string = (id) => id): string {
+export function blameUnreachable(
+  ring: readonly string[], edges: readonly (readonly [string, string])[], seen: LinkEvidence = noEvidence(), identity: (id: string) => string = (id) => id,
+): string {
   const count = new Map<string, number>();
   for (const [a, b] of edges) {
     for (const id of new Set([a, b])) if (ring.includes(id)) count.set(id, (count.get(id) ?? 0) + 1);

@@ -109,9 +109,12 @@ export function fitMicroBatch(f: Footprint, memory: EngineMemory, group: number,
     const what = group > 1 ? `one BN group of ${group} images` : 'one image';
     const need = Math.max(1, group) * f.perImageBytes * FOOTPRINT_MARGIN;
     const why = bound === 'limit' ? `the micro-batch limit is ${byLimit} images: raise it to at least ${group}`
-      : bound === 'buffer' ? `a single tensor of it needs ${mib(Math.max(1, group) * f.largestPerImageBytes)}, more than this device's largest buffer (${mib(memory.maxTensorBytes)})`
+      : bound === 'buffer'
+        ? `a single tensor of it needs ${mib(Math.max(1, group) * f.largestPerImageBytes)}, more than this device's largest buffer`
+          + ` (${mib(memory.maxTensorBytes)})`
         : `it needs about ${mib(need)} and ${mib(freeBytes)} are free of the ${mib(budget)} budget (${mib(memory.usedBytes)} hold the model)`;
-    throw new VtError('too-large', `${what} does not fit this device: ${why}. Use a device with more memory${group > 1 ? ', or a job with a smaller bnGroup' : ''}${limits.memoryBytes !== undefined ? ', or give it a larger --memory' : ''}.`);
+    const more = `${group > 1 ? ', or a job with a smaller bnGroup' : ''}${limits.memoryBytes !== undefined ? ', or give it a larger --memory-mb' : ''}`;
+    throw new VtError('too-large', `${what} does not fit this device: ${why}. Use a device with more memory${more}.`);
   }
   return { images, group, footprint: f, freeBytes, bound };
 }
@@ -122,7 +125,10 @@ export function fitMicroBatch(f: Footprint, memory: EngineMemory, group: number,
  */
 export function microBatches(ids: readonly number[], fit: Pick<MicroFit, 'images' | 'group'>): number[][] {
   const g = Math.max(1, fit.group);
-  if (ids.length % g !== 0) throw new VtError('bad-shape', `a slice of ${ids.length} images is not whole BN groups of ${g}: the coordinator cuts slices in whole groups (update the coordinator)`);
+  if (ids.length % g !== 0) {
+    const what = `a slice of ${ids.length} images is not whole BN groups of ${g}`;
+    throw new VtError('bad-shape', `${what}: the coordinator cuts slices in whole groups (update the coordinator)`);
+  }
   if (ids.length === 0) return [];
   const groups = ids.length / g;
   const parts = Math.ceil(ids.length / fit.images);
