@@ -186,7 +186,9 @@ export class DriverMachine {
     const room = Math.max(0, MAX_RING - this.ring.length);
     const ready = [...this.peers.values()].filter((p) => p.state === 'waiting' && (p.admitAfter <= now || this.ring.length === 0)).map((p) => p.id);
     const waiting = ready.slice(0, room);
-    if (ready.length > room && this.standbys !== ready.length - room) this.d.log(`the ring is full (${MAX_RING} peers, the protocol's most): ${ready.length - room} peer(s) wait for a place`);
+    if (ready.length > room && this.standbys !== ready.length - room) {
+      this.d.log(`the ring is full (${MAX_RING} peers, the protocol's most): ${ready.length - room} peer(s) wait for a place`);
+    }
     this.standbys = Math.max(0, ready.length - room);
     if (this.ring.length === 0 && waiting.length < this.d.job.minPeers) return; // idle until enough peers came
     // Joiners enter at a round boundary, after the survivors of an aborted attempt finished it

@@ -253,12 +253,15 @@ export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure):
 }
 
 /** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), weighed with what earlier rings `seen`, and why. */
-export function unreachableVerdict(ph: RunningPhase, u: Unreachable, seen: LinkEvidence = noEvidence(), identity: (id: string) => string = (id) => id): { evict: string; reason: string } {
+export function unreachableVerdict(
+  ph: RunningPhase, u: Unreachable, seen: LinkEvidence = noEvidence(), identity: (id: string) => string = (id) => id,
+): { evict: string; reason: string } {
   const failed = u.edges.map(([a, b]) => `${a}->${b}`).join(', ');
   const evict = blameUnreachable(ph.ring, u.edges, seen, identity);
   const before = seen.failedWith.get(identity(evict));
   const history = before?.size ? `; before this ring it failed with ${[...before.keys()].join(', ')}` : '';
-  return { evict, reason: `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}${history}); check its network, or run the coordinator with --turn` };
+  const reason = `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}${history}); check its network, or run the coordinator with --turn`;
+  return { evict, reason };
 }
 
 /** The log line of a re-run (`ring` the survivors, `generation` theirs) of step `step` (numbered from 0). */

@@ -171,10 +171,14 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     ...readSteal(r, globalBatch),
     ...(r.has('bnGroup') ? { bnGroup: r.int('bnGroup', 1, Math.max(1, globalBatch)) } : {}),
   };
-  if (config.bnGroup !== undefined && globalBatch % config.bnGroup !== 0) r.problems.push(`globalBatch ${globalBatch} must be whole BN groups of bnGroup ${config.bnGroup}: change one of them`);
+  if (config.bnGroup !== undefined && globalBatch % config.bnGroup !== 0) {
+    r.problems.push(`globalBatch ${globalBatch} must be whole BN groups of bnGroup ${config.bnGroup}: change one of them`);
+  }
   // Stealing hands out chunks of any size, which would cut BN groups: a job with groups never steals unless it asks.
   if (config.bnGroup !== undefined && config.steal?.auto) delete config.steal;
-  if (config.bnGroup !== undefined && config.steal) r.problems.push('work stealing (stealFraction) hands out chunks that would cut BN groups (bnGroup): drop one of them');
+  if (config.bnGroup !== undefined && config.steal) {
+    r.problems.push('work stealing (stealFraction) hands out chunks that would cut BN groups (bnGroup): drop one of them');
+  }
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);

@@ -366,7 +366,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     if (locals.length === 0) return;
     void Promise.all(locals.map((v) => v.exited)).then((codes) => {
       if (codes.every((c) => c !== 0) && job.driver.status().peers === 0) {
-        resolveFailed(`every local volunteer stopped:\n${locals.map((v) => `  [${v.name}] ${v.lines.filter((l) => l.trim()).slice(-1)[0] ?? `exit ${codes[locals.indexOf(v)]}`}`).join('\n')}`);
+        const said = locals.map((v, i) => `  [${v.name}] ${v.lines.filter((l) => l.trim()).slice(-1)[0] ?? `exit ${codes[i]}`}`);
+        resolveFailed(`every local volunteer stopped:\n${said.join('\n')}`);
       }
     });
   });

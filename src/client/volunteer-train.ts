@@ -228,11 +228,15 @@ export class Trainer {
     // Then every micro-batch but the last of what is left (what fits the device at once); the last one runs with the all-reduce.
     const parts = this.parts(tail ? tail.last : todo);
     let earlier = tail?.earlier ?? null;
-    if (parts.length > 1) this.c.log(`volunteer: step ${a.step + 1} runs its ${parts.flat().length} images as ${parts.length} micro-batches of at most ${this.c.fit.images} (what fits this device)`);
+    if (parts.length > 1) {
+      this.c.log(`volunteer: step ${a.step + 1} runs its ${parts.flat().length} images as ${parts.length} micro-batches of at most ${this.c.fit.images}`
+        + ' (what fits this device)');
+    }
     for (let k = 0; k + 1 < parts.length; k++) {
       const at = performance.now();
       earlier = await this.micro(parts[k]!, a, earlier, [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }]);
-      this.c.log(`volunteer: step ${a.step + 1} micro-batch ${k + 1} of ${parts.length} (${parts[k]!.length} images) in ${(performance.now() - at).toFixed(0)} ms`);
+      const ms = (performance.now() - at).toFixed(0);
+      this.c.log(`volunteer: step ${a.step + 1} micro-batch ${k + 1} of ${parts.length} (${parts[k]!.length} images) in ${ms} ms`);
     }
     // Those micro-batches were throttled one by one already.
     const microMs = performance.now() - t0;
@@ -281,7 +285,10 @@ export class Trainer {
     let earlier: { lossSum: number } | null = null;
     const add = async (ids: number[], ahead: readonly NextSlice[]): Promise<void> => {
       const parts = this.parts(ids);
-      for (let k = 0; k < parts.length; k++) earlier = await this.micro(parts[k]!, a, earlier, k + 1 < parts.length ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }] : ahead);
+      for (let k = 0; k < parts.length; k++) {
+        const next = k + 1 < parts.length ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }] : ahead;
+        earlier = await this.micro(parts[k]!, a, earlier, next);
+      }
     };
     await add(own, []);
     let next = next0;

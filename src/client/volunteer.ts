@@ -78,7 +78,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
     model.destroy();
     throw e;
   }
-  log(`volunteer: ${fit.images} images fit at once on ${p.engine.info.description} (${(fit.footprint.perImageBytes / 2 ** 20).toFixed(1)} MiB measured per image, bound by ${fit.bound}${bnGroup ? `, BN groups of ${bnGroup}` : ''})`);
+  const perImage = (fit.footprint.perImageBytes / 2 ** 20).toFixed(1);
+  log(`volunteer: ${fit.images} images fit at once on ${p.engine.info.description} (${perImage} MiB measured per image, bound by ${fit.bound}`
+    + `${bnGroup ? `, BN groups of ${bnGroup}` : ''})`);
   const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;
   if (!(memory > 0)) throw new RangeError(`memoryCacheBytes must be > 0, got ${memory}`);
   const valBytes = Math.max(1, Math.floor(memory / 4));
@@ -120,7 +122,9 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
       // Its own work failed the same way again and again with no step in between: rejoining will not help.
       streak = end.failed ? failed(session.committed === streakAt ? streak : noStreak(), end.detail) : noStreak();
       streakAt = session.committed;
-      if (halts(streak)) throw new StateError(`this volunteer stops: its work failed ${streak.count} times in a row the same way, with no step committed between: ${end.detail}`);
+      if (halts(streak)) {
+        throw new StateError(`this volunteer stops: its work failed ${streak.count} times in a row the same way, with no step committed between: ${end.detail}`);
+      }
       step = session.committed;
       // Evicted again and again because no neighbour could be reached: rejoining will not help.
       unreachable = end.unreachable ? (session.linked ? 1 : unreachable + 1) : 0;
