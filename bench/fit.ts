@@ -12,8 +12,7 @@ import { join } from 'node:path';
 import { Args } from '../coordinator/args.ts';
 import { ROOT } from '../coordinator/local-volunteers.ts';
 import type { AnyEngine } from '../src/backend/engine.ts';
-import { fitMicroBatch, measureFootprint } from '../src/nn/fit.ts';
-import { layoutOf } from '../src/nn/layout.ts';
+import { fitMicroBatch, layoutFloorBytes, measureFootprint } from '../src/nn/fit.ts';
 import { Model } from '../src/nn/model.ts';
 import { MODEL_NAMES, modelByName, type ModelName } from '../src/nn/models.ts';
 import { WebGpuEngine } from '../src/backend/webgpu.ts';
@@ -46,7 +45,7 @@ export async function main(argv: string[]): Promise<void> {
         const model = new Model(e, spec, { seed: 1 });
         try {
           const f = await measureFootprint(e, spec);
-          const floor = layoutOf(spec).shapes.reduce((n, s) => n + 8 * s.reduce((x, y) => x * y, 1), 0);
+          const floor = layoutFloorBytes(model.layout);
           let fits = 0;
           let bound = '';
           try {

@@ -232,12 +232,8 @@ export class Trainer {
       this.c.log(`volunteer: step ${a.step + 1} runs its ${parts.flat().length} images as ${parts.length} micro-batches of at most ${this.c.fit.images}`
         + ' (what fits this device)');
     }
-    for (let k = 0; k + 1 < parts.length; k++) {
-      const at = performance.now();
-      earlier = await this.micro(parts[k]!, a, earlier, [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }]);
-      const ms = (performance.now() - at).toFixed(0);
-      this.c.log(`volunteer: step ${a.step + 1} micro-batch ${k + 1} of ${parts.length} (${parts[k]!.length} images) in ${ms} ms`);
-    }
+    const lastPart = parts.length > 1 ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[parts.length - 1]! }] : [];
+    earlier = await this.micros(parts.slice(0, -1), a, earlier, lastPart, parts.length);
     // Those micro-batches were throttled one by one already.
     const microMs = performance.now() - t0;
     const last = parts[parts.length - 1] ?? [];
@@ -284,11 +280,7 @@ export class Trainer {
     const next0 = this.host.claims.claim(a.generation, a.step);
     let earlier: { lossSum: number } | null = null;
     const add = async (ids: number[], ahead: readonly NextSlice[]): Promise<void> => {
-      const parts = this.parts(ids);
-      for (let k = 0; k < parts.length; k++) {
-        const next = k + 1 < parts.length ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }] : ahead;
-        earlier = await this.micro(parts[k]!, a, earlier, next);
-      }
+      earlier = await this.micros(this.parts(ids), a, earlier, ahead);
     };
     await add(own, []);
     let next = next0;
@@ -316,14 +308,25 @@ export class Trainer {
   }
 
   /**
-   * One micro-batch of a slice, added to the gradient the engine holds from `earlier` ones (or
-   * replacing it: none); throttled after it, so that this peer claims and computes at its set pace.
+   * Micro-batches of a slice in turn, each added to the gradient the engine holds from `earlier`
+   * ones (the first replacing it when there are none), each loading the next ahead (`ahead` after
+   * the last) and throttled after it, so that this peer claims and computes at its set pace.
+   * `of`: the parts the slice was cut into, when it was cut to fit (each is then logged).
    */
-  private async micro(ids: number[], a: StepAssignment, earlier: { lossSum: number } | null, ahead: readonly NextSlice[]): Promise<{ lossSum: number }> {
-    const at = performance.now();
-    const lossSum = await this.microBatch(ids, a, earlier !== null, ahead);
-    await this.throttle(performance.now() - at);
-    return { lossSum: (earlier?.lossSum ?? 0) + lossSum };
+  private async micros(
+    parts: number[][], a: StepAssignment, earlier: { lossSum: number } | null, ahead: readonly NextSlice[], of = 1,
+  ): Promise<{ lossSum: number } | null> {
+    let sum = earlier;
+    for (let k = 0; k < parts.length; k++) {
+      const at = performance.now();
+      const next = k + 1 < parts.length ? [{ step: a.step, epoch: a.epoch, sampleIds: parts[k + 1]! }] : ahead;
+      const lossSum = await this.microBatch(parts[k]!, a, sum !== null, next);
+      await this.throttle(performance.now() - at);
+      sum = { lossSum: (sum?.lossSum ?? 0) + lossSum };
+      const ms = (performance.now() - at).toFixed(0);
+      if (of > 1) this.c.log(`volunteer: step ${a.step + 1} micro-batch ${k + 1} of ${of} (${parts[k]!.length} images) in ${ms} ms`);
+    }
+    return sum;
   }
 
   /** One micro-batch of a slice: its gradient added to the engine's (`accumulate`) or replacing it; resolves its loss sum. */

@@ -13,7 +13,7 @@
 import type { Engine, EngineMemory, TensorLike } from '../backend/engine.ts';
 import { VtError } from '../errors.ts';
 import type { ModelSpec } from './graph.ts';
-import type { LayoutOptions } from './layout.ts';
+import type { Layout, LayoutOptions } from './layout.ts';
 import { Model } from './model.ts';
 
 /** Images the probe runs at, then twice that. */
@@ -63,6 +63,11 @@ export async function footprintOf<T extends TensorLike>(engine: Engine<T>, spec:
   return f;
 }
 
+/** Bytes per image the layout itself implies: every node's activation and its gradient (float32); a measured footprint is never less. */
+export function layoutFloorBytes(layout: Pick<Layout, 'shapes'>): number {
+  return layout.shapes.reduce((n, s) => n + 2 * 4 * s.reduce((a, b) => a * b, 1), 0);
+}
+
 /** Runs forward + loss + backward of a probe model at PROBE_IMAGES and twice that; the peak's growth per image. */
 export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, layout?: LayoutOptions): Promise<Footprint> {
   const probe = new Model(engine, spec, { seed: 1, ...(layout ? { layout } : {}) });
@@ -87,8 +92,7 @@ export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, 
     const large = await peakAt(2 * PROBE_IMAGES);
     const largest = Math.max(...probe.layout.shapes.map((s) => s.reduce((a, b) => a * b, 1))) * 4;
     // Never less than the activations and gradients the layout itself implies per image.
-    const floor = probe.layout.shapes.reduce((n, s) => n + 2 * 4 * s.reduce((a, b) => a * b, 1), 0);
-    return { perImageBytes: Math.max(floor, (large - small) / PROBE_IMAGES), largestPerImageBytes: largest };
+    return { perImageBytes: Math.max(layoutFloorBytes(probe.layout), (large - small) / PROBE_IMAGES), largestPerImageBytes: largest };
   } finally {
     probe.destroy();
   }
