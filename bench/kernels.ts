@@ -2,7 +2,10 @@
 // SAME device in the same run. Medians after warm-up; every result is checked against the
 // other implementation before it is timed. Writes bench/results/kernels.json and kernels.svg;
 // the last line is {"bench":"kernels","ours_gflops":..,"peer_gflops":..,"ratio":..}
-// (geometric means over the shapes). `--quick` runs a reduced set (smaller batches).
+// (geometric means over the shapes). `--quick` runs a reduced set (smaller batches); `--gpu` the
+// set for a real GPU (GEMM 4096^3, batch 32 convolutions: hours on llvmpipe); `--list` prints
+// the chosen set's shapes as JSON and exits (the PyTorch anchor of scripts/device/gpu.sh times
+// the same shapes from it).
 import { getDevice } from '../src/gpu/device.ts';
 import type { Gpu } from '../src/gpu/runtime.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
@@ -17,9 +20,15 @@ import { geomean, timeGpu } from './timing.ts';
 
 interface CaseResult { name: string; gflop: number; oursMs: number; peerMs: number | null; oursGflops: number; peerGflops: number | null; maxRelDiff: number; peerNote?: string }
 
+/** What a case computes, for anchors outside this process (bench/gpu/torch_anchor.py). */
+export type CaseDef =
+  | { kind: 'gemm'; M: number; N: number; K: number; transB: boolean }
+  | { kind: 'conv'; pass: ConvPass; n: number; cin: number; h: number; cout: number; k: number; stride: number; pad: number };
+
 interface BenchCase {
   name: string;
   gflop: number;
+  def: CaseDef;
   /** Sets up both sides; returns the recorders and a check that compares the outputs. */
   setup(gpu: Gpu): Promise<{ ours(): void; peer(): void; compare(): Promise<number>; dispose(): void; peerNote?: string }>;
 }
@@ -41,7 +50,7 @@ function relDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
 
 function gemmCase(name: string, M: number, N: number, K: number, transB = false): BenchCase {
   return {
-    name, gflop: (2 * M * N * K) / 1e9,
+    name, gflop: (2 * M * N * K) / 1e9, def: { kind: 'gemm', M, N, K, transB },
     async setup(gpu) {
       const rng = makeRng(M + N + K);
       const a = uniformF32(rng, M * K), b = uniformF32(rng, K * N);
@@ -88,6 +97,7 @@ function convCase(label: string, pass: ConvPass, n: number, cin: number, h: numb
   return {
     name: `${label} ${pass}`,
     gflop: (2 * n * cout * oh * ow * cin * k * k) / 1e9,
+    def: { kind: 'conv', pass, n, cin, h, cout, k, stride: s, pad: p },
     async setup(gpu) {
       const rng = makeRng(cin * 1000 + cout + h);
       const x = uniformF32(rng, n * cin * h * h), w = uniformF32(rng, cout * cin * k * k, -0.1, 0.1), dy = uniformF32(rng, n * cout * oh * ow);
@@ -125,12 +135,15 @@ function convCase(label: string, pass: ConvPass, n: number, cin: number, h: numb
   };
 }
 
-function cases(quick: boolean): BenchCase[] {
-  const nb = quick ? 1 : 4;
+type SetName = 'quick' | 'default' | 'gpu';
+
+function cases(set: SetName): BenchCase[] {
+  const nb = set === 'quick' ? 1 : set === 'gpu' ? 32 : 4;
   const list: BenchCase[] = [
     gemmCase('gemm 512', 512, 512, 512),
     gemmCase('gemm 1024', 1024, 1024, 1024),
-    gemmCase(`alexnet fc6 (b${quick ? 8 : 32})`, quick ? 8 : 32, 4096, 9216, true),
+    ...(set === 'gpu' ? [gemmCase('gemm 4096', 4096, 4096, 4096)] : []),
+    gemmCase(`alexnet fc6 (b${set === 'quick' ? 8 : set === 'gpu' ? 256 : 32})`, set === 'quick' ? 8 : set === 'gpu' ? 256 : 32, 4096, 9216, true),
     gemmCase(`resnet 3x3 as gemm (b${nb})`, nb * 56 * 56, 64, 576),
   ];
   const convs: [string, number, number, number, number, number, number][] = [
@@ -148,14 +161,26 @@ function cases(quick: boolean): BenchCase[] {
   return list;
 }
 
+/** The headline GEMM of a `--gpu` run (its share of the GPU's peak is for the report to say). */
+function gemm4096(results: CaseResult[]): Record<string, number | null> {
+  const r = results.find((x) => x.name === 'gemm 4096');
+  if (!r) return {};
+  return { gemm_4096_gflops: +r.oursGflops.toFixed(1), gemm_4096_vs_tfjs: r.peerGflops === null ? null : +(r.oursGflops / r.peerGflops).toFixed(3) };
+}
+
 export async function main(args: string[]): Promise<void> {
-  const quick = args.includes('--quick');
+  const set: SetName = args.includes('--gpu') ? 'gpu' : args.includes('--quick') ? 'quick' : 'default';
+  const quick = set === 'quick';
+  if (args.includes('--list')) {
+    console.log(JSON.stringify(cases(set).map((c) => ({ name: c.name, gflop: c.gflop, ...c.def }))));
+    return;
+  }
   const gpu = await getDevice();
   const tune = await autotuneGemm(gpu);
   const tfjs = await tfjsOnDevice(gpu);
   console.error(`device: ${gpu.info.description}; gemm variant ${tune.config.entry} ${JSON.stringify(tune.config.constants)}`);
   const results: CaseResult[] = [];
-  for (const c of cases(quick)) {
+  for (const c of cases(set)) {
     const s = await c.setup(gpu);
     const diff = await s.compare();
     if (!(diff < 1e-3)) throw new Error(`${c.name}: ours and TF.js disagree (max relative difference ${diff}); not timing a wrong result`);
@@ -179,8 +204,10 @@ export async function main(args: string[]): Promise<void> {
     ratio: +geomean(both.map((r) => r.oursGflops / r.peerGflops!)).toFixed(3),
     shapes: both.length,
     ours_only: results.length - both.length,
+    ...gemm4096(results),
   };
-  writeFileEnsuringDir('bench/results/kernels.json', JSON.stringify({ device: gpu.info, gemm: tune, peer: 'tfjs-backend-webgpu (same device)', quick, results, summary }, null, 2));
+  const peer = 'tfjs-backend-webgpu (same device)';
+  writeFileEnsuringDir('bench/results/kernels.json', JSON.stringify({ device: gpu.info, gemm: tune, peer, set, results, summary }, null, 2));
   writeFileEnsuringDir('bench/results/kernels.svg', barChartSvg({
     title: `Kernels on ${gpu.info.description.slice(0, 60)}: ours vs TF.js WebGPU`,
     yLabel: 'GFLOP/s (median)',

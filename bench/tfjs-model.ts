@@ -68,11 +68,11 @@ export function tfModel(spec: ModelSpec, lr: number): TfModel {
 
 /**
  * The peer's timed training: `steps` steps (after 2 warm-up steps) of the model in TF.js on
- * whichever backend is active, on one fixed NCHW 32x32x3 batch, the loss read back each step.
+ * whichever backend is active, on one fixed NCHW batch of the spec's input shape, the loss read back each step.
  */
 export async function timeTfTraining(spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
   const tm = tfModel(spec, 0.01);
-  const X = tf.transpose(tf.tensor4d(x, [batch, 3, 32, 32]), [0, 2, 3, 1]) as tf.Tensor4D;
+  const X = tf.transpose(tf.tensor4d(x, [batch, ...spec.input]), [0, 2, 3, 1]) as tf.Tensor4D;
   const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), spec.classes), 'float32') as tf.Tensor2D;
   const ms: number[] = [], loss: number[] = [];
   for (let s = 0; s < steps + 2; s++) {

@@ -11,8 +11,13 @@ export { tf };
  * TF.js registers gradients in a separate ESM module whose extension-less imports plain Node
  * cannot resolve; esbuild (already installed with vite) bundles it once into .cache. The
  * registries are process-global, so the bundle's registrations serve the main tfjs-core.
+ * Where the bench itself is one bundle (bench/gpu/entry.ts, for a machine without the
+ * packages), that bundle registered them already and set GRADIENTS_REGISTERED.
  */
+export const GRADIENTS_REGISTERED = Symbol.for('vt.tfjs-gradients-registered');
+
 export async function registerGradients(): Promise<void> {
+  if ((globalThis as Record<symbol, unknown>)[GRADIENTS_REGISTERED]) return;
   const { build } = await import('esbuild');
   const { createRequire } = await import('node:module');
   const { pathToFileURL } = await import('node:url');
