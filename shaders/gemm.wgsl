@@ -8,6 +8,7 @@
 //    faster than tiling there (RECIPES.md).
 //  - `tiled`: classic workgroup-memory tiling (64x64 tile, BK = 16, 16x16 invocations each
 //    4x4), what real GPUs want: every A/B element is fetched from memory once per tile.
+//  - `tiled8` (at the end): 128x128 tiles, 8x8 per invocation, for GPUs with room for it.
 // Leading dimensions and offsets let one call work on a sub-block of larger matrices: that is
 // how src/ops/gemm.ts splits operands larger than one storage binding (AlexNet's fc6 weight,
 // 151 MB, is larger than llvmpipe's 128 MiB binding limit).
@@ -212,5 +213,72 @@ fn blocked4t(@builtin(global_invocation_id) gid: vec3u) {
   let cBase = gid.z * p.strideC;
   for (var i = 0u; i < TM; i++) {
     for (var j = 0u; j < 4u; j++) { store(cBase, m0 + i, n0 + j, acc[i][j]); }
+  }
+}
+
+// `tiled8`: for real GPUs. A 128 x 128 tile of C per workgroup of 16 x 16 invocations, each
+// owning an 8 x 8 block in registers (2D register tiling: 16 FMAs per 4 workgroup-memory loads,
+// where `tiled` does 4 per 5). K advances 16 at a time through 16 KiB of workgroup memory
+// (BK x 128 of A and of B, as vec4 along M and N). Any transposes, any edges: loads are
+// clamped and zero-filled, stores masked. The reduction over k runs in index order inside
+// each invocation, as in every other variant.
+const BM8: u32 = 128u;
+const BN8: u32 = 128u;
+const BK8: u32 = 16u;
+var<workgroup> tA8: array<vec4f, 512>;  // [k][m / 4]: BK8 x BM8 / 4
+var<workgroup> tB8: array<vec4f, 512>;  // [k][n / 4]: BK8 x BN8 / 4
+
+fn loadA8(base: u32, m: u32, k: u32) -> f32 {
+  if (m < p.M && k < p.K) { return A[base + idxA(m, k)]; }
+  return 0.0;
+}
+
+fn loadB8(base: u32, k: u32, n: u32) -> f32 {
+  if (k < p.K && n < p.N) { return B[base + idxB(k, n)]; }
+  return 0.0;
+}
+
+@compute @workgroup_size(16, 16, 1)
+fn tiled8(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lid: vec3u, @builtin(local_invocation_index) li: u32) {
+  let mT = wid.y * BM8;
+  let nT = wid.x * BN8;
+  let aBase = wid.z * p.strideA;
+  let bBase = wid.z * p.strideB;
+  var acc: array<vec4f, 16>;  // row i: acc[2i] columns 0..3, acc[2i + 1] columns 4..7
+  let tiles = (p.K + BK8 - 1u) / BK8;
+  for (var t = 0u; t < tiles; t++) {
+    let k0 = t * BK8;
+    // 256 invocations fill 512 vec4 of each tile: two each, four consecutive m (or n) per vec4.
+    for (var r = 0u; r < 2u; r++) {
+      let e = li + r * 256u;
+      let kk = e / 32u;
+      let q = (e % 32u) * 4u;
+      let k = k0 + kk;
+      tA8[e] = vec4f(loadA8(aBase, mT + q, k), loadA8(aBase, mT + q + 1u, k), loadA8(aBase, mT + q + 2u, k), loadA8(aBase, mT + q + 3u, k));
+      tB8[e] = vec4f(loadB8(bBase, k, nT + q), loadB8(bBase, k, nT + q + 1u), loadB8(bBase, k, nT + q + 2u), loadB8(bBase, k, nT + q + 3u));
+    }
+    workgroupBarrier();
+    for (var kk = 0u; kk < BK8; kk++) {
+      let a0 = tA8[kk * 32u + lid.y * 2u];
+      let a1 = tA8[kk * 32u + lid.y * 2u + 1u];
+      let b0 = tB8[kk * 32u + lid.x * 2u];
+      let b1 = tB8[kk * 32u + lid.x * 2u + 1u];
+      for (var i = 0u; i < 4u; i++) {
+        acc[2u * i] = fma(vec4f(a0[i]), b0, acc[2u * i]);
+        acc[2u * i + 1u] = fma(vec4f(a0[i]), b1, acc[2u * i + 1u]);
+        acc[2u * i + 8u] = fma(vec4f(a1[i]), b0, acc[2u * i + 8u]);
+        acc[2u * i + 9u] = fma(vec4f(a1[i]), b1, acc[2u * i + 9u]);
+      }
+    }
+    workgroupBarrier();
+  }
+  let cBase = wid.z * p.strideC;
+  let m0 = mT + lid.y * 8u;
+  let n0 = nT + lid.x * 8u;
+  for (var i = 0u; i < 8u; i++) {
+    for (var j = 0u; j < 4u; j++) {
+      store(cBase, m0 + i, n0 + j, acc[2u * i][j]);
+      store(cBase, m0 + i, n0 + 4u + j, acc[2u * i + 1u][j]);
+    }
   }
 }

@@ -103,8 +103,13 @@ export function gemm(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, p: GemmParams = 
     const entry = cfg.entry === 'blocked4' ? (aligned && vecEntry ? vecEntry : 'blocked') : cfg.entry;
     const c = cfg.constants;
     const colsPerInvocation = entry === 'blocked4' ? 8 : entry === 'blocked4t' ? 4 : c.TN!;
-    const groups: [number, number] = entry === 'tiled' ? [Math.ceil(n / 64), Math.ceil(m / 64)] : [Math.ceil(n / (colsPerInvocation * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
-    const constants: Constants = entry.startsWith('blocked4') ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! } : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
+    const tile = entry === 'tiled' ? 64 : entry === 'tiled8' ? 128 : 0;
+    const groups: [number, number] = tile
+      ? [Math.ceil(n / tile), Math.ceil(m / tile)]
+      : [Math.ceil(n / (colsPerInvocation * c.WGX!)), Math.ceil(m / (c.TM! * c.WGY!))];
+    const constants: Constants = entry.startsWith('blocked4')
+      ? { TM: c.TM!, WGX: c.WGX!, WGY: c.WGY! }
+      : { ...c, TRANS_A: p.transA ? 1 : 0, TRANS_B: p.transB ? 1 : 0 };
     return { kernel: { ...KERNEL, entryPoint: entry } as Kernel, constants, groups };
   };
 

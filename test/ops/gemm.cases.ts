@@ -77,7 +77,9 @@ export const suite: OpSuite = {
     ...cases('blocked4 8x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[1]!)),
     ...cases('blocked 4x8', (g) => setGemmConfig(g, GEMM_CANDIDATES[2]!)),
     ...cases('blocked 8x4', (g) => setGemmConfig(g, GEMM_CANDIDATES[5]!)),
-    ...cases('tiled', (g) => setGemmConfig(g, GEMM_CANDIDATES[GEMM_CANDIDATES.length - 1]!)),
+    ...cases('tiled', (g) => setGemmConfig(g, GEMM_CANDIDATES.find((c) => c.entry === 'tiled')!)),
+    // The real-GPU kernel, forced here on the CPU driver (small K: llvmpipe's loop limit).
+    ...cases('tiled8', (g) => setGemmConfig(g, GEMM_CANDIDATES.find((c) => c.entry === 'tiled8')!)),
     ...([
       { M: 3, N: 8, K: 70_001, transB: true },
       { M: 5, N: 12, K: 40_000 },
