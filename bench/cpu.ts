@@ -1,37 +1,55 @@
-// `npm run bench -- cpu`: training images/s on the CPU of the small CNN and ResNet-20 at batch
-// 64 on 32x32x3: our wasm SIMD path (src/wasm, the whole volunteer step: forward, loss,
-// backward, gradient read back, LARS on the host, weights written back) against the SAME models
-// trained by TF.js on its WebAssembly backend (XNNPACK, SIMD; SGD with momentum) in the same
-// process, with the same number of threads (1: TF.js's Node wasm build has no threads), plus a
-// third series: ours with 2 threads (src/wasm/threads.ts). Medians of timed steps after 2
-// warm-up steps. Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,
-// "ours_ips_2t":..,"speedup_2t":..,...} (geometric means over the models; ratio is 1 thread vs
-// 1 thread, speedup_2t is ours with 2 threads over ours with 1).
+// `npm run bench -- cpu`: training images/s on the CPU, our wasm SIMD path (src/wasm, the whole
+// volunteer step: forward, loss, backward, gradient read back, LARS on the host, weights written
+// back) against two peers in the same run on the same models, shapes and batch:
+//   - TF.js on its WebAssembly backend (XNNPACK, SIMD; SGD with momentum), 1 thread (TF.js's
+//     Node wasm build has no threads);
+//   - PyTorch on the CPU (bench/torch_cpu.py: Debian's python3-torch with OpenBLAS, installed
+//     on demand by bench/torch-peer.ts; the model built from our spec), at 1 and 2 threads, one
+//     process per thread count.
+// Models: the small CNN and ResNet-20 on 32x32x3 at batch 64 (ours at 1 and 2 threads, TF.js,
+// PyTorch at 1 and 2), and ResNet-50 on 64x64x3 at batch 16 (ours and PyTorch at 2 threads:
+// 1.5 GB of activations, minutes per step on one thread). Also the machine's wasm SIMD peak
+// (bench/simd-peak.ts) and what share of it ResNet-20 reaches. Medians of timed steps after 2
+// warm-up steps. Options: --batch=N --steps=N --resnet50-batch=N, --no-resnet50, --no-torch,
+// --no-install (use a PyTorch that is there, install none).
+// Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
+// "torch_version":..,"small_cnn_vs_torch_1t":..,"small_cnn_vs_torch_2t":..,"resnet20_vs_torch_1t":..,
+// "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,...}
+// (ours_ips, peer_ips, ratio: geometric means over the 32x32 models, 1 thread vs TF.js's 1).
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { Model } from '../src/nn/model.ts';
-import { resnet20, smallCnn } from '../src/nn/models.ts';
 import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { recordGradients, uploadBatch } from '../src/train/step.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
+import { trainingFlopsPerImage } from './flops.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
+import { compilePeak, simdPeakGflops } from './simd-peak.ts';
+import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
 import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
+import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { geomean, median } from './timing.ts';
 
-interface Row { model: string; batch: number; oursIps: number; peerIps: number; ours2Ips: number; oursMs: number; peerMs: number; ours2Ms: number; oursLoss: number[]; peerLoss: number[] }
+interface Row {
+  model: string; batch: number; flopsPerImage: number;
+  oursIps: number | null; ours2Ips: number; peerIps: number | null; torchIps: number | null; torch2Ips: number | null;
+  oursLoss: number[]; ours2Loss: number[]; peerLoss: number[];
+}
 
 const arg = (args: string[], name: string, def: number) => Number(args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def);
 
 /** Our volunteer's step on the wasm engine; returns the per-step times and losses. */
-async function ours(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
+async function ours(
+  engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number,
+): Promise<{ ms: number[]; loss: number[] }> {
   const model = new Model(engine, spec, { seed: 1 });
   const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
   const w = await model.readParams();
   const v = new Float32Array(w.length);
-  const host = { x, labels, shape: [batch, 3, 32, 32] as const };
+  const host = { x, labels, shape: [batch, ...spec.input] as const };
   let tx: WasmTensor | null = null;
   const ms: number[] = [], loss: number[] = [];
   try {
@@ -52,56 +70,107 @@ async function ours(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels
   return { ms, loss };
 }
 
+const torchIps = (run: TorchRun | null, m: StepModel) => run?.rows.find((r) => r.model === stepLabel(m))?.ips ?? null;
+const r3 = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? null : +v.toFixed(3));
+
 export async function main(args: string[]): Promise<void> {
   const batch = arg(args, 'batch', 64);
   const steps = arg(args, 'steps', 5);
+  const small = parseStepModels(`small-cnn@32:${batch},resnet20@32:${batch}`);
+  const big = args.includes('--no-resnet50') ? [] : parseStepModels(`resnet50@64:${arg(args, 'resnet50-batch', 16)}`);
+  // The PyTorch peer first: installing it (once) takes a minute, and a failure is said up front.
+  let torch1: TorchRun | null = null, torch2: TorchRun | null = null, torchNote = 'not run (--no-torch)';
+  if (!args.includes('--no-torch')) {
+    const py = torchPython(!args.includes('--no-install'));
+    if ('why' in py) {
+      torchNote = py.why;
+      console.error(`cpu: PyTorch peer not run: ${py.why}`);
+    } else {
+      torch1 = runTorchCpu(py.python, small, 1, steps);
+      torch2 = runTorchCpu(py.python, [...small, ...big], 2, steps);
+      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}), SGD+momentum`;
+    }
+  }
+  const peak = await compilePeak();
+  const peak1 = await simdPeakGflops(peak, 1), peak2 = await simdPeakGflops(peak, 2);
+  console.error(`wasm SIMD peak (f32x4 mul+add, 12 chains): ${peak1.toFixed(1)} GFLOP/s on 1 thread, ${peak2.toFixed(1)} on 2`);
   const { threads } = await tfjsWasm();
   const engine = await WasmEngine.create({ threads: 1 });
   const engine2 = await WasmEngine.create({ threads: 2 });
   const rows: Row[] = [];
   try {
-    for (const spec of [smallCnn([3, 32, 32], 10), resnet20([3, 32, 32], 10)]) {
+    for (const m of [...small, ...big]) {
+      const { spec } = m;
       const rng = makeRng(1);
-      const x = uniformF32(rng, batch * 3 * 32 * 32);
-      const labels = Int32Array.from({ length: batch }, () => rng.int(10));
-      const o = await ours(engine, spec, x, labels, batch, steps);
-      const p = await timeTfTraining(spec, x, labels, batch, steps);
-      const o2 = await ours(engine2, spec, x, labels, batch, steps);
-      const ips = (ms: number[]) => batch / (median(ms) / 1000);
+      const x = uniformF32(rng, m.batch * spec.input[0] * spec.input[1] * spec.input[2]);
+      const labels = Int32Array.from({ length: m.batch }, () => rng.int(spec.classes));
+      const ips = (ms: number[]) => m.batch / (median(ms) / 1000);
+      const cifar = small.includes(m);
+      const o = cifar ? await ours(engine, spec, x, labels, m.batch, steps) : null;
+      const p = cifar ? await timeTfTraining(spec, x, labels, m.batch, steps) : null;
+      const o2 = await ours(engine2, spec, x, labels, m.batch, steps);
       const row: Row = {
-        model: spec.name, batch, oursMs: median(o.ms), peerMs: median(p.ms), ours2Ms: median(o2.ms),
-        oursIps: ips(o.ms), peerIps: ips(p.ms), ours2Ips: ips(o2.ms), oursLoss: o.loss, peerLoss: p.loss,
+        model: stepLabel(m), batch: m.batch, flopsPerImage: trainingFlopsPerImage(spec),
+        oursIps: o ? ips(o.ms) : null, ours2Ips: ips(o2.ms), peerIps: p ? ips(p.ms) : null,
+        torchIps: torchIps(torch1, m), torch2Ips: torchIps(torch2, m), oursLoss: o?.loss ?? [], ours2Loss: o2.loss, peerLoss: p?.loss ?? [],
       };
       rows.push(row);
-      console.error(`${spec.name.padEnd(10)} batch ${batch}: ours (wasm) ${row.oursIps.toFixed(1)} img/s (${row.oursMs.toFixed(0)} ms/step)  tfjs-wasm ${row.peerIps.toFixed(1)} img/s (${row.peerMs.toFixed(0)} ms/step)  x${(row.oursIps / row.peerIps).toFixed(2)}  ours 2 threads ${row.ours2Ips.toFixed(1)} img/s (x${(row.ours2Ips / row.oursIps).toFixed(2)})`);
-      if (!o.loss.every(Number.isFinite)) throw new Error(`${spec.name}: our loss is not finite: ${o.loss}`);
+      const f = (v: number | null) => (v === null ? '   n/a' : v.toFixed(1).padStart(6));
+      console.error(`${row.model.padEnd(16)} img/s: ours 1t ${f(row.oursIps)}  tfjs-wasm 1t ${f(row.peerIps)}  torch 1t ${f(row.torchIps)}  ` +
+        `ours 2t ${f(row.ours2Ips)}  torch 2t ${f(row.torch2Ips)}`);
+      if (!o2.loss.every(Number.isFinite)) throw new Error(`${row.model}: our loss is not finite: ${o2.loss}`);
       // Threads give the same bits: the same losses, step for step.
-      if (o2.loss.some((l, i) => l !== o.loss[i])) throw new Error(`${spec.name}: losses with 2 threads ${o2.loss} differ from 1 thread ${o.loss}`);
+      if (o && o2.loss.some((l, i) => l !== o.loss[i])) throw new Error(`${row.model}: losses with 2 threads ${o2.loss} differ from 1 thread ${o.loss}`);
     }
   } finally {
     engine.destroy();
     engine2.destroy();
   }
+  const cifarRows = rows.filter((r) => r.oursIps !== null);
+  const by = (prefix: string) => rows.find((r) => r.model.startsWith(prefix));
+  const vs = (r: Row | undefined, t: 1 | 2) => {
+    const o = t === 1 ? r?.oursIps : r?.ours2Ips, p = t === 1 ? r?.torchIps : r?.torch2Ips;
+    return o && p ? r3(o / p) : null;
+  };
+  const r20 = by('resnet20@');
+  const r20Gflops = r20 ? (r20.ours2Ips * r20.flopsPerImage) / 1e9 : null;
   const summary = {
     bench: 'cpu',
-    ours_ips: +geomean(rows.map((r) => r.oursIps)).toFixed(2),
-    peer_ips: +geomean(rows.map((r) => r.peerIps)).toFixed(2),
-    ratio: +geomean(rows.map((r) => r.oursIps / r.peerIps)).toFixed(3),
+    ours_ips: +geomean(cifarRows.map((r) => r.oursIps!)).toFixed(2),
+    peer_ips: +geomean(cifarRows.map((r) => r.peerIps!)).toFixed(2),
+    ratio: +geomean(cifarRows.map((r) => r.oursIps! / r.peerIps!)).toFixed(3),
     threads,
-    ours_ips_2t: +geomean(rows.map((r) => r.ours2Ips)).toFixed(2),
-    speedup_2t: +geomean(rows.map((r) => r.ours2Ips / r.oursIps)).toFixed(3),
+    ours_ips_2t: +geomean(cifarRows.map((r) => r.ours2Ips)).toFixed(2),
+    speedup_2t: +geomean(cifarRows.map((r) => r.ours2Ips / r.oursIps!)).toFixed(3),
+    torch_version: torch1?.torch_version ?? null,
+    torch_blas: torch1?.blas ?? null,
+    small_cnn_vs_torch_1t: vs(by('small-cnn@'), 1),
+    small_cnn_vs_torch_2t: vs(by('small-cnn@'), 2),
+    resnet20_vs_torch_1t: vs(r20, 1),
+    resnet20_vs_torch_2t: vs(r20, 2),
+    resnet50_64_vs_torch_2t: vs(by('resnet50@64'), 2),
+    simd_peak_gflops: +peak1.toFixed(1),
+    simd_peak_gflops_2t: +peak2.toFixed(1),
+    resnet20_gflops_2t: r20Gflops === null ? null : +r20Gflops.toFixed(2),
+    resnet20_peak_share_2t: r20Gflops === null ? null : r3(r20Gflops / peak2),
     by_model: Object.fromEntries(rows.map((r) => [r.model, {
-      ours_ips: +r.oursIps.toFixed(2), peer_ips: +r.peerIps.toFixed(2), ratio: +(r.oursIps / r.peerIps).toFixed(3), ours_ips_2t: +r.ours2Ips.toFixed(2),
+      ours_ips: r3(r.oursIps), peer_ips: r3(r.peerIps), torch_ips: r3(r.torchIps), ours_ips_2t: r3(r.ours2Ips), torch_ips_2t: r3(r.torch2Ips),
+      gflop_per_image: +(r.flopsPerImage / 1e9).toFixed(4),
     }])),
   };
-  writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({ ours: engine.info.description, ours2: engine2.info.description, peer: `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`, rows, summary }, null, 2));
+  const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;
+  writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({
+    ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2, simdPeak: { peak1, peak2 }, rows, summary,
+  }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
-    title: `Training on the CPU, batch ${batch}, 32x32x3: ours (wasm SIMD, 1 and 2 threads) vs TF.js wasm (${threads} thread)`, yLabel: 'images/s (median)',
+    title: 'Training on the CPU: ours (wasm SIMD) vs TF.js wasm and PyTorch, 1 and 2 threads', yLabel: 'images/s (median)',
     categories: rows.map((r) => r.model),
     series: [
-      { name: 'ours: wasm SIMD (LARS), 1 thread', values: rows.map((r) => r.oursIps) },
-      { name: 'TF.js wasm (momentum)', values: rows.map((r) => r.peerIps) },
+      { name: 'ours: wasm SIMD (LARS), 1 thread', values: rows.map((r) => r.oursIps ?? NaN) },
+      { name: 'TF.js wasm (momentum), 1 thread', values: rows.map((r) => r.peerIps ?? NaN) },
+      { name: 'PyTorch, 1 thread', values: rows.map((r) => r.torchIps ?? NaN) },
       { name: 'ours, 2 threads', values: rows.map((r) => r.ours2Ips) },
+      { name: 'PyTorch, 2 threads', values: rows.map((r) => r.torch2Ips ?? NaN) },
     ],
   }));
   console.log(JSON.stringify(summary));

@@ -4,6 +4,7 @@
 // file makes, so both sides train the same layers on the same shapes.
 import { MODEL_NAMES, modelByName, type ModelName } from '../src/nn/models.ts';
 import type { ModelSpec } from '../src/nn/graph.ts';
+import { layoutOf } from '../src/nn/layout.ts';
 
 export interface StepModel { name: ModelName; side: number; batch: number; spec: ModelSpec }
 
@@ -34,4 +35,14 @@ export function parseStepModels(list: string, defaultBatch = 64): StepModel[] {
 /** A row's label: `resnet50@64 b32`. */
 export function stepLabel(m: { name: string; side: number; batch: number }): string {
   return `${m.name}@${m.side} b${m.batch}`;
+}
+
+/** Trainable parameters (the layout's flat buffer pads each tensor to an alignment). */
+export function parameterCount(spec: ModelSpec): number {
+  return layoutOf(spec).params.reduce((s, p) => s + p.length, 0);
+}
+
+/** The list as the PyTorch anchors read it (bench/torch_models.py builds each spec). */
+export function specsJson(models: StepModel[]): string {
+  return JSON.stringify(models.map((m) => ({ label: stepLabel(m), params: parameterCount(m.spec), ...m })));
 }

@@ -11,15 +11,10 @@ import '@tensorflow/tfjs-core/dist/register_all_gradients.js';
 import { GRADIENTS_REGISTERED } from '../tfjs-webgpu.ts';
 import { main as kernels } from '../kernels.ts';
 import { main as step } from '../step.ts';
-import { DEFAULT_STEP_MODELS, parseStepModels, stepLabel } from '../step-models.ts';
-import { layoutOf } from '../../src/nn/layout.ts';
-import type { ModelSpec } from '../../src/nn/graph.ts';
+import { DEFAULT_STEP_MODELS, parseStepModels, specsJson } from '../step-models.ts';
 import { adapterReport } from './adapter.ts';
 
 (globalThis as Record<symbol, unknown>)[GRADIENTS_REGISTERED] = true;
-
-/** Trainable parameters (the layout's flat buffer pads each tensor to an alignment). */
-const parameterCount = (spec: ModelSpec) => layoutOf(spec).params.reduce((s, p) => s + p.length, 0);
 
 const [cmd, ...args] = process.argv.slice(2);
 const option = (k: string) => args.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3);
@@ -35,7 +30,7 @@ if (cmd === 'adapter') {
   await step(args);
 } else if (cmd === 'specs') {
   const models = parseStepModels(option('models') ?? DEFAULT_STEP_MODELS, Number(option('batch') ?? 64));
-  console.log(JSON.stringify(models.map((m) => ({ label: stepLabel(m), params: parameterCount(m.spec), ...m }))));
+  console.log(specsJson(models));
 } else {
   console.error('usage: node bench.mjs adapter | kernels [--gpu|--quick] [--list] | step [--models=LIST] [--no-peer] | specs --models=LIST');
   process.exitCode = 2;

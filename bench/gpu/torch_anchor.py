@@ -3,10 +3,9 @@
 # cuDNN) on the SAME shapes our WebGPU benches time on the same GPU:
 #   - the kernels bench's GEMMs and convolutions (forward, backward-data, backward-filter), from
 #     `node bench.mjs kernels --gpu --list`;
-#   - the step bench's training steps, each model built here from our own ModelSpec (the node
-#     list of src/nn/graph.ts, from `node bench.mjs specs --models=...`), so both sides train the
-#     same layers: SGD with momentum 0.9 (as the TF.js peer), cross-entropy, the loss read back
-#     every step (as ours is), NCHW fp32, cudnn.benchmark on (PyTorch at its best, said so).
+#   - the step bench's training steps, each model built from our own ModelSpec (the node list of
+#     src/nn/graph.ts, from `node bench.mjs specs --models=...`) by bench/torch_models.py, so both
+#     sides train the same layers; cudnn.benchmark on (PyTorch at its best, said so).
 # Also PyTorch's own fp32 GEMM at 8192^3, the practical fp32 ceiling to read shares against.
 # `--device cpu` checks the script on a machine without a GPU (scripts/device/gpu.sh --check).
 #
@@ -15,13 +14,17 @@
 # Prints progress on stderr and one JSON object as its last line on stdout.
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+# torch_models.py sits in bench/ (gpu.sh copies it beside this file).
+sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+from torch_models import train_step_ms  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -76,100 +79,6 @@ def case_fn(c, dev):
     if c["pass"] == "bwd-input":
         return lambda: torch.nn.grad.conv2d_input(x.shape, w, dy, stride=s, padding=p)
     return lambda: torch.nn.grad.conv2d_weight(x, w.shape, dy, stride=s, padding=p)
-
-
-class SpecNet(nn.Module):
-    """A ModelSpec's node list (src/nn/graph.ts) as PyTorch modules, walked in order."""
-
-    def __init__(self, spec):
-        super().__init__()
-        self.nodes = spec["nodes"]
-        self.layers = nn.ModuleDict()
-        shapes = [list(spec["input"])]
-        for i, n in enumerate(self.nodes):
-            op = n["op"]
-            if op == "input":
-                continue
-            x = shapes[n["a"] if op == "add" else n["in"]]
-            if op == "conv":
-                self.layers[str(i)] = nn.Conv2d(x[0], n["cout"], n["k"], n["stride"], n["pad"], bias=n["bias"])
-                o = (x[1] + 2 * n["pad"] - n["k"]) // n["stride"] + 1
-                shapes.append([n["cout"], o, o])
-            elif op == "linear":
-                self.layers[str(i)] = nn.Linear(x[0], n["out"], bias=n["bias"])
-                shapes.append([n["out"]])
-            elif op == "bn":
-                self.layers[str(i)] = nn.BatchNorm2d(x[0]) if len(x) == 3 else nn.BatchNorm1d(x[0])
-                shapes.append(x)
-            elif op in ("maxpool", "avgpool"):
-                cls = nn.MaxPool2d if op == "maxpool" else nn.AvgPool2d
-                self.layers[str(i)] = cls(n["k"], n["stride"], n["pad"])
-                o = (x[1] + 2 * n["pad"] - n["k"]) // n["stride"] + 1
-                shapes.append([x[0], o, o])
-            elif op == "lrn":
-                q = n["params"]
-                self.layers[str(i)] = nn.LocalResponseNorm(q["size"], q["alpha"], q["beta"], q["k"])
-                shapes.append(x)
-            elif op == "gap":
-                shapes.append([x[0]])
-            elif op == "flatten":
-                size = 1
-                for d in x:
-                    size *= d
-                shapes.append([size])
-            elif op in ("relu", "dropout", "add"):
-                shapes.append(x)
-            else:
-                raise ValueError(f"node {i}: op {op} is not known to torch_anchor.py")
-
-    def forward(self, x):
-        out = [x]
-        for i, n in enumerate(self.nodes):
-            op = n["op"]
-            if op == "input":
-                continue
-            a = out[n["a"] if op == "add" else n["in"]]
-            if op in ("conv", "linear", "bn", "maxpool", "avgpool", "lrn"):
-                y = self.layers[str(i)](a)
-            elif op == "relu":
-                y = F.relu(a)
-            elif op == "gap":
-                y = a.mean(dim=(2, 3))
-            elif op == "flatten":
-                y = a.flatten(1)
-            elif op == "dropout":
-                y = F.dropout(a, n["p"], self.training)
-            else:
-                y = a + out[n["b"]]
-            out.append(y)
-        return out[-1]
-
-
-def train_step_ms(entry, dev, steps):
-    spec, batch, side = entry["spec"], entry["batch"], entry["side"]
-    model = SpecNet(spec).to(dev).train()
-    params = sum(p.numel() for p in model.parameters())
-    if params != entry["params"]:
-        raise ValueError(f"built {params} parameters from the spec, ours has {entry['params']}: the models differ")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator(device=dev).manual_seed(1)
-    x = torch.rand(batch, 3, side, side, device=dev, generator=g)
-    y = torch.randint(0, spec["classes"], (batch,), device=dev, generator=g)
-    times, losses = [], []
-    for s in range(steps + 3):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        v = loss.item()
-        if s >= 3:
-            times.append((time.perf_counter() - t0) * 1e3)
-            losses.append(v)
-    del model, opt
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
-    return statistics.median(times), losses
 
 
 def main():

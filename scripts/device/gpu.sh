@@ -40,7 +40,7 @@ work=${GPU_WORK:-/tmp/vt-gpu}
 rm -rf "$work" && mkdir -p "$work/bin" "$work/lib" || exit 1
 xz -d -c "$pack/node.xz" > "$work/bin/node" && chmod +x "$work/bin/node" || exit 1
 tar -C "$work" -xJf "$pack/dawn.tar.xz" || exit 1
-cp "$pack/bench.mjs" "$work/" && cp "$root/bench/gpu/torch_anchor.py" "$root/bench/gpu/report.py" "$work/" || exit 1
+cp "$pack/bench.mjs" "$root/bench/gpu/torch_anchor.py" "$root/bench/gpu/report.py" "$root/bench/torch_models.py" "$work/" || exit 1
 for d in "$pack"/debs/*.deb; do dpkg -x "$d" "$work/lib" || exit 1; done
 vk=$work/lib/usr/lib/x86_64-linux-gnu
 libs=$vk

@@ -8,8 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { parseStepModels, stepLabel } from '../../bench/step-models.ts';
-import { layoutOf } from '../../src/nn/layout.ts';
+import { parameterCount, parseStepModels, stepLabel } from '../../bench/step-models.ts';
 
 describe('step bench model lists', () => {
   it('parses NAME@SIDE:BATCH items with ImageNet classes for the ImageNet models', () => {
@@ -17,7 +16,7 @@ describe('step bench model lists', () => {
     expect(m.map(stepLabel)).toEqual(['small-cnn@32 b16', 'resnet50@64 b32', 'resnet50@224 b16']);
     expect(m[0]!.spec.classes).toBe(10);
     expect(m[1]!.spec.input).toEqual([3, 64, 64]);
-    expect(layoutOf(m[2]!.spec).params.reduce((s, p) => s + p.length, 0)).toBe(25_557_032);
+    expect(parameterCount(m[2]!.spec)).toBe(25_557_032);
   });
 
   it('refuses what it cannot run, naming the form', () => {

@@ -1,0 +1,67 @@
+// The machine's wasm SIMD peak, the ceiling our CPU kernels are read against
+// (`npm run bench -- cpu`): a register-blocked loop of f32x4 multiply-adds on 12 independent
+// accumulators (wasm SIMD has no fused multiply-add, so mul + add: 8 FLOPs per pair), compiled
+// here by AssemblyScript with the engine's flags, run on 1 thread and on N worker threads at
+// once (each its own instance). Median of 5 runs of ~0.2 s each.
+import { Worker } from 'node:worker_threads';
+import { median } from './timing.ts';
+
+const CHAINS = 12;
+
+/** AssemblyScript source of the loop: `peak(iters)` runs CHAINS chains of mul+add per iteration. */
+function source(): string {
+  const decl = Array.from({ length: CHAINS }, (_, i) => `let a${i} = f32x4.splat(${1 + i * 0.01});`).join('\n  ');
+  const body = Array.from({ length: CHAINS }, (_, i) => `a${i} = f32x4.add(f32x4.mul(a${i}, m), c);`).join('\n    ');
+  const sum = Array.from({ length: CHAINS }, (_, i) => `a${i}`).reduce((s, a) => `f32x4.add(${s}, ${a})`);
+  return `export function peak(iters: i32): f32 {
+  const m = f32x4.splat(0.9999999);
+  const c = f32x4.splat(0.0000001);
+  ${decl}
+  for (let i = 0; i < iters; i++) {
+    ${body}
+  }
+  const s = ${sum};
+  return f32x4.extract_lane(s, 0) + f32x4.extract_lane(s, 1) + f32x4.extract_lane(s, 2) + f32x4.extract_lane(s, 3);
+}
+`;
+}
+
+export async function compilePeak(): Promise<Uint8Array> {
+  const { default: asc } = await import('assemblyscript/asc');
+  const r = await asc.compileString(source(), { optimizeLevel: 3, runtime: 'stub', noAssert: true, enable: ['simd'] });
+  if (!r.binary || r.error) throw new Error(`simd peak: AssemblyScript failed: ${r.error?.message ?? ''} ${r.stderr.toString()}`);
+  return r.binary;
+}
+
+// Each worker: instantiate, calibrate the iterations to ~0.2 s, wait for the start signal (so the
+// threads overlap), then time 5 runs and post the GFLOP/s of each.
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { exports } = new WebAssembly.Instance(new WebAssembly.Module(workerData.binary), {});
+const flops = (it) => it * ${CHAINS} * 8;
+let iters = 1 << 16;
+for (;;) { const t0 = performance.now(); exports.peak(iters); if (performance.now() - t0 > 50) break; iters *= 2; }
+iters *= 4;
+parentPort.once('message', () => {
+  const out = [];
+  for (let r = 0; r < 5; r++) { const t0 = performance.now(); exports.peak(iters); out.push(flops(iters) / ((performance.now() - t0) / 1e3) / 1e9); }
+  parentPort.postMessage(out);
+});
+parentPort.postMessage('ready');
+`;
+
+/** GFLOP/s summed over `threads` threads running the loop at once (medians per thread). */
+export async function simdPeakGflops(binary: Uint8Array, threads: number): Promise<number> {
+  const workers = Array.from({ length: threads }, () => new Worker(WORKER, { eval: true, workerData: { binary } }));
+  try {
+    await Promise.all(workers.map((w) => new Promise<void>((ok, fail) => { w.once('message', () => ok()); w.once('error', fail); })));
+    const results = await Promise.all(workers.map((w) => new Promise<number[]>((ok, fail) => {
+      w.once('message', (m: number[]) => ok(m));
+      w.once('error', fail);
+      w.postMessage('go');
+    })));
+    return results.reduce((s, r) => s + median(r), 0);
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+# PyTorch as the CPU peer of `npm run bench -- cpu`: the same models (built from our ModelSpec
+# by bench/torch_models.py, parameter counts checked), shapes, batch and thread count as our wasm
+# engine, in the same run. bench/cpu.ts starts one process per thread count with
+# OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS set (they must be set before torch
+# loads), and installs PyTorch from Debian's packages when it is missing.
+#
+#   python3 bench/torch_cpu.py --specs specs.json --threads N --steps S --out result.json
+#
+# Prints one JSON object as its last line.
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_models import train_step_ms  # noqa: E402
+
+
+def blas():
+    """Which BLAS this process loaded (Debian's torch links the system's libblas.so.3)."""
+    try:
+        maps = open("/proc/self/maps").read()
+    except OSError:
+        return "unknown"
+    for name in ("openblas", "mkl", "blis", "atlas"):
+        if name in maps:
+            return name
+    return "reference" if "libblas.so" in maps else "none loaded"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--specs", required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    dev = torch.device("cpu")
+    rows = []
+    for e in json.load(open(a.specs)):
+        ms, losses = train_step_ms(e, dev, a.steps, a.warmup)
+        rows.append({"model": e["label"], "ms": ms, "ips": e["batch"] / (ms / 1e3), "loss": losses})
+        print(f"torch {a.threads}t {e['label']:20s} {e['batch'] / (ms / 1e3):8.1f} img/s ({ms:.0f} ms/step)", file=sys.stderr, flush=True)
+    result = {"torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas(),
+              "mkldnn": torch.backends.mkldnn.is_available(), "rows": rows}
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps({"torch_version": result["torch_version"], "threads": result["threads"], "blas": result["blas"]}))
+
+
+if __name__ == "__main__":
+    main()

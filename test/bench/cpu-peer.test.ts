@@ -1,0 +1,63 @@
+// The CPU bench's anchors: the FLOP count it reads speeds against, the wasm SIMD peak loop, and
+// the PyTorch peer, which builds our models from their specs (where this machine has torch).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { trainingFlopsPerImage } from '../../bench/flops.ts';
+import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
+import { parseStepModels } from '../../bench/step-models.ts';
+import { runTorchCpu, torchPython } from '../../bench/torch-peer.ts';
+import { resnet50, smallCnn } from '../../src/nn/models.ts';
+
+describe('cpu bench anchors', () => {
+  it('counts a training step as forward, filter and data gradients of convs and linears', () => {
+    // ResNet-50 at 224: 4.09 G multiply-adds forward (the published figure), x2 FLOPs, x3 passes
+    // but the first conv, which needs no data gradient.
+    const r50 = trainingFlopsPerImage(resnet50(1000, [3, 224, 224]));
+    expect(r50 / 1e9).toBeGreaterThan(24.0);
+    expect(r50 / 1e9).toBeLessThan(24.6);
+    // The small CNN by hand: conv 3->32 5x5 pad 2 at 32x32, etc. come out of the same rule.
+    const spec = smallCnn([3, 32, 32], 10);
+    const first = spec.nodes.find((n) => n.op === 'conv')!;
+    expect(first.op === 'conv' && first.in).toBe(0);
+    expect(trainingFlopsPerImage(spec)).toBeGreaterThan(0);
+  });
+
+  it('measures a positive wasm SIMD peak that two threads do not lower', { timeout: 60_000 }, async () => {
+    const binary = await compilePeak();
+    const one = await simdPeakGflops(binary, 1);
+    const two = await simdPeakGflops(binary, 2);
+    expect(one).toBeGreaterThan(0.5);
+    expect(two).toBeGreaterThan(one * 0.9);
+  });
+
+  it('the PyTorch peer trains our spec with the same parameter count, where torch is here', { timeout: 180_000 }, (ctx) => {
+    const py = torchPython(false);
+    if ('why' in py) {
+      ctx.skip();
+      return;
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'vt-torch-'));
+    try {
+      const run = runTorchCpu(py.python, parseStepModels('tiny-cnn@32:4,resnet20@16:2'), 1, 1, dir);
+      expect(run.threads).toBe(1);
+      expect(run.rows.map((r) => r.model)).toEqual(['tiny-cnn@32 b4', 'resnet20@16 b2']);
+      for (const r of run.rows) expect(r.ips).toBeGreaterThan(0);
+      // A spec whose parameter count the builder does not reproduce is refused, not timed.
+      const bad = spawnSync(py.python, ['-c', [
+        'import sys; sys.path.insert(0, "bench")',
+        'from torch_models import train_step_ms',
+        'import json, torch',
+        `e = json.loads(open("${join(dir, 'specs.json')}").read())[0]`,
+        'e["params"] += 1',
+        'train_step_ms(e, torch.device("cpu"), 1, 0)',
+      ].join('\n')], { encoding: 'utf8' });
+      expect(bad.status).not.toBe(0);
+      expect(bad.stderr).toMatch(/the models differ/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
