@@ -8,7 +8,6 @@
 // Then the multi-host scenario (bench/network-scenario.ts): does a peer behind a NAT train
 // through TURN, and does a page opened by LAN address over HTTPS on another host get WebGPU.
 // Writes bench/results/network.json and network.svg; the LAST line is the JSON summary.
-import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +16,7 @@ import { Testbed } from '../test/net/bed.ts';
 import { PROFILES, allReduceBoundMs, type ProfileName } from '../test/net/profiles.ts';
 import type { NetFromPeer, NetToPeer } from './network-peer.ts';
 import { runNetworkScenario, type ScenarioResult } from './network-scenario.ts';
+import { LineProc as GenericLineProc } from './line-proc.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { median } from './timing.ts';
 
@@ -27,30 +27,8 @@ const ELEMS = 1 << 20;
 const REPS = Number(process.env.VT_REPS ?? 3);
 const TSX = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs'];
 
-/** A process in a host, answering one JSON line per command. */
-class LineProc {
-  private readonly waiting: ((m: NetFromPeer) => void)[] = [];
-  readonly errors: string[] = [];
-  constructor(readonly name: string, readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      if (!line.startsWith('{')) return;
-      const m = JSON.parse(line) as NetFromPeer;
-      this.waiting.shift()?.(m);
-    });
-    child.stderr!.on('data', (b: Buffer) => { this.errors.push(b.toString()); if (this.errors.length > 50) this.errors.shift(); });
-  }
-  ask(m: NetToPeer, timeoutMs = 60_000): Promise<NetFromPeer> {
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`${this.name}: no answer to ${m.type} within ${timeoutMs} ms; stderr: ${this.errors.join('').slice(-800)}`)), timeoutMs);
-      this.waiting.push((r) => {
-        clearTimeout(t);
-        if (r.type === 'failed') reject(new Error(`${this.name}: ${m.type} failed: ${r.message}`));
-        else resolve(r);
-      });
-      this.child.stdin!.write(`${JSON.stringify(m)}\n`);
-    });
-  }
-}
+/** A network-peer.ts process in a host. */
+class LineProc extends GenericLineProc<NetToPeer, NetFromPeer> {}
 
 interface Case {
   profile: ProfileName; n: number; bytes: number; measuredMs: number; times: number[];

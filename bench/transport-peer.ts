@@ -1,0 +1,148 @@
+// One peer of `npm run bench -- transport`, inside a test-bed host (its own network namespace),
+// pinned to one core by the bench. JSON lines: commands on stdin, answers on stdout. It moves
+// bytes one way over the transports the bench compares and reports its own time and CPU
+// (process.cpuUsage: every thread of the process, node-datachannel's native ones included):
+//   - kernel TCP (Node `net`, 64 KiB writes with back-pressure), the physical anchor;
+//   - the link a Node volunteer opens (src/comm: PeerJS signaling, node-datachannel, the
+//     Link interface), carrying ring frames (a 32-byte header and a payload copy per frame,
+//     as the ring's sender makes them), with the ring's back-pressure marks.
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { createInterface } from 'node:readline';
+import { DEFAULT_RING_SETTINGS, openEndpoint, type Link, type PeerEndpoint } from '../src/comm/index.ts';
+import { loadNodePeer, nodeRtcConfig } from '../src/comm/node.ts';
+import { FrameKind, HEADER_BYTES, Phase, writeHeader } from '../src/comm/wire.ts';
+
+export type TransportToPeer =
+  | { type: 'tcp-listen' }
+  | { type: 'tcp-recv'; bytes: number }
+  | { type: 'tcp-send'; host: string; port: number; bytes: number; msg: number }
+  | { type: 'open'; id: string; token: string; server: { host: string; port: number; path: string } }
+  | { type: 'links'; ids: string[]; job: number }
+  | { type: 'dc-recv'; bytes: number }
+  | { type: 'dc-send'; bytes: number; msg: number }
+  | { type: 'exit' };
+export type TransportFromPeer =
+  | { type: 'listening'; port: number }
+  | { type: 'ready' }
+  | { type: 'moved'; bytes: number; ms: number; cpuS: number }
+  | { type: 'failed'; message: string };
+
+const say = (m: TransportFromPeer): void => { process.stdout.write(`${JSON.stringify(m)}\n`); };
+const cpuS = (since: NodeJS.CpuUsage) => { const u = process.cpuUsage(since); return (u.user + u.system) / 1e6; };
+
+let server: Server | null = null;
+let accepted: Promise<Socket> | null = null;
+let endpoint: PeerEndpoint | null = null;
+let links: { next: Link; prev: Link } | null = null;
+// A Link takes one listener for its life: these dispatch to whatever the current command needs.
+let onFrame: (f: Uint8Array) => void = () => undefined;
+let onClose: (why: string) => void = () => undefined;
+let wake: (() => void) | null = null;
+
+/** Receives `bytes` on the accepted socket; time from the first byte to the last. */
+async function tcpRecv(bytes: number): Promise<TransportFromPeer> {
+  if (!accepted) throw new Error('tcp-recv before tcp-listen');
+  const sock = await accepted;
+  return new Promise((resolve) => {
+    let got = 0, t0 = 0, c0 = process.cpuUsage();
+    sock.on('data', (b: Buffer) => {
+      if (got === 0) { t0 = performance.now(); c0 = process.cpuUsage(); }
+      got += b.length;
+      if (got >= bytes) resolve({ type: 'moved', bytes: got, ms: performance.now() - t0, cpuS: cpuS(c0) });
+    });
+  });
+}
+
+async function tcpSend(host: string, port: number, bytes: number, msg: number): Promise<TransportFromPeer> {
+  const sock = connect({ host, port });
+  await new Promise<void>((ok, fail) => { sock.once('connect', ok); sock.once('error', fail); });
+  sock.setNoDelay(true);
+  const c0 = process.cpuUsage(), t0 = performance.now();
+  const chunk = Buffer.alloc(msg, 7);
+  for (let sent = 0; sent < bytes; sent += msg) {
+    if (!sock.write(chunk)) await new Promise((ok) => sock.once('drain', ok));
+  }
+  const ms = performance.now() - t0;
+  return { type: 'moved', bytes, ms, cpuS: cpuS(c0) };
+}
+
+/** A ring data frame of `len` float32s, fresh each time (links keep what they send). */
+function frame(src: Float32Array, n: number): Uint8Array {
+  const f = new Uint8Array(HEADER_BYTES + 4 * src.length);
+  writeHeader(f, { kind: FrameKind.data, phase: Phase.reduceScatter, dtype: 'f32', job: 1, generation: 1, step: n, chunk: 0, offset: 0, length: src.length });
+  new Float32Array(f.buffer, HEADER_BYTES, src.length).set(src);
+  return f;
+}
+
+function dcRecv(bytes: number): Promise<TransportFromPeer> {
+  if (!links) throw new Error('dc-recv before links');
+  return new Promise((resolve, reject) => {
+    let got = 0, t0 = 0, c0 = process.cpuUsage();
+    onFrame = (f) => {
+      if (got === 0) { t0 = performance.now(); c0 = process.cpuUsage(); }
+      got += f.byteLength;
+      if (got >= bytes) {
+        onFrame = () => undefined;
+        resolve({ type: 'moved', bytes: got, ms: performance.now() - t0, cpuS: cpuS(c0) });
+      }
+    };
+    onClose = (why) => reject(new Error(`link closed while receiving: ${why}`));
+  });
+}
+
+async function dcSend(bytes: number, msg: number): Promise<TransportFromPeer> {
+  if (!links) throw new Error('dc-send before links');
+  const { next } = links;
+  const { highWaterBytes: high } = DEFAULT_RING_SETTINGS;
+  const src = new Float32Array((msg - HEADER_BYTES) >> 2).fill(1);
+  const c0 = process.cpuUsage(), t0 = performance.now();
+  for (let sent = 0, n = 0; sent < bytes; sent += msg, n++) {
+    while (next.bufferedAmount > high && !next.closed) {
+      // drain, or a poll: a paused sender is not always woken by bufferedamountlow alone (RECIPES).
+      await new Promise<void>((ok) => { wake = ok; setTimeout(ok, 20); });
+      wake = null;
+    }
+    if (next.closed) throw new Error('link closed while sending');
+    next.send(frame(src, n));
+  }
+  return { type: 'moved', bytes, ms: performance.now() - t0, cpuS: cpuS(c0) };
+}
+
+async function handle(m: TransportToPeer): Promise<TransportFromPeer | null> {
+  switch (m.type) {
+    case 'tcp-listen':
+      server = createServer();
+      accepted = new Promise((ok) => server!.once('connection', ok));
+      await new Promise<void>((ok) => server!.listen(0, '0.0.0.0', ok));
+      return { type: 'listening', port: (server.address() as { port: number }).port };
+    case 'tcp-recv': return tcpRecv(m.bytes);
+    case 'tcp-send': return tcpSend(m.host, m.port, m.bytes, m.msg);
+    case 'open': {
+      const Peer = await loadNodePeer();
+      endpoint = await openEndpoint({ Peer, id: m.id, token: m.token, server: m.server, rtcConfig: nodeRtcConfig([]) as RTCConfiguration });
+      return { type: 'ready' };
+    }
+    case 'links':
+      if (!endpoint) throw new Error('links before open');
+      links = await endpoint.connectLinks({ ids: m.ids, job: m.job, generation: 1, connectTimeoutMs: 20_000 });
+      links.next.setLowWater(DEFAULT_RING_SETTINGS.lowWaterBytes);
+      links.next.listen({ frame: () => undefined, drain: () => wake?.(), close: () => wake?.() });
+      links.prev.listen({ frame: (f) => onFrame(f), drain: () => undefined, close: (why) => onClose(why) });
+      return { type: 'ready' };
+    case 'dc-recv': return dcRecv(m.bytes);
+    case 'dc-send': return dcSend(m.bytes, m.msg);
+    case 'exit':
+      endpoint?.destroy();
+      server?.close();
+      process.exit(0);
+  }
+}
+
+// Commands run as they come (a receive is armed, then the sender's command arrives in the other
+// process); each answers once.
+createInterface({ input: process.stdin }).on('line', (line) => {
+  if (!line.trim()) return;
+  handle(JSON.parse(line) as TransportToPeer)
+    .then((r) => { if (r) say(r); })
+    .catch((e: unknown) => say({ type: 'failed', message: e instanceof Error ? e.message : String(e) }));
+});

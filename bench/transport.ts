@@ -1,0 +1,210 @@
+// `npm run bench -- transport`: what the all-reduce's links cost, against kernel TCP on the same
+// link and cores. Two test-bed hosts (network namespaces, test/net/bed.ts, profile `lan`: a
+// 1 Gbit/s tbf each way per host), one sending peer per host, each pinned to its own core
+// (taskset: a on core 0, b on core 1), `--mb` MB (default 200) sent one way:
+//   - kernel TCP: Node `net`, 64 KiB writes with back-pressure (the physical anchor);
+//   - the link as Node volunteers open it: PeerJS signaling on a third host, node-datachannel,
+//     the Link interface, ring frames of 64 KiB (bench/transport-peer.ts);
+//   - a bare Chromium data channel between a page on each host: browser defaults, 64 KiB
+//     messages, no project code (bench/transport-page.ts); CPU of every process of the host;
+//   - then a ring all-reduce of `--allreduce-mb` MB (default 100, float32 on the wire) across 2
+//     and 3 hosts (bench/network-peer.ts), against the line-rate bound of the lan profile.
+// Each side's CPU-seconds per GB moved: process.cpuUsage for Node peers (all their threads), the
+// host's processes from /proc for Chromium. Not measured yet: the link as a donor page opens it
+// (the project's page-to-worker relay), and an int8 wire (issue 45 parts 1 and 3): those keys
+// are null. Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ROOT } from '../coordinator/local-volunteers.ts';
+import { Testbed } from '../test/net/bed.ts';
+import { launchChromiumIn } from '../test/net/browser.ts';
+import { PROFILES, allReduceBoundMs } from '../test/net/profiles.ts';
+import { LineProc } from './line-proc.ts';
+import type { NetFromPeer, NetToPeer } from './network-peer.ts';
+import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
+import { median } from './timing.ts';
+import { connectPages, pageStream } from './transport-page.ts';
+import type { TransportFromPeer, TransportToPeer } from './transport-peer.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const TSX = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs'];
+const MSG = 64 << 10;
+const CLK_TCK = 100;
+
+interface Moved { bytes: number; ms: number; cpuS: number }
+interface StreamResult { mbps: number; recvCpuSPerGb: number; sendCpuSPerGb: number; recvMs: number; sendMs: number; bytes: number }
+
+const arg = (args: string[], k: string, def: number) => Number(args.find((a) => a.startsWith(`--${k}=`))?.slice(k.length + 3) ?? def);
+
+/** CPU seconds of every process in a host's namespace (Chromium's browser, GPU, network and renderer processes). */
+function nsCpuS(ns: string): number {
+  const pids = execFileSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).split('\n').filter((p) => /^\d+$/.test(p.trim()));
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid.trim()}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15 of stat)
+    } catch { /* exited */ }
+  }
+  return ticks / CLK_TCK;
+}
+
+/** Pins every process of a host's namespace (and their threads) to one core. */
+function pinNs(ns: string, core: number): void {
+  const pids = execFileSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).split('\n').map((p) => p.trim()).filter((p) => /^\d+$/.test(p));
+  for (const pid of pids) {
+    try { execFileSync('taskset', ['-a', '-p', '-c', String(core), pid], { stdio: 'ignore' }); } catch { /* exited */ }
+  }
+}
+
+const result = (recv: Moved, send: Moved): StreamResult => ({
+  bytes: recv.bytes, recvMs: recv.ms, sendMs: send.ms, mbps: recv.bytes / recv.ms / 1e3,
+  recvCpuSPerGb: recv.cpuS / (recv.bytes / 1e9), sendCpuSPerGb: send.cpuS / (recv.bytes / 1e9),
+});
+
+type TPeer = LineProc<TransportToPeer, TransportFromPeer>;
+const moved = (r: TransportFromPeer): Moved => {
+  if (r.type !== 'moved') throw new Error(`expected bytes moved, got ${r.type}`);
+  return r;
+};
+
+async function streams(bed: Testbed, bytes: number, signal: { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }) {
+  const spawnPeer = (host: string, core: number): TPeer =>
+    new LineProc(host, bed.spawn(host, 'taskset', ['-c', String(core), process.execPath, ...TSX, join(here, 'transport-peer.ts')], { cwd: ROOT }));
+  const a = spawnPeer('a', 0), b = spawnPeer('b', 1);
+  try {
+    const listen = await b.ask({ type: 'tcp-listen' });
+    if (listen.type !== 'listening') throw new Error('tcp-listen: no port');
+    const tcpRecv = b.ask({ type: 'tcp-recv', bytes }, 300_000);
+    const tcpSend = moved(await a.ask({ type: 'tcp-send', host: bed.host('b').ip, port: listen.port, bytes, msg: MSG }, 300_000));
+    const tcp = result(moved(await tcpRecv), tcpSend);
+    console.error(`tcp: ${tcp.mbps.toFixed(1)} MB/s, receiver ${tcp.recvCpuSPerGb.toFixed(2)} CPU-s/GB, sender ${tcp.sendCpuSPerGb.toFixed(2)}`);
+    const [ia, ib] = signal.issued;
+    await Promise.all([a.ask({ type: 'open', ...ia!, server: signal.server }), b.ask({ type: 'open', ...ib!, server: signal.server })]);
+    const ids = [ia!.id, ib!.id];
+    await Promise.all([a.ask({ type: 'links', ids, job: 1 }), b.ask({ type: 'links', ids, job: 1 })]);
+    // A warm-up of 8 MB (SCTP windows, JIT), then the measured stream.
+    const warm = 8e6;
+    const w = b.ask({ type: 'dc-recv', bytes: warm }, 120_000);
+    await a.ask({ type: 'dc-send', bytes: warm, msg: MSG }, 120_000);
+    await w;
+    const dcRecv = b.ask({ type: 'dc-recv', bytes }, 600_000);
+    const dcSend = moved(await a.ask({ type: 'dc-send', bytes, msg: MSG }, 600_000));
+    const node = result(moved(await dcRecv), dcSend);
+    console.error(`node data channel: ${node.mbps.toFixed(1)} MB/s, receiver ${node.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
+      `sender ${node.sendCpuSPerGb.toFixed(2)}`);
+    return { tcp, node };
+  } finally {
+    for (const p of [a, b]) p.child.kill('SIGKILL');
+  }
+}
+
+async function barePage(bed: Testbed, bytes: number): Promise<StreamResult> {
+  const ba = await launchChromiumIn(bed, 'a', null), bb = await launchChromiumIn(bed, 'b', null);
+  try {
+    const [pa, pb] = [await ba.browser.newPage(), await bb.browser.newPage()];
+    await connectPages(pa, pb);
+    pinNs(bed.host('a').ns, 0);
+    pinNs(bed.host('b').ns, 1);
+    await pageStream(pa, pb, 8e6, MSG); // warm-up
+    const c0 = [nsCpuS(bed.host('a').ns), nsCpuS(bed.host('b').ns)];
+    const t0 = performance.now();
+    const r = await pageStream(pa, pb, bytes, MSG);
+    const sendMs = performance.now() - t0;
+    const c1 = [nsCpuS(bed.host('a').ns), nsCpuS(bed.host('b').ns)];
+    const res = result({ ...r, cpuS: c1[1]! - c0[1]! }, { bytes, ms: sendMs, cpuS: c1[0]! - c0[0]! });
+    console.error(`bare Chromium data channel: ${res.mbps.toFixed(1)} MB/s, receiving host ${res.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
+      `sending host ${res.sendCpuSPerGb.toFixed(2)}`);
+    return res;
+  } finally {
+    await ba.close();
+    await bb.close();
+  }
+}
+
+async function allReduce(bed: Testbed, mb: number, signal: { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }) {
+  const hosts = ['a', 'b', 'c'];
+  const peers = hosts.map((h, i) => new LineProc<NetToPeer, NetFromPeer>(h,
+    bed.spawn(h, 'taskset', ['-c', String(i % 2), process.execPath, ...TSX, join(here, 'network-peer.ts')], { cwd: ROOT })));
+  const issued = signal.issued.slice(2);
+  const elems = Math.round((mb * 1e6) / 4);
+  const out: Record<number, { ms: number; times: number[]; boundMs: number; efficiency: number }> = {};
+  try {
+    await Promise.all(peers.map((p, i) => p.ask({ type: 'open', ...issued[i]!, server: signal.server })));
+    for (const n of [2, 3]) {
+      const ring = peers.slice(0, n), ids = issued.slice(0, n).map((x) => x.id);
+      await Promise.all(ring.map((p) => p.ask({ type: 'ring', ids, job: 1, generation: n })));
+      let step = 0;
+      const round = async (e: number) => {
+        const s = step++;
+        const done = await Promise.all(ring.map((p) => p.ask({ type: 'go', elems: e, step: s, wire: 'f32' }, 600_000)));
+        return Math.max(...done.map((d) => (d.type === 'done' ? d.ms : 0)));
+      };
+      await round(elems >> 3); // warm-up
+      const times = [await round(elems), await round(elems)];
+      const boundMs = allReduceBoundMs(PROFILES.lan, n, 4 * elems);
+      const ms = median(times);
+      out[n] = { ms, times, boundMs, efficiency: boundMs / ms };
+      console.error(`all-reduce of ${mb} MB across ${n} hosts: ${ms.toFixed(0)} ms, line-rate bound ${boundMs.toFixed(0)} ms ` +
+        `-> efficiency ${(boundMs / ms).toFixed(3)}`);
+      await Promise.all(ring.map((p) => p.ask({ type: 'close-ring' })));
+    }
+    return out;
+  } finally {
+    for (const p of peers) p.child.kill('SIGKILL');
+  }
+}
+
+export async function main(args: string[]): Promise<void> {
+  const bytes = arg(args, 'mb', 200) * 1e6;
+  const arMb = arg(args, 'allreduce-mb', 100);
+  const bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'], profile: 'lan' });
+  try {
+    const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '5'], { cwd: ROOT });
+    const first = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: sig.stdout! }).once('line', resolve);
+      sig.once('exit', (c) => reject(new Error(`signaling exited (${c})`)));
+    });
+    const { port, issued } = JSON.parse(first) as { port: number; issued: { id: string; token: string }[] };
+    const signal = { server: { host: bed.host('coord').ip, port, path: '/signal' }, issued };
+    const { tcp, node } = await streams(bed, bytes, signal);
+    const bare = args.includes('--no-page') ? null : await barePage(bed, bytes);
+    const ar = args.includes('--no-allreduce') ? null : await allReduce(bed, arMb, signal);
+    sig.kill('SIGKILL');
+    const r3 = (v: number | null | undefined) => (v === null || v === undefined ? null : +v.toFixed(3));
+    const summary = {
+      bench: 'transport',
+      tcp_mbps: r3(tcp.mbps), node_mbps: r3(node.mbps), page_mbps: null, bare_page_mbps: r3(bare?.mbps),
+      node_vs_tcp: r3(node.mbps / tcp.mbps), page_vs_tcp: null, page_vs_bare: null, bare_page_vs_tcp: bare ? r3(bare.mbps / tcp.mbps) : null,
+      tcp_cpu_s_per_gb: r3(tcp.recvCpuSPerGb), node_cpu_s_per_gb: r3(node.recvCpuSPerGb), page_cpu_s_per_gb: null,
+      bare_page_cpu_s_per_gb: r3(bare?.recvCpuSPerGb),
+      tcp_send_cpu_s_per_gb: r3(tcp.sendCpuSPerGb), node_send_cpu_s_per_gb: r3(node.sendCpuSPerGb), bare_page_send_cpu_s_per_gb: r3(bare?.sendCpuSPerGb),
+      allreduce_lan_eff_2: r3(ar?.[2]?.efficiency), allreduce_lan_eff_3: r3(ar?.[3]?.efficiency),
+      bytes_per_image_int8: null, bytes_per_image_bf16: null,
+      frame_bytes: MSG, mb: bytes / 1e6,
+    };
+    writeFileEnsuringDir(join(here, 'results', 'transport.json'), JSON.stringify({
+      setup: { link: '1 Gbit/s tbf each way per host (test/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },
+      tcp, node, bare, allReduce: ar,
+      notMeasured: { page: 'the link as a donor page opens it (relay to the worker): not built yet', int8: 'no int8 wire yet (issue 45 part 3)' },
+      summary,
+    }, null, 2));
+    const rows = [['kernel TCP', tcp], ['Node volunteer link', node], ...(bare ? [['bare Chromium channel', bare] as const] : [])] as const;
+    writeFileEnsuringDir(join(here, 'results', 'transport.svg'), barChartSvg({
+      title: `One-way throughput and receiver CPU between two hosts on a 1 Gbit/s link, ${bytes / 1e6} MB`,
+      yLabel: 'MB/s | CPU-s per GB x 10',
+      categories: rows.map(([n]) => n),
+      series: [
+        { name: 'MB/s', values: rows.map(([, r]) => r.mbps) },
+        { name: 'receiver CPU-s per GB x 10', values: rows.map(([, r]) => 10 * r.recvCpuSPerGb) },
+      ],
+    }));
+    console.log(JSON.stringify(summary));
+  } finally {
+    await bed.close();
+  }
+}
