@@ -119,7 +119,9 @@ async function handle(m: TransportToPeer): Promise<TransportFromPeer | null> {
     case 'tcp-send': return tcpSend(m.host, m.port, m.bytes, m.msg);
     case 'open': {
       const Peer = await loadNodePeer();
-      endpoint = await openEndpoint({ Peer, id: m.id, token: m.token, server: m.server, rtcConfig: nodeRtcConfig([]) as RTCConfiguration });
+      // VT_MTU: libdatachannel's path MTU (an experiment knob, as in the allreduce bench; unset: its default).
+      const mtu = process.env.VT_MTU ? { mtu: Number(process.env.VT_MTU) } : {};
+      endpoint = await openEndpoint({ Peer, id: m.id, token: m.token, server: m.server, rtcConfig: { ...nodeRtcConfig([]), ...mtu } as RTCConfiguration });
       return { type: 'ready' };
     }
     case 'links':

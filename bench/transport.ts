@@ -164,6 +164,9 @@ export async function main(args: string[]): Promise<void> {
   const arMb = arg(args, 'allreduce-mb', 100);
   const bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'], profile: 'lan' });
   try {
+    // --lan-mtu=9000: a LAN with jumbo frames (the SCTP path MTU experiments of docs/transport.md).
+    const lanMtu = arg(args, 'lan-mtu', 0);
+    if (lanMtu) await bed.setMtu(lanMtu);
     const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '5'], { cwd: ROOT });
     const first = await new Promise<string>((resolve, reject) => {
       createInterface({ input: sig.stdout! }).once('line', resolve);

@@ -137,6 +137,20 @@ export class Testbed {
     return bed;
   }
 
+  /**
+   * Sets the LAN's MTU (every host's eth0, the switch's ports and bridge): 9000 is a LAN with
+   * jumbo frames. Kernel-bridge beds only (the userspace switch reads 1500-byte frames).
+   */
+  async setMtu(mtu: number): Promise<void> {
+    const lan = this.nsName('lan');
+    for (const [host, port] of this.ports) {
+      await must('ip', ['-n', lan, 'link', 'set', port, 'mtu', String(mtu)]);
+      const ns = host === 'router' ? this.nsName('router') : this.host(host).ns;
+      await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'mtu', String(mtu)]);
+    }
+    await must('ip', ['-n', lan, 'link', 'set', 'br0', 'mtu', String(mtu)]);
+  }
+
   private nsName(host: string): string {
     return `${this.id}-${host}`;
   }
