@@ -95,7 +95,7 @@ const SMALL_CNN_FLOATS = await (async () => {
 export async function main(args: string[]): Promise<void> {
   const t0 = performance.now();
   // Compute per step for the communication share: --compute-ms=N, default 160 ms (batch 32 at the
-  // ~200 images/s one local volunteer reaches on this machine with wasm, README), not measured here.
+  // ~200 images/s one local volunteer reaches on this machine with wasm, docs/running.md), not measured here.
   const computeMs = Number(args.find((a) => a.startsWith('--compute-ms='))?.slice(13) ?? 160);
   if (!(computeMs > 0)) throw new Error('--compute-ms=N wants a positive number of milliseconds');
   const gen = { next: 1 };

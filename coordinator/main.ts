@@ -28,7 +28,7 @@ import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
 
 /**
  * The wire format of a job `npm start` creates: bf16 (f32's range, so no overflow to blame a peer
- * for; sync SGD on CIFAR-10 with 4 peers ended at the same top-1 as f32, README "Sync or rounds").
+ * for; sync SGD on CIFAR-10 with 4 peers ended at the same top-1 as f32, docs/sync-or-rounds.md).
  * A job file without `wire` stays f32 (DEFAULT_WIRE), so stored jobs resume as they were.
  */
 export const START_WIRE: WireFormat = 'bf16';
@@ -43,9 +43,9 @@ export const START_WIRE: WireFormat = 'bf16';
  */
 export const START_OUTER = { lr: 1, momentum: 0, carry: 0.75 } as const;
 /**
- * The job `npm start` runs with no options: large-batch LARS on CIFAR-10 (README: "The default
+ * The job `npm start` runs with no options: large-batch LARS on CIFAR-10 (docs/running.md: "The default
  * job"). Its rate and warm-up are what the converge bench's LARS search picks at B = 512 with
- * each bias at its layer's trust ratio (lr 12, two warm-up epochs: README "LARS against SGD");
+ * each bias at its layer's trust ratio (lr 12, two warm-up epochs: docs/lars.md);
  * LARS warms up for two epochs, at most a fifth of the job; SGD for one, at most a tenth.
  */
 export const DEFAULT_JOB = { batch: 512, epochs: 10, larsLr: 12, larsWarmupEpochs: 2, sgdLr: 0.2, evalSamples: 1000 } as const;
@@ -127,7 +127,7 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               over each peer's whole share)
   --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
-                              sums still in float32; no loss of top-1 measured, see the README), f32
+                              sums still in float32; no loss of top-1 measured, docs/sync-or-rounds.md), f32
                               (exact, and what a job file without the field means), f16
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab:
                               prints every LAN address as a join URL)
@@ -174,7 +174,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const batchArg = a.int('batch', -1, 1);
   const kind = a.oneOf('optimizer', ['lars', 'sgd'] as const, 'lars');
   const lrArg = a.num('lr', -1, (v) => v > 0, 'a positive number');
-  // The global rate throws a network's biases about at LARS's rates (README "LARS against SGD"); the recipes keep what their papers did.
+  // The global rate throws a network's biases about at LARS's rates (docs/lars.md); the recipes keep what their papers did.
   const biasTrust = a.oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], recipe ? 'global' : 'layer');
   const sampling = a.oneOf<SamplingKind>('sampling', ['shard-local', 'global'], dataset === 'imagenet' ? 'shard-local' : 'global');
   const shuffleWindow = a.int('shuffle-window', DEFAULT_SHUFFLE_WINDOW, 1);
@@ -321,7 +321,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const ca = job.tls?.ca;
   if (ca) {
     process.stderr.write(`HTTPS with this machine's own certificate authority: ${ca.certPath}\n  SHA-256 ${ca.sha256}\n`);
-    process.stderr.write(`  each device trusts it once: download ${shown}/ca.crt (also on the dashboard), then Chrome/Edge: Settings > Privacy and security > Security > Manage certificates > Import (as a trusted root); Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import; macOS/Safari: open it in Keychain Access, set "Always Trust"; iOS: install the profile, then Settings > General > About > Certificate Trust Settings; Android: Settings > Security > Install a certificate > CA. README: "HTTPS and WebGPU on other machines".\n`);
+    process.stderr.write(`  each device trusts it once: download ${shown}/ca.crt (also on the dashboard), then Chrome/Edge: Settings > Privacy and security > Security > Manage certificates > Import (as a trusted root); Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import; macOS/Safari: open it in Keychain Access, set "Always Trust"; iOS: install the profile, then Settings > General > About > Certificate Trust Settings; Android: Settings > Security > Install a certificate > CA. docs/networks.md: "HTTPS and WebGPU on other machines".\n`);
   } else if (host !== '127.0.0.1' && host !== 'localhost' && !job.tls) {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }

@@ -4,7 +4,7 @@
 // authority made once and kept in the settings folder (.cache/tls: CA key mode 0600, never
 // served) that signs a server certificate for every LAN address and name of this machine,
 // renewed before it expires or when the machine's addresses change. People trust the CA once
-// per device (README: "HTTPS and WebGPU on other machines"); `openssl` makes the keys and
+// per device (docs/networks.md: "HTTPS and WebGPU on other machines"); `openssl` makes the keys and
 // certificates (Node has no X.509 writer).
 import { execFile } from 'node:child_process';
 import { X509Certificate, createHash, createPrivateKey, randomBytes } from 'node:crypto';

@@ -20,7 +20,7 @@ import {
   type CollectivePlan, type FrameHeader, type WireFormat,
 } from './wire.ts';
 
-/** 64 KiB frames: see bench/allreduce.ts and README numbers (fewer per-message costs, still pipelined). */
+/** 64 KiB frames: see bench/allreduce.ts and docs/transport.md (fewer per-message costs, still pipelined). */
 export const DEFAULT_MESSAGE_BYTES = 64 << 10;
 
 export interface AllReduceOptions {

@@ -207,7 +207,7 @@ export function showDashboard(root: HTMLElement): () => void {
     const model = root.querySelector<HTMLElement>('#dash-model');
     if (model) {
       model.hidden = m.checkpoint === null;
-      if (m.checkpoint !== null) model.innerHTML = `<a href="${esc(withToken('/api/model.onnx', pageSearch()))}" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); README: "Take the model away"`;
+      if (m.checkpoint !== null) model.innerHTML = `<a href="${esc(withToken('/api/model.onnx', pageSearch()))}" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); docs/export.md says how to run it`;
     }
     root.dataset.step = last ? String(last.step) : '0';
     root.dataset.peers = String(shown);

@@ -38,7 +38,7 @@ export function mainJoinUrl(info: JoinInfo, pageSearch: string, fallback: string
  */
 export function joinNotes(info: JoinInfo, access: 'public' | 'private' | null, url: string): string[] {
   const notes: string[] = [];
-  if (info.tls) notes.push('Install it as a trusted root on each device once, then open the https address (README: "HTTPS and WebGPU on other machines").');
+  if (info.tls) notes.push('Install it as a trusted root on each device once, then open the https address (docs/networks.md: "HTTPS and WebGPU on other machines").');
   if (access === 'private' && !/[?&]token=/.test(url)) notes.push('This job is private: people type its join token on the page, or open this dashboard as /?token=TOKEN#dashboard to put the token in the address and the QR code.');
   return notes;
 }
