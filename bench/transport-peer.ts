@@ -4,13 +4,12 @@
 // (process.cpuUsage: every thread of the process, node-datachannel's native ones included):
 //   - kernel TCP (Node `net`, 64 KiB writes with back-pressure), the physical anchor;
 //   - the link a Node volunteer opens (src/comm: PeerJS signaling, node-datachannel, the
-//     Link interface), carrying ring frames (a 32-byte header and a payload copy per frame,
-//     as the ring's sender makes them), with the ring's back-pressure marks.
+//     Link interface), carrying ring frames (bench/transport-stream.ts).
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
-import { DEFAULT_RING_SETTINGS, openEndpoint, type Link, type PeerEndpoint } from '../src/comm/index.ts';
+import { openEndpoint, type PeerEndpoint } from '../src/comm/index.ts';
 import { loadNodePeer, nodeRtcConfig } from '../src/comm/node.ts';
-import { FrameKind, HEADER_BYTES, Phase, writeHeader } from '../src/comm/wire.ts';
+import { LinkStream } from './transport-stream.ts';
 
 export type TransportToPeer =
   | { type: 'tcp-listen' }
@@ -33,11 +32,7 @@ const cpuS = (since: NodeJS.CpuUsage) => { const u = process.cpuUsage(since); re
 let server: Server | null = null;
 let accepted: Promise<Socket> | null = null;
 let endpoint: PeerEndpoint | null = null;
-let links: { next: Link; prev: Link } | null = null;
-// A Link takes one listener for its life: these dispatch to whatever the current command needs.
-let onFrame: (f: Uint8Array) => void = () => undefined;
-let onClose: (why: string) => void = () => undefined;
-let wake: (() => void) | null = null;
+let stream: LinkStream | null = null;
 
 /** Receives `bytes` on the accepted socket; time from the first byte to the last. */
 async function tcpRecv(bytes: number): Promise<TransportFromPeer> {
@@ -66,46 +61,18 @@ async function tcpSend(host: string, port: number, bytes: number, msg: number): 
   return { type: 'moved', bytes, ms, cpuS: cpuS(c0) };
 }
 
-/** A ring data frame of `len` float32s, fresh each time (links keep what they send). */
-function frame(src: Float32Array, n: number): Uint8Array {
-  const f = new Uint8Array(HEADER_BYTES + 4 * src.length);
-  writeHeader(f, { kind: FrameKind.data, phase: Phase.reduceScatter, dtype: 'f32', job: 1, generation: 1, step: n, chunk: 0, offset: 0, length: src.length });
-  new Float32Array(f.buffer, HEADER_BYTES, src.length).set(src);
-  return f;
-}
-
-function dcRecv(bytes: number): Promise<TransportFromPeer> {
-  if (!links) throw new Error('dc-recv before links');
-  return new Promise((resolve, reject) => {
-    let got = 0, t0 = 0, c0 = process.cpuUsage();
-    onFrame = (f) => {
-      if (got === 0) { t0 = performance.now(); c0 = process.cpuUsage(); }
-      got += f.byteLength;
-      if (got >= bytes) {
-        onFrame = () => undefined;
-        resolve({ type: 'moved', bytes: got, ms: performance.now() - t0, cpuS: cpuS(c0) });
-      }
-    };
-    onClose = (why) => reject(new Error(`link closed while receiving: ${why}`));
-  });
+async function dcRecv(bytes: number): Promise<TransportFromPeer> {
+  if (!stream) throw new Error('dc-recv before links');
+  let c0 = process.cpuUsage();
+  const r = await stream.recv(bytes, () => { c0 = process.cpuUsage(); });
+  return { type: 'moved', ...r, cpuS: cpuS(c0) };
 }
 
 async function dcSend(bytes: number, msg: number): Promise<TransportFromPeer> {
-  if (!links) throw new Error('dc-send before links');
-  const { next } = links;
-  const { highWaterBytes: high } = DEFAULT_RING_SETTINGS;
-  const src = new Float32Array((msg - HEADER_BYTES) >> 2).fill(1);
-  const c0 = process.cpuUsage(), t0 = performance.now();
-  for (let sent = 0, n = 0; sent < bytes; sent += msg, n++) {
-    while (next.bufferedAmount > high && !next.closed) {
-      // drain, or a poll: a paused sender is not always woken by bufferedamountlow alone (RECIPES).
-      await new Promise<void>((ok) => { wake = ok; setTimeout(ok, 20); });
-      wake = null;
-    }
-    if (next.closed) throw new Error('link closed while sending');
-    next.send(frame(src, n));
-  }
-  return { type: 'moved', bytes, ms: performance.now() - t0, cpuS: cpuS(c0) };
+  if (!stream) throw new Error('dc-send before links');
+  const c0 = process.cpuUsage();
+  const r = await stream.send(bytes, msg);
+  return { type: 'moved', bytes, ms: r.ms, cpuS: cpuS(c0) };
 }
 
 async function handle(m: TransportToPeer): Promise<TransportFromPeer | null> {
@@ -126,10 +93,7 @@ async function handle(m: TransportToPeer): Promise<TransportFromPeer | null> {
     }
     case 'links':
       if (!endpoint) throw new Error('links before open');
-      links = await endpoint.connectLinks({ ids: m.ids, job: m.job, generation: 1, connectTimeoutMs: 20_000 });
-      links.next.setLowWater(DEFAULT_RING_SETTINGS.lowWaterBytes);
-      links.next.listen({ frame: () => undefined, drain: () => wake?.(), close: () => wake?.() });
-      links.prev.listen({ frame: (f) => onFrame(f), drain: () => undefined, close: (why) => onClose(why) });
+      stream = new LinkStream(await endpoint.connectLinks({ ids: m.ids, job: m.job, generation: 1, connectTimeoutMs: 20_000 }));
       return { type: 'ready' };
     case 'dc-recv': return dcRecv(m.bytes);
     case 'dc-send': return dcSend(m.bytes, m.msg);

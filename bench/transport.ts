@@ -7,12 +7,13 @@
 //     the Link interface, ring frames of 64 KiB (bench/transport-peer.ts);
 //   - a bare Chromium data channel between a page on each host: browser defaults, 64 KiB
 //     messages, no project code (bench/transport-page.ts); CPU of every process of the host;
+//   - the link as a donor page opens it: the page relays WebRTC to its worker, which opens the
+//     links and streams ring frames (bench/transport-relay-page.ts, served by vite on a third host);
 //   - then a ring all-reduce of `--allreduce-mb` MB (default 100, float32 on the wire) across 2
 //     and 3 hosts (bench/network-peer.ts), against the line-rate bound of the lan profile.
 // Each side's CPU-seconds per GB moved: process.cpuUsage for Node peers (all their threads), the
-// host's processes from /proc for Chromium. Not measured yet: the link as a donor page opens it
-// (the project's page-to-worker relay), and an int8 wire (issue 45 parts 1 and 3): those keys
-// are null. Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
+// host's processes from /proc for Chromium. Not measured yet: an int8 wire (issue 45 part 3):
+// those keys are null. Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -27,6 +28,8 @@ import type { NetFromPeer, NetToPeer } from './network-peer.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { median } from './timing.ts';
 import { connectPages, pageStream } from './transport-page.ts';
+import type { RelayCommand } from './transport-relay-worker.ts';
+import type { Page } from 'playwright-core';
 import type { TransportFromPeer, TransportToPeer } from './transport-peer.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -72,7 +75,9 @@ const moved = (r: TransportFromPeer): Moved => {
   return r;
 };
 
-async function streams(bed: Testbed, bytes: number, signal: { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }) {
+interface Signal { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }
+
+async function streams(bed: Testbed, bytes: number, signal: Signal) {
   const spawnPeer = (host: string, core: number): TPeer =>
     new LineProc(host, bed.spawn(host, 'taskset', ['-c', String(core), process.execPath, ...TSX, join(here, 'transport-peer.ts')], { cwd: ROOT }));
   const a = spawnPeer('a', 0), b = spawnPeer('b', 1);
@@ -126,7 +131,50 @@ async function barePage(bed: Testbed, bytes: number): Promise<StreamResult> {
   }
 }
 
-async function allReduce(bed: Testbed, mb: number, signal: { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }) {
+/** The link as a donor page opens it: the page's relay to its worker (bench/transport-relay-page.ts). */
+async function relayPage(bed: Testbed, bytes: number, signal: Signal): Promise<StreamResult> {
+  const serve = bed.spawn('coord', process.execPath, [...TSX, join(here, 'transport-serve.ts')], { cwd: ROOT });
+  const ba = await launchChromiumIn(bed, 'a', null), bb = await launchChromiumIn(bed, 'b', null);
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      createInterface({ input: serve.stdout! }).once('line', resolve);
+      serve.once('exit', (c) => reject(new Error(`the page server exited (${c})`)));
+    });
+    const url = `http://${bed.host('coord').ip}:${(JSON.parse(line) as { port: number }).port}/bench/transport-relay.html`;
+    const [pa, pb] = [await ba.browser.newPage(), await bb.browser.newPage()];
+    for (const p of [pa, pb]) {
+      await p.goto(url);
+      await p.waitForFunction(() => typeof window.vtAsk === 'function', undefined, { timeout: 60_000 });
+    }
+    const ask = (p: Page, c: RelayCommand) => p.evaluate((cmd) => window.vtAsk!(cmd), c);
+    const [ia, ib] = [signal.issued[5]!, signal.issued[6]!];
+    await Promise.all([ask(pa, { type: 'open', ...ia, server: signal.server }), ask(pb, { type: 'open', ...ib, server: signal.server })]);
+    const ids = [ia.id, ib.id];
+    await Promise.all([ask(pa, { type: 'links', ids, job: 2 }), ask(pb, { type: 'links', ids, job: 2 })]);
+    pinNs(bed.host('a').ns, 0);
+    pinNs(bed.host('b').ns, 1);
+    const stream = async (n: number) => {
+      const recv = ask(pb, { type: 'recv', bytes: n });
+      const sent = await ask(pa, { type: 'send', bytes: n, msg: MSG });
+      return { recv: await recv, sent };
+    };
+    await stream(8e6); // warm-up
+    const c0 = [nsCpuS(bed.host('a').ns), nsCpuS(bed.host('b').ns)];
+    const { recv, sent } = await stream(bytes);
+    const c1 = [nsCpuS(bed.host('a').ns), nsCpuS(bed.host('b').ns)];
+    if (recv.type !== 'moved' || sent.type !== 'moved') throw new Error('the relay page moved nothing');
+    const res = result({ bytes: recv.bytes, ms: recv.ms, cpuS: c1[1]! - c0[1]! }, { bytes, ms: sent.ms, cpuS: c1[0]! - c0[0]! });
+    console.error(`donor page link (relay to a worker): ${res.mbps.toFixed(1)} MB/s, receiving host ${res.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
+      `sending host ${res.sendCpuSPerGb.toFixed(2)}`);
+    return res;
+  } finally {
+    await ba.close();
+    await bb.close();
+    serve.kill('SIGKILL');
+  }
+}
+
+async function allReduce(bed: Testbed, mb: number, signal: Signal) {
   const hosts = ['a', 'b', 'c'];
   const peers = hosts.map((h, i) => new LineProc<NetToPeer, NetFromPeer>(h,
     bed.spawn(h, 'taskset', ['-c', String(i % 2), process.execPath, ...TSX, join(here, 'network-peer.ts')], { cwd: ROOT })));
@@ -167,7 +215,7 @@ export async function main(args: string[]): Promise<void> {
     // --lan-mtu=9000: a LAN with jumbo frames (the SCTP path MTU experiments of docs/transport.md).
     const lanMtu = arg(args, 'lan-mtu', 0);
     if (lanMtu) await bed.setMtu(lanMtu);
-    const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '5'], { cwd: ROOT });
+    const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '7'], { cwd: ROOT });
     const first = await new Promise<string>((resolve, reject) => {
       createInterface({ input: sig.stdout! }).once('line', resolve);
       sig.once('exit', (c) => reject(new Error(`signaling exited (${c})`)));
@@ -176,27 +224,31 @@ export async function main(args: string[]): Promise<void> {
     const signal = { server: { host: bed.host('coord').ip, port, path: '/signal' }, issued };
     const { tcp, node } = await streams(bed, bytes, signal);
     const bare = args.includes('--no-page') ? null : await barePage(bed, bytes);
+    const page = args.includes('--no-page') ? null : await relayPage(bed, bytes, signal);
     const ar = args.includes('--no-allreduce') ? null : await allReduce(bed, arMb, signal);
     sig.kill('SIGKILL');
     const r3 = (v: number | null | undefined) => (v === null || v === undefined ? null : +v.toFixed(3));
     const summary = {
       bench: 'transport',
-      tcp_mbps: r3(tcp.mbps), node_mbps: r3(node.mbps), page_mbps: null, bare_page_mbps: r3(bare?.mbps),
-      node_vs_tcp: r3(node.mbps / tcp.mbps), page_vs_tcp: null, page_vs_bare: null, bare_page_vs_tcp: bare ? r3(bare.mbps / tcp.mbps) : null,
-      tcp_cpu_s_per_gb: r3(tcp.recvCpuSPerGb), node_cpu_s_per_gb: r3(node.recvCpuSPerGb), page_cpu_s_per_gb: null,
+      tcp_mbps: r3(tcp.mbps), node_mbps: r3(node.mbps), page_mbps: r3(page?.mbps), bare_page_mbps: r3(bare?.mbps),
+      node_vs_tcp: r3(node.mbps / tcp.mbps), page_vs_tcp: page ? r3(page.mbps / tcp.mbps) : null, page_vs_bare: page && bare ? r3(page.mbps / bare.mbps) : null,
+      bare_page_vs_tcp: bare ? r3(bare.mbps / tcp.mbps) : null,
+      tcp_cpu_s_per_gb: r3(tcp.recvCpuSPerGb), node_cpu_s_per_gb: r3(node.recvCpuSPerGb), page_cpu_s_per_gb: r3(page?.recvCpuSPerGb),
       bare_page_cpu_s_per_gb: r3(bare?.recvCpuSPerGb),
       tcp_send_cpu_s_per_gb: r3(tcp.sendCpuSPerGb), node_send_cpu_s_per_gb: r3(node.sendCpuSPerGb), bare_page_send_cpu_s_per_gb: r3(bare?.sendCpuSPerGb),
+      page_send_cpu_s_per_gb: r3(page?.sendCpuSPerGb),
       allreduce_lan_eff_2: r3(ar?.[2]?.efficiency), allreduce_lan_eff_3: r3(ar?.[3]?.efficiency),
       bytes_per_image_int8: null, bytes_per_image_bf16: null,
       frame_bytes: MSG, mb: bytes / 1e6,
     };
     writeFileEnsuringDir(join(here, 'results', 'transport.json'), JSON.stringify({
       setup: { link: '1 Gbit/s tbf each way per host (test/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },
-      tcp, node, bare, allReduce: ar,
-      notMeasured: { page: 'the link as a donor page opens it (relay to the worker): not built yet', int8: 'no int8 wire yet (issue 45 part 3)' },
+      tcp, node, bare, page, allReduce: ar,
+      notMeasured: { int8: 'no int8 wire yet (issue 45 part 3)' },
       summary,
     }, null, 2));
-    const rows = [['kernel TCP', tcp], ['Node volunteer link', node], ...(bare ? [['bare Chromium channel', bare] as const] : [])] as const;
+    const rows = [['kernel TCP', tcp], ['Node volunteer link', node], ...(bare ? [['bare Chromium channel', bare] as const] : []),
+      ...(page ? [['donor page link (relay)', page] as const] : [])] as const;
     writeFileEnsuringDir(join(here, 'results', 'transport.svg'), barChartSvg({
       title: `One-way throughput and receiver CPU between two hosts on a 1 Gbit/s link, ${bytes / 1e6} MB`,
       yLabel: 'MB/s | CPU-s per GB x 10',
