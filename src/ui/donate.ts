@@ -8,6 +8,7 @@ import { loadBrowserPeer } from '../comm/peerjs-peer.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
+import { donateButton, withWebGpuHelp } from './donate-state.ts';
 import { explainNoWebGpu, insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
 import { syncModeOf } from './dashboard.ts';
 import type { MetricRecord } from '../client/protocol.ts';
@@ -107,22 +108,36 @@ export function showDonate(root: HTMLElement): void {
     box.replaceChildren(...items);
   };
   showInsecure();
+  let lastStatus: VolunteerStatus | null = null;
   const refresh = async () => {
     job = await refreshJob(jobDl);
     $('token-row').hidden = job?.job.access !== 'private';
     joinInfo = job ? joinInfoOf(job) : null;
     showInsecure();
+    if (root.dataset.device === 'ok' && root.dataset.probing !== '1') showButton();
   };
   void refresh();
   const timer = setInterval(() => void refresh(), 5000);
 
+  /** The button (and, for a finished job, why it is off) from the volunteer's and the job's state. */
+  const showButton = () => {
+    const v = donateButton(state, job);
+    button.textContent = v.text;
+    button.disabled = v.disabled;
+    root.dataset.finished = v.note ? '1' : '';
+    if (v.note && (state === 'idle' || state === 'done' || state === 'paused' || state === 'error')) status.textContent = v.note;
+    else if (!v.note && lastStatus) draw(lastStatus);
+  };
   const draw = (s: VolunteerStatus) => {
     state = s.state;
-    button.textContent = s.state === 'joining' || s.state === 'training' ? 'Pause' : s.state === 'paused' ? 'Resume' : s.state === 'done' ? 'Finished' : 'Start';
-    button.disabled = s.state === 'done';
+    lastStatus = s;
+    const v = donateButton(s.state, job);
+    button.textContent = v.text;
+    button.disabled = v.disabled;
     backend.disabled = s.state === 'joining' || s.state === 'training';
     status.classList.toggle('bad', s.state === 'error');
     const parts = [explain(s.message)];
+    if (v.note) parts.push(v.note);
     if (s.step !== null) parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
     if (s.cache) parts.push(`shard cache: ${s.cache.hits} reused, ${s.cache.misses} downloaded${s.cache.corrupt ? `, ${s.cache.corrupt} damaged and fetched again` : ''}`);
     status.textContent = parts.join('\n');
@@ -141,7 +156,7 @@ export function showDonate(root: HTMLElement): void {
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
     } finally {
-      button.disabled = state === 'done';
+      button.disabled = donateButton(state, job).disabled;
     }
   };
   button.addEventListener('click', () => {
@@ -169,10 +184,11 @@ export function showDonate(root: HTMLElement): void {
         const lines = [`Training on ${r.backend === 'wasm' ? 'WebAssembly SIMD (CPU)' : 'WebGPU'}: ${r.device}`, `Why: ${explain(r.reason)}.`];
         const noGpu = r.measures.find((m) => m.backend === 'webgpu' && !m.available);
         const help = insecure();
-        if (noGpu) lines.push(help ? `For the GPU, open ${help.httpsUrl} (see the note above).` : WEBGPU_HELP);
-        else if (r.backend === 'webgpu' && r.cpu) lines.push('(software WebGPU: a real GPU is 100x faster)');
-        device.textContent = lines.join('\n');
-        button.disabled = false;
+        if (noGpu && help) lines.push(`For the GPU, open ${help.httpsUrl} (see the note above).`);
+        const shown = noGpu && !help ? withWebGpuHelp(lines, WEBGPU_HELP) : lines;
+        if (!noGpu && r.backend === 'webgpu' && r.cpu) shown.push('(software WebGPU: a real GPU is 100x faster)');
+        device.textContent = shown.join('\n');
+        button.disabled = donateButton(state, job).disabled;
         root.dataset.device = 'ok';
         root.dataset.backend = r.backend;
         root.dataset.probing = '';

@@ -69,6 +69,7 @@ describe('index.html device check', () => {
       expect(text).toMatch(/^Training on WebAssembly SIMD \(CPU\)/);
       expect(text).toMatch(/webgpu is not available/);
       expect(text).toMatch(/WebGPU is not available in this browser/);
+      expect(text.split('WebGPU is not available in this browser').length - 1, 'the help is said once').toBe(1);
       expect(text).toMatch(/Chrome or Edge 113\+/);
       expect(text).not.toMatch(/at \w+ \(|\.ts:\d+/);
 
