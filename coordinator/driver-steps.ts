@@ -9,6 +9,7 @@
 // when that step starts with the same ring it is assigned exactly so (step-plan.ts,
 // affinity.ts). With syncEvery H > 1 (after the job's warm-up) a step is a round of H inner
 // steps (rounds.ts), kept when it is aborted so that its survivors reuse their work.
+import { stepUtilisation } from '../src/train/utilisation.ts';
 import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
@@ -300,8 +301,13 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
   const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
   const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);
   const traffic = { innerSteps: ph.steps, bytesPerImage: images > 0 ? sent / images : 0 };
+  const utilisation = +stepUtilisation(timings, wallMs).toFixed(4);
   return {
-    record: { type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs, peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })), traffic, ...(ph.slices ? { samples: sampleDigest(heldSlices(ph)!) } : {}) },
-    event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic },
+    record: {
+      type: 'step', time: now, step, generation: ph.generation, ring: ph.ring.length, loss, imagesPerSec, wallMs,
+      peers: results.map((r, i) => ({ ...timings[i]!, checksum: r.checksum })),
+      traffic, utilisation, ...(ph.slices ? { samples: sampleDigest(heldSlices(ph)!) } : {}),
+    },
+    event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic, utilisation, wallMs },
   };
 }

@@ -1,5 +1,6 @@
 // npm start: the coordinator for one job on the embedded data set, plus local headless
 // volunteers (one by default), with a progress bar drawn from the job's live events.
+import { tallyStep, tallyUtilisation, type UtilisationTally } from '../src/train/utilisation.ts';
 import { rename } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { LiveEvent } from '../src/client/protocol.ts';
@@ -282,13 +283,17 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   }
   const jobConfig = stored ? stored.config : config;
 
-  const state: ProgressState = { step: 0, totalSteps: totalGuess, epoch: 0, loss: null, top1: null, imagesPerSec: null, peers: 0 };
+  const state: ProgressState = { step: 0, totalSteps: totalGuess, epoch: 0, loss: null, top1: null, imagesPerSec: null, peers: 0, utilisation: null };
+  // The job's compute utilisation since this process started (metrics.jsonl has every step's).
+  let tally: UtilisationTally = { computeMs: 0, peerMs: 0 };
   const printer = new ProgressPrinter(process.stderr);
   let spe = 1;
   const onEvent = (e: LiveEvent) => {
     if (e.type === 'step') {
       state.step = e.step; state.epoch = e.step / spe; state.loss = e.loss; state.peers = e.peers;
       state.imagesPerSec = state.imagesPerSec === null ? e.imagesPerSec : 0.8 * state.imagesPerSec + 0.2 * e.imagesPerSec;
+      if (e.wallMs !== undefined) tally = tallyStep(tally, e.timings, e.wallMs);
+      state.utilisation = tallyUtilisation(tally);
       printer.update(state);
     } else if (e.type === 'eval') {
       state.top1 = e.top1;

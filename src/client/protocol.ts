@@ -299,7 +299,11 @@ export type LiveEvent =
   | { type: 'peer-left'; peerId: string; reason: string }
   /** `topology`: the generation's two-level plan (its groups, one after the other, are `ring`); absent: a flat ring. */
   | { type: 'generation'; generation: number; ring: string[]; peers: RingPeer[]; topology?: Topology }
-  | { type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[]; traffic?: StepTraffic }
+  | {
+    type: 'step'; step: number; generation: number; loss: number | null; imagesPerSec: number; peers: number; timings: PeerStepTiming[]; traffic?: StepTraffic;
+    /** The ring's compute utilisation of the step (src/train/utilisation.ts) and its wall time (absent from older coordinators). */
+    utilisation?: number; wallMs?: number;
+  }
   | { type: 'step-aborted'; step: number; generation: number; reason: string }
   | ({ type: 'eval' } & EvalSummary)
   | { type: 'checkpoint'; step: number }
@@ -311,7 +315,9 @@ export type LiveEvent =
 export type MetricRecord =
   | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic;
     /** Digest of the step's committed sample ids (slice-rerun.ts sampleDigest): a re-run commits the same. */
-    samples?: string }
+    samples?: string;
+    /** The ring's compute utilisation of the step: sum of computeMs / (ring x wallMs) (src/train/utilisation.ts). */
+    utilisation?: number }
   /** formedAgain: the same ring formed again after a link lost as it formed (coordinator/blame.ts formAgain), nobody left. */
   | { type: 'abort'; time: number; step: number; generation: number; reason: string; formedAgain?: true }
   | ({ type: 'eval'; time: number } & EvalSummary)

@@ -7,6 +7,8 @@ export interface ProgressState {
   top1: number | null;
   imagesPerSec: number | null;
   peers?: number;
+  /** The job's compute utilisation so far (src/train/utilisation.ts); absent: not shown. */
+  utilisation?: number | null;
 }
 
 const fmt = (v: number | null, digits: number, suffix = '') => (v === null || !Number.isFinite(v) ? '-' : `${v.toFixed(digits)}${suffix}`);
@@ -23,6 +25,7 @@ export function progressLine(s: ProgressState, width = 24): string {
     `${fmt(s.imagesPerSec, 1)} img/s`,
   ];
   if (s.peers !== undefined) parts.push(`peers ${s.peers}`);
+  if (s.utilisation !== undefined) parts.push(`compute ${fmt(s.utilisation === null ? null : s.utilisation * 100, 0, '%')}`);
   return parts.join('  ');
 }
 

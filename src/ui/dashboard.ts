@@ -1,6 +1,7 @@
 // The dashboard (#dashboard): the job's history from GET /api/metrics, then live from the
 // server-sent events of GET /api/events, drawn as SVG (src/ui/charts.ts) large enough for the
 // back of a classroom. Redraws at most once a second.
+import { stepUtilisation, tallyStep, tallyUtilisation, type UtilisationTally } from '../train/utilisation.ts';
 import { apiFetch, pageSearch, refusedMessage } from './access.ts';
 import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
 import type { Topology } from '../comm/topology.ts';
@@ -11,7 +12,12 @@ import { ringPlacement, ringShape, ringShapeText, topologyOf } from './ring-shap
 import { median } from '../stats.ts';
 import { stepSplit, stepSplitSvg } from './step-split.ts';
 
-interface StepPoint { step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number; bytesPerImage: number | null }
+interface StepPoint {
+  step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number;
+  bytesPerImage: number | null;
+  /** The step's wall time (absent from older coordinators' events: null). */
+  wallMs: number | null;
+}
 interface EvalPoint { step: number; time: number; top1: number; top5: number }
 /** The newest evaluation that reported a confusion matrix or predictions (what it looked like). */
 interface EvalDetail { step: number; final: boolean; samples: number; confusion: number[] | null; predictions: EvalPrediction[] }
@@ -46,6 +52,24 @@ export function emptyModel(globalBatch = 1): DashboardModel {
   return { steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '', detail: null, classNames: [], checkpoint: null };
 }
 
+/**
+ * The compute utilisation the dashboard shows: the newest step's and that of the steps it holds
+ * (src/train/utilisation.ts), or '' before a step with its wall time.
+ */
+export function utilisationLine(m: DashboardModel): string {
+  let tally: UtilisationTally = { computeMs: 0, peerMs: 0 };
+  let last: number | null = null;
+  for (const s of m.steps) {
+    if (s.wallMs === null) continue;
+    tally = tallyStep(tally, s.timings, s.wallMs);
+    last = stepUtilisation(s.timings, s.wallMs);
+  }
+  const all = tallyUtilisation(tally);
+  if (all === null || last === null) return '';
+  const steps = m.steps.filter((s) => s.wallMs !== null).length;
+  return `compute utilisation ${(100 * last).toFixed(0)}% (last step), ${(100 * all).toFixed(0)}% over ${steps} steps`;
+}
+
 /** Folds one metrics record or live event into the model (pure but for the arrays it extends). */
 export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.now()): void {
   if (e.type === 'step') {
@@ -54,7 +78,10 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     const time = 'time' in e ? e.time : now;
     // A step re-run after a restart replaces the later history.
     while (m.steps.length && m.steps[m.steps.length - 1]!.step >= e.step) m.steps.pop();
-    m.steps.push({ step: e.step, generation: e.generation, time, loss: e.loss, ips: e.imagesPerSec, ring, timings, innerSteps: e.traffic?.innerSteps ?? 1, bytesPerImage: e.traffic?.bytesPerImage ?? null });
+    m.steps.push({
+      step: e.step, generation: e.generation, time, loss: e.loss, ips: e.imagesPerSec, ring, timings, innerSteps: e.traffic?.innerSteps ?? 1,
+      bytesPerImage: e.traffic?.bytesPerImage ?? null, wallMs: e.wallMs ?? null,
+    });
     if (m.steps.length > MAX_POINTS) m.steps.splice(0, m.steps.length - MAX_POINTS);
   } else if (e.type === 'eval') {
     while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
@@ -189,7 +216,12 @@ export function showDashboard(root: HTMLElement): () => void {
     $('dash-step').textContent = last ? String(last.step) : '0';
     const rounds = m.steps.filter((s) => s.innerSteps > 1).length;
     const mode = root.querySelector<HTMLElement>('#dash-mode');
-    if (mode) mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + (last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '') + (m.ring.length ? ` · ${ringShapeLine(m)}` : '');
+    const util = utilisationLine(m);
+    if (mode) {
+      const sent = last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '';
+      const shape = m.ring.length ? ` · ${ringShapeLine(m)}` : '';
+      mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + sent + (util ? ` · ${util}` : '') + shape;
+    }
     const shown = m.ring.length || last?.ring || peers;
     $('dash-peers').textContent = String(shown);
     $('dash-ips').textContent = last ? last.ips.toFixed(1) : '-';
