@@ -37,12 +37,14 @@ export async function tfjsOnDevice(gpu: Gpu): Promise<{ backend: WebGPUBackend; 
   await tf.setBackend('webgpu');
   await tf.ready();
   // TF.js records into its own encoder and submits lazily: end its pass and submit, then wait.
-  const internals = backend as unknown as { endComputePassEncoder(): void; submitQueue(): void };
+  // It also submits by itself (every few dispatches, and on a read), leaving no encoder: then
+  // there is nothing to submit (submitQueue would fail on the missing encoder).
+  const internals = backend as unknown as { commandEncoder: GPUCommandEncoder | null; endComputePassEncoder(): void; submitQueue(): void };
   return {
     backend,
     async sync() {
       internals.endComputePassEncoder();
-      internals.submitQueue();
+      if (internals.commandEncoder) internals.submitQueue();
       await gpu.device.queue.onSubmittedWorkDone();
     },
   };
