@@ -19,6 +19,7 @@ import { autotuneGemm } from '../ops/gemm-tune.ts';
 import { WasmEngine } from '../wasm/engine.ts';
 import { chooseEngine } from './backend-choice.ts';
 import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
+import { stallReportMs, watchStalls } from './stall-watch.ts';
 
 export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
   --url URL          the coordinator (the address npm start prints)
@@ -85,6 +86,9 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   if (restarted !== null) process.exit(restarted);
   await checkReachable(url);
   const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
+  // A main thread that stops running (a native call that never returns) is reported with every thread's stack.
+  const stallMs = stallReportMs();
+  const watch = stallMs > 0 ? watchStalls(stallMs) : null;
   const { engine, choice } = await chooseEngine(backend as BackendPreference, {
     webgpu: async (): Promise<AnyEngine> => {
       const gpu = await getDevice();
@@ -121,6 +125,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {
+    watch?.stop();
     engine.destroy();
   }
 }

@@ -1,0 +1,75 @@
+// Node volunteers: a watchdog thread that notices when the main thread stops running (a native
+// call that never returns, e.g. a WebRTC library waiting on itself) and writes what every thread
+// of the process is doing (gdb's stacks) to stderr, where the volunteer's log goes. A volunteer
+// whose event loop blocks sends no more heartbeats and is evicted; without this its log would
+// just stop, and the cause would be lost.
+//
+// The main thread bumps a shared counter every TICK_MS; the watchdog (a worker thread, so it runs
+// while the main thread is stuck) reads it every second. A stall longer than `reportAfterMs`
+// is reported once (the stacks, written straight to fd 2: a worker's process.stderr goes through
+// the main thread, which is the one stuck); when the counter moves again, how long it lasted.
+// A step's compute blocks the main thread too (wasm runs on it): the bound is far above any
+// micro-batch (they are cut to fit the device) so that a report means a hang.
+import { Worker } from 'node:worker_threads';
+
+const TICK_MS = 250;
+
+/** The watchdog thread's code (run with eval: plain JavaScript, no loader). */
+const WATCHDOG = `
+const { workerData } = require('node:worker_threads');
+const { execFileSync } = require('node:child_process');
+const { writeSync } = require('node:fs');
+const { counter, pid, reportAfterMs } = workerData;
+const beat = new Int32Array(counter);
+const out = (s) => { try { writeSync(2, s.endsWith('\\n') ? s : s + '\\n'); } catch {} };
+let seen = Atomics.load(beat, 0), since = Date.now(), reported = false;
+setInterval(() => {
+  const now = Atomics.load(beat, 0);
+  if (now !== seen) {
+    if (reported) out('volunteer: stall: the main thread runs again after ' + ((Date.now() - since) / 1000).toFixed(0) + ' s');
+    seen = now; since = Date.now(); reported = false;
+    return;
+  }
+  if (reported || Date.now() - since < reportAfterMs) return;
+  reported = true;
+  let stacks;
+  try {
+    stacks = execFileSync('gdb', ['-p', String(pid), '-batch', '-nx', '-ex', 'set pagination off', '-ex', 'thread apply all bt 30'],
+      { timeout: 60000, maxBuffer: 16 << 20, stdio: ['ignore', 'pipe', 'pipe'] }).toString()
+      .split('\\n').filter((l) => /^(Thread |#\\d)/.test(l) && !/ in \\?\\? \\(\\)$/.test(l)).join('\\n');
+  } catch (e) {
+    stacks = 'no stacks: ' + (e && e.code === 'ENOENT' ? 'gdb is not installed' : String(e && e.message || e).split('\\n')[0]);
+  }
+  out('volunteer: stall: the main thread has not run for ' + ((Date.now() - since) / 1000).toFixed(0) + ' s; what each thread is doing:\\n'
+    + stacks.split('\\n').map((l) => 'volunteer: stall: ' + l).join('\\n'));
+}, 1000);
+`;
+
+export interface StallWatch {
+  stop(): void;
+}
+
+/** Starts the watchdog for this process (Node only); `reportAfterMs` of main-thread silence make a report. */
+export function watchStalls(reportAfterMs: number): StallWatch {
+  const counter = new SharedArrayBuffer(4);
+  const beat = new Int32Array(counter);
+  const worker = new Worker(WATCHDOG, { eval: true, execArgv: [], workerData: { counter, pid: process.pid, reportAfterMs } });
+  worker.unref();
+  const tick = setInterval(() => Atomics.add(beat, 0, 1), TICK_MS);
+  tick.unref();
+  return {
+    stop() {
+      clearInterval(tick);
+      void worker.terminate();
+    },
+  };
+}
+
+/** The report bound from VT_STALL_REPORT_S (seconds; 0 turns the watchdog off), default 120 s. */
+export function stallReportMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.VT_STALL_REPORT_S;
+  if (raw === undefined || raw === '') return 120_000;
+  const s = Number(raw);
+  if (!Number.isFinite(s) || s < 0) throw new Error(`VT_STALL_REPORT_S must be a number of seconds >= 0 (0: no watchdog); got "${raw}"`);
+  return s * 1000;
+}
