@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh Debian machine: Chromium (browser volunteers
-# and tests, ships SwiftShader), Mesa (llvmpipe for software WebGPU), libEGL for Dawn in
-# Node, then the npm packages. Safe to run again: it skips what is already there.
+# and tests, ships SwiftShader), Firefox ESR (the Firefox donor test), Mesa (llvmpipe for
+# software WebGPU), libEGL for Dawn in Node, gdb (the stacks of a volunteer that hangs: its
+# watchdog and the tests read them), then the npm packages. Safe to run again: it skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in chromium mesa-vulkan-drivers libegl-mesa0 libegl-dev libgles2 coturn libnss3-tools iproute2 iptables procps iputils-ping ethtool python3 openssl; do
+for pkg in chromium firefox-esr gdb mesa-vulkan-drivers libegl-mesa0 libegl-dev libgles2 coturn libnss3-tools iproute2 iptables procps iputils-ping ethtool python3 openssl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -20,8 +20,9 @@ import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
 import { Testbed } from './bed.ts';
 import { launchChromiumIn, type HostBrowser } from './browser.ts';
-import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+import { firefoxIn, jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { stacksOfRunning } from '../helpers/stacks.ts';
 
 const K = 10;
 const CUT_AFTER = 5;
@@ -35,7 +36,7 @@ beforeAll(async () => {
   root = await tempRoot('multihost');
   data = await buildTestData(root.dir);
   pageDir = await buildPage(join(root.dir, 'page'));
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'page'], nat: { host: 'n', onlyTo: ['coord'] } });
+  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'page', 'ff'], nat: { host: 'n', onlyTo: ['coord'] } });
 });
 afterAll(async () => {
   await chrome?.close();
@@ -184,6 +185,66 @@ describe('across hosts', () => {
     }
   }, 900_000);
 
+  it(`Firefox, Chromium and Node donors train ${K} steps in one ring: every step with all three and one checksum`, async () => {
+    const jobDir = jobDirOf(root.dir, 'firefox');
+    const tlsDir = join(root.dir, 'tls-firefox');
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8445, pageDir, tlsDir,
+      turn: { port: 3480, relayPorts: [49560, 49759] }, heartbeatMs: 1000,
+      timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000 },
+    });
+    const url = `https://${bed.host('coord').ip}:${coord.port}`;
+    const caPem = await readFile(join(tlsDir, 'ca.crt'), 'utf8');
+    const caFile = join(tlsDir, 'ca.crt');
+    let firefox: ReturnType<typeof firefoxIn> | null = null;
+    let node: LocalVolunteer | null = null;
+    try {
+      // Firefox on Linux has no WebGPU (its WebGPU ships on Windows and macOS): it donates through
+      // wasm, as the page chooses for it. Chromium's page runs wasm too here (the test above has
+      // its WebGPU), so that the three donors differ by browser and WebRTC stack only.
+      firefox = firefoxIn(bed, 'ff', url, caFile, 'firefox');
+      const ffPage = await firefox.next((e) => e.event === 'page', 240_000, 'the Firefox page probed its device');
+      expect({ secure: ffPage.secure, isolated: ffPage.isolated, backend: ffPage.backend }, 'Firefox: a secure, isolated page that donates through wasm')
+        .toEqual({ secure: true, isolated: true, backend: 'wasm' });
+      chrome = await launchChromiumIn(bed, 'page', caPem);
+      const page = await (await chrome.browser.newContext()).newPage();
+      await page.goto(`${url}/?name=chromium&backend=wasm`);
+      await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });
+      await page.click('#toggle');
+      node = volunteerIn(bed, 'a', url, [], { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, caPem) }, 'node');
+      const t0 = Date.now();
+      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nfirefox: ${firefox?.lines.slice(-8).join(' | ')}\nnode: ${node?.lines.slice(-4).join(' | ')}`);
+      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 240_000, 'a first step with all three').catch((e: unknown) => { throw tails(e); });
+      await coord.finished;
+      console.log(`firefox: first full ring ${formed.at - t0} ms after the Node volunteer started; Firefox ${firefox.version ?? '?'} computing with ${String(ffPage.device)}`);
+
+      const records = await metricsOf(jobDir);
+      const steps = latestPerStep(records) as StepRecord[];
+      expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
+      const names = new Map<string, string>();
+      for (const g of records) if (g.type === 'generation') for (const p of g.peers ?? []) names.set(p.id, p.name ?? p.id);
+      for (const r of steps) {
+        expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
+        expect(r.peers.map((p) => names.get(p.peerId)).sort(), `ring of step ${r.step}`).toEqual(['chromium', 'firefox', 'node']);
+      }
+      const links = steps.map((r) => r.peers.map((p) => `${names.get(p.peerId)}:${p.link ?? '?'}`).join(',')).join(' ');
+      console.log(`firefox: links per step ${links}`);
+      console.log(JSON.stringify({ firefox_in_ring: steps.every((r) => r.peers.some((p) => names.get(p.peerId) === 'firefox')), firefox_version: firefox.version }));
+      // Three browsers' and WebRTC stacks' steps are one peer's steps.
+      const multi = await finalWeights(jobDir);
+      const ref = await onePeerWeights(root.dir, 'solo-firefox', data, testJob(K), 'wasm');
+      const d = relDiff(multi.weights, ref.weights);
+      console.log(`firefox: mixed ring vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
+      expect(d).toBeLessThan(1e-4);
+    } finally {
+      node?.kill('SIGKILL');
+      await firefox?.stop();
+      await chrome?.close();
+      chrome = null;
+      await coord.stop();
+    }
+  }, 900_000);
+
   it('a ring of 8 on three hosts takes a 9th by make before break: its links are dialed ahead, nothing at the change', async () => {
     const steps = 60;
     // A gentler rate than testJob's: a ring's float rounding differs from one peer's, and on the
@@ -209,10 +270,19 @@ describe('across hosts', () => {
       const t0 = Date.now();
       // A wait that fails says what each volunteer was doing, and whether its process still runs.
       const state = (v: LocalVolunteer) => (v.child.exitCode !== null ? `exited ${v.child.exitCode}` : v.child.signalCode !== null ? `killed by ${v.child.signalCode}` : 'running');
-      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${vols.map((v) => `${v.name} (${state(v)}): ${v.lines.slice(-4).join(' | ')}`).join('\n')}`);
-      await coord.waitFor((e) => e.type === 'step' && e.peers === 8, 240_000, 'a first step with all 8').catch((e: unknown) => { throw tails(e); });
+      // Those still running are also read with gdb: a volunteer whose event loop blocked (in step 1,
+      // 1 run in about 10 of the suite) says nothing more itself.
+      const tails = async (e: unknown): Promise<Error> => {
+        const running = vols.map((v) => ({ name: v.name, pid: v.child.pid, running: state(v) === 'running' }));
+        const stacks = await stacksOfRunning('make-before-break', running);
+        // A volunteer's own watchdog (stall-watch.ts) reported a stuck main thread with its stacks.
+        const stalls = (v: LocalVolunteer) => v.lines.filter((l) => l.includes('volunteer: stall:')).slice(0, 60);
+        const lines = vols.map((v) => `${v.name} (${state(v)}): ${v.lines.slice(-4).join(' | ')}${stalls(v).length ? `\n${stalls(v).join('\n')}` : ''}`).join('\n');
+        return new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${lines}${stacks ? `\nmain threads of those running:\n${stacks}` : ''}`);
+      };
+      await coord.waitFor((e) => e.type === 'step' && e.peers === 8, 240_000, 'a first step with all 8').catch(async (e: unknown) => { throw await tails(e); });
       vols.push(spawnIn('b', 'b8'));
-      const nine = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9').catch((e: unknown) => { throw tails(e); });
+      const nine = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9').catch(async (e: unknown) => { throw await tails(e); });
       await coord.finished;
       const generation = nine.e.type === 'generation' ? nine.e.generation : -1;
       console.log(`make before break across hosts: ring of 9 (generation ${generation}) ${nine.at - t0} ms after the first volunteer started`);

@@ -86,9 +86,80 @@ export async function startCoordinatorIn(bed: Testbed, host: string, o: Coordina
 /** A headless volunteer (`npm run volunteer`) inside `host` of the test bed, named after it unless `name` says otherwise. */
 export function volunteerIn(bed: Testbed, host: string, url: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}, name = host): LocalVolunteer {
   return spawnVolunteer({
-    url, name, args: ['--backend', 'wasm', '--rejoin-for', '60', ...extra], env,
+    // A main thread stuck for 15 s is reported with its stacks (stall-watch.ts): far above a step's compute here.
+    url, name, args: ['--backend', 'wasm', '--rejoin-for', '60', ...extra], env: { VT_STALL_REPORT_S: '15', ...env },
     launch: (cmd, args, opts) => bed.spawn(host, cmd, args, opts),
   });
 }
 
 export const jobDirOf = (root: string, name: string): string => join(root, name);
+
+/** What firefox-donor.ts printed: one event per line. */
+export type FirefoxEvent = Record<string, unknown> & { event: string };
+
+export interface FirefoxDonor {
+  /** Every line the driver printed (events as JSON, and its stderr). */
+  readonly lines: string[];
+  /** Firefox's version once launched. */
+  readonly version: string | null;
+  /** The first event (so far or to come) that `pred` accepts; rejects after `ms`, or at once when the driver reports an error or exits. */
+  next(pred: (e: FirefoxEvent) => boolean, ms: number, what: string): Promise<FirefoxEvent>;
+  stop(): Promise<void>;
+}
+
+/** A stock Firefox donating from the page at `url` (test/net/firefox-donor.ts) inside `host`, trusting `caFile`. */
+export function firefoxIn(bed: Testbed, host: string, url: string, caFile: string, name: string): FirefoxDonor {
+  const args = ['--import', 'tsx', join(ROOT, 'test/net/firefox-donor.ts'), '--url', url, '--ca', caFile, '--name', name, '--backend', 'wasm'];
+  const child = bed.spawn(host, process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const events: FirefoxEvent[] = [];
+  const waiters = new Set<() => void>();
+  let exited = false;
+  const take = (chunk: string, json: boolean) => {
+    for (const l of chunk.split('\n')) {
+      if (!l.trim()) continue;
+      lines.push(l);
+      if (lines.length > 2000) lines.shift();
+      if (!json) continue;
+      try {
+        events.push(JSON.parse(l) as FirefoxEvent);
+      } catch { /* not an event */ }
+    }
+    for (const w of [...waiters]) w();
+  };
+  let partial = '';
+  child.stdout!.setEncoding('utf8').on('data', (c: string) => {
+    const parts = (partial + c).split('\n');
+    partial = parts.pop() ?? '';
+    take(parts.join('\n'), true);
+  });
+  child.stderr!.setEncoding('utf8').on('data', (c: string) => take(c, false));
+  const gone = new Promise<void>((r) => child.once('exit', () => { exited = true; for (const w of [...waiters]) w(); r(); }));
+  return {
+    lines,
+    get version() {
+      const v = events.find((e) => e.event === 'launched')?.version;
+      return typeof v === 'string' ? v : null;
+    },
+    next(pred, ms, what) {
+      return new Promise((resolve, reject) => {
+        const fail = (why: string) => { waiters.delete(check); clearTimeout(t); reject(new Error(`Firefox: ${why} waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`)); };
+        const check = () => {
+          const hit = events.find(pred);
+          if (hit) { waiters.delete(check); clearTimeout(t); resolve(hit); return; }
+          const err = events.find((e) => e.event === 'error');
+          if (err) fail(`the driver failed (${String(err.message)})`);
+          else if (exited) fail('the driver exited');
+        };
+        const t = setTimeout(() => fail(`timed out after ${ms} ms`), ms);
+        waiters.add(check);
+        check();
+      });
+    },
+    async stop() {
+      if (!exited) child.kill('SIGTERM');
+      await Promise.race([gone, new Promise((r) => setTimeout(r, 10_000))]);
+      if (!exited && child.pid) try { process.kill(-child.pid, 'SIGKILL'); } catch { /* gone */ }
+    },
+  };
+}
