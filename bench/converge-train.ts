@@ -12,6 +12,8 @@ import { evaluate } from '../src/train/evaluate.ts';
 import { stepSamples, stepsPerEpoch } from '../src/train/sampler.ts';
 import { recordGradients, uploadBatch } from '../src/train/step.ts';
 import { measureNoiseScale, type NoiseScale } from './noise-scale.ts';
+import { allReduceSum, memoryRing, type WireFormat } from '../src/comm/index.ts';
+import { chunkRange } from '../src/comm/plan.ts';
 
 export interface RunSpec {
   name: string;
@@ -30,6 +32,13 @@ export interface RunSpec {
   power?: number;
   /** Weight decay (default: the optimiser's, 5e-4). */
   weightDecay?: number;
+  /**
+   * Emulated peers (bench/wire.ts): each step's batch is cut into `peers` slices, each slice's
+   * gradient computed on its own and the slices summed by the real ring all-reduce over memory
+   * links in the `wire` format (src/comm), with the int8 wire's error feedback per peer, as
+   * volunteers do. Absent: one gradient of the whole batch.
+   */
+  ring?: { peers: number; wire: WireFormat };
 }
 
 export interface RunData {
@@ -73,19 +82,39 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
   let diverged = false;
   let lossSum = 0;
   let lossN = 0;
-  let pending = load(0);
+  // Emulated peers load each slice in turn; one gradient of the whole batch loads the next batch ahead.
+  let pending = r.ring ? null : load(0);
   /** Milliseconds spent measuring the noise scale: not the run's time. */
   let measuring = 0;
   let s = 0;
+  const peers = r.ring ? emulatedPeers(r.ring.peers, r.ring.wire, model.layout.paramFloats) : null;
   try {
     for (; s < steps; s++) {
-      const batch = await pending;
-      x = uploadBatch(model, batch, x);
-      const total = recordGradients(model, x, seed * 1_000_003 + s, r.smoothing ?? 0);
-      const G = await engine.readF32(model.grads);
-      pending = s + 1 < steps ? load(s + 1) : pending;
+      let G: Float32Array;
+      let lossTotal: number;
+      if (peers) {
+        const { epoch, ids } = stepSamples(seed, s, r.batch, data.trainSamples);
+        const slices: Float32Array[] = [];
+        lossTotal = 0;
+        for (let k = 0; k < peers.n; k++) {
+          const [a, b] = chunkRange(k, ids.length, peers.n);
+          const xs = uploadBatch(model, await data.train.load(ids.slice(a, b), epoch), null);
+          const total = recordGradients(model, xs, seed * 1_000_003 + s, r.smoothing ?? 0);
+          slices.push(await engine.readF32(model.grads));
+          lossTotal += (await engine.readF32(total))[0]!;
+          engine.release(xs);
+        }
+        G = await peers.sum(slices, s);
+      } else {
+        const batch = await (pending ?? load(s));
+        x = uploadBatch(model, batch, x);
+        const total = recordGradients(model, x, seed * 1_000_003 + s, r.smoothing ?? 0);
+        G = await engine.readF32(model.grads);
+        pending = s + 1 < steps ? load(s + 1) : null;
+        lossTotal = (await engine.readF32(total))[0]!;
+      }
       state.applyUpdate(G, s, r.batch);
-      const loss = (await engine.readF32(total))[0]! / r.batch;
+      const loss = lossTotal / r.batch;
       if (!Number.isFinite(loss)) { diverged = true; log(`  ${r.name}: loss ${loss} at step ${s + 1}: diverged, stopping`); s++; break; }
       lossSum += loss;
       lossN++;
@@ -109,10 +138,34 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
       curve.push({ epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN, seconds: (performance.now() - t0 - measuring) / 1000 });
     }
   } finally {
+    peers?.close();
     if (x) engine.release(x);
     state.destroy();
     model.destroy();
   }
   const seconds = (performance.now() - t0 - measuring) / 1000;
   return { ...r, steps: s, curve, final: curve[curve.length - 1]?.top1 ?? NaN, diverged, seconds, imagesPerSec: (s * r.batch) / seconds };
+}
+
+/**
+ * `n` peers' slices summed as a ring of volunteers sums them: allReduceSum over memory links in
+ * `wire`, each peer adding what its sends dropped in the last step (error feedback) on a lossy
+ * wire. Every peer ends with the same bits; peer 0's sum is returned.
+ */
+function emulatedPeers(n: number, wire: WireFormat, length: number) {
+  const ids = Array.from({ length: n }, (_, i) => `peer${i}`);
+  const { rings } = memoryRing(ids);
+  const feedback = wire === 'i8';
+  let carry: Float32Array[] = ids.map(() => new Float32Array(length));
+  return {
+    n,
+    async sum(slices: Float32Array[], step: number): Promise<Float32Array> {
+      const fresh = ids.map(() => new Float32Array(length));
+      if (feedback) slices.forEach((g, i) => { for (let j = 0; j < length; j++) g[j] = g[j]! + carry[i]![j]!; });
+      await Promise.all(rings.map((ring, i) => allReduceSum(slices[i]!, { ring, step, wire, ...(feedback ? { feedback: fresh[i]! } : {}) })));
+      carry = fresh;
+      return slices[0]!;
+    },
+    close: () => { for (const ring of rings) ring.close(); },
+  };
 }

@@ -12,14 +12,22 @@
 //   - then a ring all-reduce of `--allreduce-mb` MB (default 100, float32 on the wire) across 2
 //     and 3 hosts (bench/network-peer.ts), against the line-rate bound of the lan profile.
 // Each side's CPU-seconds per GB moved: process.cpuUsage for Node peers (all their threads), the
-// host's processes from /proc for Chromium. Not measured yet: an int8 wire (issue 45 part 3):
-// those keys are null. Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
+// host's processes from /proc for Chromium. The wire's bytes per image (bytes_per_image_*) are
+// counted, not timed: what each peer sends per image of its slice for ResNet-50 at 224 px in its
+// recipe's batch (32,768) over 64 peers, frames included (allReduceSentBytes: the same count the
+// volunteers report), bf16 against the int8 wire (src/comm/codec.ts; its effect on training:
+// `npm run bench -- wire`). Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../coordinator/local-volunteers.ts';
+import { IMAGENET_RECIPES } from '../coordinator/recipes.ts';
+import { allReduceSentBytes } from '../src/comm/allreduce.ts';
+import type { WireFormat } from '../src/comm/wire.ts';
+import { modelByName } from '../src/nn/models.ts';
+import { parameterCount } from './step-models.ts';
 import { Testbed } from '../test/net/bed.ts';
 import { launchChromiumIn } from '../test/net/browser.ts';
 import { PROFILES, allReduceBoundMs } from '../test/net/profiles.ts';
@@ -33,6 +41,13 @@ import type { Page } from 'playwright-core';
 import type { TransportFromPeer, TransportToPeer } from './transport-peer.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+/** The mission's model in its recipe (coordinator/recipes.ts) over 64 peers: the wire's bytes per image of a peer's slice. */
+const WIRE_CASE = { model: 'resnet50', side: 224, batch: IMAGENET_RECIPES.resnet50.batch, peers: 64 } as const;
+function wireBytesPerImage(wire: WireFormat): number {
+  const params = parameterCount(modelByName(WIRE_CASE.model, [3, WIRE_CASE.side, WIRE_CASE.side], 1000));
+  return Math.round(allReduceSentBytes(0, params, WIRE_CASE.peers, wire) / (WIRE_CASE.batch / WIRE_CASE.peers));
+}
 const TSX = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs'];
 const MSG = 64 << 10;
 const CLK_TCK = 100;
@@ -238,8 +253,8 @@ export async function main(args: string[]): Promise<void> {
       tcp_send_cpu_s_per_gb: r3(tcp.sendCpuSPerGb), node_send_cpu_s_per_gb: r3(node.sendCpuSPerGb), bare_page_send_cpu_s_per_gb: r3(bare?.sendCpuSPerGb),
       page_send_cpu_s_per_gb: r3(page?.sendCpuSPerGb),
       allreduce_lan_eff_2: r3(ar?.[2]?.efficiency), allreduce_lan_eff_3: r3(ar?.[3]?.efficiency),
-      bytes_per_image_int8: null, bytes_per_image_bf16: null,
-      frame_bytes: MSG, mb: bytes / 1e6,
+      bytes_per_image_int8: wireBytesPerImage('i8'), bytes_per_image_bf16: wireBytesPerImage('bf16'),
+      wire_case: WIRE_CASE, frame_bytes: MSG, mb: bytes / 1e6,
     };
     writeFileEnsuringDir(join(here, 'results', 'transport.json'), JSON.stringify({
       setup: { link: '1 Gbit/s tbf each way per host (test/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },

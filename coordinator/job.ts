@@ -76,8 +76,9 @@ export interface JobConfig {
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
   overlap?: boolean;
   /**
-   * How every all-reduce of the job sends its values (src/comm/wire.ts): 'f32' (the default, and
-   * every job written before it existed), or 'f16' / 'bf16', half the bytes (float32 sums).
+   * How every all-reduce of the job sends its values (src/comm/codec.ts): 'f32' (the default, and
+   * every job written before it existed), 'f16' / 'bf16', half the bytes (float32 sums), or 'i8',
+   * a quarter, with error feedback (sync steps only: a round's change is no gradient to carry).
    */
   wire: WireFormat;
   /**
@@ -182,6 +183,9 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);
+  if (config.wire === 'i8' && config.outer.syncEvery > 1) {
+    r.problems.push("the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1) do not have: use bf16 for rounds, or syncEvery 1");
+  }
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;

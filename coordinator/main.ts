@@ -126,10 +126,11 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               8, at 224 pixels 4, or the largest power of two below that divides
                               --batch and gives each of --volunteers or --min-peers a group; 0: BN
                               over each peer's whole share)
-  --wire f32|f16|bf16         the number format of the all-reduce between peers: bf16 (default for a
+  --wire f32|f16|bf16|i8      the number format of the all-reduce between peers: bf16 (default for a
                               new job: half the bytes of f32, values rounded to 16 bits on the wire,
                               sums still in float32; no loss of top-1 measured, docs/sync-or-rounds.md), f32
-                              (exact, and what a job file without the field means), f16
+                              (exact, and what a job file without the field means), f16, or i8 (a quarter
+                              of f32's bytes, what it drops carried into the next step: docs/transport.md)
   --host H --port P           where to listen (default 127.0.0.1:8080; --host 0.0.0.0 for a lab:
                               prints every LAN address as a join URL)
   --turn                      start a TURN relay (Debian's coturn) for peers that cannot reach each

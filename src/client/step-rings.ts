@@ -31,6 +31,8 @@ export interface StepReduceOptions {
   maxRms: number;
   /** Called once, when the first data frame arrives (the time before it is waiting). */
   onFirstFrame?: () => void;
+  /** Error feedback (codec.ts), as long as `grad`: what the wire drops of this peer's sends is added here. */
+  feedback?: Float32Array;
 }
 
 /** This peer's rings in one generation. */
@@ -78,7 +80,7 @@ export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
     prev: ring.prev,
     shape: `ring of ${ring.size}${wireNote(wire)}`,
     links: linksOf([ring]),
-    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame, ...(o.feedback ? { feedback: o.feedback } : {}) }),
     sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size, wire),
     close: () => ring.close(),
     release: () => ring.release(),
@@ -94,7 +96,7 @@ export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'
     prev: group.prev,
     shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
     links: linksOf([group, column]),
-    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame }),
+    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame, ...(o.feedback ? { feedback: o.feedback } : {}) }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),
     close: () => rings.close(),
     release: () => {

@@ -153,6 +153,13 @@ export interface SyncHooks {
   keep(sum: { grads: Float32Array; lossSum: number }): void;
   /** Called as the first bucket's collective starts (ring of 2 or more). */
   onStart?(ring: StepRings): void;
+  /**
+   * Error feedback of a lossy wire (the int8 wire, codec.ts): `carry` (what this peer's sends
+   * dropped in its last committed step) is added into each bucket just before its collective,
+   * after the kept sum was copied (a re-run adds it again, to the kept sum); what this attempt's
+   * sends drop is added into `fresh` (zeros), for the caller to carry once the step commits.
+   */
+  feedback?: { carry: Float32Array | null; fresh: Float32Array };
   /** Idles after the compute (the volunteer's throttle) given its compute time; runs beside the all-reduce. */
   throttle(computeMs: number): Promise<void>;
 }
@@ -226,7 +233,11 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
           }
           // The bound from this peer's own part of the bucket (and reused sum), before the sum.
           h.gradRms[k] = runningRms(h.gradRms[k] ?? null, part, h.images);
-          return ring.allReduce(part, { step: ringStep, maxRms: rmsBound(h.gradRms[k] ?? null, h.globalBatch), onFirstFrame });
+          const fb = h.feedback;
+          const b = s.buckets[k]!;
+          if (fb?.carry) addInto(part, fb.carry.subarray(b.start, b.end));
+          const feedback = fb ? { feedback: fb.fresh.subarray(b.start, b.end) } : {};
+          return ring.allReduce(part, { step: ringStep, maxRms: rmsBound(h.gradRms[k] ?? null, h.globalBatch), onFirstFrame, ...feedback });
         },
         onFirstFrame: () => { at.firstFrame = performance.now(); },
       });
@@ -238,6 +249,8 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
   }
   const reducedAt = ring.size > 1 ? performance.now() : null;
   const r = await whole;
+  // Alone, nothing goes on a wire: what the last step dropped is added straight in.
+  if (ring.size <= 1 && h.feedback?.carry) addInto(staged.grads, h.feedback.carry);
   const commEnd = reducedAt ?? performance.now();
   const idleMs = await idled;
   const ov = overlapTimings(t0, r, commEnd);

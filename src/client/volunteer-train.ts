@@ -88,6 +88,12 @@ export class Trainer {
   /** An injected straggler (VolunteerOptions.straggle): this step's slowdown factor X, and the compute per image it scales. */
   private slowdown = 0;
   private msPerImage: number | null = null;
+  /**
+   * The int8 wire's error feedback (codec.ts): by step, what this peer's sends dropped in the
+   * step before it, to add into that step's contribution. A step run again (aborted, undone)
+   * finds its own entry still there; a peer that loaded a state starts with none.
+   */
+  private readonly carries = new Map<number, Float32Array>();
 
   constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {}
 
@@ -100,6 +106,7 @@ export class Trainer {
     this.committed = step;
     this.backedUp = null;
     this.kept = null;
+    this.carries.clear();
     this.c.rounds?.forget();
   }
 
@@ -242,16 +249,23 @@ export class Trainer {
     await this.straggle(last.length);
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
+    const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
     const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(earlier ? { earlier } : {}) }, forming, {
       step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
       // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
       keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
+      ...(feedback ? { feedback } : {}),
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
     this.timed(out.timings.computeMs, last.length);
+    if (feedback) {
+      // What this attempt's sends dropped goes into the next step; older entries are done with.
+      for (const k of [...this.carries.keys()]) if (k < a.step) this.carries.delete(k);
+      this.carries.set(a.step + 1, feedback.fresh);
+    }
     state.applyUpdate(out.grads, a.step, a.globalBatch);
     const checksum = weightChecksum(state.w);
     this.committed = a.step + 1;

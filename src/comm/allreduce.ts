@@ -11,7 +11,7 @@
 // next, how many frames it takes, or that an empty chunk takes none.
 
 import { RingError } from './errors.ts';
-import { decodeHalfAdd, decodeHalfSet } from './half.ts';
+import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, payloadBytes, PAYLOAD_EXTRA } from './codec.ts';
 import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
@@ -27,8 +27,13 @@ export interface AllReduceOptions {
   ring: Ring;
   /** The training step; frames of other steps are refused. Strictly increasing per ring. */
   step: number;
-  /** 'f16' / 'bf16' halve the bytes on the wire (float32 accumulation). Default 'f32'. */
+  /** 'f16' / 'bf16' halve the bytes on the wire, 'i8' quarters them (float32 accumulation; codec.ts). Default 'f32'. */
   wire?: WireFormat;
+  /**
+   * Error feedback (codec.ts), as long as `grad`: what the wire loses of every value this peer
+   * encodes is added here, for the caller to add into its next contribution. Absent: dropped.
+   */
+  feedback?: Float32Array;
   /** Frame size including the 32-byte header, at most 256 KiB. Default 64 KiB. */
   messageBytes?: number;
   /** Keep a copy of the input and restore it if the collective fails (costs one copy). */
@@ -52,14 +57,16 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
   const { ring, step } = opts;
   const wire = opts.wire ?? 'f32';
   const messageBytes = opts.messageBytes ?? DEFAULT_MESSAGE_BYTES;
-  const bpe = BYTES_PER_ELEMENT[wire];
+  const least = minFrameBytes(wire, HEADER_BYTES);
   if (!(grad instanceof Float32Array)) throw new RingError('bad-input', ring.selfId, 'the gradient must be one Float32Array');
-  if (!Number.isInteger(messageBytes) || messageBytes < HEADER_BYTES + bpe || messageBytes > MAX_FRAME_BYTES) {
-    throw new RingError('bad-input', ring.selfId, `messageBytes ${messageBytes} must be an integer in [${HEADER_BYTES + bpe}, ${MAX_FRAME_BYTES}]`);
+  if (!Number.isInteger(messageBytes) || messageBytes < least || messageBytes > MAX_FRAME_BYTES) {
+    throw new RingError('bad-input', ring.selfId, `messageBytes ${messageBytes} must be an integer in [${least}, ${MAX_FRAME_BYTES}]`);
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
+  if (opts.feedback && opts.feedback.length !== grad.length) throw new RingError('bad-input', ring.selfId, `the error feedback buffer has ${opts.feedback.length} floats, the gradient ${grad.length}`);
   const backup = opts.keepInput ? grad.slice() : null;
-  const c = new Collective(grad, ring, step, wire, Math.floor((messageBytes - HEADER_BYTES) / bpe), opts.onFirstFrame, opts.maxRms);
+  const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
+  const c = new Collective(grad, ring, step, wire, segElems, opts.onFirstFrame, opts.maxRms, opts.feedback ?? null);
   ring.begin(c);
   try {
     if (ring.size > 1) await Promise.all([c.sendAll(), c.received]);
@@ -137,7 +144,6 @@ class Collective extends ReceiveWaits implements CollectiveSink {
   private recvJ = 0;
   /** prev's PLAN frame arrived and matches ours: data frames may be read. */
   private planned = false;
-  private scratch: Uint8Array = new Uint8Array(0);
 
   constructor(
     private readonly grad: Float32Array,
@@ -147,6 +153,7 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     private readonly segElems: number,
     private onFirstFrame?: () => void,
     private readonly maxRms = Number.POSITIVE_INFINITY,
+    private readonly feedback: Float32Array | null = null,
   ) {
     super();
     this.step = step;
@@ -188,10 +195,11 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     }
     // A gradient is checked before it is added in: one NaN or Inf from a broken or hostile peer
     // would spread to every weight of every peer. The sender (prev) is blamed.
-    const { bad, rms } = this.inspect(frame, len);
+    const { bad, rms } = inspectPayload(frame.subarray(HEADER_BYTES), this.wire, len, Number.isFinite(this.maxRms));
     if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.chunk})`);
     if (rms > this.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} (phase ${st.phase}, chunk ${st.chunk}, offset ${off})`);
-    this.apply(st.phase, frame, off, len);
+    // Reduce-scatter adds the payload in, all-gather copies it.
+    decodePayload(frame.subarray(HEADER_BYTES), this.grad.subarray(off, off + len), this.wire, st.phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;
     this.recvJ++;
     this.ring.progress();
@@ -238,59 +246,6 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     );
   }
 
-  /** Adds (reduce-scatter) or copies (all-gather) the payload into grad[off, off+len). */
-  private apply(phase: Phase, frame: Uint8Array, off: number, len: number): void {
-    const dst = this.grad.subarray(off, off + len);
-    if (this.wire === 'f32') {
-      const src = this.payload(frame, 4, len) as Float32Array;
-      if (phase === Phase.allGather) dst.set(src);
-      else for (let i = 0; i < len; i++) dst[i] += src[i];
-    } else {
-      const src = this.payload(frame, 2, len) as Uint16Array;
-      if (phase === Phase.allGather) decodeHalfSet(src, dst, this.wire);
-      else decodeHalfAdd(src, dst, this.wire);
-    }
-  }
-
-  /** The first NaN or infinity in the frame's payload (-1: none) and the payload's RMS. */
-  private inspect(frame: Uint8Array, len: number): { bad: number; rms: number } {
-    if (this.wire === 'f32') {
-      const src = this.payload(frame, 4, len) as Float32Array;
-      // x * 0 is 0 for every finite x and NaN otherwise: one pass, no branch per element.
-      let acc = 0;
-      let sq = 0;
-      for (let i = 0; i < len; i++) {
-        const v = src[i]!;
-        acc += v * 0;
-        sq += v * v;
-      }
-      return { bad: acc === 0 ? -1 : src.findIndex((v) => !Number.isFinite(v)), rms: Math.sqrt(sq / Math.max(1, len)) };
-    }
-    const src = this.payload(frame, 2, len) as Uint16Array;
-    const mask = this.wire === 'f16' ? 0x7c00 : 0x7f80; // all-ones exponent: Inf or NaN
-    const bad = src.findIndex((v) => (v & mask) === mask);
-    if (bad >= 0 || !Number.isFinite(this.maxRms)) return { bad, rms: 0 };
-    const f = new Float32Array(len);
-    decodeHalfSet(src, f, this.wire);
-    let sq = 0;
-    for (let i = 0; i < len; i++) sq += f[i]! * f[i]!;
-    return { bad, rms: Math.sqrt(sq / Math.max(1, len)) };
-  }
-
-  /** A typed view of the payload: in place when aligned, else one copy into a scratch buffer. */
-  private payload(frame: Uint8Array, bpe: 2 | 4, len: number): Float32Array | Uint16Array {
-    const at = frame.byteOffset + HEADER_BYTES;
-    let buf = frame.buffer;
-    let start = at;
-    if (at % bpe !== 0) {
-      if (this.scratch.byteLength < len * bpe) this.scratch = new Uint8Array(len * bpe);
-      this.scratch.set(frame.subarray(HEADER_BYTES, HEADER_BYTES + len * bpe));
-      buf = this.scratch.buffer;
-      start = 0;
-    }
-    return bpe === 4 ? new Float32Array(buf, start, len) : new Uint16Array(buf, start, len);
-  }
-
   async sendAll(): Promise<void> {
     const { ring, grad, wire, segElems } = this;
     const link = ring.next;
@@ -307,8 +262,9 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         while (link.bufferedAmount > high) await this.next();
         if (this.error) throw this.error;
         const [off, len] = frameRange(st, j, segElems);
-        // The owner's sum (the last reduce-scatter step) goes out rounded on a half wire: it keeps the rounded values.
-        ring.sendNext(dataFrame(ring, { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off }, grad.subarray(off, off + len), t === n - 1));
+        // The owner's sum (the last reduce-scatter step) goes out rounded on a lossy wire: it keeps the rounded values.
+        const fb = this.feedback?.subarray(off, off + len);
+        ring.sendNext(dataFrame(ring, { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off }, grad.subarray(off, off + len), t === n - 1, fb));
       }
     }
   }
@@ -316,7 +272,6 @@ class Collective extends ReceiveWaits implements CollectiveSink {
 
 /** Bytes this peer sends in allReduceSum of `length` floats with the default frames (f32 wire unless given), its PLAN frame included. */
 export function allReduceSentBytes(rank: number, length: number, ringSize: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
-  const bpe = BYTES_PER_ELEMENT[wire];
   const plan = ringSize > 1 ? PLAN_FRAME_BYTES : 0;
-  return plan + sentBytes(rank, length, ringSize, Math.floor((messageBytes - HEADER_BYTES) / bpe), bpe, HEADER_BYTES);
+  return plan + sentBytes(rank, length, ringSize, elementsPerFrame(wire, messageBytes, HEADER_BYTES), BYTES_PER_ELEMENT[wire], HEADER_BYTES + PAYLOAD_EXTRA[wire]);
 }

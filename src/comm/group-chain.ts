@@ -10,11 +10,11 @@
 // (k-1, segment s): the same shard, so segments pipeline as in allreduce.ts.
 
 import { RingError } from './errors.ts';
-import { decodeHalfAdd, decodeHalfSet } from './half.ts';
+import { decodePayload, inspectPayload } from './codec.ts';
 import { chunkRange, segmentCount } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
-import { BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, Phase, dataFrame, type FrameHeader, type WireFormat } from './wire.ts';
+import { FrameKind, HEADER_BYTES, Phase, dataFrame, type FrameHeader, type WireFormat } from './wire.ts';
 
 export interface ChainStep {
   /** Shard sent at this ring step, or null. */
@@ -47,6 +47,8 @@ export interface ChainInit {
   wire: WireFormat;
   segElems: number;
   maxRms: number;
+  /** Error feedback, as long as grad (AllReduceOptions.feedback); null: none. */
+  feedback: Float32Array | null;
   /** Called when the first data frame arrives (the time before it is spent waiting). */
   onFirstFrame?: () => void;
 }
@@ -121,18 +123,11 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
     if (h.kind !== FrameKind.data || h.phase !== phase || h.chunk !== j || h.offset !== off || h.length !== len || h.dtype !== wire) {
       throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}; ${this.whereAmI(h)}`);
     }
-    const src = payload(frame, wire, len);
-    const { bad, rms } = inspect(src, wire, Number.isFinite(this.o.maxRms));
+    const body = frame.subarray(HEADER_BYTES);
+    const { bad, rms } = inspectPayload(body, wire, len, Number.isFinite(this.o.maxRms));
     if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (shard ${j})`);
     if (rms > this.o.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.o.maxRms.toExponential(2)} (shard ${j}, offset ${off})`);
-    const dst = grad.subarray(off, off + len);
-    if (src instanceof Float32Array) {
-      if (phase === Phase.allGather) dst.set(src);
-      else for (let i = 0; i < len; i++) dst[i] += src[i];
-    } else if (wire !== 'f32') {
-      if (phase === Phase.allGather) decodeHalfSet(src, dst, wire);
-      else decodeHalfAdd(src, dst, wire);
-    }
+    decodePayload(body, grad.subarray(off, off + len), wire, phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;
     this.recvJ++;
     ring.progress();
@@ -175,44 +170,11 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
         while (link.bufferedAmount > high) await this.next();
         if (this.error) throw this.error;
         const [off, len] = this.segment(j, s);
-        // The owner's value (its first all-gather send) goes out rounded on a half wire: it keeps the rounded values.
-        ring.sendNext(dataFrame(ring, { phase, dtype: wire, step: this.step, chunk: j, offset: off }, grad.subarray(off, off + len), phase === Phase.allGather && t === 0));
+        // The owner's value (its first all-gather send) goes out rounded on a lossy wire: it keeps the rounded values.
+        const fb = this.o.feedback?.subarray(off, off + len);
+        ring.sendNext(dataFrame(ring, { phase, dtype: wire, step: this.step, chunk: j, offset: off }, grad.subarray(off, off + len), phase === Phase.allGather && t === 0, fb));
       }
     }
     if (this.error) throw this.error;
   }
-}
-
-/** A typed view of a frame's payload (copied once when the payload is not aligned). */
-function payload(frame: Uint8Array, wire: WireFormat, len: number): Float32Array | Uint16Array {
-  const bpe = BYTES_PER_ELEMENT[wire];
-  const at = frame.byteOffset + HEADER_BYTES;
-  const bytes = at % bpe === 0 ? null : frame.slice(HEADER_BYTES, HEADER_BYTES + len * bpe);
-  const buf = bytes ? bytes.buffer : frame.buffer;
-  const start = bytes ? 0 : at;
-  return wire === 'f32' ? new Float32Array(buf, start, len) : new Uint16Array(buf, start, len);
-}
-
-/** The first non-finite element (-1: none) and the RMS of a payload (0 unless `wantRms` for halves). */
-function inspect(src: Float32Array | Uint16Array, wire: WireFormat, wantRms: boolean): { bad: number; rms: number } {
-  const len = src.length;
-  let f: Float32Array;
-  if (src instanceof Float32Array) {
-    f = src;
-  } else {
-    const mask = wire === 'f16' ? 0x7c00 : 0x7f80; // all-ones exponent: Inf or NaN
-    const bad = src.findIndex((v) => (v & mask) === mask);
-    if (bad >= 0 || !wantRms) return { bad, rms: 0 };
-    f = new Float32Array(len);
-    if (wire !== 'f32') decodeHalfSet(src, f, wire);
-  }
-  let acc = 0;
-  let sq = 0;
-  for (let i = 0; i < len; i++) {
-    const v = f[i];
-    acc += v * 0; // 0 for every finite v, NaN otherwise
-    sq += v * v;
-  }
-  const bad = acc === 0 ? -1 : f.findIndex((v) => !Number.isFinite(v));
-  return { bad, rms: Math.sqrt(sq / Math.max(1, len)) };
 }

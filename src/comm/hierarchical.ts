@@ -32,6 +32,7 @@ import { chainSteps, runChain, shardRange } from './group-chain.ts';
 import { dataChunks, segmentCount } from './plan.ts';
 import type { Ring } from './ring.ts';
 import { checkTopology, roleOf, type Topology, type TwoLevelRole } from './topology.ts';
+import { elementsPerFrame, minFrameBytes, PAYLOAD_EXTRA } from './codec.ts';
 import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from './wire.ts';
 
 export interface TwoLevelRingsInit {
@@ -93,8 +94,10 @@ export interface TwoLevelOptions {
   rings: TwoLevelRings;
   /** The training step; strictly increasing. The group ring's frames carry 2*step and 2*step+1. */
   step: number;
-  /** 'f16' / 'bf16' halve the bytes on every wire (float32 accumulation). Default 'f32'. */
+  /** 'f16' / 'bf16' halve the bytes on every wire, 'i8' quarters them (float32 accumulation). Default 'f32'. */
   wire?: WireFormat;
+  /** Error feedback, as long as `grad` (AllReduceOptions.feedback). */
+  feedback?: Float32Array;
   /** Frame size including the 32-byte header, at most 256 KiB. Default 64 KiB. */
   messageBytes?: number;
   /** Keep a copy of the input and restore it if the collective fails. */
@@ -118,16 +121,18 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
   const wire = opts.wire ?? 'f32';
   const messageBytes = opts.messageBytes ?? DEFAULT_MESSAGE_BYTES;
   const maxRms = opts.maxRms ?? Number.POSITIVE_INFINITY;
-  const bpe = BYTES_PER_ELEMENT[wire];
+  const least = minFrameBytes(wire, HEADER_BYTES);
   const bad = (why: string) => new RingError('bad-input', selfId, why);
   if (!(grad instanceof Float32Array)) throw bad('the gradient must be one Float32Array');
   if (grad.length > U32_MAX) throw bad('more than 2^32 elements');
   if (!Number.isInteger(step) || step < 0 || 2 * step + 1 > U32_MAX) throw bad(`step ${step} must be an integer in [0, 2^31)`);
-  if (!Number.isInteger(messageBytes) || messageBytes < HEADER_BYTES + bpe || messageBytes > MAX_FRAME_BYTES) {
-    throw bad(`messageBytes ${messageBytes} must be an integer in [${HEADER_BYTES + bpe}, ${MAX_FRAME_BYTES}]`);
+  if (!Number.isInteger(messageBytes) || messageBytes < least || messageBytes > MAX_FRAME_BYTES) {
+    throw bad(`messageBytes ${messageBytes} must be an integer in [${least}, ${MAX_FRAME_BYTES}]`);
   }
+  const feedback = opts.feedback ?? null;
+  if (feedback && feedback.length !== grad.length) throw bad(`the error feedback buffer has ${feedback.length} floats, the gradient ${grad.length}`);
   if (rings.error) throw rings.error;
-  const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
+  const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
   const shards = dataChunks(grad.length, topology.shards, segElems);
   const backup = opts.keepInput ? grad.slice() : null;
   let first = opts.onFirstFrame;
@@ -136,16 +141,19 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
     first = undefined;
     f?.();
   };
-  const chain = { grad, ring: group, shards, wire, segElems, maxRms, onFirstFrame };
+  const chain = { grad, ring: group, shards, wire, segElems, maxRms, feedback, onFirstFrame };
   let started = false;
   try {
     await runChain({ ...chain, ringStep: 2 * step, phase: Phase.reduceScatter });
     started = true;
     if (column && role.shard !== null && role.shard < shards) {
       const [a, b] = shardRange(role.shard, grad.length, shards);
-      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame });
+      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame, ...(feedback ? { feedback: feedback.subarray(a, b) } : {}) });
     }
-    await runChain({ ...chain, ringStep: 2 * step + 1, phase: Phase.allGather });
+    // Every group's owner of a shard rounds the column's sum to its frames (the same in every
+    // group, so every peer ends with the same bits), losing the same values: the loss happened
+    // once to the sum, so one group (the first) keeps it as error feedback, not all of them.
+    await runChain({ ...chain, ringStep: 2 * step + 1, phase: Phase.allGather, feedback: role.group === 0 ? feedback : null });
     return grad;
   } catch (e) {
     if (backup) grad.set(backup);
@@ -163,14 +171,14 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
 export function twoLevelSentBytes(t: Topology, selfId: string, length: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
   const role = roleOf(t, selfId);
   const bpe = BYTES_PER_ELEMENT[wire];
-  const segElems = Math.floor((messageBytes - HEADER_BYTES) / bpe);
+  const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
   const shards = dataChunks(length, t.shards, segElems);
   let bytes = 0;
   for (const phase of [Phase.reduceScatter, Phase.allGather]) {
     for (const { send } of chainSteps(phase, role.groupRank, role.groupIds.length, shards)) {
       if (send === null) continue;
       const [a, b] = shardRange(send, length, shards);
-      bytes += (b - a) * bpe + segmentCount(b - a, segElems) * HEADER_BYTES;
+      bytes += (b - a) * bpe + segmentCount(b - a, segElems) * (HEADER_BYTES + PAYLOAD_EXTRA[wire]);
     }
   }
   if (role.columnIds && role.shard !== null && role.shard < shards) {

@@ -4,7 +4,7 @@
 //   8 u32 job   12 u32 generation   16 u32 step   20 u32 chunk   24 u32 offset   28 u32 length
 //
 // offset/length count elements of the flat gradient (not bytes). Payload elements are
-// little-endian float32, float16 or bfloat16; an ABORT frame's payload is UTF-8 JSON; a PLAN
+// encoded by codec.ts (float32, float16, bfloat16, or int8 after one float32 scale); an ABORT frame's payload is UTF-8 JSON; a PLAN
 // frame (the first frame of each collective on a link, see allreduce.ts) carries four u32:
 // ring size, the sender's rank, gradient length (elements), elements per data frame.
 // For ABORT and PLAN frames `length` counts payload bytes.
@@ -18,7 +18,9 @@
 // Every platform we target (x86, ARM, WebAssembly hosts) is little-endian, so payloads are
 // read through typed-array views with no byte swapping.
 
-import { decodeHalfSet, encodeHalf } from './half.ts';
+import { payloadBytes, encodePayload, WIRE_FORMATS, type WireFormat } from './codec.ts';
+
+export { BYTES_PER_ELEMENT, WIRE_FORMATS, type WireFormat } from './codec.ts';
 
 export const MAGIC = 0x31525456; // 'VTR1' read as a little-endian u32
 export const HEADER_BYTES = 32;
@@ -43,11 +45,8 @@ export const isRingTag = (tag: string): boolean => TAG.test(tag);
 export const Phase = { reduceScatter: 0, allGather: 1 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
-/** The payload formats, in the order of their header dtype code (0, 1, 2). */
-export const WIRE_FORMATS = ['f32', 'f16', 'bf16'] as const;
-export type WireFormat = (typeof WIRE_FORMATS)[number];
-const DTYPE_CODE: Record<WireFormat, number> = { f32: 0, f16: 1, bf16: 2 };
-export const BYTES_PER_ELEMENT: Record<WireFormat, number> = { f32: 4, f16: 2, bf16: 2 };
+/** The header's dtype code of each payload format (codec.ts): its index in WIRE_FORMATS. */
+const DTYPE_CODE: Record<WireFormat, number> = { f32: 0, f16: 1, bf16: 2, i8: 3 };
 
 export interface FrameHeader {
   kind: FrameKind;
@@ -102,7 +101,7 @@ export function parseFrame(frame: Uint8Array): ParsedHeader {
     length: v.getUint32(28, true),
   };
   const payload = frame.byteLength - HEADER_BYTES;
-  const expected = kind === FrameKind.data ? header.length * BYTES_PER_ELEMENT[dtype] : kind === FrameKind.heartbeat ? 0 : header.length;
+  const expected = kind === FrameKind.data ? payloadBytes(dtype, header.length) : kind === FrameKind.heartbeat ? 0 : header.length;
   if (payload < expected) return { ok: false, reason: `truncated frame: payload ${payload} bytes, header says ${expected}` };
   if (payload > expected) return { ok: false, reason: `oversized frame: payload ${payload} bytes, header says ${expected}` };
   return { ok: true, header };
@@ -114,21 +113,16 @@ export interface ControlIds { job: number; generation: number }
 export interface DataFrameAt { phase: Phase; dtype: WireFormat; step: number; chunk: number; offset: number }
 
 /**
- * A data frame carrying `src` (elements at.offset .. at.offset + src.length). On a half-precision
- * wire the values go out rounded; with `keepRounded` the sender writes the rounded values back
- * into `src`, so the peer whose sum it is keeps exactly what the others receive (bitwise agreement).
+ * A data frame carrying `src` (elements at.offset .. at.offset + src.length), encoded by codec.ts.
+ * On a lossy wire with `keepRounded` the sender writes the decoded values back into `src`, so
+ * the peer whose sum it is keeps exactly what the others receive (bitwise agreement); with
+ * `feedback` (src's range of the error feedback buffer) it adds what the wire lost there.
  */
-export function dataFrame(ids: ControlIds, at: DataFrameAt, src: Float32Array, keepRounded: boolean): Uint8Array {
+export function dataFrame(ids: ControlIds, at: DataFrameAt, src: Float32Array, keepRounded: boolean, feedback?: Float32Array): Uint8Array {
   const len = src.length;
-  const frame = new Uint8Array(HEADER_BYTES + len * BYTES_PER_ELEMENT[at.dtype]);
+  const frame = new Uint8Array(HEADER_BYTES + payloadBytes(at.dtype, len));
   writeHeader(frame, { kind: FrameKind.data, ...at, job: ids.job, generation: ids.generation, length: len });
-  if (at.dtype === 'f32') {
-    new Float32Array(frame.buffer, HEADER_BYTES, len).set(src);
-  } else {
-    const half = new Uint16Array(frame.buffer, HEADER_BYTES, len);
-    encodeHalf(src, half, at.dtype);
-    if (keepRounded) decodeHalfSet(half, src, at.dtype);
-  }
+  encodePayload(src, frame.subarray(HEADER_BYTES), at.dtype, { keepRounded, ...(feedback ? { feedback } : {}) });
   return frame;
 }
 

@@ -31,8 +31,23 @@ class Counted implements Link {
 const open: StepRings[] = [];
 afterEach(() => { for (const r of open.splice(0)) r.close(); });
 
-/** Worst relative error of n adds on a wire: float32's, or one 16-bit rounding per hop. */
+/** Worst relative error of n adds on a wire: float32's, or one 16-bit rounding per hop (the int8 wire: see below). */
 const bound = (wire: WireFormat, n: number): number => n * (wire === 'f32' ? 2 ** -23 : wire === 'f16' ? 2 ** -10 : 2 ** -7);
+
+/**
+ * The int8 wire rounds each frame to its largest value over 127, so its error is bounded against
+ * the largest partial sum, not each element's own: at most n + 1 roundings (the two-level ring's
+ * all-gather rounds the column's sum once more to its own frames) of M / 127, M = max sum |x_i|.
+ */
+function int8Error(got: Float32Array, inputs: readonly Float32Array[]): number {
+  const want = sum64(inputs);
+  let m = 0, worst = 0;
+  for (let j = 0; j < got.length; j++) {
+    m = Math.max(m, inputs.reduce((a, g) => a + Math.abs(g[j]!), 0));
+    worst = Math.max(worst, Math.abs(got[j]! - want[j]!));
+  }
+  return (worst / m) * 127;
+}
 
 /** Sums one random gradient per ring; checks the same bits everywhere, the sum, onFirstFrame and sentBytes as counted. */
 async function sumOver(rings: StepRings[], ids: readonly string[], sent: ReadonlyMap<string, number>, length: number, wire: WireFormat): Promise<void> {
@@ -44,8 +59,12 @@ async function sumOver(rings: StepRings[], ids: readonly string[], sent: Readonl
   let first = 0;
   await Promise.all(rings.map((r, i) => r.allReduce(outs[i]!, { step: 3, maxRms: Number.POSITIVE_INFINITY, onFirstFrame: () => { first++; } })));
   for (const g of outs.slice(1)) expect(bitwiseEqual(g, outs[0]!)).toBe(true);
-  const err = worstError(outs[0]!, sum64(inputs), inputs);
-  expect(err.rel, `worst at ${err.index}`).toBeLessThanOrEqual(bound(wire, n));
+  if (wire === 'i8') {
+    expect(int8Error(outs[0]!, inputs), 'int8 roundings of the largest partial sum').toBeLessThanOrEqual(n + 1);
+  } else {
+    const err = worstError(outs[0]!, sum64(inputs), inputs);
+    expect(err.rel, `worst at ${err.index}`).toBeLessThanOrEqual(bound(wire, n));
+  }
   expect(first, 'onFirstFrame once per peer').toBe(n);
   ids.forEach((id, i) => expect(rings[i]!.sentBytes(length), id).toBe(sent.get(id) ?? 0));
 }
@@ -79,7 +98,9 @@ describe('the job\'s wire format on step rings', () => {
   };
   for (const [kind, make] of [['flat', flat], ['two-level', twoLevel]] as const) {
     for (const wire of WIRE_FORMATS.filter((w) => w !== 'f32')) {
-      it(`${kind}, ${wire}: the same bits everywhere, the sum to ${wire} rounding, sentBytes as counted and about half of f32's`, async () => {
+      // Half the payload on f16 and bf16, a quarter on i8 (its scale per frame included); the frame headers on top.
+      const share = wire === 'i8' ? 0.25 : 0.5;
+      it(`${kind}, ${wire}: the same bits everywhere, the sum to ${wire} rounding, sentBytes as counted and about ${share} of f32's`, async () => {
         const sent = new Map<string, number>();
         const rings = make(wire, sent);
         expect(rings.every((r) => r.shape.endsWith(`, ${wire} wire`)), rings[0]!.shape).toBe(true);
@@ -89,8 +110,8 @@ describe('the job\'s wire format on step rings', () => {
         expect(f32.every((r) => !r.shape.includes('wire'))).toBe(true);
         rings.forEach((r, i) => {
           const ratio = r.sentBytes(length) / f32[i]!.sentBytes(length);
-          expect(ratio).toBeGreaterThan(0.5);
-          expect(ratio, `${ids[i]}: headers only on top of half the payload`).toBeLessThan(0.52);
+          expect(ratio).toBeGreaterThan(share);
+          expect(ratio, `${ids[i]}: headers only on top of ${share} of the payload`).toBeLessThan(share + 0.02);
         });
       });
     }

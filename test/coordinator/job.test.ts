@@ -67,9 +67,10 @@ describe('job config', () => {
     ['a last bucket size with overlap off', { ...BASE, overlap: false, lastBucketBytes: 1 << 20 }, 'lastBucketBytes cuts the buckets of an overlapped all-reduce'],
     ['a last bucket of 100 bytes', { ...BASE, lastBucketBytes: 100 }, 'lastBucketBytes must be 0 (no cut) or at least 4096, got 100'],
     ['a negative last bucket', { ...BASE, lastBucketBytes: -1 }, 'lastBucketBytes must be an integer in [0, 1073741824]'],
-    ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, got "f8"'],
-    ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16'],
-    ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16'],
+    ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, i8, got "f8"'],
+    ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16, i8'],
+    ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16, i8'],
+    ['the i8 wire with rounds', { ...BASE, wire: 'i8', syncEvery: 4 }, "the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1) do not have"],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });

@@ -5,12 +5,12 @@ import { DEFAULT_JOB, defaultWarmup, readCarry, START_OUTER, START_USAGE, startM
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
-    expect(START_USAGE).toMatch(/--wire f32\|f16\|bf16 +the number format of the all-reduce between peers: bf16 \(default for a/);
+    expect(START_USAGE).toMatch(/--wire f32\|f16\|bf16\|i8 +the number format of the all-reduce between peers: bf16 \(default for a/);
   });
 
   it('refuses an unknown format, naming the allowed ones', async () => {
-    await expect(startMain(['--wire', 'f8'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "f8"');
-    await expect(startMain(['--wire'])).rejects.toThrow('--wire must be one of f32, f16, bf16; got "true"');
+    await expect(startMain(['--wire', 'f8'])).rejects.toThrow('--wire must be one of f32, f16, bf16, i8; got "f8"');
+    await expect(startMain(['--wire'])).rejects.toThrow('--wire must be one of f32, f16, bf16, i8; got "true"');
   });
 });
 
