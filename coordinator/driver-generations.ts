@@ -5,6 +5,7 @@
 import type { LiveEvent, MetricRecord } from '../src/client/protocol.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import type { PeerRec } from './driver-peers.ts';
+import { donorKey } from './credit.ts';
 import { planGeneration } from './two-level.ts';
 
 /**
@@ -114,12 +115,16 @@ export class Generations {
     this.current++;
     this.previousAt = this.at;
     this.at = now;
-    const info = members.map((id) => ({ id, name: peers.get(id)?.name ?? null, device: peers.get(id)?.device ?? '' }));
+    const info = members.map((id) => {
+      const p = peers.get(id);
+      return { id, name: p?.name ?? null, device: p?.device ?? '', donor: donorKey(id, p?.name ?? null, p?.donor) };
+    });
     // The plan goes out with the ring (absent when flat, as older records are) for the dashboard.
     const shape = topology ? { topology } : {};
     return {
       record: { type: 'generation', time: now, generation: this.current, ring: members, peers: info, ...shape },
-      event: { type: 'generation', generation: this.current, ring: members, peers: info, ...shape },
+      // Watchers see who is in the ring, not under which key each is credited.
+      event: { type: 'generation', generation: this.current, ring: members, peers: info.map(({ donor: _, ...p }) => p), ...shape },
     };
   }
 

@@ -11,6 +11,8 @@ import { inRing, rankOf } from './ring-index.ts';
 export interface PeerRec {
   id: string;
   name: string | null;
+  /** Its donor's lasting id (JoinRequest.donor), when it gave one: its work is credited to it. */
+  donor?: string;
   state: 'waiting' | 'loading' | 'ready' | 'member';
   lastSeen: number;
   /** The longest time between two of its messages so far (its heartbeats stall while it computes). */

@@ -73,12 +73,12 @@ export class Driver extends DriverMachine {
 
   // ---- inputs ----------------------------------------------------------------------------
 
-  peerConnected(id: string, name: string | null): void {
+  peerConnected(id: string, name: string | null, donor?: string): void {
     if (this.phase.kind === 'done') {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, newPeer(id, name, Date.now()));
+    this.peers.set(id, { ...newPeer(id, name, Date.now()), ...(donor ? { donor } : {}) });
     this.advance();
   }
 

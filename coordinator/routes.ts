@@ -2,13 +2,14 @@
 // with a reason); the server turns anything else into a logged 500.
 //
 //   GET  /api/job                  public job info (never the join token)
-//   POST /api/join                 {type:'join', protocol, token?, name?} -> JoinAccept
+//   POST /api/join                 {type:'join', protocol, token?, name?, donor?} -> JoinAccept
 //   GET  /api/events               server-sent LiveEvents
 //   GET  /api/checkpoints/latest   the newest verified .vtck file (x-checkpoint-step header)
 //   GET  /api/checkpoints/<step>   the verified .vtck file of that step
 //   POST /api/checkpoints/<step>?peer=<id>   a checkpoint the coordinator asked that peer for
 //                                  (Authorization: Bearer <its token>; octet-stream body)
 //   GET  /api/metrics              the job's metrics history: { records: [...] }, newest last
+//   GET  /api/credit[?donor=ID]    the credit board (credit.ts): top donors, totals, the asking donor's line
 //   POST /api/admin/pause|resume|join-token|schedule   the job owner's actions (admin token)
 //   GET  /api/model.onnx           the newest checkpoint as an ONNX file (src/export)
 //   GET  /api/samples/val/<id>     one test image as stored (PNG/JPEG; x-label header): the dashboard's grid
@@ -18,17 +19,18 @@
 // credential (checkAccess), as "Authorization: Bearer <token>" or ?token=<token> (an
 // EventSource or an image tag cannot set a header): the join token (volunteers) or the admin
 // token open every one; the view token (people who watch) opens the dashboard's: the job, its
-// events and metrics, the model, the test images and the data set's manifest (class names),
+// events, metrics and credit board, the model, the test images and the data set's manifest (class names),
 // never the training images or the checkpoints. /api/join, the admin and upload routes check
 // their own tokens; the page's code and /ca.crt stay open (nothing of the job is in them).
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
+import { DONOR_ID, MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
 import { decodePeerMessage, expectType } from '../src/client/protocol-decode.ts';
 import { FieldReader, describe } from '../src/client/protocol-fields.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
+import type { CreditView } from './credit.ts';
 import { readMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { EventHub } from './events.ts';
@@ -56,7 +58,7 @@ export interface RouteContext {
   maxBodyBytes: number;
   status(): JobStatus;
   /** Told about each accepted join (the membership logic queues it for the next boundary). */
-  onJoin(peerId: string, name: string | null, token: string): void;
+  onJoin(peerId: string, name: string | null, token: string, donor?: string): void;
   /** Checkpoint uploads; without it, POST /api/checkpoints/<step> is refused. */
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
@@ -67,6 +69,8 @@ export interface RouteContext {
   admin?: AdminActions;
   /** Resolves when every metric recorded so far is in the file (GET /api/metrics waits for it). */
   metricsFlushed?: () => Promise<void>;
+  /** The credit board (credit.ts creditView) with the line of the donor whose lasting id is given. */
+  credit?: (donor: string | null) => CreditView;
   /** The built page (vite build: index.html, assets/); none: / explains how to build it. */
   pageDir?: string;
   /**
@@ -166,7 +170,7 @@ const postJoin: Handler = async (req, res, ctx) => {
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
     iceServers: ctx.iceServers?.(issued.id, hostOfHeader(req.headers.host)) ?? [],
   };
-  ctx.onJoin(issued.id, d.value.name ?? null, issued.token);
+  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);
 };
@@ -277,6 +281,14 @@ const getMetrics: Handler = async (_req, res, ctx) => {
   sendJson(res, 200, { records: records.slice(-MAX_METRIC_RECORDS) });
 };
 
+/** GET /api/credit[?donor=ID]: the board's top donors and totals, and the asking donor's own line (DONOR_ID). */
+const getCredit: Handler = async (req, res, ctx) => {
+  if (!ctx.credit) throw new HttpError('not-found', 'this coordinator keeps no credit');
+  const donor = new URL(req.url ?? '/', 'http://x').searchParams.get('donor');
+  if (donor !== null && !DONOR_ID.test(donor)) throw new HttpError('bad-request', 'donor must be a donor id of 8 to 64 characters [A-Za-z0-9_-] (the page keeps its own)');
+  sendJson(res, 200, ctx.credit(donor));
+};
+
 const TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml',
   json: 'application/json; charset=utf-8', wasm: 'application/wasm', png: 'image/png', ico: 'image/x-icon', map: 'application/json',
@@ -335,6 +347,7 @@ const ROUTES: Record<string, Partial<Record<string, Handler>>> = {
   '/api/events': { GET: guarded('watch', getEvents) },
   '/api/checkpoints/latest': { GET: guarded('train', getLatestCheckpoint) },
   '/api/metrics': { GET: guarded('watch', getMetrics) },
+  '/api/credit': { GET: guarded('watch', getCredit) },
   '/ca.crt': { GET: getCaCert },
 };
 

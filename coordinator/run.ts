@@ -15,7 +15,11 @@ import { writeFileAtomic } from './data/files.ts';
 import { Driver, type DriverTimeouts } from './driver.ts';
 import { HttpError } from './http.ts';
 import { parseJobConfig, type JobConfig } from './job.ts';
-import { latestPerStep, openMetricsLog, readMetrics } from './metrics.ts';
+import { latestPerStep, openMetricsLog, readMetrics, type MetricsLog } from './metrics.ts';
+import { CreditLedger, creditView } from './credit.ts';
+
+/** Donors the credit board shows. */
+const CREDIT_BOARD = 20;
 import { tokensMatch } from './routes.ts';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
 import { checkIcePlan, iceServersFor, type ExternalIce, type IcePlan } from './ice.ts';
@@ -162,13 +166,18 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   if (newest && newest.fingerprint !== fingerprint) throw new JobFolderError(`the checkpoints in ${o.jobDir} are of model ${newest.fingerprint}, the job says ${fingerprint}`);
   const metricsPath = join(o.jobDir, 'metrics.jsonl');
   const history = await readMetrics(metricsPath);
-  const metrics = openMetricsLog(metricsPath, log);
+  // Credit (credit.ts): the committed steps of the history, then every record as it is appended.
+  const ledger = new CreditLedger();
+  for (const r of history) ledger.add(r);
+  const log_ = openMetricsLog(metricsPath, log);
+  const metrics: MetricsLog = { path: log_.path, flush: () => log_.flush(), append: (r) => { ledger.add(r); log_.append(r); } };
   let generation = newest ? newest.generation + 1 : 0;
   for (const r of history) if (r.type === 'generation' || r.type === 'step' || r.type === 'abort') generation = Math.max(generation, r.generation + 1);
   const evaluated = history.filter((r) => r.type === 'eval').map((r) => r.step).filter((s) => newest === null || s <= newest.step);
   if (stored) log(`resuming job ${jobId} from ${newest ? `the checkpoint of step ${newest.step}` : 'its seed (no checkpoint yet)'}; ${latestPerStep(history).length} steps of history`);
 
   const names = new Map<string, string | null>();
+  const donors = new Map<string, string>();
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
   let coordinator: Coordinator | null = null;
   // Sessions that close within CLOSE_BATCH_MS of each other reach the driver together: a host
@@ -189,12 +198,13 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     },
     opened: (id) => {
       tokens.get(id)!.session = true;
-      driver.peerConnected(id, names.get(id) ?? null);
+      driver.peerConnected(id, names.get(id) ?? null, donors.get(id));
     },
     message: (id, m) => driver.message(id, m),
     closed: (id, reason) => {
       tokens.delete(id);
       names.delete(id);
+      donors.delete(id);
       coordinator?.signaling.revoke(id);
       closing.push({ id, reason });
       closingTimer ??= setTimeout(flushClosed, CLOSE_BATCH_MS);
@@ -225,21 +235,24 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     iceServers: (peerId, host) => iceServersFor(icePlan, host ?? loopbackOr(o.host), peerId),
     joinUrls: () => (coordinator ? joinUrls(o.host ?? '127.0.0.1', coordinator.port, coordinator.url.startsWith('https:')) : []),
     job, jobId, dataDir: o.dataDir, ...(o.dataFolder ? { dataFolder: o.dataFolder } : {}), checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
+    credit: (donor) => creditView(ledger, CREDIT_BOARD, donor),
     status: () => {
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers };
     },
-    onJoin: (id, name, token) => {
+    onJoin: (id, name, token, donor) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();
       for (const [k, v] of tokens) {
         if (v.session || now - v.at < 60_000) continue;
         tokens.delete(k);
         names.delete(k);
+        donors.delete(k);
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });
       names.set(id, name);
+      if (donor) donors.set(id, donor);
     },
     uploads: {
       fingerprint,

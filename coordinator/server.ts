@@ -30,13 +30,14 @@ export interface CoordinatorOptions {
   /** Where unexpected (500) errors are reported. */
   log?: (line: string) => void;
   status?: () => JobStatus;
-  onJoin?: (peerId: string, name: string | null, token: string) => void;
+  onJoin?: (peerId: string, name: string | null, token: string, donor?: string) => void;
   /** Checkpoint uploads (routes.ts); none: uploads are refused. */
   uploads?: UploadPolicy;
   metricsPath?: string;
   /** The built page to serve at / (vite build output). */
   pageDir?: string;
   metricsFlushed?: () => Promise<void>;
+  credit?: RouteContext['credit'];
   /** The job owner's actions (POST /api/admin/...); none: refused. */
   admin?: AdminActions;
   /** Requests per client address (default 100/s, burst 400) and joins (default 1/s, burst 30). */
@@ -85,6 +86,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,
     metricsFlushed: o.metricsFlushed,
+    credit: o.credit,
     admin: o.admin,
     iceServers: o.iceServers,
     joinUrls: o.joinUrls,

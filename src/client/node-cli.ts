@@ -20,6 +20,7 @@ import { WasmEngine } from '../wasm/engine.ts';
 import { chooseEngine } from './backend-choice.ts';
 import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
 import { stallReportMs, watchStalls } from './stall-watch.ts';
+import { DONOR_NAME } from './protocol.ts';
 
 export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
   --url URL          the coordinator (the address npm start prints)
@@ -57,7 +58,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const url = a.str('url', '');
   const token = a.str('token', '');
   const { hostname } = await import('node:os');
-  const name = a.str('name', hostname().replace(/[^A-Za-z0-9_-]/g, '-').slice(0, 64) || 'node');
+  const name = a.str('name', hostname().replace(/[^A-Za-z0-9_-]/g, '-').replace(/^[-_]+/, '').slice(0, 40) || 'node');
   const rejoinFor = a.int('rejoin-for', 600);
   const backend = a.str('backend', 'auto');
   const threads = a.int('threads', 1, 1);
@@ -76,6 +77,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(VOLUNTEER_USAGE);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
+  if (!DONOR_NAME.test(name)) throw new ArgError(`--name must be 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit): the job's credit board shows it; got "${name.slice(0, 60)}"`);
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
   const rtcBind = bind || (/^https?:\/\/(127\.[\d.]+|localhost|\[::1\])(:\d+)?(\/|$)/.test(url) ? '127.0.0.1' : undefined);
   if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);

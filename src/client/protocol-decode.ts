@@ -6,7 +6,7 @@
 import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
-  ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
+  DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
   MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
@@ -34,12 +34,13 @@ type Fields<T> = Omit<T, 'type'>;
 type Reader<T> = (r: FieldReader) => Fields<T>;
 
 function readJoin(r: FieldReader): Fields<JoinRequest> {
-  r.only(['type', 'protocol', 'token', 'name']);
+  r.only(['type', 'protocol', 'token', 'name', 'donor']);
   const protocol = r.int('protocol', 1, 1000);
   if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
   const out: Fields<JoinRequest> = { protocol };
   if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
-  if (r.has('name')) out.name = r.str('name', MAX_ID_LENGTH);
+  if (r.has('name')) out.name = r.str('name', 40, DONOR_NAME, "a name of 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)");
+  if (r.has('donor')) out.donor = r.str('donor', 64, DONOR_ID, 'a donor id of 8 to 64 characters [A-Za-z0-9_-]');
   return out;
 }
 

@@ -64,7 +64,17 @@ export const MAX_SAMPLE_ID = 2 ** 31 - 1;
 // ---- messages from a peer to the coordinator ----
 
 /** POST /api/join body. `token` is the job's join token (private jobs only). */
-export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string }
+/**
+ * `name`: what the dashboard and the credit board show (DONOR_NAME). `donor`: a donor's lasting id
+ * (a browser keeps one in IndexedDB), under which the coordinator credits its work across visits;
+ * without it the work is credited to the name, or to this session alone.
+ */
+export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string; donor?: string }
+
+/** A name a donor shows: 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit). */
+export const DONOR_NAME = /^[\p{L}\p{N}][\p{L}\p{N} ._'-]{0,39}$/u;
+/** A donor's lasting id: 8 to 64 characters [A-Za-z0-9_-]. */
+export const DONOR_ID = /^[A-Za-z0-9_-]{8,64}$/;
 export interface Heartbeat { type: 'heartbeat'; peerId: string; generation: number; step: number }
 export interface StepTimings {
   computeMs: number;
@@ -334,7 +344,7 @@ export type MetricRecord =
 export interface EvalSummary { step: number; top1: number; top5: number; loss: number; samples: number; final?: boolean; confusion?: number[]; predictions?: EvalPrediction[] }
 
 /** A ring member as the dashboard draws it. */
-export interface RingPeer { id: string; name: string | null; device: string }
+export interface RingPeer { id: string; name: string | null; device: string; /** The key its work is credited to (coordinator/credit.ts). */ donor?: string }
 
 /** One peer's part of a committed step (metrics and the dashboard's timeline). */
 export interface PeerStepTiming {

@@ -68,7 +68,10 @@ export interface VolunteerOptions {
   /** The coordinator, e.g. http://lab-server:8080 */
   url: string;
   token?: string;
+  /** What the dashboard and the credit board show (protocol.ts DONOR_NAME). */
   name?: string;
+  /** The donor's lasting id (a browser's, kept in IndexedDB): its work is credited to it across visits. */
+  donor?: string;
   log?: (line: string) => void;
   onEvent?: (e: VolunteerEvent) => void;
   /** After losing the coordinator, keep trying to rejoin for this long (default 10 minutes). */

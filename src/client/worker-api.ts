@@ -37,6 +37,8 @@ export interface StartOptions {
   url: string;
   token?: string;
   name?: string;
+  /** The donor's lasting id (src/ui/donor.ts). */
+  donor?: string;
   /** Share of the device to use, in (0, 1]. */
   throttle: number;
   /** Which compute path to train on ('auto': the faster one measured here). */

@@ -76,7 +76,7 @@ const api: VolunteerWorkerApi = {
         checkpoints: { get: (job, step) => c.checkpoint(job, step), keep: (job, step, bytes) => c.keepCheckpoint(job, step, bytes) },
       },
       {
-        url: o.url, token: o.token, name: o.name, signal: stop.signal, throttle: () => share,
+        url: o.url, token: o.token, name: o.name, ...(o.donor ? { donor: o.donor } : {}), signal: stop.signal, throttle: () => share,
         log: (line) => tell({ message: line.replace(/^volunteer: /, '') }),
         onEvent: (e) => {
           if (e.type === 'joined') tell({ state: 'joining', peerId: e.peerId, message: `joined as ${e.peerId}; waiting for the next step boundary` });

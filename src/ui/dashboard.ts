@@ -11,6 +11,7 @@ import { joinInfoOf, joinNotes, mainJoinUrl, qrSvg, withToken, type JoinInfo } f
 import { ringPlacement, ringShape, ringShapeText, topologyOf } from './ring-shape.ts';
 import { median } from '../stats.ts';
 import { stepSplit, stepSplitSvg } from './step-split.ts';
+import { creditBoardHtml, isCreditBoard } from './credit.ts';
 
 interface StepPoint {
   step: number; generation: number; time: number; loss: number | null; ips: number; ring: number; timings: PeerStepTiming[]; innerSteps: number;
@@ -245,6 +246,22 @@ export function showDashboard(root: HTMLElement): () => void {
     root.dataset.peers = String(shown);
   };
   const timer = setInterval(draw, 1000);
+  // The credit board (coordinator/credit.ts): the top donors and the class total, every 10 s.
+  const board = async () => {
+    const box = root.querySelector<HTMLElement>('#dash-credit');
+    if (!box) return;
+    try {
+      const res = await apiFetch('/api/credit');
+      const c: unknown = res.ok ? await res.json() : null;
+      box.hidden = !isCreditBoard(c);
+      if (isCreditBoard(c)) box.innerHTML = `<h2>Donors</h2>${creditBoardHtml(c)}`;
+      root.dataset.creditImages = isCreditBoard(c) ? String(c.images) : '';
+    } catch {
+      // The coordinator is gone: the rest of the dashboard says so.
+    }
+  };
+  void board();
+  const boardTimer = setInterval(() => void board(), 10_000);
   // Listen first, then read the history: events published in between are held and folded
   // after it (the history may or may not hold them; fold keeps the newest per step).
   const events = new EventSource(withToken('/api/events', pageSearch()));
@@ -284,6 +301,7 @@ export function showDashboard(root: HTMLElement): () => void {
   })();
   return () => {
     clearInterval(timer);
+    clearInterval(boardTimer);
     events.close();
   };
 }

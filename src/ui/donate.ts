@@ -1,7 +1,7 @@
 // The donate view: what the job is, what this device offers, one button to start, pause and
 // resume, and a throttle. All training runs in a dedicated Worker behind comlink; this thread
 // only draws. `?donate=1` starts at once (lab kiosks), `?token=` fills a private job's token.
-import { apiFetch, refusedMessage } from './access.ts';
+import { apiFetch, pageToken, refusedMessage } from './access.ts';
 import { proxy, transfer, wrap, type Remote } from 'comlink';
 import { BACKEND_PREFERENCES, type BackendPreference } from '../backend/engine.ts';
 import { loadBrowserPeer } from '../comm/peerjs-peer.ts';
@@ -11,6 +11,8 @@ import { WEBGPU_HELP } from '../gpu/device.ts';
 import { donateButton, withWebGpuHelp } from './donate-state.ts';
 import { explainNoWebGpu, insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
 import { syncModeOf } from './dashboard.ts';
+import { isCreditBoard, yourCredit } from './credit.ts';
+import { donorId } from './donor.ts';
 import type { MetricRecord } from '../client/protocol.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
@@ -116,8 +118,25 @@ export function showDonate(root: HTMLElement): void {
     showInsecure();
     if (root.dataset.device === 'ok' && root.dataset.probing !== '1') showButton();
   };
-  void refresh();
-  const timer = setInterval(() => void refresh(), 5000);
+  // This device's credit (coordinator/credit.ts), under the id this browser keeps (donor.ts).
+  const donor = donorId();
+  const showCredit = async () => {
+    const { id, kept } = await donor;
+    try {
+      const res = await apiFetch(`/api/credit?donor=${id}`, pageToken() ?? (token.value || null));
+      const c: unknown = res.ok ? await res.json() : null;
+      const text = isCreditBoard(c) ? yourCredit(c) : '';
+      $('credit').textContent = text && !kept ? `${text} (This browser keeps no storage here: the credit starts again on the next visit.)` : text;
+    } catch {
+      // No coordinator: refreshJob says so.
+    }
+  };
+  void refresh().then(showCredit);
+  let ticks = 0;
+  const timer = setInterval(() => {
+    void refresh();
+    if (++ticks % 3 === 0) void showCredit();
+  }, 5000);
 
   /** The button (and, for a finished job, why it is off) from the volunteer's and the job's state. */
   const showButton = () => {
@@ -152,7 +171,7 @@ export function showDonate(root: HTMLElement): void {
       const channel = new MessageChannel();
       stopRelay?.(); // the previous run's peers are gone (its worker side left)
       stopRelay = serveRtcRelay(channel.port1, await loadBrowserPeer());
-      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
+      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, donor: (await donor).id, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
     } finally {

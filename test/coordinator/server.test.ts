@@ -11,6 +11,7 @@ import { encodeCheckpoint, decodeCheckpoint } from '../../src/checkpoint/format.
 import { openCheckpointStore, type CheckpointStore } from '../../coordinator/checkpoints.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/server.ts';
+import { CreditLedger, creditView, donorKey } from '../../coordinator/credit.ts';
 import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
 import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
 
@@ -23,6 +24,9 @@ let store: CheckpointStore;
 let pub: Coordinator;
 let priv: Coordinator;
 const joined: string[] = [];
+const donors = new Map<string, string>();
+const ledger = new CreditLedger();
+const DONOR = 'browser-donor-id-000042';
 
 interface Reply { status: number; headers: IncomingHttpHeaders; body: Buffer }
 
@@ -64,7 +68,15 @@ beforeAll(async () => {
   const base = { model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 };
   // Generous join limits: the fuzz below posts many joins from one address (rate limits are tested on their own).
   const rateLimits = { joins: { perSecond: 1000, burst: 1000 } };
-  pub = await startCoordinator({ job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, onJoin: (id) => joined.push(id), rateLimits });
+  // A ledger of one committed step: a browser donor (lasting id) and a named Node volunteer.
+  ledger.add({ type: 'generation', time: 0, generation: 1, ring: ['p1', 'p2'], peers: [
+    { id: 'p1', name: 'alice', device: 'wasm', donor: donorKey('p1', 'alice', DONOR) }, { id: 'p2', name: 'desk-2', device: 'wasm', donor: donorKey('p2', 'desk-2', undefined) }] });
+  ledger.add({ type: 'step', time: 0, step: 1, generation: 1, ring: 2, loss: 1, imagesPerSec: 1, wallMs: 1, peers: [
+    { peerId: 'p1', images: 40, computeMs: 400, commMs: 1, waitMs: 0, checksum: 'c' }, { peerId: 'p2', images: 24, computeMs: 300, commMs: 1, waitMs: 0, checksum: 'c' }] });
+  pub = await startCoordinator({
+    job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, rateLimits,
+    onJoin: (id, _name, _token, donor) => { joined.push(id); if (donor) donors.set(id, donor); }, credit: (donor) => creditView(ledger, 20, donor),
+  });
   priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits, viewToken: VIEW });
 });
 
@@ -102,7 +114,7 @@ describe('API', () => {
       req.end();
     });
     const routes: [string, 'watch' | 'train'][] = [
-      ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/model.onnx', 'watch'], ['/api/samples/val/0', 'watch'],
+      ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/credit', 'watch'], ['/api/model.onnx', 'watch'], ['/api/samples/val/0', 'watch'],
       ['/data/cifar10/manifest.json', 'watch'], ['/data/cifar10/train-000000.tar', 'train'], ['/api/checkpoints/latest', 'train'], ['/api/checkpoints/1', 'train'],
     ];
     const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
@@ -122,6 +134,26 @@ describe('API', () => {
     expectError(await send(priv.port, 'GET', '/api/metrics'), 401, 'unauthorized', /this job is private: send its join token or its view token/);
     // The page's code and the CA certificate hold nothing of the job.
     for (const path of ['/', '/ca.crt']) expect(opened(await statusOf(priv.port, path)), path).toBe(true);
+  });
+
+  it('GET /api/credit: the board by name, the asking donor\'s line by its id; a bad id is refused', async () => {
+    const r = await send(pub.port, 'GET', '/api/credit');
+    expect(r.status).toBe(200);
+    expect(json(r)).toMatchObject({ images: 64, donors: 2, board: [{ rank: 1, name: 'alice', images: 40 }, { rank: 2, name: 'desk-2', images: 24 }], you: null });
+    const mine = json(await send(pub.port, 'GET', `/api/credit?donor=${DONOR}`));
+    expect(mine.you).toMatchObject({ rank: 1, name: 'alice', images: 40, share: 40 / 64 });
+    expect(JSON.stringify(mine)).not.toContain(DONOR);
+    expectError(await send(pub.port, 'GET', '/api/credit?donor=no!'), 400, 'bad-request', /donor must be a donor id of 8 to 64 characters/);
+  });
+
+  it('POST /api/join takes a donor id and a name the board can show; refuses others with what to send', async () => {
+    const ok = await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, name: 'Zoë 3B', donor: DONOR });
+    expect(ok.status, ok.body.toString()).toBe(200);
+    expect(donors.get(String(json(ok).peerId))).toBe(DONOR);
+    for (const name of ['', ' lead', 'x'.repeat(41), '<script>', 'a/b']) {
+      expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, name }), 400, 'bad-request', /name must be a name of 1 to 40 letters, digits, spaces/);
+    }
+    expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, donor: 'short' }), 400, 'bad-request', /donor must be a donor id of 8 to 64 characters/);
   });
 
   it('a private job needs the right token', async () => {

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import { sampleDigest } from '../../coordinator/slice-rerun.ts';
+import { CreditLedger, creditView, type CreditView } from '../../coordinator/credit.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import { abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
@@ -50,11 +51,27 @@ async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolun
   victim.kill('SIGKILL');
   await victim.exited;
   await job.driver.finished;
+  // The credit board as the dashboard reads it, before the coordinator closes.
+  const board = (await (await fetch(`${job.url}/api/credit`)).json()) as CreditView;
   await job.close();
   for (const v of survivors) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
   died(victim);
 
   const records = await metricsOf(job.jobDir);
+  // Credit under churn and a re-run: the donors' images are the committed steps' images (K x 24),
+  // the killed peer keeps what it committed before step S and nothing of its lost attempt, and a
+  // ledger rebuilt from the job's records (a restarted coordinator's) says the same.
+  const committed = latestPerStep(records).filter((r) => r.type === 'step');
+  const names = new Map<string, string>();
+  for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
+  const imagesOf = (who: string) => committed.reduce((n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === who).reduce((a, p) => a + p.images, 0) : 0), 0);
+  expect(board.images, 'credited images = images of the committed steps').toBe(K * 24);
+  expect(board.board.reduce((n, b) => n + b.images, 0)).toBe(K * 24);
+  for (const v of vs) expect(board.board.find((b) => b.name === v.name)?.images ?? 0, `${v.name}'s credit`).toBe(imagesOf(v.name));
+  expect(board.board.find((b) => b.name === victim.name)?.steps, 'the victim: the steps before the one it died in').toBe(S - 1);
+  const rebuilt = new CreditLedger();
+  for (const r of records) rebuilt.add(r);
+  expect(creditView(rebuilt, 20, null)).toEqual(board);
   const steps = records.filter((r) => r.type === 'step');
   expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
   for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `step ${r.step} checksums`).toBe(1);

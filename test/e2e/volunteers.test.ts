@@ -98,10 +98,25 @@ describe('browser volunteers', () => {
     await job.driver.finished;
     for (const p of [a.page, c.page]) await p.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 });
     await dash.waitForFunction((k) => Number(document.getElementById('dashboard')?.dataset.step) === k, K, { timeout: 30_000 });
-    await dash.screenshot({ path: join(SHOTS, 'dashboard-end.png'), fullPage: true });
-
+    // Credit: the board counts every committed step's images; carol's two visits (before and after
+    // her reload, two sessions) are one donor, by the id her browser keeps in IndexedDB.
+    await dash.waitForFunction((n) => document.getElementById('dashboard')?.dataset.creditImages === String(n), K * 24, { timeout: 30_000 });
     const records = await metricsOf(job.jobDir);
     const steps = latestPerStep(records);
+    const names = new Map<string, string>();
+    for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
+    const carolImages = steps.reduce((n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').reduce((a, p) => a + p.images, 0) : 0), 0);
+    const carolSessions = new Set(steps.flatMap((r) => (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').map((p) => p.peerId) : [])));
+    expect(carolSessions.size, 'carol committed steps in both visits').toBe(2);
+    // The page reads its credit every 15 s: its final figure, both visits together.
+    const mine = `Your device computed ${carolImages.toLocaleString('en-US')} images (`;
+    await c.page.waitForFunction((t) => (document.getElementById('credit')?.textContent ?? '').includes(t), mine, { timeout: 30_000 })
+      .catch(async (e: unknown) => { throw new Error(`${String(e)}\n#credit: ${await c.page.textContent('#credit')}\nwanted: ${mine}`); });
+    await dash.screenshot({ path: join(SHOTS, 'dashboard-end.png'), fullPage: true });
+    await c.page.screenshot({ path: join(SHOTS, 'donate-credit.png'), fullPage: true });
+    const board = (await dash.textContent('#dash-credit')) ?? '';
+    expect(board).toContain(`${(K * 24).toLocaleString('en-US')} images computed by 3 donors in committed steps.`);
+    expect(board.match(/carol/g)?.length, 'carol is one donor').toBe(1);
     expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
     for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
     expect(steps.some((r) => r.ring === 3)).toBe(true);
