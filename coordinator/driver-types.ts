@@ -95,7 +95,8 @@ export type EvaluatingPhase = Extract<Phase, { kind: 'evaluating' }>;
 /** connect-failed reports of a running ring (blame.ts), decided at `decideAt` or when every member reported. */
 export interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
 
-export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null }
+/** `paused`: the owner paused the job, or asked it to pause at the next step boundary. */
+export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null; paused: boolean }
 
 /** Milliseconds per kind of phase; `committedRunning` is the part of `running` whose step committed. */
 export type PhaseTimes = Record<Phase['kind'] | 'committedRunning', number>;

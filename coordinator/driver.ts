@@ -51,7 +51,7 @@ export class Driver extends DriverMachine {
   }
 
   status(): DriverStatus {
-    return { step: this.step, generation: this.gen.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.gen.topology };
+    return { step: this.step, generation: this.gen.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.gen.topology, paused: this.phase.kind === 'paused' || this.pauseAsked };
   }
 
   /** The ring planned ahead of a membership change (its neighbours may connect now), or null. */

@@ -40,7 +40,8 @@ import { isolate, pathSegments, sendFileFrom } from './serve-files.ts';
 import { hostOfHeader } from './ice.ts';
 import type { SignalingServer } from './signaling.ts';
 
-export interface JobStatus { step: number; generation: number; peers: number }
+/** `paused`: the owner paused the job (admin), or asked it to pause at the next step boundary. */
+export interface JobStatus { step: number; generation: number; peers: number; paused?: boolean }
 
 export interface RouteContext {
   job: JobConfig;

@@ -238,7 +238,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     credit: (donor) => creditView(ledger, CREDIT_BOARD, donor),
     status: () => {
       const s = driver.status();
-      return { step: s.step, generation: s.generation, peers: s.peers };
+      return { step: s.step, generation: s.generation, peers: s.peers, paused: s.paused };
     },
     onJoin: (id, name, token, donor) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).

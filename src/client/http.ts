@@ -22,6 +22,8 @@ export interface PublicJob {
   step: number;
   generation: number;
   peers: number;
+  /** The owner paused the job (absent from older coordinators: not paused). */
+  paused?: boolean;
   job: {
     name: string; model: ModelName; dataset: string; globalBatch: number; optimizer: OptimizerConfig;
     totalSteps: number; stepsPerEpoch: number; evalEvery: number; checkpointEvery: number; seed: number; access: 'public' | 'private';

@@ -8,8 +8,8 @@ import { loadBrowserPeer } from '../comm/peerjs-peer.ts';
 import { serveRtcRelay } from '../comm/relay.ts';
 import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
-import { donateButton, withWebGpuHelp } from './donate-state.ts';
-import { explainNoWebGpu, insecureHelp, joinInfoOf, type JoinInfo } from './join.ts';
+import { donateButton, withWebGpuHelp, type JobResult } from './donate-state.ts';
+import { explainNoWebGpu, insecureHelp, joinInfoOf, withToken, type JoinInfo } from './join.ts';
 import { syncModeOf } from './dashboard.ts';
 import { isCreditBoard, yourCredit } from './credit.ts';
 import { donorId } from './donor.ts';
@@ -37,7 +37,7 @@ function trafficNote(records: readonly MetricRecord[]): string {
   return `${rounds ? `; ${rounds} rounds so far` : ''}${last.ring > 1 ? `; ${(last.traffic.bytesPerImage / 1000).toFixed(1)} KB sent per image` : ''}`;
 }
 
-async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
+async function refreshJob(dl: HTMLElement): Promise<{ job: PublicJob; result: JobResult | null } | null> {
   try {
     const res = await apiFetch('/api/job');
     const refused = refusedMessage(res.status);
@@ -58,8 +58,9 @@ async function refreshJob(dl: HTMLElement): Promise<PublicJob | null> {
       ['synchronisation', syncModeOf(j.job.outer) + trafficNote(m.records)],
       ['test accuracy', ev ? `${(ev.top1 * 100).toFixed(1)}% top-1 at step ${ev.step}` : 'not evaluated yet'],
       ['access', j.job.access === 'private' ? 'private (needs a join token)' : 'public'],
+      ...(j.paused ? [['status', `paused by its owner at step ${j.step}`] as [string, string]] : []),
     ]);
-    return j;
+    return { job: j, result: ev ? { step: ev.step, top1: ev.top1, samples: ev.samples, final: ev.final === true } : null };
   } catch (e) {
     row(dl, [['status', `no coordinator answers here (${e instanceof Error ? e.message : String(e)}): open the address the coordinator printed`]]);
     return null;
@@ -85,6 +86,7 @@ export function showDonate(root: HTMLElement): void {
 
   const jobDl = $('job');
   let job: PublicJob | null = null;
+  let result: JobResult | null = null;
   let joinInfo: JoinInfo | null = null;
   // First of all: a page from http://<LAN address> is not a secure context, so it has no WebGPU
   // whatever the browser; say so before anything else (the CA part once /api/job answers).
@@ -112,7 +114,9 @@ export function showDonate(root: HTMLElement): void {
   showInsecure();
   let lastStatus: VolunteerStatus | null = null;
   const refresh = async () => {
-    job = await refreshJob(jobDl);
+    const got = await refreshJob(jobDl);
+    job = got?.job ?? null;
+    result = got?.result ?? null;
     $('token-row').hidden = job?.job.access !== 'private';
     joinInfo = job ? joinInfoOf(job) : null;
     showInsecure();
@@ -140,17 +144,21 @@ export function showDonate(root: HTMLElement): void {
 
   /** The button (and, for a finished job, why it is off) from the volunteer's and the job's state. */
   const showButton = () => {
-    const v = donateButton(state, job);
+    const v = donateButton(state, job, result);
     button.textContent = v.text;
     button.disabled = v.disabled;
-    root.dataset.finished = v.note ? '1' : '';
+    root.dataset.finished = v.finished ? '1' : '';
+    root.dataset.jobPaused = job?.paused ? '1' : '';
+    const model = $('model-link') as HTMLAnchorElement;
+    model.hidden = !v.finished;
+    model.href = withToken('/api/model.onnx', location.search);
     if (v.note && (state === 'idle' || state === 'done' || state === 'paused' || state === 'error')) status.textContent = v.note;
-    else if (!v.note && lastStatus) draw(lastStatus);
+    else if (lastStatus) draw(lastStatus);
   };
   const draw = (s: VolunteerStatus) => {
     state = s.state;
     lastStatus = s;
-    const v = donateButton(s.state, job);
+    const v = donateButton(s.state, job, result);
     button.textContent = v.text;
     button.disabled = v.disabled;
     backend.disabled = s.state === 'joining' || s.state === 'training';

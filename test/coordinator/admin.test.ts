@@ -60,9 +60,13 @@ describe('admin actions', () => {
     p.send(p.result(a));
     await new Promise((r) => setTimeout(r, 600));
     expect(p.inbox.some((m) => m.type === 'step-assignment'), 'no step while paused').toBe(false);
-    expect(job.driver.status()).toMatchObject({ step: 1, phase: 'paused' });
+    expect(job.driver.status()).toMatchObject({ step: 1, phase: 'paused', paused: true });
+    // The page reads it from GET /api/job (a donor who opens it then waits with a message).
+    const info = (await (await fetch(`${job.url}/api/job`, { headers: { authorization: `Bearer ${JOIN}` } })).json()) as { paused?: boolean; step: number };
+    expect(info).toMatchObject({ paused: true, step: 1 });
     expect((await admin('resume')).status).toBe(200);
     expect((await p.next('step-assignment')).step).toBe(1);
+    expect(((await (await fetch(`${job.url}/api/job`, { headers: { authorization: `Bearer ${JOIN}` } })).json()) as { paused?: boolean }).paused).toBe(false);
     p.ws.close();
   });
 

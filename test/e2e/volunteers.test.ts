@@ -114,6 +114,10 @@ describe('browser volunteers', () => {
       .catch(async (e: unknown) => { throw new Error(`${String(e)}\n#credit: ${await c.page.textContent('#credit')}\nwanted: ${mine}`); });
     await dash.screenshot({ path: join(SHOTS, 'dashboard-end.png'), fullPage: true });
     await c.page.screenshot({ path: join(SHOTS, 'donate-credit.png'), fullPage: true });
+    // The finished job's page states its result and offers the trained model.
+    await c.page.waitForFunction((k) => new RegExp(`Its result: \\d+\\.\\d% top-1 on \\d+ test images after step ${k}\\.`).test(document.getElementById('status')?.textContent ?? ''), K, { timeout: 30_000 });
+    expect(await c.page.isVisible('#model-link')).toBe(true);
+    expect(await c.page.getAttribute('#model-link', 'href')).toBe('/api/model.onnx');
     const board = (await dash.textContent('#dash-credit')) ?? '';
     expect(board).toContain(`${(K * 24).toLocaleString('en-US')} images computed by 3 donors in committed steps.`);
     expect(board.match(/carol/g)?.length, 'carol is one donor').toBe(1);
