@@ -42,7 +42,10 @@ export function recordOf(root: string, args: string[], seconds: number, summary:
   const status = git(root, ['status', '--porcelain', '--untracked-files=no']);
   return {
     date: now.toISOString(), args, commit: git(root, ['rev-parse', 'HEAD']), dirty: status === null ? null : status.length > 0,
-    machine: { cpu: cpus()[0]?.model ?? '?', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), platform: `${process.platform} ${process.arch}`, node: process.version },
+    machine: {
+      cpu: cpus()[0]?.model ?? '?', cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30),
+      platform: `${process.platform} ${process.arch}`, node: process.version,
+    },
     seconds: Math.round(seconds), summary,
   };
 }

@@ -65,7 +65,8 @@ export async function main(args: string[]): Promise<void> {
     return n;
   })();
   const started = performance.now();
-  log(`wire: ${spec.name} on cifar10 (${trainSamples} train / ${testSamples} test), B=${batch} as ${peers} emulated peers, LARS lr ${DEFAULT_JOB.larsLr}, ${epochs} epochs, wires ${wires.join(', ')}; ${engine.info.description}`);
+  log(`wire: ${spec.name} on cifar10 (${trainSamples} train / ${testSamples} test), B=${batch} as ${peers} emulated peers, `
+    + `LARS lr ${DEFAULT_JOB.larsLr}, ${epochs} epochs, wires ${wires.join(', ')}; ${engine.info.description}`);
   const runs: { wire: WireFormat; run: RunResult }[] = [];
   for (const wire of wires) {
     const run = await trainRun(engine, spec, {

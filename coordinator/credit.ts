@@ -98,8 +98,11 @@ export interface CreditView {
 
 export function creditView(l: CreditLedger, top: number, donor: string | null): CreditView {
   const total = l.images;
-  const line = (rank: number, c: DonorCredit) => ({ rank, name: c.name, images: c.images, share: total > 0 ? c.images / total : 0, computeS: Math.round(c.computeMs / 100) / 10, steps: c.steps });
+  const line = (rank: number, c: DonorCredit) => ({
+    rank, name: c.name, images: c.images, share: total > 0 ? c.images / total : 0, computeS: Math.round(c.computeMs / 100) / 10, steps: c.steps,
+  });
   const board = l.board();
   const mine = donor ? l.of(donorKey('', null, donor)) : null;
-  return { images: total, donors: board.length, board: board.slice(0, top).map((e, i) => line(i + 1, e.credit)), you: mine ? line(mine.rank, mine.credit) : null };
+  const shown = board.slice(0, top).map((e, i) => line(i + 1, e.credit));
+  return { images: total, donors: board.length, board: shown, you: mine ? line(mine.rank, mine.credit) : null };
 }

@@ -96,7 +96,9 @@ export type EvaluatingPhase = Extract<Phase, { kind: 'evaluating' }>;
 export interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
 
 /** `paused`: the owner paused the job, or asked it to pause at the next step boundary. */
-export interface DriverStatus { step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null; paused: boolean }
+export interface DriverStatus {
+  step: number; generation: number; peers: number; phase: Phase['kind']; ring: string[]; topology: Topology | null; paused: boolean;
+}
 
 /** Milliseconds per kind of phase; `committedRunning` is the part of `running` whose step committed. */
 export type PhaseTimes = Record<Phase['kind'] | 'committedRunning', number>;

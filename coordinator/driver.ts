@@ -51,7 +51,9 @@ export class Driver extends DriverMachine {
   }
 
   status(): DriverStatus {
-    return { step: this.step, generation: this.gen.generation, peers: this.peers.size, phase: this.phase.kind, ring: [...this.ring], topology: this.gen.topology, paused: this.phase.kind === 'paused' || this.pauseAsked };
+    const paused = this.phase.kind === 'paused' || this.pauseAsked;
+    const { step, peers, phase, ring } = this;
+    return { step, generation: this.gen.generation, peers: peers.size, phase: phase.kind, ring: [...ring], topology: this.gen.topology, paused };
   }
 
   /** The ring planned ahead of a membership change (its neighbours may connect now), or null. */

@@ -286,7 +286,9 @@ const getMetrics: Handler = async (_req, res, ctx) => {
 const getCredit: Handler = async (req, res, ctx) => {
   if (!ctx.credit) throw new HttpError('not-found', 'this coordinator keeps no credit');
   const donor = new URL(req.url ?? '/', 'http://x').searchParams.get('donor');
-  if (donor !== null && !DONOR_ID.test(donor)) throw new HttpError('bad-request', 'donor must be a donor id of 8 to 64 characters [A-Za-z0-9_-] (the page keeps its own)');
+  if (donor !== null && !DONOR_ID.test(donor)) {
+    throw new HttpError('bad-request', 'donor must be a donor id of 8 to 64 characters [A-Za-z0-9_-] (the page keeps its own)');
+  }
   sendJson(res, 200, ctx.credit(donor));
 };
 

@@ -77,7 +77,10 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(VOLUNTEER_USAGE);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
-  if (!DONOR_NAME.test(name)) throw new ArgError(`--name must be 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit): the job's credit board shows it; got "${name.slice(0, 60)}"`);
+  if (!DONOR_NAME.test(name)) {
+    const rule = "1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)";
+    throw new ArgError(`--name must be ${rule}: the job's credit board shows it; got "${name.slice(0, 60)}"`);
+  }
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
   const rtcBind = bind || (/^https?:\/\/(127\.[\d.]+|localhost|\[::1\])(:\d+)?(\/|$)/.test(url) ? '127.0.0.1' : undefined);
   if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);

@@ -70,6 +70,9 @@ const linksOf = (rings: readonly (Ring | null)[]): StepRings['links'] => ({
 /** A group ring's stall timeout over the column ring's (see the header). */
 export const GROUP_STALL_FACTOR = 3;
 
+/** What a collective takes of the step's options besides the step (its bound, its first-frame hook, its error feedback). */
+const reduceOptions = (o: StepReduceOptions) => ({ maxRms: o.maxRms, onFirstFrame: o.onFirstFrame, ...(o.feedback ? { feedback: o.feedback } : {}) });
+
 const wireNote = (wire: WireFormat): string => (wire === 'f32' ? '' : `, ${wire} wire`);
 
 export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
@@ -80,7 +83,7 @@ export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
     prev: ring.prev,
     shape: `ring of ${ring.size}${wireNote(wire)}`,
     links: linksOf([ring]),
-    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame, ...(o.feedback ? { feedback: o.feedback } : {}) }),
+    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size, wire),
     close: () => ring.close(),
     release: () => ring.release(),
@@ -96,7 +99,7 @@ export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'
     prev: group.prev,
     shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
     links: linksOf([group, column]),
-    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, maxRms: o.maxRms, onFirstFrame: o.onFirstFrame, ...(o.feedback ? { feedback: o.feedback } : {}) }),
+    allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),
     close: () => rings.close(),
     release: () => {

@@ -67,7 +67,10 @@ export class Session {
   onEarlyClose: ((why: string) => void) | null = null;
 
   static async open(c: Ctx): Promise<Session> {
-    const body = { type: 'join' as const, protocol: PROTOCOL_VERSION, ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}), ...(c.o.donor ? { donor: c.o.donor } : {}) };
+    const body = {
+      type: 'join' as const, protocol: PROTOCOL_VERSION,
+      ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}), ...(c.o.donor ? { donor: c.o.donor } : {}),
+    };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);
     const rtcConfig = c.p.rtcConfigFor ? c.p.rtcConfigFor(accept.iceServers) : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };

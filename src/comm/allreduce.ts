@@ -63,7 +63,9 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
     throw new RingError('bad-input', ring.selfId, `messageBytes ${messageBytes} must be an integer in [${least}, ${MAX_FRAME_BYTES}]`);
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
-  if (opts.feedback && opts.feedback.length !== grad.length) throw new RingError('bad-input', ring.selfId, `the error feedback buffer has ${opts.feedback.length} floats, the gradient ${grad.length}`);
+  if (opts.feedback && opts.feedback.length !== grad.length) {
+    throw new RingError('bad-input', ring.selfId, `the error feedback buffer has ${opts.feedback.length} floats, the gradient ${grad.length}`);
+  }
   const backup = opts.keepInput ? grad.slice() : null;
   const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
   const c = new Collective(grad, ring, step, wire, segElems, opts.onFirstFrame, opts.maxRms, opts.feedback ?? null);
@@ -264,7 +266,8 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         const [off, len] = frameRange(st, j, segElems);
         // The owner's sum (the last reduce-scatter step) goes out rounded on a lossy wire: it keeps the rounded values.
         const fb = this.feedback?.subarray(off, off + len);
-        ring.sendNext(dataFrame(ring, { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off }, grad.subarray(off, off + len), t === n - 1, fb));
+        const at = { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off };
+        ring.sendNext(dataFrame(ring, at, grad.subarray(off, off + len), t === n - 1, fb));
       }
     }
   }
@@ -273,5 +276,6 @@ class Collective extends ReceiveWaits implements CollectiveSink {
 /** Bytes this peer sends in allReduceSum of `length` floats with the default frames (f32 wire unless given), its PLAN frame included. */
 export function allReduceSentBytes(rank: number, length: number, ringSize: number, wire: WireFormat = 'f32', messageBytes = DEFAULT_MESSAGE_BYTES): number {
   const plan = ringSize > 1 ? PLAN_FRAME_BYTES : 0;
-  return plan + sentBytes(rank, length, ringSize, elementsPerFrame(wire, messageBytes, HEADER_BYTES), BYTES_PER_ELEMENT[wire], HEADER_BYTES + PAYLOAD_EXTRA[wire]);
+  const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
+  return plan + sentBytes(rank, length, ringSize, segElems, BYTES_PER_ELEMENT[wire], HEADER_BYTES + PAYLOAD_EXTRA[wire]);
 }

@@ -172,7 +172,8 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
         const [off, len] = this.segment(j, s);
         // The owner's value (its first all-gather send) goes out rounded on a lossy wire: it keeps the rounded values.
         const fb = this.o.feedback?.subarray(off, off + len);
-        ring.sendNext(dataFrame(ring, { phase, dtype: wire, step: this.step, chunk: j, offset: off }, grad.subarray(off, off + len), phase === Phase.allGather && t === 0, fb));
+        const at = { phase, dtype: wire, step: this.step, chunk: j, offset: off };
+        ring.sendNext(dataFrame(ring, at, grad.subarray(off, off + len), phase === Phase.allGather && t === 0, fb));
       }
     }
     if (this.error) throw this.error;

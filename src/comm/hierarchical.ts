@@ -148,7 +148,8 @@ export async function allReduceTwoLevel(grad: Float32Array, opts: TwoLevelOption
     started = true;
     if (column && role.shard !== null && role.shard < shards) {
       const [a, b] = shardRange(role.shard, grad.length, shards);
-      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame, ...(feedback ? { feedback: feedback.subarray(a, b) } : {}) });
+      const columnFeedback = feedback ? { feedback: feedback.subarray(a, b) } : {};
+      await allReduceSum(grad.subarray(a, b), { ring: column, step, wire, messageBytes, maxRms, onFirstFrame, ...columnFeedback });
     }
     // Every group's owner of a shard rounds the column's sum to its frames (the same in every
     // group, so every peer ends with the same bits), losing the same values: the loss happened

@@ -11,7 +11,9 @@ const percent = (x: number): string => `${(x * 100).toFixed(x >= 0.1 ? 0 : x >= 
 /** "Your device computed N images (x% of this job), rank r of d", or what it means to have none yet. */
 export function yourCredit(c: CreditBoard): string {
   if (!c.you || c.you.images === 0) {
-    return c.images > 0 ? `This device has not computed a committed step of this job yet (${count(c.images)} images so far, by ${c.donors} donor${c.donors === 1 ? '' : 's'}).` : '';
+    if (c.images === 0) return '';
+    const by = `${c.donors} donor${c.donors === 1 ? '' : 's'}`;
+    return `This device has not computed a committed step of this job yet (${count(c.images)} images so far, by ${by}).`;
   }
   const y = c.you;
   return `Your device computed ${count(y.images)} images (${percent(y.share)} of this job) in ${count(y.steps)} step${y.steps === 1 ? '' : 's'}, `
@@ -21,7 +23,9 @@ export function yourCredit(c: CreditBoard): string {
 /** The dashboard's board: the top donors and the total, as an HTML list. */
 export function creditBoardHtml(c: CreditBoard): string {
   if (c.images === 0) return '<p>No committed step yet: the board fills as the donors compute.</p>';
-  const rows = c.board.map((l) => `<li><b>${esc(l.name ?? 'anonymous')}</b> ${count(l.images)} images (${percent(l.share)}), ${count(Math.round(l.computeS))} s</li>`).join('');
+  const row = (l: CreditLine) =>
+    `<li><b>${esc(l.name ?? 'anonymous')}</b> ${count(l.images)} images (${percent(l.share)}), ${count(Math.round(l.computeS))} s</li>`;
+  const rows = c.board.map(row).join('');
   return `<p>${count(c.images)} images computed by ${c.donors} donor${c.donors === 1 ? '' : 's'} in committed steps.</p><ol>${rows}</ol>`;
 }
 

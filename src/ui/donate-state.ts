@@ -14,8 +14,8 @@ export interface ButtonView { text: string; disabled: boolean; note: string | nu
 /** The job's newest evaluation (its final one once the job ends), as the donate view states it. */
 export interface JobResult { step: number; top1: number; samples: number; final: boolean }
 
-const resultText = (r: JobResult): string =>
-  `${r.final ? 'Its result' : 'Its last evaluation'}: ${(r.top1 * 100).toFixed(1)}% top-1 on ${r.samples.toLocaleString('en-US')} test images after step ${r.step}.`;
+const resultText = (r: JobResult): string => `${r.final ? 'Its result' : 'Its last evaluation'}: `
+  + `${(r.top1 * 100).toFixed(1)}% top-1 on ${r.samples.toLocaleString('en-US')} test images after step ${r.step}.`;
 
 export function donateButton(state: VolunteerStatus['state'], job: PublicJob | null, result: JobResult | null = null): ButtonView {
   const finished = state === 'done' || jobFinished(job);

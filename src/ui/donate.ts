@@ -179,7 +179,8 @@ export function showDonate(root: HTMLElement): void {
       const channel = new MessageChannel();
       stopRelay?.(); // the previous run's peers are gone (its worker side left)
       stopRelay = serveRtcRelay(channel.port1, await loadBrowserPeer());
-      await api.start({ url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, donor: (await donor).id, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
+      const o = { url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, donor: (await donor).id };
+      await api.start({ ...o, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
       draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
     } finally {
