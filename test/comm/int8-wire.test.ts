@@ -125,7 +125,8 @@ describe('ring all-reduce on the int8 wire', () => {
         // Each peer adds what its last step dropped into this step's contribution.
         const outs = inputs.map((g, i) => (withFeedback ? g.map((v, j) => v + fbs[i]![j]!) : g.slice()));
         const fresh = inputs.map(() => new Float32Array(len));
-        await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: t, wire: 'i8', messageBytes: 2048, ...(withFeedback ? { feedback: fresh[i]! } : {}) })));
+        const fb = (i: number) => (withFeedback ? { feedback: fresh[i]! } : {});
+        await Promise.all(rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: t, wire: 'i8', messageBytes: 2048, ...fb(i) })));
         fbs = fresh;
         for (let j = 0; j < len; j++) total[j] = total[j]! + outs[0]![j]!;
       }
@@ -147,7 +148,8 @@ describe('ring all-reduce on the int8 wire', () => {
     const inputs = order.map((_, i) => spread(4099, 300 + i, 3));
     const outs = inputs.map((g) => g.slice());
     const fbs = inputs.map((g) => new Float32Array(g.length));
-    await Promise.all(order.map((id, i) => allReduceTwoLevel(outs[i]!, { rings: peers.get(id)!, step: 0, wire: 'i8', messageBytes: 32 + 4 + 500, feedback: fbs[i]! })));
+    const options = (id: string, i: number) => ({ rings: peers.get(id)!, step: 0, wire: 'i8' as const, messageBytes: 32 + 4 + 500, feedback: fbs[i]! });
+    await Promise.all(order.map((id, i) => allReduceTwoLevel(outs[i]!, options(id, i))));
     for (let i = 1; i < outs.length; i++) expect(bitwiseEqual(outs[i]!, outs[0]!), `peer ${order[i]}`).toBe(true);
     const want = sum64(inputs);
     const m = maxAbsSum(inputs);

@@ -41,7 +41,8 @@ describe('credit ledger', () => {
   it('credits the committed steps once each: the donors\' images add up to the images of the committed steps', () => {
     const l = new CreditLedger();
     for (const r of RECORDS) l.add(r);
-    const committed = latestPerStep(RECORDS).filter((r) => r.type === 'step').reduce((n, r) => n + (r.type === 'step' ? r.peers.reduce((a, p) => a + p.images, 0) : 0), 0);
+    const imagesOf = (r: MetricRecord) => (r.type === 'step' ? r.peers.reduce((a, p) => a + p.images, 0) : 0);
+    const committed = latestPerStep(RECORDS).reduce((n, r) => n + imagesOf(r), 0);
     expect(committed).toBe(12 + 12 + 12 + 12);
     expect(l.images).toBe(committed);
     const board = l.board();

@@ -70,9 +70,11 @@ beforeAll(async () => {
   const rateLimits = { joins: { perSecond: 1000, burst: 1000 } };
   // A ledger of one committed step: a browser donor (lasting id) and a named Node volunteer.
   ledger.add({ type: 'generation', time: 0, generation: 1, ring: ['p1', 'p2'], peers: [
-    { id: 'p1', name: 'alice', device: 'wasm', donor: donorKey('p1', 'alice', DONOR) }, { id: 'p2', name: 'desk-2', device: 'wasm', donor: donorKey('p2', 'desk-2', undefined) }] });
+    { id: 'p1', name: 'alice', device: 'wasm', donor: donorKey('p1', 'alice', DONOR) },
+    { id: 'p2', name: 'desk-2', device: 'wasm', donor: donorKey('p2', 'desk-2', undefined) }] });
   ledger.add({ type: 'step', time: 0, step: 1, generation: 1, ring: 2, loss: 1, imagesPerSec: 1, wallMs: 1, peers: [
-    { peerId: 'p1', images: 40, computeMs: 400, commMs: 1, waitMs: 0, checksum: 'c' }, { peerId: 'p2', images: 24, computeMs: 300, commMs: 1, waitMs: 0, checksum: 'c' }] });
+    { peerId: 'p1', images: 40, computeMs: 400, commMs: 1, waitMs: 0, checksum: 'c' },
+    { peerId: 'p2', images: 24, computeMs: 300, commMs: 1, waitMs: 0, checksum: 'c' }] });
   pub = await startCoordinator({
     job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, rateLimits,
     onJoin: (id, _name, _token, donor) => { joined.push(id); if (donor) donors.set(id, donor); }, credit: (donor) => creditView(ledger, 20, donor),
@@ -114,7 +116,8 @@ describe('API', () => {
       req.end();
     });
     const routes: [string, 'watch' | 'train'][] = [
-      ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/credit', 'watch'], ['/api/model.onnx', 'watch'], ['/api/samples/val/0', 'watch'],
+      ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/credit', 'watch'], ['/api/model.onnx', 'watch'],
+      ['/api/samples/val/0', 'watch'],
       ['/data/cifar10/manifest.json', 'watch'], ['/data/cifar10/train-000000.tar', 'train'], ['/api/checkpoints/latest', 'train'], ['/api/checkpoints/1', 'train'],
     ];
     const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
@@ -139,7 +142,8 @@ describe('API', () => {
   it('GET /api/credit: the board by name, the asking donor\'s line by its id; a bad id is refused', async () => {
     const r = await send(pub.port, 'GET', '/api/credit');
     expect(r.status).toBe(200);
-    expect(json(r)).toMatchObject({ images: 64, donors: 2, board: [{ rank: 1, name: 'alice', images: 40 }, { rank: 2, name: 'desk-2', images: 24 }], you: null });
+    const board = [{ rank: 1, name: 'alice', images: 40 }, { rank: 2, name: 'desk-2', images: 24 }];
+    expect(json(r)).toMatchObject({ images: 64, donors: 2, board, you: null });
     const mine = json(await send(pub.port, 'GET', `/api/credit?donor=${DONOR}`));
     expect(mine.you).toMatchObject({ rank: 1, name: 'alice', images: 40, share: 40 / 64 });
     expect(JSON.stringify(mine)).not.toContain(DONOR);
@@ -151,9 +155,11 @@ describe('API', () => {
     expect(ok.status, ok.body.toString()).toBe(200);
     expect(donors.get(String(json(ok).peerId))).toBe(DONOR);
     for (const name of ['', ' lead', 'x'.repeat(41), '<script>', 'a/b']) {
-      expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, name }), 400, 'bad-request', /name must be a name of 1 to 40 letters, digits, spaces/);
+      const r = await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, name });
+      expectError(r, 400, 'bad-request', /name must be a name of 1 to 40 letters, digits, spaces/);
     }
-    expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, donor: 'short' }), 400, 'bad-request', /donor must be a donor id of 8 to 64 characters/);
+    const short = await postJson(pub.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, donor: 'short' });
+    expectError(short, 400, 'bad-request', /donor must be a donor id of 8 to 64 characters/);
   });
 
   it('a private job needs the right token', async () => {

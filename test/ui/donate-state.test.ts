@@ -37,16 +37,18 @@ describe('donate button', () => {
     expect(v.note).toBe('This job is finished: all 970 of its steps are done, so there is nothing left to compute. '
       + 'Its result: 80.0% top-1 on 10,000 test images after step 970. Download the trained model below; the dashboard (#dashboard) shows how it trained.');
     expect(v.finished).toBe(true);
-    expect(donateButton('idle', job(970, 970), { step: 900, top1: 0.7, samples: 1000, final: false }).note).toMatch(/Its last evaluation: 70\.0% top-1 on 1,000 test images after step 900\./);
+    const last = donateButton('idle', job(970, 970), { step: 900, top1: 0.7, samples: 1000, final: false });
+    expect(last.note).toMatch(/Its last evaluation: 70\.0% top-1 on 1,000 test images after step 900\./);
   });
 
   it('a paused job: a donor may join and waits with a message, not a spinner', () => {
     const paused = { ...job(12, 970), paused: true } as PublicJob;
     const idle = donateButton('idle', paused);
     expect(idle).toMatchObject({ text: 'Start', disabled: false, finished: false });
-    expect(idle.note).toBe("The job's owner has paused it at step 12: press Start to join; this device then waits, without computing, until the owner resumes it.");
+    const at = "The job's owner has paused it at step 12: ";
+    expect(idle.note).toBe(`${at}press Start to join; this device then waits, without computing, until the owner resumes it.`);
     for (const s of ['joining', 'training'] as const) {
-      expect(donateButton(s, paused)).toMatchObject({ text: 'Pause', note: "The job's owner has paused it at step 12: this device keeps its place and waits, without computing, until the owner resumes it." });
+      expect(donateButton(s, paused)).toMatchObject({ text: 'Pause', note: `${at}this device keeps its place and waits, without computing, until the owner resumes it.` });
     }
     // Resumed: no note.
     expect(donateButton('training', job(12, 970)).note).toBeNull();
