@@ -48,8 +48,17 @@ describe('two-level all-reduce with real volunteers', () => {
     await job.driver.finished;
     await job.close();
     for (const v of vs) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-    for (const v of vs) expect(twoLevelLines(v).length, v.lines.join('\n')).toBe(K);
     const records = await metricsOf(job.jobDir);
+    // Every step's all-reduce ran on two levels. An attempt the coordinator aborted (a ring formed
+    // again after a link was lost as it formed: 1 full suite in 2 beside a busy loop) runs it once
+    // more, so a volunteer may log a step twice, at most once more per abort.
+    const aborts = records.filter((r) => r.type === 'abort').length;
+    for (const v of vs) {
+      const lines = twoLevelLines(v);
+      const stepsRun = [...new Set(lines.map((l) => Number(/step (\d+) all-reduce/.exec(l)?.[1])))].sort((a, b) => a - b);
+      expect(stepsRun, v.lines.join('\n')).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+      expect(lines.length, `${abortsText(records)}\n${v.lines.join('\n')}`).toBeLessThanOrEqual(K + aborts);
+    }
     const steps = records.filter((r) => r.type === 'step');
     expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
     for (const r of steps) {
