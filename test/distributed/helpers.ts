@@ -177,3 +177,13 @@ export const formedAgainSteps = (records: readonly MetricRecord[]): number[] => 
 
 /** Every abort record, for an assertion's message. */
 export const abortsText = (records: readonly MetricRecord[]): string => abortsOf(records).map((r) => JSON.stringify(r)).join('\n');
+
+/**
+ * The steps (1-based, sorted, each once) of a volunteer's log lines that `re` matches, its first
+ * group being the step: a step whose attempt the coordinator aborted (a ring formed again under
+ * load) is logged once more, and is still one step.
+ */
+export function stepsLogged(lines: readonly string[], re: RegExp): number[] {
+  const steps = lines.map((l) => re.exec(l)?.[1]).filter((s): s is string => s !== undefined).map(Number);
+  return [...new Set(steps)].sort((a, b) => a - b);
+}

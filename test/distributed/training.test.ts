@@ -15,10 +15,12 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;
+/** Steps 1..n. */
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i + 1);
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
 const spawned: LocalVolunteer[] = [];
@@ -68,7 +70,8 @@ describe('N peers train one model', () => {
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
     // The default buckets (25 MiB, the last cut at 1 MiB) leave small-cnn two: its fc layers, then its convs' 0.37 MB.
-    for (const v of vs) expect(v.lines.filter((l) => /all-reduce of \d+ floats over ring of 3 in 2 buckets as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
+    const twoBuckets = /step (\d+) all-reduce of \d+ floats over ring of 3 in 2 buckets as backward runs/;
+    for (const v of vs) expect(stepsLogged(v.lines, twoBuckets), v.lines.join('\n')).toEqual(range(K));
     // Evaluation at steps 6 and 12, the 48 test images spread over the 3 peers.
     const evals = (await metricsOf(job.jobDir)).filter((r) => r.type === 'eval');
     expect(evals.map((r) => [r.step, r.samples])).toEqual([[6, 48], [12, 48]]);
@@ -113,7 +116,8 @@ describe('N peers train one model', () => {
     const steps = await checkSteps(job.jobDir);
     expect(steps.every((s) => s.ring === 3)).toBe(true);
     // Every step's all-reduce ran bucketed: 7 buckets (bucketPlan of small-cnn at 64 KiB).
-    for (const v of vs) expect(v.lines.filter((l) => /step \d+ all-reduce of \d+ floats over ring of 3 in 7 buckets as backward runs/.test(l)).length, v.lines.join('\n')).toBe(K);
+    const sevenBuckets = /step (\d+) all-reduce of \d+ floats over ring of 3 in 7 buckets as backward runs/;
+    for (const v of vs) expect(stepsLogged(v.lines, sevenBuckets), v.lines.join('\n')).toEqual(range(K));
     // And reported the overlap's split of its time.
     const records = (await metricsOf(job.jobDir)).filter((r) => r.type === 'step');
     for (const r of records) for (const p of r.peers) expect(p.exposedCommMs !== undefined && p.overheadMs !== undefined, JSON.stringify(p)).toBe(true);

@@ -9,20 +9,16 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JOB_FILE } from '../../coordinator/run.ts';
 import { distributedFixture } from './fixture.ts';
-import { checkpointOf, metricsOf, relDiff, startTestJob, testJob, volunteer } from './helpers.ts';
+import { checkpointOf, metricsOf, relDiff, startTestJob, stepsLogged, testJob, volunteer } from './helpers.ts';
 
 const f = distributedFixture('wire');
 
 /** 4 sync steps, then one round of 4: the committed step records end at these steps. */
 const ENDS = [1, 2, 3, 4, 8];
 
-/**
- * The steps whose all-reduce a volunteer ran on `wire` (each once, though an attempt the
- * coordinator aborted, e.g. a ring formed again under load, logs its step once more).
- */
-const stepsOn = (v: { lines: string[] }, wire: string): number[] => [...new Set(v.lines
-  .map((l) => new RegExp(`step (\\d+) all-reduce of \\d+ floats over ring of 2, ${wire} wire in 2 buckets`).exec(l)?.[1])
-  .filter((s): s is string => s !== undefined).map(Number))].sort((a, b) => a - b);
+/** The steps whose all-reduce a volunteer ran on `wire` (stepsLogged: each once). */
+const stepsOn = (v: { lines: string[] }, wire: string): number[] =>
+  stepsLogged(v.lines, new RegExp(`step (\\d+) all-reduce of \\d+ floats over ring of 2, ${wire} wire in 2 buckets`));
 
 /** Trains `config` to its end with two wasm volunteers; every committed step once, one checksum each. */
 async function trainTwo(name: string, config: Record<string, unknown>, ends: readonly number[] = ENDS) {
