@@ -11,7 +11,7 @@
 // next, how many frames it takes, or that an empty chunk takes none.
 
 import { RingError } from './errors.ts';
-import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, payloadBytes, PAYLOAD_EXTRA } from './codec.ts';
+import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, PAYLOAD_EXTRA } from './codec.ts';
 import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';

@@ -16,7 +16,7 @@
 // gradient or a partial sum it passes on, loses (x - decoded) on the wire. With `feedback` the
 // encoder adds that loss into the peer's buffer; the peer adds the buffer into its next step's
 // gradient, so what one step's sum lost arrives one step late instead of never.
-import { decodeHalfAdd, decodeHalfSet, encodeHalf } from './half.ts';
+import { decodeHalfAdd, decodeHalfSet, decodeTable, encodeHalf } from './half.ts';
 
 /** The payload formats, in the order of their header dtype code (0, 1, 2, 3). */
 export const WIRE_FORMATS = ['f32', 'f16', 'bf16', 'i8'] as const;
@@ -26,9 +26,6 @@ export type WireFormat = (typeof WIRE_FORMATS)[number];
 export const BYTES_PER_ELEMENT: Record<WireFormat, number> = { f32: 4, f16: 2, bf16: 2, i8: 1 };
 /** Bytes a frame's payload carries besides its elements: the int8 wire's scale. */
 export const PAYLOAD_EXTRA: Record<WireFormat, number> = { f32: 0, f16: 0, bf16: 0, i8: 4 };
-
-/** Whether values change on the wire (everything but f32). */
-export const isLossy = (wire: WireFormat): boolean => wire !== 'f32';
 
 /** Payload bytes of `len` elements. */
 export function payloadBytes(wire: WireFormat, len: number): number {
@@ -93,10 +90,8 @@ export function encodePayload(src: Float32Array, out: Uint8Array, wire: WireForm
     aligned(out, 2, len, (buf, at) => {
       const half = new Uint16Array(buf, at, len);
       encodeHalf(src, half, wire);
-      if (!fb && !o.keepRounded) return;
-      const dec = new Float32Array(len);
-      decodeHalfSet(half, dec, wire);
-      finish(src, dec, o);
+      const t = decodeTable(wire);
+      finish(src, o, (i) => t[half[i]!]!);
     });
     return;
   }
@@ -108,16 +103,19 @@ export function encodePayload(src: Float32Array, out: Uint8Array, wire: WireForm
     const r = Math.round(src[i]! * inv);
     q[i] = r > Q_MAX ? Q_MAX : r < -Q_MAX ? -Q_MAX : r;
   }
-  if (!fb && !o.keepRounded) return;
-  const dec = new Float32Array(len);
-  for (let i = 0; i < len; i++) dec[i] = q[i]! * scale;
-  finish(src, dec, o);
+  finish(src, o, (i) => q[i]! * scale);
 }
 
-function finish(src: Float32Array, dec: Float32Array, o: EncodeOptions): void {
+/** Error feedback and keepRounded from the decoded value of each element (`dec(i)`), in place: no copy per frame. */
+function finish(src: Float32Array, o: EncodeOptions, dec: (i: number) => number): void {
   const fb = o.feedback;
-  if (fb) for (let i = 0; i < src.length; i++) fb[i] = fb[i]! + (src[i]! - dec[i]!);
-  if (o.keepRounded) src.set(dec);
+  if (fb) {
+    for (let i = 0; i < src.length; i++) {
+      const d = Math.fround(dec(i));
+      fb[i] = fb[i]! + (src[i]! - d);
+      if (o.keepRounded) src[i] = d;
+    }
+  } else if (o.keepRounded) for (let i = 0; i < src.length; i++) src[i] = dec(i);
 }
 
 /** Runs `f` on a view of `bytes`' first `len * bpe` bytes that is aligned to `bpe` (through a copy when it is not). */
