@@ -29,7 +29,7 @@ export function donorKey(id: string, name: string | null, donor: string | undefi
 }
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
-type Share = { key: string; images: number; computeMs: number };
+type Share = { key: string; name: string | null; images: number; computeMs: number };
 
 /** The ledger of a job: fed every metrics record in order (those read at start, then each appended). */
 export class CreditLedger {
@@ -54,15 +54,18 @@ export class CreditLedger {
 
   private commit(r: StepRecord): void {
     const old = this.steps.get(r.step);
-    if (old) for (const s of old) this.apply(s, -1, null);
-    const shares = r.peers.map((p): Share => ({ key: this.members.get(p.peerId)?.key ?? `p:${p.peerId}`, images: p.images, computeMs: p.computeMs }));
-    for (const [i, s] of shares.entries()) this.apply(s, 1, this.members.get(r.peers[i]!.peerId)?.name ?? null);
+    if (old) for (const s of old) this.apply(s, -1);
+    const shares = r.peers.map((p): Share => {
+      const m = this.members.get(p.peerId) ?? { key: donorKey(p.peerId, null, undefined), name: null };
+      return { ...m, images: p.images, computeMs: p.computeMs };
+    });
+    for (const s of shares) this.apply(s, 1);
     this.steps.set(r.step, shares);
   }
 
-  private apply(s: Share, sign: 1 | -1, name: string | null): void {
+  private apply(s: Share, sign: 1 | -1): void {
     let d = this.donors.get(s.key);
-    if (!d) this.donors.set(s.key, d = { name, images: 0, computeMs: 0, steps: 0 });
+    if (!d) this.donors.set(s.key, d = { name: s.name, images: 0, computeMs: 0, steps: 0 });
     d.images += sign * s.images;
     d.computeMs += sign * s.computeMs;
     d.steps += sign;
@@ -78,13 +81,6 @@ export class CreditLedger {
   /** Donors by images, most first (ties by key, so the order is stable). */
   board(): { key: string; credit: DonorCredit }[] {
     return [...this.donors].map(([key, credit]) => ({ key, credit })).sort((a, b) => b.credit.images - a.credit.images || (a.key < b.key ? -1 : 1));
-  }
-
-  /** The credit of the donor with lasting id `donor` (the page asks with its own), with its rank; null when it has none. */
-  of(key: string): { credit: DonorCredit; rank: number } | null {
-    const board = this.board();
-    const i = board.findIndex((e) => e.key === key);
-    return i < 0 ? null : { credit: board[i]!.credit, rank: i + 1 };
   }
 }
 
@@ -102,7 +98,9 @@ export function creditView(l: CreditLedger, top: number, donor: string | null): 
     rank, name: c.name, images: c.images, share: total > 0 ? c.images / total : 0, computeS: Math.round(c.computeMs / 100) / 10, steps: c.steps,
   });
   const board = l.board();
-  const mine = donor ? l.of(donorKey('', null, donor)) : null;
+  // The asking donor's rank in the same sorted board (its key: the hash of its lasting id).
+  const key = donor ? donorKey('', null, donor) : null;
+  const mine = key === null ? -1 : board.findIndex((e) => e.key === key);
   const shown = board.slice(0, top).map((e, i) => line(i + 1, e.credit));
-  return { images: total, donors: board.length, board: shown, you: mine ? line(mine.rank, mine.credit) : null };
+  return { images: total, donors: board.length, board: shown, you: mine < 0 ? null : line(mine + 1, board[mine]!.credit) };
 }

@@ -17,9 +17,6 @@ import { HttpError } from './http.ts';
 import { parseJobConfig, type JobConfig } from './job.ts';
 import { latestPerStep, openMetricsLog, readMetrics, type MetricsLog } from './metrics.ts';
 import { CreditLedger, creditView } from './credit.ts';
-
-/** Donors the credit board shows. */
-const CREDIT_BOARD = 20;
 import { tokensMatch } from './routes.ts';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
 import { checkIcePlan, iceServersFor, type ExternalIce, type IcePlan } from './ice.ts';
@@ -42,6 +39,8 @@ export const ADMIN_TOKEN_FILE = 'admin-token';
 export const VIEW_TOKEN_FILE = 'view-token';
 /** Sessions closing within this time of the first are handed to the driver as one loss (run.ts `closed`). */
 export const CLOSE_BATCH_MS = 20;
+/** Donors the credit board shows. */
+const CREDIT_BOARD = 20;
 
 export interface JobRunOptions {
   /** The job folder; created when new. */
@@ -169,15 +168,15 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   // Credit (credit.ts): the committed steps of the history, then every record as it is appended.
   const ledger = new CreditLedger();
   for (const r of history) ledger.add(r);
-  const log_ = openMetricsLog(metricsPath, log);
-  const metrics: MetricsLog = { path: log_.path, flush: () => log_.flush(), append: (r) => { ledger.add(r); log_.append(r); } };
+  const written = openMetricsLog(metricsPath, log);
+  const metrics: MetricsLog = { path: written.path, flush: () => written.flush(), append: (r) => { ledger.add(r); written.append(r); } };
   let generation = newest ? newest.generation + 1 : 0;
   for (const r of history) if (r.type === 'generation' || r.type === 'step' || r.type === 'abort') generation = Math.max(generation, r.generation + 1);
   const evaluated = history.filter((r) => r.type === 'eval').map((r) => r.step).filter((s) => newest === null || s <= newest.step);
   if (stored) log(`resuming job ${jobId} from ${newest ? `the checkpoint of step ${newest.step}` : 'its seed (no checkpoint yet)'}; ${latestPerStep(history).length} steps of history`);
 
-  const names = new Map<string, string | null>();
-  const donors = new Map<string, string>();
+  /** What each peer that joined said of itself: its name and its donor's lasting id (JoinRequest). */
+  const joined = new Map<string, { name: string | null; donor?: string }>();
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
   let coordinator: Coordinator | null = null;
   // Sessions that close within CLOSE_BATCH_MS of each other reach the driver together: a host
@@ -198,13 +197,13 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     },
     opened: (id) => {
       tokens.get(id)!.session = true;
-      driver.peerConnected(id, names.get(id) ?? null, donors.get(id));
+      const j = joined.get(id);
+      driver.peerConnected(id, j?.name ?? null, j?.donor);
     },
     message: (id, m) => driver.message(id, m),
     closed: (id, reason) => {
       tokens.delete(id);
-      names.delete(id);
-      donors.delete(id);
+      joined.delete(id);
       coordinator?.signaling.revoke(id);
       closing.push({ id, reason });
       closingTimer ??= setTimeout(flushClosed, CLOSE_BATCH_MS);
@@ -246,13 +245,11 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       for (const [k, v] of tokens) {
         if (v.session || now - v.at < 60_000) continue;
         tokens.delete(k);
-        names.delete(k);
-        donors.delete(k);
+        joined.delete(k);
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });
-      names.set(id, name);
-      if (donor) donors.set(id, donor);
+      joined.set(id, { name, ...(donor ? { donor } : {}) });
     },
     uploads: {
       fingerprint,
