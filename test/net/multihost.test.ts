@@ -20,7 +20,7 @@ import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
 import { Testbed } from './bed.ts';
 import { launchChromiumIn, type HostBrowser } from './browser.ts';
-import { firefoxIn, jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+import { firefoxIn, jobDirOf, startCoordinatorIn, volunteerIn, type CoordinatorProcOptions } from './scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { stacksOfRunning } from '../helpers/stacks.ts';
 
@@ -45,6 +45,21 @@ afterAll(async () => {
 });
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
+
+/**
+ * A job `name` on MNIST whose coordinator runs on host `coord` over HTTPS with its own CA (in
+ * the root's folder `tls`) and its coturn: the coordinator, its https URL by LAN address, the CA
+ * (PEM and file) and the environment a Node volunteer trusts it with.
+ */
+async function httpsJob(name: string, tls: string, o: Omit<CoordinatorProcOptions, 'jobDir' | 'dataDir' | 'dataset' | 'tlsDir'>) {
+  const jobDir = jobDirOf(root.dir, name);
+  const tlsDir = join(root.dir, tls);
+  const coord = await startCoordinatorIn(bed, 'coord', { jobDir, dataDir: data.dataDir, dataset: 'mnist', tlsDir, heartbeatMs: 1000, ...o });
+  const caFile = join(tlsDir, 'ca.crt');
+  const caPem = await readFile(caFile, 'utf8');
+  const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, caPem) };
+  return { jobDir, coord, url: `https://${bed.host('coord').ip}:${coord.port}`, caPem, caFile, env };
+}
 
 /**
  * Where a multi-peer job's weights left one peer's: each checkpoint step both kept, with its
@@ -79,17 +94,12 @@ async function divergence(multiDir: string, soloDir: string, done: readonly Step
 
 describe('across hosts', () => {
   it(`a, b, n (behind NAT, TURN only) and a WebGPU page train ${K} steps; b's link is cut after step ${CUT_AFTER}`, async () => {
-    const jobDir = jobDirOf(root.dir, 'multi');
-    const tlsDir = join(root.dir, 'tls');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 4 }), port: 8443, pageDir, tlsDir,
-      turn: { port: 3478, relayPorts: [49160, 49359] }, heartbeatMs: 1000,
+    const { jobDir, coord, url, caPem, env } = await httpsJob('multi', 'tls', {
+      config: testJob(K, { minPeers: 4 }), port: 8443, pageDir,
+      turn: { port: 3478, relayPorts: [49160, 49359] },
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
     });
-    const url = `https://${bed.host('coord').ip}:${coord.port}`;
     expect(coord.url).toMatch(/^https:/);
-    const caPem = await readFile(join(tlsDir, 'ca.crt'), 'utf8');
-    const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, caPem) };
     const peers: ReturnType<typeof volunteerIn>[] = [];
     try {
       // The page, on its own host, by the coordinator's LAN address over HTTPS (first, while
@@ -186,16 +196,11 @@ describe('across hosts', () => {
   }, 900_000);
 
   it(`Firefox, Chromium and Node donors train ${K} steps in one ring: every step with all three and one checksum`, async () => {
-    const jobDir = jobDirOf(root.dir, 'firefox');
-    const tlsDir = join(root.dir, 'tls-firefox');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8445, pageDir, tlsDir,
-      turn: { port: 3480, relayPorts: [49560, 49759] }, heartbeatMs: 1000,
+    const { jobDir, coord, url, caPem, caFile, env } = await httpsJob('firefox', 'tls-firefox', {
+      config: testJob(K, { minPeers: 3 }), port: 8445, pageDir,
+      turn: { port: 3480, relayPorts: [49560, 49759] },
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000 },
     });
-    const url = `https://${bed.host('coord').ip}:${coord.port}`;
-    const caPem = await readFile(join(tlsDir, 'ca.crt'), 'utf8');
-    const caFile = join(tlsDir, 'ca.crt');
     let firefox: ReturnType<typeof firefoxIn> | null = null;
     let node: LocalVolunteer | null = null;
     try {
@@ -211,7 +216,7 @@ describe('across hosts', () => {
       await page.goto(`${url}/?name=chromium&backend=wasm`);
       await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });
       await page.click('#toggle');
-      node = volunteerIn(bed, 'a', url, [], { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, caPem) }, 'node');
+      node = volunteerIn(bed, 'a', url, [], env, 'node');
       const t0 = Date.now();
       const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nfirefox: ${firefox?.lines.slice(-8).join(' | ')}\nnode: ${node?.lines.slice(-4).join(' | ')}`);
       const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 240_000, 'a first step with all three').catch((e: unknown) => { throw tails(e); });
@@ -253,16 +258,12 @@ describe('across hosts', () => {
     // Every checkpoint kept, so that a weights failure can be traced back to its step.
     const config = (extra: Record<string, unknown>) => testJob(steps, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, keepCheckpoints: 100, ...extra });
     await bed.heal('b'); // the test before cut it
-    const jobDir = jobDirOf(root.dir, 'ahead');
-    const tlsDir = join(root.dir, 'tls-ahead');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: config({ minPeers: 8 }), port: 8444, tlsDir,
-      turn: { port: 3479, relayPorts: [49360, 49559] }, heartbeatMs: 1000,
+    const { jobDir, coord, url, env } = await httpsJob('ahead', 'tls-ahead', {
+      config: config({ minPeers: 8 }), port: 8444,
+      turn: { port: 3479, relayPorts: [49360, 49559] },
       // All members answer `prepared` well within this here; the deadline is for members that never do.
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000, prepareMs: 30_000 },
     });
-    const url = `https://${bed.host('coord').ip}:${coord.port}`;
-    const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, await readFile(join(tlsDir, 'ca.crt'), 'utf8')) };
     const spawnIn = (host: string, name: string): LocalVolunteer => volunteerIn(bed, host, url, [], env, name);
     const vols: LocalVolunteer[] = [];
     try {
