@@ -43,9 +43,11 @@ export function projectedSeconds(step: number, syncWarmup: number, sync: StepRat
  * (null: never). `syncWarmup` applies to rounds only (a sync run has H = 1).
  */
 export function projectedTimeToTarget(accuracy: RunResult, target: number, syncWarmup: number, sync: StepRate, mode: StepRate): number | null {
+  const H = accuracy.syncEvery;
+  if (H === 'auto') throw new RangeError('a run with syncEvery "auto" changes H as it goes: its time is measured, not projected');
   const hit = accuracy.evals.find((e) => e.top1 >= target);
   if (!hit) return null;
-  return projectedSeconds(hit.step, warmupOf(accuracy.syncEvery, syncWarmup), sync, mode);
+  return projectedSeconds(hit.step, warmupOf(H, syncWarmup), sync, mode);
 }
 
 /** The sync steps before the first round of a mode: the job's warm-up for rounds, none for sync itself. */

@@ -22,15 +22,19 @@ export interface LowcommSettings {
   timeSteps: number; full: boolean; profiles: ProfileName[]; hs: number[]; peers: number; model: string; dataset: string;
 }
 
-/** What the bench measured: accuracy runs keyed `${profile}/${H}` (lan only unless --full), timing runs likewise. */
+/**
+ * What the bench measured: accuracy runs keyed `${profile}/${H}` (lan only unless --full), timing
+ * runs likewise; with --auto, a whole run with syncEvery "auto" per profile (keyed by profile).
+ */
 export interface LowcommRuns {
   settings: LowcommSettings;
   accuracy: Record<string, RunResult>;
   timing: Record<string, RunResult>;
+  auto?: Record<string, RunResult>;
 }
 
 /** A mode's name in logs and the JSON's rates: 'sync' or 'H = 8'. */
-export const modeLabel = (h: number): string => (h === 1 ? 'sync' : `H = ${h}`);
+export const modeLabel = (h: number | 'auto'): string => (h === 1 ? 'sync' : h === 'auto' ? 'auto' : `H = ${h}`);
 const label = modeLabel;
 const final = (r: RunResult | undefined) => r?.evals[r.evals.length - 1]?.top1 ?? null;
 const best = (r: RunResult) => Math.max(...r.evals.map((e) => e.top1));
@@ -100,16 +104,44 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
     time: st.full ? 'measured' : 'projected',
     top1: Object.fromEntries(Object.entries(accuracy).map(([k, r]) => [k.replace('/', '_h'), final(r) === null ? null : +(100 * final(r)!).toFixed(2)])),
   };
-  writeFileEnsuringDir(`${outDir}/lowcomm.json`, JSON.stringify({ settings: st, target, perProfile, accuracy, timing, summary }, null, 2));
+  const autoRuns = runs.auto ?? {};
+  const autoPart = Object.keys(autoRuns).length ? autoSummary(autoRuns, target, (p) => {
+    // The best fixed mode's time to the target on p: every mode's (projected, or measured with --full); on lan, sync's accuracy run.
+    const times = (p === 'lan' ? [1] : modes).map((h) => (p === 'lan' && !st.full ? timeToTarget(accuracy['lan/1']!, target) : st.profiles.includes(p) ? timeTo(p, h, target) : null));
+    const reached = times.map((t, i) => ({ t, h: p === 'lan' ? 1 : modes[i]! })).filter((x): x is { t: number; h: number } => x.t !== null).sort((a, b) => a.t - b.t);
+    return reached[0] ?? null;
+  }) : {};
+  Object.assign(summary, autoPart);
+  writeFileEnsuringDir(`${outDir}/lowcomm.json`, JSON.stringify({ settings: st, target, perProfile, accuracy, timing, ...(runs.auto ? { auto: runs.auto } : {}), summary }, null, 2));
   writeFileEnsuringDir(`${outDir}/lowcomm.svg`, lineChartSvg({
     title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
-    series: st.profiles.flatMap((p) => modes.map((h) => ({
+    series: [...st.profiles.flatMap((p) => modes.map((h) => ({
       name: `${p} ${h === 1 ? 'sync' : `H=${h}`}`,
       points: accOf(p, h).evals.flatMap((e) => {
         const x = secondsAt(p, h, e);
         return x === null || !Number.isFinite(x) ? [] : [[x, 100 * e.top1] as [number, number]];
       }),
-    }))),
+    }))), ...Object.entries(autoRuns).map(([p, r]) => ({ name: `${p} auto`, points: r.evals.filter((e) => Number.isFinite(e.seconds)).map((e) => [e.seconds, 100 * e.top1] as [number, number]) }))],
   }));
   return summary;
+}
+
+/**
+ * The --auto part of the summary: per profile the auto run's measured time to the target against
+ * the best fixed mode's (`bestOf`); `auto_vs_best_<p>` = best time / auto time (0: auto never
+ * reached the target; null: no fixed mode did, or the profile was not run). On lan the anchor
+ * is sync (`auto_vs_sync_lan`). With each run's choices of H, and its final top-1.
+ */
+export function autoSummary(auto: Record<string, RunResult>, target: number, bestOf: (p: ProfileName) => { t: number; h: number } | null): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const detail: Record<string, unknown> = {};
+  for (const [p, r] of Object.entries(auto)) {
+    const t = timeToTarget(r, target);
+    const b = bestOf(p as ProfileName);
+    const ratio = b === null ? null : t === null ? 0 : b.t / t;
+    out[p === 'lan' ? 'auto_vs_sync_lan' : `auto_vs_best_${p}`] = r3(ratio);
+    detail[p] = { seconds: t === null ? null : +t.toFixed(1), best: b ? { h: b.h, seconds: +b.t.toFixed(1) } : null, choices: r.choices ?? [], top1: final(r) === null ? null : +(100 * final(r)!).toFixed(2) };
+  }
+  out.auto = detail;
+  return out;
 }

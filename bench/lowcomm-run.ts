@@ -16,7 +16,8 @@ import { startCoordinatorIn, volunteerIn } from '../test/net/scenario.ts';
 
 export interface RunSpec {
   profile: ProfileName;
-  syncEvery: number;
+  /** H, or "auto": the coordinator picks it from the ring it measures (coordinator/sync-auto.ts). */
+  syncEvery: number | 'auto';
   steps: number;
   globalBatch: number;
   /** How the all-reduce sends values (job wire; absent: float32). */
@@ -42,7 +43,9 @@ export interface RunSpec {
 
 export interface RunResult {
   profile: ProfileName;
-  syncEvery: number;
+  syncEvery: number | 'auto';
+  /** A run with syncEvery "auto": each H it chose, after which step. */
+  choices?: { step: number; h: number }[];
   /** Per evaluation: the step, images seen, training seconds since the ring formed, top-1. */
   evals: { step: number; images: number; seconds: number; top1: number }[];
   /** Per committed step (or round): training seconds, its steps, bytes sent per image by all peers. */
@@ -79,7 +82,7 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
     optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, ...(spec.wire && spec.wire !== 'f32' ? { wire: spec.wire } : {}), seed: spec.seed, minPeers: PEERS,
-    ...(spec.syncEvery > 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}), ...(spec.carry !== undefined ? { momentumCarry: spec.carry } : {}) } : {}),
+    ...(spec.syncEvery !== 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}), ...(spec.carry !== undefined ? { momentumCarry: spec.carry } : {}) } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();
@@ -108,6 +111,7 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
 export function summarise(spec: RunSpec, events: readonly { at: number; e: LiveEvent }[], start: number, wallSeconds: number): RunResult {
   const steps: RunResult['steps'] = [];
   const evals: RunResult['evals'] = [];
+  const choices: { step: number; h: number }[] = [];
   let evalMs = 0;
   let lastStepAt = start;
   for (const { at, e } of events) {
@@ -118,12 +122,14 @@ export function summarise(spec: RunSpec, events: readonly { at: number; e: LiveE
     } else if (e.type === 'eval') {
       evalMs += at - lastStepAt; // the evaluation runs right after the step it evaluates
       evals.push({ step: e.step, images: e.step * spec.globalBatch, seconds: steps.find((s) => s.step === e.step)?.seconds ?? NaN, top1: e.top1 });
+    } else if (e.type === 'sync') {
+      choices.push({ step: e.step, h: e.h });
     }
   }
   // Over all images: a round carries innerSteps steps' images (a sync warm-up mixes both kinds).
   const images = steps.reduce((a, s) => a + s.innerSteps, 0);
   const bytesPerImage = images ? steps.reduce((a, s) => a + s.bytesPerImage * s.innerSteps, 0) / images : 0;
-  return { profile: spec.profile, syncEvery: spec.syncEvery, evals, steps, bytesPerImage, wallSeconds };
+  return { profile: spec.profile, syncEvery: spec.syncEvery, ...(spec.syncEvery === 'auto' ? { choices } : {}), evals, steps, bytesPerImage, wallSeconds };
 }
 
 /** Training seconds until top-1 first reached `target` (null: never). */

@@ -17,10 +17,15 @@
 // final top-1 minus the best H's, after the same images (the best H: the fastest to target on
 // `home`), each evaluated on the whole test split (--final-eval-samples).
 //
-//   npm run bench -- lowcomm [--steps 780] [--batch 128] [--profiles home,wifi] [--h 8,32] [--full]
+// `--auto` also trains the whole length with syncEvery "auto" (the coordinator picks H from the
+// ring it measures: coordinator/sync-auto.ts) on each profile and on `lan`, its time to the
+// target read off the clock, against the best fixed mode's there (on lan: against sync's).
+//
+//   npm run bench -- lowcomm [--steps 780] [--batch 128] [--profiles home,wifi] [--h 8,32] [--full] [--auto]
 //
 // Writes bench/results/lowcomm.json and lowcomm.svg (top-1 against training time) and prints
 // {"bench":"lowcomm","speedup_home":..,"speedup_wifi":..,"top1_gap":..,"bytes_per_image_sync":..,"bytes_per_image_best":..,...}
+// (with --auto also "auto_vs_best_wifi", "auto_vs_best_home", "auto_vs_sync_lan": best fixed time / auto's time, goals >= 0.9)
 import { readFile } from 'node:fs/promises';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { Args } from '../coordinator/args.ts';
@@ -40,7 +45,7 @@ import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';
  */
 const BENCH_OUTER = START_OUTER;
 
-const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr 1] [--outer-momentum 0] [--carry 0.75|own] [--sync-warmup N] [--from bench/results/lowcomm.json]';
+const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr 1] [--outer-momentum 0] [--carry 0.75|own] [--sync-warmup N] [--auto] [--from bench/results/lowcomm.json]';
 
 export async function main(argv: string[]): Promise<void> {
   const a = new Args(argv);
@@ -51,7 +56,7 @@ export async function main(argv: string[]): Promise<void> {
     if (!saved.settings || !saved.accuracy || !saved.timing) throw new Error(`${from} is not a results file of this bench (it needs settings, accuracy and timing): run npm run bench -- lowcomm first`);
     const st: Partial<LowcommSettings> = saved.settings; // files from before profiles and hs were kept: the defaults
     const settings = { ...saved.settings, profiles: st.profiles ?? ['home', 'wifi'], hs: st.hs ?? [8, 32] };
-    console.log(JSON.stringify(report({ settings, accuracy: saved.accuracy, timing: saved.timing })));
+    console.log(JSON.stringify(report({ settings, accuracy: saved.accuracy, timing: saved.timing, ...(saved.auto ? { auto: saved.auto } : {}) })));
     return;
   }
   const steps = a.int('steps', 780, 1);
@@ -63,6 +68,7 @@ export async function main(argv: string[]): Promise<void> {
   const profiles = a.str('profiles', 'home,wifi').split(',') as ProfileName[];
   const hs = a.str('h', '8,32').split(',').map(Number);
   const full = a.flag('full');
+  const auto = a.flag('auto');
   const timeSteps = a.int('time-steps', 24, 2);
   const evalEvery = a.int('eval-every', 65, 1);
   const evalSamples = a.int('eval-samples', 2000, 1);
@@ -84,9 +90,11 @@ export async function main(argv: string[]): Promise<void> {
     process.stderr.write(`lowcomm: ${spec.profile}, ${label(spec.syncEvery)}, ${what}: ${spec.steps} steps of ${batch} images ...\n`);
     const r = await runOnce(spec, { root: root.dir, dataDir: DEFAULT_CACHE_DIR, log: (l) => process.stderr.write(`${l}\n`) });
     const last = r.evals[r.evals.length - 1];
-    process.stderr.write(`  top-1 ${last ? (last.top1 * 100).toFixed(1) : '-'}% after ${last?.images ?? 0} images, ${r.steps[r.steps.length - 1]?.seconds.toFixed(0) ?? '-'} s of training, ${(r.bytesPerImage / 1000).toFixed(1)} KB per image\n`);
+    const chose = r.choices ? `, H chosen: ${r.choices.map((c) => `${c.h} after step ${c.step}`).join(', ') || 'none (sync)'}` : '';
+    process.stderr.write(`  top-1 ${last ? (last.top1 * 100).toFixed(1) : '-'}% after ${last?.images ?? 0} images, ${r.steps[r.steps.length - 1]?.seconds.toFixed(0) ?? '-'} s of training, ${(r.bytesPerImage / 1000).toFixed(1)} KB per image${chose}\n`);
     return r;
   };
+  const autoRuns = new Map<string, RunResult>();
   const accuracy = new Map<string, RunResult>(); // `${profile}/${h}`
   const timing = new Map<string, RunResult>();
   try {
@@ -101,9 +109,11 @@ export async function main(argv: string[]): Promise<void> {
         }
       }
     }
+    // syncEvery "auto" picks H as it goes: each run is the whole length, timed by the clock.
+    if (auto) for (const profile of [...profiles.filter((p) => p !== 'lan'), 'lan' as const]) autoRuns.set(profile, await go({ ...base, profile, syncEvery: 'auto' }, 'auto, whole length'));
   } finally {
     await root.remove();
   }
   const settings: LowcommSettings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}), syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
-  console.log(JSON.stringify(report({ settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing) })));
+  console.log(JSON.stringify(report({ settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing), ...(auto ? { auto: Object.fromEntries(autoRuns) } : {}) })));
 }

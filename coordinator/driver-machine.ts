@@ -34,6 +34,7 @@ import { admitted, requeue, ringSpeeds, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, unreachableVerdict } from './driver-steps.ts';
 import { DEFAULT_TIMEOUTS, PhaseClock, type AdmittingPhase, type DriverDeps, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
 import { verdictLine } from './steal-tuner.ts';
+import { decisionLine } from './sync-auto.ts';
 import { failed, halts, noStreak } from '../src/client/failure-streak.ts';
 
 export class DriverMachine {
@@ -313,7 +314,7 @@ export class DriverMachine {
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     const now = Date.now();
-    const verdict = this.steps.committed(ph, now - ph.started, results);
+    const { verdict, sync } = this.steps.committed(ph, now - ph.started, results);
     if (verdict) this.d.log(verdictLine(verdict));
     this.generationSteps++;
     this.clock.committed(now - ph.started);
@@ -322,6 +323,11 @@ export class DriverMachine {
     this.failures = noStreak();
     this.d.metrics.append(record);
     this.d.publish(event);
+    if (sync) {
+      this.d.log(decisionLine(sync));
+      this.d.metrics.append({ type: 'sync', time: now, ...sync });
+      this.d.publish({ type: 'sync', ...sync });
+    }
     this.phase = { kind: 'between' };
     this.advance();
   }

@@ -20,6 +20,7 @@ import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds
 import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } from './slice-rerun.ts';
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
 import { newTuner, stealsNext, tunerRecord, type StealTuner, type TunerVerdict } from './steal-tuner.ts';
+import { newSyncAuto, syncRecord, type SyncAuto, type SyncDecision } from './sync-auto.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 import { rankOf } from './ring-index.ts';
 
@@ -78,10 +79,19 @@ export class StepBook {
   private tuner: StealTuner = newTuner();
   /** The fresh sync step begun last of a job that steals auto: its commit tells the tuner (whether it stole: its phase's tail). */
   private tuned: { step: number; generation: number } | null = null;
+  /** A job with syncEvery "auto": the H in force and what it was measured from (sync-auto.ts). */
+  private auto: SyncAuto | null;
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
-  constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards'>, private readonly stepMs: number) {
+  constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards' | 'syncH'>, private readonly stepMs: number) {
     this.sampler = jobSampler(d.job, d.trainSamples, d.trainShards);
+    const h = d.syncH !== undefined && d.syncH >= 1 && d.syncH <= d.job.outer.syncEvery ? d.syncH : 1;
+    this.auto = d.job.outer.auto ? newSyncAuto(h) : null;
+  }
+
+  /** The H a job with syncEvery "auto" has in force (null: the job's H is fixed). */
+  get autoH(): number | null {
+    return this.auto?.h ?? null;
   }
 
   /** Plans the step at `s.step` over `s.ring` and the running phase that waits for its results. */
@@ -161,18 +171,28 @@ export class StepBook {
     return every > 0 && Math.floor(step / every) > Math.floor((step - this.lastAdvance) / every);
   }
 
-  /** `ph` committed after `wallMs` with `results` (ring order); the tuner's verdict when the step ended a probe of the other way. */
-  committed(ph: RunningPhase, wallMs: number, results: readonly StepResult[] = []): TunerVerdict | null {
+  /**
+   * `ph` committed after `wallMs` with `results` (ring order). `verdict`: the steal tuner's when
+   * the step ended a probe of the other way; `sync`: a job with syncEvery "auto" changed H.
+   */
+  committed(ph: RunningPhase, wallMs: number, results: readonly StepResult[] = []): { verdict: TunerVerdict | null; sync: SyncDecision | null } {
     if (ph.steps === 1 && results.length > 1) this.overlapWindowMs = overlapWindow(results);
     const t = this.tuned;
     let verdict: TunerVerdict | null = null;
     if (t && t.step === ph.step && t.generation === ph.generation) ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, ph.tail !== undefined, wallMs));
     this.tuned = null;
+    let sync: SyncDecision | null = null;
+    if (this.auto) {
+      // Its slowest member's compute; a re-run that reused work, a ring of one and the sync warm-up say nothing of the ring's costs.
+      const computeMs = Math.max(0, ...results.map((r) => r.timings.computeMs));
+      const measured = results.length > 1 && !results.some((r) => r.reused) && ph.step >= this.d.job.outer.warmup;
+      ({ auto: this.auto, decision: sync } = syncRecord(this.auto, ph.generation, ph.step + ph.steps, { h: ph.steps, wallMs, computeMs }, measured));
+    }
     this.recentStepMs = [...this.recentStepMs.slice(-4), wallMs];
     this.lastAdvance = ph.steps;
     this.round = null;
     this.kept = null;
-    return verdict;
+    return { verdict, sync };
   }
 
   /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */
@@ -195,9 +215,9 @@ export class StepBook {
     return planRerun(k, ring, speeds, this.sampler.bnGroup);
   }
 
-  /** H: the inner steps of the round starting at `step` (1: an exact sync step). */
+  /** H: the inner steps of the round starting at `step` (1: an exact sync step); "auto" jobs: the H chosen last. */
   private innerSteps(step: number): number {
-    return step < this.d.job.outer.warmup ? 1 : this.d.job.outer.syncEvery;
+    return step < this.d.job.outer.warmup ? 1 : this.auto ? this.auto.h : this.d.job.outer.syncEvery;
   }
 
   /** Plans `step` over `ring`; the peers are taken to hold what they are given. */

@@ -65,6 +65,8 @@ export interface DriverDeps {
   generation: number;
   /** Steps already evaluated (from the metrics history). */
   evaluated?: readonly number[];
+  /** A job with syncEvery "auto": the H it chose last (from the metrics history); absent: it starts with sync steps. */
+  syncH?: number;
   metrics: MetricsLog;
   send(peerId: string, m: CoordinatorMessage): boolean;
   /** Ends a peer's session (it may rejoin as a new peer). */

@@ -6,7 +6,7 @@
 // into steps needs the size of the training split, hence `trainSamples`.
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
-import { OUTER_DEFAULTS, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
+import { OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
 import { MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
 import { FieldReader } from '../src/client/protocol-fields.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
@@ -42,7 +42,8 @@ export interface JobConfig {
   minPeers: number;
   /**
    * Synchronisation: syncEvery 1 is exact synchronous SGD (every step's gradient all-reduced);
-   * syncEvery H > 1 trains in rounds of H local steps and an outer Nesterov step (src/optim/outer.ts).
+   * syncEvery H > 1 trains in rounds of H local steps and an outer Nesterov step (src/optim/outer.ts);
+   * "auto" (outer.auto) lets the coordinator pick H up to AUTO_SYNC_MAX as it goes (sync-auto.ts).
    */
   outer: OuterConfig;
   /**
@@ -184,7 +185,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
   if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);
   if (config.wire === 'i8' && config.outer.syncEvery > 1) {
-    r.problems.push("the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1) do not have: "
+    r.problems.push("the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have: "
       + 'use bf16 for rounds, or syncEvery 1');
   }
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
@@ -223,15 +224,24 @@ function readSampling(r: FieldReader): Pick<JobConfig, 'sampling' | 'shuffleWind
 }
 
 function readOuter(r: FieldReader): OuterConfig {
+  // "auto": the coordinator picks H in 1 .. AUTO_SYNC_MAX as the job runs (sync-auto.ts); the peers hold the rounds' state for it.
+  const auto = r.o.syncEvery === 'auto';
+  if (typeof r.o.syncEvery === 'string' && !auto) r.problems.push(`syncEvery must be "auto" or an integer in [1, ${MAX_SYNC_EVERY}], got ${JSON.stringify(r.o.syncEvery).slice(0, 40)}`);
   const outer: OuterConfig = {
-    syncEvery: r.has('syncEvery') ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
+    syncEvery: auto ? AUTO_SYNC_MAX : r.has('syncEvery') && typeof r.o.syncEvery !== 'string' ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
     lr: r.has('outerLr') ? r.num('outerLr', Number.MIN_VALUE, 10) : OUTER_DEFAULTS.lr,
     momentum: r.has('outerMomentum') ? r.num('outerMomentum', 0, 0.999) : OUTER_DEFAULTS.momentum,
     warmup: r.has('syncWarmup') ? r.int('syncWarmup', 0, 2 ** 32 - 1) : OUTER_DEFAULTS.warmup,
     // Absent: each peer keeps its own inner momentum (job files from before it resume as they were).
     ...(r.has('momentumCarry') ? { carry: r.num('momentumCarry', 0, 0.999) } : {}),
+    ...(auto ? { auto: true as const } : {}),
   };
   if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup') || r.has('momentumCarry'))) r.problems.push('outerLr, outerMomentum, syncWarmup and momentumCarry apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  // Sync steps after rounds need every peer's inner momentum equal, which only the carry makes so.
+  if (auto && outer.carry === undefined) {
+    r.problems.push('syncEvery "auto" goes back to sync steps after rounds, which needs every peer to hold the same inner momentum: '
+      + 'set momentumCarry (0.75, as npm start does), or a fixed syncEvery for each peer\'s own momentum');
+  }
   try {
     return checkOuterConfig(outer);
   } catch (e) {

@@ -10,6 +10,7 @@ import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from './args.ts';
 import { DEFAULT_CACHE_DIR } from './data/cli.ts';
 import { DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind } from './start-data.ts';
+import { AUTO_SYNC_MAX, MAX_SYNC_EVERY } from '../src/optim/outer.ts';
 import { IMAGENET_RECIPES, defaultBnGroup, recipeBnGroup } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
 import { latestPerStep, readMetrics } from './metrics.ts';
@@ -25,7 +26,7 @@ import { availableParallelism } from 'node:os';
 import { joinUrls } from './addresses.ts';
 import { checkIcePlan, parseIceList } from './ice.ts';
 import { startTurnRelay } from './turn.ts';
-import { DEFAULT_TLS_DIR, extraCaFile } from './tls.ts';
+import { DEFAULT_TLS_DIR, extraCaFile, isLoopback } from './tls.ts';
 
 /**
  * The wire format of a job `npm start` creates: bf16 (f32's range, so no overflow to blame a peer
@@ -43,6 +44,20 @@ export const START_WIRE: WireFormat = 'bf16';
  * each peer's own momentum), so stored jobs resume as they were.
  */
 export const START_OUTER = { lr: 1, momentum: 0, carry: 0.75 } as const;
+/**
+ * --sync-every: a number of steps, or "auto"; not given, "auto" for a coordinator that listens
+ * beyond loopback (a lab's or a class's network, whatever it turns out to be), else 1 (exact sync
+ * SGD on one machine's volunteers).
+ */
+export function readSyncEvery(arg: string, host: string, wire: WireFormat): number | 'auto' {
+  // The i8 wire needs every step synchronised (its error feedback): it keeps sync unless told otherwise.
+  if (arg === '') return isLoopback(host) || wire === 'i8' ? 1 : 'auto';
+  if (arg === 'auto') return 'auto';
+  const h = Number(arg);
+  if (!Number.isInteger(h) || h < 1 || h > MAX_SYNC_EVERY) throw new ArgError(`--sync-every must be auto or a whole number of steps in [1, ${MAX_SYNC_EVERY}], got "${arg.slice(0, 40)}"`);
+  return h;
+}
+
 /**
  * The job `npm start` runs with no options: large-batch LARS on CIFAR-10 (docs/running.md: "The default
  * job"). Its rate and warm-up are what the converge bench's LARS search picks at B = 512 with
@@ -85,9 +100,12 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               shard-local: each epoch permutes the shards, a step takes its images
                               from a window of shards, and each peer gets images of shards it holds)
   --shuffle-window N          shards per shuffle window of shard-local sampling (default ${DEFAULT_SHUFFLE_WINDOW})
-  --sync-every H              1 (default): every step's gradient is all-reduced (exact sync SGD);
+  --sync-every H|auto         1: every step's gradient is all-reduced (exact sync SGD);
                               H > 1: rounds of H local steps per peer, then one all-reduce of the
-                              weight change and an outer Nesterov step (Wi-Fi classes, home links)
+                              weight change and an outer Nesterov step (Wi-Fi classes, home links);
+                              auto: the coordinator measures the ring and picks H in 1..${AUTO_SYNC_MAX}
+                              (sync while the all-reduce is cheap), changed at round boundaries
+                              (default: auto with --host beyond loopback, else 1)
   --outer-lr X --outer-momentum M   the outer step of rounds (default 1 and 0: the peers'
                               mean; DiLoCo's 0.7 and 0.9 are for rounds of hundreds of steps)
   --momentum-carry R|own      with rounds: after each round every peer's inner momentum carries
@@ -182,13 +200,16 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const shuffleWindow = a.int('shuffle-window', DEFAULT_SHUFFLE_WINDOW, 1);
   // -1: not given (defaultWarmup: by optimiser and recipe, once the job's length is known).
   const warmupArg = a.int('warmup', -1, -1);
-  const syncEvery = a.int('sync-every', 1, 1);
+  const syncArg = a.str('sync-every', '');
   const syncWarmup = a.int('sync-warmup', 0, 0);
   const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
   const outerLr = a.num('outer-lr', START_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', START_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
   const momentumCarry = readCarry(a.str('momentum-carry', String(START_OUTER.carry)));
-  if (syncEvery > 1 && momentumCarry !== undefined && outerMomentum > 0) process.stderr.write(`warning: an outer momentum (${outerMomentum}) and the momentum carry (${momentumCarry}) compound: in the search at H = 8, DiLoCo's 0.7 / 0.9 with the carry fell to 19% top-1; pass --momentum-carry own or --outer-momentum 0\n`);
+  const host = a.str('host', '127.0.0.1');
+  const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
+  const syncEvery = readSyncEvery(syncArg, host, wire);
+  if (syncEvery !== 1 && momentumCarry !== undefined && outerMomentum > 0) process.stderr.write(`warning: an outer momentum (${outerMomentum}) and the momentum carry (${momentumCarry}) compound: in the search at H = 8, DiLoCo's 0.7 / 0.9 with the carry fell to 19% top-1; pass --momentum-carry own or --outer-momentum 0\n`);
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', DEFAULT_JOB.evalSamples);
   const finalEvalSamples = a.int('final-eval-samples', Number.MAX_SAFE_INTEGER, 1);
@@ -207,8 +228,6 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const stealChunk = a.int('steal-chunk', 0, 1);
   // -1: not given (the recipe's, once the batch is known).
   const bnGroupArg = a.int('bn-group', -1, 0);
-  const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
-  const host = a.str('host', '127.0.0.1');
   const port = a.int('port', 8080);
   const isPrivate = a.flag('private');
   const turn = a.flag('turn');
@@ -250,7 +269,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(sampling === 'shard-local' ? { sampling, shuffleWindow } : {}),
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
-    ...(syncEvery > 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
+    ...(syncEvery !== 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
     // Only a job that does not steal "auto" (the default) names it (the job file checks --steal-chunk with --steal off).
@@ -332,7 +351,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
   if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.optimizer.kind === 'lars' && job.job.optimizer.biasTrust === 'layer' ? ", biases at their layer's trust ratio" : ''}${job.job.outer.syncEvery > 1 ? `; rounds of ${job.job.outer.syncEvery} local steps, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.optimizer.kind === 'lars' && job.job.optimizer.biasTrust === 'layer' ? ", biases at their layer's trust ratio" : ''}${job.job.outer.syncEvery > 1 ? `; ${job.job.outer.auto ? `rounds of up to ${job.job.outer.syncEvery} local steps as the ring measures (sync auto)` : `rounds of ${job.job.outer.syncEvery} local steps`}, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/${job.viewToken ? `?token=${job.viewToken}` : ''}#dashboard${job.viewToken ? ' (the view token: the dashboard only, not the data or the weights)' : ''}\n`);
   process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
   process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);

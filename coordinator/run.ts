@@ -15,7 +15,7 @@ import { writeFileAtomic } from './data/files.ts';
 import { Driver, type DriverTimeouts } from './driver.ts';
 import { HttpError } from './http.ts';
 import { parseJobConfig, type JobConfig } from './job.ts';
-import { latestPerStep, openMetricsLog, readMetrics, type MetricsLog } from './metrics.ts';
+import { latestPerStep, openMetricsLog, readMetrics, type MetricRecord, type MetricsLog } from './metrics.ts';
 import { CreditLedger, creditView } from './credit.ts';
 import { tokensMatch } from './routes.ts';
 import { startCoordinator, type Coordinator, type CoordinatorOptions } from './server.ts';
@@ -103,6 +103,12 @@ export class JobFolderError extends Error {
 }
 
 interface StoredJob { jobId: number; config: Record<string, unknown> }
+
+/** A job with syncEvery "auto" resumes with the H it chose last (its metrics' last 'sync' record). */
+function syncResume(history: readonly MetricRecord[]): { syncH?: number } {
+  const last = history.filter((r) => r.type === 'sync').pop();
+  return last && last.type === 'sync' && Number.isInteger(last.h) && last.h >= 1 ? { syncH: last.h } : {};
+}
 
 /** Reads job.json of a folder, or null when the folder holds no job yet. */
 export async function readJobFile(jobDir: string): Promise<StoredJob | null> {
@@ -219,7 +225,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   const driver: Driver = new Driver({
     job, jobId, trainSamples: o.manifest.splits.train.samples, trainShards: o.manifest.splits.train.shards.map((s) => s.samples), evalIds, finalEvalIds,
     showIds: evalIds.slice(0, SHOWN_TEST_IMAGES), classes: o.manifest.classes.length,
-    checkpointStep: newest?.step ?? null, generation, evaluated, metrics,
+    checkpointStep: newest?.step ?? null, generation, evaluated, metrics, ...syncResume(history),
     send: (id, m) => sessions.send(id, m),
     disconnect: (id, reason) => sessions.close(id, reason),
     publish, log, timeouts: o.timeouts,

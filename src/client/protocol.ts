@@ -319,7 +319,17 @@ export type LiveEvent =
   | { type: 'checkpoint'; step: number }
   | { type: 'done'; step: number }
   /** The job paused itself: the same failure ended peers' work again and again with no step committed (src/client/failure-streak.ts). */
-  | { type: 'halted'; step: number; reason: string };
+  | { type: 'halted'; step: number; reason: string }
+  /** A job with syncEvery "auto" changed H (coordinator/sync-auto.ts). */
+  | ({ type: 'sync' } & SyncChoice);
+
+/**
+ * A change of H by a job with syncEvery "auto" (coordinator/sync-auto.ts): from the step after
+ * `step` (numbered from 1) the ring runs rounds of `h` inner steps (1: every step synchronised).
+ * `share`: the part of a sync step spent not computing; `computeMs` and `syncMs`: the measured
+ * compute per inner step and cost per synchronisation it was chosen from.
+ */
+export interface SyncChoice { step: number; from: number; h: number; share: number; computeMs: number; syncMs: number; reason: string }
 
 /** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
 export type MetricRecord =
@@ -334,7 +344,8 @@ export type MetricRecord =
   | { type: 'checkpoint'; time: number; step: number }
   | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[]; topology?: Topology }
   | { type: 'done'; time: number; step: number }
-  | { type: 'halted'; time: number; step: number; reason: string };
+  | { type: 'halted'; time: number; step: number; reason: string }
+  | ({ type: 'sync'; time: number } & SyncChoice);
 
 /**
  * An evaluation of the weights after `step` updates: over `samples` test images (`final`: the

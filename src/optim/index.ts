@@ -6,4 +6,4 @@ export { createOptimizer } from './optimizer.ts';
 export { learningRate } from './schedule.ts';
 export { hostOptimizerStep, type HostStepArgs } from './host.ts';
 export type { NamedTensor, Optimizer, OptimizerConfig, OptimizerKind, ParamSegment, ScheduleConfig, ScheduleKind, StepArgs } from './types.ts';
-export { OUTER_DEFAULTS, MAX_SYNC_EVERY, checkOuterConfig, outerStep, weightedChange, type OuterConfig } from './outer.ts';
+export { OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, checkOuterConfig, outerStep, weightedChange, type OuterConfig } from './outer.ts';

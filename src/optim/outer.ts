@@ -39,10 +39,17 @@ export interface OuterConfig {
    * change (carriedMomentum). Absent: each peer keeps its own inner momentum.
    */
   carry?: number;
+  /**
+   * H is chosen by the coordinator as the job runs (the job's syncEvery "auto",
+   * coordinator/sync-auto.ts): any of 1 .. syncEvery (AUTO_SYNC_MAX), changed at round boundaries.
+   */
+  auto?: true;
 }
 
 /** DiLoCo's outer optimiser: Nesterov momentum 0.9, rate 0.7. */
 export const OUTER_DEFAULTS: OuterConfig = { syncEvery: 1, lr: 0.7, momentum: 0.9, warmup: 0 };
+/** The longest round syncEvery "auto" picks: rounds of 8 with the momentum carry ended above sync on slow links, 32 below. */
+export const AUTO_SYNC_MAX = 8;
 /** The longest round: ids of every inner step travel in one assignment message. */
 export const MAX_SYNC_EVERY = 1024;
 

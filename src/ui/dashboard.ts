@@ -3,7 +3,7 @@
 // back of a classroom. Redraws at most once a second.
 import { stepUtilisation, tallyStep, tallyUtilisation, type UtilisationTally } from '../train/utilisation.ts';
 import { apiFetch, pageSearch, refusedMessage } from './access.ts';
-import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer } from '../client/protocol.ts';
+import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer, SyncChoice } from '../client/protocol.ts';
 import type { Topology } from '../comm/topology.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 import { confusionSvg, predictionGridHtml } from './eval-views.ts';
@@ -37,6 +37,8 @@ export interface DashboardModel {
   title: string;
   /** How the job synchronises (exact sync SGD, or rounds of H local steps). */
   mode: string;
+  /** A job with syncEvery "auto": the H it chose last and why (null: none chosen yet, or H is fixed). */
+  sync: SyncChoice | null;
   detail: EvalDetail | null;
   /** The data set's class names (its manifest), empty until read. */
   classNames: string[];
@@ -50,7 +52,7 @@ const SPLIT_STEPS = 100;
 
 /** A model with nothing folded in yet. */
 export function emptyModel(globalBatch = 1): DashboardModel {
-  return { steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '', detail: null, classNames: [], checkpoint: null };
+  return { steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '', sync: null, detail: null, classNames: [], checkpoint: null };
 }
 
 /**
@@ -92,6 +94,8 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     } else if (m.detail && m.detail.step >= e.step) m.detail = null;
   } else if (e.type === 'checkpoint') {
     m.checkpoint = Math.max(m.checkpoint ?? 0, e.step);
+  } else if (e.type === 'sync') {
+    if (!m.sync || e.step >= m.sync.step) m.sync = { step: e.step, from: e.from, h: e.h, share: e.share, computeMs: e.computeMs, syncMs: e.syncMs, reason: e.reason };
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
     m.ringGeneration = e.generation;
@@ -221,7 +225,8 @@ export function showDashboard(root: HTMLElement): () => void {
     if (mode) {
       const sent = last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '';
       const shape = m.ring.length ? ` · ${ringShapeLine(m)}` : '';
-      mode.textContent = m.mode + (rounds ? ` · ${rounds} rounds` : '') + sent + (util ? ` · ${util}` : '') + shape;
+      const choice = syncChoiceLine(m.sync);
+      mode.textContent = m.mode + (choice ? ` · ${choice}` : '') + (rounds ? ` · ${rounds} rounds` : '') + sent + (util ? ` · ${util}` : '') + shape;
     }
     const shown = m.ring.length || last?.ring || peers;
     $('dash-peers').textContent = String(shown);
@@ -341,7 +346,14 @@ export function syncModeOf(outer: unknown): string {
   const h = typeof o.syncEvery === 'number' && Number.isInteger(o.syncEvery) && o.syncEvery > 1 ? o.syncEvery : 1;
   if (h === 1) return 'every step synchronised (exact sync SGD)';
   const carry = typeof o.carry === 'number' && Number.isFinite(o.carry) ? `, inner momentum carried from the round's mean (${o.carry})` : '';
+  if (o.auto === true) return `auto: the coordinator measures the ring and runs rounds of 1 to ${h} steps (1: exact sync SGD${carry})`;
   return `rounds: ${h} local steps per peer, then one all-reduce (low-communication mode${carry})`;
+}
+
+/** A job with syncEvery "auto": the H in force, since when and why ('' before the first choice). */
+export function syncChoiceLine(c: SyncChoice | null): string {
+  if (!c) return '';
+  return `${c.h === 1 ? 'every step synchronised' : `rounds of ${c.h}`} since step ${c.step}: ${c.reason}`;
 }
 
 /** The join address, large, with its QR code and the CA to trust (for a projector). */

@@ -10,7 +10,7 @@ import type { PublicJob } from '../client/http.ts';
 import { WEBGPU_HELP } from '../gpu/device.ts';
 import { donateButton, withWebGpuHelp, type JobResult } from './donate-state.ts';
 import { explainNoWebGpu, insecureHelp, joinInfoOf, withToken, type JoinInfo } from './join.ts';
-import { syncModeOf } from './dashboard.ts';
+import { syncChoiceLine, syncModeOf } from './dashboard.ts';
 import { isCreditBoard, yourCredit } from './credit.ts';
 import { donorId } from './donor.ts';
 import type { MetricRecord } from '../client/protocol.ts';
@@ -37,6 +37,12 @@ function trafficNote(records: readonly MetricRecord[]): string {
   return `${rounds ? `; ${rounds} rounds so far` : ''}${last.ring > 1 ? `; ${(last.traffic.bytesPerImage / 1000).toFixed(1)} KB sent per image` : ''}`;
 }
 
+/** A job with syncEvery "auto": the H it chose last and why, as a note (empty before a choice). */
+function syncNote(records: readonly MetricRecord[]): string {
+  const last = records.filter((r): r is Extract<MetricRecord, { type: 'sync' }> => r.type === 'sync').pop();
+  return last ? `; now ${syncChoiceLine(last)}` : '';
+}
+
 async function refreshJob(dl: HTMLElement): Promise<{ job: PublicJob; result: JobResult | null } | null> {
   try {
     const res = await apiFetch('/api/job');
@@ -55,7 +61,7 @@ async function refreshJob(dl: HTMLElement): Promise<{ job: PublicJob; result: Jo
       ['data set', j.job.dataset],
       ['step', `${j.step} of ${j.job.totalSteps}`],
       ['peers', String(j.peers)],
-      ['synchronisation', syncModeOf(j.job.outer) + trafficNote(m.records)],
+      ['synchronisation', syncModeOf(j.job.outer) + syncNote(m.records) + trafficNote(m.records)],
       ['test accuracy', ev ? `${(ev.top1 * 100).toFixed(1)}% top-1 at step ${ev.step}` : 'not evaluated yet'],
       ['access', j.job.access === 'private' ? 'private (needs a join token)' : 'public'],
       ...(j.paused ? [['status', `paused by its owner at step ${j.step}`] as [string, string]] : []),

@@ -88,6 +88,21 @@ describe('lowcomm report', () => {
       expect(s.speedup_home_same_top1).toBeCloseTo((300 * 5) / (400 * 1), 3);
       expect(s.speedup_wifi_same_top1).toBeCloseTo((300 * 2) / (400 * 1), 3);
       expect(JSON.parse(await readFile(join(dir, 'lowcomm.json'), 'utf8')).summary).toEqual(s);
+      // --auto: whole runs timed by the clock, against the best fixed mode on each profile (on lan: sync's accuracy run).
+      const clocked = (profile: 'home' | 'wifi' | 'lan', tops: [number, number][]): RunResult => ({
+        profile, syncEvery: 'auto', choices: [{ step: 4, h: 8 }], steps: [], bytesPerImage: 0, wallSeconds: 0,
+        evals: tops.map(([seconds, top1], i) => ({ step: 100 * (i + 1), images: 0, seconds, top1 })),
+      });
+      const lanSync = { ...accuracy['lan/1'], evals: accuracy['lan/1'].evals.map((e, i) => ({ ...e, seconds: 100 * (i + 1) })) };
+      const auto = { home: clocked('home', [[500, 0.5], [1000, 0.59]]), wifi: clocked('wifi', [[200, 0.4], [400, 0.5]]), lan: clocked('lan', [[150, 0.58]]) };
+      const a = report({ settings, accuracy: { ...accuracy, 'lan/1': lanSync }, timing, auto }, dir);
+      // home: only sync reaches 0.58 (step 300 at 5 s a step: 1500 s); auto in 1000 s. wifi: auto never does. lan: sync's run at 300 s, auto 150 s.
+      expect(a).toMatchObject({ auto_vs_best_home: 1.5, auto_vs_best_wifi: 0, auto_vs_sync_lan: 2 });
+      expect((a.auto as Record<string, unknown>).home).toEqual({ seconds: 1000, best: { h: 1, seconds: 1500 }, choices: [{ step: 4, h: 8 }], top1: 59 });
+      const saved = JSON.parse(await readFile(join(dir, 'lowcomm.json'), 'utf8'));
+      expect(saved.auto.lan.choices).toEqual([{ step: 4, h: 8 }]);
+      expect(saved.summary).toEqual(a);
+      expect(() => projectedTimeToTarget(auto.home, 0.5, 0, { secondsPerStep: 1, steps: 2 }, { secondsPerStep: 1, steps: 2 })).toThrow(/measured, not projected/);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -11,7 +11,7 @@ export const N_TRAIN = 500;
 /** Images an assignment gives its peer: its slice, or its slices of every inner step of a round. */
 export const imagesOf = (a: StepAssignment): number => (a.round ? a.round.ids.reduce((n, s) => n + s.length, 0) : a.sampleIds.length);
 
-export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[]; timeouts?: Partial<DriverTimeouts> } = {}) {
+export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[]; timeouts?: Partial<DriverTimeouts>; syncH?: number } = {}) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
   const records: MetricRecord[] = [];
   const events: LiveEvent[] = [];
@@ -19,7 +19,7 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
   const logs: string[] = [];
   const job = parseJobConfig({ model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9, ...config }, N_TRAIN);
   const d = new Driver({
-    job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [], ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}), checkpointStep: o.checkpointStep ?? null, generation: 0,
+    job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [], ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}), checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}),
     metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
     send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },
     disconnect: (id) => disconnected.push(id),
