@@ -71,7 +71,7 @@ describe('job config', () => {
     ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16, i8'],
     ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16, i8'],
     ['the i8 wire with rounds', { ...BASE, wire: 'i8', syncEvery: 4 },
-      "the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1) do not have"],
+      "the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have"],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
   });

@@ -1,7 +1,7 @@
 // npm start --wire, --lars-biases and --momentum-carry: listed in --help, and a value it does not know is
 // refused saying what it takes, before any data is loaded or a job folder touched.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_JOB, defaultWarmup, readCarry, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
+import { DEFAULT_JOB, defaultWarmup, readCarry, readSyncEvery, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
@@ -33,6 +33,20 @@ describe('npm start --momentum-carry', () => {
     expect(readCarry('own')).toBeUndefined();
     for (const bad of ['1', '-0.1', 'x', '', 'NaN']) expect(() => readCarry(bad)).toThrow(/--momentum-carry takes a number in \[0, 1\) \(default 0\.75\) or 'own'/);
     await expect(startMain(['--sync-every', '8', '--momentum-carry', '1.5'])).rejects.toThrow("--momentum-carry takes a number in [0, 1) (default 0.75) or 'own', got '1.5'");
+  });
+});
+
+describe('npm start --sync-every', () => {
+  it('is auto beyond loopback (1 on loopback, and with the i8 wire), takes a number or auto, and refuses anything else', async () => {
+    expect(START_USAGE).toMatch(/--sync-every H\|auto .*\n(.*\n){4}.*\(default: auto with --host beyond loopback, else 1\)/);
+    expect(readSyncEvery('', '127.0.0.1', 'bf16')).toBe(1);
+    expect(readSyncEvery('', 'localhost', 'bf16')).toBe(1);
+    expect(readSyncEvery('', '0.0.0.0', 'bf16')).toBe('auto');
+    expect(readSyncEvery('', '10.1.2.3', 'i8')).toBe(1);
+    expect(readSyncEvery('auto', '127.0.0.1', 'bf16')).toBe('auto');
+    expect(readSyncEvery('8', '0.0.0.0', 'bf16')).toBe(8);
+    for (const bad of ['0', '1.5', 'fast', '2000']) expect(() => readSyncEvery(bad, '0.0.0.0', 'bf16')).toThrow(/--sync-every must be auto or a whole number of steps in \[1, 1024\]/);
+    await expect(startMain(['--sync-every', 'often'])).rejects.toThrow('--sync-every must be auto or a whole number of steps in [1, 1024], got "often"');
   });
 });
 

@@ -3,23 +3,30 @@
 // starts with exact sync steps, measures that the all-reduce dominates them, and goes to rounds
 // of 8 at a round boundary, with every peer told in its assignment; every step and round is
 // committed once, every peer holds the same weights after each, and the sync steps before the
-// switch are sync SGD (the weights after them equal one peer's within float32 rounding).
+// switch are sync SGD (the weights after them equal one peer's within float32 rounding). A
+// Chromium on a fifth host opens the dashboard and reads the choice and its reason there
+// (a screenshot goes to test-output/dashboard-sync-auto.png).
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { buildTestData, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
+import { buildPage } from '../../coordinator/main.ts';
+import { launchChromiumIn } from './browser.ts';
 import { Testbed } from './bed.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: Awaited<ReturnType<typeof buildTestData>>;
 let bed: Testbed;
+let pageDir: string;
 
 beforeAll(async () => {
   root = await tempRoot('sync-auto');
   data = await buildTestData(root.dir);
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'], profile: 'wifi' });
+  pageDir = await buildPage(join(root.dir, 'page'));
+  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c', 'watch'], profile: 'wifi' });
 });
 afterAll(async () => {
   await bed?.close();
@@ -32,17 +39,32 @@ describe('syncEvery "auto" on a shared Wi-Fi medium', () => {
     const jobDir = jobDirOf(root.dir, 'job');
     // 4 sync steps (the first is not measured), then rounds of 8: 36 steps.
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(36, { minPeers: 3, ...AUTO }), port: 8080,
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(36, { minPeers: 3, ...AUTO }), port: 8080, pageDir,
       heartbeatMs: 1000, timeouts: { stepMs: 120_000, admitMs: 120_000, silentMs: 30_000 },
     });
     const url = `http://${bed.host('coord').ip}:${coord.port}`;
     const vs = ['a', 'b', 'c'].map((h) => volunteerIn(bed, h, url));
+    let dashboard = '';
     try {
       await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error(`the job did not finish:\n${coord.lines.slice(-30).join('\n')}`)), 300_000))]);
+      // Someone watching on the class's network: the dashboard says what auto chose, since when, and why.
+      const chrome = await launchChromiumIn(bed, 'watch', null);
+      try {
+        const page = await (await chrome.browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+        await page.goto(`${url}/#dashboard`);
+        await page.waitForFunction(() => /rounds of 8 since step 4/.test(document.getElementById('dash-mode')?.textContent ?? ''), undefined, { timeout: 60_000 });
+        dashboard = await page.evaluate(() => document.getElementById('dash-mode')!.textContent ?? '');
+        mkdirSync('test-output', { recursive: true });
+        await page.screenshot({ path: 'test-output/dashboard-sync-auto.png', fullPage: true });
+      } finally {
+        await chrome.close();
+      }
     } finally {
       for (const v of vs) v.kill('SIGKILL');
       await coord.stop();
     }
+    console.log(`the dashboard: ${dashboard}`);
+    expect(dashboard).toMatch(/^auto: the coordinator measures the ring and runs rounds of 1 to 8 steps .* · rounds of 8 since step 4: the all-reduce and waiting are \d+% of a sync step/);
     const records = await metricsOf(jobDir);
     const syncs = records.filter((r) => r.type === 'sync');
     const steps = records.filter((r) => r.type === 'step');

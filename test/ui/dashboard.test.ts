@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PeerStepTiming, RingPeer } from '../../src/client/protocol.ts';
 import { ringSvg } from '../../src/ui/charts.ts';
-import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks } from '../../src/ui/dashboard.ts';
+import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks, syncChoiceLine } from '../../src/ui/dashboard.ts';
 
 const peer = (id: string): RingPeer => ({ id, name: id, device: 'cpu' });
 const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({ peerId, images: 8, computeMs: 10, commMs: 5, waitMs: 1, ...(link ? { link } : {}) });
@@ -87,6 +87,22 @@ describe('GET /api/job as the dashboard reads it', () => {
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 1, momentum: 0, carry: 0.75 } } }).mode).toBe("rounds: 8 local steps per peer, then one all-reduce (low-communication mode, inner momentum carried from the round's mean (0.75))");
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, carry: '<b>' } } }).mode).not.toContain('<b>');
     expect(jobHeadOf({ job: { outer: { syncEvery: 'x' } } }).mode).toMatch(/exact sync SGD/);
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, auto: true, carry: 0.75 } } }).mode)
+      .toBe("auto: the coordinator measures the ring and runs rounds of 1 to 8 steps (1: exact sync SGD, inner momentum carried from the round's mean (0.75))");
+  });
+});
+
+describe('syncEvery "auto" on the dashboard', () => {
+  it('shows the H in force, since when and why; an older choice arriving late does not replace a newer one', () => {
+    const m = emptyModel();
+    expect(syncChoiceLine(m.sync)).toBe('');
+    const choice = { step: 4, from: 1, h: 8, share: 0.9, computeMs: 10, syncMs: 90, reason: 'the all-reduce and waiting are 90% of a sync step' };
+    fold(m, { type: 'sync', time: 5, ...choice });
+    expect(syncChoiceLine(m.sync)).toBe('rounds of 8 since step 4: the all-reduce and waiting are 90% of a sync step');
+    fold(m, { type: 'sync', ...choice, step: 44, from: 8, h: 1, reason: 'cheap now' });
+    expect(syncChoiceLine(m.sync)).toBe('every step synchronised since step 44: cheap now');
+    fold(m, { type: 'sync', time: 1, ...choice });
+    expect(m.sync?.step).toBe(44);
   });
 });
 
