@@ -10,7 +10,7 @@
 // meet round k's state.
 import { DEFAULT_RING_SETTINGS, RingError, allReduceSum, openEndpoint, type Link, type PeerEndpoint, type Ring } from '../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer, type SctpSettings } from '../src/comm/node.ts';
-import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../src/comm/wire.ts';
+import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../src/protocol/frames.ts';
 import { checkResult, envInt, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task } from './allreduce-protocol.ts';
 
 // The ring's own back-pressure marks, for the ring and the stream alike (VT_HIGH / VT_LOW try others).

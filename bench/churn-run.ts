@@ -23,7 +23,7 @@ import { LEAVE_HOLD_MAX_MS } from '../coordinator/driver-generations.ts';
 import { DEFAULT_TIMEOUTS } from '../coordinator/driver-types.ts';
 import { runJob, type RunningJob } from '../coordinator/run.ts';
 import { layoutFingerprint } from '../src/checkpoint/format.ts';
-import type { LiveEvent } from '../src/client/protocol.ts';
+import type { LiveEvent } from '../src/protocol/messages.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import { layoutOf } from '../src/nn/layout.ts';
 import { modelByName } from '../src/nn/models.ts';

@@ -26,7 +26,7 @@ import { cpus } from 'node:os';
 import { rm } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArgError, Args } from '../coordinator/args.ts';
+import { ArgError, Args } from '../src/cli/args.ts';
 import { bracketCalm, cpuSecondsOfStat, cpuSplit, lossSplit } from './churn-check.ts';
 import { churnData, runChurn } from './churn-run.ts';
 import { CHURN_DEFAULTS, CHURN_MODEL, type ChurnResult } from './churn-types.ts';

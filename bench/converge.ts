@@ -42,7 +42,7 @@ import { BatchLoader, defaultAugment } from '../src/data/loader.ts';
 import type { Manifest } from '../src/data/manifest.ts';
 import { modelByName, type ModelName } from '../src/nn/models.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
-import { Args } from '../coordinator/args.ts';
+import { Args } from '../src/cli/args.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';

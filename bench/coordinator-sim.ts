@@ -7,7 +7,7 @@
 import { WebSocket } from 'ws';
 import { encodeCheckpoint } from '../src/checkpoint/format.ts';
 import { concatBytes } from '../src/data/bytes.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../src/client/protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../src/protocol/messages.ts';
 import { ShapeReceiver } from '../src/client/ring-shape.ts';
 
 /** What the simulated peers measure, shared by all of them (the bench reads it). */

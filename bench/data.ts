@@ -14,15 +14,15 @@
 //  "stall_fraction":..,"top1_shard_local":..,"top1_global":..}
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Args } from '../coordinator/args.ts';
+import { Args } from '../src/cli/args.ts';
 import { buildShards } from '../coordinator/data/cli.ts';
 import { spawnVolunteer, type LocalVolunteer } from '../coordinator/local-volunteers.ts';
 import { latestPerStep, readMetrics, type MetricRecord } from '../coordinator/metrics.ts';
 import { DEFAULT_SHUFFLE_WINDOW } from '../coordinator/job.ts';
 import { runJob } from '../coordinator/run.ts';
 import type { Manifest } from '../src/data/manifest.ts';
-import { makeImagenetFolder } from '../test/data/imagenet-fixtures.ts';
-import { tempRoot } from '../test/distributed/helpers.ts';
+import { makeImagenetFolder } from '../testbed/imagenet-fixtures.ts';
+import { tempRoot } from '../testbed/jobs.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 
 export const PEERS = 4;

@@ -9,7 +9,7 @@
 // Writes bench/results/fit.json and fit.svg and prints, last,
 // {"bench":"fit","resnet50_64_wasm_mib":..,"resnet50_64_wasm_fits":..,...}
 import { join } from 'node:path';
-import { Args } from '../coordinator/args.ts';
+import { Args } from '../src/cli/args.ts';
 import { ROOT } from '../coordinator/local-volunteers.ts';
 import type { AnyEngine } from '../src/backend/engine.ts';
 import { fitMicroBatch, layoutFloorBytes, measureFootprint } from '../src/nn/fit.ts';

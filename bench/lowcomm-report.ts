@@ -7,7 +7,7 @@
 // never reaches it has no time and a speedup of 0. And "the same top-1": the highest top-1 that
 // both sync and the best H reach (an evaluation at or above it in both curves), so the speedup
 // there says what rounds buy on the wire even when they end below sync's target.
-import type { ProfileName } from '../test/net/profiles.ts';
+import type { ProfileName } from '../testbed/net/profiles.ts';
 import { measuredRate, projectedSeconds, projectedTimeToTarget, warmupOf, type StepRate } from './lowcomm-project.ts';
 import { timeToTarget, type RunResult } from './lowcomm-run.ts';
 import { lineChartSvg } from './plot-lines.ts';

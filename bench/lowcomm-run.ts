@@ -1,18 +1,18 @@
 // One run of `npm run bench -- lowcomm`: a coordinator and 4 Node volunteers (wasm, 1 thread
-// each) on 5 hosts of the network test bed (test/net/bed.ts), their LAN shaped by a link profile
-// (test/net/profiles.ts), training the small CNN on CIFAR-10 for a fixed number of images in
+// each) on 5 hosts of the network test bed (testbed/net/bed.ts), their LAN shaped by a link profile
+// (testbed/net/profiles.ts), training the small CNN on CIFAR-10 for a fixed number of images in
 // sync mode (H = 1) or in rounds (H > 1). The peers start with the data set in their shard
 // cache (--cache-dir, filled by the bench), so the network carries the training's traffic only.
 // Returns the evaluations and steps against training time (evaluation time taken out).
 import { createHash } from 'node:crypto';
 import { link, mkdir, readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { LiveEvent } from '../src/client/protocol.ts';
-import type { WireFormat } from '../src/comm/wire.ts';
+import type { LiveEvent } from '../src/protocol/messages.ts';
+import type { WireFormat } from '../src/protocol/frames.ts';
 import { cacheFolderName } from '../src/data/disk-cache.ts';
-import { Testbed } from '../test/net/bed.ts';
-import type { ProfileName } from '../test/net/profiles.ts';
-import { startCoordinatorIn, volunteerIn } from '../test/net/scenario.ts';
+import { Testbed } from '../testbed/net/bed.ts';
+import type { ProfileName } from '../testbed/net/profiles.ts';
+import { startCoordinatorIn, volunteerIn } from '../testbed/net/scenario.ts';
 
 export interface RunSpec {
   profile: ProfileName;

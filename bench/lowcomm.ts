@@ -1,5 +1,5 @@
 // `npm run bench -- lowcomm`: sync SGD against low-communication rounds (H = 8 and H = 32) on
-// the network test bed's `home` and `wifi` link profiles (test/net/profiles.ts): 4 peers on
+// the network test bed's `home` and `wifi` link profiles (testbed/net/profiles.ts): 4 peers on
 // their own hosts, the small CNN on CIFAR-10, the same images in every run (SGD by default, the
 // inner optimiser of rounds too; rounds with plain averaging, BENCH_OUTER). For each profile:
 // the training time until test top-1 first reaches the target, and the top-1 after all images.
@@ -28,11 +28,11 @@
 // (with --auto also "auto_vs_best_wifi", "auto_vs_best_home", "auto_vs_sync_lan": best fixed time / auto's time, goals >= 0.9)
 import { readFile } from 'node:fs/promises';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
-import { Args } from '../coordinator/args.ts';
+import { Args } from '../src/cli/args.ts';
 import { readCarry, START_OUTER } from '../coordinator/main.ts';
-import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
-import { tempRoot } from '../test/distributed/helpers.ts';
-import type { ProfileName } from '../test/net/profiles.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/protocol/frames.ts';
+import { tempRoot } from '../testbed/jobs.ts';
+import type { ProfileName } from '../testbed/net/profiles.ts';
 import { timingSteps } from './lowcomm-project.ts';
 import { modeLabel as label, report, type LowcommRuns, type LowcommSettings } from './lowcomm-report.ts';
 import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';

@@ -5,11 +5,11 @@
 // Chromium page on host `page`, opened by the coordinator's LAN address over HTTPS with the CA
 // imported, get WebGPU (a secure context with an adapter)?
 import { latestPerStep } from '../coordinator/metrics.ts';
-import type { MetricRecord } from '../src/client/protocol.ts';
-import { buildTestData, metricsOf, tempRoot, testJob } from '../test/distributed/helpers.ts';
-import { Testbed } from '../test/net/bed.ts';
-import { jobDirOf, startCoordinatorIn, volunteerIn } from '../test/net/scenario.ts';
-import { launchChromiumIn } from '../test/net/browser.ts';
+import type { MetricRecord } from '../src/protocol/messages.ts';
+import { buildTestData, metricsOf, tempRoot, testJob } from '../testbed/jobs.ts';
+import { Testbed } from '../testbed/net/bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from '../testbed/net/scenario.ts';
+import { launchChromiumIn } from '../testbed/net/browser.ts';
 import { extraCaFile } from '../coordinator/tls.ts';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';

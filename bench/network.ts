@@ -1,6 +1,6 @@
 // `npm run bench -- network`: rings of 2-4 Node peers, EACH ON ITS OWN HOST (a network
-// namespace of the test bed, test/net/bed.ts), under the link profiles lan, wifi and home
-// (test/net/profiles.ts), measured against the ring all-reduce bound of the same profile:
+// namespace of the test bed, testbed/net/bed.ts), under the link profiles lan, wifi and home
+// (testbed/net/profiles.ts), measured against the ring all-reduce bound of the same profile:
 //   per-host links: 2(N-1) steps x (bytes/N / min(up, down) + one-way latency)
 //   shared Wi-Fi medium: 2(N-1) steps x (bytes / medium rate + one-way latency) (a step moves
 //   every peer's chunk through the one medium)
@@ -12,8 +12,8 @@ import { createInterface } from 'node:readline';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../coordinator/local-volunteers.ts';
-import { Testbed } from '../test/net/bed.ts';
-import { PROFILES, allReduceBoundMs, type ProfileName } from '../test/net/profiles.ts';
+import { Testbed } from '../testbed/net/bed.ts';
+import { PROFILES, allReduceBoundMs, type ProfileName } from '../testbed/net/profiles.ts';
 import type { NetFromPeer, NetToPeer } from './network-peer.ts';
 import { runNetworkScenario, type ScenarioResult } from './network-scenario.ts';
 import { LineProc as GenericLineProc } from './line-proc.ts';

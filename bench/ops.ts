@@ -12,7 +12,7 @@
 import type { Engine } from '../src/backend/engine.ts';
 import { Model } from '../src/nn/model.ts';
 import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
-import { conv2dShape, type Conv2dParams } from '../src/ops/conv2d.ts';
+import { conv2dShape, type Conv2dParams } from '../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';

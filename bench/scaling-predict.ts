@@ -18,7 +18,7 @@
 //            rule (STEAL_CHUNK_MS of a peer's compute).
 // All three assume the same stragglers (PREDICT_STRAGGLER); *_no_straggler keys show what they cost.
 // Every number that is assumed rather than measured is named here and written to the JSON.
-import { PROFILES, type Profile } from '../test/net/profiles.ts';
+import { PROFILES, type Profile } from '../testbed/net/profiles.ts';
 import { modelByName, type ModelName } from '../src/nn/models.ts';
 import type { Calibration } from './scaling-calibrate.ts';
 import { currentSystem } from './scaling-calibrate.ts';
@@ -32,8 +32,8 @@ export const PREDICT_BATCHES = [8192, 32_768] as const;
 /** A link kind of the predictions: bandwidth of the slowest peer and one-way delay (software latency is added). */
 export interface LinkKind { key: string; name: string; bytesPerS: number; oneWayS: number; source: string }
 const fromProfile = (key: string, p: Profile): LinkKind => ({
-  key, name: `${p.name} (test/net/profiles.ts)`, bytesPerS: Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS), oneWayS: p.bound.oneWayMs / 1000,
-  source: `test/net/profiles.ts ${p.name}: min(up, down) ${Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS) / 1e6} MB/s per host, ${p.bound.oneWayMs} ms one way`,
+  key, name: `${p.name} (testbed/net/profiles.ts)`, bytesPerS: Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS), oneWayS: p.bound.oneWayMs / 1000,
+  source: `testbed/net/profiles.ts ${p.name}: min(up, down) ${Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS) / 1e6} MB/s per host, ${p.bound.oneWayMs} ms one way`,
 });
 export const LINK_KINDS: readonly LinkKind[] = [
   fromProfile('1g', PROFILES.lan),

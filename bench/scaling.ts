@@ -39,7 +39,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArgError, Args } from '../coordinator/args.ts';
+import { ArgError, Args } from '../src/cli/args.ts';
 import { buildShards } from '../coordinator/data/cli.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { writeFileEnsuringDir } from './plot.ts';

@@ -4,7 +4,7 @@
 // each time (links keep what they send), a 32-byte header and a payload copy per frame as the
 // ring's sender makes them, the ring's back-pressure marks. No Node or browser API here.
 import { DEFAULT_RING_SETTINGS, type Link } from '../src/comm/index.ts';
-import { FrameKind, HEADER_BYTES, Phase, writeHeader } from '../src/comm/wire.ts';
+import { FrameKind, HEADER_BYTES, Phase, writeHeader } from '../src/protocol/frames.ts';
 
 function frame(src: Float32Array, n: number): Uint8Array {
   const f = new Uint8Array(HEADER_BYTES + 4 * src.length);

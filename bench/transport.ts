@@ -1,5 +1,5 @@
 // `npm run bench -- transport`: what the all-reduce's links cost, against kernel TCP on the same
-// link and cores. Two test-bed hosts (network namespaces, test/net/bed.ts, profile `lan`: a
+// link and cores. Two test-bed hosts (network namespaces, testbed/net/bed.ts, profile `lan`: a
 // 1 Gbit/s tbf each way per host), one sending peer per host, each pinned to its own core
 // (taskset: a on core 0, b on core 1), `--mb` MB (default 200) sent one way:
 //   - kernel TCP: Node `net`, 64 KiB writes with back-pressure (the physical anchor);
@@ -15,7 +15,7 @@
 // host's processes from /proc for Chromium. The wire's bytes per image (bytes_per_image_*) are
 // counted, not timed: what each peer sends per image of its slice for ResNet-50 at 224 px in its
 // recipe's batch (32,768) over 64 peers, frames included (allReduceSentBytes: the same count the
-// volunteers report), bf16 against the int8 wire (src/comm/codec.ts; its effect on training:
+// volunteers report), bf16 against the int8 wire (src/protocol/codec.ts; its effect on training:
 // `npm run bench -- wire`). Writes bench/results/transport.json and transport.svg; the LAST line is the JSON.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -25,12 +25,12 @@ import { fileURLToPath } from 'node:url';
 import { ROOT } from '../coordinator/local-volunteers.ts';
 import { IMAGENET_RECIPES } from '../coordinator/recipes.ts';
 import { allReduceSentBytes } from '../src/comm/allreduce.ts';
-import type { WireFormat } from '../src/comm/wire.ts';
+import type { WireFormat } from '../src/protocol/frames.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { parameterCount } from './step-models.ts';
-import { Testbed } from '../test/net/bed.ts';
-import { launchChromiumIn } from '../test/net/browser.ts';
-import { PROFILES, allReduceBoundMs } from '../test/net/profiles.ts';
+import { Testbed } from '../testbed/net/bed.ts';
+import { launchChromiumIn } from '../testbed/net/browser.ts';
+import { PROFILES, allReduceBoundMs } from '../testbed/net/profiles.ts';
 import { LineProc } from './line-proc.ts';
 import type { NetFromPeer, NetToPeer } from './network-peer.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
@@ -257,7 +257,7 @@ export async function main(args: string[]): Promise<void> {
       wire_case: WIRE_CASE, frame_bytes: MSG, mb: bytes / 1e6,
     };
     writeFileEnsuringDir(join(here, 'results', 'transport.json'), JSON.stringify({
-      setup: { link: '1 Gbit/s tbf each way per host (test/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },
+      setup: { link: '1 Gbit/s tbf each way per host (testbed/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },
       tcp, node, bare, page, allReduce: ar,
       notMeasured: { int8: 'no int8 wire yet (issue 45 part 3)' },
       summary,

@@ -3,7 +3,7 @@
 // epochs, poly(2), biases at their layer's trust ratio), on the wasm engine with both cores.
 // Each run emulates `--peers` volunteers (default 4): every step's batch is cut into their
 // slices, each slice's gradient computed on its own, and the slices summed by the real ring
-// all-reduce over memory links in the wire format (src/comm/codec.ts), the int8 wire with its
+// all-reduce over memory links in the wire format (src/protocol/codec.ts), the int8 wire with its
 // per-peer error feedback, exactly as volunteers sum them; then the one LARS step. Every run
 // sees the same images in the same order; only the wire differs.
 //
@@ -16,11 +16,11 @@
 //  "bytes_per_image_bf16":..,"bytes_per_image_i8":..,"epochs":..,"peers":..} (top-1 in %, the
 // gap f32 minus i8 in points; bytes each peer sends per image of its slice, frames included).
 import { join } from 'node:path';
-import { Args } from '../coordinator/args.ts';
+import { Args } from '../src/cli/args.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
 import { DEFAULT_JOB } from '../coordinator/main.ts';
 import { allReduceSentBytes } from '../src/comm/allreduce.ts';
-import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/protocol/frames.ts';
 import { fileShardSource } from '../src/data/node-source.ts';
 import { nodeDecoder } from '../src/data/decode-node.ts';
 import { BatchLoader, defaultAugment } from '../src/data/loader.ts';

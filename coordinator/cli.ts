@@ -1,5 +1,5 @@
 // Command line of the coordinator: `start` (the main job), `build-shards` / `ensure` (data).
-import { ArgError, runCli } from './args.ts';
+import { ArgError, runCli } from '../src/cli/args.ts';
 import { main as dataMain } from './data/cli.ts';
 import { START_USAGE, startMain } from './main.ts';
 

@@ -11,7 +11,7 @@
 // never show the id itself, which is what a page asks its own credit with), else its name
 // (`n:<name>`, a Node volunteer's --name), else its session (`p:<peer id>`).
 import { createHash } from 'node:crypto';
-import type { MetricRecord, RingPeer } from '../src/client/protocol.ts';
+import type { MetricRecord, RingPeer } from '../src/protocol/messages.ts';
 
 export interface DonorCredit {
   /** What the board shows: the donor's last name, or null (anonymous). */

@@ -11,7 +11,7 @@
 // An unplanned loss (a crash, an eviction) of a member of the announced ring adapts it (the plan
 // without that member, announced again: only the pairs around it dial anew), whether the change
 // is still waiting or already being made (joiners loading).
-import type { CoordinatorMessage, NextSlice } from '../src/client/protocol.ts';
+import type { CoordinatorMessage, NextSlice } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 
 type Plan = { ring: readonly string[]; topology: Topology | null };

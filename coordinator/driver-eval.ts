@@ -2,7 +2,7 @@
 // at the job's end, once per step), what each member is asked (its share of the val ids by
 // measured speed; the whole split at the end: eval-tally.ts), the answers summed, and the
 // result recorded.
-import type { EvalResult, Evaluate } from '../src/client/protocol.ts';
+import type { EvalResult, Evaluate } from '../src/protocol/messages.ts';
 import type { DriverDeps, EvaluatingPhase } from './driver-types.ts';
 import type { PeerRec } from './driver-peers.ts';
 import { addToTally, evalMessages, startTally, tallySummary } from './eval-tally.ts';

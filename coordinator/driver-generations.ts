@@ -2,7 +2,7 @@
 // begins a new one, planned from the job's twoLevelFrom peers on in groups by measured links
 // (two-level.ts) with the ring in their order, and recorded for the dashboard. Also when
 // waiting joiners enter: at once in a calm or small ring, batched while the ring churns.
-import type { LiveEvent, MetricRecord } from '../src/client/protocol.ts';
+import type { LiveEvent, MetricRecord } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import type { PeerRec } from './driver-peers.ts';
 import { donorKey } from './credit.ts';

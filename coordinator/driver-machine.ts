@@ -23,7 +23,7 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
 // checkpoint: the job resumes from it (same samples again) when peers come back.
-import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord } from '../src/client/protocol.ts';
+import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord } from '../src/protocol/messages.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';

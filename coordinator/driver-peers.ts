@@ -2,7 +2,7 @@
 // those records: the speed and work a step result shows, the ring's speeds for splitting a
 // batch, who has been silent for longer than silence.ts allows, and where joiners stand. Pure
 // functions but for the records whose admission state they set.
-import type { StepResult } from '../src/client/protocol.ts';
+import type { StepResult } from '../src/protocol/messages.ts';
 import type { AdmittingPhase, Phase } from './driver-types.ts';
 import { silenceLimitMs, type SilenceLimits } from './silence.ts';
 import { observeLinks, type LinkObservation } from './two-level.ts';

@@ -10,7 +10,7 @@
 // affinity.ts). With syncEvery H > 1 (after the job's warm-up) a step is a round of H inner
 // steps (rounds.ts), kept when it is aborted so that its survivors reuse their work.
 import { stepUtilisation } from '../src/train/utilisation.ts';
-import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/client/protocol.ts';
+import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { UNREACHABLE_GRACE_MS, blameUnreachable, noEvidence, type LinkEvidence } from './blame.ts';

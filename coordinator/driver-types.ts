@@ -1,7 +1,7 @@
 // The training driver's (driver.ts) interface and states: its timeouts, what it is given, what
 // it reports, and the phases of its state machine with what each holds while it lasts.
 import type { TailPool } from './tail-pool.ts';
-import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/client/protocol.ts';
+import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import type { EvalTally } from './eval-tally.ts';
 import type { JobConfig } from './job.ts';

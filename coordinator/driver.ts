@@ -3,7 +3,7 @@
 // message) and checkpoint uploads (routes.ts: expectsUpload, checkpointStored); a timer checks
 // the deadlines and silences (tick); the dashboard and the churn bench read status, phaseTimes
 // and tableSizes.
-import type { PeerMessage } from '../src/client/protocol.ts';
+import type { PeerMessage } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { measureStep, newPeer, requeue, silentPeers } from './driver-peers.ts';
 import { ringFailure } from './driver-steps.ts';

@@ -1,7 +1,7 @@
 // An evaluation across the ring: which test ids each member evaluates, and the sum of their
 // answers (counts, the confusion matrix, the predictions for the dashboard's grid). Pure but
 // for the tally object it fills.
-import { MAX_CONFUSION_CLASSES, type EvalCounts, type EvalPrediction, type EvalSummary, type Evaluate } from '../src/client/protocol.ts';
+import { MAX_CONFUSION_CLASSES, type EvalCounts, type EvalPrediction, type EvalSummary, type Evaluate } from '../src/protocol/messages.ts';
 import { splitBatch } from './job.ts';
 import { sliceIds } from '../src/train/sampler.ts';
 

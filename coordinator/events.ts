@@ -2,7 +2,7 @@
 // `event: <type>` / `data: <json>`. Bounded: at most `maxClients` streams, and a client that
 // does not keep up (its socket buffer is full) is dropped instead of buffered without end.
 import type { ServerResponse } from 'node:http';
-import type { LiveEvent } from '../src/client/protocol.ts';
+import type { LiveEvent } from '../src/protocol/messages.ts';
 
 export interface EventHub {
   /** Starts a stream on `res` and sends `hello` first; false when the hub is full. */

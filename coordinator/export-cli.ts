@@ -5,7 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ExportError } from '../src/export/errors.ts';
 import { exportJob, type ExportResult } from '../src/export/job.ts';
-import { ArgError, Args } from './args.ts';
+import { ArgError, Args } from '../src/cli/args.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** npm start's default --cache (coordinator/data/cli.ts), not imported: that loads sharp. */

@@ -2,8 +2,8 @@
 // ErrorMessage with a 4xx/5xx status, and request bodies read with a size limit.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { type ErrorKind, type ErrorMessage } from '../src/client/protocol.ts';
-import { parseJsonText } from '../src/client/protocol-fields.ts';
+import { type ErrorKind, type ErrorMessage } from '../src/protocol/messages.ts';
+import { parseJsonText } from '../src/protocol/fields.ts';
 
 const STATUS: Record<ErrorKind, number> = {
   'bad-request': 400, unauthorized: 401, forbidden: 403, 'not-found': 404, 'method-not-allowed': 405,

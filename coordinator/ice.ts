@@ -5,7 +5,7 @@
 // base64(HMAC-SHA1(secret, username)). They expire; nothing long-lived is ever handed out.
 import { createHmac } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { IceServer } from '../src/client/protocol.ts';
+import type { IceServer } from '../src/protocol/messages.ts';
 
 export class IceConfigError extends Error {
   readonly kind = 'ice-config';

@@ -7,11 +7,11 @@
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
 import { OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
-import { MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/client/protocol.ts';
-import { FieldReader } from '../src/client/protocol-fields.ts';
+import { MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/protocol/messages.ts';
+import { FieldReader } from '../src/protocol/fields.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from './two-level.ts';
-import { WIRE_FORMATS, type WireFormat } from '../src/comm/wire.ts';
+import { WIRE_FORMATS, type WireFormat } from '../src/protocol/frames.ts';
 import { MAX_STEAL_FRACTION, type StealSettings } from './tail-pool.ts';
 
 // Listed here rather than imported from ./data/cli.ts, which would load the shard builders
@@ -77,7 +77,7 @@ export interface JobConfig {
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
   overlap?: boolean;
   /**
-   * How every all-reduce of the job sends its values (src/comm/codec.ts): 'f32' (the default, and
+   * How every all-reduce of the job sends its values (src/protocol/codec.ts): 'f32' (the default, and
    * every job written before it existed), 'f16' / 'bf16', half the bytes (float32 sums), or 'i8',
    * a quarter, with error feedback (sync steps only: a round's change is no gradient to carry).
    */

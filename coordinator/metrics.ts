@@ -4,9 +4,9 @@
 // is skipped when read; a step that was re-run after a restart appears again and the last
 // record of a step is the one that counts (latestPerStep).
 import { appendFile, readFile } from 'node:fs/promises';
-import type { MetricRecord } from '../src/client/protocol.ts';
+import type { MetricRecord } from '../src/protocol/messages.ts';
 
-export type { MetricRecord } from '../src/client/protocol.ts';
+export type { MetricRecord } from '../src/protocol/messages.ts';
 
 export interface MetricsLog {
   readonly path: string;

@@ -8,7 +8,7 @@
 // share of the round. When a member is lost mid-round the SAME plan runs again in the next
 // generation: survivors keep their slices (and reuse what they computed), the lost slices are
 // left out and the mean is taken over the images that remain.
-import type { RoundAssignment } from '../src/client/protocol.ts';
+import type { RoundAssignment } from '../src/protocol/messages.ts';
 import type { AffinityState } from './affinity.ts';
 import { planStep, type JobSampler } from './step-plan.ts';
 

@@ -25,9 +25,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { DONOR_ID, MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/client/protocol.ts';
-import { decodePeerMessage, expectType } from '../src/client/protocol-decode.ts';
-import { FieldReader, describe } from '../src/client/protocol-fields.ts';
+import { DONOR_ID, MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/protocol/messages.ts';
+import { decodePeerMessage, expectType } from '../src/protocol/decode.ts';
+import { FieldReader, describe } from '../src/protocol/fields.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { CheckpointStore } from './checkpoints.ts';
 import type { CreditView } from './credit.ts';

@@ -28,7 +28,7 @@ import { valSampleReader } from './val-samples.ts';
 import { exportOnnx } from '../src/export/to-onnx.ts';
 import { exportMetadata } from '../src/export/job.ts';
 import { generationNeighbours } from './signaling.ts';
-import type { LiveEvent } from '../src/client/protocol.ts';
+import type { LiveEvent } from '../src/protocol/messages.ts';
 
 export const JOB_FILE = 'job.json';
 /** Test images whose predictions each evaluation reports (the dashboard's grid). */

@@ -1,4 +1,4 @@
-// The session sockets (SESSION_PATH in src/client/protocol.ts): one WebSocket per joined peer,
+// The session sockets (SESSION_PATH in src/protocol/messages.ts): one WebSocket per joined peer,
 // authenticated by the (peer id, token) that POST /api/join issued. Each text message is one
 // PeerMessage, decoded at the boundary: a malformed one gets an ErrorMessage back with the
 // reason and changes nothing; a peer that keeps sending bad or oversized messages is cut off.
@@ -7,9 +7,9 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { refuseSocket, requestUrl } from './http.ts';
 import { RateLimiter } from './rate-limit.ts';
-import { MAX_MESSAGE_BYTES, SESSION_PATH, type CoordinatorMessage, type ErrorMessage, type PeerMessage } from '../src/client/protocol.ts';
-import { decodePeerMessage } from '../src/client/protocol-decode.ts';
-import { describe, parseJsonText } from '../src/client/protocol-fields.ts';
+import { MAX_MESSAGE_BYTES, SESSION_PATH, type CoordinatorMessage, type ErrorMessage, type PeerMessage } from '../src/protocol/messages.ts';
+import { decodePeerMessage } from '../src/protocol/decode.ts';
+import { describe, parseJsonText } from '../src/protocol/fields.ts';
 import { ShapeSender } from '../src/client/ring-shape.ts';
 
 export interface SessionHandlers {

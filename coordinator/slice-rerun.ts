@@ -13,7 +13,7 @@
 // members then keep, keyed by the re-run's generation. Anyone in the ring who was not a member
 // of the aborted attempt (which the driver avoids: joiners wait for the step boundary) makes
 // the plan fall back to a fresh split with no reuse.
-import type { SliceReuse } from '../src/client/protocol.ts';
+import type { SliceReuse } from '../src/protocol/messages.ts';
 import { splitGroups } from './bn-groups.ts';
 
 /** What the members of an aborted sync attempt hold: the slices whose sums they kept. */
@@ -72,7 +72,7 @@ export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: rea
 
 /** A short digest of a step's sample ids whatever their order or split: "<count>:<fnv-1a of the sorted ids>". */
 export function sampleDigest(slices: readonly (readonly number[])[]): string {
-  // Ids are u32 (protocol-decode.ts sampleId): a typed sort, several times faster than a comparator's at ImageNet batches.
+  // Ids are u32 (decode.ts sampleId): a typed sort, several times faster than a comparator's at ImageNet batches.
   const ids = Uint32Array.from(slices.flat()).sort();
   let h = 0x811c9dc5;
   for (const id of ids) {

@@ -4,7 +4,7 @@
 import { resolve } from 'node:path';
 import type { Manifest } from '../src/data/manifest.ts';
 import type { ModelName } from '../src/nn/models.ts';
-import { ArgError, type Args } from './args.ts';
+import { ArgError, type Args } from '../src/cli/args.ts';
 import { ensureDataset, IMAGENET_SIZES, type DatasetName } from './data/cli.ts';
 import { ensureImagenet } from './data/imagenet-ensure.ts';
 import type { JobSampling } from './job.ts';

@@ -22,7 +22,7 @@
 // its assignment (a round lists its inner steps; a sync step has none). Pure: state in, state out.
 import { AUTO_SYNC_MAX } from '../src/optim/outer.ts';
 import { median } from '../src/stats.ts';
-import type { SyncChoice } from '../src/client/protocol.ts';
+import type { SyncChoice } from '../src/protocol/messages.ts';
 
 export const AUTO_CHOICES = [1, 2, 4, 8] as const;
 export const AUTO_MAX_H = AUTO_SYNC_MAX;

@@ -7,14 +7,16 @@
 // per device (docs/networks.md: "HTTPS and WebGPU on other machines"); `openssl` makes the keys and
 // certificates (Node has no X.509 writer).
 import { execFile } from 'node:child_process';
-import { X509Certificate, createHash, createPrivateKey, randomBytes } from 'node:crypto';
+import { X509Certificate, createPrivateKey, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { isIP } from 'node:net';
 import { lanAddresses } from './addresses.ts';
+import { DEFAULT_TLS_DIR, extraCaFile, normalizeFingerprint } from '../src/client/ca-files.ts';
+
+export { DEFAULT_TLS_DIR, extraCaFile, normalizeFingerprint };
 
 export class TlsError extends Error {
   readonly kind = 'tls';
@@ -61,12 +63,6 @@ export function fingerprintOf(pem: string): string {
   return new X509Certificate(pem).fingerprint256;
 }
 
-/** Accepts "AB:CD:..." or "abcd..." in any case; null when it is not a SHA-256 fingerprint. */
-export function normalizeFingerprint(text: string): string | null {
-  const hex = text.replace(/[:\s]/g, '').toUpperCase();
-  if (!/^[0-9A-F]{64}$/.test(hex)) return null;
-  return hex.match(/../g)!.join(':');
-}
 
 /** Every name and address this machine can be reached by (with loopback). */
 export function serverNames(addrs: string[] = lanAddresses(), name = hostname()): ServerNames {
@@ -101,17 +97,11 @@ export function namesOf(pem: string): ServerNames {
   return { ips, dns };
 }
 
+
 /** openssl prints IPv6 in full (0:0:...:1); compare addresses in one form. */
 function normalizeIp(ip: string): string {
   if (isIP(ip) !== 6) return ip;
   return new URL(`http://[${ip}]/`).hostname.slice(1, -1);
-}
-
-async function writeAtomic(path: string, data: string, mode: number): Promise<void> {
-  const tmp = `${path}.${randomBytes(4).toString('hex')}.tmp`;
-  await writeFile(tmp, data, { mode });
-  await chmod(tmp, mode);
-  await rename(tmp, path);
 }
 
 /** The local CA in `dir`, made when the folder has none. Never replaces a CA half there. */
@@ -227,21 +217,7 @@ export async function certFiles(certPath: string, keyPath: string): Promise<TlsM
   return { key, cert, names: namesOf(cert), validTo: new Date(x.validTo) };
 }
 
-/**
- * A file for NODE_EXTRA_CA_CERTS that trusts `caPem` besides what the variable already named
- * (Node reads one file, at start-up): written next to the CA.
- */
-export async function extraCaFile(dir: string, caPem: string, current = process.env.NODE_EXTRA_CA_CERTS): Promise<string> {
-  let prior = '';
-  if (current && existsSync(current)) prior = await readFile(current, 'utf8').catch(() => '');
-  const tag = createHash('sha256').update(prior).update(caPem).digest('hex').slice(0, 12);
-  const path = join(dir, `node-extra-ca-${tag}.pem`);
-  if (!existsSync(path)) await writeAtomic(path, `${prior.trimEnd()}${prior ? '\n' : ''}${caPem.trimEnd()}\n`, 0o644);
-  return path;
-}
 
-/** The coordinator's settings folder for its CA (beside the data cache). */
-export const DEFAULT_TLS_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '.cache', 'tls');
 
 export interface TlsOption {
   /** auto (default): HTTPS whenever the coordinator listens beyond loopback, or --cert is given; on: also on loopback; off: plain HTTP. */

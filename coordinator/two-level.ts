@@ -10,7 +10,7 @@
 // plan is made once per generation (membership changes only there), never per step, and from
 // the previous generation's plan where it can be kept (stable-plan.ts), so that a join or a
 // leave changes few neighbours.
-import type { StepResult } from '../src/client/protocol.ts';
+import type { StepResult } from '../src/protocol/messages.ts';
 import { MIN_TWO_LEVEL_PEERS, planTopology, type PeerLinkInfo, type Topology } from '../src/comm/topology.ts';
 import { adaptTopology } from './stable-plan.ts';
 

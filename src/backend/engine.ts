@@ -7,15 +7,15 @@
 // a float64 reference in src/ref). Work is RECORDED: an engine may run an op at once (wasm)
 // or queue it until flush() (webgpu); only read()/readF32() wait for results. Tensors are
 // views (offset, shape) into buffers the engine owns; view() of a view is relative to it.
-import type { BatchNormBackwardParams, BatchNormParams } from '../ops/batchnorm.ts';
-import type { BiasBackwardParams } from '../ops/bias.ts';
-import type { Conv2dBackwardOptions, Conv2dParams } from '../ops/conv2d.ts';
-import type { DropoutParams } from '../ops/dropout.ts';
-import type { GemmParams } from '../ops/gemm.ts';
-import type { LrnParams } from '../ops/lrn.ts';
-import type { Pool2dParams } from '../ops/pool.ts';
-import type { SoftmaxXentParams } from '../ops/softmax_xent.ts';
-import type { TopkParams } from '../ops/topk.ts';
+import type { BatchNormBackwardParams, BatchNormParams } from '../shapes/batchnorm.ts';
+import type { BiasBackwardParams } from '../shapes/bias.ts';
+import type { Conv2dBackwardOptions, Conv2dParams } from '../shapes/conv2d.ts';
+import type { DropoutParams } from '../shapes/dropout.ts';
+import type { GemmParams } from '../shapes/gemm.ts';
+import type { LrnParams } from '../shapes/lrn.ts';
+import type { Pool2dParams } from '../shapes/pool.ts';
+import type { SoftmaxXentParams } from '../shapes/softmax_xent.ts';
+import type { TopkParams } from '../shapes/topk.ts';
 
 export type DType = 'f32' | 'i32' | 'u32';
 export type HostArray = Float32Array | Int32Array | Uint32Array;

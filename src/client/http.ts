@@ -1,12 +1,12 @@
 // The volunteer's HTTP calls to the coordinator: JSON in and out, errors decoded from the
 // protocol's ErrorMessage so the reason the coordinator gave reaches the person.
-import { type JoinAccept, type JoinRequest } from './protocol.ts';
-import { decodeCoordinatorMessage, expectType } from './protocol-decode.ts';
-import { describe, parseJsonText } from './protocol-fields.ts';
+import { type JoinAccept, type JoinRequest } from '../protocol/messages.ts';
+import { decodeCoordinatorMessage, expectType } from '../protocol/decode.ts';
+import { describe, parseJsonText } from '../protocol/fields.ts';
 import type { OptimizerConfig } from '../optim/types.ts';
 import type { OuterConfig } from '../optim/outer.ts';
 import type { ModelName } from '../nn/models.ts';
-import type { WireFormat } from '../comm/wire.ts';
+import type { WireFormat } from '../protocol/frames.ts';
 
 export class CoordinatorError extends Error {
   readonly kind = 'coordinator';

@@ -7,7 +7,7 @@ import { DiskShardCache } from '../data/disk-cache.ts';
 import type { ShardSource } from '../data/source.ts';
 import { isIP } from 'node:net';
 import { WebSocket } from 'ws';
-import { ArgError, Args, runCli } from '../../coordinator/args.ts';
+import { ArgError, Args, runCli } from '../cli/args.ts';
 import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
 import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
 import { checkReachable, restartTrusting, trustedCa } from './node-trust.ts';
@@ -20,7 +20,7 @@ import { WasmEngine } from '../wasm/engine.ts';
 import { chooseEngine } from './backend-choice.ts';
 import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
 import { stallReportMs, watchStalls } from './stall-watch.ts';
-import { DONOR_NAME } from './protocol.ts';
+import { DONOR_NAME } from '../protocol/messages.ts';
 
 export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
   --url URL          the coordinator (the address npm start prints)

@@ -10,7 +10,7 @@ import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { get } from 'node:https';
 import { join } from 'node:path';
-import { DEFAULT_TLS_DIR, extraCaFile, normalizeFingerprint } from '../../coordinator/tls.ts';
+import { DEFAULT_TLS_DIR, extraCaFile, normalizeFingerprint } from './ca-files.ts';
 
 export class TrustError extends Error {
   readonly kind = 'trust';

@@ -3,7 +3,7 @@
 // after MAX_UNREACHABLE evictions in a row for unreachability it leaves with a message that
 // says why and what to do, instead of rejoining in a loop.
 import { diagnoseIce, summarizeIce } from '../comm/ice-check.ts';
-import type { IceServer } from './protocol.ts';
+import type { IceServer } from '../protocol/messages.ts';
 import type { VolunteerPlatform } from './volunteer-context.ts';
 
 /** Evictions in a row for unreachability (with no ring link ever opened) before the volunteer gives up. */

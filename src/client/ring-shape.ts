@@ -15,12 +15,12 @@
 // The session socket is ordered and reliable and both ends forget at its end, so "the previous
 // ring" is the same on both (the peer moves on to every ring it could build, as the sender
 // did, even when the rest of that message is refused). The peer rebuilds `ring` and `topology`
-// and then decodes the message in full as before (protocol.ts): a bad edit is refused like any
+// and then decodes the message in full as before (src/protocol/messages.ts): a bad edit is refused like any
 // bad field.
 import { topologyOfSizes, type Topology } from '../comm/topology.ts';
-import { MAX_ID_LENGTH, MAX_RING, type CoordinatorMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
-import { decodeCoordinatorMessage } from './protocol-decode.ts';
-import { type Decoded } from './protocol-fields.ts';
+import { MAX_ID_LENGTH, MAX_RING, type CoordinatorMessage, type PrepareRing, type StepAssignment } from '../protocol/messages.ts';
+import { decodeCoordinatorMessage } from '../protocol/decode.ts';
+import { type Decoded } from '../protocol/fields.ts';
 
 export type RingRun = [number, number] | string;
 export interface WireShape { runs: RingRun[]; sizes?: number[] }

@@ -16,7 +16,7 @@
 // the outer step (carriedMomentum), so all hold the same. A round computed again (re-assigned
 // with other ids) starts from the inner momentum this peer held at the round's start.
 import { carriedMomentum, outerStep, weightedChange, type OuterConfig } from '../optim/outer.ts';
-import type { RoundAssignment } from './protocol.ts';
+import type { RoundAssignment } from '../protocol/messages.ts';
 import type { TrainingState } from './state.ts';
 
 /** One inner step's gradient SUM over `ids` and its loss sum (the volunteer computes it). */

@@ -21,8 +21,8 @@ import type { Link } from '../comm/link.ts';
 import type { PeerEndpoint } from '../comm/peer-endpoint.ts';
 import { DEFAULT_RING_SETTINGS, type Ring, type RingSettings } from '../comm/ring.ts';
 import { roleOf, type Topology } from '../comm/topology.ts';
-import type { WireFormat } from '../comm/wire.ts';
-import type { StepAssignment } from './protocol.ts';
+import type { WireFormat } from '../protocol/frames.ts';
+import type { StepAssignment } from '../protocol/messages.ts';
 
 export interface StepReduceOptions {
   /** The training step (strictly increasing per generation). */
@@ -31,7 +31,7 @@ export interface StepReduceOptions {
   maxRms: number;
   /** Called once, when the first data frame arrives (the time before it is waiting). */
   onFirstFrame?: () => void;
-  /** Error feedback (codec.ts), as long as `grad`: what the wire drops of this peer's sends is added here. */
+  /** Error feedback (src/protocol/codec.ts), as long as `grad`: what the wire drops of this peer's sends is added here. */
   feedback?: Float32Array;
 }
 

@@ -17,12 +17,12 @@
 // or summed.
 import type { TensorLike } from '../backend/engine.ts';
 import { allReduceBuckets, bucketStep, MAX_BUCKETS } from '../comm/buckets.ts';
-import { WIRE_FORMATS, type WireFormat } from '../comm/wire.ts';
+import { WIRE_FORMATS, type WireFormat } from '../protocol/frames.ts';
 import { bucketPlan, DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
 import type { Layout } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
 import { overlapTimings, stageGradients, type StagedResult } from '../train/overlap.ts';
-import type { StepAssignment } from './protocol.ts';
+import type { StepAssignment } from '../protocol/messages.ts';
 import { StateError } from './state.ts';
 import type { StepRings } from './step-rings.ts';
 
@@ -154,7 +154,7 @@ export interface SyncHooks {
   /** Called as the first bucket's collective starts (ring of 2 or more). */
   onStart?(ring: StepRings): void;
   /**
-   * Error feedback of a lossy wire (the int8 wire, codec.ts): `carry` (what this peer's sends
+   * Error feedback of a lossy wire (the int8 wire, src/protocol/codec.ts): `carry` (what this peer's sends
    * dropped in its last committed step) is added into each bucket just before its collective,
    * after the kept sum was copied (a re-run adds it again, to the kept sum); what this attempt's
    * sends drop is added into `fresh` (zeros), for the caller to carry once the step commits.

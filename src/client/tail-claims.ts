@@ -3,7 +3,7 @@
 // that claims is the message being handled). A claim ends with the grant's ids, or with
 // `cancelled` when the coordinator moved on (a newer generation or step, a reload, the end, an
 // eviction) or the session ended: the step then stops claiming and finishes with what it holds.
-import type { Claim, CoordinatorMessage, Grant } from './protocol.ts';
+import type { Claim, CoordinatorMessage, Grant } from '../protocol/messages.ts';
 
 /** What a claim came back with: ids to add (empty: the tail is gone), or the step was left behind. */
 export type ClaimAnswer = { kind: 'granted'; ids: number[]; last: boolean } | { kind: 'cancelled' };

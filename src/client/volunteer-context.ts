@@ -14,9 +14,9 @@ import type { AnyEngine } from '../backend/engine.ts';
 import type { MicroFit } from '../nn/fit.ts';
 import type { Model } from '../nn/model.ts';
 import type { GradBucket } from '../nn/buckets.ts';
-import type { WireFormat } from '../comm/wire.ts';
+import type { WireFormat } from '../protocol/frames.ts';
 import type { PublicJob } from './http.ts';
-import type { IceServer } from './protocol.ts';
+import type { IceServer } from '../protocol/messages.ts';
 import type { RoundState } from './rounds.ts';
 import type { TrainingState } from './state.ts';
 
@@ -68,7 +68,7 @@ export interface VolunteerOptions {
   /** The coordinator, e.g. http://lab-server:8080 */
   url: string;
   token?: string;
-  /** What the dashboard and the credit board show (protocol.ts DONOR_NAME). */
+  /** What the dashboard and the credit board show (src/protocol/messages.ts DONOR_NAME). */
   name?: string;
   /** The donor's lasting id (a browser's, kept in IndexedDB): its work is credited to it across visits. */
   donor?: string;

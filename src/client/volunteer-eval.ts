@@ -4,7 +4,7 @@
 import { evaluate } from '../train/evaluate.ts';
 import type { BatchLoader } from '../data/loader.ts';
 import type { Model } from '../nn/model.ts';
-import type { EvalCounts, Evaluate } from './protocol.ts';
+import type { EvalCounts, Evaluate } from '../protocol/messages.ts';
 
 /** The counts of evaluating `m.ids` on `model` in batches of at most `most` images (all zero when it names none). */
 export async function evalCounts(model: Model, val: BatchLoader, m: Evaluate, most = 64): Promise<EvalCounts> {

@@ -7,8 +7,8 @@ import { relayHostsOf } from '../comm/route.ts';
 import { isRingError, type PeerEndpoint } from '../comm/index.ts';
 import { neighboursOf, type PreDial } from '../comm/peer-endpoint.ts';
 import { roleOf } from '../comm/topology.ts';
-import type { WireFormat } from '../comm/wire.ts';
-import { failureDetail, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from './protocol.ts';
+import type { WireFormat } from '../protocol/frames.ts';
+import { failureDetail, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from '../protocol/messages.ts';
 
 export interface SessionRingOptions {
   peerId: string;

@@ -14,7 +14,7 @@ import { microBatches } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
-import type { NextSlice, PeerMessage, RoundAssignment, StepAssignment, StepTimings } from './protocol.ts';
+import type { NextSlice, PeerMessage, RoundAssignment, StepAssignment, StepTimings } from '../protocol/messages.ts';
 import { StateError } from './state.ts';
 import { sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
@@ -89,7 +89,7 @@ export class Trainer {
   private slowdown = 0;
   private msPerImage: number | null = null;
   /**
-   * The int8 wire's error feedback (codec.ts): by step, what this peer's sends dropped in the
+   * The int8 wire's error feedback (src/protocol/codec.ts): by step, what this peer's sends dropped in the
    * step before it, to add into that step's contribution. A step run again (aborted, undone)
    * finds its own entry still there; a peer that loaded a state starts with none.
    */

@@ -11,14 +11,14 @@
 // next, how many frames it takes, or that an empty chunk takes none.
 
 import { RingError } from './errors.ts';
-import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, PAYLOAD_EXTRA } from './codec.ts';
+import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, PAYLOAD_EXTRA } from '../protocol/codec.ts';
 import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
 import {
   BYTES_PER_ELEMENT, FrameKind, HEADER_BYTES, MAX_FRAME_BYTES, PLAN_FRAME_BYTES, Phase, dataFrame, parsePlan, planFrame,
   type CollectivePlan, type FrameHeader, type WireFormat,
-} from './wire.ts';
+} from '../protocol/frames.ts';
 
 /** 64 KiB frames: see bench/allreduce.ts and docs/transport.md (fewer per-message costs, still pipelined). */
 export const DEFAULT_MESSAGE_BYTES = 64 << 10;
@@ -27,10 +27,10 @@ export interface AllReduceOptions {
   ring: Ring;
   /** The training step; frames of other steps are refused. Strictly increasing per ring. */
   step: number;
-  /** 'f16' / 'bf16' halve the bytes on the wire, 'i8' quarters them (float32 accumulation; codec.ts). Default 'f32'. */
+  /** 'f16' / 'bf16' halve the bytes on the wire, 'i8' quarters them (float32 accumulation; src/protocol/codec.ts). Default 'f32'. */
   wire?: WireFormat;
   /**
-   * Error feedback (codec.ts), as long as `grad`: what the wire loses of every value this peer
+   * Error feedback (src/protocol/codec.ts), as long as `grad`: what the wire loses of every value this peer
    * encodes is added here, for the caller to add into its next contribution. Absent: dropped.
    */
   feedback?: Float32Array;

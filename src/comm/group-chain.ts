@@ -10,11 +10,11 @@
 // (k-1, segment s): the same shard, so segments pipeline as in allreduce.ts.
 
 import { RingError } from './errors.ts';
-import { decodePayload, inspectPayload } from './codec.ts';
+import { decodePayload, inspectPayload } from '../protocol/codec.ts';
 import { chunkRange, segmentCount } from './plan.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
-import { FrameKind, HEADER_BYTES, Phase, dataFrame, type FrameHeader, type WireFormat } from './wire.ts';
+import { FrameKind, HEADER_BYTES, Phase, dataFrame, type FrameHeader, type WireFormat } from '../protocol/frames.ts';
 
 export interface ChainStep {
   /** Shard sent at this ring step, or null. */

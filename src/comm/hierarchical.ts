@@ -32,8 +32,8 @@ import { chainSteps, runChain, shardRange } from './group-chain.ts';
 import { dataChunks, segmentCount } from './plan.ts';
 import type { Ring } from './ring.ts';
 import { checkTopology, roleOf, type Topology, type TwoLevelRole } from './topology.ts';
-import { elementsPerFrame, minFrameBytes, PAYLOAD_EXTRA } from './codec.ts';
-import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from './wire.ts';
+import { elementsPerFrame, minFrameBytes, PAYLOAD_EXTRA } from '../protocol/codec.ts';
+import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from '../protocol/frames.ts';
 
 export interface TwoLevelRingsInit {
   topology: Topology;

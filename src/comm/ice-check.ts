@@ -2,7 +2,7 @@
 // (no peer needed) that tells which addresses it found (host, server-reflexive from STUN,
 // relayed from TURN) and which servers failed, then a diagnosis in words a person can act on
 // ("TURN at 10.0.0.1:3478 refused the credentials", "no answer from STUN at ...: open UDP ...").
-import type { IceServer } from '../client/protocol.ts';
+import type { IceServer } from '../protocol/messages.ts';
 
 export interface IceServerError { url: string; code: number; text: string }
 

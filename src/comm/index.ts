@@ -5,7 +5,7 @@ export { allReduceSum, allReduceSentBytes, DEFAULT_MESSAGE_BYTES, type AllReduce
 export type { Link, LinkEvents } from './link.ts';
 export { MemoryLink, memoryLinkPair } from './memory-link.ts';
 export { memoryRing } from './memory-ring.ts';
-export { type WireFormat, WIRE_FORMATS, HEADER_BYTES, MAX_FRAME_BYTES } from './wire.ts';
+export { type WireFormat, WIRE_FORMATS, HEADER_BYTES, MAX_FRAME_BYTES } from '../protocol/frames.ts';
 export { chunkRange } from './plan.ts';
 export { openEndpoint, PeerEndpoint, type EndpointOptions, type FormRingOptions } from './peer-endpoint.ts';
 export { loadBrowserPeer, type SignalingAddress, type PeerCtor } from './peerjs-peer.ts';

@@ -10,10 +10,10 @@
 // A lease that ended (its ring released it) sends nothing and hears nothing more, so a ring of
 // an old generation can never write into, or read from, its successor's stream.
 
-import type { LinkKind } from '../client/protocol.ts';
+import type { LinkKind } from '../protocol/messages.ts';
 import { PendingEvents, type Link, type LinkEvents } from './link.ts';
 import type { PeerJsLink } from './peerjs-link.ts';
-import { hasFrameKind, isReuseKind } from './wire.ts';
+import { hasFrameKind, isReuseKind } from '../protocol/frames.ts';
 
 /** Which end of the ring link this peer holds: 'next' sends data (it dialed), 'prev' receives it. */
 export type LinkRole = 'next' | 'prev';

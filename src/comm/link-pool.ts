@@ -39,7 +39,7 @@
 
 import { KeptLink, type KeptLinkOwner, type LinkLease, type LinkRole } from './link-lease.ts';
 import type { PeerJsLink } from './peerjs-link.ts';
-import { FrameKind, parseReuse, reuseFrame, type ReuseNotice } from './wire.ts';
+import { FrameKind, parseReuse, reuseFrame, type ReuseNotice } from '../protocol/frames.ts';
 
 /** How long A waits for B's ACK before it closes the kept link and dials. */
 export const REUSE_ACK_MS = 1500;

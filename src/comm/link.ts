@@ -1,7 +1,7 @@
 // A Link is one side of an ordered, reliable, message-oriented connection to one other peer
 // (an RTCDataChannel, or an in-memory pair in tests). The ring only needs this much.
 
-import type { LinkKind } from '../client/protocol.ts';
+import type { LinkKind } from '../protocol/messages.ts';
 export interface LinkEvents {
   /** One whole message, as sent. The view may be kept: links never reuse its memory. */
   frame(data: Uint8Array): void;

@@ -26,7 +26,7 @@ import { LinkPool } from './link-pool.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
 import { ringMetadata, type PeerCtor, type PeerLike, type RingMetadata, type SignalingAddress } from './peerjs-peer.ts';
 import { Ring, type RingSettings } from './ring.ts';
-import { isRingTag } from './wire.ts';
+import { isRingTag } from '../protocol/frames.ts';
 
 export interface EndpointOptions {
   Peer: PeerCtor;

@@ -4,7 +4,7 @@
 // internal queue, which would otherwise poll every 50 ms.
 //
 // A new connection's dialing end sends nothing before it has heard from the accepting end, which
-// sends a READY frame as soon as its side is open (wire.ts); what the ring sends meanwhile waits
+// sends a READY frame as soon as its side is open (src/protocol/frames.ts); what the ring sends meanwhile waits
 // here, in order, and counts in bufferedAmount. Why: node-datachannel (0.33, libdatachannel
 // 0.24) delivers a channel's messages out of order when some arrived before JavaScript took the
 // channel: setting the message callback flushes them on the JavaScript thread while the SCTP
@@ -17,10 +17,10 @@
 // order. The dialing end's own channel is made by JavaScript before any message can come, so the
 // other direction is safe.
 
-import type { LinkKind } from '../client/protocol.ts';
+import type { LinkKind } from '../protocol/messages.ts';
 import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
 import { routeOf } from './route.ts';
-import { isReadyFrame, readyFrame } from './wire.ts';
+import { isReadyFrame, readyFrame } from '../protocol/frames.ts';
 
 /** The parts of RTCDataChannel we use (browsers and node-datachannel's polyfill both have them). */
 export interface DataChannelLike {

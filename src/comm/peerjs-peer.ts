@@ -3,7 +3,7 @@
 // relay fallback (relay.ts) and the tests' fakes all fit; and the metadata a ring link's dial
 // carries (who dials, for which job, generation and ring).
 import type { DataConnectionLike } from './peerjs-link.ts';
-import { isRingTag } from './wire.ts';
+import { isRingTag } from '../protocol/frames.ts';
 
 export interface PeerOptionsLike {
   host: string;

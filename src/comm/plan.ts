@@ -12,7 +12,7 @@
 // chunk r+1; the all-gather passes every owned chunk once around the ring.
 // The send of (t, segment j) needs the receive of (t-1, segment j): same chunk, same segment.
 
-import { Phase } from './wire.ts';
+import { Phase } from '../protocol/frames.ts';
 
 export interface RingStep {
   phase: Phase;

@@ -6,7 +6,7 @@
 // `bufferedamountlow`; the worker adds the bytes it sent since the last report.
 import type { DataChannelLike, DataConnectionLike, PeerConnectionLike } from './peerjs-link.ts';
 import type { ConnectOptionsLike, PeerCtor, PeerLike, PeerOptionsLike } from './peerjs-peer.ts';
-import type { LinkKind } from '../client/protocol.ts';
+import type { LinkKind } from '../protocol/messages.ts';
 import { gatherCandidates, type GatherPcCtor, type IceReport } from './ice-check.ts';
 import { routeOf } from './route.ts';
 

@@ -11,7 +11,7 @@
 
 import { RingError, type RingErrorKind } from './errors.ts';
 import type { Link } from './link.ts';
-import { FrameKind, abortFrame, heartbeatFrame, isReuseKind, parseAbort, parseFrame, type FrameHeader } from './wire.ts';
+import { FrameKind, abortFrame, heartbeatFrame, isReuseKind, parseAbort, parseFrame, type FrameHeader } from '../protocol/frames.ts';
 
 export interface RingSettings {
   /** A heartbeat goes on each link that sent nothing for this long. */

@@ -1,7 +1,7 @@
 // Which way a WebRTC link runs: straight between the two peers, or through a TURN relay.
 // Read from the connection's stats (browsers and node-datachannel's polyfill both report the
 // selected candidate pair and its two candidates' types).
-import type { LinkKind } from '../client/protocol.ts';
+import type { LinkKind } from '../protocol/messages.ts';
 
 /** A stats entry as both implementations report it (only the fields used here). */
 export interface StatLike {

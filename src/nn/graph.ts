@@ -2,9 +2,9 @@
 // batch). Each node names its inputs by index. Forward walks the list; backward walks it in
 // reverse (no tape). Shapes here exclude the batch dimension.
 import { VtError } from '../errors.ts';
-import { conv2dShape } from '../ops/conv2d.ts';
-import { pool2dShape } from '../ops/pool.ts';
-import type { LrnParams } from '../ops/lrn.ts';
+import { conv2dShape } from '../shapes/conv2d.ts';
+import { pool2dShape } from '../shapes/pool.ts';
+import type { LrnParams } from '../shapes/lrn.ts';
 
 export type NodeSpec =
   | { op: 'input' }

@@ -6,7 +6,7 @@
 // one command stream and only the caller decides when to read.
 import type { Engine, TensorLike } from '../backend/engine.ts';
 import { VtError } from '../errors.ts';
-import { reshape } from '../gpu/tensor.ts';
+import { reshape } from '../shapes/shape.ts';
 import { hash32 } from '../rng.ts';
 import { type ModelSpec, type NodeSpec, inputsOf } from './graph.ts';
 import { type Layout, type LayoutOptions, type ParamTensor, initParams, initState, layoutOf } from './layout.ts';

@@ -1,5 +1,5 @@
 // The models, each described once as a node list (src/nn/graph.ts).
-import { ALEXNET_LRN } from '../ops/lrn.ts';
+import { ALEXNET_LRN } from '../shapes/lrn.ts';
 import { GraphBuilder, type ModelSpec } from './graph.ts';
 
 export type ModelName = 'small-cnn' | 'small-cnn-bn' | 'tiny-cnn' | 'resnet20' | 'alexnet' | 'alexnet-bn' | 'resnet50';

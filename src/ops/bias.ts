@@ -4,24 +4,15 @@ import code from '../../shaders/bias.wgsl?raw';
 import { check, VtError } from '../errors.ts';
 import type { Gpu, Kernel } from '../gpu/runtime.ts';
 import { shapeStr, type Tensor } from '../gpu/tensor.ts';
+import { type BiasBackwardParams, type BiasDims, biasDims } from '../shapes/bias.ts';
 import { bindingRanges } from './elementwise.ts';
+
+// The shape rules live in src/shapes/bias.ts; re-exported for the ops namespace.
+export type { BiasBackwardParams, BiasDims } from '../shapes/bias.ts';
+export { biasDims } from '../shapes/bias.ts';
 
 const KERNEL: Kernel = { name: 'bias', code };
 const WG = 256;
-
-export interface BiasBackwardParams {
-  /** db += sum (gradients of several uses, or a flat gradient buffer summed into) instead of db = sum. */
-  accumulate: boolean;
-}
-
-export interface BiasDims { n: number; c: number; hw: number }
-
-/** The shape function: y has x's shape, b and db are [C] where C = shape[1]. */
-export function biasDims(shape: readonly number[]): BiasDims {
-  check(shape.length === 2 || shape.length === 4, 'bias', () => `x must be [N, C, H, W] or [N, F], got ${shapeStr(shape)}`);
-  const [n, c] = shape as [number, number];
-  return { n, c, hw: shape.length === 4 ? shape[2]! * shape[3]! : 1 };
-}
 
 function checkBias(what: string, x: Tensor, b: Tensor): BiasDims {
   const d = biasDims(x.shape);

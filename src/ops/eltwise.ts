@@ -1,22 +1,18 @@
 // Elementwise arithmetic on flat tensors of equal size (any shape): residual add, gradient
 // accumulation, scaling, axpy and fill. Arrays larger than one storage binding are split.
 import code from '../../shaders/eltwise.wgsl?raw';
-import { check } from '../errors.ts';
 import type { Gpu, Kernel } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import { eltwiseSize } from '../shapes/eltwise.ts';
 import { bindingRanges } from './elementwise.ts';
+
+// The shape rule lives in src/shapes/eltwise.ts; re-exported for the ops namespace.
+export { eltwiseSize } from '../shapes/eltwise.ts';
 
 const KERNEL: Kernel = { name: 'eltwise', code };
 const WG = 256;
 
 type Entry = 'add' | 'addInPlace' | 'scale' | 'scaleInPlace' | 'axpy' | 'fill';
-
-/** The shape function: every operand and the result have the same number of elements. */
-export function eltwiseSize(...sizes: number[]): number {
-  const n = sizes[0] ?? 0;
-  check(sizes.every((s) => s === n), 'eltwise', () => `operand sizes differ: ${sizes.join(', ')}`);
-  return n;
-}
 
 function run(gpu: Gpu, entryPoint: Entry, a: number, x: Tensor | null, y: Tensor | null, out: Tensor): void {
   eltwiseSize(out.size, ...[x, y].flatMap((t) => (t ? [t.size] : [])));

@@ -5,5 +5,6 @@ export { OptimError, type OptimErrorKind } from './errors.ts';
 export { createOptimizer } from './optimizer.ts';
 export { learningRate } from './schedule.ts';
 export { hostOptimizerStep, type HostStepArgs } from './host.ts';
-export type { NamedTensor, Optimizer, OptimizerConfig, OptimizerKind, ParamSegment, ScheduleConfig, ScheduleKind, StepArgs } from './types.ts';
+export type { OptimizerConfig, OptimizerKind, ParamSegment, ScheduleConfig, ScheduleKind } from './types.ts';
+export type { NamedTensor, Optimizer, StepArgs } from './gpu-types.ts';
 export { OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, checkOuterConfig, outerStep, weightedChange, type OuterConfig } from './outer.ts';

@@ -14,7 +14,8 @@ import { OptimError } from './errors.ts';
 import { larsUpdate, sgdUpdate, type UpdateBuffers, type UpdateScalars } from './kernels.ts';
 import { learningRate } from './schedule.ts';
 import { buildUpdateTable, ROW_U32, type UpdateWindow } from './table.ts';
-import type { NamedTensor, Optimizer, OptimizerConfig, ParamSegment, StepArgs } from './types.ts';
+import type { OptimizerConfig, ParamSegment } from './types.ts';
+import type { NamedTensor, Optimizer, StepArgs } from './gpu-types.ts';
 
 class FlatOptimizer implements Optimizer {
   readonly stateTensors: readonly NamedTensor[];

@@ -3,7 +3,7 @@
 // windows as the norms' segmentTable, src/ops/reduce.ts), then lays out one row per piece
 // (offset in its window, length, flags, firstChunk, segment) for shaders/lars.wgsl and
 // (offset, length) pairs for the norms.
-import { bindingWindows, type Segment } from '../ops/reduce.ts';
+import { bindingWindows, type Segment } from '../shapes/reduce.ts';
 import { OptimError } from './errors.ts';
 import type { ParamSegment } from './types.ts';
 

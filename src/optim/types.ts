@@ -1,7 +1,6 @@
 // The optimiser's view of a model: one flat f32 parameter buffer W, one flat gradient buffer G
 // (the SUM over the global batch, already summed over peers) and one flat momentum buffer V,
 // all with the same layout. Each parameter tensor is a segment of them.
-import type { Tensor } from '../gpu/tensor.ts';
 
 /**
  * One parameter tensor of the flat buffers. src/nn/layout.ts's ParamTensor has these fields,
@@ -64,37 +63,4 @@ export interface OptimizerConfig extends ScheduleConfig {
    * (src/nn/layout.ts biasTrust, ParamSegment.trustFrom), which a volunteer builds from it.
    */
   biasTrust: 'global' | 'layer';
-}
-
-export interface StepArgs {
-  /** Parameters, updated in place. */
-  w: Tensor;
-  /** Gradient SUM over the global batch (not modified). */
-  g: Tensor;
-  /** 0-based step index: selects the scheduled rate. */
-  t: number;
-  /** Multiplies G inside the kernel (1 / global batch size), so g = G * gradScale. */
-  gradScale: number;
-}
-
-export interface NamedTensor {
-  name: string;
-  tensor: Tensor;
-}
-
-/**
- * An optimiser over one layout. It owns its state (the momentum buffer V, zero at creation)
- * and its small tables; `step` only records GPU work (no readback), so it fits in the same
- * batch as the backward pass. Every peer that runs the same steps on the same inputs on the
- * same kind of device gets bit-identical weights (fixed order, no atomics).
- */
-export interface Optimizer {
-  readonly config: OptimizerConfig;
-  /** For checkpoints: [{ name: 'momentum', tensor: V }], V with the parameter layout. */
-  readonly stateTensors: readonly NamedTensor[];
-  /** The scheduled global rate for step t (computed on the CPU, passed as a uniform). */
-  rate(t: number): number;
-  step(args: StepArgs): void;
-  /** Returns the state and tables to the GPU pool. The optimiser is unusable afterwards. */
-  destroy(): void;
 }

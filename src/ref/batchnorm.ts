@@ -1,6 +1,6 @@
 // float64 reference: batch normalisation (training and inference), conventions as in
 // src/ops/batchnorm.ts: biased variance to normalise, unbiased for running_var.
-import { batchNormDims, type BatchNormParams } from '../ops/batchnorm.ts';
+import { batchNormDims, type BatchNormParams } from '../shapes/batchnorm.ts';
 
 /** Calls f(channel, index) for every element, channel by channel. */
 function eachInChannel(shape: readonly number[], f: (c: number, i: number) => void): void {

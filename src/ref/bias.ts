@@ -1,5 +1,5 @@
 // float64 reference: bias add per channel of NCHW (or per feature of [N, F]).
-import { biasDims } from '../ops/bias.ts';
+import { biasDims } from '../shapes/bias.ts';
 
 export function biasForward(x: Float64Array, b: Float64Array, shape: readonly number[]): Float64Array {
   const { c, hw } = biasDims(shape);

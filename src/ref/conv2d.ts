@@ -3,7 +3,10 @@
 //   out[n, co, oh, ow] = sum_{ci, kh, kw} x[n, ci, oh*sh - ph + kh, ow*sw - pw + kw] * w[co, ci, kh, kw]
 // (input positions outside the image count as zero). The backward passes scatter the same
 // products the forward gathers, which is the simplest correct form (the GPU gathers).
-import { conv2dShape, normalizeConv2d, type Conv2dParams, type Conv2dGeometry } from '../ops/conv2d.ts';
+// The output size and padding are computed here, not by the engines' normalizeConv2d (which
+// this reference checks): OH = floor((H + 2*ph - KH) / sh) + 1, likewise OW.
+import { check } from '../errors.ts';
+import type { Conv2dGeometry, Conv2dParams } from '../shapes/conv2d.ts';
 
 export type { Conv2dParams };
 
@@ -28,14 +31,27 @@ function eachTerm(g: Conv2dGeometry, f: (xi: number, wi: number, oi: number) => 
         }
 }
 
+/** The reference's own geometry; throws a 'bad-shape' VtError for shapes or params that do not fit. */
 function geometry(xShape: readonly number[], wShape: readonly number[], params: Conv2dParams): Conv2dGeometry {
-  return normalizeConv2d(xShape, wShape, params, 'ref.conv2d');
+  const what = 'ref.conv2d';
+  check(xShape.length === 4 && wShape.length === 4, what, () => `x must be [N, Cin, H, W] and w [Cout, Cin, KH, KW], got [${xShape}] and [${wShape}]`);
+  const [n, cin, h, w] = xShape as [number, number, number, number];
+  const [cout, wcin, kh, kw] = wShape as [number, number, number, number];
+  const [sh, sw] = typeof params.stride === 'number' ? [params.stride, params.stride] : params.stride;
+  const [ph, pw] = typeof params.pad === 'number' ? [params.pad, params.pad] : params.pad;
+  const positive = [n, cin, h, w, cout, kh, kw, sh, sw].every((d) => Number.isInteger(d) && d >= 1);
+  check(positive && Number.isInteger(ph) && Number.isInteger(pw) && ph >= 0 && pw >= 0, what, () => `dimensions and strides must be integers >= 1, pads >= 0`);
+  check(wcin === cin, what, () => `x has ${cin} channels, w expects ${wcin}`);
+  const oh = Math.floor((h + 2 * ph - kh) / sh) + 1;
+  const ow = Math.floor((w + 2 * pw - kw) / sw) + 1;
+  check(oh >= 1 && ow >= 1, what, () => `kernel ${kh}x${kw} is larger than the padded input ${h + 2 * ph}x${w + 2 * pw}`);
+  return { n, cin, h, w, cout, kh, kw, oh, ow, sh, sw, ph, pw };
 }
 
 /** x [N, Cin, H, W], w [Cout, Cin, KH, KW] -> out [N, Cout, OH, OW]. */
 export function conv2dForward(x: Float64Array, xShape: readonly number[], w: Float64Array, wShape: readonly number[], params: Conv2dParams): Float64Array {
   const g = geometry(xShape, wShape, params);
-  const out = new Float64Array(conv2dShape(xShape, wShape, params).reduce((a, b) => a * b, 1));
+  const out = new Float64Array(g.n * g.cout * g.oh * g.ow);
   eachTerm(g, (xi, wi, oi) => {
     out[oi]! += x[xi]! * w[wi]!;
   });

@@ -1,6 +1,6 @@
 // float64 reference: inverted dropout with the SAME u32 hash as shaders/dropout.wgsl
 // (Math.imul and >>> 0 reproduce WGSL's wrapping u32 arithmetic), so masks match bit for bit.
-import { dropoutShape, dropoutThreshold, type DropoutParams } from '../ops/dropout.ts';
+import { dropoutShape, dropoutThreshold, type DropoutParams } from '../shapes/dropout.ts';
 
 /** lowbias32 (Wellons' hash-prospector). */
 export function mix32(v: number): number {

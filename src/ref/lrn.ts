@@ -1,6 +1,6 @@
 // float64 reference: local response normalisation across channels (PyTorch's formula, see
 // src/ops/lrn.ts). Backward by the chain rule through every window, scattered.
-import { lrnDims, type LrnParams } from '../ops/lrn.ts';
+import { lrnDims, type LrnParams } from '../shapes/lrn.ts';
 
 /** s[i] = k + alpha/size * sum of x^2 over the channel window of element i. */
 function scales(x: Float64Array, shape: readonly number[], p: LrnParams): Float64Array {

@@ -1,7 +1,31 @@
 // float64 reference: max / average / global average pooling, NCHW, straight from the
 // definitions in src/ops/pool.ts (floor mode, padding never counts, ties to the first max in
 // row-major window order). Backward scatters into dx (the GPU gathers the same terms).
-import { globalPoolParams, normalizePool2d, type Pool2dParams, type PoolGeometry } from '../ops/pool.ts';
+// The output size and padding are computed here, not by the engines' normalizePool2d (which
+// this reference checks): OH = floor((H + 2*ph - KH) / sh) + 1, likewise OW, with pad < kernel.
+import { check } from '../errors.ts';
+import type { Pool2dParams, PoolGeometry } from '../shapes/pool.ts';
+
+/** The reference's own geometry; throws a 'bad-shape' VtError for shapes or params that do not fit. */
+function geometry(xShape: readonly number[], params: Pool2dParams, what: string): PoolGeometry {
+  check(xShape.length === 4, what, () => `x must be [N, C, H, W], got [${xShape}]`);
+  const [n, c, h, w] = xShape as [number, number, number, number];
+  const both = (v: Pool2dParams['kernel']): readonly [number, number] => (typeof v === 'number' ? [v, v] : v);
+  const [kh, kw] = both(params.kernel), [sh, sw] = both(params.stride), [ph, pw] = both(params.pad);
+  check([n, c, h, w, kh, kw, sh, sw].every((d) => Number.isInteger(d) && d >= 1), what, () => `dimensions, kernel and stride must be integers >= 1`);
+  // Padding at least the kernel would allow windows with no in-image element.
+  check([ph, pw].every((p) => Number.isInteger(p) && p >= 0) && ph < kh && pw < kw, what, () => `pad must be integers in [0, kernel)`);
+  const oh = Math.floor((h + 2 * ph - kh) / sh) + 1;
+  const ow = Math.floor((w + 2 * pw - kw) / sw) + 1;
+  check(oh >= 1 && ow >= 1, what, () => `window ${kh}x${kw} is larger than the padded input ${h + 2 * ph}x${w + 2 * pw}`);
+  return { n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow };
+}
+
+/** Global average pooling as a pool: one window of the whole plane. */
+function globalParams(xShape: readonly number[]): Pool2dParams {
+  check(xShape.length === 4, 'ref.globalAvgPool', () => `x must be [N, C, H, W], got [${xShape}]`);
+  return { kernel: [xShape[2]!, xShape[3]!], stride: 1, pad: 0 };
+}
 
 /** Calls f(plane, outIndexInPlane, inIndicesInPlane) for every window. */
 function eachWindow(g: PoolGeometry, f: (plane: number, o: number, ins: number[]) => void): void {
@@ -23,7 +47,7 @@ function eachWindow(g: PoolGeometry, f: (plane: number, o: number, ins: number[]
 
 /** Returns y and argmax (index iy*W + ix within the plane). */
 export function maxPoolForward(x: Float64Array, xShape: readonly number[], params: Pool2dParams): { y: Float64Array; argmax: Uint32Array } {
-  const g = normalizePool2d(xShape, params, 'ref.maxPool');
+  const g = geometry(xShape, params, 'ref.maxPool');
   const y = new Float64Array(g.n * g.c * g.oh * g.ow);
   const argmax = new Uint32Array(y.length);
   eachWindow(g, (plane, o, ins) => {
@@ -37,7 +61,7 @@ export function maxPoolForward(x: Float64Array, xShape: readonly number[], param
 }
 
 export function maxPoolBackward(dy: Float64Array, argmax: Uint32Array, xShape: readonly number[], params: Pool2dParams): Float64Array {
-  const g = normalizePool2d(xShape, params, 'ref.maxPool');
+  const g = geometry(xShape, params, 'ref.maxPool');
   const dx = new Float64Array(g.n * g.c * g.h * g.w);
   for (let i = 0; i < dy.length; i++) {
     const plane = Math.floor(i / (g.oh * g.ow));
@@ -47,7 +71,7 @@ export function maxPoolBackward(dy: Float64Array, argmax: Uint32Array, xShape: r
 }
 
 export function avgPoolForward(x: Float64Array, xShape: readonly number[], params: Pool2dParams): Float64Array {
-  const g = normalizePool2d(xShape, params, 'ref.avgPool');
+  const g = geometry(xShape, params, 'ref.avgPool');
   const y = new Float64Array(g.n * g.c * g.oh * g.ow);
   eachWindow(g, (plane, o, ins) => {
     let s = 0;
@@ -58,7 +82,7 @@ export function avgPoolForward(x: Float64Array, xShape: readonly number[], param
 }
 
 export function avgPoolBackward(dy: Float64Array, xShape: readonly number[], params: Pool2dParams): Float64Array {
-  const g = normalizePool2d(xShape, params, 'ref.avgPool');
+  const g = geometry(xShape, params, 'ref.avgPool');
   const dx = new Float64Array(g.n * g.c * g.h * g.w);
   eachWindow(g, (plane, o, ins) => {
     for (const i of ins) dx[plane * g.h * g.w + i]! += dy[plane * g.oh * g.ow + o]! / ins.length;
@@ -68,9 +92,9 @@ export function avgPoolBackward(dy: Float64Array, xShape: readonly number[], par
 
 /** [N, C, H, W] -> [N, C]. */
 export function globalAvgPoolForward(x: Float64Array, xShape: readonly number[]): Float64Array {
-  return avgPoolForward(x, xShape, globalPoolParams(xShape));
+  return avgPoolForward(x, xShape, globalParams(xShape));
 }
 
 export function globalAvgPoolBackward(dy: Float64Array, xShape: readonly number[]): Float64Array {
-  return avgPoolBackward(dy, xShape, globalPoolParams(xShape));
+  return avgPoolBackward(dy, xShape, globalParams(xShape));
 }

@@ -1,5 +1,5 @@
 // float64 reference: sums, sums of squares, and per-segment sums of squares (with backward).
-import type { Segment } from '../ops/reduce.ts';
+import type { Segment } from '../shapes/reduce.ts';
 
 export function sum(x: Float64Array): number {
   let s = 0;

@@ -3,7 +3,7 @@
 //   loss = logsumexp(x) - (1 - eps) x[label] - (eps / K) sum_j x[j]
 //   dlogits = softmax(x) - (1 - eps) onehot - eps / K
 // A label outside [0, K) gives a NaN loss and a zero gradient row (as the GPU op).
-import { logitsDims } from '../ops/softmax_xent.ts';
+import { logitsDims } from '../shapes/softmax_xent.ts';
 
 function rowSoftmax(logits: Float64Array, row: number, k: number): { p: Float64Array; lse: number } {
   const x = logits.subarray(row * k, row * k + k);

@@ -1,7 +1,7 @@
 // float64 reference: top-1 / top-k hit counts. A label is in the top k when fewer than k
 // classes have a STRICTLY larger logit (ties count for the label); labels outside [0, K) and
 // NaN label logits never count.
-import { logitsDims } from '../ops/softmax_xent.ts';
+import { logitsDims } from '../shapes/softmax_xent.ts';
 
 export function topkCount(logits: Float64Array, labels: Int32Array, shape: readonly number[], k = 5): [number, number] {
   const { n, k: classes } = logitsDims(shape);

@@ -3,7 +3,7 @@
 import type { TensorLike } from '../backend/engine.ts';
 import type { BatchLoader } from '../data/loader.ts';
 import type { Model } from '../nn/model.ts';
-import type { EvalPrediction } from '../client/protocol.ts';
+import type { EvalPrediction } from '../protocol/messages.ts';
 import { uploadBatch } from './step.ts';
 
 export interface EvalResult { samples: number; top1: number; top5: number; loss: number; confusion?: number[]; predictions?: EvalPrediction[] }

@@ -5,7 +5,7 @@ import type { Gpu } from '../gpu/runtime.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { BatchLoader } from '../data/loader.ts';
 import type { Model } from '../nn/model.ts';
-import type { Optimizer } from '../optim/types.ts';
+import type { Optimizer } from '../optim/gpu-types.ts';
 import { type EvalResult, evaluate } from './evaluate.ts';
 import { stepSamples, stepsPerEpoch } from './sampler.ts';
 import { recordGradients, recordUpdate, uploadBatch } from './step.ts';

@@ -5,7 +5,7 @@
 import type { TensorLike } from '../backend/engine.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import type { Model } from '../nn/model.ts';
-import type { Optimizer } from '../optim/types.ts';
+import type { Optimizer } from '../optim/gpu-types.ts';
 
 export interface HostBatch { x: Float32Array; labels: Int32Array; shape: readonly [number, number, number, number] }
 

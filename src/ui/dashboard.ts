@@ -3,7 +3,7 @@
 // back of a classroom. Redraws at most once a second.
 import { stepUtilisation, tallyStep, tallyUtilisation, type UtilisationTally } from '../train/utilisation.ts';
 import { apiFetch, pageSearch, refusedMessage } from './access.ts';
-import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer, SyncChoice } from '../client/protocol.ts';
+import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer, SyncChoice } from '../protocol/messages.ts';
 import type { Topology } from '../comm/topology.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 import { confusionSvg, predictionGridHtml } from './eval-views.ts';

@@ -13,7 +13,7 @@ import { explainNoWebGpu, insecureHelp, joinInfoOf, withToken, type JoinInfo } f
 import { syncChoiceLine, syncModeOf } from './dashboard.ts';
 import { isCreditBoard, yourCredit } from './credit.ts';
 import { donorId } from './donor.ts';
-import type { MetricRecord } from '../client/protocol.ts';
+import type { MetricRecord } from '../protocol/messages.ts';
 import type { VolunteerStatus, VolunteerWorkerApi } from '../client/worker-api.ts';
 
 const $ = (id: string): HTMLElement => document.getElementById(id)!;

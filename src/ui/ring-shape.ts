@@ -3,7 +3,7 @@
 // shard owners), read from the generation's record or live event; and where each node of the
 // ring drawing belongs (its group, and the group successor its ring link goes to).
 import type { Topology } from '../comm/topology.ts';
-import { readTopology } from '../client/protocol-topology.ts';
+import { readTopology } from '../protocol/topology.ts';
 
 export interface RingShape {
   kind: 'none' | 'single' | 'flat' | 'two-level';

@@ -12,7 +12,7 @@
 //
 // Older volunteers, and rounds, report no split (no exposedCommMs / overheadMs): their whole
 // all-reduce (commMs) stands in for the exposed part, drawn pale, and no overhead is drawn.
-import type { PeerStepTiming } from '../client/protocol.ts';
+import type { PeerStepTiming } from '../protocol/messages.ts';
 import { median } from '../stats.ts';
 import { axesSvg, axisOver, chartHead, esc, leftMargin, niceTicks, placeholderSvg, scaleOf, tickLabels, type Frame } from './charts.ts';
 

@@ -10,16 +10,16 @@
 // Web Worker; not a page's main thread).
 import type { DType, Engine, EngineInfo, EngineMemory, HostArray } from '../backend/engine.ts';
 import { check, VtError } from '../errors.ts';
-import { shapeStr, sizeOf } from '../gpu/tensor.ts';
-import type { BatchNormBackwardParams, BatchNormParams } from '../ops/batchnorm.ts';
-import type { BiasBackwardParams } from '../ops/bias.ts';
-import type { Conv2dBackwardOptions, Conv2dParams } from '../ops/conv2d.ts';
-import type { DropoutParams } from '../ops/dropout.ts';
-import type { GemmParams } from '../ops/gemm.ts';
-import type { LrnParams } from '../ops/lrn.ts';
-import type { Pool2dParams } from '../ops/pool.ts';
-import type { SoftmaxXentParams } from '../ops/softmax_xent.ts';
-import type { TopkParams } from '../ops/topk.ts';
+import { shapeStr, sizeOf } from '../shapes/shape.ts';
+import type { BatchNormBackwardParams, BatchNormParams } from '../shapes/batchnorm.ts';
+import type { BiasBackwardParams } from '../shapes/bias.ts';
+import type { Conv2dBackwardOptions, Conv2dParams } from '../shapes/conv2d.ts';
+import type { DropoutParams } from '../shapes/dropout.ts';
+import type { GemmParams } from '../shapes/gemm.ts';
+import type { LrnParams } from '../shapes/lrn.ts';
+import type { Pool2dParams } from '../shapes/pool.ts';
+import type { SoftmaxXentParams } from '../shapes/softmax_xent.ts';
+import type { TopkParams } from '../shapes/topk.ts';
 import { Heap } from './heap.ts';
 import { compileKernels, isNode, KERNEL_NAMES, type Kernels, loadKernels } from './kernels.ts';
 import * as L from './ops-layers.ts';

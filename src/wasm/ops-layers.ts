@@ -4,15 +4,15 @@
 // or, for big pooling and relu / add calls on a threaded engine, one per thread on disjoint
 // planes or element ranges (each element computed as with one thread: bitwise the same).
 import { check } from '../errors.ts';
-import { shapeStr } from '../gpu/tensor.ts';
-import { type BatchNormBackwardParams, type BatchNormParams, batchNormDims } from '../ops/batchnorm.ts';
-import { type BiasBackwardParams, biasDims } from '../ops/bias.ts';
-import { type DropoutParams, dropoutScale, dropoutShape, dropoutThreshold } from '../ops/dropout.ts';
-import { eltwiseSize } from '../ops/eltwise.ts';
-import { type LrnParams, lrnDims } from '../ops/lrn.ts';
-import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d } from '../ops/pool.ts';
-import { type SoftmaxXentParams, smoothingOf, softmaxXentDims } from '../ops/softmax_xent.ts';
-import { type TopkParams, topkDims } from '../ops/topk.ts';
+import { shapeStr } from '../shapes/shape.ts';
+import { type BatchNormBackwardParams, type BatchNormParams, batchNormDims } from '../shapes/batchnorm.ts';
+import { type BiasBackwardParams, biasDims } from '../shapes/bias.ts';
+import { type DropoutParams, dropoutScale, dropoutShape, dropoutThreshold } from '../shapes/dropout.ts';
+import { eltwiseSize } from '../shapes/eltwise.ts';
+import { type LrnParams, lrnDims } from '../shapes/lrn.ts';
+import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d } from '../shapes/pool.ts';
+import { type SoftmaxXentParams, smoothingOf, softmaxXentDims } from '../shapes/softmax_xent.ts';
+import { type TopkParams, topkDims } from '../shapes/topk.ts';
 import type { Kernels } from './kernels.ts';
 import type { WasmCtx, WasmTensor } from './tensor.ts';
 

@@ -20,9 +20,9 @@
 //              fewer groups than threads, rows of dw (output channels) group after group, the
 //              group's columns built by all threads (split by image) between barriers
 import { check } from '../errors.ts';
-import { shapeStr } from '../gpu/tensor.ts';
-import { type Conv2dBackwardOptions, type Conv2dGeometry, type Conv2dParams, normalizeConv2d } from '../ops/conv2d.ts';
-import { type GemmParams, gemmDims } from '../ops/gemm.ts';
+import { shapeStr } from '../shapes/shape.ts';
+import { type Conv2dBackwardOptions, type Conv2dGeometry, type Conv2dParams, normalizeConv2d } from '../shapes/conv2d.ts';
+import { type GemmParams, gemmDims } from '../shapes/gemm.ts';
 import type { Kernels } from './kernels.ts';
 import type { PartCtx, WasmCtx, WasmTensor } from './tensor.ts';
 

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { PhaseClock } from '../../coordinator/driver-types.ts';
 import { bracketCalm, cpuSecondsOfStat, cpuSplit, lossSplit, stepSplit } from '../../bench/churn-check.ts';
 import { phaseWindow } from '../../bench/churn-run.ts';
-import type { MetricRecord } from '../../src/client/protocol.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
 
 describe('PhaseClock', () => {
   it('adds up the time spent in each kind of phase, the current one up to now', () => {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { report } from '../../bench/lowcomm-report.ts';
 import { measuredRate, projectedSeconds, projectedTimeToTarget, timingSteps } from '../../bench/lowcomm-project.ts';
 import { summarise, timeToTarget, type RunResult } from '../../bench/lowcomm-run.ts';
-import type { LiveEvent } from '../../src/client/protocol.ts';
+import type { LiveEvent } from '../../src/protocol/messages.ts';
 
 const spec = { profile: 'home' as const, syncEvery: 8, steps: 16, globalBatch: 128, optimizer: 'lars' as const, lr: 0.5, outerLr: 0.7, outerMomentum: 0.9, syncWarmup: 0, evalEvery: 8, evalSamples: 100, finalEvalSamples: 100, warmupSteps: 8, seed: 1 };
 const step = (s: number, bytesPerImage = 1000): LiveEvent => ({ type: 'step', step: s, generation: 1, loss: 1, imagesPerSec: 1, peers: 4, timings: [], traffic: { innerSteps: 8, bytesPerImage } });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ViteDevServer } from 'vite';
 import type { Page } from 'playwright-core';
 import type { BackendKind } from '../../src/backend/engine.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import { allSuites, caseTitle, parseBackends, runsOn } from '../ops/suite.ts';
 import type { OpsResults } from './ops-protocol.ts';

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { ViteDevServer } from 'vite';
-import { launchChromium } from '../helpers/chromium.ts';
+import { launchChromium } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 
 const deviceText = async (page: Page) => (await page.textContent('#device')) ?? '';

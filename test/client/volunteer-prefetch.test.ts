@@ -12,7 +12,7 @@ import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../../src/data/decode-node.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { WasmEngine } from '../../src/wasm/engine.ts';
-import { buildTestData, finalWeights, startTestJob, tempRoot, testJob } from '../distributed/helpers.ts';
+import { buildTestData, finalWeights, startTestJob, tempRoot, testJob } from '../../testbed/jobs.ts';
 
 const K = 6;
 const DELAY_MS = 250;

@@ -8,7 +8,7 @@
 // current generation is still blamed on its sender.
 import { describe, expect, it } from 'vitest';
 import { RingError, allReduceSum, memoryRing, type MemoryLink } from '../../src/comm/index.ts';
-import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../../src/comm/wire.ts';
+import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../../src/protocol/frames.ts';
 import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
 
 const IDS = ['p0', 'p1', 'p2', 'p3'];

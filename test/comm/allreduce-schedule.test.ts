@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { allReduceSum, frameRange, linkSchedule, locateFrame, type LinkStep } from '../../src/comm/allreduce.ts';
 import { memoryRing } from '../../src/comm/index.ts';
 import { segmentRange } from '../../src/comm/plan.ts';
-import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from '../../src/comm/wire.ts';
+import { BYTES_PER_ELEMENT, HEADER_BYTES, MAX_FRAME_BYTES, Phase, type WireFormat } from '../../src/protocol/frames.ts';
 import { bitwiseEqual, randomGrad, ringCut, sum64, worstError } from './helpers.ts';
 
 const WIRES: readonly WireFormat[] = ['f32', 'f16', 'bf16'];

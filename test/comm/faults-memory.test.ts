@@ -5,7 +5,7 @@
 // generation is the exception: dropped, blaming nobody (see abandoned-generation.test.ts).
 import { describe, expect, it } from 'vitest';
 import { RingError, allReduceSum, memoryRing, type RingSettings } from '../../src/comm/index.ts';
-import { HEADER_BYTES, Phase, writeHeader, parseFrame, FrameKind } from '../../src/comm/wire.ts';
+import { HEADER_BYTES, Phase, writeHeader, parseFrame, FrameKind } from '../../src/protocol/frames.ts';
 import { bitwiseEqual, randomGrad } from './helpers.ts';
 
 const IDS = ['p0', 'p1', 'p2', 'p3'];

@@ -2,7 +2,7 @@
 // f16/bf16: float32 accumulation, bitwise-equal results on all peers, error within its bound.
 import { describe, expect, it } from 'vitest';
 import { allReduceSum, memoryRing } from '../../src/comm/index.ts';
-import { decodeTable, f32BitsToBf16, f32BitsToF16 } from '../../src/comm/half.ts';
+import { decodeTable, f32BitsToBf16, f32BitsToF16 } from '../../src/protocol/half.ts';
 import { bitwiseEqual, randomGrad, sum64, worstError } from './helpers.ts';
 
 const bits = (x: number): number => new Uint32Array(new Float32Array([x]).buffer)[0];

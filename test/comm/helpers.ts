@@ -49,7 +49,7 @@ import type { Link, LinkEvents } from '../../src/comm/link.ts';
 import { memoryLinkPair, type MemoryLink } from '../../src/comm/memory-link.ts';
 import { Ring, type RingSettings } from '../../src/comm/ring.ts';
 import type { Topology } from '../../src/comm/topology.ts';
-import { FrameKind, parseFrame } from '../../src/comm/wire.ts';
+import { FrameKind, parseFrame } from '../../src/protocol/frames.ts';
 
 /**
  * Counts sequential message rounds (latency terms): the longest chain of data dependencies.

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RingError, TwoLevelRings, allReduceTwoLevel, memoryTwoLevel, planTopology, roleOf, type MemoryTwoLevel, type RingSettings } from '../../src/comm/index.ts';
 import { memoryRing } from '../../src/comm/memory-ring.ts';
-import { FrameKind, Phase, parseFrame } from '../../src/comm/wire.ts';
+import { FrameKind, Phase, parseFrame } from '../../src/protocol/frames.ts';
 import { bitwiseEqual, randomGrad, twoLevelReference } from './helpers.ts';
 
 const PEERS = Array.from({ length: 17 }, (_, i) => ({ id: `p${String(i).padStart(2, '0')}`, bandwidth: 100 - i }));

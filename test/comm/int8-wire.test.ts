@@ -1,11 +1,11 @@
-// The int8 wire (src/comm/codec.ts): power-of-two scales, exact decoding and re-encoding, the
+// The int8 wire (src/protocol/codec.ts): power-of-two scales, exact decoding and re-encoding, the
 // error feedback that keeps what the wire drops; and the ring (flat and two-level) on it: every
 // peer ends with the same bits, the error stays within its bound, and what one step's sum lost
 // is exactly what the peers' feedback buffers hold, so over many steps nothing is lost.
 import { describe, expect, it } from 'vitest';
 import { allReduceSum, allReduceTwoLevel, memoryRing, memoryTwoLevel, planTopology } from '../../src/comm/index.ts';
-import { decodePayload, encodePayload, inspectPayload, int8Scale, payloadBytes } from '../../src/comm/codec.ts';
-import { FrameKind, HEADER_BYTES, Phase, dataFrame, parseFrame } from '../../src/comm/wire.ts';
+import { decodePayload, encodePayload, inspectPayload, int8Scale, payloadBytes } from '../../src/protocol/codec.ts';
+import { FrameKind, HEADER_BYTES, Phase, dataFrame, parseFrame } from '../../src/protocol/frames.ts';
 import { bitwiseEqual, randomGrad, sum64 } from './helpers.ts';
 
 const encode = (x: Float32Array, feedback?: Float32Array): Uint8Array => {

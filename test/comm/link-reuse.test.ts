@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RingError, allReduceSum, memoryRing, type Ring, type Topology } from '../../src/comm/index.ts';
 import { REUSE_ACK_MS } from '../../src/comm/link-pool.ts';
-import { FrameKind, HEADER_BYTES, parseReuse, reuseFrame } from '../../src/comm/wire.ts';
+import { FrameKind, HEADER_BYTES, parseReuse, reuseFrame } from '../../src/protocol/frames.ts';
 import { formStepRings } from '../../src/client/step-rings.ts';
 import { connOf, flush, settlesWithin, type FakeConn } from './fake-peerjs.ts';
 import { closeEndpoints, dialsOf, ep, formAll, network, onlyRingsHoldConnections, sumsRight } from './reuse-helpers.ts';

@@ -5,7 +5,7 @@
 // connections under the same rule: ndc-order.test.ts.
 import { describe, expect, it } from 'vitest';
 import { PeerJsLink } from '../../src/comm/peerjs-link.ts';
-import { isReadyFrame, readyFrame } from '../../src/comm/wire.ts';
+import { isReadyFrame, readyFrame } from '../../src/protocol/frames.ts';
 import { FakeConn, flush } from './fake-peerjs.ts';
 
 /** Two ends of one connection, not open yet, and what each end's connection was asked to send. */

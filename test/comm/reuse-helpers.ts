@@ -3,7 +3,7 @@
 import { expect } from 'vitest';
 import { allReduceSum, type Ring } from '../../src/comm/index.ts';
 import type { PeerEndpoint } from '../../src/comm/peer-endpoint.ts';
-import { HEADER_BYTES } from '../../src/comm/wire.ts';
+import { HEADER_BYTES } from '../../src/protocol/frames.ts';
 import { FakeNet, connOf } from './fake-peerjs.ts';
 import { bitwiseEqual } from './helpers.ts';
 

@@ -11,9 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ringNeighbours } from '../../coordinator/signaling.ts';
 import { allReduceSum, openEndpoint, type PeerCtor, type PeerEndpoint, type Ring } from '../../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 import { HandPeer } from '../coordinator/hand-peer.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let job: TestJob;

@@ -8,7 +8,7 @@ import { memoryTwoLevel, planTopology } from '../../src/comm/index.ts';
 import type { Link, LinkEvents } from '../../src/comm/link.ts';
 import type { MemoryLink } from '../../src/comm/memory-link.ts';
 import { DEFAULT_RING_SETTINGS } from '../../src/comm/ring.ts';
-import { FrameKind, parseFrame, WIRE_FORMATS, type WireFormat } from '../../src/comm/wire.ts';
+import { FrameKind, parseFrame, WIRE_FORMATS, type WireFormat } from '../../src/protocol/frames.ts';
 import { GROUP_STALL_FACTOR, flatStepRings, groupSettings, twoLevelStepRings, type StepRings } from '../../src/client/step-rings.ts';
 import { bitwiseEqual, randomGrad, sum64, worstError, wrappedFlatRing } from './helpers.ts';
 

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ViteDevServer } from 'vite';
 import { startSignalingServer, type StandaloneSignaling } from '../../coordinator/signaling.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import type { RunArgs, RunResult } from './browser/page.ts';
 

@@ -4,9 +4,9 @@
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION } from '../../src/protocol/messages.ts';
 import { ADMIN_TOKEN_FILE, JOB_FILE } from '../../coordinator/run.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
 import { HandPeer } from './hand-peer.ts';
 
 const JOIN = 'first-join-token-0123456789';

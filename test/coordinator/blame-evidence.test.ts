@@ -5,7 +5,7 @@
 // failure is towards it is evicted only while there is no such evidence (the first one). The
 // newcomer behind a NAT, who fails with both its neighbours, is still the one blamed.
 import { describe, expect, it } from 'vitest';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 import { blameUnreachable, noEvidence, withFailures } from '../../coordinator/blame.ts';
 import { commitAll, driverHarness } from './driver-harness.ts';
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { CreditLedger, creditView, donorKey } from '../../coordinator/credit.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
-import type { MetricRecord, PeerStepTiming } from '../../src/client/protocol.ts';
+import type { MetricRecord, PeerStepTiming } from '../../src/protocol/messages.ts';
 
 const gen = (generation: number, peers: { id: string; name: string | null; donor?: string }[]): MetricRecord => ({
   type: 'generation', time: 0, generation, ring: peers.map((p) => p.id),

@@ -7,7 +7,7 @@
 // Every step is committed once (no step lost or doubled) throughout.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answer, commitAll as commit, committedSteps, driverHarness } from './driver-harness.ts';
-import type { PrepareRing, StepAssignment } from '../../src/client/protocol.ts';
+import type { PrepareRing, StepAssignment } from '../../src/protocol/messages.ts';
 
 const RING = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 

@@ -2,7 +2,7 @@
 // that those who come meanwhile enter in one new generation; a calm ring admits at once.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { commitAll as commit, driverHarness } from './driver-harness.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 import { LEAVE_AFTER_STEP_MS } from '../../src/client/volunteer-session.ts';
 import { LEAVE_HOLD_MAX_MS, leaveHoldMs } from '../../coordinator/driver-generations.ts';
 import { DEFAULT_TIMEOUTS } from '../../coordinator/driver-types.ts';

@@ -2,7 +2,7 @@
 // predictions the dashboard shows and a request for the confusion matrix; the coordinator sums
 // the answers, drops what it did not ask for, and covers the whole test split at the job's end.
 import { describe, expect, it } from 'vitest';
-import type { EvalCounts, Evaluate, LiveEvent } from '../../src/client/protocol.ts';
+import type { EvalCounts, Evaluate, LiveEvent } from '../../src/protocol/messages.ts';
 import { driverHarness } from './driver-harness.ts';
 
 const K = 3;

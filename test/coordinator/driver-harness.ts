@@ -3,7 +3,7 @@
 import { Driver, type DriverTimeouts } from '../../coordinator/driver.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import type { MetricRecord } from '../../coordinator/metrics.ts';
-import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/client/protocol.ts';
+import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/protocol/messages.ts';
 import { expect } from 'vitest';
 
 export const N_TRAIN = 500;

@@ -5,7 +5,7 @@
 // committed once, with no gap and nothing redone.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { answer, commitAll as commit, committedSteps, driverHarness } from './driver-harness.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 type H = ReturnType<typeof driverHarness>;
 

@@ -8,8 +8,8 @@ import { N_TRAIN, answer, driverHarness, imagesOf } from './driver-harness.ts';
 import { keptSlices, planRerun, sampleDigest } from '../../coordinator/slice-rerun.ts';
 import { silenceLimitMs } from '../../coordinator/silence.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import { type StepAssignment } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/client/protocol-decode.ts';
+import { type StepAssignment } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/protocol/decode.ts';
 import { usableKept } from '../../src/client/volunteer.ts';
 
 const sorted = (ids: readonly number[]): number[] => [...ids].sort((a, b) => a - b);

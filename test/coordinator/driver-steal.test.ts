@@ -9,8 +9,8 @@ import { sampleDigest, keptSlices, planRerun } from '../../coordinator/slice-rer
 import { autoChunk, grantNext, slicesWithGrants, splitTail, tailResultProblem, type TailPool } from '../../coordinator/tail-pool.ts';
 import { parseJobConfig, JobError } from '../../coordinator/job.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/client/protocol-decode.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/protocol/decode.ts';
 
 const sorted = (ids: readonly number[]): number[] => [...ids].sort((a, b) => a - b);
 const idsOf = (step: number, B: number): number[] => sorted(stepSamples(9, step, B, N_TRAIN).ids);

@@ -9,8 +9,8 @@ import { driverHarness, imagesOf } from './driver-harness.ts';
 import { generationNeighbours, ringNeighbours } from '../../coordinator/signaling.ts';
 import { MIN_BANDWIDTH_SAMPLE_BYTES, observeLinks, planGeneration } from '../../coordinator/two-level.ts';
 import { checkTopology, roleOf, type Topology } from '../../src/comm/topology.ts';
-import { type StepAssignment } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
+import { type StepAssignment } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage } from '../../src/protocol/decode.ts';
 
 const IDS = ['a', 'b', 'c', 'd', 'e'];
 

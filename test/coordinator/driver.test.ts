@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { N_TRAIN, driverHarness } from './driver-harness.ts';
 import { shardLocator, stepSamples, type Sampling } from '../../src/train/sampler.ts';
 import { SamplingError } from '../../coordinator/step-plan.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 const harness = (config: Record<string, unknown>, checkpointStep: number | null = null) => driverHarness(config, { checkpointStep });
 

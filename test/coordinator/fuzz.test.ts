@@ -13,13 +13,13 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CheckpointError, decodeCheckpoint, encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import { ERROR_KINDS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/client/protocol-decode.ts';
-import { FieldReader, describe as describeError, parseJsonText, type Decoded } from '../../src/client/protocol-fields.ts';
-import { FrameKind, HEADER_BYTES, abortFrame, heartbeatFrame, parseAbort, parseFrame, writeHeader } from '../../src/comm/wire.ts';
+import { ERROR_KINDS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/protocol/decode.ts';
+import { FieldReader, describe as describeError, parseJsonText, type Decoded } from '../../src/protocol/fields.ts';
+import { FrameKind, HEADER_BYTES, abortFrame, heartbeatFrame, parseAbort, parseFrame, writeHeader } from '../../src/protocol/frames.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../../testbed/jobs.ts';
 import { Gen, fuzzSeed } from './fuzz-gen.ts';
 import { HangError, rawRequest, type RawReply, type RawRequest } from './fuzz-http.ts';
 
@@ -88,7 +88,7 @@ function protoSnapshot(): string {
 }
 
 describe('decoders (in process)', () => {
-  it('protocol.ts: decodePeerMessage, decodeCoordinatorMessage, expectType, parseJsonText on mutated messages and mangled text', () => {
+  it('src/protocol/messages.ts: decodePeerMessage, decodeCoordinatorMessage, expectType, parseJsonText on mutated messages and mangled text', () => {
     const gen = new Gen(SEED);
     const before = protoSnapshot();
     const all = [...PEER_MESSAGES, ...COORDINATOR_MESSAGES] as unknown as Record<string, unknown>[];
@@ -178,7 +178,7 @@ describe('decoders (in process)', () => {
     }
   });
 
-  it('wire.ts (peer-to-peer ring frames): parseFrame and parseAbort on mutated frames and garbage', () => {
+  it('src/protocol/frames.ts (peer-to-peer ring frames): parseFrame and parseAbort on mutated frames and garbage', () => {
     const gen = new Gen(SEED + 3);
     const ids = { job: 7, generation: 2 };
     const data = new Uint8Array(HEADER_BYTES + 16);

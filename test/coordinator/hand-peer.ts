@@ -2,8 +2,8 @@
 // says, which is all the coordinator can see of any peer.
 import { WebSocket } from 'ws';
 import { ShapeReceiver } from '../../src/client/ring-shape.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/client/protocol.ts';
-import { until } from '../distributed/helpers.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/protocol/messages.ts';
+import { until } from '../../testbed/jobs.ts';
 
 export /** A peer speaking the session protocol by hand. */
 class HandPeer {

@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { acquireJobLock, assertJobFolderFree, JobFolderInUseError, jobFolderOwner, LOCK_FILE, ownerState, parseOwner, selfOwner, type LockOwner } from '../../coordinator/job-lock.ts';
 import { JobFolderError } from '../../coordinator/run.ts';
-import { buildTestData, startTestJob, tempRoot } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot } from '../../testbed/jobs.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 
 const ROOT = join(dirname(new URL(import.meta.url).pathname), '../..');

@@ -4,7 +4,7 @@ import { DATASETS } from '../../coordinator/data/cli.ts';
 import {
   DEFAULT_WIRE, JOB_DATASETS, JobError, atStepBoundary, nextGeneration, parseJobConfig, publicJobInfo, requestJoin, requestLeave, splitBatch, startMembership, wireField,
 } from '../../coordinator/job.ts';
-import { WIRE_FORMATS } from '../../src/comm/wire.ts';
+import { WIRE_FORMATS } from '../../src/protocol/frames.ts';
 import { jobWire } from '../../src/client/sync-step.ts';
 import { makeRng } from '../../src/rng.ts';
 

@@ -2,9 +2,9 @@
 // kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
 // mutated messages never makes a decoder throw or accept something that breaks an invariant.
 import { describe as suite, expect, it } from 'vitest';
-import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/client/protocol-decode.ts';
-import { describe, parseJsonText, type Decoded } from '../../src/client/protocol-fields.ts';
+import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/protocol/decode.ts';
+import { describe, parseJsonText, type Decoded } from '../../src/protocol/fields.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
 
 const PEER: PeerMessage[] = [

@@ -1,7 +1,7 @@
 // rankOf / inRing (coordinator/ring-index.ts): ranks by id, per ring array, as indexOf would say.
 import { describe, expect, it } from 'vitest';
 import { inRing, rankOf } from '../../coordinator/ring-index.ts';
-import { MAX_RING } from '../../src/client/protocol.ts';
+import { MAX_RING } from '../../src/protocol/messages.ts';
 import { driverHarness } from './driver-harness.ts';
 
 describe('ring index', () => {

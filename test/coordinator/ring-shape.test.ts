@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ShapeReceiver, ShapeSender, applyRuns, ringRuns } from '../../src/client/ring-shape.ts';
-import type { PrepareRing, StepAssignment } from '../../src/client/protocol.ts';
+import type { PrepareRing, StepAssignment } from '../../src/protocol/messages.ts';
 import { planGeneration } from '../../coordinator/two-level.ts';
 import { makeRng } from '../../src/rng.ts';
 

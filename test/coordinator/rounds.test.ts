@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { JobError, parseJobConfig } from '../../coordinator/job.ts';
 import { planImages, planRound, roundAssignment } from '../../coordinator/rounds.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 import { N_TRAIN, driverHarness, imagesOf } from './driver-harness.ts';
 import { shardLocator, stepSamples } from '../../src/train/sampler.ts';
 import { emptyAffinity } from '../../coordinator/affinity.ts';

@@ -12,8 +12,8 @@ import { openCheckpointStore, type CheckpointStore } from '../../coordinator/che
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { startCoordinator, type Coordinator } from '../../coordinator/server.ts';
 import { CreditLedger, creditView, donorKey } from '../../coordinator/credit.ts';
-import { PROTOCOL_VERSION } from '../../src/client/protocol.ts';
-import { decodeCoordinatorMessage } from '../../src/client/protocol-decode.ts';
+import { PROTOCOL_VERSION } from '../../src/protocol/messages.ts';
+import { decodeCoordinatorMessage } from '../../src/protocol/decode.ts';
 
 const TOKEN = 'lab-token-0123456789';
 const VIEW = 'view-token-0123456789abc';

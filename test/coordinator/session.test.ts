@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type PeerMessage } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type PeerMessage } from '../../src/protocol/messages.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, until, type TestJob } from '../../testbed/jobs.ts';
 import { HandPeer } from './hand-peer.ts';
 
 let root: { dir: string; remove(): Promise<void> };

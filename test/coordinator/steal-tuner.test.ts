@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AUTO_FIRST_INTERVAL, AUTO_MAX_INTERVAL, AUTO_PROBE, AUTO_SETTLE, newTuner, stealsNext, tunerRecord, verdictLine, type StealTuner, type TunerVerdict } from '../../coordinator/steal-tuner.ts';
 import { claim, drain, driverHarness, report } from './driver-harness.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 /** Runs `steps` steps of `generation` as the tuner asks, each taking `ms(stole)`; the ways run and the verdicts. */
 function run(t: StealTuner, generation: number, steps: number, ms: (stole: boolean, i: number) => number): { t: StealTuner; ways: boolean[]; verdicts: TunerVerdict[] } {

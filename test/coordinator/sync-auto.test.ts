@@ -7,7 +7,7 @@ import {
 } from '../../coordinator/sync-auto.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { answer, driverHarness } from './driver-harness.ts';
-import type { StepAssignment } from '../../src/client/protocol.ts';
+import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 /** Feeds `n` steps of `generation` at the H in force, each of wall `wall(h)` and slowest compute `compute(h)`. */
 function feed(a: SyncAuto, generation: number, n: number, wall: (h: number) => number, compute: (h: number) => number, from = 0): { a: SyncAuto; decisions: SyncDecision[]; hs: number[]; end: number } {

@@ -13,7 +13,7 @@ import { WebSocket } from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { certFiles, ensureLocalCa, localTls, namesOf, normalizeFingerprint, renewalReason, resolveTls, serverNames, TlsError } from '../../coordinator/tls.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 beforeAll(async () => { root = await tempRoot('tls'); });

@@ -16,7 +16,7 @@ import { BatchLoader } from '../../src/data/loader.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { fileShardSource } from '../../src/data/node-source.ts';
 import { encodePng } from '../../src/data/png.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import type { WorkerReply, WorkerRequest } from './browser/protocol.ts';
 import { randomImage } from './helpers.ts';

@@ -10,7 +10,7 @@
 import type { ViteDevServer } from 'vite';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import type * as IdbCache from '../../src/data/idb-cache.ts';
 

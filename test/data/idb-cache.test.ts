@@ -4,7 +4,7 @@
 // checkpoint is kept per step and refused when damaged.
 import type { ViteDevServer } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import type { CacheReport } from './browser/idb-page.ts';
 

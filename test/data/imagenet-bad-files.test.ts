@@ -11,7 +11,7 @@ import type { BuildReport } from '../../coordinator/data/build-report.ts';
 import { prepareImage } from '../../coordinator/data/imagenet-image.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { tempDir } from './helpers.ts';
-import { BAD_ACTION, classOf, makeImagenetFolder, readSplit, type BadKind, type ImagenetFolder } from './imagenet-fixtures.ts';
+import { BAD_ACTION, classOf, makeImagenetFolder, readSplit, type BadKind, type ImagenetFolder } from '../../testbed/imagenet-fixtures.ts';
 
 const KINDS = Object.keys(BAD_ACTION) as BadKind[];
 const REASON: Record<BadKind, RegExp> = {

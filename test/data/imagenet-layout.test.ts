@@ -13,7 +13,7 @@ import { IMAGENET_LAYOUTS } from '../../coordinator/data/imagenet-layout.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import type { EncodedSample } from '../../src/data/shard.ts';
 import { tempDir } from './helpers.ts';
-import { classOf, makeImagenetFolder, readSplit, type FixtureValLayout, type ImagenetFolderOptions } from './imagenet-fixtures.ts';
+import { classOf, makeImagenetFolder, readSplit, type FixtureValLayout, type ImagenetFolderOptions } from '../../testbed/imagenet-fixtures.ts';
 
 const CLASSES = 4;
 const base: ImagenetFolderOptions = { classes: CLASSES, trainPerClass: 5, valPerClass: 3, valLayout: 'folders', sizes: [20, 70], seed: 11 };

@@ -11,7 +11,7 @@ import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildShards, ensureImagenet, readComplete, type BuildOptions } from '../../coordinator/data/cli.ts';
 import type { SplitName } from '../../src/data/manifest.ts';
 import { tempDir } from './helpers.ts';
-import { makeImagenetFolder } from './imagenet-fixtures.ts';
+import { makeImagenetFolder } from '../../testbed/imagenet-fixtures.ts';
 
 const SHARD = 4;
 let root: string;

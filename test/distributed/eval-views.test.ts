@@ -7,11 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOWN_TEST_IMAGES } from '../../coordinator/run.ts';
 import { nodeDecoder } from '../../src/data/decode-node.ts';
 import { normalizeInto } from '../../src/data/augment.ts';
-import type { LiveEvent } from '../../src/client/protocol.ts';
+import type { LiveEvent } from '../../src/protocol/messages.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { ortLogits, readOnnxHeader } from '../export/helpers.ts';
 import { smallCnn } from '../../src/nn/models.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, volunteer } from './helpers.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, volunteer } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };

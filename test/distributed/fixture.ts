@@ -3,7 +3,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { buildTestData, stopAll, tempRoot } from './helpers.ts';
+import { buildTestData, stopAll, tempRoot } from '../../testbed/jobs.ts';
 
 /** A test file's temporary folder with the test data, and the volunteers it started (stopped at the end). */
 export interface DistributedFixture {

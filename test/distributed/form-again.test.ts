@@ -22,7 +22,7 @@ import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../../src/data/decode-node.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { WasmEngine } from '../../src/wasm/engine.ts';
-import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, volunteer } from './helpers.ts';
+import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, volunteer } from '../../testbed/jobs.ts';
 
 const K = 6;
 let root: { dir: string; remove(): Promise<void> };

@@ -8,7 +8,7 @@ import { allReduceBuckets, type BucketRange } from '../../src/comm/buckets.ts';
 import { syncBuckets } from '../../src/client/sync-step.ts';
 import type { Layout } from '../../src/nn/layout.ts';
 import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/client/protocol.ts';
+import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/protocol/messages.ts';
 
 export type Poison = 'nan' | 'huge' | 'checksum';
 

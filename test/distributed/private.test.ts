@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnVolunteer } from '../../coordinator/local-volunteers.ts';
 import { distributedFixture } from './fixture.ts';
-import { metricsOf, startTestJob, testJob } from './helpers.ts';
+import { metricsOf, startTestJob, testJob } from '../../testbed/jobs.ts';
 
 const f = distributedFixture('private');
 const TOKEN = 'private-job-token-0123456789';

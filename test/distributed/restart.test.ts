@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
-import { buildTestData, metricsOf, stopAll, tempRoot, until, volunteer } from './helpers.ts';
+import { buildTestData, metricsOf, stopAll, tempRoot, until, volunteer } from '../../testbed/jobs.ts';
 
 const STEPS = 16;
 let root: { dir: string; remove(): Promise<void> };

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };

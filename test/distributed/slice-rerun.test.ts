@@ -13,7 +13,7 @@ import { sampleDigest } from '../../coordinator/slice-rerun.ts';
 import { CreditLedger, creditView, type CreditView } from '../../coordinator/credit.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import { abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
 
 const K = 8;
 /** The step (1-based) the victim dies in. */

@@ -14,9 +14,9 @@ import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { spawnVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import type { MetricRecord } from '../../src/client/protocol.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer, type TestJob } from './helpers.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer, type TestJob } from '../../testbed/jobs.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 

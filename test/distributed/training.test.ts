@@ -15,7 +15,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;

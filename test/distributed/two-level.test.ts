@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from './helpers.ts';
+import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
 
 const K = 6;
 /** The step (1-based) the victim dies in. */

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { JOB_FILE } from '../../coordinator/run.ts';
 import { distributedFixture } from './fixture.ts';
-import { checkpointOf, metricsOf, relDiff, startTestJob, stepsLogged, testJob, volunteer } from './helpers.ts';
+import { checkpointOf, metricsOf, relDiff, startTestJob, stepsLogged, testJob, volunteer } from '../../testbed/jobs.ts';
 
 const f = distributedFixture('wire');
 

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep, readMetrics } from '../../coordinator/metrics.ts';
-import { makeImagenetFolder } from '../data/imagenet-fixtures.ts';
-import { tempRoot } from '../distributed/helpers.ts';
+import { makeImagenetFolder } from '../../testbed/imagenet-fixtures.ts';
+import { tempRoot } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let src = '';

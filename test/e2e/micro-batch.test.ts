@@ -14,8 +14,8 @@ import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep, readMetrics } from '../../coordinator/metrics.ts';
 import { initParams, layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { makeImagenetFolder } from '../data/imagenet-fixtures.ts';
-import { finalWeights, relDiff, tempRoot } from '../distributed/helpers.ts';
+import { makeImagenetFolder } from '../../testbed/imagenet-fixtures.ts';
+import { finalWeights, relDiff, tempRoot } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let src = '';

@@ -9,9 +9,9 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPage } from '../../coordinator/main.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
-import type { MetricRecord } from '../../src/client/protocol.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob } from '../distributed/helpers.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
+import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob } from '../../testbed/jobs.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 
 const K = 8;
 let root: { dir: string; remove(): Promise<void> };

@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPage } from '../../coordinator/main.ts';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
-import { buildTestData, metricsOf, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { buildTestData, metricsOf, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 
 const K = 20;
 const SHOTS = join(ROOT, 'test-output');

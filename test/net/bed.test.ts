@@ -3,8 +3,8 @@
 // nothing is left behind.
 import { execFile } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Testbed } from './bed.ts';
-import { PROFILES } from './profiles.ts';
+import { Testbed } from '../../testbed/net/bed.ts';
+import { PROFILES } from '../../testbed/net/profiles.ts';
 
 const NODE = process.execPath;
 const beds: Testbed[] = [];

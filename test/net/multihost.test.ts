@@ -11,16 +11,16 @@
 // trains on, and the ring of 9 forms from those links alone.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
-import type { MetricRecord } from '../../src/client/protocol.ts';
-import { buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../distributed/helpers.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
+import { buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../../testbed/jobs.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
 import { join } from 'node:path';
 import { extraCaFile } from '../../coordinator/tls.ts';
 import { buildPage } from '../../coordinator/main.ts';
-import { Testbed } from './bed.ts';
-import { launchChromiumIn, type HostBrowser } from './browser.ts';
-import { firefoxIn, jobDirOf, startCoordinatorIn, volunteerIn, type CoordinatorProcOptions } from './scenario.ts';
+import { Testbed } from '../../testbed/net/bed.ts';
+import { launchChromiumIn, type HostBrowser } from '../../testbed/net/browser.ts';
+import { firefoxIn, jobDirOf, startCoordinatorIn, volunteerIn, type CoordinatorProcOptions } from '../../testbed/net/scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { stacksOfRunning } from '../helpers/stacks.ts';
 

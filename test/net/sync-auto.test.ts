@@ -1,5 +1,5 @@
 // syncEvery "auto" on a real slow link: three volunteers on their own hosts of the network test
-// bed, their LAN shaped as one shared 100 Mbit/s Wi-Fi medium (test/net/profiles.ts). The ring
+// bed, their LAN shaped as one shared 100 Mbit/s Wi-Fi medium (testbed/net/profiles.ts). The ring
 // starts with exact sync steps, measures that the all-reduce dominates them, and goes to rounds
 // of 8 at a round boundary, with every peer told in its assignment; every step and round is
 // committed once, every peer holds the same weights after each, and the sync steps before the
@@ -11,11 +11,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
-import { buildTestData, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../distributed/helpers.ts';
+import { buildTestData, metricsOf, onePeerWeights, relDiff, tempRoot, testJob } from '../../testbed/jobs.ts';
 import { buildPage } from '../../coordinator/main.ts';
-import { launchChromiumIn } from './browser.ts';
-import { Testbed } from './bed.ts';
-import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+import { launchChromiumIn } from '../../testbed/net/browser.ts';
+import { Testbed } from '../../testbed/net/bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: Awaited<ReturnType<typeof buildTestData>>;

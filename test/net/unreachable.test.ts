@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extraCaFile } from '../../coordinator/tls.ts';
-import { buildTestData, tempRoot, testJob } from '../distributed/helpers.ts';
-import { Testbed } from './bed.ts';
-import { jobDirOf, startCoordinatorIn, volunteerIn } from './scenario.ts';
+import { buildTestData, tempRoot, testJob } from '../../testbed/jobs.ts';
+import { Testbed } from '../../testbed/net/bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: Awaited<ReturnType<typeof buildTestData>>;

@@ -1,6 +1,6 @@
 // A tiny model with every layer kind the real models use (for whole-model checks).
 import { GraphBuilder, type ModelSpec } from '../../src/nn/graph.ts';
-import { ALEXNET_LRN } from '../../src/ops/lrn.ts';
+import { ALEXNET_LRN } from '../../src/shapes/lrn.ts';
 
 export function tinyNet(): ModelSpec {
   const g = new GraphBuilder();

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { resnet50 } from '../../src/nn/models.ts';
 import { OptimError } from '../../src/optim/errors.ts';
-import { SPLIT_UNIT } from '../../src/ops/reduce.ts';
+import { SPLIT_UNIT } from '../../src/shapes/reduce.ts';
 import { buildUpdateTable, FLAG_ADAPT, FLAG_DECAY, ROW_U32, UPDATE_CHUNK } from '../../src/optim/table.ts';
 import type { ParamSegment } from '../../src/optim/types.ts';
 import { larsStep, sgdStep, trustRatio } from '../../src/ref/optim.ts';

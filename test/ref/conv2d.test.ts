@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as ref from '../../src/ref/conv2d.ts';
-import { conv2dShape, type Conv2dParams } from '../../src/ops/conv2d.ts';
+import { conv2dShape, type Conv2dParams } from '../../src/shapes/conv2d.ts';
 import { gradCheck } from '../helpers/gradcheck.ts';
 import { makeRng } from '../../src/rng.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ALEXNET_LRN, type LrnParams } from '../../src/ops/lrn.ts';
+import { ALEXNET_LRN, type LrnParams } from '../../src/shapes/lrn.ts';
 import * as ref from '../../src/ref/lrn.ts';
 import { makeRng } from '../../src/rng.ts';
 import { gradCheck } from '../helpers/gradcheck.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pool2dShape, type Pool2dParams } from '../../src/ops/pool.ts';
+import { pool2dShape, type Pool2dParams } from '../../src/shapes/pool.ts';
 import * as ref from '../../src/ref/pool.ts';
 import { makeRng } from '../../src/rng.ts';
 import { gradCheck } from '../helpers/gradcheck.ts';

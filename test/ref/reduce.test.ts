@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as ref from '../../src/ref/reduce.ts';
-import type { Segment } from '../../src/ops/reduce.ts';
+import type { Segment } from '../../src/shapes/reduce.ts';
 import { makeRng } from '../../src/rng.ts';
 import { gradCheck } from '../helpers/gradcheck.ts';
 

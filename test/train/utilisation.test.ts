@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { peerUtilisation, stepUtilisation, tallyStep, tallyUtilisation } from '../../src/train/utilisation.ts';
 import { progressLine } from '../../src/train/progress.ts';
 import { emptyModel, fold, utilisationLine } from '../../src/ui/dashboard.ts';
-import type { MetricRecord } from '../../src/client/protocol.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
 
 const t = (computeMs: number) => ({ computeMs });
 

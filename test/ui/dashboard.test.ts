@@ -1,7 +1,7 @@
 // The dashboard's ring: which edges run direct and which through a TURN relay, from the newest
 // step's timings; and the drawing of them.
 import { describe, expect, it } from 'vitest';
-import type { PeerStepTiming, RingPeer } from '../../src/client/protocol.ts';
+import type { PeerStepTiming, RingPeer } from '../../src/protocol/messages.ts';
 import { ringSvg } from '../../src/ui/charts.ts';
 import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks, syncChoiceLine } from '../../src/ui/dashboard.ts';
 

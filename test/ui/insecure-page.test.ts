@@ -3,7 +3,7 @@
 // has no WebGPU; it must say that and link the https:// address, never "use another browser".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ViteDevServer } from 'vite';
-import { launchChromium } from '../helpers/chromium.ts';
+import { launchChromium } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 
 describe('index.html over plain HTTP from another machine', () => {

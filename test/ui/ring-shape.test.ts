@@ -3,7 +3,7 @@
 // drawing with its groups marked, and the driver's generation event carrying the plan.
 import { describe, expect, it } from 'vitest';
 import { planTopology, type Topology } from '../../src/comm/topology.ts';
-import type { LiveEvent, RingPeer } from '../../src/client/protocol.ts';
+import type { LiveEvent, RingPeer } from '../../src/protocol/messages.ts';
 import { ringSvg } from '../../src/ui/charts.ts';
 import { charts, emptyModel, fold, ringShapeLine } from '../../src/ui/dashboard.ts';
 import { ringPlacement, ringShape, ringShapeText, topologyOf } from '../../src/ui/ring-shape.ts';

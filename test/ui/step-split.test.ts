@@ -2,7 +2,7 @@
 // all-reduce / overhead from a step record's per-peer timings, with the awkward records (fields
 // missing, a ring of one, reused images, values a metrics file should not hold), and its chart.
 import { describe, expect, it } from 'vitest';
-import type { PeerStepTiming } from '../../src/client/protocol.ts';
+import type { PeerStepTiming } from '../../src/protocol/messages.ts';
 import { median } from '../../src/stats.ts';
 import { splitSummary, stepSplit, stepSplitSvg, type StepSplit } from '../../src/ui/step-split.ts';
 

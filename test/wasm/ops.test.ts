@@ -5,8 +5,8 @@
 // on this engine; these are the wasm engine's own, kernel-path-specific checks.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VtError } from '../../src/errors.ts';
-import type { Conv2dParams } from '../../src/ops/conv2d.ts';
-import { conv2dShape } from '../../src/ops/conv2d.ts';
+import type { Conv2dParams } from '../../src/shapes/conv2d.ts';
+import { conv2dShape } from '../../src/shapes/conv2d.ts';
 import { dropoutMask } from '../../src/ref/dropout.ts';
 import * as ref from '../../src/ref/index.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ViteDevServer } from 'vite';
 import { buildPage } from '../../coordinator/main.ts';
-import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../distributed/helpers.ts';
-import { launchChromium, type LaunchedBrowser } from '../helpers/chromium.ts';
+import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
+import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 import { startViteServer } from '../helpers/vite.ts';
 import type { ThreadsResult } from './threads-protocol.ts';
 

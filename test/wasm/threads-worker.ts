@@ -1,7 +1,7 @@
 // Dedicated Worker of test/wasm/threads.html: the default WasmEngine (threads where the page is
 // cross-origin isolated, as the volunteer's worker creates it) against a 1-thread engine on a
 // GEMM and the three conv2d ops, compared bit for bit; nested Web Workers run the threads.
-import { conv2dShape, type Conv2dParams } from '../../src/ops/conv2d.ts';
+import { conv2dShape, type Conv2dParams } from '../../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { WasmEngine } from '../../src/wasm/engine.ts';
 import type { WorkerReport } from './threads-protocol.ts';

@@ -5,8 +5,8 @@
 // process exits by itself), and bad thread counts are refused with a clear error.
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Conv2dParams } from '../../src/ops/conv2d.ts';
-import { conv2dShape } from '../../src/ops/conv2d.ts';
+import type { Conv2dParams } from '../../src/shapes/conv2d.ts';
+import { conv2dShape } from '../../src/shapes/conv2d.ts';
 import { Model } from '../../src/nn/model.ts';
 import { resnet20, smallCnn } from '../../src/nn/models.ts';
 import type { ModelSpec } from '../../src/nn/graph.ts';

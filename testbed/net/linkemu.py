@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A userspace Ethernet switch that emulates links, for the test bed (test/net/bed.ts).
+"""A userspace Ethernet switch that emulates links, for the test bed (testbed/net/bed.ts).
 
 This kernel has no netem, so delay and shared-medium rate limits are done here: every frame
 from a port is serialized at the port's uplink rate (or on ONE shared medium, as Wi-Fi),

@@ -1,5 +1,5 @@
 // The `topology` field of a step assignment (a two-level generation: coordinator/two-level.ts),
-// read from untrusted JSON like every field of protocol.ts: either a Topology that passes
+// read from untrusted JSON like every field of messages.ts: either a Topology that passes
 // checkTopology and whose groups, one after the other, are exactly the assignment's ring (so
 // ranks and rings agree), or a problem that says what is wrong. Never throws on bad input.
 import { RingError } from '../comm/errors.ts';

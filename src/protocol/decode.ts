@@ -1,8 +1,8 @@
-// The decoders of protocol.ts's messages: untrusted `unknown` (parsed JSON from a socket or an
+// The decoders of messages.ts's messages: untrusted `unknown` (parsed JSON from a socket or an
 // HTTP body) in, a typed message or a typed error listing every problem found out. They never
 // throw on bad input: a volunteer is a stranger, and one malformed message must not take
-// anything down. The rules every message follows are at the top of protocol.ts; the field
-// reader they are built on is protocol-fields.ts.
+// anything down. The rules every message follows are at the top of messages.ts; the field
+// reader they are built on is fields.ts.
 import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
@@ -13,9 +13,9 @@ import {
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
   type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
   type StepTimings, type UploadRequest,
-} from './protocol.ts';
-import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './protocol-fields.ts';
-import { readTopology } from './protocol-topology.ts';
+} from './messages.ts';
+import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './fields.ts';
+import { readTopology } from './topology.ts';
 
 const U32 = 2 ** 32 - 1;
 /** A timing above a day is a bug or a lie. */

@@ -4,7 +4,7 @@
 // The coordinator's CA is imported into the profile's NSS store with certutil, as a person who
 // trusts it would; no certificate error is skipped.
 //
-//   node --import tsx test/net/firefox-donor.ts --url URL --ca CA.crt --name NAME [--backend wasm]
+//   node --import tsx testbed/net/firefox-donor.ts --url URL --ca CA.crt --name NAME [--backend wasm]
 //
 // Prints one JSON object per line on stdout: {event: 'launched', version}, {event: 'page', ...}
 // (what the page is: secure, isolated, WebGPU, its backend and device), {event: 'donating'},

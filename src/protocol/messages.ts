@@ -1,5 +1,5 @@
 // Every coordinator <-> peer message, as discriminated unions on `type`. Their decoders
-// (protocol-decode.ts, built on protocol-fields.ts) take untrusted `unknown` (parsed JSON from
+// (decode.ts, built on fields.ts) take untrusted `unknown` (parsed JSON from
 // a socket or an HTTP body) and return either a typed value or a typed error listing every
 // problem found. Decoders never throw on bad input: a volunteer is a stranger, and one
 // malformed message must not take anything down.
@@ -9,9 +9,9 @@
 //   smuggle bulk data in fields we ignore);
 // - strings and arrays have size limits, numbers are finite and in range, ids are plain
 //   tokens ([A-Za-z0-9_-]); generation, step, job and seed are u32 like the ring's wire
-//   header (src/comm/wire.ts);
+//   header (src/protocol/frames.ts);
 // - a whole message is at most MAX_MESSAGE_BYTES of JSON (checked before parsing).
-// Peer <-> peer ring frames are binary and live in src/comm/wire.ts.
+// Peer <-> peer ring frames are binary and live in src/protocol/frames.ts.
 import type { RingErrorKind } from '../comm/errors.ts';
 import type { Topology } from '../comm/topology.ts';
 

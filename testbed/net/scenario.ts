@@ -5,7 +5,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT, spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
-import type { LiveEvent } from '../../src/client/protocol.ts';
+import type { LiveEvent } from '../../src/protocol/messages.ts';
 import type { Testbed } from './bed.ts';
 
 export interface CoordinatorProc {
@@ -36,9 +36,9 @@ export interface CoordinatorProcOptions {
   finalEvalSamples?: number;
 }
 
-/** Starts test/net/coordinator-proc.ts inside `host`; resolves once it listens. */
+/** Starts testbed/net/coordinator-proc.ts inside `host`; resolves once it listens. */
 export async function startCoordinatorIn(bed: Testbed, host: string, o: CoordinatorProcOptions): Promise<CoordinatorProc> {
-  const child: ChildProcess = bed.spawn(host, process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'test/net/coordinator-proc.ts', JSON.stringify(o)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = bed.spawn(host, process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'testbed/net/coordinator-proc.ts', JSON.stringify(o)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   const events: { at: number; e: LiveEvent }[] = [];
   const lines: string[] = [];
   const waiters = new Set<() => void>();
@@ -107,9 +107,9 @@ export interface FirefoxDonor {
   stop(): Promise<void>;
 }
 
-/** A stock Firefox donating from the page at `url` (test/net/firefox-donor.ts) inside `host`, trusting `caFile`. */
+/** A stock Firefox donating from the page at `url` (testbed/net/firefox-donor.ts) inside `host`, trusting `caFile`. */
 export function firefoxIn(bed: Testbed, host: string, url: string, caFile: string, name: string): FirefoxDonor {
-  const args = ['--import', 'tsx', join(ROOT, 'test/net/firefox-donor.ts'), '--url', url, '--ca', caFile, '--name', name, '--backend', 'wasm'];
+  const args = ['--import', 'tsx', join(ROOT, 'testbed/net/firefox-donor.ts'), '--url', url, '--ca', caFile, '--name', name, '--backend', 'wasm'];
   const child = bed.spawn(host, process.execPath, args, { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: string[] = [];
   const events: FirefoxEvent[] = [];

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { chromiumFlags, CHROMIUM_PATH } from '../helpers/chromium.ts';
+import { chromiumFlags, CHROMIUM_PATH } from '../chromium.ts';
 import type { Testbed } from './bed.ts';
 
 const certutil = (args: string[]) => new Promise<void>((resolve, reject) => {

@@ -4,7 +4,7 @@
 // prints one JSON line per live event on stdout (`{"event": ...}`), first `{"ready": {...}}`,
 // and closes everything on SIGTERM.
 //
-//   node --import tsx --import ./scripts/raw-loader.mjs test/net/coordinator-proc.ts '<json>'
+//   node --import tsx --import ./scripts/raw-loader.mjs testbed/net/coordinator-proc.ts '<json>'
 //   json: { jobDir, dataDir, dataset, config, port, turn?: { port, relayPorts }, pageDir?, tlsDir?, timeouts? }
 import { readComplete } from '../../coordinator/data/cli.ts';
 import { runJob } from '../../coordinator/run.ts';

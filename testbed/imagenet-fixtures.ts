@@ -7,9 +7,9 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import type { Manifest, SplitName } from '../../src/data/manifest.ts';
-import { parseShard, type EncodedSample } from '../../src/data/shard.ts';
-import { makeRng, type Rng } from '../../src/rng.ts';
+import type { Manifest, SplitName } from '../src/data/manifest.ts';
+import { parseShard, type EncodedSample } from '../src/data/shard.ts';
+import { makeRng, type Rng } from '../src/rng.ts';
 
 /** 'folders': val/<wnid>/; 'kaggle': flat val/ + LOC_val_solution.csv; 'tiny': Tiny-ImageNet's val/images/ + val_annotations.txt. */
 export type FixtureValLayout = 'folders' | 'kaggle' | 'tiny' | 'none';

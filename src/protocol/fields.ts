@@ -1,7 +1,7 @@
 // Reading untrusted JSON, field by field: the errors decoders return, a reader that records a
 // problem per bad field (and never throws), and the size-checked parse of message text. The
-// messages themselves are protocol.ts's; their decoders are protocol-decode.ts.
-import { MAX_ID_LENGTH, MAX_MESSAGE_BYTES } from './protocol.ts';
+// messages themselves are messages.ts's; their decoders are decode.ts.
+import { MAX_ID_LENGTH, MAX_MESSAGE_BYTES } from './messages.ts';
 
 export interface DecodeError {
   kind: 'malformed' | 'unknown-type' | 'too-large';

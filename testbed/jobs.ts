@@ -1,18 +1,18 @@
-// Shared by the distributed tests: a small real data set (MNIST, first 600/120 images), a
+// Shared by the distributed tests and the benches (testbed/: both import it, neither imports the other): a small real data set (MNIST, first 600/120 images), a
 // coordinator run in this process (real HTTP, PeerJS signaling, session sockets, checkpoint
 // folder) and volunteers as real child processes (Dawn WebGPU, node-datachannel WebRTC).
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { buildShards } from '../../coordinator/data/cli.ts';
-import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
-import { readMetrics, type MetricRecord } from '../../coordinator/metrics.ts';
-import { runJob, type RunningJob } from '../../coordinator/run.ts';
-import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
-import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
-import type { TlsOption } from '../../coordinator/tls.ts';
-import type { LiveEvent } from '../../src/client/protocol.ts';
-import type { Manifest } from '../../src/data/manifest.ts';
+import { buildShards } from '../coordinator/data/cli.ts';
+import { spawnVolunteer, type LocalVolunteer } from '../coordinator/local-volunteers.ts';
+import { readMetrics, type MetricRecord } from '../coordinator/metrics.ts';
+import { runJob, type RunningJob } from '../coordinator/run.ts';
+import { openCheckpointStore } from '../coordinator/checkpoints.ts';
+import { decodeCheckpoint } from '../src/checkpoint/format.ts';
+import type { TlsOption } from '../coordinator/tls.ts';
+import type { LiveEvent } from '../src/protocol/messages.ts';
+import type { Manifest } from '../src/data/manifest.ts';
 
 export async function tempRoot(prefix: string): Promise<{ dir: string; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), `vt-${prefix}-`));
