@@ -23,7 +23,7 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
 // checkpoint: the job resumes from it (same samples again) when peers come back.
-import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord } from '../src/protocol/messages.ts';
+import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord, type StepResult } from '../src/protocol/messages.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
@@ -313,6 +313,7 @@ export class DriverMachine {
     const results = ph.ring.map((id) => ph.results.get(id)!);
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
+    if (this.steps.audits && ph.slices && !this.verified(ph, results)) return;
     const now = Date.now();
     const { verdict, sync } = this.steps.committed(ph, now - ph.started, results);
     if (verdict) this.d.log(verdictLine(verdict));
@@ -330,6 +331,33 @@ export class DriverMachine {
     }
     this.phase = { kind: 'between' };
     this.advance();
+  }
+
+  /**
+   * A verified step's reports (audits.ts) before it commits: true when it may; otherwise the
+   * culprit is evicted, or the step runs again in a new generation of the same ring (a dispute or
+   * a sum that does not add up), or the job halts (the same step's sum failed twice).
+   */
+  private verified(ph: RunningPhase, results: readonly StepResult[]): boolean {
+    const v = this.steps.audits!.verdict(ph.step, results);
+    if (v.kind === 'ok') return true;
+    this.d.log(`verification: ${v.reason}`);
+    if (v.kind === 'evict') {
+      this.steps.audits!.forget(v.ids);
+      this.evict(v.ids, v.reason);
+      return false;
+    }
+    if (v.kind === 'halt') {
+      this.d.log(`job paused: ${v.reason}; resume it (POST /api/admin/resume) once the ring is one you trust`);
+      this.d.metrics.append({ type: 'halted', time: Date.now(), step: this.step, reason: v.reason });
+      this.d.publish({ type: 'halted', step: this.step, reason: v.reason });
+      this.pauseAsked = true;
+      this.resolveHalt(v.reason);
+    }
+    this.began(this.gen.again(this.peers, Date.now()));
+    this.abortStep(ph, v.reason);
+    this.advance();
+    return false;
   }
 
   private startEval(): void {

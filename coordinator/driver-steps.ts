@@ -21,6 +21,7 @@ import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } 
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
 import { newTuner, stealsNext, tunerRecord, type StealTuner, type TunerVerdict } from './steal-tuner.ts';
 import { newSyncAuto, syncRecord, type SyncAuto, type SyncDecision } from './sync-auto.ts';
+import { AuditBook } from './audits.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 import { rankOf } from './ring-index.ts';
 
@@ -81,12 +82,16 @@ export class StepBook {
   private tuned: { step: number; generation: number } | null = null;
   /** A job with syncEvery "auto": the H in force and what it was measured from (sync-auto.ts). */
   private auto: SyncAuto | null;
+  /** A job that verifies its steps (its `verify` > 0): who audits whom, and the verdicts (audits.ts). */
+  readonly audits: AuditBook | null;
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
   constructor(private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards' | 'syncH'>, private readonly stepMs: number) {
     this.sampler = jobSampler(d.job, d.trainSamples, d.trainShards);
     const h = d.syncH !== undefined && d.syncH >= 1 && d.syncH <= d.job.outer.syncEvery ? d.syncH : 1;
     this.auto = d.job.outer.auto ? newSyncAuto(h) : null;
+    const wire = d.job.wire;
+    this.audits = d.job.verify > 0 && wire !== 'i8' ? new AuditBook(d.job.verify, wire) : null;
   }
 
   /** The H a job with syncEvery "auto" has in force (null: the job's H is fixed). */
@@ -139,6 +144,8 @@ export class StepBook {
       started: now, deadline: now + (recent > 0 ? Math.max(this.stepMs, 6 * recent) : 4 * this.stepMs * (round ? round.steps : 1)),
       slices: tail ? tail.fixed : plan ? plan.slices : null, epoch, ...(tail ? { tail: tail.pool } : {}),
     };
+    // A verified sync step: sketches from everyone, and the audits drawn now (audits.ts).
+    const verify = this.audits && phase.slices ? this.audits.plan(s.step, phase.ring, phase.slices, epoch) : null;
     const assignments = phase.ring.map((id, rank): StepAssignment => {
       const part = round ? roundAssignment(round, phase.ring, id) : null;
       return {
@@ -149,6 +156,7 @@ export class StepBook {
         ...(next && hintOf(id) ? { next: { step: next.step, epoch: next.epoch, sampleIds: hintOf(id)! } } : {}),
         ...(rerun?.reuse[rank] ? { reuse: rerun.reuse[rank]! } : {}),
         ...(s.topology ? { topology: s.topology } : {}),
+        ...(verify ? { verify: verify[rank]! } : {}),
       };
     });
     return { phase, assignments, upload, rerun };

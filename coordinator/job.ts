@@ -92,6 +92,13 @@ export interface JobConfig {
    */
   steal?: JobSteal;
   /**
+   * Verification of untrusted peers (coordinator/audits.ts): the chance in [0, 1] that each member
+   * is audited in a step (its slice recomputed by another member); above 0 every sync step also
+   * checks the members' sketches against the ring's sum. 0 (the default, and every job written
+   * before it existed): no verification.
+   */
+  verify: number;
+  /**
    * Ghost batch norm (src/nn/model.ts): BN statistics over each run of `bnGroup` images of a step
    * (Goyal et al.'s per-worker BN batch), groups fixed by (seed, step) and handed out whole
    * (coordinator/bn-groups.ts), so a peer may compute its slice in micro-batches of whole groups
@@ -126,7 +133,7 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup'];
+const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup', 'verify'];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -172,6 +179,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     wire: r.has('wire') ? r.oneOf('wire', WIRE_FORMATS) : DEFAULT_WIRE,
     ...readSteal(r, globalBatch),
     ...(r.has('bnGroup') ? { bnGroup: r.int('bnGroup', 1, Math.max(1, globalBatch)) } : {}),
+    verify: r.has('verify') ? r.num('verify', 0, 1) : 0,
   };
   if (config.bnGroup !== undefined && globalBatch % config.bnGroup !== 0) {
     r.problems.push(`globalBatch ${globalBatch} must be whole BN groups of bnGroup ${config.bnGroup}: change one of them`);
@@ -188,6 +196,8 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     r.problems.push("the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have: "
       + 'use bf16 for rounds, or syncEvery 1');
   }
+  if (config.verify > 0 && config.wire === 'i8') r.problems.push("verify checks the sketches against the wire's rounding per value, which the i8 wire's scaled frames do not have: use bf16 or f32");
+  if (config.verify > 0 && config.outer.syncEvery > 1) r.problems.push('verify covers sync steps; rounds (syncEvery > 1 or "auto") are not verified yet: use syncEvery 1, or verify 0');
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
   if (r.problems.length) throw new JobError(r.problems);
   return config;

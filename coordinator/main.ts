@@ -112,6 +112,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
                               the share R in [0, 1) of the round's mean change into the next
                               (default ${START_OUTER.carry}); own: each peer keeps its own (DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
+  --verify off|F              verify untrusted donors: each step audits each member with chance F (another
+                              member recomputes its slice; two disagreeing audits evict it) and checks the
+                              members' gradient sketches against the ring's sum (default off; sync steps,
+                              f32/f16/bf16 wires: docs/trust.md)
   --warmup N                  warm-up steps (default: LARS two epochs, at most a fifth of the job;
                               SGD one epoch, at most a tenth; imagenet: the recipe's)
   --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)
@@ -202,6 +206,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const warmupArg = a.int('warmup', -1, -1);
   const syncArg = a.str('sync-every', '');
   const syncWarmup = a.int('sync-warmup', 0, 0);
+  const verifyArg = a.str('verify', 'off');
+  const verify = verifyArg === 'off' ? 0 : Number(verifyArg);
+  if (verifyArg.trim() === '' || !(verify >= 0 && verify <= 1)) throw new ArgError(`--verify must be off or a share in [0, 1] of the members audited each step, got "${verifyArg.slice(0, 40)}"`);
   const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
   const outerLr = a.num('outer-lr', START_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', START_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
@@ -276,6 +283,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     ...(stealFraction !== 'auto' ? { stealFraction } : {}),
     ...(stealChunk > 0 ? { stealChunk } : {}),
     ...(bnGroup > 0 ? { bnGroup } : {}),
+    ...(verify > 0 ? { verify } : {}),
     ...wireField(wire),
   };
   // A finished job, or --fresh, moves the old folder aside (nothing stored is lost); not a

@@ -2,6 +2,7 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
 // WebRTC from node-datachannel, the session socket from 'ws'.
+import { ADVERSARY_KINDS, type AdversaryKind } from '../trust/adversary.ts';
 import { resolve } from 'node:path';
 import { DiskShardCache } from '../data/disk-cache.ts';
 import type { ShardSource } from '../data/source.ts';
@@ -75,7 +76,11 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const microBatch = a.int('micro-batch', 0, 1);
   const share = a.num('throttle', 1, (v) => v >= 0.05 && v <= 1, 'a number in [0.05, 1]');
   const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
+  // The attack tests and bench (issue 46): not in the usage, as no donor should want it.
+  const adversaryArg = a.str('adversary', '');
   a.rejectUnknown(VOLUNTEER_USAGE);
+  if (adversaryArg && !(ADVERSARY_KINDS as readonly string[]).includes(adversaryArg)) throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
+  const adversary = adversaryArg ? (adversaryArg as AdversaryKind) : undefined;
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   if (!DONOR_NAME.test(name)) {
     const rule = "1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)";
@@ -126,7 +131,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         ...(cacheDir ? { cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source) } : {}),
       },
       { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}), ...(straggle > 0 ? { straggle } : {}),
-        ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}) },
+        ...(adversary ? { adversary } : {}), ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}) },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {

@@ -15,6 +15,7 @@
 // reuses) is copied after backward produced it and BEFORE its collective sums it in place; the
 // copy is handed over (`keep`) once every bucket is on the host, whether the ring formed, failed
 // or summed.
+import type { Tamper } from '../trust/adversary.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import { allReduceBuckets, bucketStep, MAX_BUCKETS } from '../comm/buckets.ts';
 import { WIRE_FORMATS, type WireFormat } from '../protocol/frames.ts';
@@ -139,6 +140,8 @@ export interface SyncSlice<T extends TensorLike = TensorLike> {
    * the last micro-batch, added to it) and `lossSum` is theirs. Absent: x is the whole slice.
    */
   earlier?: { lossSum: number };
+  /** An adversarial peer (tests and the trust bench only: src/trust/adversary.ts): what it does to each bucket it sends. */
+  tamper?: Tamper;
 }
 
 export interface SyncHooks {
@@ -200,8 +203,11 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
   // Bucket k once backward produced it: add the reused sum, copy it before its collective.
   const prepared = s.buckets.map((b, k) => staged.ready(k).then(() => {
     const own = staged.grads.subarray(b.start, b.end);
+    // A consistent cheater tampers with what it computes now (a kept sum it adds was tampered with when it was computed).
+    if (s.tamper?.consistent) s.tamper.apply(own);
     if (s.reused) addInto(own, s.reused.grads.subarray(b.start, b.end));
     kept.set(own, b.start);
+    if (s.tamper && !s.tamper.consistent) s.tamper.apply(own);
   }));
   const whole = Promise.all([staged.done, ...prepared]).then(([r]): StagedResult => {
     h.keep({ grads: kept, lossSum: r.lossSum + priorLoss });

@@ -2,6 +2,7 @@
 // a decoder, optional caches), its options, the events it reports and how it exits; and the
 // context its parts share (volunteer.ts builds it once per job, the session and its trainer
 // read it).
+import type { AdversaryKind } from '../trust/adversary.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import type { PeerCtor } from '../comm/index.ts';
 import type { Gunzip } from '../data/bytes.ts';
@@ -99,6 +100,8 @@ export interface VolunteerOptions {
    * before each batch it computes), the scaling simulator's straggler model (bench/scaling-sim.ts).
    */
   straggle?: number;
+  /** The attack tests and bench only (issue 46): a dishonest donor's way with its gradient (src/trust/adversary.ts). */
+  adversary?: AdversaryKind;
   /**
    * The engine memory this volunteer may use, in bytes (absent: the engine's own limit; WebGPU,
    * whose devices do not say, src/nn/fit.ts DEFAULT_GPU_BUDGET). Slices larger than fits run in micro-batches.

@@ -7,6 +7,8 @@
 //
 // Undo: the state is backed up before each sync step, and a re-run of a step this peer had
 // already applied (or begun) restores the backup first; a round undoes its outer step itself.
+import { sketch, sketchSeed } from '../trust/sketch.ts';
+import { tamperOf } from '../trust/adversary.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
@@ -14,7 +16,7 @@ import { microBatches } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
-import type { NextSlice, PeerMessage, RoundAssignment, StepAssignment, StepTimings } from '../protocol/messages.ts';
+import type { AuditTask, NextSlice, PeerMessage, RoundAssignment, SketchReport, StepAssignment, StepResult, StepTimings } from '../protocol/messages.ts';
 import { StateError } from './state.ts';
 import { sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
@@ -250,7 +252,8 @@ export class Trainer {
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
-    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(earlier ? { earlier } : {}) }, forming, {
+    const tamper = this.c.o.adversary ? { tamper: tamperOf(this.c.o.adversary, a.step + 1) } : {};
+    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(earlier ? { earlier } : {}), ...tamper }, forming, {
       step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
       // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
       keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
@@ -260,6 +263,8 @@ export class Trainer {
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
+    // An audit (a job that verifies): another member's slice on this step's weights, before the update moves them.
+    const audited = a.verify?.audit ? await this.auditGradient(a, a.verify.audit) : null;
     this.timed(out.timings.computeMs, last.length);
     if (feedback) {
       // What this attempt's sends dropped goes into the next step; older entries are done with.
@@ -279,7 +284,44 @@ export class Trainer {
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const t = out.timings;
     const timings = { computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs), exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs) };
-    this.report(a, out.ring, { loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}) }, 1);
+    const verified = a.verify ? this.sketches(a, checksum, out.grads, audited) : {};
+    this.report(a, out.ring, { loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}), ...verified }, 1);
+  }
+
+  /**
+   * `task`'s slice recomputed for an audit: its gradient sum on the weights this peer holds (the
+   * step's, not yet updated), in one batch, with the step's dropout seed; the BN statistics the
+   * forward pass moves are put back, so the audit leaves this peer's state as it was.
+   */
+  private async auditGradient(a: StepAssignment, task: AuditTask): Promise<Float32Array> {
+    const { model } = this.c;
+    const engine = this.c.p.engine;
+    const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
+    const x = await this.loadBatch(task.sampleIds, task.epoch, []);
+    recordGradients(model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, false);
+    engine.flush();
+    const g = await engine.readF32(model.grads);
+    if (bn) engine.write(model.state, bn);
+    this.c.log(`volunteer: step ${a.step + 1} audits ${task.peer}'s slice of ${task.sampleIds.length} images`);
+    return g;
+  }
+
+  /**
+   * The step's verification reports (StepResult.sketch, total, audit): sketches under the seed of
+   * the weights after the step (known to nobody before every contribution was sent) of this peer's
+   * contribution (its kept sum, what went into the ring), of the ring's sum, and of an audited slice.
+   */
+  private sketches(a: StepAssignment, checksum: string, total: Float32Array, audited: Float32Array | null): Pick<StepResult, 'sketch' | 'total' | 'audit'> {
+    const seed = sketchSeed(checksum);
+    const report = (g: Float32Array, under = seed): SketchReport => {
+      const s = sketch(g, under);
+      return { sums: Array.from(s.sums), squares: Array.from(s.squares) };
+    };
+    const own = this.kept && this.kept.step === a.step && this.kept.generation === a.generation ? this.kept.grads : null;
+    return {
+      ...(own ? { sketch: report(own) } : {}), total: report(total),
+      ...(audited && a.verify?.audit ? { audit: { peer: a.verify.audit.peer, ...report(audited, a.verify.audit.seed) } } : {}),
+    };
   }
 
   /**
@@ -368,7 +410,11 @@ export class Trainer {
     this.msPerImage = this.msPerImage === null ? per : 0.8 * this.msPerImage + 0.2 * per;
   }
 
-  private report(a: StepAssignment, ring: StepRings, r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }, steps: number): void {
+  private report(
+    a: StepAssignment, ring: StepRings,
+    r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number } & Pick<StepResult, 'sketch' | 'total' | 'audit'>,
+    steps: number,
+  ): void {
     const fetchedBytes = this.c.fetched.bytes;
     this.host.send({ type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: this.c.fit.images, ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}), ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}) });
     this.lastReportAt = performance.now();

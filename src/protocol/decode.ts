@@ -7,12 +7,12 @@ import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
   DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
-  MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, type CheckpointAnnounce,
+  MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH, type AuditTask, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
   type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
-  type StepTimings, type UploadRequest,
+  type SketchReport, type StepTimings, type UploadRequest,
 } from './messages.ts';
 import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './fields.ts';
 import { readTopology } from './topology.ts';
@@ -51,7 +51,8 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes', 'microBatch']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes', 'microBatch',
+    'sketch', 'total', 'audit']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -76,7 +77,29 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     ...(r.has('sentBytes') ? { sentBytes: r.num('sentBytes', 0, 2 ** 53) } : {}),
     ...(r.has('fetchedBytes') ? { fetchedBytes: r.num('fetchedBytes', 0, 2 ** 53) } : {}),
     ...(r.has('microBatch') ? { microBatch: r.int('microBatch', 1, MAX_BATCH) } : {}),
+    ...(r.has('sketch') ? { sketch: readSketch(r, 'sketch') } : {}),
+    ...(r.has('total') ? { total: readSketch(r, 'total') } : {}),
+    ...(r.has('audit') ? { audit: readSketch(r, 'audit', true) as SketchReport & { peer: string } } : {}),
   };
+}
+
+const sketchValue = (v: unknown): string | null => (typeof v === 'number' && Number.isFinite(v) && Math.abs(v) < 1e300 ? null : 'must be a finite number');
+
+/** A sketch report (SKETCH_LENGTH sums and squares; with `peer` for an audit). */
+function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit', peer = false): SketchReport & { peer?: string } {
+  if (!isObj(parent.o[key])) {
+    parent.fail(key, `an object {${peer ? 'peer, ' : ''}sums, squares}`);
+    return { sums: [], squares: [] };
+  }
+  const r = new FieldReader(parent.o[key], key);
+  r.only(peer ? ['peer', 'sums', 'squares'] : ['sums', 'squares']);
+  const sums = r.array<number>('sums', SKETCH_LENGTH, sketchValue);
+  const squares = r.array<number>('squares', SKETCH_LENGTH, sketchValue);
+  if (sums.length !== SKETCH_LENGTH || squares.length !== SKETCH_LENGTH) r.problems.push(`sums and squares must have ${SKETCH_LENGTH} items each, got ${sums.length} and ${squares.length}`);
+  if (squares.some((q) => q < 0)) r.problems.push('squares must not be negative');
+  const out = { sums, squares, ...(peer ? { peer: r.id('peer') } : {}) };
+  parent.problems.push(...r.problems);
+  return out;
 }
 
 function readEvalResult(r: FieldReader): Fields<EvalResult> {
@@ -225,7 +248,7 @@ function readPrepare(r: FieldReader): Fields<PrepareRing> {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal', 'topology']);
+  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal', 'topology', 'verify']);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = readRing(r);
   const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
@@ -241,6 +264,30 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('steal')) out.steal = readSteal(r, globalBatch);
   if (out.steal && (out.round || out.reuse)) r.problems.push('steal is for a fresh sync step only, not with a round or a reuse');
   if (r.has('topology')) readTopologyInto(r, out, ring);
+  if (r.has('verify')) out.verify = readVerify(r, globalBatch);
+  if (out.verify && out.round) r.problems.push('verify is for sync steps only, not with a round');
+  return out;
+}
+
+/** What a step's verification asks: sketches always, and an audit of another member's slice when it names one. */
+function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTask } {
+  if (!isObj(parent.o.verify)) {
+    parent.fail('verify', 'an object {audit?}');
+    return {};
+  }
+  const r = new FieldReader(parent.o.verify, 'verify');
+  r.only(['audit']);
+  let out: { audit?: AuditTask } = {};
+  if (r.has('audit')) {
+    if (!isObj(r.o.audit)) r.fail('audit', 'an object {peer, sampleIds, epoch}');
+    else {
+      const a = new FieldReader(r.o.audit, 'verify.audit');
+      a.only(['peer', 'sampleIds', 'epoch', 'seed']);
+      out = { audit: { peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32), ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}) } };
+      r.problems.push(...a.problems);
+    }
+  }
+  parent.problems.push(...r.problems);
   return out;
 }
 

@@ -122,6 +122,12 @@ export interface StepResult {
    * several micro-batches, whose gradients summed on the engine. Absent: an older peer.
    */
   microBatch?: number;
+  /** Verification (StepAssignment.verify): the sketch of what this peer put into the ring (its contribution). */
+  sketch?: SketchReport;
+  /** Verification: the sketch of the ring's sum this peer got back (every member's must be the same). */
+  total?: SketchReport;
+  /** Verification with an audit: the sketch of `peer`'s slice as this peer recomputed it. */
+  audit?: SketchReport & { peer: string };
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
@@ -234,7 +240,26 @@ export interface StepAssignment {
    * its column ring and sums with allReduceTwoLevel (src/comm/hierarchical.ts). Absent: the flat ring.
    */
   topology?: Topology;
+  /**
+   * Verification of a job that audits (its `verify`, coordinator/trust-check.ts): report the
+   * sketches of this step's contribution and of the ring's sum (StepResult.sketch, total), and,
+   * with `audit`, recompute another member's slice on the same weights and report its sketch.
+   */
+  verify?: { audit?: AuditTask };
 }
+/**
+ * A slice to recompute for an audit: `peer`'s ids of the step, in its order. `seed`: sketch it
+ * under this seed, not the step's (a second audit settling a dispute about an earlier attempt of
+ * the step: it is compared with what the member reported then).
+ */
+export interface AuditTask { peer: string; sampleIds: number[]; epoch: number; seed?: number }
+/**
+ * A count sketch of a gradient (src/trust/sketch.ts) under the step's seed, which is
+ * sketchSeed(checksum): the weights after the step, known only once every contribution was sent.
+ */
+export interface SketchReport { sums: number[]; squares: number[] }
+/** Buckets of a reported sketch. */
+export const SKETCH_LENGTH = 128;
 /** Which kept gradient sum an assignment lets its peer add (StepAssignment.reuse). */
 export interface SliceReuse { generation: number; count: number }
 export interface NextSlice { step: number; epoch: number; sampleIds: number[] }

@@ -2,11 +2,13 @@
 // kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
 // mutated messages never makes a decoder throw or accept something that breaks an invariant.
 import { describe as suite, expect, it } from 'vitest';
-import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, type CoordinatorMessage, type PeerMessage } from '../../src/protocol/messages.ts';
+import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, SKETCH_LENGTH, type CoordinatorMessage, type PeerMessage } from '../../src/protocol/messages.ts';
 import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/protocol/decode.ts';
 import { describe, parseJsonText, type Decoded } from '../../src/protocol/fields.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
 
+/** A verification sketch (SKETCH_LENGTH buckets of sums and squares). */
+const SKETCH = { sums: Array.from({ length: SKETCH_LENGTH }, (_, i) => i - 3.5), squares: Array.from({ length: SKETCH_LENGTH }, (_, i) => i * 0.25) };
 const PEER: PeerMessage[] = [
   { type: 'join', protocol: PROTOCOL_VERSION },
   { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12' },
@@ -22,12 +24,21 @@ const PEER: PeerMessage[] = [
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
   { type: 'prepared', peerId: 'p-3', id: 4 },
   { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'bad-frame', detail: 'generation 4 step 17: expected chunk 39, got chunk 38' },
+  {
+    type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab00ff12ab', timings: { computeMs: 1, commMs: 1, waitMs: 1 }, images: 8,
+    sketch: SKETCH, total: SKETCH, audit: { peer: 'p-2', ...SKETCH },
+  },
 ];
 const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null, iceServers: [] },
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200, iceServers: [{ urls: ['stun:10.0.0.1:8080', 'turn:10.0.0.1:3478'], username: '1767225600:p-1', credential: 'YWJj+/==' }] },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42, uploadCheckpoint: true },
+  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42, verify: {} },
+  {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
+    verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77 } },
+  },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 2, globalBatch: 8, sampleIds: [5], epoch: 0, seed: 42, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] } },
   { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
   { type: 'load-state', source: 'seed', step: 0 },
@@ -48,6 +59,17 @@ function problemsOf<T>(d: Decoded<T>): string {
   expect(d.ok, 'expected the decoder to refuse this').toBe(false);
   return d.ok ? '' : describe(d.error);
 }
+
+suite('protocol: verification fields', () => {
+  it('refuses sketches of the wrong length or with negative squares, and an audit without its peer', () => {
+    const base = PEER.find((m) => m.type === 'step-result' && m.sketch)!;
+    const bad = (patch: Record<string, unknown>) => problemsOf(decodePeerMessage({ ...base, ...patch }));
+    expect(bad({ sketch: { sums: [1, 2], squares: [1, 2] } })).toMatch(new RegExp(`sums and squares must have ${SKETCH_LENGTH} items each`));
+    expect(bad({ total: { ...SKETCH, squares: SKETCH.squares.map((q) => -q - 1) } })).toMatch(/squares must not be negative/);
+    expect(bad({ audit: SKETCH })).toMatch(/audit\.peer/);
+    expect(bad({ sketch: { ...SKETCH, extra: 1 } })).toMatch(/extra/);
+  });
+});
 
 suite('protocol: valid messages', () => {
   it('decodes every message type to an equal value, on its own side only', () => {
@@ -70,7 +92,7 @@ suite('protocol: valid messages', () => {
 
 suite('protocol: malformed messages are refused with a reason', () => {
   const assignment = COORD[2] as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
-  const twoLevel = COORD[4] as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
+  const twoLevel = COORD.find((m) => m.type === 'step-assignment' && m.topology) as Extract<CoordinatorMessage, { type: 'step-assignment' }>;
   const cases: [string, unknown, string][] = [
     ['not an object', 'hello', 'expected a JSON object'],
     ['null', null, 'expected a JSON object'],

@@ -1,0 +1,152 @@
+// Verification of a job's sync steps (its `verify` fraction; issue 46, docs/trust.md): which
+// member recomputes whose slice in a step, and what the step's reports say before it commits.
+//
+// Each step, every member is audited with probability `fraction` (drawn with crypto's random
+// numbers after the step is planned, so no member knows ahead whether, or by whom) by another
+// member chosen at random, each auditor recomputing at most one slice. A step that carries
+// audits asks every member for sketches (coordinator/trust-check.ts) of its contribution and of
+// the ring's sum; before the step commits:
+//   - every member's sketch of the ring's sum must be the same (they hold the same bits): a
+//     member whose differs reported something it does not hold, and is evicted;
+//   - the members' sketches must add up to the ring's (sumCheck). When they do not, someone sent
+//     other than it reports, which the sketches cannot attribute yet (hop-by-hop checks are the
+//     next step): the step runs again with every member audited, and a second failure of the
+//     same step halts the job with the reason, rather than commit a sum nobody can vouch for;
+//   - each audit must agree with the audited member's sketch (auditCheck). A first disagreement
+//     accuses nobody: the step runs again and a different member recomputes the same slice under
+//     the first attempt's seed, to be compared with what the member reported THEN (a member that
+//     cheats once and behaves on the re-run cannot turn the second audit against the first
+//     auditor). Two auditors that disagree with that report convict the member; a second auditor
+//     that agrees with it convicts the first. An honest member is never evicted on one peer's word.
+// Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
+// member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
+import { randomInt } from 'node:crypto';
+import type { AuditTask, SketchReport, StepResult } from '../src/protocol/messages.ts';
+import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
+import { auditCheck, sumCheck, type CheckedWire } from './trust-check.ts';
+
+/** What a verified step's results call for. */
+export type AuditVerdict =
+  | { kind: 'ok' }
+  /** Members caught: evicted, and the step runs again without them. */
+  | { kind: 'evict'; ids: string[]; reason: string }
+  /** Nobody can be blamed yet: the step runs again (with the audits that settle it). */
+  | { kind: 'again'; reason: string }
+  /** The same step failed its sum check twice: the job pauses with this reason. */
+  | { kind: 'halt'; reason: string };
+
+/** What verification did over the job (the dashboard's and the log's figures). */
+export interface AuditTally { steps: number; audits: number; auditedImages: number; computedImages: number; caught: number; disputes: number }
+
+export class AuditBook {
+  /** A first disagreement, settled in the step's next attempt. */
+  private dispute: { step: number; target: string; auditor: string; z: number; seed: number; reported: SketchReport } | null = null;
+  /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
+  private sumFailed: number | null = null;
+  readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0 };
+
+  constructor(private readonly fraction: number, private readonly wire: CheckedWire, private readonly draw: (n: number) => number = (n) => randomInt(n)) {}
+
+  /** The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given. */
+  plan(step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number): { audit?: AuditTask }[] {
+    const out: { audit?: AuditTask }[] = ring.map(() => ({}));
+    if (ring.length < 3) return out;
+    const busy = new Set<number>();
+    const task = (target: number, auditor: number): void => {
+      out[auditor] = { audit: { peer: ring[target]!, sampleIds: [...slices[target]!], epoch } };
+      busy.add(auditor);
+    };
+    const others = (target: number, not: ReadonlySet<number>): number[] => ring.map((_, i) => i).filter((i) => i !== target && !busy.has(i) && !not.has(i));
+    const d = this.dispute?.step === step ? this.dispute : null;
+    if (d) {
+      const target = ring.indexOf(d.target);
+      const first = ring.indexOf(d.auditor);
+      const free = target >= 0 ? others(target, new Set([first])) : [];
+      if (free.length) {
+        task(target, free[this.draw(free.length)]!);
+        out[out.findIndex((v) => v.audit?.peer === d.target)]!.audit!.seed = d.seed;
+      }
+    }
+    const everyone = this.sumFailed === step;
+    for (let i = 0; i < ring.length; i++) {
+      if (d && ring[i] === d.target) continue;
+      if (!everyone && !(this.fraction > 0 && this.draw(1_000_000) < this.fraction * 1_000_000)) continue;
+      const free = others(i, new Set());
+      if (free.length) task(i, free[this.draw(free.length)]!);
+    }
+    return out;
+  }
+
+  /** The verdict on a verified step's results (ring order) before it commits. */
+  verdict(step: number, results: readonly StepResult[]): AuditVerdict {
+    const missing = results.filter((r) => !r.sketch || !r.total).map((r) => r.peerId);
+    if (missing.length) return { kind: 'evict', ids: missing, reason: `it reported no verification sketches for step ${step + 1} (this job verifies its steps: update the volunteer)` };
+    const seed = sketchSeed(results[0]!.checksum);
+    const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
+    // The ring's sum: every member holds the same bits, so every sketch of it is the same.
+    const key = (r: StepResult) => JSON.stringify(r.total);
+    const counts = new Map<string, number>();
+    for (const r of results) counts.set(key(r), (counts.get(key(r)) ?? 0) + 1);
+    const major = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+    const liars = results.filter((r) => key(r) !== major).map((r) => r.peerId);
+    if (liars.length && liars.length < results.length / 2) {
+      return { kind: 'evict', ids: liars, reason: `its sketch of the ring's sum in step ${step + 1} differs from the other members' (it reported something it does not hold)` };
+    }
+    this.tally.steps++;
+    this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
+    const total = of(results[0]!.total!);
+    const sum = sumCheck(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })), total, this.wire, results.length);
+    if (!sum.ok) {
+      const why = `the members' sketches of step ${step + 1} do not add up to the ring's sum (bucket ${sum.bucket} is ${sum.z.toFixed(1)} sigma of the wire's rounding off)`;
+      if (this.sumFailed === step) {
+        this.sumFailed = null;
+        return { kind: 'halt', reason: `${why}, twice: a member sends other than it reports, and hop-by-hop checks that would name it are not built yet` };
+      }
+      this.sumFailed = step;
+      return { kind: 'again', reason: `${why}: somebody sent other than it reports; the step runs again with every member audited` };
+    }
+    if (this.sumFailed === step) this.sumFailed = null;
+    const byId = new Map(results.map((r) => [r.peerId, r]));
+    const d = this.dispute?.step === step ? this.dispute : null;
+    for (const r of results) {
+      if (!r.audit) continue;
+      // The second audit of a dispute: compared, under the first attempt's seed, with what the member reported then.
+      if (d && r.audit.peer === d.target && r.peerId !== d.auditor && r.peerId !== d.target) {
+        this.dispute = null;
+        this.tally.audits++;
+        const v = auditCheck({ seed: d.seed, sums: Float64Array.from(d.reported.sums), squares: Float64Array.from(d.reported.squares) },
+          { seed: d.seed, sums: Float64Array.from(r.audit.sums), squares: Float64Array.from(r.audit.squares) });
+        this.tally.caught++;
+        if (v.ok) {
+          return {
+            kind: 'evict', ids: [d.auditor],
+            reason: `its audit of ${d.target}'s slice in step ${step + 1} disagreed with what ${d.target} reported (${d.z.toFixed(0)} sigma), and ${r.peerId}'s recomputation agrees with it`,
+          };
+        }
+        return {
+          kind: 'evict', ids: [d.target],
+          reason: `its gradient of step ${step + 1} differs from two members' recomputations of its slice (${d.auditor}: ${d.z.toFixed(0)} sigma, ${r.peerId}: ${v.z.toFixed(0)} sigma)`,
+        };
+      }
+      const target = byId.get(r.audit.peer);
+      if (!target || target.peerId === r.peerId || r.audit.peer === d?.target) continue;
+      // Only a slice computed as one batch by its member, with nothing claimed from the tail, is recomputed the same.
+      if ((target.claimed ?? 0) > 0 || (target.microBatch !== undefined && target.microBatch < target.images)) continue;
+      this.tally.audits++;
+      this.tally.auditedImages += target.images;
+      const v = auditCheck(of(target.sketch!), of(r.audit));
+      if (v.ok) continue;
+      this.dispute = { step, target: target.peerId, auditor: r.peerId, z: v.z, seed, reported: target.sketch! };
+      this.tally.disputes++;
+      return { kind: 'again', reason: `${r.peerId}'s recomputation of ${target.peerId}'s slice disagrees with it (${v.z.toFixed(0)} sigma): another member recomputes it before anyone is accused` };
+    }
+    // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
+    if (d) this.dispute = null;
+    return { kind: 'ok' };
+  }
+
+  /** Members left: a dispute about one of them (either side) is moot. */
+  forget(ids: readonly string[]): void {
+    if (this.dispute && (ids.includes(this.dispute.target) || ids.includes(this.dispute.auditor))) this.dispute = null;
+  }
+}
