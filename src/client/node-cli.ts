@@ -2,6 +2,7 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
 // WebRTC from node-datachannel, the session socket from 'ws'.
+import { CHILD_ENV, followParent, supervise } from './supervise.ts';
 import { ADVERSARY_KINDS, type AdversaryKind } from '../trust/adversary.ts';
 import { resolve } from 'node:path';
 import { DiskShardCache } from '../data/disk-cache.ts';
@@ -11,7 +12,7 @@ import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../cli/args.ts';
 import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
 import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
-import { checkReachable, restartTrusting, trustedCa } from './node-trust.ts';
+import { checkReachable, trustEnv, trustedCa } from './node-trust.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
 import { BACKEND_PREFERENCES, type AnyEngine, type BackendPreference } from '../backend/engine.ts';
 import { WebGpuEngine } from '../backend/webgpu.ts';
@@ -91,13 +92,17 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
   if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
 
-  // Trust the coordinator's own CA (node-trust.ts): this runs again with it trusted.
-  const restarted = await restartTrusting(await trustedCa(url, caFile, caSha256));
-  if (restarted !== null) process.exit(restarted);
-  await checkReachable(url);
   const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
   // A main thread that stops running (a native call that never returns) is reported with every thread's stack.
   const stallMs = stallReportMs();
+  // The volunteer runs as a child (supervise.ts): started trusting the coordinator's own CA
+  // (node-trust.ts), and again when the watchdog ends it of a deadlock inside node-datachannel.
+  const trust = await trustEnv(await trustedCa(url, caFile, caSha256));
+  if (process.env[CHILD_ENV] === '1') followParent();
+  else if (stallMs > 0 || Object.keys(trust).length > 0) {
+    process.exit(await supervise({ command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log }));
+  }
+  await checkReachable(url);
   const watch = stallMs > 0 ? watchStalls(stallMs) : null;
   const { engine, choice } = await chooseEngine(backend as BackendPreference, {
     webgpu: async (): Promise<AnyEngine> => {

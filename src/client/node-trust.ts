@@ -5,7 +5,6 @@
 //   --ca FILE          the CA certificate (ca.crt from the coordinator's machine or its dashboard)
 //   --ca-sha256 FP     fetch https://HOST:PORT/ca.crt and accept it only if its SHA-256
 //                      fingerprint is FP (the one `npm start` printed): no file to copy around
-import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { get } from 'node:https';
@@ -69,21 +68,16 @@ export async function trustedCa(url: string, caFile: string, caSha256: string): 
 }
 
 /**
- * When a CA must be trusted and this process does not trust it yet, runs this same command
- * again with NODE_EXTRA_CA_CERTS set and resolves with the child's exit code (signals are
- * passed on); resolves null when this process is the one to go on.
+ * What a volunteer's process must start with to trust `pem` (the coordinator's own CA): its
+ * NODE_EXTRA_CA_CERTS file, written beside the CA folder; nothing when there is no CA to trust
+ * or this process already started with it (Node reads the variable at start-up only).
  */
-export async function restartTrusting(pem: string | null): Promise<number | null> {
-  if (!pem || process.env[APPLIED] === '1') return null;
+export async function trustEnv(pem: string | null): Promise<NodeJS.ProcessEnv> {
+  if (!pem || process.env[APPLIED] === '1') return {};
   await mkdir(DEFAULT_TLS_DIR, { recursive: true, mode: 0o700 });
   const fp = new X509Certificate(pem).fingerprint256.replace(/:/g, '').slice(0, 16).toLowerCase();
   await writeFile(join(DEFAULT_TLS_DIR, `trusted-${fp}.crt`), pem);
-  const file = await extraCaFile(DEFAULT_TLS_DIR, pem);
-  const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, NODE_EXTRA_CA_CERTS: file, [APPLIED]: '1' } });
-  const pass = (s: NodeJS.Signals) => child.kill(s);
-  process.on('SIGINT', pass);
-  process.on('SIGTERM', pass);
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1))));
+  return { NODE_EXTRA_CA_CERTS: await extraCaFile(DEFAULT_TLS_DIR, pem), [APPLIED]: '1' };
 }
 
 const CERT_ERRORS = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']);

@@ -10,6 +10,15 @@
 // the main thread, which is the one stuck); when the counter moves again, how long it lasted.
 // A step's compute blocks the main thread too (wasm runs on it): the bound is far above any
 // micro-batch (they are cut to fit the device) so that a report means a hang.
+//
+// One hang has a known cause and no way out: the main thread waiting on a lock inside
+// node-datachannel that two of its own threads hold against each other (libdatachannel 0.24.5,
+// the version node-datachannel 0.33.4 bundles: its juice poll thread starts DTLS from an ICE state
+// callback holding the agent lock and waits for the DTLS lock, while a pool thread holds the DTLS
+// lock and waits for the agent lock; fixed upstream by libdatachannel PR #1630, not yet in a
+// node-datachannel release). When the report shows the main thread in that wait (nativeDeadlock),
+// the watchdog ends the process with SIGUSR2, and the volunteer's parent (supervise.ts) starts it
+// again: it rejoins as a new peer, instead of hanging until someone kills it.
 import { Worker } from 'node:worker_threads';
 
 const TICK_MS = 250;
@@ -19,7 +28,8 @@ const WATCHDOG = `
 const { workerData } = require('node:worker_threads');
 const { execFileSync } = require('node:child_process');
 const { writeSync } = require('node:fs');
-const { counter, pid, reportAfterMs } = workerData;
+const { counter, pid, reportAfterMs, deadlock } = workerData;
+const deadlocked = new RegExp(deadlock.source, deadlock.flags);
 const beat = new Int32Array(counter);
 const out = (s) => { try { writeSync(2, s.endsWith('\\n') ? s : s + '\\n'); } catch {} };
 let seen = Atomics.load(beat, 0), since = Date.now(), reported = false;
@@ -42,18 +52,39 @@ setInterval(() => {
   }
   out('volunteer: stall: the main thread has not run for ' + ((Date.now() - since) / 1000).toFixed(0) + ' s; what each thread is doing:\\n'
     + stacks.split('\\n').map((l) => 'volunteer: stall: ' + l).join('\\n'));
+  const main = stacks.split(/^(?=Thread )/m).find((t) => t.startsWith('Thread 1 ')) || '';
+  if (deadlocked.test(main)) {
+    out('volunteer: stall: the main thread waits on a lock inside node-datachannel that its own threads hold against each other '
+      + '(libdatachannel #1630): this process ends (SIGUSR2) and starts again');
+    process.kill(pid, 'SIGUSR2');
+  }
 }, 1000);
 `;
+
+/**
+ * The main thread's stack (gdb's "Thread 1" block) of a native deadlock inside node-datachannel:
+ * a lock wait (futex, lll_lock_wait or pthread_mutex_lock) with node-datachannel's frames below it.
+ */
+export const NATIVE_DEADLOCK = /(lll_lock_wait|pthread_mutex_lock|futex_wait)[\s\S]*node_datachannel\.node/;
+
+/** Whether a report's main-thread stack is the node-datachannel deadlock (what the watchdog ends the process for). */
+export function nativeDeadlock(mainThreadStack: string): boolean {
+  return NATIVE_DEADLOCK.test(mainThreadStack);
+}
 
 export interface StallWatch {
   stop(): void;
 }
 
-/** Starts the watchdog for this process (Node only); `reportAfterMs` of main-thread silence make a report. */
-export function watchStalls(reportAfterMs: number): StallWatch {
+/**
+ * Starts the watchdog for this process (Node only); `reportAfterMs` of main-thread silence make a
+ * report, and a report whose main-thread stack matches `deadlock` ends the process (SIGUSR2).
+ */
+export function watchStalls(reportAfterMs: number, deadlockStack: RegExp = NATIVE_DEADLOCK): StallWatch {
   const counter = new SharedArrayBuffer(4);
   const beat = new Int32Array(counter);
-  const worker = new Worker(WATCHDOG, { eval: true, execArgv: [], workerData: { counter, pid: process.pid, reportAfterMs } });
+  const deadlock = { source: deadlockStack.source, flags: deadlockStack.flags };
+  const worker = new Worker(WATCHDOG, { eval: true, execArgv: [], workerData: { counter, pid: process.pid, reportAfterMs, deadlock } });
   worker.unref();
   const tick = setInterval(() => Atomics.add(beat, 0, 1), TICK_MS);
   tick.unref();

@@ -2,9 +2,20 @@
 // with gdb (attached for a moment, then detached; the process runs on), JIT frames (gdb's ??) left out. A hung volunteer whose
 // main thread waits in node-datachannel shows it here, where its own log has nothing more to say.
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
+
+/** The volunteer process under `pid`: its supervised child when it has one (the newest), else `pid` itself. */
+export function volunteerPid(pid: number): number {
+  try {
+    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    return kids.length ? kids[kids.length - 1]! : pid;
+  } catch {
+    return pid;
+  }
+}
 
 /** Every thread's stack of `pid` (gdb's `thread apply all bt`), or why none could be read. */
 export function nativeStacks(pid: number, timeoutMs = 30_000): Promise<string> {
@@ -39,10 +50,12 @@ export async function stacksOfRunning(label: string, procs: ReadonlyArray<{ name
   const parts: string[] = [];
   for (const p of procs) {
     if (!p.running || p.pid === undefined) continue;
-    const stacks = await nativeStacks(p.pid);
+    // A Node volunteer is the child of its supervising parent (src/client/supervise.ts): its stacks are the child's.
+    const pid = volunteerPid(p.pid);
+    const stacks = await nativeStacks(pid);
     const file = join(dir, `${label}-${p.name}.txt`);
     await writeFile(file, stacks);
-    parts.push(`${p.name} (pid ${p.pid}, all threads in ${file}):\n${mainThreadTop(stacks)}`);
+    parts.push(`${p.name} (pid ${pid}, all threads in ${file}):\n${mainThreadTop(stacks)}`);
   }
   return parts.join('\n');
 }
