@@ -2,6 +2,7 @@
 // benchmarks): each is `npm run volunteer` in its own process, with its own GPU device and
 // WebRTC stack, exactly as on a lab desktop.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -14,6 +15,12 @@ export interface LocalVolunteer {
   readonly exited: Promise<number | null>;
   /** Every stderr line so far (bounded to the last 2,000). */
   readonly lines: string[];
+  /**
+   * Sends `signal` (default SIGTERM: the volunteer leaves after its step). SIGINT and SIGTERM go to
+   * the volunteer's parent, which passes them on (src/client/supervise.ts); any other signal (a
+   * test's SIGKILL, a crash) goes to the volunteer itself first, then to its parent, so that it
+   * stops where it is, as a crashed process does.
+   */
   kill(signal?: NodeJS.Signals): void;
 }
 
@@ -47,5 +54,25 @@ export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
   });
   child.stdout!.resume();
   const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
-  return { name: o.name, child, exited, lines, kill: (signal = 'SIGTERM') => { if (child.exitCode === null && child.signalCode === null) child.kill(signal); } };
+  const kill = (signal: NodeJS.Signals = 'SIGTERM') => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    if (signal !== 'SIGTERM' && signal !== 'SIGINT' && child.pid !== undefined) {
+      for (const pid of descendants(child.pid).reverse()) try { process.kill(pid, signal); } catch { /* gone already */ }
+    }
+    child.kill(signal);
+  };
+  return { name: o.name, child, exited, lines, kill };
+}
+
+/** Every process below `pid` (Linux /proc; none elsewhere), parents before their children. */
+export function descendants(pid: number): number[] {
+  const out: number[] = [];
+  let kids: number[] = [];
+  try {
+    kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return out;
+  }
+  for (const k of kids) out.push(k, ...descendants(k));
+  return out;
 }

@@ -2,19 +2,13 @@
 // with gdb (attached for a moment, then detached; the process runs on), JIT frames (gdb's ??) left out. A hung volunteer whose
 // main thread waits in node-datachannel shows it here, where its own log has nothing more to say.
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ROOT } from '../../coordinator/local-volunteers.ts';
+import { descendants, ROOT } from '../../coordinator/local-volunteers.ts';
 
-/** The volunteer process under `pid`: its supervised child when it has one (the newest), else `pid` itself. */
+/** The volunteer process under `pid`: its supervised child when it has one, else `pid` itself. */
 export function volunteerPid(pid: number): number {
-  try {
-    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-    return kids.length ? kids[kids.length - 1]! : pid;
-  } catch {
-    return pid;
-  }
+  return descendants(pid)[0] ?? pid;
 }
 
 /** Every thread's stack of `pid` (gdb's `thread apply all bt`), or why none could be read. */
