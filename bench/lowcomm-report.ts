@@ -48,7 +48,9 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
   const anchor = accOf(anchorProfile, 1);
   const target = (final(anchor) ?? 0) - 0.02;
   // Seconds per step of every mode on every profile, from its timing run (none with --full).
-  const ratesByProfile = new Map(st.full ? [] : st.profiles.map((p) => [p, Object.fromEntries(modes.map((h) => [label(h), measuredRate(timing[`${p}/${h}`]!)]))] as const));
+  const ratesByProfile = new Map(st.full ? [] : st.profiles.map((p) => [
+    p, Object.fromEntries(modes.map((h) => [label(h), measuredRate(timing[`${p}/${h}`]!)])),
+  ] as const));
   const ratesOf = (p: ProfileName): Record<string, StepRate | null> | undefined => ratesByProfile.get(p);
   /** The projection's rates of mode h on profile p (null: a timing run too short to measure). */
   const ratesFor = (p: ProfileName, h: number): { sync: StepRate; mode: StepRate } | null => {
@@ -75,7 +77,10 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
     const reached = byH.filter((x): x is { h: number; t: number } => x.t !== null).sort((x, y) => x.t - y.t);
     const first = reached[0] ?? null;
     const rates = ratesOf(p);
-    return { profile: p, syncSeconds: tSync, byH, bestH: first?.h ?? null, speedup: tSync !== null && first ? tSync / first.t : 0, ...(rates ? { rates } : {}) };
+    return {
+      profile: p, syncSeconds: tSync, byH, bestH: first?.h ?? null, speedup: tSync !== null && first ? tSync / first.t : 0,
+      ...(rates ? { rates } : {}),
+    };
   });
   // The best H: the fastest to the target on the anchor profile; when none reaches it, the one
   // that ends nearest to sync.
@@ -107,21 +112,31 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
   const autoRuns = runs.auto ?? {};
   const autoPart = Object.keys(autoRuns).length ? autoSummary(autoRuns, target, (p) => {
     // The best fixed mode's time to the target on p: every mode's (projected, or measured with --full); on lan, sync's accuracy run.
-    const times = (p === 'lan' ? [1] : modes).map((h) => (p === 'lan' && !st.full ? timeToTarget(accuracy['lan/1']!, target) : st.profiles.includes(p) ? timeTo(p, h, target) : null));
-    const reached = times.map((t, i) => ({ t, h: p === 'lan' ? 1 : modes[i]! })).filter((x): x is { t: number; h: number } => x.t !== null).sort((a, b) => a.t - b.t);
+    const times = (p === 'lan' ? [1] : modes).map((h) => (p === 'lan' && !st.full
+      ? timeToTarget(accuracy['lan/1']!, target)
+      : st.profiles.includes(p) ? timeTo(p, h, target) : null));
+    const reached = times.map((t, i) => ({ t, h: p === 'lan' ? 1 : modes[i]! }))
+      .filter((x): x is { t: number; h: number } => x.t !== null)
+      .sort((a, b) => a.t - b.t);
     return reached[0] ?? null;
   }) : {};
   Object.assign(summary, autoPart);
-  writeFileEnsuringDir(`${outDir}/lowcomm.json`, JSON.stringify({ settings: st, target, perProfile, accuracy, timing, ...(runs.auto ? { auto: runs.auto } : {}), summary }, null, 2));
+  writeFileEnsuringDir(`${outDir}/lowcomm.json`, JSON.stringify({
+    settings: st, target, perProfile, accuracy, timing, ...(runs.auto ? { auto: runs.auto } : {}), summary,
+  }, null, 2));
   writeFileEnsuringDir(`${outDir}/lowcomm.svg`, lineChartSvg({
-    title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`, xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
+    title: `CIFAR-10, small CNN, 4 peers: test top-1 against training time (target ${(100 * target).toFixed(1)}%)`,
+    xLabel: 'training seconds', yLabel: 'test top-1 (%)', width: 760, height: 440,
     series: [...st.profiles.flatMap((p) => modes.map((h) => ({
       name: `${p} ${h === 1 ? 'sync' : `H=${h}`}`,
       points: accOf(p, h).evals.flatMap((e) => {
         const x = secondsAt(p, h, e);
         return x === null || !Number.isFinite(x) ? [] : [[x, 100 * e.top1] as [number, number]];
       }),
-    }))), ...Object.entries(autoRuns).map(([p, r]) => ({ name: `${p} auto`, points: r.evals.filter((e) => Number.isFinite(e.seconds)).map((e) => [e.seconds, 100 * e.top1] as [number, number]) }))],
+    }))), ...Object.entries(autoRuns).map(([p, r]) => ({
+      name: `${p} auto`,
+      points: r.evals.filter((e) => Number.isFinite(e.seconds)).map((e) => [e.seconds, 100 * e.top1] as [number, number]),
+    }))],
   }));
   return summary;
 }
@@ -132,7 +147,9 @@ export function report(runs: LowcommRuns, outDir = 'bench/results'): Record<stri
  * reached the target; null: no fixed mode did, or the profile was not run). On lan the anchor
  * is sync (`auto_vs_sync_lan`). With each run's choices of H, and its final top-1.
  */
-export function autoSummary(auto: Record<string, RunResult>, target: number, bestOf: (p: ProfileName) => { t: number; h: number } | null): Record<string, unknown> {
+export function autoSummary(
+  auto: Record<string, RunResult>, target: number, bestOf: (p: ProfileName) => { t: number; h: number } | null,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const detail: Record<string, unknown> = {};
   for (const [p, r] of Object.entries(auto)) {
@@ -140,7 +157,10 @@ export function autoSummary(auto: Record<string, RunResult>, target: number, bes
     const b = bestOf(p as ProfileName);
     const ratio = b === null ? null : t === null ? 0 : b.t / t;
     out[p === 'lan' ? 'auto_vs_sync_lan' : `auto_vs_best_${p}`] = r3(ratio);
-    detail[p] = { seconds: t === null ? null : +t.toFixed(1), best: b ? { h: b.h, seconds: +b.t.toFixed(1) } : null, choices: r.choices ?? [], top1: final(r) === null ? null : +(100 * final(r)!).toFixed(2) };
+    detail[p] = {
+      seconds: t === null ? null : +t.toFixed(1), best: b ? { h: b.h, seconds: +b.t.toFixed(1) } : null, choices: r.choices ?? [],
+      top1: final(r) === null ? null : +(100 * final(r)!).toFixed(2),
+    };
   }
   out.auto = detail;
   return out;

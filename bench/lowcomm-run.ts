@@ -81,14 +81,19 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
   await prefillCaches(o.dataDir, 'cifar10', caches);
   const config = {
     name: `lowcomm-${spec.profile}-h${spec.syncEvery}`, model: 'small-cnn', dataset: 'cifar10', globalBatch: spec.globalBatch, steps: spec.steps,
-    optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery, checkpointEvery: 100_000, ...(spec.wire && spec.wire !== 'f32' ? { wire: spec.wire } : {}), seed: spec.seed, minPeers: PEERS,
-    ...(spec.syncEvery !== 1 ? { syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}), ...(spec.carry !== undefined ? { momentumCarry: spec.carry } : {}) } : {}),
+    optimizer: { kind: spec.optimizer, lr: spec.lr, warmupSteps: Math.min(spec.warmupSteps, spec.steps - 1) }, evalEvery: spec.evalEvery,
+    checkpointEvery: 100_000, ...(spec.wire && spec.wire !== 'f32' ? { wire: spec.wire } : {}), seed: spec.seed, minPeers: PEERS,
+    ...(spec.syncEvery !== 1 ? {
+      syncEvery: spec.syncEvery, outerLr: spec.outerLr, outerMomentum: spec.outerMomentum, ...(spec.syncWarmup > 0 ? { syncWarmup: spec.syncWarmup } : {}),
+      ...(spec.carry !== undefined ? { momentumCarry: spec.carry } : {}),
+    } : {}),
   };
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile: spec.profile });
   const t0 = Date.now();
   try {
     const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir: join(o.root, `${config.name}-${++runCount}`), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080, evalSamples: spec.evalSamples, finalEvalSamples: spec.finalEvalSamples, heartbeatMs: 1000,
+      jobDir: join(o.root, `${config.name}-${++runCount}`), dataDir: o.dataDir, dataset: 'cifar10', config, port: 8080,
+      evalSamples: spec.evalSamples, finalEvalSamples: spec.finalEvalSamples, heartbeatMs: 1000,
       timeouts: { stepMs: 900_000, admitMs: 300_000, evalMs: 600_000, silentMs: 120_000 },
     });
     const url = `http://${bed.host('coord').ip}:${coord.port}`;
@@ -96,7 +101,10 @@ export async function runOnce(spec: RunSpec, o: { root: string; dataDir: string;
     try {
       const gen = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === PEERS, 300_000, `a ring of ${PEERS}`);
       const limit = 3_600_000;
-      await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error(`run ${config.name} did not finish within an hour`)), limit))]);
+      await Promise.race([
+        coord.finished,
+        new Promise((_, rej) => setTimeout(() => rej(new Error(`run ${config.name} did not finish within an hour`)), limit)),
+      ]);
       return summarise(spec, coord.events, gen.at, (Date.now() - t0) / 1000);
     } finally {
       for (const p of peers) p.kill('SIGKILL');

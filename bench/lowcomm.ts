@@ -45,7 +45,9 @@ import { runOnce, type RunResult, type RunSpec } from './lowcomm-run.ts';
  */
 const BENCH_OUTER = START_OUTER;
 
-const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] [--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] [--outer-lr 1] [--outer-momentum 0] [--carry 0.75|own] [--sync-warmup N] [--auto] [--from bench/results/lowcomm.json [--retime]]';
+const USAGE = 'npm run bench -- lowcomm [--steps 780] [--batch 128] [--optimizer sgd|lars] [--wire f32|f16|bf16] [--lr 0.04 (lars: 0.5)] [--warmup 32] '
+  + '[--profiles home,wifi] [--h 8,32] [--full] [--time-steps 24] [--eval-every 65] [--eval-samples 2000] [--final-eval-samples 10000] '
+  + '[--outer-lr 1] [--outer-momentum 0] [--carry 0.75|own] [--sync-warmup N] [--auto] [--from bench/results/lowcomm.json [--retime]]';
 
 export async function main(argv: string[]): Promise<void> {
   const a = new Args(argv);
@@ -54,7 +56,9 @@ export async function main(argv: string[]): Promise<void> {
     const retime = a.flag('retime');
     a.rejectUnknown(USAGE);
     const saved = JSON.parse(await readFile(from, 'utf8')) as Partial<LowcommRuns>;
-    if (!saved.settings || !saved.accuracy || !saved.timing) throw new Error(`${from} is not a results file of this bench (it needs settings, accuracy and timing): run npm run bench -- lowcomm first`);
+    if (!saved.settings || !saved.accuracy || !saved.timing) {
+      throw new Error(`${from} is not a results file of this bench (it needs settings, accuracy and timing): run npm run bench -- lowcomm first`);
+    }
     const st: Partial<LowcommSettings> = saved.settings; // files from before profiles and hs were kept: the defaults
     const settings = { ...saved.settings, profiles: st.profiles ?? ['home', 'wifi'], hs: st.hs ?? [8, 32] };
     let timing = saved.timing;
@@ -63,7 +67,9 @@ export async function main(argv: string[]): Promise<void> {
       await ensureDataset('cifar10');
       const root = await tempRoot('lowcomm');
       try {
-        timing = Object.fromEntries(await timingRuns(baseOf(settings), settings.profiles, [1, ...settings.hs], settings.timeSteps, (spec, what) => goRun(spec, what, root.dir)));
+        timing = Object.fromEntries(await timingRuns(
+          baseOf(settings), settings.profiles, [1, ...settings.hs], settings.timeSteps, (spec, what) => goRun(spec, what, root.dir),
+        ));
       } finally {
         await root.remove();
       }
@@ -96,7 +102,10 @@ export async function main(argv: string[]): Promise<void> {
   if (!hs.every((h) => Number.isInteger(h) && h > 1)) throw new Error(`--h takes integers > 1; got ${hs.join(',')}`);
   await ensureDataset('cifar10');
   const root = await tempRoot('lowcomm');
-  const base = { steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}), syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5 };
+  const base = {
+    steps, globalBatch: batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}),
+    syncWarmup, evalEvery, evalSamples, finalEvalSamples, seed: 5,
+  };
   const modes = [1, ...hs];
   const go = (spec: RunSpec, what: string): Promise<RunResult> => goRun(spec, what, root.dir);
   const autoRuns = new Map<string, RunResult>();
@@ -110,12 +119,21 @@ export async function main(argv: string[]): Promise<void> {
       for (const [k, r] of await timingRuns(base, profiles, modes, timeSteps, go)) timing.set(k, r);
     }
     // syncEvery "auto" picks H as it goes: each run is the whole length, timed by the clock.
-    if (auto) for (const profile of [...profiles.filter((p) => p !== 'lan'), 'lan' as const]) autoRuns.set(profile, await go({ ...base, profile, syncEvery: 'auto' }, 'auto, whole length'));
+    if (auto) {
+      for (const profile of [...profiles.filter((p) => p !== 'lan'), 'lan' as const]) {
+        autoRuns.set(profile, await go({ ...base, profile, syncEvery: 'auto' }, 'auto, whole length'));
+      }
+    }
   } finally {
     await root.remove();
   }
-  const settings: LowcommSettings = { steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}), syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10' };
-  console.log(JSON.stringify(report({ settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing), ...(auto ? { auto: Object.fromEntries(autoRuns) } : {}) })));
+  const settings: LowcommSettings = {
+    steps, batch, optimizer, wire, lr, warmupSteps, outerLr, outerMomentum, ...(carry !== undefined ? { carry } : {}),
+    syncWarmup, evalEvery, evalSamples, finalEvalSamples, timeSteps, full, profiles, hs, peers: 4, model: 'small-cnn', dataset: 'cifar10',
+  };
+  console.log(JSON.stringify(report({
+    settings, accuracy: Object.fromEntries(accuracy), timing: Object.fromEntries(timing), ...(auto ? { auto: Object.fromEntries(autoRuns) } : {}),
+  })));
 }
 
 type Base = Omit<RunSpec, 'profile' | 'syncEvery'>;
@@ -130,12 +148,15 @@ function baseOf(st: LowcommSettings): Base {
 }
 
 /** The timing windows: every mode for a few steps (at least three rounds) on every slow profile, keyed `${profile}/${H}`. */
-async function timingRuns(base: Base, profiles: readonly ProfileName[], modes: readonly number[], timeSteps: number, go: (spec: RunSpec, what: string) => Promise<RunResult>): Promise<[string, RunResult][]> {
+async function timingRuns(
+  base: Base, profiles: readonly ProfileName[], modes: readonly number[], timeSteps: number, go: (spec: RunSpec, what: string) => Promise<RunResult>,
+): Promise<[string, RunResult][]> {
   const out: [string, RunResult][] = [];
   for (const profile of profiles) {
     for (const h of modes) {
       const n = timingSteps(h, timeSteps);
-      out.push([`${profile}/${h}`, await go({ ...base, profile, syncEvery: h, steps: n, syncWarmup: 0, evalEvery: n, evalSamples: 100, finalEvalSamples: 100 }, 'timing run')]);
+      const spec: RunSpec = { ...base, profile, syncEvery: h, steps: n, syncWarmup: 0, evalEvery: n, evalSamples: 100, finalEvalSamples: 100 };
+      out.push([`${profile}/${h}`, await go(spec, 'timing run')]);
     }
   }
   return out;
@@ -147,6 +168,7 @@ async function goRun(spec: RunSpec, what: string, root: string): Promise<RunResu
   const r = await runOnce(spec, { root, dataDir: DEFAULT_CACHE_DIR, log: (l) => process.stderr.write(`${l}\n`) });
   const last = r.evals[r.evals.length - 1];
   const chose = r.choices ? `, H chosen: ${r.choices.map((c) => `${c.h} after step ${c.step}`).join(', ') || 'none (sync)'}` : '';
-  process.stderr.write(`  top-1 ${last ? (last.top1 * 100).toFixed(1) : '-'}% after ${last?.images ?? 0} images, ${r.steps[r.steps.length - 1]?.seconds.toFixed(0) ?? '-'} s of training, ${(r.bytesPerImage / 1000).toFixed(1)} KB per image${chose}\n`);
+  process.stderr.write(`  top-1 ${last ? (last.top1 * 100).toFixed(1) : '-'}% after ${last?.images ?? 0} images, `
+    + `${r.steps[r.steps.length - 1]?.seconds.toFixed(0) ?? '-'} s of training, ${(r.bytesPerImage / 1000).toFixed(1)} KB per image${chose}\n`);
   return r;
 }

@@ -80,7 +80,12 @@ export class AuditBook {
   /** The verdict on a verified step's results (ring order) before it commits. */
   verdict(step: number, results: readonly StepResult[]): AuditVerdict {
     const missing = results.filter((r) => !r.sketch || !r.total).map((r) => r.peerId);
-    if (missing.length) return { kind: 'evict', ids: missing, reason: `it reported no verification sketches for step ${step + 1} (this job verifies its steps: update the volunteer)` };
+    if (missing.length) {
+      return {
+        kind: 'evict', ids: missing,
+        reason: `it reported no verification sketches for step ${step + 1} (this job verifies its steps: update the volunteer)`,
+      };
+    }
     const seed = sketchSeed(results[0]!.checksum);
     const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
     // The ring's sum: every member holds the same bits, so every sketch of it is the same.
@@ -90,14 +95,18 @@ export class AuditBook {
     const major = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
     const liars = results.filter((r) => key(r) !== major).map((r) => r.peerId);
     if (liars.length && liars.length < results.length / 2) {
-      return { kind: 'evict', ids: liars, reason: `its sketch of the ring's sum in step ${step + 1} differs from the other members' (it reported something it does not hold)` };
+      return {
+        kind: 'evict', ids: liars,
+        reason: `its sketch of the ring's sum in step ${step + 1} differs from the other members' (it reported something it does not hold)`,
+      };
     }
     this.tally.steps++;
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
     const sum = sumCheck(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })), total, this.wire, results.length);
     if (!sum.ok) {
-      const why = `the members' sketches of step ${step + 1} do not add up to the ring's sum (bucket ${sum.bucket} is ${sum.z.toFixed(1)} sigma of the wire's rounding off)`;
+      const why = `the members' sketches of step ${step + 1} do not add up to the ring's sum `
+        + `(bucket ${sum.bucket} is ${sum.z.toFixed(1)} sigma of the wire's rounding off)`;
       if (this.sumFailed === step) {
         this.sumFailed = null;
         return { kind: 'halt', reason: `${why}, twice: a member sends other than it reports, and hop-by-hop checks that would name it are not built yet` };
@@ -120,12 +129,14 @@ export class AuditBook {
         if (v.ok) {
           return {
             kind: 'evict', ids: [d.auditor],
-            reason: `its audit of ${d.target}'s slice in step ${step + 1} disagreed with what ${d.target} reported (${d.z.toFixed(0)} sigma), and ${r.peerId}'s recomputation agrees with it`,
+            reason: `its audit of ${d.target}'s slice in step ${step + 1} disagreed with what ${d.target} reported `
+              + `(${d.z.toFixed(0)} sigma), and ${r.peerId}'s recomputation agrees with it`,
           };
         }
         return {
           kind: 'evict', ids: [d.target],
-          reason: `its gradient of step ${step + 1} differs from two members' recomputations of its slice (${d.auditor}: ${d.z.toFixed(0)} sigma, ${r.peerId}: ${v.z.toFixed(0)} sigma)`,
+          reason: `its gradient of step ${step + 1} differs from two members' recomputations of its slice `
+            + `(${d.auditor}: ${d.z.toFixed(0)} sigma, ${r.peerId}: ${v.z.toFixed(0)} sigma)`,
         };
       }
       const target = byId.get(r.audit.peer);
@@ -138,7 +149,11 @@ export class AuditBook {
       if (v.ok) continue;
       this.dispute = { step, target: target.peerId, auditor: r.peerId, z: v.z, seed, reported: target.sketch! };
       this.tally.disputes++;
-      return { kind: 'again', reason: `${r.peerId}'s recomputation of ${target.peerId}'s slice disagrees with it (${v.z.toFixed(0)} sigma): another member recomputes it before anyone is accused` };
+      return {
+        kind: 'again',
+        reason: `${r.peerId}'s recomputation of ${target.peerId}'s slice disagrees with it (${v.z.toFixed(0)} sigma): `
+          + 'another member recomputes it before anyone is accused',
+      };
     }
     // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
     if (d) this.dispute = null;

@@ -83,7 +83,8 @@ export function syncReason(computeMs: number, syncMs: number, h: number): string
   const costs = `${syncMs.toFixed(0)} ms to synchronise against ${computeMs.toFixed(0)} ms of compute per step`;
   if (h === 1) return `the all-reduce and waiting are ${pct(s1)} of a sync step (${costs}): every step synchronised, exact`;
   const speedup = (computeMs + syncMs) / (computeMs + syncMs / h);
-  return `the all-reduce and waiting are ${pct(s1)} of a sync step (${costs}): rounds of ${h} bring it to ${pct(syncShare(computeMs, syncMs, h))}, ${speedup.toFixed(1)}x the images per second`;
+  return `the all-reduce and waiting are ${pct(s1)} of a sync step (${costs}): `
+    + `rounds of ${h} bring it to ${pct(syncShare(computeMs, syncMs, h))}, ${speedup.toFixed(1)}x the images per second`;
 }
 
 /**
@@ -91,7 +92,9 @@ export function syncReason(computeMs: number, syncMs: number, h: number): string
  * `sample`; `decision` when H changed. `measured` false: the step says nothing of the ring's
  * costs (a re-run that reused work, a ring of one) and is not counted.
  */
-export function syncRecord(a: SyncAuto, generation: number, endStep: number, sample: SyncSample, measured: boolean): { auto: SyncAuto; decision: SyncDecision | null } {
+export function syncRecord(
+  a: SyncAuto, generation: number, endStep: number, sample: SyncSample, measured: boolean,
+): { auto: SyncAuto; decision: SyncDecision | null } {
   if (generation !== a.generation) return { auto: { ...a, generation, samples: [] }, decision: null }; // its first step: links open
   if (!measured || sample.h !== a.h || !(sample.wallMs > 0)) return { auto: a, decision: null };
   const samples = [...a.samples, sample].slice(-AUTO_WINDOW);
@@ -99,7 +102,10 @@ export function syncRecord(a: SyncAuto, generation: number, endStep: number, sam
   const { computeMs, syncMs } = syncCosts(samples);
   const h = chooseH(computeMs, syncMs, a.h);
   if (h === a.h) return { auto: { ...a, samples }, decision: null };
-  const decision: SyncDecision = { step: endStep, from: a.h, h, share: syncShare(computeMs, syncMs, 1), computeMs, syncMs, reason: syncReason(computeMs, syncMs, h) };
+  const decision: SyncDecision = {
+    step: endStep, from: a.h, h, share: syncShare(computeMs, syncMs, 1), computeMs, syncMs,
+    reason: syncReason(computeMs, syncMs, h),
+  };
   return { auto: { h, generation, samples: [] }, decision };
 }
 

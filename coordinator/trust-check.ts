@@ -75,7 +75,9 @@ export interface AuditVerdict { ok: boolean; bucket: number; z: number }
 
 /** Whether `claimed` (the member's) and `recomputed` (the auditor's) sketch the same gradient within `rel`. */
 export function auditCheck(claimed: GradientSketch, recomputed: GradientSketch, rel = AUDIT_REL): AuditVerdict {
-  if (claimed.seed !== recomputed.seed || claimed.sums.length !== recomputed.sums.length) throw new RangeError('an audit compares sketches of one seed and size');
+  if (claimed.seed !== recomputed.seed || claimed.sums.length !== recomputed.sums.length) {
+    throw new RangeError('an audit compares sketches of one seed and size');
+  }
   let worst = { bucket: 0, z: 0 };
   for (let b = 0; b < claimed.sums.length; b++) {
     const norm = Math.sqrt(Math.max(claimed.squares[b]!, recomputed.squares[b]!));

@@ -45,7 +45,8 @@ export async function supervise(o: SuperviseOptions): Promise<number> {
         o.log(`volunteer: restarting after a deadlock inside node-datachannel (${restarts.length} in the last ${RESTART_WINDOW_MS / 60_000} minutes)`);
         continue;
       }
-      o.log(`volunteer: node-datachannel deadlocked ${restarts.length} times in ${RESTART_WINDOW_MS / 60_000} minutes: giving up (update node-datachannel, or report it with the stacks above)`);
+      o.log(`volunteer: node-datachannel deadlocked ${restarts.length} times in ${RESTART_WINDOW_MS / 60_000} minutes: `
+        + 'giving up (update node-datachannel, or report it with the stacks above)');
     }
     return code ?? 128 + (signal ? constants.signals[signal] ?? 0 : 0);
   }

@@ -65,7 +65,9 @@ export function addSketches(parts: readonly GradientSketch[]): GradientSketch {
   const sums = new Float64Array(k);
   const squares = new Float64Array(k);
   for (const p of parts) {
-    if (p.seed !== seed || p.sums.length !== k || p.squares.length !== k) throw new RangeError(`sketches of different seeds or sizes cannot be added (${p.seed}/${p.sums.length} against ${seed}/${k})`);
+    if (p.seed !== seed || p.sums.length !== k || p.squares.length !== k) {
+      throw new RangeError(`sketches of different seeds or sizes cannot be added (${p.seed}/${p.sums.length} against ${seed}/${k})`);
+    }
     for (let b = 0; b < k; b++) {
       sums[b]! += p.sums[b]!;
       squares[b]! += p.squares[b]!;

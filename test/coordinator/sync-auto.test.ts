@@ -3,14 +3,17 @@
 // once, the choice in the log, the metrics and the events, and taken at a round boundary).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
-  AUTO_MAX_H, AUTO_WINDOW, ROUNDS_FROM, SYNC_BELOW, chooseH, decisionLine, newSyncAuto, syncCosts, syncReason, syncRecord, syncShare, type SyncAuto, type SyncDecision,
+  AUTO_MAX_H, AUTO_WINDOW, ROUNDS_FROM, SYNC_BELOW, chooseH, decisionLine, newSyncAuto, syncCosts, syncReason, syncRecord, syncShare,
+  type SyncAuto, type SyncDecision,
 } from '../../coordinator/sync-auto.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import { answer, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 /** Feeds `n` steps of `generation` at the H in force, each of wall `wall(h)` and slowest compute `compute(h)`. */
-function feed(a: SyncAuto, generation: number, n: number, wall: (h: number) => number, compute: (h: number) => number, from = 0): { a: SyncAuto; decisions: SyncDecision[]; hs: number[]; end: number } {
+function feed(
+  a: SyncAuto, generation: number, n: number, wall: (h: number) => number, compute: (h: number) => number, from = 0,
+): { a: SyncAuto; decisions: SyncDecision[]; hs: number[]; end: number } {
   const decisions: SyncDecision[] = [];
   const hs: number[] = [];
   let end = from;
@@ -39,7 +42,8 @@ describe('sync auto (pure)', () => {
   });
 
   it('measures per inner step and per synchronisation, with medians', () => {
-    expect(syncCosts([{ h: 1, wallMs: 100, computeMs: 40 }, { h: 1, wallMs: 900, computeMs: 40 }, { h: 1, wallMs: 110, computeMs: 50 }])).toEqual({ computeMs: 40, syncMs: 60 });
+    expect(syncCosts([{ h: 1, wallMs: 100, computeMs: 40 }, { h: 1, wallMs: 900, computeMs: 40 }, { h: 1, wallMs: 110, computeMs: 50 }]))
+      .toEqual({ computeMs: 40, syncMs: 60 });
     expect(syncCosts([{ h: 8, wallMs: 900, computeMs: 800 }])).toEqual({ computeMs: 100, syncMs: 100 });
     // A wall shorter than the compute (clocks of different machines) counts as no cost, not a negative one.
     expect(syncCosts([{ h: 1, wallMs: 90, computeMs: 100 }]).syncMs).toBe(0);
@@ -50,7 +54,8 @@ describe('sync auto (pure)', () => {
     expect(slow.hs).toEqual([1, 1, 1, 1, 8, 8]);
     expect(slow.decisions).toEqual([{ step: 4, from: 1, h: 8, share: 0.9, computeMs: 10, syncMs: 90, reason: syncReason(10, 90, 8) }]);
     expect(decisionLine(slow.decisions[0]!)).toBe(
-      'sync auto: after step 4, rounds of 8 local steps (was every step): the all-reduce and waiting are 90% of a sync step (90 ms to synchronise against 10 ms of compute per step): '
+      'sync auto: after step 4, rounds of 8 local steps (was every step): the all-reduce and waiting are 90% of a sync step '
+      + '(90 ms to synchronise against 10 ms of compute per step): '
       + 'rounds of 8 bring it to 53%, 4.7x the images per second');
     // The link got fast: once most of the window is fast rounds, back to sync (and the reason says it is exact).
     const fast = feed(slow.a, 0, AUTO_WINDOW + 2, (h) => 10 * h + 1, (h) => 10 * h, slow.end);
@@ -79,7 +84,9 @@ describe('sync auto in the driver', () => {
   const AUTO = { syncEvery: 'auto', momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 };
 
   /** Runs the ring of a and b: each step or round takes `wall(h)` of the driver's clock, each member computes `compute(h)`; the Hs run. */
-  function run(h: ReturnType<typeof driverHarness>, first: StepAssignment[], n: number, wall: (h: number) => number, compute: (h: number) => number): { hs: number[]; next: StepAssignment[] } {
+  function run(
+    h: ReturnType<typeof driverHarness>, first: StepAssignment[], n: number, wall: (h: number) => number, compute: (h: number) => number,
+  ): { hs: number[]; next: StepAssignment[] } {
     let as = first;
     const hs: number[] = [];
     for (let i = 0; i < n && as.length; i++) {
@@ -135,13 +142,16 @@ describe('sync auto in the driver', () => {
 });
 
 describe('syncEvery "auto" in a job file', () => {
-  const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'sgd', lr: 0.1 }, evalEvery: 0, checkpointEvery: 5, seed: 1 };
+  const base = {
+    model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'sgd', lr: 0.1 }, evalEvery: 0, checkpointEvery: 5, seed: 1,
+  };
   it('holds the rounds state for up to AUTO_MAX_H steps and needs the momentum carry', () => {
     const job = parseJobConfig({ ...base, syncEvery: 'auto', momentumCarry: 0.75 }, 500);
     expect(job.outer).toMatchObject({ syncEvery: AUTO_MAX_H, auto: true, carry: 0.75 });
     expect(() => parseJobConfig({ ...base, syncEvery: 'auto' }, 500)).toThrow(/syncEvery "auto" goes back to sync steps after rounds, .*set momentumCarry/);
     expect(() => parseJobConfig({ ...base, syncEvery: 'fast' }, 500)).toThrow(/syncEvery must be "auto" or an integer in \[1, 1024\], got "fast"/);
-    expect(() => parseJobConfig({ ...base, syncEvery: 'auto', momentumCarry: 0.75, wire: 'i8' }, 500)).toThrow(/rounds \(syncEvery > 1 or "auto"\) do not have/);
+    expect(() => parseJobConfig({ ...base, syncEvery: 'auto', momentumCarry: 0.75, wire: 'i8' }, 500))
+      .toThrow(/rounds \(syncEvery > 1 or "auto"\) do not have/);
     expect(parseJobConfig({ ...base, syncEvery: 4 }, 500).outer.auto).toBeUndefined();
   });
 });

@@ -73,7 +73,10 @@ describe('verified steps (verify > 0)', () => {
     const job = await startTestJob(root.dir, 'lie', data, testJob(10, { minPeers: 4, ...VERIFIED }));
     const vs = [...['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm')), adversary(job.url, 'liar', 'lie')];
     spawned.push(...vs);
-    const reason = await Promise.race([job.driver.halted, new Promise<string>((_, rej) => setTimeout(() => rej(new Error(`no halt:\n${job.lines.slice(-20).join('\n')}`)), 180_000))]);
+    const reason = await Promise.race([
+      job.driver.halted,
+      new Promise<string>((_, rej) => setTimeout(() => rej(new Error(`no halt:\n${job.lines.slice(-20).join('\n')}`)), 180_000)),
+    ]);
     expect(reason).toMatch(/do not add up to the ring's sum .*twice/);
     const verdicts = job.lines.filter((l) => l.includes('verification:'));
     expect(verdicts[0]).toMatch(/do not add up to the ring's sum .*every member audited/);

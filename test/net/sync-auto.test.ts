@@ -46,13 +46,18 @@ describe('syncEvery "auto" on a shared Wi-Fi medium', () => {
     const vs = ['a', 'b', 'c'].map((h) => volunteerIn(bed, h, url));
     let dashboard = '';
     try {
-      await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error(`the job did not finish:\n${coord.lines.slice(-30).join('\n')}`)), 300_000))]);
+      await Promise.race([
+        coord.finished,
+        new Promise((_, rej) => setTimeout(() => rej(new Error(`the job did not finish:\n${coord.lines.slice(-30).join('\n')}`)), 300_000)),
+      ]);
       // Someone watching on the class's network: the dashboard says what auto chose, since when, and why.
       const chrome = await launchChromiumIn(bed, 'watch', null);
       try {
         const page = await (await chrome.browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
         await page.goto(`${url}/#dashboard`);
-        await page.waitForFunction(() => /rounds of 8 since step 4/.test(document.getElementById('dash-mode')?.textContent ?? ''), undefined, { timeout: 60_000 });
+        await page.waitForFunction(
+          () => /rounds of 8 since step 4/.test(document.getElementById('dash-mode')?.textContent ?? ''), undefined, { timeout: 60_000 },
+        );
         dashboard = await page.evaluate(() => document.getElementById('dash-mode')!.textContent ?? '');
         mkdirSync('test-output', { recursive: true });
         await page.screenshot({ path: 'test-output/dashboard-sync-auto.png', fullPage: true });
@@ -64,7 +69,8 @@ describe('syncEvery "auto" on a shared Wi-Fi medium', () => {
       await coord.stop();
     }
     console.log(`the dashboard: ${dashboard}`);
-    expect(dashboard).toMatch(/^auto: the coordinator measures the ring and runs rounds of 1 to 8 steps .* · rounds of 8 since step 4: the all-reduce and waiting are \d+% of a sync step/);
+    expect(dashboard).toMatch(new RegExp('^auto: the coordinator measures the ring and runs rounds of 1 to 8 steps .* · rounds of 8 since step 4: '
+      + 'the all-reduce and waiting are \\d+% of a sync step'));
     const records = await metricsOf(jobDir);
     const syncs = records.filter((r) => r.type === 'sync');
     const steps = records.filter((r) => r.type === 'step');
