@@ -87,7 +87,7 @@ export class AuditBook {
       };
     }
     const seed = sketchSeed(results[0]!.checksum);
-    const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
+    const of = (s: SketchReport, under = seed): GradientSketch => ({ seed: under, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
     // The ring's sum: every member holds the same bits, so every sketch of it is the same.
     const key = (r: StepResult) => JSON.stringify(r.total);
     const counts = new Map<string, number>();
@@ -123,8 +123,7 @@ export class AuditBook {
       if (d && r.audit.peer === d.target && r.peerId !== d.auditor && r.peerId !== d.target) {
         this.dispute = null;
         this.tally.audits++;
-        const v = auditCheck({ seed: d.seed, sums: Float64Array.from(d.reported.sums), squares: Float64Array.from(d.reported.squares) },
-          { seed: d.seed, sums: Float64Array.from(r.audit.sums), squares: Float64Array.from(r.audit.squares) });
+        const v = auditCheck(of(d.reported, d.seed), of(r.audit, d.seed));
         this.tally.caught++;
         if (v.ok) {
           return {

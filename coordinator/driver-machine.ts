@@ -117,7 +117,12 @@ export class DriverMachine {
     if (!halts(this.failures)) return;
     const why = `the same failure ended peers' work ${this.failures.count} times in a row with no step committed (last: ${id}): ${reason}`;
     this.failures = noStreak();
-    this.d.log(`job paused: ${why}; fix what it says, then resume it (POST /api/admin/resume)`);
+    this.halt(why, 'fix what it says, then resume it (POST /api/admin/resume)');
+  }
+
+  /** The job pauses at the next boundary and says why (log with `advice`, metrics, events, `halted`). */
+  private halt(why: string, advice: string): void {
+    this.d.log(`job paused: ${why}; ${advice}`);
     this.d.metrics.append({ type: 'halted', time: Date.now(), step: this.step, reason: why });
     this.d.publish({ type: 'halted', step: this.step, reason: why });
     this.pauseAsked = true;
@@ -347,13 +352,7 @@ export class DriverMachine {
       this.evict(v.ids, v.reason);
       return false;
     }
-    if (v.kind === 'halt') {
-      this.d.log(`job paused: ${v.reason}; resume it (POST /api/admin/resume) once the ring is one you trust`);
-      this.d.metrics.append({ type: 'halted', time: Date.now(), step: this.step, reason: v.reason });
-      this.d.publish({ type: 'halted', step: this.step, reason: v.reason });
-      this.pauseAsked = true;
-      this.resolveHalt(v.reason);
-    }
+    if (v.kind === 'halt') this.halt(v.reason, 'resume it (POST /api/admin/resume) once the ring is one you trust');
     this.began(this.gen.again(this.peers, Date.now()));
     this.abortStep(ph, v.reason);
     this.advance();

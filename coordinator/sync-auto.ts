@@ -10,7 +10,7 @@
 // Sync (H = 1) is exact and, on a wired LAN, cheap: auto keeps it while share(1) < ROUNDS_FROM
 // and goes back to it when share(1) falls below SYNC_BELOW (the gap between them keeps a ring
 // near the line from flapping). Otherwise it takes the smallest H of AUTO_CHOICES whose share is
-// at most TARGET_SHARE (the largest, AUTO_MAX_H, when none is): rounds of 8 with the momentum
+// at most TARGET_SHARE (the largest, AUTO_SYNC_MAX, when none is): rounds of 8 with the momentum
 // carry ended above sync on Wi-Fi and home links (docs/sync-or-rounds.md), rounds of 32 five
 // points below, so auto never goes past 8.
 //
@@ -25,7 +25,6 @@ import { median } from '../src/stats.ts';
 import type { SyncChoice } from '../src/protocol/messages.ts';
 
 export const AUTO_CHOICES = [1, 2, 4, 8] as const;
-export const AUTO_MAX_H = AUTO_SYNC_MAX;
 export const AUTO_WINDOW = 3;
 /** Sync gives way to rounds when the non-compute share of a sync step is at least this. */
 export const ROUNDS_FROM = 0.3;
@@ -72,7 +71,7 @@ export function chooseH(computeMs: number, syncMs: number, current: number): num
   const s1 = syncShare(computeMs, syncMs, 1);
   if (s1 < SYNC_BELOW || (current === 1 && s1 < ROUNDS_FROM)) return 1;
   for (const h of AUTO_CHOICES) if (h > 1 && syncShare(computeMs, syncMs, h) <= TARGET_SHARE) return h;
-  return AUTO_MAX_H;
+  return AUTO_SYNC_MAX;
 }
 
 const pct = (x: number): string => `${(100 * x).toFixed(0)}%`;

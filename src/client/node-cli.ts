@@ -97,10 +97,13 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const stallMs = stallReportMs();
   // The volunteer runs as a child (supervise.ts): started trusting the coordinator's own CA
   // (node-trust.ts), and again when the watchdog ends it of a deadlock inside node-datachannel.
-  const trust = await trustEnv(await trustedCa(url, caFile, caSha256));
+  // The child starts with what its parent resolved (NODE_EXTRA_CA_CERTS): it does not fetch or write the CA again.
   if (process.env[CHILD_ENV] === '1') followParent();
-  else if (stallMs > 0 || Object.keys(trust).length > 0) {
-    process.exit(await supervise({ command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log }));
+  else {
+    const trust = await trustEnv(await trustedCa(url, caFile, caSha256));
+    if (stallMs > 0 || Object.keys(trust).length > 0) {
+      process.exit(await supervise({ command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log }));
+    }
   }
   await checkReachable(url);
   const watch = stallMs > 0 ? watchStalls(stallMs) : null;

@@ -3,10 +3,11 @@
 // once, the choice in the log, the metrics and the events, and taken at a round boundary).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
-  AUTO_MAX_H, AUTO_WINDOW, ROUNDS_FROM, SYNC_BELOW, chooseH, decisionLine, newSyncAuto, syncCosts, syncReason, syncRecord, syncShare,
+  AUTO_WINDOW, ROUNDS_FROM, SYNC_BELOW, chooseH, decisionLine, newSyncAuto, syncCosts, syncReason, syncRecord, syncShare,
   type SyncAuto, type SyncDecision,
 } from '../../coordinator/sync-auto.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
+import { AUTO_SYNC_MAX } from '../../src/optim/outer.ts';
 import { answer, driverHarness } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/protocol/messages.ts';
 
@@ -37,7 +38,7 @@ describe('sync auto (pure)', () => {
     expect(chooseH(100, 12, 8)).toBe(1); // 11%: below SYNC_BELOW, back to sync
     expect(chooseH(100, 30, 8)).toBe(4); // 23%, between the two: rounds stay, of 4 (7%)
     expect(chooseH(100, 30, 1)).toBe(1); // the same costs keep sync when sync is in force
-    expect(chooseH(10, 1000, 1)).toBe(AUTO_MAX_H); // nothing reaches a tenth: the longest
+    expect(chooseH(10, 1000, 1)).toBe(AUTO_SYNC_MAX); // nothing reaches a tenth: the longest
     expect(ROUNDS_FROM).toBeGreaterThan(SYNC_BELOW);
   });
 
@@ -145,9 +146,9 @@ describe('syncEvery "auto" in a job file', () => {
   const base = {
     model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'sgd', lr: 0.1 }, evalEvery: 0, checkpointEvery: 5, seed: 1,
   };
-  it('holds the rounds state for up to AUTO_MAX_H steps and needs the momentum carry', () => {
+  it('holds the rounds state for up to AUTO_SYNC_MAX steps and needs the momentum carry', () => {
     const job = parseJobConfig({ ...base, syncEvery: 'auto', momentumCarry: 0.75 }, 500);
-    expect(job.outer).toMatchObject({ syncEvery: AUTO_MAX_H, auto: true, carry: 0.75 });
+    expect(job.outer).toMatchObject({ syncEvery: AUTO_SYNC_MAX, auto: true, carry: 0.75 });
     expect(() => parseJobConfig({ ...base, syncEvery: 'auto' }, 500)).toThrow(/syncEvery "auto" goes back to sync steps after rounds, .*set momentumCarry/);
     expect(() => parseJobConfig({ ...base, syncEvery: 'fast' }, 500)).toThrow(/syncEvery must be "auto" or an integer in \[1, 1024\], got "fast"/);
     expect(() => parseJobConfig({ ...base, syncEvery: 'auto', momentumCarry: 0.75, wire: 'i8' }, 500))

@@ -9,6 +9,7 @@
 import { describe, expect, it } from 'vitest';
 import { auditCheck, suspicion, sumCheck, Z_LIMIT, type CheckedWire } from '../../coordinator/trust-check.ts';
 import { allReduceSum, memoryRing } from '../../src/comm/index.ts';
+import { weightChecksum } from '../../src/client/checksum.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
 import { addSketches, sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
 
@@ -54,18 +55,8 @@ async function ringStep(inputs: Float32Array[], wire: CheckedWire): Promise<Floa
   return outs[0]!;
 }
 
-/** A seed as a step's result gives it: from the checksum-like digest of the sum. */
-const seedOf = (sum: Float32Array): number => sketchSeed(digest(sum));
-function digest(x: Float32Array): string {
-  const u = new Uint32Array(x.buffer, x.byteOffset, x.length);
-  let a = 0x9e3779b9;
-  let b = 0x85ebca6b;
-  for (let i = 0; i < u.length; i++) {
-    a = Math.imul(a ^ u[i]!, 0xcc9e2d51);
-    b = Math.imul(b + u[i]! + i, 0x1b873593);
-  }
-  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
-}
+/** A seed as a step's result gives it: from the weight checksum's function over the sum's bits. */
+const seedOf = (sum: Float32Array): number => sketchSeed(weightChecksum(sum));
 
 describe('linear sketches', () => {
   it('add up: the sketch of a sum is the sum of the sketches; the norm is exact', () => {
