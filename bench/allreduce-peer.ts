@@ -11,7 +11,9 @@
 import { DEFAULT_RING_SETTINGS, RingError, allReduceSum, openEndpoint, type Link, type PeerEndpoint, type Ring } from '../src/comm/index.ts';
 import { NODE_RTC_CONFIG, loadNodePeer, type SctpSettings } from '../src/comm/node.ts';
 import { FrameKind, HEADER_BYTES, Phase, parseFrame, writeHeader } from '../src/protocol/frames.ts';
-import { checkResult, envInt, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task } from './allreduce-protocol.ts';
+import {
+  checkResult, envInt, fillInput, parseToPeer, type FromPeer, type ResultCheck, type RingTask, type StarTask, type StreamTask, type Task,
+} from './allreduce-protocol.ts';
 
 // The ring's own back-pressure marks, for the ring and the stream alike (VT_HIGH / VT_LOW try others).
 const HIGH = envInt('VT_HIGH', DEFAULT_RING_SETTINGS.highWaterBytes);
@@ -199,7 +201,8 @@ async function star(ep: PeerEndpoint, t: StarTask): Promise<Running> {
     return Math.ceil(len / per);
   };
   // One pair of links per leaf, each pair its own job (a PeerEndpoint forms one ring per job).
-  const pair = (leafRank: number) => ep.connectLinks({ ids: [hub, t.ids[leafRank]], job: t.job + leafRank - 1, generation: 1, connectTimeoutMs: CONNECT_TIMEOUT_MS });
+  const pair = (leafRank: number) =>
+    ep.connectLinks({ ids: [hub, t.ids[leafRank]], job: t.job + leafRank - 1, generation: 1, connectTimeoutMs: CONNECT_TIMEOUT_MS });
 
   if (rank === 0) {
     const settled = await Promise.allSettled(t.ids.slice(1).map((_, k) => pair(k + 1)));
@@ -254,7 +257,9 @@ async function handle(raw: unknown): Promise<void> {
     case 'open': {
       // VT_SCTP='{"delayedSackTime":0}' tries node-datachannel SCTP settings (see node.ts).
       const Peer = await loadNodePeer(process.env.VT_SCTP ? (JSON.parse(process.env.VT_SCTP) as SctpSettings) : undefined);
-      endpoint = await openEndpoint({ Peer, id: msg.id, token: msg.token, server: msg.server, rtcConfig: MTU ? ({ ...NODE_RTC_CONFIG, mtu: MTU } as RTCConfiguration) : NODE_RTC_CONFIG });
+      endpoint = await openEndpoint({
+        Peer, id: msg.id, token: msg.token, server: msg.server, rtcConfig: MTU ? ({ ...NODE_RTC_CONFIG, mtu: MTU } as RTCConfiguration) : NODE_RTC_CONFIG,
+      });
       return send({ type: 'opened' });
     }
     case 'prepare': {

@@ -191,7 +191,9 @@ function verify(what: string, m: Measured, tolerance: number): number {
     if (!c) throw new Error(`${what}: a peer returned no result check`);
     return c;
   });
-  if (new Set(checks.map((c) => c.hash)).size !== 1) throw new Error(`${what}: peers ended with different sums (hashes ${checks.map((c) => c.hash.toString(16)).join(', ')})`);
+  if (new Set(checks.map((c) => c.hash)).size !== 1) {
+    throw new Error(`${what}: peers ended with different sums (hashes ${checks.map((c) => c.hash.toString(16)).join(', ')})`);
+  }
   const worst = Math.max(...checks.map((c) => c.relError));
   if (!(worst <= tolerance)) throw new Error(`${what}: relative error ${worst} against the float64 sum exceeds ${tolerance}`);
   return worst;
@@ -226,7 +228,9 @@ async function runCases(all: PeerProcess[], sizes: number[], peers: number[], ms
       const timeout = roundTimeout(2 * bytes);
       const seed = 1000 * mib + 10 * n;
       // One more stream round than the others: B comes from the fastest one (see below).
-      const s = await measure(procs, (job) => ({ kind: 'stream', ids, job, msgBytes, bytes: share * bytes, warmBytes: share * warmElems * 4 }), reps + 1, timeout);
+      const s = await measure(
+        procs, (job) => ({ kind: 'stream', ids, job, msgBytes, bytes: share * bytes, warmBytes: share * warmElems * 4 }), reps + 1, timeout,
+      );
       const r = await measure(procs, (job) => ({ kind: 'ring', ids, job, msgBytes, elems, warmElems, seed, wire: 'f32' }), reps, timeout);
       const st = await measure(procs, (job) => ({ kind: 'star', ids, job, msgBytes, elems, warmElems, seed }), reps, timeout);
       const what = `${mib} MiB N=${n}`;
@@ -245,7 +249,8 @@ async function runCases(all: PeerProcess[], sizes: number[], peers: number[], ms
       cases.push(c);
       const cpu = (xs: number[]) => median(xs).toFixed(1);
       console.error(`${what}: cpu-s ring ${cpu(c.ringCpu)} stream ${cpu(c.streamCpu)} star ${cpu(c.starCpu)}`);
-      console.error(`${what}: ring ${c.ringS.toFixed(3)} s, bound ${boundS.toFixed(3)} s (B ${c.linkMBs.toFixed(1)} MB/s), star ${c.starS.toFixed(3)} s -> efficiency ${c.efficiency.toFixed(3)}, star/ring ${c.vsStar.toFixed(3)}`);
+      console.error(`${what}: ring ${c.ringS.toFixed(3)} s, bound ${boundS.toFixed(3)} s (B ${c.linkMBs.toFixed(1)} MB/s), star ${c.starS.toFixed(3)} s `
+        + `-> efficiency ${c.efficiency.toFixed(3)}, star/ring ${c.vsStar.toFixed(3)}`);
     }
   }
   return cases;
@@ -255,7 +260,9 @@ export async function main(args: string[]): Promise<void> {
   const quick = args.includes('--quick');
   // --only=MIB:N (e.g. --only=100:4) runs just that case, for investigating one.
   const only = args.find((a) => a.startsWith('--only='))?.slice(7).split(':').map(Number);
-  if (only && (only.length !== 2 || !only.every(Number.isInteger) || only[1] < 2 || only[1] > MAX_PEERS)) throw new Error(`--only=MIB:N wants e.g. --only=100:4 (N in 2..${MAX_PEERS})`);
+  if (only && (only.length !== 2 || !only.every(Number.isInteger) || only[1] < 2 || only[1] > MAX_PEERS)) {
+    throw new Error(`--only=MIB:N wants e.g. --only=100:4 (N in 2..${MAX_PEERS})`);
+  }
   const brief = quick || only !== undefined;
   const sig = await startSignalingServer({ path: '/signal' });
   const server = { host: '127.0.0.1', port: sig.port, path: '/signal' };
@@ -284,7 +291,9 @@ export async function main(args: string[]): Promise<void> {
     if (!brief) {
       const ids = procs.slice(0, 3).map((p) => p.id);
       for (const m of [16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10]) {
-        const r = await measure(procs.slice(0, 3), (job) => ({ kind: 'ring', ids, job, msgBytes: m, elems: MiB, warmElems: MiB, seed: 7, wire: 'f32' }), 3, roundTimeout(8 * MiB));
+        const r = await measure(
+          procs.slice(0, 3), (job) => ({ kind: 'ring', ids, job, msgBytes: m, elems: MiB, warmElems: MiB, seed: 7, wire: 'f32' }), 3, roundTimeout(8 * MiB),
+        );
         verify(`sweep ${m >> 10} KiB`, r, TOLERANCE.f32);
         sweep.push({ msgBytes: m, seconds: r.seconds });
         console.error(`message ${m >> 10} KiB: ${r.seconds.toFixed(3)} s`);
@@ -309,7 +318,10 @@ export async function main(args: string[]): Promise<void> {
     const largest = cases[cases.length - 1];
     const ringBeatsStar = cases.filter((c) => c.n >= 3).every((c) => c.vsStar > 1);
     const result = {
-      setup: { peers: 'one OS process per peer', cores: cpus().length, messageBytes: msgBytes, warmBytes: WARM_BYTES, connectRetries, seconds: (performance.now() - t0) / 1000 },
+      setup: {
+        peers: 'one OS process per peer', cores: cpus().length, messageBytes: msgBytes, warmBytes: WARM_BYTES, connectRetries,
+        seconds: (performance.now() - t0) / 1000,
+      },
       messageSweep: sweep, cases, wires, largest, ringBeatsStarForNge3: ringBeatsStar,
     };
     writeFileEnsuringDir(join(here, 'results', 'allreduce.json'), JSON.stringify(result, null, 2));

@@ -252,7 +252,10 @@ export interface CpuSplit {
   /** CPU ms per committed step with churn, and without. */
   msPerStep: number;
   baselineMsPerStep: number;
-  /** (CPU with churn - its steps at the baseline's CPU per step) / the volunteers started beyond the baseline's: what each join and its leave cost the machine. */
+  /**
+   * (CPU with churn - its steps at the baseline's CPU per step) / the volunteers started beyond the baseline's: what each join and its
+   * leave cost the machine.
+   */
   extraSecondsPerStart: number | null;
 }
 
@@ -285,8 +288,12 @@ export interface BracketedCalm {
  * bench/speed-probe.ts); a baseline measured only after the churn run puts all of one run's
  * spread into goodput, one on each side halves its weight and cancels a steady drift.
  */
-export function bracketCalm(before: { imagesPerSec: number; split: StepSplit; windowMs?: number }, after: { imagesPerSec: number; split: StepSplit; windowMs?: number }): BracketedCalm {
-  const part = (a: StepSplit['rest'], b: StepSplit['rest']) => ({ steps: a.steps + b.steps, medianMs: (a.medianMs + b.medianMs) / 2, totalMs: a.totalMs + b.totalMs });
+export function bracketCalm(
+  before: { imagesPerSec: number; split: StepSplit; windowMs?: number }, after: { imagesPerSec: number; split: StepSplit; windowMs?: number },
+): BracketedCalm {
+  const part = (a: StepSplit['rest'], b: StepSplit['rest']) => ({
+    steps: a.steps + b.steps, medianMs: (a.medianMs + b.medianMs) / 2, totalMs: a.totalMs + b.totalMs,
+  });
   return {
     imagesPerSec: (before.imagesPerSec + after.imagesPerSec) / 2,
     split: { first: part(before.split.first, after.split.first), rest: part(before.split.rest, after.split.rest) },

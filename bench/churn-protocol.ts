@@ -35,7 +35,9 @@ export class ChurnProtocolError extends Error {
 }
 
 export function decodeCommand(v: unknown): HostCommand {
-  const bad = (detail: string): never => { throw new ChurnProtocolError('host', `bad command from the parent (${detail}): ${JSON.stringify(v)?.slice(0, 200)}`); };
+  const bad = (detail: string): never => {
+    throw new ChurnProtocolError('host', `bad command from the parent (${detail}): ${JSON.stringify(v)?.slice(0, 200)}`);
+  };
   if (!isObj(v)) return bad('not an object');
   const name = str(v, 'name');
   switch (v.type) {

@@ -227,7 +227,10 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     const sampler = (async () => {
       while (sampling) {
         const s = await sample();
-        if (Math.round(s.t) % 10 === 0) o.log(`churn: ${s.t.toFixed(0)} s step ${s.step}/${o.steps} ring ${s.ring} connected ${s.connected} present ${s.present} heap ${s.heapMb.toFixed(1)} MB`);
+        if (Math.round(s.t) % 10 === 0) {
+          o.log(`churn: ${s.t.toFixed(0)} s step ${s.step}/${o.steps} ring ${s.ring} connected ${s.connected} present ${s.present} `
+            + `heap ${s.heapMb.toFixed(1)} MB`);
+        }
         await sleep(1000);
       }
     })();
@@ -272,7 +275,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
     const churnClock = job.driver.phaseTimes();
     let endedBy: ChurnResult['endedBy'] = 'finished';
     if (!finished) {
-      o.log(`churn: the time bound (${o.seconds} s) came first at step ${job.driver.status().step}/${o.steps}: churn stops; the ${running().length} peers present get ${o.finishGraceSec} s to finish`);
+      o.log(`churn: the time bound (${o.seconds} s) came first at step ${job.driver.status().step}/${o.steps}: `
+        + `churn stops; the ${running().length} peers present get ${o.finishGraceSec} s to finish`);
       const until = Date.now() + o.finishGraceSec * 1000;
       while (!finished && Date.now() < until) await sleep(250);
       endedBy = finished ? 'time bound, finished in the grace' : 'time bound, stopped';
@@ -324,7 +328,8 @@ export async function runChurn(o: ChurnOptions): Promise<ChurnResult> {
         heapSlopeMbPerMin: k, slopeWindowS: [half[0]?.t ?? 0, half[half.length - 1]?.t ?? 0],
         hostRssMbMax: Math.max(0, ...samples.map((s) => s.hostsRssMb)), gc: gc !== null,
       },
-      threadCpu, driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock), stepSplit: stepSplit(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000), samples, coordinatorLog: coordinatorLog.lines,
+      threadCpu, driverAtEnd, driverMax, phaseSeconds: phaseWindow(rampClock, churnClock),
+      stepSplit: stepSplit(records, t0 + rampEnd * 1000, t0 + churnSeconds * 1000), samples, coordinatorLog: coordinatorLog.lines,
     };
   } finally {
     sampling = false;

@@ -132,7 +132,8 @@ export async function main(args: string[]): Promise<void> {
   const data = await churnData(join(cache, 'data'));
   const workDir = join(cache, 'run');
   await rm(workDir, { recursive: true, force: true });
-  log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
+  log(`churn: ${CHURN_MODEL} on MNIST, ${steps} steps of batch ${batch}, ~${peers} volunteers (${hostSize} per host process) `
+    + `for at most ${seconds} s (+${grace} s to finish), seed ${seed}; job folder and volunteer log in ${workDir}`);
   const options = { ...CHURN_DEFAULTS, peers, hostSize, steps, seconds, seed, batch, finishGraceSec: grace, spareHosts, data, log };
   // Baselines before and after the churn run, each with the CPU it took (null off Linux).
   const calmRun = async (when: 'before' | 'after'): Promise<{ run: ChurnResult; cpuS: number | null }> => {
@@ -163,12 +164,18 @@ export async function main(args: string[]): Promise<void> {
   const calms = before && after ? [{ when: 'before', run: before.run }, { when: 'after', run: after.run }] : [];
   const windowOf = (x: ChurnResult) => x.throughput.toMs - x.throughput.fromMs;
   const calm = before && after
-    ? bracketCalm({ imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit, windowMs: windowOf(before.run) }, { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit, windowMs: windowOf(after.run) })
+    ? bracketCalm(
+      { imagesPerSec: before.run.throughput.imagesPerSec, split: before.run.stepSplit, windowMs: windowOf(before.run) },
+      { imagesPerSec: after.run.throughput.imagesPerSec, split: after.run.stepSplit, windowMs: windowOf(after.run) },
+    )
     : null;
   // Each run whole (ramp to last exit): this process (coordinator, schedule) and its host processes.
   const calmCpuS = before?.cpuS != null && after?.cpuS != null ? before.cpuS + after.cpuS : null;
   const cpu = calmCpuS !== null && cpu0 !== null && cpu1 !== null
-    ? cpuSplit({ cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started }, { cpuS: calmCpuS / 2, steps: (before!.run.history.finalStep + after!.run.history.finalStep) / 2, started: before!.run.peers.started })
+    ? cpuSplit(
+      { cpuS: cpu1 - cpu0, steps: r.history.finalStep, started: r.peers.started },
+      { cpuS: calmCpuS / 2, steps: (before!.run.history.finalStep + after!.run.history.finalStep) / 2, started: before!.run.peers.started },
+    )
     : null;
   const goodput = calm && calm.imagesPerSec > 0 ? r.throughput.imagesPerSec / calm.imagesPerSec : null;
   const loss = calm ? lossSplit({ split: r.stepSplit, windowMs: windowOf(r) }, calm) : null;
@@ -176,22 +183,53 @@ export async function main(args: string[]): Promise<void> {
   const h = r.history;
   const c = r.checkpoints;
   const failures = h.lostSteps.length + h.doubledSteps.length + c.unreadable.length + c.mismatches.length + c.wrongModel.length;
-  log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, ${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
-  log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
-  const calmLine = (c: ChurnResult, when: string) => `${when} ${c.throughput.imagesPerSec.toFixed(1)} images/s, ${c.history.finalStep} steps, lost ${c.history.lostSteps.length}, doubled ${c.history.doubledSteps.length}, ${c.evictions} evictions`;
-  log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn (${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)${calm && before && after ? `, ${calm.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calmLine(before.run, 'before')}; ${calmLine(after.run, 'after')} (drift ${(100 * calm.drift).toFixed(1)}%)` : ''}; honest evictions ${honestEvictions}`);
+  log(`churn: ${r.endedBy} after ${r.seconds.toFixed(0)} s (churn ${r.churnSeconds.toFixed(0)} s): ${h.finalStep}/${steps} steps, ${h.aborts} aborts, `
+    + `${r.evictions} evictions (${JSON.stringify(r.evictionsOf)}), ${h.generations} generations, max ring ${h.maxRing}`);
+  log(`churn: volunteers started ${r.peers.started}, sessions ${r.peers.sessions}, leaves ${r.peers.leaves}, `
+    + `killed ${r.peers.kills} in ${r.peers.hostKills} host kills, exits ${JSON.stringify(r.peers.exits)}`);
+  const calmLine = (c: ChurnResult, when: string) => `${when} ${c.throughput.imagesPerSec.toFixed(1)} images/s, ${c.history.finalStep} steps, `
+    + `lost ${c.history.lostSteps.length}, doubled ${c.history.doubledSteps.length}, ${c.evictions} evictions`;
+  log(`churn: committed ${r.throughput.imagesPerSec.toFixed(1)} images/s with churn `
+    + `(${r.throughput.reusedImages} of ${r.throughput.images} images reused from kept sums)`
+    + `${calm && before && after
+      ? `, ${calm.imagesPerSec.toFixed(1)} without: goodput ${goodput?.toFixed(3)}; without churn ${calmLine(before.run, 'before')}; `
+        + `${calmLine(after.run, 'after')} (drift ${(100 * calm.drift).toFixed(1)}%)`
+      : ''}; honest evictions ${honestEvictions}`);
   const split = (x: ChurnResult) => Object.entries(x.phaseSeconds).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v.toFixed(1)} s`).join(', ');
-  if (speeds) log(`churn: the machine's speed beside the runs (CPU ms of the probe's fixed loop, median): before ${speeds.before?.toFixed(1) ?? '-'}, churn ${speeds.churn?.toFixed(1) ?? '-'}, after ${speeds.after?.toFixed(1) ?? '-'}; goodput at equal speed ${equalSpeed?.toFixed(3) ?? '-'}`);
-  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: ${split(r)}${calms.map((c) => `; without churn (${c.when}): ${split(c.run)}`).join('')}`);
-  const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation (median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), ${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
+  if (speeds) {
+    log(`churn: the machine's speed beside the runs (CPU ms of the probe's fixed loop, median): before ${speeds.before?.toFixed(1) ?? '-'}, `
+      + `churn ${speeds.churn?.toFixed(1) ?? '-'}, after ${speeds.after?.toFixed(1) ?? '-'}; goodput at equal speed ${equalSpeed?.toFixed(3) ?? '-'}`);
+  }
+  log(`churn: where the coordinator's time went from the ramp's end to the churn's end: `
+    + `${split(r)}${calms.map((c) => `; without churn (${c.when}): ${split(c.run)}`).join('')}`);
+  const stepsLine = (x: ChurnResult) => `${x.stepSplit.first.steps} first steps of a generation `
+    + `(median ${x.stepSplit.first.medianMs} ms, ${(x.stepSplit.first.totalMs / 1000).toFixed(1)} s in all), `
+    + `${x.stepSplit.rest.steps} others (median ${x.stepSplit.rest.medianMs} ms, ${(x.stepSplit.rest.totalMs / 1000).toFixed(1)} s)`;
   log(`churn: committed steps: ${stepsLine(r)}${calms.map((c) => `; without churn (${c.when}): ${stepsLine(c.run)}`).join('')}`);
-  const threadLine = (x: ChurnResult) => (x.threadCpu ? `host main threads ${x.threadCpu.hostMain.toFixed(1)}, their V8/libuv helpers ${x.threadCpu.hostHelpers.toFixed(1)}, their WebRTC threads ${x.threadCpu.hostWebRtc.toFixed(1)}, this process ${x.threadCpu.bench.toFixed(1)} CPU-s over ${x.history.finalStep} steps` : 'not sampled (Linux only)');
+  const threadLine = (x: ChurnResult) => (x.threadCpu
+    ? `host main threads ${x.threadCpu.hostMain.toFixed(1)}, their V8/libuv helpers ${x.threadCpu.hostHelpers.toFixed(1)}, `
+      + `their WebRTC threads ${x.threadCpu.hostWebRtc.toFixed(1)}, this process ${x.threadCpu.bench.toFixed(1)} CPU-s over ${x.history.finalStep} steps`
+    : 'not sampled (Linux only)');
   log(`churn: CPU by thread with churn: ${threadLine(r)}`);
   for (const c of calms) log(`churn: CPU by thread without churn (${c.when}): ${threadLine(c.run)}`);
-  if (cpu) log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, ${cpu.baselineMsPerStep.toFixed(0)} without${cpu.extraSecondsPerStart === null ? '' : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's (its start, its leave and the ring's changes around it)`}`);
-  if (loss) log(`churn: goodput split: membership changes ${loss.membershipVsCalm?.toFixed(3) ?? '-'} (steps at the run's own ordinary pace over its window, ${loss.membershipGoodput.toFixed(3)}, over the same in the baselines, ${loss.calmShare?.toFixed(3) ?? '-'}) x ordinary pace ${loss.ordinaryPace.toFixed(3)} (the baselines' ordinary step over the churn run's)`);
-  log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
-  log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
+  if (cpu) {
+    log(`churn: CPU (this process and its host processes, each run whole): ${cpu.msPerStep.toFixed(0)} ms per committed step with churn, `
+      + `${cpu.baselineMsPerStep.toFixed(0)} without`
+      + `${cpu.extraSecondsPerStart === null
+        ? ''
+        : `: ${cpu.extraSecondsPerStart.toFixed(2)} CPU-s more for each volunteer started beyond the baseline's `
+          + "(its start, its leave and the ring's changes around it)"}`);
+  }
+  if (loss) {
+    log(`churn: goodput split: membership changes ${loss.membershipVsCalm?.toFixed(3) ?? '-'} `
+      + `(steps at the run's own ordinary pace over its window, ${loss.membershipGoodput.toFixed(3)}, `
+      + `over the same in the baselines, ${loss.calmShare?.toFixed(3) ?? '-'}) x ordinary pace ${loss.ordinaryPace.toFixed(3)} `
+      + "(the baselines' ordinary step over the churn run's)");
+  }
+  log(`churn: lost ${h.lostSteps.length}, doubled ${h.doubledSteps.length}; checkpoints ${c.files} (unreadable ${c.unreadable.length}, `
+    + `checksum mismatches ${c.mismatches.length}, no committed step ${c.unmatched.length})`);
+  log(`churn: coordinator heap ${r.memory.heapMbStart.toFixed(1)} -> max ${r.memory.heapMbMax.toFixed(1)} -> end ${r.memory.heapMbEnd.toFixed(1)} MB, `
+    + `slope ${r.memory.heapSlopeMbPerMin?.toFixed(2) ?? '-'} MB/min; driver at end ${JSON.stringify(r.driverAtEnd)}`);
   if (r.peers.ignoredLeaves.length) log(`churn: volunteers still training > 15 s after their leave: ${r.peers.ignoredLeaves.join(' ')}`);
   if (r.peers.neverEnded.length) log(`churn: volunteers that never ended on their own: ${r.peers.neverEnded.join(' ')}`);
   if (r.peers.errors.length) log(`churn: volunteer errors:\n  ${r.peers.errors.join('\n  ')}`);
@@ -201,32 +239,52 @@ export async function main(args: string[]): Promise<void> {
     bench: 'churn',
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, note: 'coordinator and every simulated volunteer share these cores (loopback WebRTC, WasmEngine)' },
-    setup: { model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery, leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery, spareHosts },
+    setup: {
+      model: CHURN_MODEL, dataset: 'mnist', trainImages: 1200, peers, hostSize, steps, seconds, graceSeconds: grace, seed, batch, killEverySec: killEvery,
+      leavePerSec: leaveRate, joinPerSec: CHURN_DEFAULTS.joinPerSec, rampPerSec: CHURN_DEFAULTS.rampPerSec, checkpointEvery: CHURN_DEFAULTS.checkpointEvery,
+      spareHosts,
+    },
     definitions: {
       lost_steps: 'step numbers in 1..final without a committed step record in metrics.jsonl',
-      goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
-      goodput_equal_speed: "goodput with each run's images/s taken at one machine speed: times the median CPU ms that a fixed loop took during it (bench/speed-probe.ts, a niced child process timing its own CPU every 2 s): what goodput would be had the machine not drifted",
-      baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): how far two calm runs of the same ring differed around the churn run',
+      goodput: 'committed images/s with churn over the mean committed images/s of the same peers, job and schedule without churn (no leaves, no kills), '
+        + 'run once before and once after the churn run; each from the ramp end to the churn end (or the job end)',
+      goodput_equal_speed: "goodput with each run's images/s taken at one machine speed: times the median CPU ms that a fixed loop took during it "
+        + "(bench/speed-probe.ts, a niced child process timing its own CPU every 2 s): what goodput would be had the machine not drifted",
+      baseline_drift: 'the baseline after the churn run over the one before, minus 1 (committed images/s): '
+        + 'how far two calm runs of the same ring differed around the churn run',
       honest_evictions: 'evictions of peers the schedule never asked to leave nor killed, in all three runs (false positives: slow is not dead)',
       reused_images: 'images of committed steps whose gradient a survivor reused from the sum it kept when the step lost a member (slice re-run)',
       doubled_steps: 'step numbers with more than one committed step record',
-      stepSplit: "committed steps in the goodput's window: the first of each generation (its ring forms during it: new links are dialed, kept ones handed over) against the rest, with median and total wall ms",
-      phaseSeconds: "seconds the coordinator's driver spent in each kind of phase from the ramp end to the churn end: running (committedRunning: the attempts that committed; the rest aborted), admitting (a checkpoint uploaded and loaded by joiners while the ring waits), evaluating, between (deciding), paused",
+      stepSplit: "committed steps in the goodput's window: the first of each generation (its ring forms during it: new links are dialed, "
+        + "kept ones handed over) against the rest, with median and total wall ms",
+      phaseSeconds: "seconds the coordinator's driver spent in each kind of phase from the ramp end to the churn end: running (committedRunning: "
+        + "the attempts that committed; the rest aborted), admitting (a checkpoint uploaded and loaded by joiners while the ring waits), evaluating, "
+        + "between (deciding), paused",
       evictions: "peer-left events whose reason is an eviction (timeout, checksum dissent, blamed by the ring)",
       aborts: 'abort records: a step attempt abandoned because a member left, crashed or was evicted (it runs again)',
-      rings_formed_again: "of the aborts, those where a link was lost in a generation's first step between two connected peers and the same ring formed again (coordinator/blame.ts formAgain)",
+      rings_formed_again: "of the aborts, those where a link was lost in a generation's first step between two connected peers and the same ring formed again "
+        + "(coordinator/blame.ts formAgain)",
       unreadable_checkpoints: 'checkpoint files that fail decodeCheckpoint (length, sha256, header)',
       checkpoint_checksum_mismatches: "checkpoints whose weightChecksum differs from the ring's committed checksum of that step",
-      heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, end = after every volunteer left with the coordinator still running',
-      membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: what membership changes cost (first steps of generations, admissions, aborted attempts), together with what any run pays between steps (calm_share)",
-      calm_share: "membership_goodput's measure taken on the baselines (both together): their committed steps at their own mean ordinary step over their windows. Below 1 with no churn at all: a step's wall time does not hold the coordinator's turn between steps",
-      membership_vs_calm: 'membership_goodput / calm_share: what membership changes cost beyond what every run pays; membership_vs_calm x ordinary_pace is the committed steps per second with churn over without (goodput up to how the two baselines are averaged)',
-      ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn (here: joiners' start-up, exits and the first seconds of replacement host processes share the machine's cores with the ring)",
+      heap: 'this process (coordinator + schedule) after global.gc: start = before any volunteer, '
+        + 'end = after every volunteer left with the coordinator still running',
+      membership_goodput: "the churn run's committed steps timed at its own mean ordinary step (not a generation's first), over its window: "
+        + "what membership changes cost (first steps of generations, admissions, aborted attempts), together with what any run pays between steps (calm_share)",
+      calm_share: "membership_goodput's measure taken on the baselines (both together): their committed steps at their own mean ordinary step over their "
+        + "windows. Below 1 with no churn at all: a step's wall time does not hold the coordinator's turn between steps",
+      membership_vs_calm: 'membership_goodput / calm_share: what membership changes cost beyond what every run pays; '
+        + 'membership_vs_calm x ordinary_pace is the committed steps per second with churn over without (goodput up to how the two baselines are averaged)',
+      ordinary_pace: "the baselines' mean ordinary step (both runs' steps together) over the churn run's: below 1 when ordinary steps ran slower under churn "
+        + "(here: joiners' start-up, exits and the first seconds of replacement host processes share the machine's cores with the ring)",
       heap_slope_mb_per_min: 'least-squares slope of heapUsed over the second half of the churn (ramp end .. churn end)',
-      threadCpu: "CPU seconds by kind of thread from the host processes' start to the volunteers' end, sampled each second from /proc/<pid>/task/<tid>/stat (bench/thread-cpu.ts): host processes' main threads (the volunteers' JavaScript), their other node threads (V8's compiler and GC helpers, libuv), their libdatachannel threads (RTC workers, juice poll, SCTP timer), and this process (coordinator and schedule)",
-      cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
+      threadCpu: "CPU seconds by kind of thread from the host processes' start to the volunteers' end, sampled each second from /proc/<pid>/task/<tid>/stat "
+        + "(bench/thread-cpu.ts): host processes' main threads (the volunteers' JavaScript), their other node threads (V8's compiler and GC helpers, libuv), "
+        + "their libdatachannel threads (RTC workers, juice poll, SCTP timer), and this process (coordinator and schedule)",
+      cpu: 'CPU seconds of this process and its reaped host processes (/proc/self/stat utime+stime+cutime+cstime), each run whole, per committed step; '
+        + 'extra_cpu_s_per_start = (CPU with churn - its steps at the baseline CPU per step) / volunteers started beyond the baseline\'s',
     },
-    goodput, goodput_equal_speed: equalSpeed, machine_speed_cpu_ms: speeds, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions, lossSplit: loss, cpu,
+    goodput, goodput_equal_speed: equalSpeed, machine_speed_cpu_ms: speeds, baseline_drift: calm?.drift ?? null, honest_evictions: honestEvictions,
+    lossSplit: loss, cpu,
     ...r,
     coordinatorLog: r.coordinatorLog.slice(-100),
     baselines: calms.map((c) => ({ when: c.when, ...c.run, samples: undefined, coordinatorLog: c.run.coordinatorLog.slice(-30) })),
@@ -241,7 +299,10 @@ export async function main(args: string[]): Promise<void> {
     images_per_sec: r2(r.throughput.imagesPerSec), baseline_images_per_sec: calm ? r2(calm.imagesPerSec) : null,
     baseline_drift: r3(calm?.drift),
     goodput_equal_speed: r3(equalSpeed), reused_images: r.throughput.reusedImages,
-    first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs, first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0 ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000 : null,
+    first_step_of_generation_ms: r.stepSplit.first.medianMs, other_step_ms: r.stepSplit.rest.medianMs,
+    first_steps_share: r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs > 0
+      ? Math.round((1000 * r.stepSplit.first.totalMs) / (r.stepSplit.first.totalMs + r.stepSplit.rest.totalMs)) / 1000
+      : null,
     membership_goodput: r3(loss?.membershipGoodput),
     calm_share: r3(loss?.calmShare),
     membership_vs_calm: r3(loss?.membershipVsCalm),

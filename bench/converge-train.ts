@@ -65,11 +65,17 @@ export interface RunResult extends RunSpec {
   imagesPerSec: number;
 }
 
-export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, data: RunData, r: RunSpec, seed: number, log: (line: string) => void): Promise<RunResult> {
+export async function trainRun<T extends TensorLike>(
+  engine: Engine<T>, spec: ModelSpec, data: RunData, r: RunSpec, seed: number, log: (line: string) => void,
+): Promise<RunResult> {
   const spe = stepsPerEpoch(data.trainSamples, r.batch);
   const steps = spe * r.epochs;
-  const model = new Model(engine, spec, { seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false, biasTrust: r.biasTrust ?? 'global' } });
-  const config = parseOptimizerConfig({ kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power, weightDecay: r.weightDecay });
+  const model = new Model(engine, spec, {
+    seed, layout: { adaptBiasAndBn: r.adaptBias ?? false, decayBiasAndBn: r.adaptBias ?? false, biasTrust: r.biasTrust ?? 'global' },
+  });
+  const config = parseOptimizerConfig({
+    kind: r.kind, lr: r.lr, totalSteps: steps, warmupSteps: Math.min(Math.round(r.warmupEpochs * spe), steps - 1), power: r.power, weightDecay: r.weightDecay,
+  });
   const state = new TrainingState(model, config);
   state.reset(seed);
   const t0 = performance.now();
@@ -128,14 +134,18 @@ export async function trainRun<T extends TensorLike>(engine: Engine<T>, spec: Mo
         measuring += performance.now() - m0;
         curve.push({ epoch, top1: e.top1, loss: e.loss, trainLoss: lossSum / lossN, seconds, ...(noise ? { noise } : {}) });
         const noiseText = noise ? `  B_simple ${noise.bSimple === null ? 'n/a' : noise.bSimple.toFixed(0)}` : '';
-        log(`  ${r.name} epoch ${epoch}: top-1 ${(e.top1 * 100).toFixed(2)}%  test loss ${e.loss.toFixed(3)}  train loss ${(lossSum / lossN).toFixed(3)}${noiseText}  (${seconds.toFixed(0)} s)`);
+        log(`  ${r.name} epoch ${epoch}: top-1 ${(e.top1 * 100).toFixed(2)}%  test loss ${e.loss.toFixed(3)}  `
+          + `train loss ${(lossSum / lossN).toFixed(3)}${noiseText}  (${seconds.toFixed(0)} s)`);
         lossSum = 0;
         lossN = 0;
       }
     }
     if (diverged) {
       const e = await evaluate(model, data.evalLoader, data.evalIds, 250);
-      curve.push({ epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN, seconds: (performance.now() - t0 - measuring) / 1000 });
+      curve.push({
+        epoch: s / spe, top1: Number.isFinite(e.loss) ? e.top1 : 1 / spec.classes, loss: e.loss, trainLoss: NaN,
+        seconds: (performance.now() - t0 - measuring) / 1000,
+      });
     }
   } finally {
     peers?.close();

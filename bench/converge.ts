@@ -97,7 +97,9 @@ const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => f
 
 function loaders(manifest: Manifest, dir: string) {
   const source = fileShardSource(dir);
-  const make = (split: 'train' | 'val', augment: boolean) => new BatchLoader({ manifest, source, decoder: nodeDecoder, split, augment: augment ? defaultAugment(manifest, split) : { kind: 'none' }, seed: SEED });
+  const make = (split: 'train' | 'val', augment: boolean) => new BatchLoader({
+    manifest, source, decoder: nodeDecoder, split, augment: augment ? defaultAugment(manifest, split) : { kind: 'none' }, seed: SEED,
+  });
   return { train: make('train', true), trainPlain: make('train', false), test: make('val', false) };
 }
 
@@ -112,7 +114,11 @@ export async function main(args: string[]): Promise<void> {
     return v;
   };
   const base = args.includes('--quick') ? QUICK : FULL;
-  const p: Profile = { ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs, small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs, larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs };
+  const p: Profile = {
+    ...base, warmupEpochs: num('warmup') ?? base.warmupEpochs, power: num('power') ?? base.power, epochs: num('epochs') ?? base.epochs,
+    small: num('small') ?? base.small, large: num('large') ?? base.large, searchEpochs: num('search-epochs') ?? base.searchEpochs,
+    larsSearchEpochs: num('lars-search-epochs') ?? base.larsSearchEpochs,
+  };
   const named = new Args(args);
   const modelName = named.oneOf<ModelName>('model', CIFAR_MODELS, DEFAULT_MODEL);
   const biasTrust = named.oneOf<'layer' | 'global'>('lars-biases', ['layer', 'global'], 'layer');
@@ -121,16 +127,24 @@ export async function main(args: string[]): Promise<void> {
   if (larsWd !== undefined && !(Number.isFinite(larsWd) && larsWd >= 0)) throw new Error(`--lars-wd must be a number >= 0 (LARS's weight decay), got ${wdArg}`);
   const noiseArg = args.find((x) => x === '--noise-scale' || x.startsWith('--noise-scale='));
   const noiseBatches = noiseArg === undefined ? 0 : noiseArg === '--noise-scale' ? NOISE_BATCHES : Number(noiseArg.slice('--noise-scale='.length));
-  if (noiseArg !== undefined && !(Number.isInteger(noiseBatches) && noiseBatches >= 2)) throw new Error(`--noise-scale=K needs a whole number K >= 2 of small batches to measure on, got ${noiseArg}`);
-  if (noiseBatches * p.small > p.trainSamples) throw new Error(`--noise-scale=${noiseBatches}: ${noiseBatches} batches of ${p.small} exceed the ${p.trainSamples} training images`);
+  if (noiseArg !== undefined && !(Number.isInteger(noiseBatches) && noiseBatches >= 2)) {
+    throw new Error(`--noise-scale=K needs a whole number K >= 2 of small batches to measure on, got ${noiseArg}`);
+  }
+  if (noiseBatches * p.small > p.trainSamples) {
+    throw new Error(`--noise-scale=${noiseBatches}: ${noiseBatches} batches of ${p.small} exceed the ${p.trainSamples} training images`);
+  }
   /** What every run shares unless it says otherwise: the schedule's power, LARS's bias rate and weight decay. */
-  const defaults = (r: RunSpec): RunSpec => ({ power: p.power, ...(r.kind === 'lars' ? { biasTrust } : {}), ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r });
+  const defaults = (r: RunSpec): RunSpec => ({
+    power: p.power, ...(r.kind === 'lars' ? { biasTrust } : {}), ...(r.kind === 'lars' && larsWd !== undefined ? { weightDecay: larsWd } : {}), ...r,
+  });
   const otherBias = biasTrust === 'layer' ? 'global' : 'layer';
   const biasName = `biases at ${otherBias === 'global' ? 'the global rate' : "their layer's trust ratio"}`;
   const ratio = p.large / p.small;
   /** The schedule a variant tries instead: poly(1) against the default poly(2), else poly(2). */
   const otherPower = p.power === 1 ? 2 : 1;
-  if (![p.epochs, p.searchEpochs, p.larsSearchEpochs].every(Number.isInteger)) throw new Error('--epochs, --search-epochs and --lars-search-epochs must be whole numbers');
+  if (![p.epochs, p.searchEpochs, p.larsSearchEpochs].every(Number.isInteger)) {
+    throw new Error('--epochs, --search-epochs and --lars-search-epochs must be whole numbers');
+  }
   if (ratio < 16) log(`converge: warning: B/b = ${ratio}, the issue asks for at least 16x`);
   const manifest = await ensureDataset('cifar10');
   const dir = join(DEFAULT_CACHE_DIR, 'cifar10');
@@ -138,10 +152,13 @@ export async function main(args: string[]): Promise<void> {
   const spec = modelByName(modelName, [manifest.image.channels, manifest.image.height, manifest.image.width], manifest.classes.length);
   const engine = await WasmEngine.create({ threads: 2 });
   const started = performance.now();
-  log(`converge (${p.name}): cifar10 ${p.trainSamples} train / ${p.testSamples} test, ${spec.name}, ${p.epochs} epochs, b=${p.small}, B=${p.large} (${ratio}x), ${p.warmupEpochs} warm-up epoch(s), poly(${p.power}), ${engine.info.description}`);
+  log(`converge (${p.name}): cifar10 ${p.trainSamples} train / ${p.testSamples} test, ${spec.name}, ${p.epochs} epochs, b=${p.small}, B=${p.large} `
+    + `(${ratio}x), ${p.warmupEpochs} warm-up epoch(s), poly(${p.power}), ${engine.info.description}`);
 
   // 1. The search: short runs on 45k, scored on the held-out 5k of the training split.
-  const searchData: RunData = { train: l.train, trainSamples: p.searchTrain, evalLoader: l.trainPlain, evalIds: range(p.searchTrain, p.searchVal), everyEpoch: false };
+  const searchData: RunData = {
+    train: l.train, trainSamples: p.searchTrain, evalLoader: l.trainPlain, evalIds: range(p.searchTrain, p.searchVal), everyEpoch: false,
+  };
   const search: Searched[] = [];
   const trySearch = async (r: RunSpec): Promise<Searched> => {
     const run = await trainRun(engine, spec, searchData, defaults(r), SEED, log);
@@ -163,7 +180,8 @@ export async function main(args: string[]): Promise<void> {
     return best(tries);
   };
   const le = p.larsSearchEpochs;
-  log(`search: ${p.searchEpochs} epoch(s) for SGD, ${le} for LARS, on ${p.searchTrain}, scored on training ids ${p.searchTrain}..${p.searchTrain + p.searchVal - 1}`);
+  log(`search: ${p.searchEpochs} epoch(s) for SGD, ${le} for LARS, on ${p.searchTrain}, `
+    + `scored on training ids ${p.searchTrain}..${p.searchTrain + p.searchVal - 1}`);
   const givenSmall = num('small-lr');
   const givenLars = num('lars-lr');
   if ((givenSmall === undefined) !== (givenLars === undefined)) throw new Error('--small-lr and --lars-lr skip the search together: give both or neither');
@@ -174,9 +192,15 @@ export async function main(args: string[]): Promise<void> {
   // The search runs: warm-up scaled with the run's length; a length other than the optimiser's
   // own search length is named.
   const sgdSearch = (lr: number, epochs = p.searchEpochs): RunSpec => (
-    { name: `search sgd b=${p.small} lr ${lr}${epochs === p.searchEpochs ? '' : `, ${epochs} epochs`}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0, epochs });
+    {
+      name: `search sgd b=${p.small} lr ${lr}${epochs === p.searchEpochs ? '' : `, ${epochs} epochs`}`, batch: p.small, kind: 'sgd', lr, warmupEpochs: 0,
+      epochs,
+    });
   const larsSearch = (lr: number, epochs = le): RunSpec => (
-    { name: `search lars B=${p.large} lr ${lr}${epochs === le ? '' : `, ${epochs} epochs`}`, batch: p.large, kind: 'lars', lr, warmupEpochs: p.warmupEpochs * (epochs / p.epochs), epochs });
+    {
+      name: `search lars B=${p.large} lr ${lr}${epochs === le ? '' : `, ${epochs} epochs`}`, batch: p.large, kind: 'lars', lr,
+      warmupEpochs: p.warmupEpochs * (epochs / p.epochs), epochs,
+    });
   if (givenSmall === undefined) {
     const smallBest = await searchRates(p.smallRates, (lr) => trySearch(sgdSearch(lr)));
     const larsBest = await searchRates(p.larsRates, (lr) => trySearch(larsSearch(lr)));
@@ -214,7 +238,9 @@ export async function main(args: string[]): Promise<void> {
 
   // 2. The three runs at full length, evaluated on the test split after every epoch.
   const noise = noiseBatches > 0 ? { ids: range(0, noiseBatches * p.small), small: p.small } : undefined;
-  const testData: RunData = { train: l.train, trainSamples: p.trainSamples, evalLoader: l.test, evalIds: range(0, p.testSamples), everyEpoch: true, ...(noise ? { noise } : {}) };
+  const testData: RunData = {
+    train: l.train, trainSamples: p.trainSamples, evalLoader: l.test, evalIds: range(0, p.testSamples), everyEpoch: true, ...(noise ? { noise } : {}),
+  };
   const larsLarge: RunSpec = { name: 'lars_large', batch: p.large, kind: 'lars', lr: larsLr, warmupEpochs: p.warmupEpochs, epochs: p.epochs };
   const plan: RunSpec[] = [
     { name: 'sgd_small', batch: p.small, kind: 'sgd', lr: smallLr, warmupEpochs: 0, epochs: p.epochs },
@@ -252,12 +278,18 @@ export async function main(args: string[]): Promise<void> {
   // B=8K for ~90 epochs, from this run's measured speed; a GPU runs it at thousands of img/s.
   const speed = runs.reduce((a, r) => a + r.imagesPerSec, 0) / Math.max(1, runs.length);
   const paperHours = (3 * 90 * 50_000 * 4) / speed / 3600;
-  const paperRegime = `ResNet-20 on CIFAR-10 at b=128 vs B=8192 for 90 epochs, three runs: about ${paperHours.toFixed(0)} h on this machine's wasm path (${speed.toFixed(0)} img/s for the small CNN, ResNet-20 ~4x the work); a GPU at ~10k img/s: about ${((3 * 90 * 50_000) / 10_000 / 3600).toFixed(1)} h`;
+  const paperRegime = `ResNet-20 on CIFAR-10 at b=128 vs B=8192 for 90 epochs, three runs: about ${paperHours.toFixed(0)} h on this machine's wasm path `
+    + `(${speed.toFixed(0)} img/s for the small CNN, ResNet-20 ~4x the work); a GPU at ~10k img/s: about ${((3 * 90 * 50_000) / 10_000 / 3600).toFixed(1)} h`;
   const out = only ? 'bench/results/converge-runs' : 'bench/results/converge';
-  log(`converge: sgd_small ${small}%, sgd_large ${large}%, lars_large ${lars}%  goals ${JSON.stringify(goals)}  (${((performance.now() - started) / 60000).toFixed(1)} min)`);
+  log(`converge: sgd_small ${small}%, sgd_large ${large}%, lars_large ${lars}%  goals ${JSON.stringify(goals)}  `
+    + `(${((performance.now() - started) / 60000).toFixed(1)} min)`);
   writeFileEnsuringDir(`${out}.json`, JSON.stringify({
     profile: p, model: spec.name, engine: engine.info.description, minutes: (performance.now() - started) / 60000,
-    search: search.map((s) => ({ name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false, biasTrust: s.run.biasTrust ?? null, smoothing: s.run.smoothing ?? 0, power: s.run.power ?? 2, val_top1: pct(s.val), diverged: s.run.diverged, seconds: s.run.seconds })),
+    search: search.map((s) => ({
+      name: s.run.name, batch: s.run.batch, optimizer: s.run.kind, lr: s.run.lr, warmupEpochs: s.run.warmupEpochs, adaptBias: s.run.adaptBias ?? false,
+      biasTrust: s.run.biasTrust ?? null, smoothing: s.run.smoothing ?? 0, power: s.run.power ?? 2, val_top1: pct(s.val), diverged: s.run.diverged,
+      seconds: s.run.seconds,
+    })),
     chosen: { sgd_small_lr: smallLr, sgd_large_lr: smallLr * ratio, lars_lr: larsLr }, ablations, epochsGap, runs, goals, paperRegime, summary,
   }, null, 2));
   writeFileEnsuringDir(`${out}.svg`, lineChartSvg({

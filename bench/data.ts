@@ -78,7 +78,8 @@ export async function main(argv: string[]): Promise<void> {
   const window = a.int('window', DEFAULT_SHUFFLE_WINDOW, 1);
   const lr = a.num('lr', 2, (v) => v > 0, 'a positive number');
   const seed = a.int('seed', 7);
-  a.rejectUnknown('npm run bench -- data [--classes 100] [--train-per-class 30] [--val-per-class 20] [--epochs 3] [--batch 64] [--size 64] [--samples-per-shard 50] [--cache-shards 8] [--window 16] [--lr 2] [--seed 7]');
+  a.rejectUnknown('npm run bench -- data [--classes 100] [--train-per-class 30] [--val-per-class 20] [--epochs 3] [--batch 64] [--size 64] '
+    + '[--samples-per-shard 50] [--cache-shards 8] [--window 16] [--lr 2] [--seed 7]');
   const root = await tempRoot('data');
   const results: ModeResult[] = [];
   try {
@@ -95,12 +96,16 @@ export async function main(argv: string[]): Promise<void> {
     // (the volunteer takes whole MiB, at least 1).
     const cacheMb = Math.max(1, Math.round((cacheShards * shardBytes * 1.1) / 2 ** 20));
     const cacheHolds = Math.floor((cacheMb * 2 ** 20) / shardBytes);
-    if (cacheHolds >= shards) throw new Error(`a peer's cache (${cacheMb} MiB) would hold all ${shards} shards: give more --classes or --train-per-class, or a smaller --cache-shards`);
-    process.stderr.write(`data: ${shards} train shards of ${samplesPerShard} images (${(trainBytes / 1e6).toFixed(2)} MB), each peer's ${cacheMb} MiB cache holds ${cacheHolds}\n`);
+    if (cacheHolds >= shards) {
+      throw new Error(`a peer's cache (${cacheMb} MiB) would hold all ${shards} shards: give more --classes or --train-per-class, or a smaller --cache-shards`);
+    }
+    process.stderr.write(`data: ${shards} train shards of ${samplesPerShard} images (${(trainBytes / 1e6).toFixed(2)} MB), `
+      + `each peer's ${cacheMb} MiB cache holds ${cacheHolds}\n`);
     for (const mode of ['shard-local', 'global'] as const) {
       results.push(await trainOnce({ root: root.dir, dataDir, manifest, mode, epochs, batch, lr, window, seed, cacheMb, trainBytes }));
       const r = results[results.length - 1]!;
-      process.stderr.write(`data: ${mode}: download/ideal ${mean(r.downloadOverIdeal).toFixed(2)}, stall ${mean(r.stallFraction).toFixed(3)}, top-1 ${r.top1 === null ? '-' : (r.top1 * 100).toFixed(1)}% (${r.wallSeconds.toFixed(0)} s)\n`);
+      process.stderr.write(`data: ${mode}: download/ideal ${mean(r.downloadOverIdeal).toFixed(2)}, stall ${mean(r.stallFraction).toFixed(3)}, `
+        + `top-1 ${r.top1 === null ? '-' : (r.top1 * 100).toFixed(1)}% (${r.wallSeconds.toFixed(0)} s)\n`);
     }
     const local = results[0]!;
     const global = results[1]!;
@@ -116,7 +121,9 @@ export async function main(argv: string[]): Promise<void> {
       val_images: manifest.splits.val.samples,
     };
     const here = new URL('.', import.meta.url).pathname;
-    writeFileEnsuringDir(join(here, 'results', 'data.json'), `${JSON.stringify({ summary, runs: results, setup: { classes, trainPerClass, valPerClass, samplesPerShard, trainBytes, cacheMb } }, null, 2)}\n`);
+    writeFileEnsuringDir(join(here, 'results', 'data.json'), `${JSON.stringify({
+      summary, runs: results, setup: { classes, trainPerClass, valPerClass, samplesPerShard, trainBytes, cacheMb },
+    }, null, 2)}\n`);
     writeFileEnsuringDir(join(here, 'results', 'data.svg'), barChartSvg({
       title: `Shard bytes downloaded per peer over the ideal (${PEERS} peers, ${shards} shards, cache ${cacheHolds})`,
       yLabel: 'downloaded / (data set / peers) per epoch',
@@ -152,7 +159,9 @@ async function trainOnce(t: TrainSpec): Promise<ModeResult> {
   const peers: LocalVolunteer[] = [];
   try {
     for (let i = 0; i < PEERS; i++) {
-      peers.push(spawnVolunteer({ url: job.url, name: `peer-${i + 1}`, args: ['--backend', 'wasm', '--threads', '1', '--no-tune', '--quiet', '--memory-cache-mb', String(t.cacheMb)] }));
+      peers.push(spawnVolunteer({
+        url: job.url, name: `peer-${i + 1}`, args: ['--backend', 'wasm', '--threads', '1', '--no-tune', '--quiet', '--memory-cache-mb', String(t.cacheMb)],
+      }));
     }
     await job.driver.finished;
     await Promise.race([Promise.all(peers.map((p) => p.exited)), new Promise((r) => setTimeout(r, 10_000))]);

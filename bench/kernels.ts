@@ -18,7 +18,9 @@ import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { tf, tfjsOnDevice } from './tfjs-webgpu.ts';
 import { geomean, timeGpu } from './timing.ts';
 
-interface CaseResult { name: string; gflop: number; oursMs: number; peerMs: number | null; oursGflops: number; peerGflops: number | null; maxRelDiff: number; peerNote?: string }
+interface CaseResult {
+  name: string; gflop: number; oursMs: number; peerMs: number | null; oursGflops: number; peerGflops: number | null; maxRelDiff: number; peerNote?: string;
+}
 
 /** What a case computes, for anchors outside this process (bench/gpu/torch_anchor.py). */
 export type CaseDef =
@@ -117,7 +119,9 @@ function convCase(label: string, pass: ConvPass, n: number, cin: number, h: numb
         res?.dispose();
         if (pass === 'fwd') res = tf.conv2d(X, W, s, pad);
         else if (pass === 'bwd-input') res = tf.conv2dTranspose(DY, W, [n, h, h, cin], s, pad);
-        else res = tf.engine().runKernel('Conv2DBackpropFilter', { x: X, dy: DY }, { strides: [s, s], pad, dataFormat: 'NHWC', filterShape: [k, k, cin, cout] }) as tf.Tensor;
+        else res = tf.engine().runKernel('Conv2DBackpropFilter', { x: X, dy: DY }, {
+          strides: [s, s], pad, dataFormat: 'NHWC', filterShape: [k, k, cin, cout],
+        }) as tf.Tensor;
       };
       return {
         ours, peer,
@@ -192,7 +196,9 @@ export async function main(args: string[]): Promise<void> {
       peerGflops: peerMs === null ? null : c.gflop / (peerMs / 1e3), maxRelDiff: diff, ...(s.peerNote ? { peerNote: s.peerNote } : {}),
     };
     results.push(r);
-    const peerText = r.peerGflops === null ? `tfjs     n/a (${s.peerNote})` : `tfjs ${r.peerGflops.toFixed(2).padStart(7)}  x${(r.oursGflops / r.peerGflops).toFixed(2)}`;
+    const peerText = r.peerGflops === null
+      ? `tfjs     n/a (${s.peerNote})`
+      : `tfjs ${r.peerGflops.toFixed(2).padStart(7)}  x${(r.oursGflops / r.peerGflops).toFixed(2)}`;
     console.error(`${c.name.padEnd(44)} ours ${r.oursGflops.toFixed(2).padStart(7)} GFLOP/s  ${peerText}  (diff ${diff.toExponential(1)})`);
   }
   // Geometric means over the shapes both sides ran.

@@ -28,12 +28,17 @@ let ring: Ring | null = null;
 async function handle(m: NetToPeer): Promise<void> {
   switch (m.type) {
     case 'open':
-      endpoint = await openEndpoint({ Peer, id: m.id, token: m.token, server: m.server, rtcConfig: { ...nodeRtcConfig([]), ...(process.env.VT_MTU ? { mtu: Number(process.env.VT_MTU) } : {}) } as RTCConfiguration });
+      endpoint = await openEndpoint({
+        Peer, id: m.id, token: m.token, server: m.server,
+        rtcConfig: { ...nodeRtcConfig([]), ...(process.env.VT_MTU ? { mtu: Number(process.env.VT_MTU) } : {}) } as RTCConfiguration,
+      });
       return say({ type: 'opened' });
     case 'ring': {
       if (!endpoint) throw new Error('ring before open');
       const t0 = performance.now();
-      ring = await endpoint.formRing({ ids: m.ids, job: m.job, generation: m.generation, connectTimeoutMs: 20_000, settings: { deadAfterMs: 60_000, stallTimeoutMs: 120_000 } });
+      ring = await endpoint.formRing({
+        ids: m.ids, job: m.job, generation: m.generation, connectTimeoutMs: 20_000, settings: { deadAfterMs: 60_000, stallTimeoutMs: 120_000 },
+      });
       const ms = performance.now() - t0;
       return say({ type: 'formed', ms, route: (await ring.next?.route?.()) ?? null });
     }
@@ -61,6 +66,7 @@ async function handle(m: NetToPeer): Promise<void> {
 let chain = Promise.resolve();
 createInterface({ input: process.stdin }).on('line', (line) => {
   if (!line.trim()) return;
-  chain = chain.then(() => handle(JSON.parse(line) as NetToPeer)).catch((e: unknown) => say({ type: 'failed', message: e instanceof Error ? e.message : String(e) }));
+  chain = chain.then(() => handle(JSON.parse(line) as NetToPeer))
+    .catch((e: unknown) => say({ type: 'failed', message: e instanceof Error ? e.message : String(e) }));
 });
 

@@ -49,8 +49,13 @@ export async function runNetworkScenario(): Promise<ScenarioResult> {
       await Promise.race([coord.finished, new Promise((_, rej) => setTimeout(() => rej(new Error('scenario did not finish in 5 minutes')), 300_000))]);
       const records: MetricRecord[] = await metricsOf(jobDir);
       const steps = latestPerStep(records) as Extract<MetricRecord, { type: 'step' }>[];
-      const natRelayed = steps.length === STEPS && steps.every((s) => s.ring === 2 && new Set(s.peers.map((p) => p.checksum)).size === 1 && s.peers.every((p) => p.link === 'relayed'));
-      return { hosts: 5, natRelayed, lanPageWebGpu, lanPageNote: 'Chromium on host page, https://<coordinator LAN address>, CA in its NSS store: secure context, navigator.gpu and an adapter', ringFormMs: first.at - gen.at, steps: steps.length };
+      const natRelayed = steps.length === STEPS
+        && steps.every((s) => s.ring === 2 && new Set(s.peers.map((p) => p.checksum)).size === 1 && s.peers.every((p) => p.link === 'relayed'));
+      return {
+        hosts: 5, natRelayed, lanPageWebGpu,
+        lanPageNote: 'Chromium on host page, https://<coordinator LAN address>, CA in its NSS store: secure context, navigator.gpu and an adapter',
+        ringFormMs: first.at - gen.at, steps: steps.length,
+      };
     } finally {
       for (const p of peers) p.kill('SIGKILL');
       await coord.stop();

@@ -71,7 +71,8 @@ async function measureProfile(profile: ProfileName, gen: { next: number }): Prom
       const boundMs = allReduceBoundMs(PROFILES[profile], n, 4 * ELEMS);
       const measuredMs = median(times);
       cases.push({ profile, n, bytes: 4 * ELEMS, measuredMs, times, boundMs, efficiency: boundMs / measuredMs, switch: { ...bed.switchStats } });
-      console.error(`${profile} N=${n}: all-reduce ${measuredMs.toFixed(0)} ms, bound ${boundMs.toFixed(0)} ms -> efficiency ${(boundMs / measuredMs).toFixed(3)}; ring formed in ${formMs.at(-1)!.toFixed(0)} ms`);
+      console.error(`${profile} N=${n}: all-reduce ${measuredMs.toFixed(0)} ms, bound ${boundMs.toFixed(0)} ms `
+        + `-> efficiency ${(boundMs / measuredMs).toFixed(3)}; ring formed in ${formMs.at(-1)!.toFixed(0)} ms`);
       const cnn: number[] = [];
       for (let r = 0; r < REPS; r++) cnn.push(await round(SMALL_CNN_FLOATS, step++));
       smallCnn[n] = median(cnn);
@@ -112,13 +113,18 @@ export async function main(args: string[]): Promise<void> {
     form[p] = r.formMs;
     cnn[p] = r.smallCnn;
   }
-  const scenario: ScenarioResult = args.includes('--no-scenario') ? { hosts: 0, natRelayed: false, lanPageWebGpu: null, lanPageNote: 'skipped (--no-scenario)', ringFormMs: null, steps: 0 } : await runNetworkScenario();
+  const scenario: ScenarioResult = args.includes('--no-scenario')
+    ? { hosts: 0, natRelayed: false, lanPageWebGpu: null, lanPageNote: 'skipped (--no-scenario)', ringFormMs: null, steps: 0 }
+    : await runNetworkScenario();
   const at = (p: ProfileName) => all.find((x) => x.profile === p && x.n === MAX_N);
   const eff = (p: ProfileName) => { const c = at(p); return c ? +c.efficiency.toFixed(3) : null; };
   // The step's communication share for the small CNN at N = 4: all-reduce / (compute + all-reduce).
   const share = Object.fromEntries(profiles.map((p) => [p, +(cnn[p]![MAX_N]! / (computeMs + cnn[p]![MAX_N]!)).toFixed(3)]));
   const result = {
-    setup: { hostsPerRing: `2-${MAX_N}`, bytes: 4 * ELEMS, reps: REPS, wire: 'f32', smallCnnFloats: SMALL_CNN_FLOATS, computeMsPerStep: computeMs, seconds: (performance.now() - t0) / 1000, profiles: PROFILES },
+    setup: {
+      hostsPerRing: `2-${MAX_N}`, bytes: 4 * ELEMS, reps: REPS, wire: 'f32', smallCnnFloats: SMALL_CNN_FLOATS, computeMsPerStep: computeMs,
+      seconds: (performance.now() - t0) / 1000, profiles: PROFILES,
+    },
     cases: all, ringFormMs: form, smallCnnAllReduceMs: cnn, commShareSmallCnn: share, scenario,
   };
   writeFileEnsuringDir(join(here, 'results', 'network.json'), JSON.stringify(result, null, 2));

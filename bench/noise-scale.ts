@@ -34,7 +34,9 @@ export interface NoiseScale {
  * Pure; b >= 1 and B > b.
  */
 export function noiseScaleOf(smallSq: number, largeSq: number, small: number, large: number): NoiseScale {
-  if (!(Number.isInteger(small) && small >= 1 && Number.isInteger(large) && large > small)) throw new RangeError(`noiseScaleOf: need integers 1 <= b < B, got b = ${small}, B = ${large}`);
+  if (!(Number.isInteger(small) && small >= 1 && Number.isInteger(large) && large > small)) {
+    throw new RangeError(`noiseScaleOf: need integers 1 <= b < B, got b = ${small}, B = ${large}`);
+  }
   if (!(smallSq >= 0 && largeSq >= 0)) throw new RangeError(`noiseScaleOf: squared norms must be >= 0, got ${smallSq}, ${largeSq}`);
   const gradSq = (large * largeSq - small * smallSq) / (large - small);
   const traceSigma = (smallSq - largeSq) / (1 / small - 1 / large);
@@ -55,7 +57,9 @@ export function sqNorm(v: ArrayLike<number>): number {
  * (every step recomputes it), and a model with batch normalisation would fold these batches
  * into its running statistics (forward in training mode).
  */
-export async function measureNoiseScale<T extends TensorLike>(engine: Engine<T>, model: Model<T>, loader: BatchSource, ids: readonly number[], small: number, epoch: number, seed: number): Promise<NoiseScale> {
+export async function measureNoiseScale<T extends TensorLike>(
+  engine: Engine<T>, model: Model<T>, loader: BatchSource, ids: readonly number[], small: number, epoch: number, seed: number,
+): Promise<NoiseScale> {
   const k = ids.length / small;
   if (!(Number.isInteger(k) && k >= 2)) throw new RangeError(`measureNoiseScale: ids (${ids.length}) must be at least 2 batches of ${small}`);
   let sum: Float64Array | null = null;

@@ -91,11 +91,13 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number, probe
   if (runs.length === 0) throw new FitError('no runs to calibrate on');
   for (const p of probes) {
     if (!(Number.isInteger(p.peers) && p.peers >= 2 && p.gradBytes > 0 && p.allReduceS >= 0 && Number.isFinite(p.allReduceS))) {
-      throw new FitError(`latency probe ${JSON.stringify(p)} is unusable: it needs a ring of 2 or more peers, a gradient of > 0 bytes and a finite all-reduce time >= 0`);
+      throw new FitError(`latency probe ${JSON.stringify(p)} is unusable: `
+        + 'it needs a ring of 2 or more peers, a gradient of > 0 bytes and a finite all-reduce time >= 0');
     }
   }
   for (const r of runs) {
-    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.share > 0 && r.share <= 1 && r.computeCriticalS > 0 && r.computeMeanS > 0 && r.allReduceS >= 0 && r.stepS > 0)) {
+    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.share > 0 && r.share <= 1
+      && r.computeCriticalS > 0 && r.computeMeanS > 0 && r.allReduceS >= 0 && r.stepS > 0)) {
       throw new FitError(`run with N = ${r.peers} has unusable figures ${JSON.stringify(r)}: every time must be finite, compute and step > 0, share in (0, 1]`);
     }
   }
@@ -129,7 +131,8 @@ export function calibrate(runs: readonly MeasuredRun[], gradBytes: number, probe
  */
 export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>, wireScale = 1): SystemModel {
   return {
-    topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], lastBucketBytes: DEFAULT_LAST_BUCKET_BYTES, onLoss: 'rerun-slice',
+    topology: 'two-level', twoLevelFrom: DEFAULT_TWO_LEVEL_FROM, overlap: true, bucketBytes: [DEFAULT_BUCKET_BYTES], lastBucketBytes: DEFAULT_LAST_BUCKET_BYTES,
+    onLoss: 'rerun-slice',
     steal: { fraction: MAX_STEAL_FRACTION, auto: true },
     overheadS: cal.overheadS, overheadPerPeerS: cal.overheadPerPeerS, wireScale,
   };
@@ -143,10 +146,14 @@ export function currentSystem(cal: Pick<Calibration, 'overheadS' | 'overheadPerP
 export const MEASURED_JOB = { lastBucketBytes: 0, stealFraction: 0 } as const;
 
 /** Today's system as the measured runs configure it (MEASURED_JOB), float32 frames. */
-export const measuredSystem = (cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>): SystemModel => ({ ...currentSystem(cal), lastBucketBytes: MEASURED_JOB.lastBucketBytes, steal: undefined });
+export const measuredSystem = (cal: Pick<Calibration, 'overheadS' | 'overheadPerPeerS'>): SystemModel => ({
+  ...currentSystem(cal), lastBucketBytes: MEASURED_JOB.lastBucketBytes, steal: undefined,
+});
 
 /** The simulator's step time for a measured run's configuration (measuredSystem); `speed` overrides c. */
-export function predictRun(cal: Calibration, run: Pick<MeasuredRun, 'peers' | 'batch' | 'share'>, profile: ModelProfile, speed = cal.imagesPerSecPerPeer): number {
+export function predictRun(
+  cal: Calibration, run: Pick<MeasuredRun, 'peers' | 'batch' | 'share'>, profile: ModelProfile, speed = cal.imagesPerSecPerPeer,
+): number {
   return simulateStep(
     { peers: run.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: cal.stragglerMean, share: run.share, link: cal.link, seed: 1 },
     measuredSystem(cal), { batch: run.batch, profile },

@@ -54,7 +54,9 @@ function exponential(rng: { next(): number }, rate: number): number {
 
 export function simulateChurn(c: ClusterModel, s: SystemModel, w: Workload, churn: ChurnModel): ChurnResult {
   if (c.share !== 1) throw new RangeError('simulateChurn: churn is simulated for peers on machines of their own (share 1)');
-  if (!(churn.meanSessionS > 0 && churn.detectS >= 0 && churn.joinS >= 0 && Number.isInteger(churn.steps) && churn.steps >= 1)) throw new RangeError(`simulateChurn: bad churn model ${JSON.stringify(churn)}`);
+  if (!(churn.meanSessionS > 0 && churn.detectS >= 0 && churn.joinS >= 0 && Number.isInteger(churn.steps) && churn.steps >= 1)) {
+    throw new RangeError(`simulateChurn: bad churn model ${JSON.stringify(churn)}`);
+  }
   const t = simulateStep(c, s, w);
   const rate = c.peers > 1 ? c.peers / churn.meanSessionS : 0;
   const rng = makeRng(c.seed * 7919 + 17);

@@ -108,7 +108,8 @@ export class FitError extends Error {
 export function fitStepModel(runs: readonly RunFigures[]): ModelFit {
   if (runs.length === 0) throw new FitError('no runs to fit');
   for (const r of runs) {
-    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.gradBytes > 0 && r.share > 0 && r.share <= 1 && r.computeS > 0 && r.commS >= 0 && r.stepS > 0)) {
+    if (!(Number.isInteger(r.peers) && r.peers >= 1 && r.batch > 0 && r.gradBytes > 0 && r.share > 0 && r.share <= 1
+      && r.computeS > 0 && r.commS >= 0 && r.stepS > 0)) {
       throw new FitError(`run with N = ${r.peers} has unusable figures ${JSON.stringify(r)}: every time must be finite, compute and step > 0, share in (0, 1]`);
     }
   }

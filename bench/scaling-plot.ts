@@ -46,7 +46,8 @@ export function scalingPlot(runs: readonly RunSummary[], cal: Calibration, v: Va
   const ns = Array.from({ length: 10 }, (_, k) => 2 ** (k + 1));
   const lan = LINK_KINDS[0]!;
   const sc = scenarios(cal);
-  const curve = (s: Scenario, sys: 'current' | 'planned'): [number, number][] => ns.map((n) => [Math.log2(n), predictRow(cal, sys, s, 32_768, lan, n).efficiency]);
+  const curve = (s: Scenario, sys: 'current' | 'planned'): [number, number][] =>
+    ns.map((n) => [Math.log2(n), predictRow(cal, sys, s, 32_768, lan, n).efficiency]);
   const predicted = lineChartSvg({
     title: 'predicted efficiency at B = 32K over 1 Gb/s: current system vs PLANNED (not built) system',
     xLabel: 'log2 peers', yLabel: 'throughput(N) / sum of peers alone',

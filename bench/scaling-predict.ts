@@ -33,11 +33,15 @@ export const PREDICT_BATCHES = [8192, 32_768] as const;
 export interface LinkKind { key: string; name: string; bytesPerS: number; oneWayS: number; source: string }
 const fromProfile = (key: string, p: Profile): LinkKind => ({
   key, name: `${p.name} (testbed/net/profiles.ts)`, bytesPerS: Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS), oneWayS: p.bound.oneWayMs / 1000,
-  source: `testbed/net/profiles.ts ${p.name}: min(up, down) ${Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS) / 1e6} MB/s per host, ${p.bound.oneWayMs} ms one way`,
+  source: `testbed/net/profiles.ts ${p.name}: min(up, down) ${Math.min(p.bound.upBytesPerS, p.bound.downBytesPerS) / 1e6} MB/s per host, `
+    + `${p.bound.oneWayMs} ms one way`,
 });
 export const LINK_KINDS: readonly LinkKind[] = [
   fromProfile('1g', PROFILES.lan),
-  { key: '100m', name: '100 Mb/s per host', bytesPerS: 1e8 / 8, oneWayS: 0.001, source: 'assumed: 100 Mbit/s each way per host, 1 ms one way (no profile of the test bed has per-host 100 Mbit/s)' },
+  {
+    key: '100m', name: '100 Mb/s per host', bytesPerS: 1e8 / 8, oneWayS: 0.001,
+    source: 'assumed: 100 Mbit/s each way per host, 1 ms one way (no profile of the test bed has per-host 100 Mbit/s)',
+  },
   fromProfile('home', PROFILES.home),
 ];
 
@@ -58,7 +62,9 @@ export const START_WIRE_SCALE = 0.5;
 export const PLANNED_BUCKETS = [Infinity, 64e6, 25e6, 8e6, 2e6, 0.5e6] as const;
 export const CHURN: ChurnModel = { meanSessionS: 1800, detectS: 2, joinS: 3, steps: 2000 };
 
-export interface Scenario { key: string; model: ModelName; input: [number, number, number]; classes: number; profile: ModelProfile; imagesPerSecPerPeer: number; computeSource: string }
+export interface Scenario {
+  key: string; model: ModelName; input: [number, number, number]; classes: number; profile: ModelProfile; imagesPerSecPerPeer: number; computeSource: string;
+}
 
 export function scenarios(cal: Calibration): Scenario[] {
   const r50 = (px: number): Scenario => {
@@ -66,7 +72,8 @@ export function scenarios(cal: Calibration): Scenario[] {
     const gpuFlops = GPU_RESNET50_224_IMAGES_PER_S * trainFlops(modelProfile(modelByName('resnet50', [3, 224, 224], 1000)));
     return {
       key: `resnet50-${px}`, model: 'resnet50', input: [3, px, px], classes: 1000, profile, imagesPerSecPerPeer: gpuFlops / trainFlops(profile),
-      computeSource: `assumed: one real GPU per peer, ${GPU_RESNET50_224_IMAGES_PER_S} images/s on ResNet-50 at 224x224 (${(gpuFlops / 1e12).toFixed(2)} TFLOP/s effective), scaled by this model's training FLOPs; not measured here`,
+      computeSource: `assumed: one real GPU per peer, ${GPU_RESNET50_224_IMAGES_PER_S} images/s on ResNet-50 at 224x224 `
+        + `(${(gpuFlops / 1e12).toFixed(2)} TFLOP/s effective), scaled by this model's training FLOPs; not measured here`,
     };
   };
   return [
@@ -146,7 +153,8 @@ export function predictAll(cal: Calibration): PredictionRow[] {
 /** "bandwidth: 81% of the step (2(N-1)/N S / bw = ...)": what bounds a row. */
 export function boundText(r: PredictionRow): string {
   const ms = (s: number) => `${(s * 1000).toFixed(0)} ms`;
-  return `${r.bound}: ${(100 * r.boundShare).toFixed(0)}% of the ${ms(r.stepS)} step (compute ${ms(r.computeS)} for ${r.imagesPerPeer} images per peer, exposed all-reduce bandwidth ${ms(r.exposedBandwidthS)} + latency ${ms(r.exposedLatencyS)}, overhead ${ms(r.overheadS)})`;
+  return `${r.bound}: ${(100 * r.boundShare).toFixed(0)}% of the ${ms(r.stepS)} step (compute ${ms(r.computeS)} for ${r.imagesPerPeer} images per peer, `
+    + `exposed all-reduce bandwidth ${ms(r.exposedBandwidthS)} + latency ${ms(r.exposedLatencyS)}, overhead ${ms(r.overheadS)})`;
 }
 
 /** What the headline (current system, ResNet-50 at 224x224, B = 32K, 1 Gb/s, `peers` peers) needs to reach `target` efficiency. */

@@ -58,7 +58,11 @@ export function modelProfile(spec: ModelSpec): ModelProfile {
     const bytes = (end - p.offset) * 4;
     const layer = byNode.get(p.node);
     if (layer) layer.bytes += bytes;
-    else byNode.set(p.node, { name: p.name.slice(0, p.name.lastIndexOf('.')), node: p.node, bytes, readyFraction: backwardFlops > 0 ? tail[p.node]! / backwardFlops : 1 });
+    else {
+      byNode.set(p.node, {
+        name: p.name.slice(0, p.name.lastIndexOf('.')), node: p.node, bytes, readyFraction: backwardFlops > 0 ? tail[p.node]! / backwardFlops : 1,
+      });
+    }
   });
   return {
     model: spec.name, input: spec.input, paramCount: layout.paramCount, gradBytes: layout.paramFloats * 4,

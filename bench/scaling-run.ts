@@ -78,9 +78,14 @@ function stepRows(records: readonly MetricRecord[]): StepRow[] {
   return rows;
 }
 
-function summarise(model: ModelName, peers: number, batch: number, gradBytes: number, rows: StepRow[], aborted: number, exits: (number | null)[], runSeconds: number): RunSummary {
+function summarise(
+  model: ModelName, peers: number, batch: number, gradBytes: number, rows: StepRow[], aborted: number, exits: (number | null)[], runSeconds: number,
+): RunSummary {
   const wrongRing = rows.filter((r) => r.ring !== peers);
-  if (wrongRing.length) throw new Error(`N = ${peers}: steps ${wrongRing.map((r) => `${r.step} (ring ${r.ring})`).join(', ')} ran on another ring size: a peer joined late or left; rerun (or look at the volunteers' lines above)`);
+  if (wrongRing.length) {
+    throw new Error(`N = ${peers}: steps ${wrongRing.map((r) => `${r.step} (ring ${r.ring})`).join(', ')} ran on another ring size: `
+      + "a peer joined late or left; rerun (or look at the volunteers' lines above)");
+  }
   if (rows.length === 0) throw new Error(`N = ${peers}: no step after the ${WARMUP_STEPS} warm-up steps was recorded; use --steps >= 1`);
   const med = (f: (r: StepRow) => number) => median(rows.map(f));
   const peerMean = (f: (p: PeerFigures) => number) => med((r) => mean(r.peers.map(f)));
@@ -122,10 +127,16 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  * moves; `tag` names its job folder; `job` adds to the job's config and `volunteerArgs` to each
  * volunteer's command line (the straggler runs: bench/scaling.ts).
  */
-export interface RunContext { root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName; tag?: string; job?: Record<string, unknown>; volunteerArgs?: readonly string[] }
+export interface RunContext {
+  root: string; dataDir: string; manifest: Manifest; batch: number; steps: number; gradBytes: number; model?: ModelName; tag?: string;
+  job?: Record<string, unknown>; volunteerArgs?: readonly string[];
+}
 
 /** A run as the calibration reads it (seconds; all N peers ran on this one machine: each had 1/N of it). */
-export const asMeasured = (r: RunSummary): MeasuredRun => ({ peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000, allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000 });
+export const asMeasured = (r: RunSummary): MeasuredRun => ({
+  peers: r.peers, batch: r.batch, share: 1 / r.peers, computeCriticalS: r.computeCriticalMs / 1000, computeMeanS: r.computeMs / 1000,
+  allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000,
+});
 
 /** One ring size: a fresh job, N volunteers started together (minPeers N), its metrics read back. */
 export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
@@ -138,18 +149,23 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
     jobDir, dataDir: o.dataDir, manifest: o.manifest, evalSamples: 48,
     config: {
       name: `scaling-${n}-b${o.batch}-${model}`, model, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
-      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n, ...MEASURED_JOB, ...o.job,
+      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n,
+      ...MEASURED_JOB, ...o.job,
     },
     log: (l) => { lines.push(l); if (lines.length > 200) lines.shift(); },
     onEvent: (e) => {
-      if (e.type === 'step') log(`  N=${n} step ${e.step}/${totalSteps}: ${e.imagesPerSec.toFixed(1)} images/s, compute ${mean(e.timings.map((t) => t.computeMs)).toFixed(0)} ms, all-reduce ${mean(e.timings.map((t) => t.commMs)).toFixed(0)} ms${e.step <= WARMUP_STEPS ? ' (warm-up)' : ''}`);
-      else if (e.type === 'step-aborted') log(`  N=${n} step ${e.step} aborted: ${e.reason}`);
+      if (e.type === 'step') {
+        log(`  N=${n} step ${e.step}/${totalSteps}: ${e.imagesPerSec.toFixed(1)} images/s, compute ${mean(e.timings.map((t) => t.computeMs)).toFixed(0)} ms, `
+          + `all-reduce ${mean(e.timings.map((t) => t.commMs)).toFixed(0)} ms${e.step <= WARMUP_STEPS ? ' (warm-up)' : ''}`);
+      } else if (e.type === 'step-aborted') log(`  N=${n} step ${e.step} aborted: ${e.reason}`);
     },
   });
   const vs: LocalVolunteer[] = [];
   try {
     log(`scaling: N=${n}: coordinator at ${job.url}, starting ${n} volunteer${n > 1 ? 's' : ''}`);
-    for (let i = 0; i < n; i++) vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune', '--backend', 'webgpu', ...(o.volunteerArgs ?? [])] }));
+    for (let i = 0; i < n; i++) {
+      vs.push(spawnVolunteer({ url: job.url, name: `scaling-${n}-${i}`, args: ['--no-tune', '--backend', 'webgpu', ...(o.volunteerArgs ?? [])] }));
+    }
     const finished = job.driver.finished.then(() => 'finished' as const);
     const allExited = Promise.all(vs.map((v) => v.exited)).then(() => 'all volunteers exited' as const);
     try {

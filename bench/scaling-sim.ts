@@ -121,7 +121,9 @@ export const overheadOf = (s: SystemModel, share: number) => s.overheadS + s.ove
 export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): StepBreakdown {
   if (!(Number.isInteger(c.peers) && c.peers >= 1)) throw new RangeError(`simulateStep: peers must be an integer >= 1, got ${c.peers}`);
   if (!(c.share > 0 && c.share <= 1)) throw new RangeError(`simulateStep: share must be in (0, 1], got ${c.share}`);
-  if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
+  if (!(c.imagesPerSecPerPeer > 0 && c.link.bandwidthBytesPerS > 0 && c.link.latencyS >= 0 && c.stragglerMean >= 0)) {
+    throw new RangeError(`simulateStep: speed and bandwidth must be > 0, latency and straggler >= 0: ${JSON.stringify(c)}`);
+  }
   if (s.steal?.auto) {
     // The tuner keeps the faster way and, once that keeps winning, probes the other AUTO_PROBE steps in every AUTO_MAX_INTERVAL + 2 AUTO_PROBE.
     const { auto: _, ...always } = s.steal;

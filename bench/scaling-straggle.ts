@@ -118,7 +118,9 @@ export function predictStraggle(cal: Calibration, profile: ModelProfile, mu: num
   const cluster = { peers: plain.peers, imagesPerSecPerPeer: speed, speedSigma: 0, stragglerMean: straggler, share: 1 / plain.peers, link: cal.link, seed: 1 };
   const w = { batch: plain.batch, profile };
   const system = { ...measuredSystem(cal), microBatchS };
-  const predictedS: [number, number] = [simulateStep(cluster, system, w).totalS, simulateStep(cluster, { ...system, steal: { fraction: PREDICT_STEAL_FRACTION } }, w).totalS];
+  const predictedS: [number, number] = [
+    simulateStep(cluster, system, w).totalS, simulateStep(cluster, { ...system, steal: { fraction: PREDICT_STEAL_FRACTION } }, w).totalS,
+  ];
   const measuredS: [number, number] = [plainMeans.stepS, meanFigures(steal).stepS];
   return {
     mu, peers: plain.peers, batch: plain.batch, runs, measuredS, predictedS,

@@ -46,7 +46,10 @@ import { writeFileEnsuringDir } from './plot.ts';
 import { calibrate, validate, type CommProbe, type MeasuredRun } from './scaling-calibrate.ts';
 import { scalingPlot } from './scaling-plot.ts';
 import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
-import { CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA, PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow } from './scaling-predict.ts';
+import {
+  CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA,
+  PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow,
+} from './scaling-predict.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES } from '../src/nn/buckets.ts';
@@ -77,7 +80,9 @@ const round = (x: number, digits = 4) => Number(x.toPrecision(digits));
 
 function parseList(flag: string, text: string, lo: number, hi: number): number[] {
   const list = text.split(',').map((s) => Number(s.trim()));
-  if (list.some((n) => !(Number.isInteger(n) && n >= lo && n <= hi))) throw new ArgError(`--${flag} must be integers ${lo}..${hi} separated by commas; got "${text}"`);
+  if (list.some((n) => !(Number.isInteger(n) && n >= lo && n <= hi))) {
+    throw new ArgError(`--${flag} must be integers ${lo}..${hi} separated by commas; got "${text}"`);
+  }
   return [...new Set(list)].sort((a, b) => a - b);
 }
 
@@ -91,12 +96,15 @@ export async function main(args: string[]): Promise<void> {
   const mu = a.num('straggle', 0.3, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   a.rejectUnknown(USAGE);
   if (!peerList.some((n) => n >= 2)) throw new ArgError(`--peers needs a ring of 2 or more peers to measure the all-reduce; got ${peerList.join(',')}`);
-  if (Math.min(...batches) < Math.max(...peerList)) throw new ArgError(`--batches ${Math.min(...batches)} gives some of ${Math.max(...peerList)} peers no image: use at least one image per peer`);
+  if (Math.min(...batches) < Math.max(...peerList)) {
+    throw new ArgError(`--batches ${Math.min(...batches)} gives some of ${Math.max(...peerList)} peers no image: use at least one image per peer`);
+  }
 
   const small = modelProfile(modelByName(MODEL, [1, 28, 28], 10));
   // The all-reduce moves the whole flat gradient buffer, alignment padding included.
   const gradBytes = small.gradBytes;
-  log(`scaling: ${MODEL} on MNIST, ${small.paramCount} parameters (${(gradBytes / 1e6).toFixed(3)} MB all-reduced), global batches ${batches.join(', ')}, ${steps} measured + ${WARMUP_STEPS} warm-up steps, N = ${peerList.join(', ')}`);
+  log(`scaling: ${MODEL} on MNIST, ${small.paramCount} parameters (${(gradBytes / 1e6).toFixed(3)} MB all-reduced), global batches ${batches.join(', ')}, `
+    + `${steps} measured + ${WARMUP_STEPS} warm-up steps, N = ${peerList.join(', ')}`);
 
   const root = await mkdtemp(join(tmpdir(), 'vt-scaling-'));
   const runs: RunSummary[] = [];
@@ -105,21 +113,28 @@ export async function main(args: string[]): Promise<void> {
   const probeProfile = modelProfile(modelByName(PROBE_MODEL, [1, 28, 28], 10));
   try {
     const dataDir = join(root, 'data');
-    const manifest = await buildShards({ dataset: 'mnist', out: join(dataDir, 'mnist'), limit: Math.max(TRAIN_IMAGES, ...batches), samplesPerShard: 400, progress: false });
+    const manifest = await buildShards({
+      dataset: 'mnist', out: join(dataDir, 'mnist'), limit: Math.max(TRAIN_IMAGES, ...batches), samplesPerShard: 400, progress: false,
+    });
     for (const batch of batches) for (const n of peerList) {
       const r = await runRing(n, { root, dataDir, manifest, batch, steps, gradBytes });
-      log(`scaling: N=${n} B=${batch}: step ${r.stepMs.toFixed(0)} ms = slowest compute ${r.computeCriticalMs.toFixed(0)} + all-reduce ${r.allReduceMs.toFixed(0)} + rest ${r.overheadMs.toFixed(0)}; per peer compute ${r.computeMs.toFixed(0)}, comm ${r.commMs.toFixed(0)}, wait ${r.waitMs.toFixed(0)}; ${r.imagesPerSec.toFixed(1)} images/s; all-reduce ${(100 * r.commFraction).toFixed(1)}% of the critical path (${r.runSeconds.toFixed(0)} s)`);
+      log(`scaling: N=${n} B=${batch}: step ${r.stepMs.toFixed(0)} ms = slowest compute ${r.computeCriticalMs.toFixed(0)} + all-reduce `
+        + `${r.allReduceMs.toFixed(0)} + rest ${r.overheadMs.toFixed(0)}; per peer compute ${r.computeMs.toFixed(0)}, comm ${r.commMs.toFixed(0)}, `
+        + `wait ${r.waitMs.toFixed(0)}; ${r.imagesPerSec.toFixed(1)} images/s; all-reduce ${(100 * r.commFraction).toFixed(1)}% of the critical path `
+        + `(${r.runSeconds.toFixed(0)} s)`);
       runs.push(r);
     }
     if (probe) for (const n of peerList.filter((k) => k >= 2)) {
       const r = await runRing(n, { root, dataDir, manifest, batch: batches[0]!, steps, gradBytes: probeProfile.gradBytes, model: PROBE_MODEL });
-      log(`scaling: latency probe N=${n} (${PROBE_MODEL}, ${probeProfile.gradBytes} bytes): all-reduce ${r.allReduceMs.toFixed(1)} ms = 2(N-1) x ${(r.allReduceMs / (2 * (n - 1))).toFixed(2)} ms (${r.runSeconds.toFixed(0)} s)`);
+      log(`scaling: latency probe N=${n} (${PROBE_MODEL}, ${probeProfile.gradBytes} bytes): all-reduce ${r.allReduceMs.toFixed(1)} ms = 2(N-1) `
+        + `x ${(r.allReduceMs / (2 * (n - 1))).toFixed(2)} ms (${r.runSeconds.toFixed(0)} s)`);
       probeRuns.push(r);
     }
     if (mu > 0) {
       straggled = await straggleRuns(mu, { root, dataDir, manifest, batch: Math.max(...batches), steps: STRAGGLE_STEP_FACTOR * steps, gradBytes });
       const [a, b] = straggled.map((r) => meanFigures(r).stepS * 1000);
-      log(`scaling: stragglers (mu ${mu}) on a ring of ${STRAGGLE_PEERS}: a mean step of ${a!.toFixed(0)} ms without stealing, ${b!.toFixed(0)} ms with (${straggled[0].runSeconds.toFixed(0)} + ${straggled[1].runSeconds.toFixed(0)} s)`);
+      log(`scaling: stragglers (mu ${mu}) on a ring of ${STRAGGLE_PEERS}: a mean step of ${a!.toFixed(0)} ms without stealing, `
+        + `${b!.toFixed(0)} ms with (${straggled[0].runSeconds.toFixed(0)} + ${straggled[1].runSeconds.toFixed(0)} s)`);
     }
   } finally {
     await rm(root, { recursive: true, force: true });
@@ -131,19 +146,35 @@ export async function main(args: string[]): Promise<void> {
   const v = validate(measured, small, probes);
   // What the runs alone would have fitted: the split between latency and bandwidth the probes correct.
   const runsOnly = probes.length ? calibrate(measured, gradBytes) : cal;
-  log(`scaling: calibrated c = ${cal.imagesPerSecPerPeer.toFixed(1)} images/s per peer, straggler mu = ${cal.stragglerMean.toFixed(3)}, alpha = ${(cal.link.latencyS * 1000).toFixed(2)} ms per ring step, bw = ${(cal.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s per link (${cal.comm}${probes.length ? `; the runs alone: ${(runsOnly.link.latencyS * 1000).toFixed(2)} ms, ${(runsOnly.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s` : ', no latency probes'}), overhead ${(cal.overheadS * 1000).toFixed(1)} ms + ${(cal.overheadPerPeerS * 1000).toFixed(1)} ms / share`);
-  runs.forEach((r, i) => log(`  N=${r.peers} B=${r.batch}: measured ${r.stepMs.toFixed(0)} ms, simulated ${(v.predictedS[i]! * 1000).toFixed(0)} ms (one speed: ${(v.fixedSpeedPredictedS[i]! * 1000).toFixed(0)} ms)${v.heldOutPredictedS[i] != null ? `, held out ${(v.heldOutPredictedS[i]! * 1000).toFixed(0)} ms` : ''}`));
-  log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, ${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; ${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
+  log(`scaling: calibrated c = ${cal.imagesPerSecPerPeer.toFixed(1)} images/s per peer, straggler mu = ${cal.stragglerMean.toFixed(3)}, `
+    + `alpha = ${(cal.link.latencyS * 1000).toFixed(2)} ms per ring step, bw = ${(cal.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s per link (${cal.comm}`
+    + `${probes.length
+      ? `; the runs alone: ${(runsOnly.link.latencyS * 1000).toFixed(2)} ms, ${(runsOnly.link.bandwidthBytesPerS / 1e6).toFixed(1)} MB/s`
+      : ', no latency probes'}), `
+    + `overhead ${(cal.overheadS * 1000).toFixed(1)} ms + ${(cal.overheadPerPeerS * 1000).toFixed(1)} ms / share`);
+  runs.forEach((r, i) => log(`  N=${r.peers} B=${r.batch}: measured ${r.stepMs.toFixed(0)} ms, simulated ${(v.predictedS[i]! * 1000).toFixed(0)} ms `
+    + `(one speed: ${(v.fixedSpeedPredictedS[i]! * 1000).toFixed(0)} ms)`
+    + `${v.heldOutPredictedS[i] != null ? `, held out ${(v.heldOutPredictedS[i]! * 1000).toFixed(0)} ms` : ''}`));
+  log(`scaling: prediction error (max relative, step time, each run's own measured speed) ${(100 * v.maxRelError).toFixed(1)}% calibrated on all runs, `
+    + `${v.heldOutMaxRelError === null ? 'n/a' : `${(100 * v.heldOutMaxRelError).toFixed(1)}%`} held out by batch; `
+    + `${(100 * v.fixedSpeedMaxRelError).toFixed(1)}% with one speed for all runs`);
 
   // The fixed cost of a micro-batch, measured apart on one engine (the ring's runs are over).
   const microBatchS = straggled ? await microBatchCost(Math.round(Math.max(...batches) / STRAGGLE_PEERS)) : 0;
   if (straggled) log(`scaling: a micro-batch costs ${(microBatchS * 1000).toFixed(1)} ms beyond its images here (WebGPU, the machine to itself)`);
   const strag = straggled ? predictStraggle(cal, small, mu, straggled, microBatchS) : null;
-  if (strag) log(`scaling: stragglers: measured ${(strag.measuredS[0] * 1000).toFixed(0)} / ${(strag.measuredS[1] * 1000).toFixed(0)} ms without / with stealing (x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms (x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
+  if (strag) {
+    log(`scaling: stragglers: measured ${(strag.measuredS[0] * 1000).toFixed(0)} / ${(strag.measuredS[1] * 1000).toFixed(0)} ms without / with stealing `
+      + `(x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms `
+      + `(x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
+  }
   const rows = predictAll(cal);
   log('scaling: predictions (CURRENT = the code today, job defaults: stealing where faster; STEAL = stealing every step, --steal 0.75; PLANNED = not built):');
   for (const p of rows) {
-    log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step ${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, exposed all-reduce ${p.exposedCommS.toFixed(3)} of ${p.allReduceS.toFixed(3)}, ${p.buckets} bucket(s), overhead ${p.overheadS.toFixed(3)}${p.steals ? ', stealing' : ''}), efficiency ${p.efficiency.toFixed(3)}, with churn ${p.churn.efficiency.toFixed(3)}; ${p.bound}-bound`);
+    log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step `
+      + `${p.stepS.toFixed(3)} s (compute ${p.computeS.toFixed(3)}, exposed all-reduce ${p.exposedCommS.toFixed(3)} of ${p.allReduceS.toFixed(3)}, `
+      + `${p.buckets} bucket(s), overhead ${p.overheadS.toFixed(3)}${p.steals ? ', stealing' : ''}), efficiency ${p.efficiency.toFixed(3)}, `
+      + `with churn ${p.churn.efficiency.toFixed(3)}; ${p.bound}-bound`);
   }
   const find = (sys: PredictionRow['system'], scenario: string, batch: number, link: string, n: number) => {
     const r = rows.find((p) => p.system === sys && p.scenario === scenario && p.batch === batch && p.link === link && p.peers === n);
@@ -154,15 +185,20 @@ export async function main(args: string[]): Promise<void> {
   const first = runs.filter((r) => r.batch === batches[0]);
   // The goal (0.9 at 64 peers): what the latency per message and the stragglers would have to be.
   const needs = needsFor(cal, 0.9);
-  const fits = needs.alphaMsByStraggler.map((x) => `${x.straggler}: ${x.alphaMs === null ? 'none (not even at 0 ms)' : `${x.alphaMs.toFixed(2)} ms`}`).join(', ');
-  log(`scaling: 0.9 at 64 peers: the largest software latency per ring message that reaches it (fitted here: ${(cal.link.latencyS * 1000).toFixed(2)} ms), by straggler mean: ${fits}; with neither, bandwidth and overhead leave ${needs.noLatencyNoStraggler.toFixed(3)}`);
+  const fits = needs.alphaMsByStraggler
+    .map((x) => `${x.straggler}: ${x.alphaMs === null ? 'none (not even at 0 ms)' : `${x.alphaMs.toFixed(2)} ms`}`).join(', ');
+  log(`scaling: 0.9 at 64 peers: the largest software latency per ring message that reaches it (fitted here: ${(cal.link.latencyS * 1000).toFixed(2)} ms), `
+    + `by straggler mean: ${fits}; with neither, bandwidth and overhead leave ${needs.noLatencyNoStraggler.toFixed(3)}`);
   const at = (n: number) => first.find((r) => r.peers === n);
 
   const result = {
     bench: 'scaling',
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, node: process.version, note: 'all peers share these cores; WebGPU in software (Dawn, llvmpipe)' },
-    setup: { model: MODEL, dataset: 'mnist', trainImages: Math.max(TRAIN_IMAGES, ...batches), globalBatches: batches, measuredSteps: steps, warmupSteps: WARMUP_STEPS, volunteerArgs: ['--no-tune', '--backend', 'webgpu'] },
+    setup: {
+      model: MODEL, dataset: 'mnist', trainImages: Math.max(TRAIN_IMAGES, ...batches), globalBatches: batches, measuredSteps: steps, warmupSteps: WARMUP_STEPS,
+      volunteerArgs: ['--no-tune', '--backend', 'webgpu'],
+    },
     gradient: { paramCount: small.paramCount, bytes: gradBytes, note: 'the all-reduce moves paramFloats (aligned) float32s' },
     definitions: {
       step: 'ms from one committed step to the next (metrics.jsonl time), median over measured steps',
@@ -178,33 +214,68 @@ export async function main(args: string[]): Promise<void> {
       commShareOfStep: 'allReduce / step',
       observedLinkMBps: '2(N-1)/N * S bytes per peer / allReduce time (1e6 bytes/s)',
       efficiency: 'throughput(N) / (sum over the N peers of each one\'s throughput alone) at the same global batch; T(1) / (N T(N)) for identical peers',
-      prediction_error: 'max over the measured runs of |simulated - measured| / measured step time, the simulator calibrated on all runs and given each run\'s own measured per-peer speed (its mean compute: the 2 cores are shared with other work whose load drifts between runs); prediction_error_held_out: the same, each global batch predicted by a calibration on the other batches only; prediction_error_fixed_speed: one calibrated speed for every run; the headline prediction_error also takes in the straggler runs (prediction_error_calibration_runs: the ordinary runs alone)',
+      prediction_error: 'max over the measured runs of |simulated - measured| / measured step time, the simulator calibrated on all runs and given each run\'s '
+        + 'own measured per-peer speed (its mean compute: the 2 cores are shared with other work whose load drifts between runs); prediction_error_held_out: '
+        + 'the same, each global batch predicted by a calibration on the other batches only; prediction_error_fixed_speed: one calibrated speed for every run; '
+        + 'the headline prediction_error also takes in the straggler runs (prediction_error_calibration_runs: the ordinary runs alone)',
     },
     runs,
     probes: probeRuns,
     calibration: {
       ...cal,
       runsOnlyLink: probes.length ? runsOnly.link : null,
-      method: `bench/scaling-calibrate.ts: each local peer had share 1/N of the machine; straggler mu from slowest vs mean compute, c from mean compute, alpha and 1/bw by least squares of allReduce on [2(N-1), 2(N-1)/N S] over the runs ${probes.length ? `and the latency probes (${PROBE_MODEL}, S = ${probeProfile.gradBytes} bytes; runsOnlyLink: the runs alone)` : '(no latency probes: --probe off)'}, overhead o + o_peer/share >= 0 from step - slowest compute - allReduce`,
-      note: 'fitted on loopback with every peer on the same 2 cores: alpha and bw are mostly CPU time of the WebRTC stack; the straggler mu is 2-core contention, so the predictions assume PREDICT_STRAGGLER instead',
+      method: 'bench/scaling-calibrate.ts: each local peer had share 1/N of the machine; straggler mu from slowest vs mean compute, c from mean compute, '
+        + 'alpha and 1/bw by least squares of allReduce on [2(N-1), 2(N-1)/N S] over the runs '
+        + `${probes.length
+          ? `and the latency probes (${PROBE_MODEL}, S = ${probeProfile.gradBytes} bytes; runsOnlyLink: the runs alone)`
+          : '(no latency probes: --probe off)'}, overhead o + o_peer/share >= 0 from step - slowest compute - allReduce`,
+      note: 'fitted on loopback with every peer on the same 2 cores: alpha and bw are mostly CPU time of the WebRTC stack; '
+        + 'the straggler mu is 2-core contention, so the predictions assume PREDICT_STRAGGLER instead',
     },
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
-    straggle: strag ? { ...strag, note: `a ring of ${STRAGGLE_PEERS}, each volunteer with --straggle ${mu}; the second run with stealFraction ${PREDICT_STEAL_FRACTION}; predicted with straggler mean ${mu} + the fitted contention ${cal.stragglerMean.toFixed(3)} and the speed of the run without stealing` } : null,
+    straggle: strag ? {
+      ...strag,
+      note: `a ring of ${STRAGGLE_PEERS}, each volunteer with --straggle ${mu}; the second run with stealFraction ${PREDICT_STEAL_FRACTION}; `
+        + `predicted with straggler mean ${mu} + the fitted contention ${cal.stragglerMean.toFixed(3)} and the speed of the run without stealing`,
+    } : null,
     predictions: {
       systems: {
-        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, the last (the first layers') cut at ${DEFAULT_LAST_BUCKET_BYTES / 2 ** 20} MiB, work stealing on the steps where the coordinator measured it faster (stealFraction auto, with its probes of the other way; ${PREDICT_MICROBATCH_S * 1000} ms a micro-batch assumed), a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), the per-step overhead fitted here (o + o_peer)`,
-        steal: `current with work stealing at every step's end (npm start --steal ${PREDICT_STEAL_FRACTION}): fixed parts, chunks of the tail to whoever claims (about ${STEAL_CHUNK_MS} ms of compute each), final grants sized to each peer's rate in the step with the all-reduce overlapping them`,
-        planned: `NOT BUILT: the bucket cap chosen per model and link (the best of ${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
+        current: `what the code does today (job defaults): buckets of ${DEFAULT_BUCKET_BYTES / 2 ** 20} MiB all-reduced as backward completes them, `
+          + `the last (the first layers') cut at ${DEFAULT_LAST_BUCKET_BYTES / 2 ** 20} MiB, work stealing on the steps where the coordinator measured it `
+          + `faster (stealFraction auto, with its probes of the other way; ${PREDICT_MICROBATCH_S * 1000} ms a micro-batch assumed), `
+          + `a flat ring below ${DEFAULT_TWO_LEVEL_FROM} peers and the two-level collective (about sqrt N groups) from ${DEFAULT_TWO_LEVEL_FROM}, `
+          + `a lost peer costs only its slice, bf16 frames (npm start's default wire; the measured runs send float32), `
+          + `the per-step overhead fitted here (o + o_peer)`,
+        steal: `current with work stealing at every step's end (npm start --steal ${PREDICT_STEAL_FRACTION}): fixed parts, `
+          + `chunks of the tail to whoever claims (about ${STEAL_CHUNK_MS} ms of compute each), `
+          + "final grants sized to each peer's rate in the step with the all-reduce overlapping them",
+        planned: `NOT BUILT: the bucket cap chosen per model and link (the best of `
+          + `${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: `
+          + `overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
       assumptions: {
-        computePerModel: scenarios(cal).map((s) => ({ scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9, backwardShare: s.profile.backwardShare, source: s.computeSource })),
+        computePerModel: scenarios(cal).map((s) => ({
+          scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9,
+          backwardShare: s.profile.backwardShare, source: s.computeSource,
+        })),
         gpuResnet50At224ImagesPerS: GPU_RESNET50_224_IMAGES_PER_S,
         stragglerMean: PREDICT_STRAGGLER, speedSigma: PREDICT_SPEED_SIGMA, stealMicroBatchS: PREDICT_MICROBATCH_S,
-        links: LINK_KINDS.map((l) => ({ ...l, latencyPerRingStepS: l.oneWayS + cal.link.latencyS, note: 'latency per ring step = one-way delay + the software latency alpha fitted here' })),
-        churn: { ...CHURN, note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; joinS: admission at a step boundary. Assumed, not measured' },
+        links: LINK_KINDS.map((l) => ({
+          ...l, latencyPerRingStepS: l.oneWayS + cal.link.latencyS, note: 'latency per ring step = one-way delay + the software latency alpha fitted here',
+        })),
+        churn: {
+          ...CHURN,
+          note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; '
+            + 'joinS: admission at a step boundary. Assumed, not measured',
+        },
       },
       rows,
-      needsFor90At64: { ...needs, note: 'current system, ResNet-50 224x224, B = 32K, 1 Gb/s, 64 peers: for each straggler mean, the largest software latency per ring message (ms) at which the efficiency still reaches 0.9 (null: not even at 0 ms; capped at the fitted latency); noLatencyNoStraggler = the efficiency with neither' },
+      needsFor90At64: {
+        ...needs,
+        note: 'current system, ResNet-50 224x224, B = 32K, 1 Gb/s, 64 peers: for each straggler mean, the largest software latency per ring message (ms) '
+          + 'at which the efficiency still reaches 0.9 (null: not even at 0 ms; capped at the fitted latency); '
+          + 'noLatencyNoStraggler = the efficiency with neither',
+      },
     },
   };
   const out = join(here, 'results');
@@ -222,7 +293,9 @@ export async function main(args: string[]): Promise<void> {
     predicted_eff_64_1g_no_latency: round(head('current', 64).efficiencyNoLatency),
     predicted_eff_64_1g_no_straggler: round(head('current', 64).efficiencyNoStraggler),
     predicted_eff_64_1g_no_latency_no_straggler: round(needs.noLatencyNoStraggler),
-    needed_alpha_ms_for_0_9_by_straggler: Object.fromEntries(needs.alphaMsByStraggler.map((x) => [String(x.straggler), x.alphaMs === null ? null : round(x.alphaMs)])),
+    needed_alpha_ms_for_0_9_by_straggler: Object.fromEntries(
+      needs.alphaMsByStraggler.map((x) => [String(x.straggler), x.alphaMs === null ? null : round(x.alphaMs)]),
+    ),
     steal_eff_64_1g: round(head('steal', 64).efficiency),
     steal_eff_256_1g: round(head('steal', 256).efficiency),
     steal_eff_1024_1g: round(head('steal', 1024).efficiency),
@@ -245,7 +318,9 @@ export async function main(args: string[]): Promise<void> {
     steal_prediction_error: strag ? round(Math.max(...strag.errors)) : null,
     prediction_error_held_out: v.heldOutMaxRelError === null ? null : round(v.heldOutMaxRelError),
     prediction_error_fixed_speed: round(v.fixedSpeedMaxRelError),
-    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; steal_*_speedup_2: the straggler runs',
+    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); '
+      + 'planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; '
+      + 'steal_*_speedup_2: the straggler runs',
     comm_fraction_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.commFraction)])),
     images_per_sec_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.imagesPerSec)])),
     fitted_alpha_ms: round(cal.link.latencyS * 1000),

@@ -46,7 +46,9 @@ export function tfModel(spec: ModelSpec, lr: number): TfModel {
         case 'maxpool': y = tf.maxPool(xin as tf.Tensor4D, n.k, n.stride, n.pad === 0 ? 'valid' : n.pad); break;
         case 'avgpool': y = tf.avgPool(xin as tf.Tensor4D, n.k, n.stride, n.pad === 0 ? 'valid' : n.pad); break;
         case 'gap': y = tf.mean(xin, [1, 2]); break;
-        case 'lrn': y = tf.localResponseNormalization(xin as tf.Tensor4D, (n.params.size - 1) / 2, n.params.k, n.params.alpha / n.params.size, n.params.beta); break;
+        case 'lrn':
+          y = tf.localResponseNormalization(xin as tf.Tensor4D, (n.params.size - 1) / 2, n.params.k, n.params.alpha / n.params.size, n.params.beta);
+          break;
         case 'dropout': y = tf.dropout(xin, n.p); break;
         case 'add': y = tf.add(xin, out[n.b]!); break;
         case 'flatten': y = tf.reshape(xin, [xin.shape[0]!, -1]); break;
@@ -70,7 +72,9 @@ export function tfModel(spec: ModelSpec, lr: number): TfModel {
  * The peer's timed training: `steps` steps (after 2 warm-up steps) of the model in TF.js on
  * whichever backend is active, on one fixed NCHW batch of the spec's input shape, the loss read back each step.
  */
-export async function timeTfTraining(spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number): Promise<{ ms: number[]; loss: number[] }> {
+export async function timeTfTraining(
+  spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number,
+): Promise<{ ms: number[]; loss: number[] }> {
   const tm = tfModel(spec, 0.01);
   const X = tf.transpose(tf.tensor4d(x, [batch, ...spec.input]), [0, 2, 3, 1]) as tf.Tensor4D;
   const Y = tf.cast(tf.oneHot(tf.tensor1d(labels, 'int32'), spec.classes), 'float32') as tf.Tensor2D;

@@ -32,7 +32,9 @@ function registerConv2dBackpropFilter(): void {
     kernelFunc: ({ inputs, backend: b, attrs }) => {
       const backend = b as tf.KernelBackend;
       const { x, dy } = inputs as { x: Info; dy: Info };
-      const a = attrs as unknown as { strides: number | [number, number]; pad: number | string | Pads; filterShape: [number, number, number, number]; dataFormat?: string };
+      const a = attrs as unknown as {
+        strides: number | [number, number]; pad: number | string | Pads; filterShape: [number, number, number, number]; dataFormat?: string;
+      };
       if (a.dataFormat && a.dataFormat !== 'NHWC') throw new Error(`Conv2DBackpropFilter shim: NHWC only, got ${a.dataFormat}`);
       const [sh, sw] = typeof a.strides === 'number' ? [a.strides, a.strides] : a.strides;
       let pads: Pads;
@@ -46,7 +48,9 @@ function registerConv2dBackpropFilter(): void {
       const padded = t(kernel('PadV2', backend, { x }, { paddings: pads, constantValue: 0 }));
       const xt = t(kernel('Transpose', backend, { x: padded }, { perm: [3, 1, 2, 0] })); // [ci, Hp, Wp, n]
       const f = t(kernel('Transpose', backend, { x: dy }, { perm: [1, 2, 0, 3] })); // [oh, ow, n, co]
-      let out = t(kernel('Conv2D', backend, { x: xt, filter: f }, { strides: [1, 1], pad: 'valid', dataFormat: 'NHWC', dilations: [sh, sw], dimRoundingMode: undefined }));
+      let out = t(kernel('Conv2D', backend, { x: xt, filter: f }, {
+        strides: [1, 1], pad: 'valid', dataFormat: 'NHWC', dilations: [sh, sw], dimRoundingMode: undefined,
+      }));
       // Rows past the last window (when (Hp - kh) is not a multiple of the stride) are not taps.
       if (out.shape[1] !== kh || out.shape[2] !== kw) out = t(kernel('Slice', backend, { x: out }, { begin: [0, 0, 0, 0], size: [ci, kh, kw, co] }));
       const dw = kernel('Transpose', backend, { x: out }, { perm: [1, 2, 0, 3] }); // [kh, kw, ci, co]
@@ -80,7 +84,9 @@ function checkShim(): void {
   const got = tf.tidy(() => {
     const X = tf.transpose(tf.tensor4d(x, [n, ci, h, w]), [0, 2, 3, 1]);
     const DY = tf.transpose(tf.tensor4d(dy, [n, co, oh, ow]), [0, 2, 3, 1]);
-    const dw = tf.engine().runKernel('Conv2DBackpropFilter', { x: X, dy: DY }, { strides: [2, 2], pad: [[0, 0], [1, 1], [1, 1], [0, 0]], dataFormat: 'NHWC', filterShape: [k, k, ci, co] }) as tf.Tensor4D;
+    const dw = tf.engine().runKernel('Conv2DBackpropFilter', { x: X, dy: DY }, {
+      strides: [2, 2], pad: [[0, 0], [1, 1], [1, 1], [0, 0]], dataFormat: 'NHWC', filterShape: [k, k, ci, co],
+    }) as tf.Tensor4D;
     return tf.transpose(dw, [3, 2, 0, 1]).dataSync();
   });
   let err = 0, scale = 0;

@@ -16,7 +16,9 @@ export function median(xs: number[]): number {
  * Times `record` (which records GPU work) followed by `sync` (which waits for it). Returns the
  * median milliseconds per call over `samples` samples, after `warmup` untimed calls.
  */
-export async function timeGpu(record: () => void, sync: () => Promise<void>, opts: { samples?: number; warmup?: number; minMs?: number } = {}): Promise<number> {
+export async function timeGpu(
+  record: () => void, sync: () => Promise<void>, opts: { samples?: number; warmup?: number; minMs?: number } = {},
+): Promise<number> {
   const { samples = 5, warmup = 2, minMs = 200 } = opts;
   for (let i = 0; i < warmup; i++) record();
   await sync();

@@ -135,7 +135,9 @@ interface Hop { from: number; to: number; shard: number }
  * receiver holds (or was given this step): balancing along it costs no download. Shortest
  * first (breadth-first from `d`), lower ranks first; per hop the shard with the most ids.
  */
-function heldPath(d: number, targets: readonly number[], load: readonly number[], got: readonly Map<number, number[]>[], held: readonly ReadonlySet<number>[]): Hop[] | null {
+function heldPath(
+  d: number, targets: readonly number[], load: readonly number[], got: readonly Map<number, number[]>[], held: readonly ReadonlySet<number>[],
+): Hop[] | null {
   const via = new Map<number, Hop | null>([[d, null]]);
   const holds = (r: number, k: number) => held[r]!.has(k) || got[r]!.has(k);
   for (let frontier = [d]; frontier.length > 0;) {
@@ -167,7 +169,10 @@ interface Move { donor: number; shard: number; count: number }
  * member over its target, one shard that covers the need in one piece (the smallest such),
  * else the largest; ties to the lower donor rank, then the earlier shard.
  */
-function fetchMove(d: number, targets: readonly number[], load: readonly number[], got: readonly Map<number, number[]>[], held: readonly ReadonlySet<number>[], first: ReadonlyMap<number, number>): Move {
+function fetchMove(
+  d: number, targets: readonly number[], load: readonly number[], got: readonly Map<number, number[]>[], held: readonly ReadonlySet<number>[],
+  first: ReadonlyMap<number, number>,
+): Move {
   let best: { move: Move; score: number[] } | null = null;
   const need = targets[d]! - load[d]!;
   for (let u = 0; u < got.length; u++) {

@@ -88,7 +88,10 @@ export const FORM_AGAIN_WINDOW_MS = 60_000;
 /** The failures of a generation's first step that may be formation races. */
 const RACE_KINDS: ReadonlySet<RingErrorKind> = new Set<RingErrorKind>(['peer-closed', 'peer-timeout']);
 
-/** Whether a ring failure of `kind` blaming a still-connected peer (given a re-formed ring last at `lastAgain`) forms the ring again instead of evicting it (pure). */
+/**
+ * Whether a ring failure of `kind` blaming a still-connected peer (given a re-formed ring last at `lastAgain`) forms the ring again instead
+ * of evicting it (pure).
+ */
 export function formAgain(kind: RingErrorKind, firstStepOfGeneration: boolean, lastAgain: number | undefined, now: number): boolean {
   return RACE_KINDS.has(kind) && firstStepOfGeneration && (lastAgain === undefined || now - lastAgain >= FORM_AGAIN_WINDOW_MS);
 }

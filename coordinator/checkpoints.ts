@@ -75,7 +75,9 @@ export async function openCheckpointStore(dir: string, o: StoreOptions): Promise
     dir,
     list,
     async write(c) {
-      if (!Number.isInteger(c.step) || c.step < 0 || c.step > 9_999_999_999) throw new RangeError(`checkpoint step must be an integer in [0, 9999999999], got ${c.step}`);
+      if (!Number.isInteger(c.step) || c.step < 0 || c.step > 9_999_999_999) {
+        throw new RangeError(`checkpoint step must be an integer in [0, 9999999999], got ${c.step}`);
+      }
       const final = join(dir, fileName(c.step));
       const tmp = join(dir, `.${fileName(c.step)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
       const h = await open(tmp, 'wx');

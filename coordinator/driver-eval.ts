@@ -16,7 +16,10 @@ export class Evaluations {
     return this.evaluated.size;
   }
 
-  constructor(private readonly d: Pick<DriverDeps, 'job' | 'evalIds' | 'finalEvalIds' | 'showIds' | 'classes' | 'evaluated' | 'metrics' | 'publish' | 'log'>, private readonly evalMs: number) {
+  constructor(
+    private readonly d: Pick<DriverDeps, 'job' | 'evalIds' | 'finalEvalIds' | 'showIds' | 'classes' | 'evaluated' | 'metrics' | 'publish' | 'log'>,
+    private readonly evalMs: number,
+  ) {
     this.evaluated = new Set(d.evaluated ?? []);
   }
 
@@ -32,7 +35,9 @@ export class Evaluations {
     const ids = final && this.d.finalEvalIds?.length ? this.d.finalEvalIds : this.d.evalIds;
     const plan = { ids, show: (this.d.showIds ?? []).filter((id) => ids.includes(id)), classes: this.d.classes ?? Infinity, final };
     const messages = evalMessages(step, plan, ring.map((id) => peers.get(id)?.ips ?? 1));
-    const phase: EvaluatingPhase = { kind: 'evaluating', step, pending: new Map(ring.map((id, i) => [id, messages[i]!])), tally: startTally(plan), deadline: Date.now() + this.evalMs };
+    const phase: EvaluatingPhase = {
+      kind: 'evaluating', step, pending: new Map(ring.map((id, i) => [id, messages[i]!])), tally: startTally(plan), deadline: Date.now() + this.evalMs,
+    };
     return { phase, messages };
   }
 

@@ -32,7 +32,9 @@ import { Evaluations } from './driver-eval.ts';
 import { ADMIT_BATCH_FROM, Generations, leaveHoldMs } from './driver-generations.ts';
 import { admitted, requeue, ringSpeeds, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, unreachableVerdict } from './driver-steps.ts';
-import { DEFAULT_TIMEOUTS, PhaseClock, type AdmittingPhase, type DriverDeps, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase } from './driver-types.ts';
+import {
+  DEFAULT_TIMEOUTS, PhaseClock, type AdmittingPhase, type DriverDeps, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase,
+} from './driver-types.ts';
 import { verdictLine } from './steal-tuner.ts';
 import { decisionLine } from './sync-auto.ts';
 import { failed, halts, noStreak } from '../src/client/failure-streak.ts';
@@ -200,7 +202,8 @@ export class DriverMachine {
     // Joiners enter at a round boundary, after the survivors of an aborted attempt finished it
     // (driver-steps.ts); under churn in a big ring they may wait for more (driver-generations.ts).
     const roundPending = this.steps.survivorsFirst(this.step, this.ring, ringSpeeds(this.ring, this.peers), this.ckpt.loadable(this.step));
-    const admitNow = this.ring.length === 0 || (waiting.length > 0 && !roundPending && this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now));
+    const admitNow = this.ring.length === 0
+      || (waiting.length > 0 && !roundPending && this.gen.admitDue(waiting.map((id) => this.peers.get(id)!.waitingSince), this.timeouts.admitGapMs, now));
     // Members that asked to leave after their step: their step is committed, so they go without
     // aborting anything. Under churn in a big ring they train on (at most leaveHoldMs) and
     // go with the next admission, so that leaves and joins make one new generation, not one each:
@@ -215,10 +218,15 @@ export class DriverMachine {
     // Made now, announced first (the ring trains on meanwhile), or one announced earlier made now
     // (after the survivors of an aborted attempt finished it, as for any admission).
     // (The last members' leave is made now: no ring is left to announce it to.)
-    const change = this.ahead.pending ? (roundPending ? null : this.ahead.take(now)) : emptying ? { joiners: admitNow ? waiting : [], leavers: leaving } : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
+    const change = this.ahead.pending
+      ? (roundPending ? null : this.ahead.take(now))
+      : emptying
+        ? { joiners: admitNow ? waiting : [], leavers: leaving }
+        : admitNow || leaveNow ? this.announce(admitNow ? waiting : [], leaveNow ? leaving : [], now) : null;
     if (change && this.changeMembers(change.joiners, change.leavers)) return;
     if (this.ring.length === 0) {
-      this.d.log(`every member has left after step ${this.step}; waiting for peers to resume ${this.ckpt.step === this.step ? 'at it' : `from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${this.ckpt.step}`}`}`);
+      const from = this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${this.ckpt.step}`;
+      this.d.log(`every member has left after step ${this.step}; waiting for peers to resume ${this.ckpt.step === this.step ? 'at it' : `from ${from}`}`);
       // Joiners that were waiting their turn may enter now (the next boundary, with no ring, takes them all).
       return [...this.peers.values()].some((p) => p.state === 'waiting') ? this.boundary() : undefined;
     }
@@ -237,7 +245,8 @@ export class DriverMachine {
     if (!this.ahead.enabled || this.ring.length < ADMIT_BATCH_FROM || this.generationSteps === 0) return { joiners, leavers };
     const plan = this.gen.prepare([...this.ring.filter((id) => !leavers.includes(id)), ...joiners], this.peers);
     for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.d.send(id, m);
-    this.d.log(`a ring of ${plan.ring.length} announced ahead (${joiners.length} joining, ${leavers.length} leaving): its members dial their new links while the ring trains on`);
+    this.d.log(`a ring of ${plan.ring.length} announced ahead (${joiners.length} joining, ${leavers.length} leaving): `
+      + 'its members dial their new links while the ring trains on');
     return null;
   }
 
@@ -262,7 +271,9 @@ export class DriverMachine {
     if (this.ring.length === 0) {
       this.steps.forget(); // nobody holds the round's work any more
       const from = this.ckpt.step ?? 0;
-      if (from !== this.step) this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${from}`}`);
+      if (from !== this.step) {
+        this.d.log(`no peer holds the weights of step ${this.step}: resuming from ${this.ckpt.step === null ? 'the seed' : `the checkpoint of step ${from}`}`);
+      }
       this.step = from;
     }
     const uploadFrom = this.ckpt.loadable(this.step) ? null : this.ring[0]!;
@@ -287,6 +298,14 @@ export class DriverMachine {
     }
     const ready = admitted(ph, this.peers);
     if (!ready) return;
+    if (this.ring.length === 0 && ready.length < this.d.job.minPeers) {
+      // A joiner of the first ring failed to load (evicted, or gone): the job still waits for
+      // minPeers loaded peers rather than starting smaller (the loaded ones wait again).
+      this.d.log(`only ${ready.length} of ${ph.joiners.length} joiners loaded; the first ring waits for ${this.d.job.minPeers} peers`);
+      requeue(ready, this.peers, { waitingSince: Date.now() });
+      this.phase = { kind: 'between' };
+      return this.boundary();
+    }
     this.setRing([...this.ring, ...ready]);
     this.boundary();
   }
@@ -296,7 +315,8 @@ export class DriverMachine {
     if (!this.ahead.pending) this.gen.dropPrepared();
     const coming = this.ahead.armed ? this.gen.prepared?.ring ?? null : null;
     const s = this.steps.begin({
-      step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology, checkpointStep: this.ckpt.step,
+      step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology,
+      checkpointStep: this.ckpt.step,
       coming: coming ? { ring: coming, speeds: ringSpeeds(coming, this.peers) } : null,
     });
     if (s.rerun) this.d.log(rerunLine(s.rerun, this.step, this.gen.generation, this.ring));

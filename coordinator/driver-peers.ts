@@ -41,7 +41,9 @@ export interface PeerRec {
 
 /** The record of a peer that connected at `now`: waiting for admission. */
 export function newPeer(id: string, name: string | null, now: number): PeerRec {
-  return { id, name, state: 'waiting', lastSeen: now, maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0, waitingSince: now };
+  return {
+    id, name, state: 'waiting', lastSeen: now, maxGap: 0, ips: null, maxWorkMs: null, workPerImage: 0, device: '', links: {}, admitAfter: 0, waitingSince: now,
+  };
 }
 
 /** The measurements of `p` updated by `m`, its result of the running step. */
@@ -87,7 +89,9 @@ export function requeue(ids: readonly string[], peers: ReadonlyMap<string, PeerR
  * may block their heartbeats); `uploading`: whether a checkpoint upload is expected from one.
  */
 export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number): string[] {
-  return [...peers].filter((p) => now - p.lastSeen > silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits)).map((p) => p.id);
+  const limitOf = (p: PeerRec): number =>
+    silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits);
+  return [...peers].filter((p) => now - p.lastSeen > limitOf(p)).map((p) => p.id);
 }
 
 /** Whether `p` does work nothing has timed yet: loading, uploading, evaluating, or its first step. */

@@ -118,7 +118,9 @@ export class StepBook {
     const round = H > 1 ? this.round : null;
     // A re-run after a loss: survivors keep their slices and share the lost ones (slice-rerun.ts).
     const rerun = round ? null : this.rerunPlan(s.step, s.ring, s.speeds);
-    const plan = round ? null : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices } : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
+    const plan = round ? null
+      : rerun ? { step: s.step, epoch: this.kept!.epoch, slices: rerun.slices }
+      : this.hintedPlan(s) ?? this.plan(s.step, s.ring, images);
     // A fresh sync step of a job that steals (auto: when the tuner says so): each slice's last part waits as the step's tail (tail-pool.ts).
     const steal = this.d.job.steal;
     const freshSync = plan !== null && !rerun;
@@ -150,7 +152,8 @@ export class StepBook {
       const part = round ? roundAssignment(round, phase.ring, id) : null;
       return {
         type: 'step-assignment', job: this.d.jobId, generation: s.generation, step: s.step, ring: phase.ring, rank,
-        globalBatch: B, sampleIds: phase.slices ? phase.slices[rank]! : [], epoch, seed: this.d.job.seed, ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
+        globalBatch: B, sampleIds: phase.slices ? phase.slices[rank]! : [], epoch, seed: this.d.job.seed,
+        ...(upload && rank === 0 ? { uploadCheckpoint: true } : {}),
         ...(tail ? { steal: { chunk: tail.pool.chunk } } : {}),
         ...(part ? { round: part } : {}),
         ...(next && hintOf(id) ? { next: { step: next.step, epoch: next.epoch, sampleIds: hintOf(id)! } } : {}),
@@ -187,7 +190,9 @@ export class StepBook {
     if (ph.steps === 1 && results.length > 1) this.overlapWindowMs = overlapWindow(results);
     const t = this.tuned;
     let verdict: TunerVerdict | null = null;
-    if (t && t.step === ph.step && t.generation === ph.generation) ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, ph.tail !== undefined, wallMs));
+    if (t && t.step === ph.step && t.generation === ph.generation) {
+      ({ tuner: this.tuner, verdict } = tunerRecord(this.tuner, t.generation, ph.tail !== undefined, wallMs));
+    }
     this.tuned = null;
     let sync: SyncDecision | null = null;
     if (this.auto) {
@@ -289,7 +294,8 @@ export function unreachableVerdict(
   const evict = blameUnreachable(ph.ring, u.edges, seen, identity);
   const before = seen.failedWith.get(identity(evict));
   const history = before?.size ? `; before this ring it failed with ${[...before.keys()].join(', ')}` : '';
-  const reason = `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}${history}); check its network, or run the coordinator with --turn`;
+  const reason = `no WebRTC link to it could be opened in step ${ph.step + 1} (failed: ${failed}${history}); `
+    + 'check its network, or run the coordinator with --turn';
   return { evict, reason };
 }
 
@@ -323,8 +329,15 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
     // The edge to the successor, as either end saw it: relayed if either saw a relay.
     const next = results[(i + 1) % results.length];
     const link = r.link === 'relayed' || next?.linkPrev === 'relayed' ? 'relayed' : r.link ?? next?.linkPrev;
-    return { peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), ...(r.claimed ? { claimed: r.claimed } : {}), computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}), ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}), ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}), ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}), ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}),
-      ...(r.microBatch !== undefined ? { microBatch: r.microBatch } : {}) };
+    return {
+      peerId: r.peerId, images: r.images, ...(r.reused ? { reused: r.reused } : {}), ...(r.claimed ? { claimed: r.claimed } : {}),
+      computeMs: r.timings.computeMs, commMs: r.timings.commMs, waitMs: r.timings.waitMs, ...(results.length > 1 && link ? { link } : {}),
+      ...(r.timings.dataMs !== undefined ? { dataMs: r.timings.dataMs } : {}),
+      ...(r.timings.exposedCommMs !== undefined ? { exposedCommMs: r.timings.exposedCommMs } : {}),
+      ...(r.timings.overheadMs !== undefined ? { overheadMs: r.timings.overheadMs } : {}),
+      ...(r.fetchedBytes !== undefined ? { fetchedBytes: r.fetchedBytes } : {}),
+      ...(r.microBatch !== undefined ? { microBatch: r.microBatch } : {}),
+    };
   });
   const imagesPerSec = images / Math.max(wallMs, 1) * 1000;
   const sent = results.reduce((a, r) => a + (r.sentBytes ?? 0), 0);

@@ -42,7 +42,9 @@ export interface DriverTimeouts {
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
-export const DEFAULT_TIMEOUTS: DriverTimeouts = { stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 6_000, prepareMs: 2_000 };
+export const DEFAULT_TIMEOUTS: DriverTimeouts = {
+  stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 6_000, prepareMs: 2_000,
+};
 
 export interface DriverDeps {
   job: JobConfig;
@@ -79,13 +81,19 @@ export interface DriverDeps {
 export type Phase =
   | { kind: 'between' }
   | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
-  | { kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number; unreachable?: Unreachable;
-      /** Sync steps: each member's slice (slices[rank]; its fixed part when the step has a tail) and the step's epoch; null for a round. */
-      slices: number[][] | null; epoch: number;
-      /** The step's tail, granted in chunks to members that claim it (tail-pool.ts); absent: none. */
-      tail?: TailPool }
+  | {
+    kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number;
+    unreachable?: Unreachable;
+    /** Sync steps: each member's slice (slices[rank]; its fixed part when the step has a tail) and the step's epoch; null for a round. */
+    slices: number[][] | null; epoch: number;
+    /** The step's tail, granted in chunks to members that claim it (tail-pool.ts); absent: none. */
+    tail?: TailPool;
+  }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
-  /** A checkpoint of `step` uploaded by `uploadFrom`; then 'done' (the job's end) or 'idle' (the last members leave, and whoever comes later resumes at `step`). */
+  /**
+   * A checkpoint of `step` uploaded by `uploadFrom`; then 'done' (the job's end) or 'idle' (the last members leave, and whoever comes
+   * later resumes at `step`).
+   */
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number; then: 'done' | 'idle' }
   | { kind: 'paused' }
   | { kind: 'done' };

@@ -186,7 +186,8 @@ export class Driver extends DriverMachine {
       const slow = ph.joiners.filter((id) => this.peers.get(id)?.state === 'loading');
       if (slow.length) this.evict(slow, `did not load step ${ph.step} within ${this.timeouts.admitMs} ms`);
     } else if (ph.kind === 'finishing' && now > ph.deadline) {
-      this.evict([ph.uploadFrom], `did not upload the ${ph.then === 'done' ? 'final checkpoint' : `checkpoint of step ${ph.step}`} within ${this.timeouts.admitMs} ms`);
+      const what = ph.then === 'done' ? 'final checkpoint' : `checkpoint of step ${ph.step}`;
+      this.evict([ph.uploadFrom], `did not upload the ${what} within ${this.timeouts.admitMs} ms`);
     }
   }
 }

@@ -37,7 +37,10 @@ export function evalMessages(step: number, plan: EvalPlan, speeds: readonly numb
 
 export function startTally(plan: EvalPlan): EvalTally {
   const k = plan.classes;
-  return { plan, counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 }, confusion: k <= MAX_CONFUSION_CLASSES ? new Array<number>(k * k).fill(0) : null, predictions: [], problems: [] };
+  return {
+    plan, counts: { samples: 0, top1: 0, top5: 0, lossSum: 0 }, confusion: k <= MAX_CONFUSION_CLASSES ? new Array<number>(k * k).fill(0) : null,
+    predictions: [], problems: [],
+  };
 }
 
 /** Adds one member's answer to its `evaluate` message `asked`. */

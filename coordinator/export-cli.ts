@@ -30,15 +30,23 @@ export async function exportMain(argv: readonly string[]): Promise<ExportResult 
   const step = a.int('step', -1, 0);
   const dataDir = a.str('data', DEFAULT_DATA_DIR);
   a.rejectUnknown(EXPORT_USAGE);
-  if (!jobDir || jobDir === 'true') throw new ExportError('usage', 'export needs --job DIR (the job folder npm start printed): npm run export -- --job .cache/jobs/small-cnn-cifar10 --out model.onnx');
-  if (!out || out === 'true') throw new ExportError('usage', 'export needs --out FILE.onnx (where to write the model): npm run export -- --job DIR --out model.onnx');
+  if (!jobDir || jobDir === 'true') {
+    throw new ExportError(
+      'usage',
+      'export needs --job DIR (the job folder npm start printed): npm run export -- --job .cache/jobs/small-cnn-cifar10 --out model.onnx',
+    );
+  }
+  if (!out || out === 'true') {
+    throw new ExportError('usage', 'export needs --out FILE.onnx (where to write the model): npm run export -- --job DIR --out model.onnx');
+  }
   return exportJob({ jobDir, out, dataDir, step: step >= 0 ? step : undefined });
 }
 
 function describe(r: ExportResult): string {
   return [
     `wrote ${r.out} (${(r.bytes / 2 ** 20).toFixed(1)} MiB): ${r.model} on ${r.dataset}, step ${r.step}, ONNX opset 17`,
-    `  input "input": float32 [batch, ${r.input.join(', ')}], each channel (pixel / 255 - mean[c]) / std[c]; output "logits": float32 [batch, ${r.classes.length}]`,
+    `  input "input": float32 [batch, ${r.input.join(', ')}], each channel (pixel / 255 - mean[c]) / std[c]; `
+      + `output "logits": float32 [batch, ${r.classes.length}]`,
     '  in the file\'s metadata_props, and here for onnxruntime-web (which does not expose them):',
     `  ${JSON.stringify({ mean: r.mean, std: r.std, classes: r.classes })}`,
   ].join('\n');

@@ -23,7 +23,9 @@ export class HttpError extends Error {
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' }).end(text);
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store',
+  }).end(text);
 }
 
 export function sendError(res: ServerResponse, e: HttpError): void {
@@ -62,7 +64,9 @@ export async function readBody(req: IncomingMessage, maxBytes: number, tooLarge:
 }
 
 const routeLimit = (maxBytes: number) => (declared?: number): string =>
-  declared === undefined ? `body is over the ${maxBytes}-byte limit of this route` : `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`;
+  declared === undefined
+    ? `body is over the ${maxBytes}-byte limit of this route`
+    : `body of ${declared} bytes is over the ${maxBytes}-byte limit of this route`;
 
 /**
  * The request's URL, parsed without ever throwing: only its path and query count (the host is a

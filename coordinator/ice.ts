@@ -27,7 +27,9 @@ const HOST = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]{1,253})$/;
  */
 export function parseIceList(text: string): ExternalIce[] {
   const entries = text.split(',').map((s) => s.trim()).filter(Boolean);
-  if (entries.length === 0) throw new IceConfigError('--ice is empty: give one or more URLs, e.g. --ice stun:stun.example.org:3478,turn:user:pass@turn.example.org:3478');
+  if (entries.length === 0) {
+    throw new IceConfigError('--ice is empty: give one or more URLs, e.g. --ice stun:stun.example.org:3478,turn:user:pass@turn.example.org:3478');
+  }
   return entries.map(parseIceUrl);
 }
 
@@ -35,7 +37,9 @@ export function parseIceUrl(entry: string): ExternalIce {
   const example = 'stun:HOST[:PORT] or turn:USER:PASSWORD@HOST[:PORT][?transport=udp|tcp] (turns: for TLS)';
   const colon = entry.indexOf(':');
   const scheme = colon > 0 ? entry.slice(0, colon).toLowerCase() : '';
-  if (!(SCHEMES as readonly string[]).includes(scheme)) throw new IceConfigError(`--ice entry "${entry}": the scheme must be stun:, stuns:, turn: or turns: (${example})`);
+  if (!(SCHEMES as readonly string[]).includes(scheme)) {
+    throw new IceConfigError(`--ice entry "${entry}": the scheme must be stun:, stuns:, turn: or turns: (${example})`);
+  }
   let rest = entry.slice(colon + 1);
   if (rest.startsWith('//')) rest = rest.slice(2);
   let query = '';
@@ -61,7 +65,9 @@ export function parseIceUrl(entry: string): ExternalIce {
   const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(rest);
   if (!m || !HOST.test(m[1]!)) throw new IceConfigError(`--ice entry "${entry}": "${rest}" is not HOST or HOST:PORT (${example})`);
   if (m[1]!.startsWith('[') && isIP(m[1]!.slice(1, -1)) !== 6) throw new IceConfigError(`--ice entry "${entry}": ${m[1]} is not an IPv6 address`);
-  if (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535)) throw new IceConfigError(`--ice entry "${entry}": port ${m[2]} is out of range 1-65535`);
+  if (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535)) {
+    throw new IceConfigError(`--ice entry "${entry}": port ${m[2]} is out of range 1-65535`);
+  }
   const url = `${scheme}:${m[1]}${m[2] ? `:${m[2]}` : ''}${query ? `?${query}` : ''}`;
   return { url, ...(username !== undefined ? { username, credential } : {}) };
 }
@@ -99,7 +105,12 @@ export function iceServersFor(plan: IcePlan, host: string, peerId: string, nowMs
   const h = urlHost(host);
   const ttl = plan.ttlSeconds ?? 24 * 3600;
   if (plan.stunPort) out.push({ urls: [`stun:${h}:${plan.stunPort}`] });
-  if (plan.turn) out.push({ urls: [`turn:${h}:${plan.turn.port}?transport=udp`, `turn:${h}:${plan.turn.port}?transport=tcp`], ...turnCredentials(plan.turn.secret, peerId, ttl, nowMs) });
+  if (plan.turn) {
+    out.push({
+      urls: [`turn:${h}:${plan.turn.port}?transport=udp`, `turn:${h}:${plan.turn.port}?transport=tcp`],
+      ...turnCredentials(plan.turn.secret, peerId, ttl, nowMs),
+    });
+  }
   for (const e of plan.external ?? []) {
     if (e.url.startsWith('stun')) out.push({ urls: [e.url] });
     else if (e.username !== undefined) out.push({ urls: [e.url], username: e.username, credential: e.credential ?? '' });
@@ -112,7 +123,8 @@ export function iceServersFor(plan: IcePlan, host: string, peerId: string, nowMs
 export function checkIcePlan(plan: IcePlan): void {
   for (const e of plan.external ?? []) {
     if (e.url.startsWith('turn') && e.username === undefined && !plan.externalSecret) {
-      throw new IceConfigError(`--ice ${e.url}: a TURN server needs credentials: put USER:PASSWORD@ in the URL, or pass --ice-secret SECRET (the static-auth-secret of a coturn run with use-auth-secret)`);
+      throw new IceConfigError(`--ice ${e.url}: a TURN server needs credentials: put USER:PASSWORD@ in the URL, `
+        + 'or pass --ice-secret SECRET (the static-auth-secret of a coturn run with use-auth-secret)');
     }
   }
 }

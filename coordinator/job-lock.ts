@@ -184,7 +184,10 @@ export async function acquireJobLock(jobDir: string, log: (line: string) => void
       ? `${jobDir}: the lock of coordinator process ${held.pid} (since ${held.since}) is stale, that process is gone: taking the job over`
       : `${jobDir}: ${LOCK_FILE} was unreadable (a start cut short): taking the job over`);
   }
-  throw new JobFolderInUseError(jobDir, { pid: 0, host: '?', since: '?' }, `${jobDir}: could not take ${path} (other coordinators kept taking it): start one coordinator per job folder`);
+  throw new JobFolderInUseError(
+    jobDir, { pid: 0, host: '?', since: '?' },
+    `${jobDir}: could not take ${path} (other coordinators kept taking it): start one coordinator per job folder`,
+  );
 }
 
 async function releaseLock(path: string, text: string): Promise<void> {

@@ -6,7 +6,9 @@
 // into steps needs the size of the training split, hence `trainSamples`.
 import type { DatasetName } from './data/cli.ts';
 import { MODEL_NAMES, type ModelName } from '../src/nn/models.ts';
-import { OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig } from '../src/optim/index.ts';
+import {
+  OUTER_DEFAULTS, AUTO_SYNC_MAX, MAX_SYNC_EVERY, OptimError, checkOuterConfig, parseOptimizerConfig, type OptimizerConfig, type OuterConfig,
+} from '../src/optim/index.ts';
 import { MAX_BATCH, MAX_RING, MAX_TOKEN_LENGTH } from '../src/protocol/messages.ts';
 import { FieldReader } from '../src/protocol/fields.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
@@ -133,7 +135,11 @@ export class JobError extends Error {
   }
 }
 
-const FIELDS = ['name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken', 'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow', 'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup', 'verify'];
+const FIELDS = [
+  'name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken',
+  'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow',
+  'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup', 'verify',
+];
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -143,7 +149,9 @@ export const JOIN_TOKEN_RULE = `a token of ${MIN_JOIN_TOKEN}..${MAX_TOKEN_LENGTH
 
 /** Parses a job config; throws one JobError listing every problem. */
 export function parseJobConfig(input: unknown, trainSamples: number): JobConfig {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new JobError([`expected a JSON object, got ${Array.isArray(input) ? 'an array' : typeof input}`]);
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    throw new JobError([`expected a JSON object, got ${Array.isArray(input) ? 'an array' : typeof input}`]);
+  }
   const r = new FieldReader(input as Record<string, unknown>);
   r.only(FIELDS);
   const model = r.oneOf('model', MODEL_NAMES);
@@ -156,8 +164,9 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   else totalSteps = r.int('epochs', 1, 100_000) * spe;
   const access = r.has('access') ? r.oneOf('access', ['public', 'private'] as const) : 'public';
   let jobAccess: JobAccess = { kind: 'public' };
-  if (access === 'private') jobAccess = { kind: 'private', joinToken: r.str('joinToken', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, `${JOIN_TOKEN_RULE} (a private job needs one)`) };
-  else if (r.has('joinToken')) r.problems.push('joinToken is only for access "private": set access or drop the token');
+  if (access === 'private') {
+    jobAccess = { kind: 'private', joinToken: r.str('joinToken', MAX_TOKEN_LENGTH, JOIN_TOKEN_PATTERN, `${JOIN_TOKEN_RULE} (a private job needs one)`) };
+  } else if (r.has('joinToken')) r.problems.push('joinToken is only for access "private": set access or drop the token');
   const config: JobConfig = {
     name: r.has('name') ? r.str('name', 64) : 'job',
     model, dataset, globalBatch,
@@ -189,16 +198,29 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   if (config.bnGroup !== undefined && config.steal) {
     r.problems.push('work stealing (stealFraction) hands out chunks that would cut BN groups (bnGroup): drop one of them');
   }
-  if (config.overlap === false && config.bucketBytes !== undefined) r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
-  if (config.overlap === false && config.lastBucketBytes !== undefined) r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
-  if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);
+  if (config.overlap === false && config.bucketBytes !== undefined) {
+    r.problems.push('bucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
+  }
+  if (config.overlap === false && config.lastBucketBytes !== undefined) {
+    r.problems.push('lastBucketBytes cuts the buckets of an overlapped all-reduce: drop it, or drop overlap: false');
+  }
+  if (config.lastBucketBytes !== undefined && config.lastBucketBytes > 0 && config.lastBucketBytes < MIN_BUCKET_BYTES) {
+    r.problems.push(`lastBucketBytes must be 0 (no cut) or at least ${MIN_BUCKET_BYTES}, got ${config.lastBucketBytes}`);
+  }
   if (config.wire === 'i8' && config.outer.syncEvery > 1) {
     r.problems.push("the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have: "
       + 'use bf16 for rounds, or syncEvery 1');
   }
-  if (config.verify > 0 && config.wire === 'i8') r.problems.push("verify checks the sketches against the wire's rounding per value, which the i8 wire's scaled frames do not have: use bf16 or f32");
-  if (config.verify > 0 && config.outer.syncEvery > 1) r.problems.push('verify covers sync steps; rounds (syncEvery > 1 or "auto") are not verified yet: use syncEvery 1, or verify 0');
-  if (config.outer.syncEvery * globalBatch > MAX_BATCH) r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, got ${config.outer.syncEvery} x ${globalBatch}`);
+  if (config.verify > 0 && config.wire === 'i8') {
+    r.problems.push("verify checks the sketches against the wire's rounding per value, which the i8 wire's scaled frames do not have: use bf16 or f32");
+  }
+  if (config.verify > 0 && config.outer.syncEvery > 1) {
+    r.problems.push('verify covers sync steps; rounds (syncEvery > 1 or "auto") are not verified yet: use syncEvery 1, or verify 0');
+  }
+  if (config.outer.syncEvery * globalBatch > MAX_BATCH) {
+    r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, `
+      + `got ${config.outer.syncEvery} x ${globalBatch}`);
+  }
   if (r.problems.length) throw new JobError(r.problems);
   return config;
 }
@@ -209,12 +231,15 @@ function readSteal(r: FieldReader, globalBatch: number): Pick<JobConfig, 'steal'
   // None or "auto": stealing where it measures faster (steal-tuner.ts); never with shard-local sampling.
   if (!r.has('stealFraction') || r.o.stealFraction === 'auto') {
     if (!shardLocal) return { steal: { fraction: MAX_STEAL_FRACTION, auto: true, ...chunk() } };
-    if (r.has('stealFraction')) r.problems.push('work stealing (stealFraction "auto") moves ids between members, which sampling "shard-local" keeps on their shards: drop stealFraction');
+    if (r.has('stealFraction')) {
+      r.problems.push('work stealing (stealFraction "auto") moves ids between members, which sampling "shard-local" keeps on their shards: drop stealFraction');
+    }
     if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing, which sampling "shard-local" never does: drop it');
     return {};
   }
   if (typeof r.o.stealFraction !== 'number') {
-    r.problems.push(`stealFraction must be "auto" or a number in [0, ${MAX_STEAL_FRACTION}] (0: never steal), got ${JSON.stringify(r.o.stealFraction).slice(0, 40)}`);
+    r.problems.push(`stealFraction must be "auto" or a number in [0, ${MAX_STEAL_FRACTION}] (0: never steal), `
+      + `got ${JSON.stringify(r.o.stealFraction).slice(0, 40)}`);
     return {};
   }
   const fraction = r.num('stealFraction', 0, MAX_STEAL_FRACTION);
@@ -222,7 +247,9 @@ function readSteal(r: FieldReader, globalBatch: number): Pick<JobConfig, 'steal'
     if (r.has('stealChunk')) r.problems.push('stealChunk sizes the grants of work stealing, which stealFraction 0 turns off: drop it');
     return {};
   }
-  if (shardLocal) r.problems.push('work stealing (stealFraction) moves ids between members, which sampling "shard-local" keeps on their shards: drop one of them');
+  if (shardLocal) {
+    r.problems.push('work stealing (stealFraction) moves ids between members, which sampling "shard-local" keeps on their shards: drop one of them');
+  }
   return { steal: { fraction, ...chunk() } };
 }
 
@@ -236,9 +263,13 @@ function readSampling(r: FieldReader): Pick<JobConfig, 'sampling' | 'shuffleWind
 function readOuter(r: FieldReader): OuterConfig {
   // "auto": the coordinator picks H in 1 .. AUTO_SYNC_MAX as the job runs (sync-auto.ts); the peers hold the rounds' state for it.
   const auto = r.o.syncEvery === 'auto';
-  if (typeof r.o.syncEvery === 'string' && !auto) r.problems.push(`syncEvery must be "auto" or an integer in [1, ${MAX_SYNC_EVERY}], got ${JSON.stringify(r.o.syncEvery).slice(0, 40)}`);
+  if (typeof r.o.syncEvery === 'string' && !auto) {
+    r.problems.push(`syncEvery must be "auto" or an integer in [1, ${MAX_SYNC_EVERY}], got ${JSON.stringify(r.o.syncEvery).slice(0, 40)}`);
+  }
   const outer: OuterConfig = {
-    syncEvery: auto ? AUTO_SYNC_MAX : r.has('syncEvery') && typeof r.o.syncEvery !== 'string' ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
+    syncEvery: auto
+      ? AUTO_SYNC_MAX
+      : r.has('syncEvery') && typeof r.o.syncEvery !== 'string' ? r.int('syncEvery', 1, MAX_SYNC_EVERY) : OUTER_DEFAULTS.syncEvery,
     lr: r.has('outerLr') ? r.num('outerLr', Number.MIN_VALUE, 10) : OUTER_DEFAULTS.lr,
     momentum: r.has('outerMomentum') ? r.num('outerMomentum', 0, 0.999) : OUTER_DEFAULTS.momentum,
     warmup: r.has('syncWarmup') ? r.int('syncWarmup', 0, 2 ** 32 - 1) : OUTER_DEFAULTS.warmup,
@@ -246,7 +277,9 @@ function readOuter(r: FieldReader): OuterConfig {
     ...(r.has('momentumCarry') ? { carry: r.num('momentumCarry', 0, 0.999) } : {}),
     ...(auto ? { auto: true as const } : {}),
   };
-  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup') || r.has('momentumCarry'))) r.problems.push('outerLr, outerMomentum, syncWarmup and momentumCarry apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  if (outer.syncEvery === 1 && (r.has('outerLr') || r.has('outerMomentum') || r.has('syncWarmup') || r.has('momentumCarry'))) {
+    r.problems.push('outerLr, outerMomentum, syncWarmup and momentumCarry apply to rounds (syncEvery > 1): set syncEvery or drop them');
+  }
   // Sync steps after rounds need every peer's inner momentum equal, which only the carry makes so.
   if (auto && outer.carry === undefined) {
     r.problems.push('syncEvery "auto" goes back to sync steps after rounds, which needs every peer to hold the same inner momentum: '

@@ -38,7 +38,10 @@ export interface SpawnOptions {
 }
 
 export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
-  const args = ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', o.url, '--name', o.name, ...(o.token ? ['--token', o.token] : []), ...(o.args ?? [])];
+  const args = [
+    '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', o.url, '--name', o.name,
+    ...(o.token ? ['--token', o.token] : []), ...(o.args ?? []),
+  ];
   const child = (o.launch ?? spawn)(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } });
   const lines: string[] = [];
   let partial = '';

@@ -9,7 +9,9 @@ import { ProgressPrinter, type ProgressState } from '../src/train/progress.ts';
 import { stepsPerEpoch } from '../src/train/sampler.ts';
 import { ArgError, Args } from '../src/cli/args.ts';
 import { DEFAULT_CACHE_DIR } from './data/cli.ts';
-import { DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind } from './start-data.ts';
+import {
+  DEFAULT_IMAGENET_MODEL, DEFAULT_SHUFFLE_WINDOW, defaultBatch, loadData, readDataChoice, recipeFor, scaledLr, type SamplingKind,
+} from './start-data.ts';
 import { AUTO_SYNC_MAX, MAX_SYNC_EVERY } from '../src/optim/outer.ts';
 import { IMAGENET_RECIPES, defaultBnGroup, recipeBnGroup } from './recipes.ts';
 import { spawnVolunteer, ROOT, type LocalVolunteer } from './local-volunteers.ts';
@@ -54,7 +56,9 @@ export function readSyncEvery(arg: string, host: string, wire: WireFormat): numb
   if (arg === '') return isLoopback(host) || wire === 'i8' ? 1 : 'auto';
   if (arg === 'auto') return 'auto';
   const h = Number(arg);
-  if (!Number.isInteger(h) || h < 1 || h > MAX_SYNC_EVERY) throw new ArgError(`--sync-every must be auto or a whole number of steps in [1, ${MAX_SYNC_EVERY}], got "${arg.slice(0, 40)}"`);
+  if (!Number.isInteger(h) || h < 1 || h > MAX_SYNC_EVERY) {
+    throw new ArgError(`--sync-every must be auto or a whole number of steps in [1, ${MAX_SYNC_EVERY}], got "${arg.slice(0, 40)}"`);
+  }
   return h;
 }
 
@@ -88,7 +92,8 @@ export const START_USAGE = `usage: npm start -- [options]
   --model NAME                ${MODEL_NAMES.join(', ')}
                               (default small-cnn; ${DEFAULT_IMAGENET_MODEL} for imagenet). ImageNet recipes (LARS, poly(2),
                               momentum 0.9, weight decay 5e-4, eta 0.001):
-${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                                ${m}: B=${r.batch}, lr ${r.lr}, ${r.warmupEpochs} warm-up epochs, ${r.epochs} epochs (${r.source})`).join('\n')}
+${Object.entries(IMAGENET_RECIPES).map(([m, r]) =>
+  `                                ${m}: B=${r.batch}, lr ${r.lr}, ${r.warmupEpochs} warm-up epochs, ${r.epochs} epochs (${r.source})`).join('\n')}
                               (another --batch scales the rate by sqrt(B / B_recipe))
   --batch N                   global batch B over all peers (default 512; imagenet: the recipe's)
   --steps N | --epochs E      how long (default 10 epochs: with the other defaults, CIFAR-10 to
@@ -179,7 +184,9 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) => `                            
 export function readCarry(text: string, flag = '--momentum-carry'): number | undefined {
   if (text === 'own') return undefined;
   const v = Number(text);
-  if (text.trim() === '' || !Number.isFinite(v) || v < 0 || v >= 1) throw new ArgError(`${flag} takes a number in [0, 1) (default ${START_OUTER.carry}) or 'own', got '${text}'`);
+  if (text.trim() === '' || !Number.isFinite(v) || v < 0 || v >= 1) {
+    throw new ArgError(`${flag} takes a number in [0, 1) (default ${START_OUTER.carry}) or 'own', got '${text}'`);
+  }
   return v;
 }
 
@@ -208,7 +215,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const syncWarmup = a.int('sync-warmup', 0, 0);
   const verifyArg = a.str('verify', 'off');
   const verify = verifyArg === 'off' ? 0 : Number(verifyArg);
-  if (verifyArg.trim() === '' || !(verify >= 0 && verify <= 1)) throw new ArgError(`--verify must be off or a share in [0, 1] of the members audited each step, got "${verifyArg.slice(0, 40)}"`);
+  if (verifyArg.trim() === '' || !(verify >= 0 && verify <= 1)) {
+    throw new ArgError(`--verify must be off or a share in [0, 1] of the members audited each step, got "${verifyArg.slice(0, 40)}"`);
+  }
   const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
   const outerLr = a.num('outer-lr', START_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', START_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
@@ -216,7 +225,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const host = a.str('host', '127.0.0.1');
   const wire = a.oneOf<WireFormat>('wire', WIRE_FORMATS, START_WIRE);
   const syncEvery = readSyncEvery(syncArg, host, wire);
-  if (syncEvery !== 1 && momentumCarry !== undefined && outerMomentum > 0) process.stderr.write(`warning: an outer momentum (${outerMomentum}) and the momentum carry (${momentumCarry}) compound: in the search at H = 8, DiLoCo's 0.7 / 0.9 with the carry fell to 19% top-1; pass --momentum-carry own or --outer-momentum 0\n`);
+  if (syncEvery !== 1 && momentumCarry !== undefined && outerMomentum > 0) {
+    process.stderr.write(`warning: an outer momentum (${outerMomentum}) and the momentum carry (${momentumCarry}) compound: `
+      + "in the search at H = 8, DiLoCo's 0.7 / 0.9 with the carry fell to 19% top-1; pass --momentum-carry own or --outer-momentum 0\n");
+  }
   const evalEvery = a.int('eval-every', 50);
   const evalSamples = a.int('eval-samples', DEFAULT_JOB.evalSamples);
   const finalEvalSamples = a.int('final-eval-samples', Number.MAX_SAFE_INTEGER, 1);
@@ -231,7 +243,9 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const twoLevelFrom = a.int('two-level-from', DEFAULT_TWO_LEVEL_FROM, 0);
   const stealArg = a.str('steal', 'auto');
   const stealFraction = stealArg === 'auto' ? 'auto' : stealArg === 'off' ? 0 : Number(stealArg);
-  if (stealArg.trim() === '' || (typeof stealFraction === 'number' && !(stealFraction >= 0 && stealFraction <= MAX_STEAL_FRACTION))) throw new ArgError(`--steal must be auto, off or a number in [0, ${MAX_STEAL_FRACTION}], got "${stealArg.slice(0, 40)}"`);
+  if (stealArg.trim() === '' || (typeof stealFraction === 'number' && !(stealFraction >= 0 && stealFraction <= MAX_STEAL_FRACTION))) {
+    throw new ArgError(`--steal must be auto, off or a number in [0, ${MAX_STEAL_FRACTION}], got "${stealArg.slice(0, 40)}"`);
+  }
   const stealChunk = a.int('steal-chunk', 0, 1);
   // -1: not given (the recipe's, once the batch is known).
   const bnGroupArg = a.int('bn-group', -1, 0);
@@ -260,7 +274,10 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const jobDir = resolve(jobDirArg || join(ROOT, '.cache', 'jobs', `${model}-${label}`));
   const trainSamples = manifest.splits.train.samples;
   const batch = batchArg > 0 ? batchArg : recipe ? defaultBatch(recipe.batch, trainSamples) : DEFAULT_JOB.batch;
-  if (recipe && batchArg < 0 && batch !== recipe.batch) process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
+  if (recipe && batchArg < 0 && batch !== recipe.batch) {
+    process.stderr.write(`the training split has ${trainSamples} images, too few for ${model}'s recipe batch of ${recipe.batch}: `
+      + `B=${batch} (rate scaled by sqrt(B / ${recipe.batch}))\n`);
+  }
   const recipeGroup = recipe ? recipeBnGroup(recipe, manifest.image.height) : undefined;
   const bnGroup = bnGroupArg >= 0 ? bnGroupArg : recipeGroup ? defaultBnGroup(recipeGroup, batch, Math.max(volunteers, minPeers)) : 0;
   const lr = lrArg > 0 ? lrArg : recipe && kind === 'lars' ? scaledLr(recipe, batch) : kind === 'lars' ? DEFAULT_JOB.larsLr : DEFAULT_JOB.sgdLr;
@@ -271,12 +288,17 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const warmup = warmupArg >= 0 ? warmupArg : defaultWarmup(kind, recipe ? recipe.warmupEpochs : null, perEpoch, totalGuess);
   const config: Record<string, unknown> = {
     name: `${model}-${label}`, model, dataset, globalBatch: batch, ...length,
-    optimizer: { kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(kind === 'lars' ? { biasTrust } : {}), ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}) },
+    optimizer: {
+      kind, lr, warmupSteps: Math.min(warmup, totalGuess - 1), ...(kind === 'lars' ? { biasTrust } : {}),
+      ...(recipe ? { momentum: recipe.momentum, weightDecay: recipe.weightDecay, ...(kind === 'lars' ? { eta: recipe.eta } : {}) } : {}),
+    },
     // Only a shard-local job names it: a global job's file stays as before.
     ...(sampling === 'shard-local' ? { sampling, shuffleWindow } : {}),
     evalEvery, checkpointEvery, seed, minPeers,
     // Only a job in rounds names them: a sync job's file stays as before (and resumes as before).
-    ...(syncEvery !== 1 ? { syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}) } : {}),
+    ...(syncEvery !== 1 ? {
+      syncEvery, outerLr, outerMomentum, ...(syncWarmup > 0 ? { syncWarmup } : {}), ...(momentumCarry !== undefined ? { momentumCarry } : {}),
+    } : {}),
     ...(labelSmoothing > 0 ? { labelSmoothing } : {}),
     ...(twoLevelFrom !== DEFAULT_TWO_LEVEL_FROM ? { twoLevelFrom } : {}),
     // Only a job that does not steal "auto" (the default) names it (the job file checks --steal-chunk with --steal off).
@@ -326,10 +348,12 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     } else if (e.type === 'eval') {
       state.top1 = e.top1;
       printer.update(state, true);
-      process.stderr.write(`\n  eval @ step ${e.step}: top-1 ${(e.top1 * 100).toFixed(1)}%, top-5 ${(e.top5 * 100).toFixed(1)}%, loss ${e.loss.toFixed(4)} on ${e.samples} test images\n`);
+      process.stderr.write(`\n  eval @ step ${e.step}: top-1 ${(e.top1 * 100).toFixed(1)}%, top-5 ${(e.top5 * 100).toFixed(1)}%, `
+        + `loss ${e.loss.toFixed(4)} on ${e.samples} test images\n`);
     } else if (e.type === 'generation') {
       state.peers = e.ring.length;
-      process.stderr.write(`\n  ring generation ${e.generation}: ${e.ring.length} peer(s): ${e.peers.map((p) => `${p.name ?? p.id.slice(0, 8)} (${p.device})`).join(', ')}\n`);
+      process.stderr.write(`\n  ring generation ${e.generation}: ${e.ring.length} peer(s): `
+        + `${e.peers.map((p) => `${p.name ?? p.id.slice(0, 8)} (${p.device})`).join(', ')}\n`);
     } else if (e.type === 'step-aborted') {
       process.stderr.write(`\n  step ${e.step} aborted (${e.reason}); running it again\n`);
     }
@@ -337,7 +361,11 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const pageDir = await buildPage(join(ROOT, 'dist'));
   const relay = turn ? await startTurnRelay({ port: turnPort, listen: host, log: (l) => process.stderr.write(`\n${l}\n`) }) : null;
   const ice = { stun: stunOn, turn: relay ? { port: relay.port, secret: relay.secret } : undefined, external, externalSecret: iceSecret || undefined };
-  const job = await runJob({ jobDir, config: stored ? undefined : jobConfig, dataDir: cache, ...(dataFolder ? { dataFolder } : {}), manifest, host, port, evalSamples, finalEvalSamples, onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) }, log: (l) => process.stderr.write(`\n${l}\n`) }).catch(async (e: unknown) => {
+  const job = await runJob({
+    jobDir, config: stored ? undefined : jobConfig, dataDir: cache, ...(dataFolder ? { dataFolder } : {}), manifest, host, port, evalSamples, finalEvalSamples,
+    onEvent, pageDir, ice, tls: { mode: tlsMode, dir: tlsDir, ...(certFile || keyFile ? { cert: certFile || undefined, key: keyFile || undefined } : {}) },
+    log: (l) => process.stderr.write(`\n${l}\n`),
+  }).catch(async (e: unknown) => {
     await relay?.close();
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new ArgError(`port ${port} on ${host} is in use (another coordinator?): stop it or pass --port N`);
@@ -350,26 +378,51 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const token = job.job.access.kind === 'private' ? job.job.access.joinToken : undefined;
   const urls = joinUrls(host, job.coordinator.port, job.url.startsWith('https:'));
   const shown = urls[0]!.replace(/\/$/, '');
-  if (urls.length > 1) process.stderr.write(`join addresses (any one that the volunteers' network reaches):\n${urls.map((u) => `  ${u}${token ? `?token=${token}` : ''}`).join('\n')}\n`);
+  if (urls.length > 1) {
+    process.stderr.write(`join addresses (any one that the volunteers' network reaches):\n`
+      + `${urls.map((u) => `  ${u}${token ? `?token=${token}` : ''}`).join('\n')}\n`);
+  }
   const ca = job.tls?.ca;
   if (ca) {
     process.stderr.write(`HTTPS with this machine's own certificate authority: ${ca.certPath}\n  SHA-256 ${ca.sha256}\n`);
-    process.stderr.write(`  each device trusts it once: download ${shown}/ca.crt (also on the dashboard), then Chrome/Edge: Settings > Privacy and security > Security > Manage certificates > Import (as a trusted root); Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import; macOS/Safari: open it in Keychain Access, set "Always Trust"; iOS: install the profile, then Settings > General > About > Certificate Trust Settings; Android: Settings > Security > Install a certificate > CA. docs/networks.md: "HTTPS and WebGPU on other machines".\n`);
+    process.stderr.write(`  each device trusts it once: download ${shown}/ca.crt (also on the dashboard), `
+      + 'then Chrome/Edge: Settings > Privacy and security > Security > Manage certificates > Import (as a trusted root); '
+      + 'Firefox: Settings > Privacy & Security > Certificates > View Certificates > Authorities > Import; '
+      + 'macOS/Safari: open it in Keychain Access, set "Always Trust"; iOS: install the profile, then Settings > General > About > Certificate Trust Settings; '
+      + 'Android: Settings > Security > Install a certificate > CA. docs/networks.md: "HTTPS and WebGPU on other machines".\n');
   } else if (host !== '127.0.0.1' && host !== 'localhost' && !job.tls) {
     process.stderr.write('plain HTTP (--tls off): browsers on other machines get no WebGPU from this page\n');
   }
-  if (relay) process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); STUN on UDP ${job.coordinator.port}\n`);
-  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, ${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}${job.job.optimizer.kind === 'lars' && job.job.optimizer.biasTrust === 'layer' ? ", biases at their layer's trust ratio" : ''}${job.job.outer.syncEvery > 1 ? `; ${job.job.outer.auto ? `rounds of up to ${job.job.outer.syncEvery} local steps as the ring measures (sync auto)` : `rounds of ${job.job.outer.syncEvery} local steps`}, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, ${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}` : ''}${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
-  process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   dashboard: ${shown}/${job.viewToken ? `?token=${job.viewToken}` : ''}#dashboard${job.viewToken ? ' (the view token: the dashboard only, not the data or the weights)' : ''}\n`);
-  process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
-  process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   (pause|resume|join-token|schedule)\n`);
+  if (relay) {
+    process.stderr.write(`TURN relay: coturn on UDP/TCP ${relay.port} (relayed traffic on UDP ${relay.relayPorts[0]}-${relay.relayPorts[1]}); `
+      + `STUN on UDP ${job.coordinator.port}\n`);
+  }
+  process.stderr.write(`coordinator: ${shown}  (job ${job.job.name}: ${job.job.model} on ${job.job.dataset}, B=${job.job.globalBatch}, `
+    + `${job.job.totalSteps} steps, ${job.job.optimizer.kind} lr ${job.job.optimizer.lr}`
+    + `${job.job.optimizer.kind === 'lars' && job.job.optimizer.biasTrust === 'layer' ? ", biases at their layer's trust ratio" : ''}`
+    + `${job.job.outer.syncEvery > 1
+      ? `; ${job.job.outer.auto
+        ? `rounds of up to ${job.job.outer.syncEvery} local steps as the ring measures (sync auto)`
+        : `rounds of ${job.job.outer.syncEvery} local steps`}, outer Nesterov lr ${job.job.outer.lr} momentum ${job.job.outer.momentum}, `
+        + `${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}`
+      : ''}`
+    + `${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}`
+    + `${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
+  process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   `
+    + `dashboard: ${shown}/${job.viewToken ? `?token=${job.viewToken}` : ''}#dashboard`
+    + `${job.viewToken ? ' (the view token: the dashboard only, not the data or the weights)' : ''}\n`);
+  process.stderr.write(`  more headless volunteers: npm run volunteer -- --url ${shown}${token ? ` --token ${token}` : ''}`
+    + `${ca ? ` --ca-sha256 ${ca.sha256}` : ''}\n  job folder: ${jobDir}\n`);
+  process.stderr.write(`  admin: curl -X POST -H "Authorization: Bearer $(cat ${join(jobDir, 'admin-token')})" ${shown}/api/admin/pause   `
+    + '(pause|resume|join-token|schedule)\n');
 
   // Local volunteers reach the coordinator at https://127.0.0.1 (in its certificate) and trust its CA.
   const localEnv = ca ? { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, ca.pem) } : undefined;
   const locals: LocalVolunteer[] = [];
   for (let i = 0; i < volunteers; i++) {
     locals.push(spawnVolunteer({
-      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, env: localEnv, args: ['--quiet', '--backend', backend, '--threads', String(threads), ...(microBatch > 0 ? ['--micro-batch', String(microBatch)] : []),
+      url: job.url.replace('0.0.0.0', '127.0.0.1'), name: `local-${i + 1}`, token, env: localEnv,
+      args: ['--quiet', '--backend', backend, '--threads', String(threads), ...(microBatch > 0 ? ['--micro-batch', String(microBatch)] : []),
         ...(memoryMb > 0 ? ['--memory-mb', String(memoryMb)] : [])],
       // Dawn's notes about limits it lowered are not news to anyone running a job.
       onLine: (line) => { if (line.trim() && !/^Warning: max\w+ artificially reduced/.test(line)) process.stderr.write(`\n[local-${i + 1}] ${line}\n`); },
@@ -418,10 +471,17 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const steps = latestPerStep(records);
   const lastEval = records.filter((r) => r.type === 'eval').pop();
   const last = steps[steps.length - 1];
-  const result = { job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step, loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null, testImages: lastEval?.type === 'eval' ? lastEval.samples : null, minutes: +((Date.now() - started) / 60_000).toFixed(1), jobDir };
+  const result = {
+    job: job.job.name, model: job.job.model, dataset: job.job.dataset, steps: job.driver.status().step,
+    loss: last?.loss === null || last === undefined ? null : +last.loss.toFixed(4), top1: lastEval?.type === 'eval' ? +lastEval.top1.toFixed(4) : null,
+    testImages: lastEval?.type === 'eval' ? lastEval.samples : null, minutes: +((Date.now() - started) / 60_000).toFixed(1), jobDir,
+  };
   if (!exitWhenDone) {
     // The result stays up: the dashboard (curves, predictions, confusion matrix) and the model.
-    process.stderr.write(`\njob done: top-1 ${result.top1 === null ? '-' : `${(result.top1 * 100).toFixed(1)}%`} on ${result.testImages ?? 0} test images after ${result.minutes} min\n  dashboard: ${shown}/#dashboard   the model as ONNX: ${shown}/api/model.onnx (or npm run export -- --job ${jobDir} --out model.onnx)\n  still serving; Ctrl-C to stop (--exit-when-done exits here)\n`);
+    process.stderr.write(`\njob done: top-1 ${result.top1 === null ? '-' : `${(result.top1 * 100).toFixed(1)}%`} on ${result.testImages ?? 0} test images `
+      + `after ${result.minutes} min\n  dashboard: ${shown}/#dashboard   `
+      + `the model as ONNX: ${shown}/api/model.onnx (or npm run export -- --job ${jobDir} --out model.onnx)\n`
+      + '  still serving; Ctrl-C to stop (--exit-when-done exits here)\n');
     process.stdout.write(`${JSON.stringify(result)}\n`);
     await new Promise<void>((resolveStop) => {
       const end = () => resolveStop();

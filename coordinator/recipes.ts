@@ -34,8 +34,14 @@ const LARS = { momentum: 0.9, weightDecay: 5e-4, eta: 0.001 } as const;
 
 export const IMAGENET_RECIPES: Readonly<Record<'alexnet' | 'alexnet-bn' | 'resnet50', Recipe>> = {
   alexnet: { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 10, source: 'the LARS paper\'s AlexNet batch; rate a starting point, not tuned here' },
-  'alexnet-bn': { ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, bnGroup: { 64: 32, 128: 32, 224: 32 }, source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here' },
-  resnet50: { ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, bnGroup: { 64: 8, 128: 8, 224: 4 }, source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here' },
+  'alexnet-bn': {
+    ...LARS, batch: 8192, epochs: 100, warmupEpochs: 2, lr: 14, bnGroup: { 64: 32, 128: 32, 224: 32 },
+    source: 'the LARS paper\'s AlexNet-BN batch; rate a starting point, not tuned here',
+  },
+  resnet50: {
+    ...LARS, batch: 32768, epochs: 90, warmupEpochs: 5, lr: 29, bnGroup: { 64: 8, 128: 8, 224: 4 },
+    source: 'ImageNet in Minutes\' ResNet-50 batch; rate a starting point, not tuned here',
+  },
 };
 
 export const IMAGENET_MODELS = Object.keys(IMAGENET_RECIPES) as (keyof typeof IMAGENET_RECIPES)[];

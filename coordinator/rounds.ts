@@ -23,7 +23,9 @@ export interface RoundPlan {
 }
 
 /** Plans the round at `step` of `steps` inner steps for `ring`; `images[rank]` is each member's share of B. */
-export function planRound(sampler: JobSampler, affinity: AffinityState, step: number, steps: number, ring: readonly string[], images: readonly number[]): { plan: RoundPlan; affinity: AffinityState } {
+export function planRound(
+  sampler: JobSampler, affinity: AffinityState, step: number, steps: number, ring: readonly string[], images: readonly number[],
+): { plan: RoundPlan; affinity: AffinityState } {
   if (images.length !== ring.length) throw new RangeError(`planRound: ${images.length} shares for a ring of ${ring.length}`);
   const slices = new Map<string, number[][]>(ring.map((id) => [id, []]));
   const epochs: number[] = [];

@@ -150,13 +150,22 @@ const getJob: Handler = async (_req, res, ctx) => {
 
 /** The local CA's certificate (never its key), for people to trust on their devices. */
 const getCaCert: Handler = async (_req, res, ctx) => {
-  if (!ctx.localCa) throw new HttpError('not-found', 'this coordinator has no local certificate authority (it serves plain HTTP on loopback, or a real certificate from --cert)');
-  res.writeHead(200, { 'content-type': 'application/x-x509-ca-cert', 'content-disposition': 'attachment; filename="volunteer-trainer-ca.crt"', 'cache-control': 'no-cache' });
+  if (!ctx.localCa) {
+    throw new HttpError(
+      'not-found',
+      'this coordinator has no local certificate authority (it serves plain HTTP on loopback, or a real certificate from --cert)',
+    );
+  }
+  res.writeHead(200, {
+    'content-type': 'application/x-x509-ca-cert', 'content-disposition': 'attachment; filename="volunteer-trainer-ca.crt"', 'cache-control': 'no-cache',
+  });
   res.end(ctx.localCa.pem);
 };
 
 const postJoin: Handler = async (req, res, ctx) => {
-  if (ctx.joinLimiter && !ctx.joinLimiter.take(req.socket.remoteAddress ?? '?')) throw new HttpError('too-many-requests', 'too many joins from this address: wait a few seconds before joining again');
+  if (ctx.joinLimiter && !ctx.joinLimiter.take(req.socket.remoteAddress ?? '?')) {
+    throw new HttpError('too-many-requests', 'too many joins from this address: wait a few seconds before joining again');
+  }
   const d = expectType(decodePeerMessage(await readJsonBody(req, ctx.maxBodyBytes)), 'join');
   if (!d.ok) throw new HttpError('bad-request', describe(d.error));
   const access = ctx.job.access;
@@ -183,7 +192,9 @@ const getEvents: Handler = async (_req, res, ctx) => {
 };
 
 function sendCheckpointFile(res: ServerResponse, file: { step: number; bytes: Uint8Array }): void {
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store' });
+  res.writeHead(200, {
+    'content-type': 'application/octet-stream', 'content-length': file.bytes.byteLength, 'x-checkpoint-step': String(file.step), 'cache-control': 'no-store',
+  });
   res.end(file.bytes);
 }
 
@@ -195,7 +206,9 @@ const getLatestCheckpoint: Handler = async (_req, res, ctx) => {
 
 const STEP = /^\d{1,10}$/;
 function stepOf(segment: string | undefined): number {
-  if (segment === undefined || !STEP.test(segment)) throw new HttpError('not-found', 'checkpoints are /api/checkpoints/latest or /api/checkpoints/<step> (a whole number)');
+  if (segment === undefined || !STEP.test(segment)) {
+    throw new HttpError('not-found', 'checkpoints are /api/checkpoints/latest or /api/checkpoints/<step> (a whole number)');
+  }
   return Number(segment);
 }
 
@@ -311,8 +324,12 @@ const getPage: Handler = async (_req, res, ctx, segments) => {
 
 const getData: Handler = async (_req, res, ctx, segments) => {
   const [, dataset, name, ...more] = segments;
-  if (dataset !== ctx.job.dataset || name === undefined || more.length) throw new HttpError('not-found', `this job serves /data/${ctx.job.dataset}/<file> only`);
-  await sendFileFrom(res, ctx.dataFolder ?? join(ctx.dataDir, dataset), name, name.endsWith('.json') ? 'application/json; charset=utf-8' : 'application/octet-stream');
+  if (dataset !== ctx.job.dataset || name === undefined || more.length) {
+    throw new HttpError('not-found', `this job serves /data/${ctx.job.dataset}/<file> only`);
+  }
+  await sendFileFrom(
+    res, ctx.dataFolder ?? join(ctx.dataDir, dataset), name, name.endsWith('.json') ? 'application/json; charset=utf-8' : 'application/octet-stream',
+  );
 };
 
 /** GET /api/model.onnx: the newest checkpoint, exported as it is asked for. */
@@ -321,7 +338,10 @@ const getOnnx: Handler = async (_req, res, ctx) => {
   const model = await ctx.onnx();
   if (!model) throw new HttpError('not-found', 'no checkpoint yet: the model can be downloaded after the first checkpoint');
   const bytes = model.chunks.reduce((a, c) => a + c.length, 0);
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes, 'content-disposition': `attachment; filename="${model.fileName.replace(/[^A-Za-z0-9._-]/g, '_')}"`, 'cache-control': 'no-store' });
+  res.writeHead(200, {
+    'content-type': 'application/octet-stream', 'content-length': bytes,
+    'content-disposition': `attachment; filename="${model.fileName.replace(/[^A-Za-z0-9._-]/g, '_')}"`, 'cache-control': 'no-store',
+  });
   for (const c of model.chunks) res.write(c);
   res.end();
 };
@@ -339,7 +359,9 @@ const getValSample = async (res: ServerResponse, ctx: RouteContext, segments: st
     if (e instanceof Error && 'kind' in e && e.kind !== 'bad-input' && e.message !== 'not an id') throw e;
     throw new HttpError('not-found', `no test image ${raw.slice(0, 20)}: ids are 0 .. (test images - 1)`);
   }
-  res.writeHead(200, { 'content-type': sample.mediaType, 'content-length': sample.bytes.length, 'x-label': String(sample.label), 'cache-control': 'max-age=3600' });
+  res.writeHead(200, {
+    'content-type': sample.mediaType, 'content-length': sample.bytes.length, 'x-label': String(sample.label), 'cache-control': 'max-age=3600',
+  });
   res.end(sample.bytes);
 };
 
@@ -381,7 +403,10 @@ export async function route(req: IncomingMessage, res: ServerResponse, ctx: Rout
   }
   const table = Object.hasOwn(ROUTES, path) ? ROUTES[path] : undefined;
   if (!table && segments[0] !== 'api' && (method === 'GET' || method === 'HEAD')) return getPage(req, res, ctx, segments);
-  if (!table) throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, /api/checkpoints/<step>, /api/model.onnx, /api/samples/val/<id>, /data/<dataset>/<file>`);
+  if (!table) {
+    throw new HttpError('not-found', `no route ${path.slice(0, 100)}: the API is /api/job, /api/join, /api/events, /api/metrics, /api/checkpoints/latest, `
+      + '/api/checkpoints/<step>, /api/model.onnx, /api/samples/val/<id>, /data/<dataset>/<file>');
+  }
   const handler = table[method];
   if (!handler) throw new HttpError('method-not-allowed', `${path} takes ${Object.keys(table).join(', ')}`);
   return handler(req, res, ctx, segments);

@@ -148,7 +148,8 @@ export async function runJob(o: JobRunOptions): Promise<RunningJob> {
 async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<RunningJob> {
   const stored = await readJobFile(o.jobDir);
   if (stored && o.config && !sameJson(stored.config, o.config)) {
-    throw new JobFolderError(`${o.jobDir} holds another job (${JSON.stringify(stored.config)}): resume it without changing options, or use another --job-dir (or --fresh to start over; the old folder is kept beside it)`);
+    throw new JobFolderError(`${o.jobDir} holds another job (${JSON.stringify(stored.config)}): resume it without changing options, `
+      + 'or use another --job-dir (or --fresh to start over; the old folder is kept beside it)');
   }
   const raw = stored?.config ?? o.config;
   if (!raw) throw new JobFolderError(`${o.jobDir} holds no job and no config was given`);
@@ -162,13 +163,17 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
 
   const { channels, height, width } = o.manifest.image;
   const spec = modelByName(job.model, [channels, height, width], o.manifest.classes.length);
-  if (spec.input[1] !== height || spec.input[2] !== width) throw new JobFolderError(`${job.model} takes ${spec.input[1]}x${spec.input[2]} images; ${job.dataset} has ${height}x${width}`);
+  if (spec.input[1] !== height || spec.input[2] !== width) {
+    throw new JobFolderError(`${job.model} takes ${spec.input[1]}x${spec.input[2]} images; ${job.dataset} has ${height}x${width}`);
+  }
   const layout = layoutOf(spec);
   const fingerprint = layoutFingerprint(spec.name, layout);
 
   const checkpoints = await openCheckpointStore(join(o.jobDir, 'checkpoints'), { keep: job.keepCheckpoints, log });
   const newest = await checkpoints.readNewest();
-  if (newest && newest.fingerprint !== fingerprint) throw new JobFolderError(`the checkpoints in ${o.jobDir} are of model ${newest.fingerprint}, the job says ${fingerprint}`);
+  if (newest && newest.fingerprint !== fingerprint) {
+    throw new JobFolderError(`the checkpoints in ${o.jobDir} are of model ${newest.fingerprint}, the job says ${fingerprint}`);
+  }
   const metricsPath = join(o.jobDir, 'metrics.jsonl');
   const history = await readMetrics(metricsPath);
   // Credit (credit.ts): the committed steps of the history, then every record as it is appended.
@@ -179,7 +184,10 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   let generation = newest ? newest.generation + 1 : 0;
   for (const r of history) if (r.type === 'generation' || r.type === 'step' || r.type === 'abort') generation = Math.max(generation, r.generation + 1);
   const evaluated = history.filter((r) => r.type === 'eval').map((r) => r.step).filter((s) => newest === null || s <= newest.step);
-  if (stored) log(`resuming job ${jobId} from ${newest ? `the checkpoint of step ${newest.step}` : 'its seed (no checkpoint yet)'}; ${latestPerStep(history).length} steps of history`);
+  if (stored) {
+    log(`resuming job ${jobId} from ${newest ? `the checkpoint of step ${newest.step}` : 'its seed (no checkpoint yet)'}; `
+      + `${latestPerStep(history).length} steps of history`);
+  }
 
   /** What each peer that joined said of itself: its name and its donor's lasting id (JoinRequest). */
   const joined = new Map<string, { name: string | null; donor?: string }>();
@@ -239,7 +247,8 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     // A peer is told the servers at the address it reached us by (its Host header).
     iceServers: (peerId, host) => iceServersFor(icePlan, host ?? loopbackOr(o.host), peerId),
     joinUrls: () => (coordinator ? joinUrls(o.host ?? '127.0.0.1', coordinator.port, coordinator.url.startsWith('https:')) : []),
-    job, jobId, dataDir: o.dataDir, ...(o.dataFolder ? { dataFolder: o.dataFolder } : {}), checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs, log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
+    job, jobId, dataDir: o.dataDir, ...(o.dataFolder ? { dataFolder: o.dataFolder } : {}), checkpoints, host: o.host, port: o.port, heartbeatMs: o.heartbeatMs,
+    log, metricsPath, pageDir: o.pageDir, metricsFlushed: () => metrics.flush(), rateLimits: o.rateLimits,
     credit: (donor) => creditView(ledger, CREDIT_BOARD, donor),
     status: () => {
       const s = driver.status();
@@ -264,7 +273,9 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       check: (peerId, token, step) => {
         const t = tokens.get(peerId);
         if (!t || !tokensMatch(token, t.token)) return new HttpError('forbidden', 'unknown peer or wrong token for this upload');
-        if (!driver.expectsUpload(peerId, step)) return new HttpError('conflict', `the coordinator did not ask ${peerId} for the checkpoint of step ${step} (or it has it already)`);
+        if (!driver.expectsUpload(peerId, step)) {
+          return new HttpError('conflict', `the coordinator did not ask ${peerId} for the checkpoint of step ${step} (or it has it already)`);
+        }
         return null;
       },
       stored: (peerId, step) => driver.checkpointStored(peerId, step),
@@ -315,14 +326,18 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   const c = coordinator;
   // STUN on UDP at the same port number; a port someone else holds only costs this service.
   const stun = o.ice?.stun === false ? null : await startStunServer(o.host ?? '127.0.0.1', c.port).catch((e: unknown) => {
-    log(`coordinator: no STUN on UDP port ${c.port} (${e instanceof Error ? e.message : String(e)}): peers on other networks may not find each other; free the port or pass --ice`);
+    log(`coordinator: no STUN on UDP port ${c.port} (${e instanceof Error ? e.message : String(e)}): `
+      + 'peers on other networks may not find each other; free the port or pass --ice');
     return null;
   });
   if (stun) icePlan.stunPort = stun.port;
   // The local CA's server certificate is checked twice a day and swapped before it expires
   // (or when this machine's addresses change).
   const renewal = tls?.ca && o.tls?.cert === undefined ? setInterval(() => {
-    localTls(o.tls?.dir ?? DEFAULT_TLS_DIR, { log }).then((m) => c.setTls(m), (e: unknown) => log(`tls: renewing the server certificate failed: ${e instanceof Error ? e.message : String(e)}`));
+    localTls(o.tls?.dir ?? DEFAULT_TLS_DIR, { log }).then(
+      (m) => c.setTls(m),
+      (e: unknown) => log(`tls: renewing the server certificate failed: ${e instanceof Error ? e.message : String(e)}`),
+    );
   }, 12 * 3600_000) : null;
   renewal?.unref();
   return {

@@ -110,7 +110,9 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     });
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    if (!signaling.handleUpgrade(req, socket, head) && !o.upgrade?.(req, socket, head)) refuseSocket(socket, '404 Not Found', 'no WebSocket endpoint here: the session is /api/session, signaling /signal/peerjs');
+    if (!signaling.handleUpgrade(req, socket, head) && !o.upgrade?.(req, socket, head)) {
+      refuseSocket(socket, '404 Not Found', 'no WebSocket endpoint here: the session is /api/session, signaling /signal/peerjs');
+    }
   });
   // Node closes CONNECT requests without a word unless someone listens: say why.
   server.on('connect', (_req: IncomingMessage, socket: Duplex) => {

@@ -49,7 +49,8 @@ const MAX_OWED = 8;
  * one, and so does every non-empty grant (the claim that follows it). Such claims do not count
  * against the rate either: a fast peer on a tiny model claims several times a step.
  */
-const invitesClaim = (m: CoordinatorMessage): boolean => (m.type === 'step-assignment' && m.steal !== undefined) || (m.type === 'grant' && m.ids.length > 0 && m.last !== true);
+const invitesClaim = (m: CoordinatorMessage): boolean =>
+  (m.type === 'step-assignment' && m.steal !== undefined) || (m.type === 'grant' && m.ids.length > 0 && m.last !== true);
 
 export function createSessionServer(h: SessionHandlers): SessionServer {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES });
@@ -89,7 +90,9 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (!d.ok) return strike({ type: 'error', kind: d.error.kind === 'too-large' ? 'too-large' : 'bad-request', message: describe(d.error).slice(0, 900) });
       const m = d.value;
       if (m.type === 'join') return strike({ type: 'error', kind: 'bad-request', message: 'join with POST /api/join, not over the session' });
-      if (m.peerId !== id) return strike({ type: 'error', kind: 'forbidden', message: `this session belongs to ${id}; a message for ${m.peerId.slice(0, 64)} is refused` });
+      if (m.peerId !== id) {
+        return strike({ type: 'error', kind: 'forbidden', message: `this session belongs to ${id}; a message for ${m.peerId.slice(0, 64)} is refused` });
+      }
       h.message(id, m);
     });
     // On a protocol error (an oversized or invalid frame) ws has already sent the close frame

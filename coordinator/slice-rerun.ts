@@ -39,7 +39,9 @@ export interface RerunPlan {
 }
 
 /** The kept slices of an aborted attempt of `ring` (slices[rank] is ring[rank]'s). */
-export function keptSlices(step: number, epoch: number, generation: number, ring: readonly string[], slices: readonly (readonly number[])[], orphans: readonly number[] = []): KeptSlices {
+export function keptSlices(
+  step: number, epoch: number, generation: number, ring: readonly string[], slices: readonly (readonly number[])[], orphans: readonly number[] = [],
+): KeptSlices {
   if (slices.length !== ring.length) throw new RangeError(`keptSlices: ${slices.length} slices for a ring of ${ring.length}`);
   return { step, epoch, generation, slices: new Map(ring.map((id, i) => [id, [...slices[i]!]])), orphans: [...orphans] };
 }

@@ -33,7 +33,8 @@ export function readDataChoice(a: Args): DataChoice {
     return { dataset, data: null, size: null };
   }
   if (!dataArg || dataArg === 'true') {
-    throw new ArgError('--dataset imagenet needs --data DIR: an ImageNet folder (DIR/train/<wnid>/*.JPEG, and val/ in one of the usual layouts) or a folder of shards built before (DIR/manifest.json)');
+    throw new ArgError('--dataset imagenet needs --data DIR: an ImageNet folder (DIR/train/<wnid>/*.JPEG, and val/ in one of the usual layouts) '
+      + 'or a folder of shards built before (DIR/manifest.json)');
   }
   let size: number | null = null;
   if (sizeArg) {
@@ -58,7 +59,8 @@ export async function loadData(c: DataChoice, cache: string): Promise<LoadedData
   const { manifest, dir } = await ensureImagenet({ src: c.data!, size, cacheDir: cache });
   const built = manifest.image.height;
   if (c.size !== null && built !== c.size) {
-    throw new ArgError(`--size ${c.size}, but the shards in ${c.data} hold ${built}x${built} images: leave out --size, or give --data the ImageNet folder to build ${c.size}x${c.size} shards from`);
+    throw new ArgError(`--size ${c.size}, but the shards in ${c.data} hold ${built}x${built} images: `
+      + `leave out --size, or give --data the ImageNet folder to build ${c.size}x${c.size} shards from`);
   }
   return { manifest, dataFolder: dir, label: `imagenet${built}` };
 }

@@ -62,7 +62,9 @@ export function stealsNext(t: StealTuner, generation: number): boolean {
 export function tunerRecord(t: StealTuner, generation: number, stole: boolean, wallMs: number): { tuner: StealTuner; verdict: TunerVerdict | null } {
   if (!(Number.isFinite(wallMs) && wallMs >= 0)) throw new RangeError(`tunerRecord: wallMs must be a finite time >= 0, got ${wallMs}`);
   // Another ring: its first step formed the ring and is not counted; the kept way stays.
-  if (generation !== t.generation) return { tuner: { ...newTuner(t.steals), generation, interval: t.interval, due: Math.max(AUTO_SETTLE, t.due - t.steady) }, verdict: null };
+  if (generation !== t.generation) {
+    return { tuner: { ...newTuner(t.steals), generation, interval: t.interval, due: Math.max(AUTO_SETTLE, t.due - t.steady) }, verdict: null };
+  }
   // A step not run the way the tuner asked (its plan was fixed before the last verdict): not counted.
   if (stole !== stealsNext(t, generation)) return { tuner: t, verdict: null };
   if (!t.probing) {

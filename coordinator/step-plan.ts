@@ -30,10 +30,15 @@ export class SamplingError extends Error {
 }
 
 /** The sampler of `job` over a train split of `trainSamples` ids in shards of `trainShards` samples each. */
-export function jobSampler(job: Pick<JobConfig, 'seed' | 'globalBatch' | 'sampling' | 'shuffleWindow' | 'bnGroup'>, trainSamples: number, trainShards?: readonly number[]): JobSampler {
+export function jobSampler(
+  job: Pick<JobConfig, 'seed' | 'globalBatch' | 'sampling' | 'shuffleWindow' | 'bnGroup'>, trainSamples: number, trainShards?: readonly number[],
+): JobSampler {
   const base = { seed: job.seed, globalBatch: job.globalBatch, trainSamples, bnGroup: job.bnGroup ?? 1 };
   if (job.sampling === 'global') return { ...base, sampling: GLOBAL_SAMPLING, shardOf: null };
-  if (!trainShards) throw new SamplingError('the job samples shard-locally but the coordinator was given no shard sizes of the train split: pass trainShards (the manifest\'s splits.train.shards[k].samples)');
+  if (!trainShards) {
+    throw new SamplingError('the job samples shard-locally but the coordinator was given no shard sizes of the train split: '
+      + 'pass trainShards (the manifest\'s splits.train.shards[k].samples)');
+  }
   try {
     checkShardLayout(trainShards, job.shuffleWindow, trainSamples);
   } catch (e) {
@@ -47,7 +52,9 @@ export function jobSampler(job: Pick<JobConfig, 'seed' | 'globalBatch' | 'sampli
 export interface StepPlan { step: number; epoch: number; slices: number[][] }
 
 /** Plans `step` for `ring` with `images[rank]` images each; returns the affinity state after it. */
-export function planStep(s: JobSampler, affinity: AffinityState, step: number, ring: readonly string[], images: readonly number[]): { plan: StepPlan; affinity: AffinityState } {
+export function planStep(
+  s: JobSampler, affinity: AffinityState, step: number, ring: readonly string[], images: readonly number[],
+): { plan: StepPlan; affinity: AffinityState } {
   const { epoch, ids } = stepSamples(s.seed, step, s.globalBatch, s.trainSamples, s.sampling);
   const cut = images.findIndex((n) => n % s.bnGroup !== 0);
   if (cut >= 0) throw new RangeError(`planStep: rank ${cut}'s ${images[cut]} images are not whole BN groups of ${s.bnGroup} (a bug: split with splitGroups)`);
@@ -65,7 +72,9 @@ export function planStep(s: JobSampler, affinity: AffinityState, step: number, r
  * speeds jittering by a few images do not move ids between members every step. Shard-locally
  * each such move can cost a shard download; a lasting change of speed still moves the split.
  */
-export function steadySplit(previous: { ring: readonly string[]; images: readonly number[] } | null, ring: readonly string[], fresh: readonly number[], tolerance = 0.1): number[] {
+export function steadySplit(
+  previous: { ring: readonly string[]; images: readonly number[] } | null, ring: readonly string[], fresh: readonly number[], tolerance = 0.1,
+): number[] {
   if (!previous || previous.ring.length !== ring.length || previous.ring.some((id, i) => id !== ring[i])) return [...fresh];
   const total = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
   if (total(previous.images) !== total(fresh)) return [...fresh];

@@ -94,7 +94,10 @@ export function autoChunk(tailIds: number, members: number, medianIps: number | 
  * each slice go to the pool (in rank order). Null when nothing is kept back (every slice too
  * small, or a ring of one: nobody to steal from).
  */
-export function splitTail(slices: readonly (readonly number[])[], s: StealSettings, ring: readonly string[] = slices.map((_, i) => String(i)), at: { windowMs: number; medianIps?: number | null } = { windowMs: 0 }): { fixed: number[][]; pool: TailPool } | null {
+export function splitTail(
+  slices: readonly (readonly number[])[], s: StealSettings, ring: readonly string[] = slices.map((_, i) => String(i)),
+  at: { windowMs: number; medianIps?: number | null } = { windowMs: 0 },
+): { fixed: number[][]; pool: TailPool } | null {
   if (ring.length !== slices.length) throw new RangeError(`splitTail: ${slices.length} slices for a ring of ${ring.length}`);
   if (!(s.fraction > 0 && s.fraction <= MAX_STEAL_FRACTION)) throw new RangeError(`splitTail: fraction ${s.fraction} is not in (0, ${MAX_STEAL_FRACTION}]`);
   if (s.chunk !== undefined && !(Number.isInteger(s.chunk) && s.chunk >= 1)) throw new RangeError(`splitTail: chunk ${s.chunk} is not a positive integer`);
@@ -108,7 +111,13 @@ export function splitTail(slices: readonly (readonly number[])[], s: StealSettin
   }
   if (left.length === 0) return null;
   const fixedCount = new Map(ring.map((id, i) => [id, fixed[i]!.length]));
-  return { fixed, pool: { chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(), windowMs: Math.max(0, at.windowMs), fixedCount, firstClaimAt: new Map(), secondClaimAt: new Map(), finalPhase: false } };
+  return {
+    fixed,
+    pool: {
+      chunk: s.chunk ?? autoChunk(left.length, slices.length, at.medianIps ?? null), left, granted: new Map(), drained: new Set(),
+      windowMs: Math.max(0, at.windowMs), fixedCount, firstClaimAt: new Map(), secondClaimAt: new Map(), finalPhase: false,
+    },
+  };
 }
 
 /**
@@ -185,6 +194,8 @@ export function slicesWithGrants(ring: readonly string[], fixed: readonly (reado
 export function tailResultProblem(pool: TailPool, id: string, fixedCount: number, images: number, claimed: number | undefined): string | null {
   if (!pool.drained.has(id)) return 'it reported the step before the tail was gone (its claims never came back empty or final)';
   const granted = pool.granted.get(id)?.length ?? 0;
-  if (images !== fixedCount + granted || (claimed ?? 0) !== granted) return `it reported ${images} images (${claimed ?? 0} claimed) where it holds ${fixedCount} + ${granted} granted`;
+  if (images !== fixedCount + granted || (claimed ?? 0) !== granted) {
+    return `it reported ${images} images (${claimed ?? 0} claimed) where it holds ${fixedCount} + ${granted} granted`;
+  }
   return null;
 }

@@ -53,7 +53,9 @@ function openssl(args: string[]): Promise<void> {
     execFile('openssl', args, { timeout: 30_000 }, (err, _out, stderr) => {
       if (!err) return resolve();
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-      reject(new TlsError(missing ? 'HTTPS with a local certificate authority needs the openssl command: run `npm run setup` (installs Debian\'s openssl), or pass --cert FILE --key FILE' : `openssl ${args[0]} failed: ${String(stderr).trim() || err.message}`));
+      reject(new TlsError(missing
+        ? 'HTTPS with a local certificate authority needs the openssl command: run `npm run setup` (installs Debian\'s openssl), or pass --cert FILE --key FILE'
+        : `openssl ${args[0]} failed: ${String(stderr).trim() || err.message}`));
     });
   });
 }
@@ -111,14 +113,16 @@ export async function ensureLocalCa(dir: string): Promise<{ certPath: string; ke
   const keyPath = join(dir, CA_KEY);
   const hasCert = existsSync(certPath), hasKey = existsSync(keyPath);
   if (hasCert !== hasKey) {
-    throw new TlsError(`${dir} holds ${hasCert ? CA_CERT : CA_KEY} without ${hasCert ? CA_KEY : CA_CERT}: the local CA is incomplete. Restore the missing file, or move the folder away to make a new CA (devices that trusted the old one must then trust the new one)`);
+    throw new TlsError(`${dir} holds ${hasCert ? CA_CERT : CA_KEY} without ${hasCert ? CA_KEY : CA_CERT}: the local CA is incomplete. `
+      + 'Restore the missing file, or move the folder away to make a new CA (devices that trusted the old one must then trust the new one)');
   }
   if (!hasCert) {
     const work = join(dir, `.new-ca-${randomBytes(4).toString('hex')}`);
     await mkdir(work, { mode: 0o700 });
     try {
       const name = hostname().replace(/[^A-Za-z0-9 .-]/g, '').slice(0, 40) || 'this machine';
-      await openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(work, CA_KEY), '-out', join(work, CA_CERT),
+      await openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(work, CA_KEY),
+        '-out', join(work, CA_CERT),
         '-days', '3650', '-subj', `/CN=volunteer-trainer local CA (${name})/O=volunteer-trainer`,
         '-addext', 'basicConstraints=critical,CA:TRUE,pathlen:0', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
       await chmod(join(work, CA_KEY), 0o600);
@@ -147,8 +151,12 @@ async function issueServerCert(dir: string, caCert: string, caKey: string, names
   await mkdir(work, { mode: 0o700 });
   try {
     const san = [...names.ips.map((ip) => `IP:${ip}`), ...names.dns.map((d) => `DNS:${d}`)].join(',');
-    await writeFile(join(work, 'ext.cnf'), `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
-    await openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(work, SERVER_KEY), '-out', join(work, 'server.csr'), '-subj', '/CN=volunteer-trainer coordinator']);
+    await writeFile(
+      join(work, 'ext.cnf'),
+      `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`,
+    );
+    await openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', join(work, SERVER_KEY),
+      '-out', join(work, 'server.csr'), '-subj', '/CN=volunteer-trainer coordinator']);
     await openssl(['x509', '-req', '-in', join(work, 'server.csr'), '-CA', caCert, '-CAkey', caKey, '-set_serial', `0x${randomBytes(16).toString('hex')}`,
       '-days', String(SERVER_DAYS), '-extfile', join(work, 'ext.cnf'), '-out', join(work, SERVER_CERT)]);
     await chmod(join(work, SERVER_KEY), 0o600);
@@ -232,7 +240,9 @@ export const isLoopback = (host: string): boolean => host === 'localhost' || hos
 
 /** What the coordinator serves TLS with for `host`, or null for plain HTTP. */
 export async function resolveTls(o: TlsOption | undefined, host: string, log?: (l: string) => void): Promise<TlsMaterial | null> {
-  if ((o?.cert === undefined) !== (o?.key === undefined)) throw new TlsError('--cert and --key go together: give both (the certificate and its private key), or neither for the local CA');
+  if ((o?.cert === undefined) !== (o?.key === undefined)) {
+    throw new TlsError('--cert and --key go together: give both (the certificate and its private key), or neither for the local CA');
+  }
   if (o?.cert && o.key) return certFiles(o.cert, o.key);
   if (o?.mode === 'off' || (isLoopback(host) && o?.mode !== 'on')) return null;
   return localTls(o?.dir ?? DEFAULT_TLS_DIR, { log });

@@ -50,7 +50,9 @@ export interface TurnRelay {
 }
 
 /** The coturn configuration file for these options (pure). */
-export function turnConfig(o: { port: number; listen?: string; relayPorts: [number, number]; secret: string; maxBps: number; pidFile: string; allowLoopbackPeers: boolean }): string {
+export function turnConfig(o: {
+  port: number; listen?: string; relayPorts: [number, number]; secret: string; maxBps: number; pidFile: string; allowLoopbackPeers: boolean;
+}): string {
   const lines = [
     `listening-port=${o.port}`,
     ...(o.listen && o.listen !== '0.0.0.0' && o.listen !== '::' ? [`listening-ip=${o.listen}`] : []),
@@ -87,7 +89,9 @@ export function turnConfig(o: { port: number; listen?: string; relayPorts: [numb
  */
 export async function startTurnRelay(o: TurnOptions = {}): Promise<TurnRelay> {
   const binary = o.binary ?? TURNSERVER;
-  if (!existsSync(binary)) throw new TurnError(`--turn needs coturn (${binary} not found): run \`npm run setup\` (installs the Debian package coturn) or \`apt-get install coturn\``);
+  if (!existsSync(binary)) {
+    throw new TurnError(`--turn needs coturn (${binary} not found): run \`npm run setup\` (installs the Debian package coturn) or \`apt-get install coturn\``);
+  }
   const port = o.port ?? 3478;
   const relayPorts = o.relayPorts ?? [49160, 49359];
   // coturn binds with SO_REUSEPORT, so a second one would silently share the port (and half
@@ -98,7 +102,11 @@ export async function startTurnRelay(o: TurnOptions = {}): Promise<TurnRelay> {
   const dir = await mkdtemp(join(tmpdir(), 'vt-turn-'));
   const conf = join(dir, 'turnserver.conf');
   const pidFile = join(dir, 'turnserver.pid');
-  await writeFile(conf, turnConfig({ port, listen: o.listen, relayPorts, secret, maxBps: o.maxBps ?? 0, pidFile, allowLoopbackPeers: o.allowLoopbackPeers ?? false }), { mode: 0o600 });
+  await writeFile(
+    conf,
+    turnConfig({ port, listen: o.listen, relayPorts, secret, maxBps: o.maxBps ?? 0, pidFile, allowLoopbackPeers: o.allowLoopbackPeers ?? false }),
+    { mode: 0o600 },
+  );
   const authFailures: string[] = [];
   const tail: string[] = [];
   const child: ChildProcess = spawn(binary, ['-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -136,8 +144,11 @@ export async function startTurnRelay(o: TurnOptions = {}): Promise<TurnRelay> {
   }
   await close();
   const why = tail.slice(-8).join('\n    ');
-  if (/address already in use|cannot bind/i.test(why)) throw new TurnError(`coturn could not listen on port ${port} (in use: another turnserver?): stop it or pass --turn-port N\n    ${why}`);
-  throw new TurnError(`coturn did not start on port ${port} within 10 s${exited ? ` (it exited: ${JSON.stringify(exited)})` : ''}; its last lines:\n    ${why || '(none)'}`);
+  if (/address already in use|cannot bind/i.test(why)) {
+    throw new TurnError(`coturn could not listen on port ${port} (in use: another turnserver?): stop it or pass --turn-port N\n    ${why}`);
+  }
+  throw new TurnError(`coturn did not start on port ${port} within 10 s${exited ? ` (it exited: ${JSON.stringify(exited)})` : ''}; `
+    + `its last lines:\n    ${why || '(none)'}`);
 }
 
 /** Why UDP or TCP `port` cannot be bound here (null: both free). */

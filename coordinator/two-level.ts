@@ -62,7 +62,9 @@ export interface GenerationPlan {
  * to the new members (stable-plan.ts: unchanged neighbours keep their links), or, without one
  * or when it cannot be kept, the groups of planTopology.
  */
-export function planGeneration(ring: readonly string[], linksOf: (id: string) => LinkObservation | undefined, twoLevelFrom: number, previous: Topology | null = null): GenerationPlan {
+export function planGeneration(
+  ring: readonly string[], linksOf: (id: string) => LinkObservation | undefined, twoLevelFrom: number, previous: Topology | null = null,
+): GenerationPlan {
   if (twoLevelFrom === 0 || ring.length < Math.max(2, twoLevelFrom)) return { ring: [...ring], topology: null };
   const kept = previous ? adaptTopology(previous, ring, linksOf) : null;
   if (kept) return { ring: kept.groups.flat(), topology: kept };

@@ -24,7 +24,9 @@ export function valSampleReader(dir: string, manifest: Manifest): (id: number) =
     else {
       const file = split.shards[shard]!.file;
       samples = readFile(join(dir, file)).then(
-        (b) => parseShard(new Uint8Array(b), file, { firstId: index.firstId(shard), samples: split.shards[shard]!.samples, classes: manifest.classes.length }, nodeGunzip),
+        (b) => parseShard(
+          new Uint8Array(b), file, { firstId: index.firstId(shard), samples: split.shards[shard]!.samples, classes: manifest.classes.length }, nodeGunzip,
+        ),
         (e: unknown) => { throw new DataError('fetch-failed', `cannot read ${join(dir, file)} (${String(e)})`, { cause: e }); },
       );
       samples.catch(() => parsed.delete(shard));

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in chromium firefox-esr gdb mesa-vulkan-drivers libegl-mesa0 libegl-dev libgles2 coturn libnss3-tools iproute2 iptables procps iputils-ping ethtool python3 openssl; do
+for pkg in chromium firefox-esr gdb mesa-vulkan-drivers libegl-mesa0 libegl-dev libgles2 coturn libnss3-tools \
+  iproute2 iptables procps iputils-ping ethtool python3 openssl; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -160,7 +160,9 @@ export async function makeImagenetFolder(dir: string, o: ImagenetFolderOptions):
 
 type ValImage = { k: number; i: number; wnid: string; bytes: Buffer };
 
-async function writeVal(dir: string, o: ImagenetFolderOptions, val: readonly ValImage[], bad: { kind: BadKind; path: string; action: 'converted' | 'skipped' }[]): Promise<void> {
+async function writeVal(
+  dir: string, o: ImagenetFolderOptions, val: readonly ValImage[], bad: { kind: BadKind; path: string; action: 'converted' | 'skipped' }[],
+): Promise<void> {
   const valDir = join(dir, 'val');
   const unknown = (path: string, v: ValImage): void => {
     if (v.k < 0) bad.push({ kind: 'unknown-val-class', path, action: 'skipped' });
@@ -199,7 +201,9 @@ export async function readSplit(dir: string, m: Manifest, split: SplitName): Pro
 export async function classOf(jpeg: Uint8Array, classes: number): Promise<number> {
   const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
   const mean = [0, 1, 2].map((c) => data.reduce((a, v, i) => (i % info.channels === c ? a + v : a), 0) / (info.width * info.height));
-  const dist = (k: number): number => [0, 1, 2].reduce((a, c) => a + (mean[c] - (classPixel(k, classes, 0, 0, c) + classPixel(k, classes, 1, 0, c)) / 2) ** 2, 0);
+  const dist = (k: number): number => [0, 1, 2].reduce(
+    (a, c) => a + (mean[c] - (classPixel(k, classes, 0, 0, c) + classPixel(k, classes, 1, 0, c)) / 2) ** 2, 0,
+  );
   let best = 0;
   for (let k = 1; k < classes; k++) if (dist(k) < dist(best)) best = k;
   return best;

@@ -40,7 +40,10 @@ export interface TestJob extends RunningJob {
   readonly jobDir: string;
 }
 
-export async function startTestJob(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number } = {}): Promise<TestJob> {
+export async function startTestJob(
+  root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>,
+  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number } = {},
+): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
   const jobDir = join(root, name);
@@ -71,7 +74,9 @@ export async function until(cond: () => boolean, ms: number, what: string): Prom
  * The final weights of `config` trained by one volunteer alone (the equivalence tests' reference),
  * and its job folder (its metrics). Fails when the volunteer does not exit cleanly.
  */
-export async function onePeerWeights(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, backend: 'webgpu' | 'wasm' = 'webgpu'): Promise<{ step: number; weights: Float32Array; jobDir: string }> {
+export async function onePeerWeights(
+  root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, backend: 'webgpu' | 'wasm' = 'webgpu',
+): Promise<{ step: number; weights: Float32Array; jobDir: string }> {
   const solo = await startTestJob(root, name, data, config);
   const v = volunteer(solo.url, name, backend);
   try {
@@ -91,7 +96,9 @@ export async function onePeerWeights(root: string, name: string, data: { dataDir
  * A step of a ring equals one peer's step up to float rounding; over a whole run that rounding can
  * grow (a max-pool or ReLU near a tie takes the other branch), over a few steps it cannot.
  */
-export async function replayOnOnePeer(root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, fromJobDir: string, from: number, to: number): Promise<number> {
+export async function replayOnOnePeer(
+  root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>, fromJobDir: string, from: number, to: number,
+): Promise<number> {
   const source = await openCheckpointStore(join(fromJobDir, 'checkpoints'), { keep: 1000 });
   const [start, end] = await Promise.all([source.readStepFile(from), source.readStepFile(to)]);
   if (!start || !end) throw new Error(`replayOnOnePeer: ${fromJobDir} has no checkpoint of step ${start ? to : from}`);

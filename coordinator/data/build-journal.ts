@@ -56,7 +56,9 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 function parseState(json: unknown, fingerprint: string, options: BuildKey): { state: StateFile | null; why: string } {
   if (!isObj(json) || json.format !== 'vt-build-state' || json.version !== 1) return { state: null, why: 'its state file is from another version' };
   if (json.fingerprint !== fingerprint) return { state: null, why: 'the source folder changed (files added, removed or resized)' };
-  if (!isObj(json.options) || !sameKey(json.options as BuildKey, options)) return { state: null, why: `the options changed (was ${JSON.stringify(json.options)})` };
+  if (!isObj(json.options) || !sameKey(json.options as BuildKey, options)) {
+    return { state: null, why: `the options changed (was ${JSON.stringify(json.options)})` };
+  }
   const splits = json.splits;
   const ok = isObj(splits) && SPLITS.every((s) => isObj(splits[s]) && Array.isArray((splits[s] as Obj).shards));
   if (!ok) return { state: null, why: 'its state file is damaged' };
@@ -150,7 +152,10 @@ export async function takeLock(dir: string): Promise<() => Promise<void>> {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     const [pid, host] = (await readFile(path, 'utf8')).split(' ');
     if (host === hostname() && Number(pid) !== process.pid && alive(Number(pid))) {
-      throw new DataError('bad-input', `another build (pid ${pid}) is writing ${dir}: wait for it to finish or stop it (if no build is running, delete ${path})`);
+      throw new DataError(
+        'bad-input',
+        `another build (pid ${pid}) is writing ${dir}: wait for it to finish or stop it (if no build is running, delete ${path})`,
+      );
     }
     await writeFile(path, me);
   }

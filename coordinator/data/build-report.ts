@@ -30,7 +30,9 @@ export interface BuildReport {
 /** The options a build's bytes depend on; a partial or complete build is reused only when they match. */
 export type BuildKey = Readonly<Record<string, string | number | boolean | null>>;
 
-export function makeReport(dataset: string, layout: string, fingerprint: string, options: BuildKey, notes: readonly string[], files: readonly ReportEntry[]): BuildReport {
+export function makeReport(
+  dataset: string, layout: string, fingerprint: string, options: BuildKey, notes: readonly string[], files: readonly ReportEntry[],
+): BuildReport {
   const counts = { converted: 0, skipped: 0 };
   for (const f of files) counts[f.action]++;
   return { format: 'vt-build-report', version: 1, dataset, layout, fingerprint, options, notes, counts, files };

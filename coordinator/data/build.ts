@@ -42,7 +42,9 @@ export interface BuildResult {
 const stderrLine = (line: string): void => void process.stderr.write(`${line}\n`);
 
 /** What identifies a build: the source's fingerprint and every option its bytes depend on. */
-export function buildIdentity(source: DatasetSource, run: Pick<BuildRun, 'samplesPerShard' | 'gzip' | 'sourceId' | 'options'>): { fingerprint: string; options: BuildKey } {
+export function buildIdentity(
+  source: DatasetSource, run: Pick<BuildRun, 'samplesPerShard' | 'gzip' | 'sourceId' | 'options'>,
+): { fingerprint: string; options: BuildKey } {
   return {
     fingerprint: source.fingerprint ?? `${source.dataset}:${run.sourceId}`,
     options: { ...run.options, dataset: source.dataset, samplesPerShard: run.samplesPerShard, gzip: run.gzip },

@@ -40,7 +40,9 @@ expectThat(
   `train means ${m.mean.map((v) => (v * 255).toFixed(2)).join('/')} (known ${known.join('/')}), std ${m.std.map((v) => (v * 255).toFixed(2)).join('/')}`,
 );
 
-const loader = new BatchLoader({ manifest: m, source, decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment: defaultAugment(m, 'train'), seed: 1, cacheBytes: 1 << 30 });
+const loader = new BatchLoader({
+  manifest: m, source, decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment: defaultAugment(m, 'train'), seed: 1, cacheBytes: 1 << 30,
+});
 const rng = makeRng(5);
 const batch = (): number[] => Array.from({ length: 512 }, () => rng.int(m.splits.train.samples));
 await loader.load(batch(), 0); // fetch and parse the shards once

@@ -53,7 +53,9 @@ async function readLabels(path: string): Promise<number[]> {
 
 /** A folder holding the package's strips and label files (the unpacked package, or a test's). */
 export async function cifar10Source(dir: string, limit = Infinity): Promise<DatasetSource> {
-  for (const f of NEEDED) if (!(await exists(join(dir, f)))) throw new DataError('source-missing', `${join(dir, f)} is missing (expected the files of ${CIFAR10_PACKAGE.name})`);
+  for (const f of NEEDED) {
+    if (!(await exists(join(dir, f)))) throw new DataError('source-missing', `${join(dir, f)} is missing (expected the files of ${CIFAR10_PACKAGE.name})`);
+  }
   const labels = { train: await readLabels(join(dir, STRIPS.train.labels)), val: await readLabels(join(dir, STRIPS.val.labels)) };
   return {
     dataset: 'cifar10',

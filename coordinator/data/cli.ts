@@ -181,7 +181,9 @@ export async function main(argv: readonly string[]): Promise<Manifest> {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main(process.argv.slice(2)).then(
-    (m) => process.stderr.write(`${m.dataset}: ${m.splits.train.samples} train + ${m.splits.val.samples} val samples, mean ${m.mean.map((v) => v.toFixed(4)).join('/')}\n`),
+    (m) => process.stderr.write(
+      `${m.dataset}: ${m.splits.train.samples} train + ${m.splits.val.samples} val samples, mean ${m.mean.map((v) => v.toFixed(4)).join('/')}\n`,
+    ),
     (e: unknown) => {
       process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`);
       process.exitCode = 1;

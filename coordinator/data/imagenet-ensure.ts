@@ -52,7 +52,8 @@ async function usePrebuilt(src: string, size: number): Promise<EnsuredImagenet> 
   if (!(await readComplete(src))) throw new DataError('bad-manifest', `${src} holds ${MANIFEST_FILE} but some of its shards are missing or cut short`);
   const { height, width } = manifest.image;
   if (height !== size || width !== size) {
-    throw new DataError('bad-input', `${src} holds shards of ${width}x${height} images, not ${size}x${size}: pass size ${height === width ? height : '(theirs)'}, or the ImageNet source folder to build ${size}x${size} shards`);
+    throw new DataError('bad-input', `${src} holds shards of ${width}x${height} images, not ${size}x${size}: `
+      + `pass size ${height === width ? height : '(theirs)'}, or the ImageNet source folder to build ${size}x${size} shards`);
   }
   return { manifest, dir: resolve(src), built: false };
 }
@@ -66,7 +67,10 @@ export async function ensureImagenet(o: EnsureImagenetOptions): Promise<EnsuredI
   const source = await imagenetSource(o.src, o.size, o.limit, o.concurrency, o);
   const hash = createHash('sha256').update(`${resolve(o.src)}\n${source.fingerprint}`).digest('hex').slice(0, 12);
   const dir = resolve(o.out ?? join(o.cacheDir ?? DEFAULT_CACHE_DIR, `imagenet-${o.size}-${hash}`));
-  const run = { out: dir, samplesPerShard: spp, gzip: false, sourceId: resolve(o.src), options: imagenetKey(o.size, o.limit, o), progress: o.progress ?? true, onShardWritten: o.onShardWritten };
+  const run = {
+    out: dir, samplesPerShard: spp, gzip: false, sourceId: resolve(o.src), options: imagenetKey(o.size, o.limit, o), progress: o.progress ?? true,
+    onShardWritten: o.onShardWritten,
+  };
   const ready = await isSameBuild(dir, buildIdentity(source, run));
   if (ready) return { manifest: ready, dir, built: false };
   await mkdir(dirname(dir), { recursive: true });

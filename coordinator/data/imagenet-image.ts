@@ -61,7 +61,9 @@ async function decodeResized(bytes: Uint8Array, size: number): Promise<RawImage>
     .toColourspace('srgb')
     .raw({ depth: 'uchar' })
     .toBuffer({ resolveWithObject: true });
-  if (info.channels !== 3 || info.width !== size || info.height !== size) throw new Error(`decoded to ${info.width}x${info.height}x${info.channels}, not ${size}x${size}x3`);
+  if (info.channels !== 3 || info.width !== size || info.height !== size) {
+    throw new Error(`decoded to ${info.width}x${info.height}x${info.channels}, not ${size}x${size}x3`);
+  }
   return makeImage(size, size, 3, new Uint8Array(data.buffer, data.byteOffset, data.length));
 }
 

@@ -94,7 +94,9 @@ async function listTrain(trainDir: string): Promise<{ classes: string[]; files: 
   if (!(await exists(trainDir))) refuse(`${trainDir} does not exist`);
   const top = await listDir(trainDir);
   if (top.dirs.length === 0) {
-    refuse(top.images.length > 0 ? `${trainDir} holds ${top.images.length} images but no class folders: put each class's images in train/<wnid>/` : `${trainDir} has no class folders`);
+    refuse(top.images.length > 0
+      ? `${trainDir} holds ${top.images.length} images but no class folders: put each class's images in train/<wnid>/`
+      : `${trainDir} has no class folders`);
   }
   const files: { path: string; label: number }[] = [];
   const empty: string[] = [];
@@ -124,11 +126,14 @@ interface ValList {
 }
 
 /** Labels of flat val images from (file name -> wnid) pairs; a named file that is not there is refused. */
-function labelFlat(dir: string, images: readonly string[], labels: Map<string, string>, classes: readonly string[], annotations: string, layout: ValLayout): ValList {
+function labelFlat(
+  dir: string, images: readonly string[], labels: Map<string, string>, classes: readonly string[], annotations: string, layout: ValLayout,
+): ValList {
   const have = new Set(images);
   const missing = [...labels.keys()].filter((f) => !have.has(f));
   if (missing.length > 0) {
-    refuse(`${annotations} names ${missing.length} file(s) that ${dir} does not have (${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}): is it the annotation file of this val folder?`);
+    refuse(`${annotations} names ${missing.length} file(s) that ${dir} does not have (${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}): `
+      + 'is it the annotation file of this val folder?');
   }
   const files: { path: string; label: number }[] = [];
   const skipped: ReportEntry[] = [];
@@ -170,7 +175,9 @@ async function readKaggleCsv(path: string): Promise<Map<string, string>> {
 }
 
 async function listVal(valDir: string, csvPlaces: readonly string[], classes: readonly string[]): Promise<ValList> {
-  if (!(await exists(valDir))) return { layout: 'none', files: [], skipped: [], notes: [`${valDir} does not exist: the data set has no val split (evaluation needs one)`] };
+  if (!(await exists(valDir))) {
+    return { layout: 'none', files: [], skipped: [], notes: [`${valDir} does not exist: the data set has no val split (evaluation needs one)`] };
+  }
   const top = await listDir(valDir);
   const tiny = join(valDir, TINY_ANNOTATIONS);
   if (await exists(tiny)) {
@@ -181,10 +188,14 @@ async function listVal(valDir: string, csvPlaces: readonly string[], classes: re
   if (top.images.length > 0) {
     let csv: string | null = null;
     for (const dir of csvPlaces) if (!csv && (await exists(join(dir, KAGGLE_CSV)))) csv = join(dir, KAGGLE_CSV);
-    if (!csv) refuse(`${valDir} holds ${top.images.length} images in one flat folder and no ${KAGGLE_CSV} says their classes (looked in ${csvPlaces.join(', ')})`);
+    if (!csv) {
+      refuse(`${valDir} holds ${top.images.length} images in one flat folder and no ${KAGGLE_CSV} says their classes (looked in ${csvPlaces.join(', ')})`);
+    }
     return labelFlat(valDir, top.images, await readKaggleCsv(csv), classes, csv, KAGGLE_CSV);
   }
-  if (top.dirs.length === 0) return { layout: 'none', files: [], skipped: [], notes: [`${valDir} is empty: the data set has no val split (evaluation needs one)`] };
+  if (top.dirs.length === 0) {
+    return { layout: 'none', files: [], skipped: [], notes: [`${valDir} is empty: the data set has no val split (evaluation needs one)`] };
+  }
   const files: { path: string; label: number }[] = [];
   const skipped: ReportEntry[] = [];
   for (const wnid of top.dirs) {
@@ -206,11 +217,16 @@ export async function listImagenet(src: string): Promise<ImagenetListing> {
   const train = await listTrain(join(root, 'train'));
   const val = await listVal(join(root, 'val'), [...new Set([root, join(root, 'val'), src])], train.classes);
   const notes = [...val.notes];
-  if (train.empty.length > 0) notes.push(`${train.empty.length} class folder(s) of train/ hold no images: ${train.empty.slice(0, 5).join(', ')}${train.empty.length > 5 ? ', ...' : ''}`);
+  if (train.empty.length > 0) {
+    notes.push(`${train.empty.length} class folder(s) of train/ hold no images: ${train.empty.slice(0, 5).join(', ')}${train.empty.length > 5 ? ', ...' : ''}`);
+  }
   if (val.layout !== 'none') {
     const seen = new Set(val.files.map((f) => f.label));
     const without = train.classes.filter((_, k) => !seen.has(k));
-    if (without.length > 0) notes.push(`${without.length} of ${train.classes.length} classes have no val images (${without.slice(0, 5).join(', ')}${without.length > 5 ? ', ...' : ''})`);
+    if (without.length > 0) {
+      notes.push(`${without.length} of ${train.classes.length} classes have no val images `
+        + `(${without.slice(0, 5).join(', ')}${without.length > 5 ? ', ...' : ''})`);
+    }
   }
   const [trainFiles, valFiles] = [await withSizes(train.files), await withSizes(val.files)];
   const h = createHash('sha256');

@@ -103,7 +103,8 @@ export async function imagenetSource(root: string, size: number, limit = Infinit
     train: shuffle([...listing.train], TRAIN_SHUFFLE_SEED).slice(0, limit),
     val: listing.val.slice(0, limit),
   };
-  const entries = (split: SplitName, start: number): AsyncIterable<SourceEntry> => inOrder(files[split].slice(start), concurrency, (f) => loadEntry(f, size, o));
+  const entries = (split: SplitName, start: number): AsyncIterable<SourceEntry> =>
+    inOrder(files[split].slice(start), concurrency, (f) => loadEntry(f, size, o));
   return {
     dataset: 'imagenet',
     classes: listing.classes,

@@ -31,7 +31,8 @@ for r in $runs; do
   tar -C "$root" --exclude=./.device --exclude=./node_modules --exclude=./.git -cf - . | tar -C "$dir" -xf -
   ln -s "$root/node_modules" "$dir/node_modules"
   (
-    cd "$dir" && timeout "${CHURN_TIMEOUT_S:-570}" taskset -c "$cpus" node --import tsx --import ./scripts/raw-loader.mjs bench/run.ts churn --seed "$seed" "$@" \
+    cd "$dir" && timeout "${CHURN_TIMEOUT_S:-570}" taskset -c "$cpus" \
+      node --import tsx --import ./scripts/raw-loader.mjs bench/run.ts churn --seed "$seed" "$@" \
       > "$out/churn-s$seed-c$n.log" 2>&1
     echo "run seed $seed on $n cores ($cpus): exit $?"
     cp bench/results/churn.json "$out/churn-s$seed-c$n.json" 2>/dev/null

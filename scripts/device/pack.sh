@@ -40,7 +40,8 @@ mapfile -t pkgs < <(node -e '
 ' "${roots[@]}")
 # The wasm build's check hashes AssemblyScript's version with the sources: its package.json
 # alone lets the built kernels count as current there.
-tar -cf - "${pkgs[@]}" node_modules/assemblyscript/package.json | xz -T0 -6 > .device/modules.tar.xz.part && mv .device/modules.tar.xz.part .device/modules.tar.xz
+tar -cf - "${pkgs[@]}" node_modules/assemblyscript/package.json | xz -T0 -6 > .device/modules.tar.xz.part \
+  && mv .device/modules.tar.xz.part .device/modules.tar.xz
 node scripts/build-wasm.mjs
 node --import tsx --import ./scripts/raw-loader.mjs -e '
   const { churnData } = await import("./bench/churn-run.ts");

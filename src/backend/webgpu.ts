@@ -33,8 +33,12 @@ export class WebGpuEngine implements Engine<Tensor> {
 
   gemm(a: Tensor, b: Tensor, c: Tensor, p?: ops.GemmParams): void { ops.gemm(this.gpu, a, b, c, p); }
   conv2dForward(x: Tensor, w: Tensor, y: Tensor, p: ops.Conv2dParams): void { ops.conv2dForward(this.gpu, x, w, y, p); }
-  conv2dBackwardInput(dy: Tensor, w: Tensor, dx: Tensor, p: ops.Conv2dParams, o?: ops.Conv2dBackwardOptions): void { ops.conv2dBackwardInput(this.gpu, dy, w, dx, p, o); }
-  conv2dBackwardFilter(x: Tensor, dy: Tensor, dw: Tensor, p: ops.Conv2dParams, o?: ops.Conv2dBackwardOptions): void { ops.conv2dBackwardFilter(this.gpu, x, dy, dw, p, o); }
+  conv2dBackwardInput(dy: Tensor, w: Tensor, dx: Tensor, p: ops.Conv2dParams, o?: ops.Conv2dBackwardOptions): void {
+    ops.conv2dBackwardInput(this.gpu, dy, w, dx, p, o);
+  }
+  conv2dBackwardFilter(x: Tensor, dy: Tensor, dw: Tensor, p: ops.Conv2dParams, o?: ops.Conv2dBackwardOptions): void {
+    ops.conv2dBackwardFilter(this.gpu, x, dy, dw, p, o);
+  }
   biasAddInPlace(x: Tensor, b: Tensor): void { ops.biasAddInPlace(this.gpu, x, b); }
   biasBackward(dy: Tensor, db: Tensor, p: ops.BiasBackwardParams): void { ops.biasBackward(this.gpu, dy, db, p); }
   reluForward(x: Tensor, y: Tensor): void { ops.reluForward(this.gpu, x, y); }
@@ -54,7 +58,9 @@ export class WebGpuEngine implements Engine<Tensor> {
   batchNormInference(x: Tensor, gamma: Tensor, beta: Tensor, rm: Tensor, rv: Tensor, y: Tensor, p: { eps: number }): void {
     ops.batchNormInference(this.gpu, x, gamma, beta, rm, rv, y, p);
   }
-  batchNormBackward(x: Tensor, dy: Tensor, gamma: Tensor, mean: Tensor, invstd: Tensor, dx: Tensor, dgamma: Tensor, dbeta: Tensor, p: ops.BatchNormBackwardParams): void {
+  batchNormBackward(
+    x: Tensor, dy: Tensor, gamma: Tensor, mean: Tensor, invstd: Tensor, dx: Tensor, dgamma: Tensor, dbeta: Tensor, p: ops.BatchNormBackwardParams,
+  ): void {
     ops.batchNormBackward(this.gpu, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, p);
   }
   lrnForward(x: Tensor, y: Tensor, p: ops.LrnParams): void { ops.lrnForward(this.gpu, x, y, p); }

@@ -117,16 +117,21 @@ export function decodeCheckpoint(file: Uint8Array, what: string): Checkpoint {
   const payload = file.subarray(PREFIX_BYTES + h);
   const tensors = new Map<string, Float32Array>();
   for (const t of header.tensors as unknown[] as TensorEntry[]) {
-    const ok = typeof t === 'object' && t !== null && typeof t.name === 'string' && Number.isInteger(t.offset) && Number.isInteger(t.length) && t.offset >= 0 && t.length >= 0 && t.offset % 4 === 0 && t.offset + 4 * t.length <= payload.byteLength;
+    const ok = typeof t === 'object' && t !== null && typeof t.name === 'string' && Number.isInteger(t.offset) && Number.isInteger(t.length)
+      && t.offset >= 0 && t.length >= 0 && t.offset % 4 === 0 && t.offset + 4 * t.length <= payload.byteLength;
     if (!ok) fail(`tensor entry ${JSON.stringify(t).slice(0, 80)} is outside the payload`);
     const start = payload.byteOffset + t.offset;
     // Aligned (always, for files read whole): a view; otherwise a copy.
-    tensors.set(t.name, start % 4 === 0 ? new Float32Array(payload.buffer, start, t.length) : new Float32Array(payload.slice(t.offset, t.offset + 4 * t.length).buffer));
+    tensors.set(t.name, start % 4 === 0
+      ? new Float32Array(payload.buffer, start, t.length)
+      : new Float32Array(payload.slice(t.offset, t.offset + 4 * t.length).buffer));
   }
   const weights = tensors.get('weights');
   const bnState = tensors.get('bn-state');
   if (!weights || !bnState) return fail('the weights or BN state tensor is missing');
-  if (!Number.isInteger(header.step) || !Number.isInteger(header.generation) || typeof header.fingerprint !== 'string') fail('header step, generation or fingerprint is missing');
+  if (!Number.isInteger(header.step) || !Number.isInteger(header.generation) || typeof header.fingerprint !== 'string') {
+    fail('header step, generation or fingerprint is missing');
+  }
   const optimizer: Record<string, Float32Array> = {};
   for (const [name, a] of tensors) if (name.startsWith('optim/')) optimizer[name.slice(6)] = a;
   const metadata = typeof header.metadata === 'object' && header.metadata !== null ? header.metadata : {};
@@ -134,7 +139,13 @@ export function decodeCheckpoint(file: Uint8Array, what: string): Checkpoint {
 }
 
 /** A short digest of what makes weights interchangeable: the model and its buffer layout. */
-export function layoutFingerprint(model: string, layout: { params: readonly { name: string; offset: number; length: number }[]; state: readonly { name: string; offset: number; length: number }[]; paramFloats: number; stateFloats: number }): string {
-  const parts = [model, layout.paramFloats, layout.stateFloats, ...layout.params.map((p) => `${p.name}@${p.offset}+${p.length}`), ...layout.state.map((s) => `${s.name}@${s.offset}+${s.length}`)];
+export function layoutFingerprint(model: string, layout: {
+  params: readonly { name: string; offset: number; length: number }[]; state: readonly { name: string; offset: number; length: number }[];
+  paramFloats: number; stateFloats: number;
+}): string {
+  const parts = [
+    model, layout.paramFloats, layout.stateFloats,
+    ...layout.params.map((p) => `${p.name}@${p.offset}+${p.length}`), ...layout.state.map((s) => `${s.name}@${s.offset}+${s.length}`),
+  ];
   return `${model}:${sha256Hex(new TextEncoder().encode(parts.join('\n'))).slice(0, 16)}`;
 }

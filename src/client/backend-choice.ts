@@ -43,14 +43,25 @@ export function pickBackend(pref: BackendPreference, measures: readonly BackendM
   const usable = measures.filter((m) => m.available && m.imagesPerSec !== null);
   if (pref !== 'auto') {
     const m = of(pref);
-    if (!m || !m.available) throw new BackendError(`the ${pref} backend was asked for but is not available here: ${m?.detail ?? 'not tried'}. Choose 'auto' to use what this device has.`);
-    return { chosen: pref, reason: `${pref} was chosen in the settings${m.imagesPerSec === null ? '' : ` (${fmt(m.imagesPerSec)} images/s here)`}`, measures: [...measures] };
+    if (!m || !m.available) {
+      throw new BackendError(`the ${pref} backend was asked for but is not available here: ${m?.detail ?? 'not tried'}. `
+        + "Choose 'auto' to use what this device has.");
+    }
+    return {
+      chosen: pref, reason: `${pref} was chosen in the settings${m.imagesPerSec === null ? '' : ` (${fmt(m.imagesPerSec)} images/s here)`}`,
+      measures: [...measures],
+    };
   }
   if (usable.length === 0) throw new BackendError(`no compute backend works here: ${measures.map((m) => `${m.backend}: ${m.detail}`).join('; ')}`);
   const best = usable.reduce((a, b) => (b.imagesPerSec! > a.imagesPerSec! ? b : a));
   const others = measures.filter((m) => m !== best);
-  const why = others.map((m) => (!m.available || m.imagesPerSec === null ? `${m.backend} is not available (${m.detail})` : `${m.backend} ${fmt(m.imagesPerSec)} images/s`)).join(', ');
-  return { chosen: best.backend, reason: `${best.backend} is the faster path on this device: ${fmt(best.imagesPerSec!)} images/s${why ? ` vs ${why}` : ''}`, measures: [...measures] };
+  const why = others.map((m) => (!m.available || m.imagesPerSec === null
+    ? `${m.backend} is not available (${m.detail})`
+    : `${m.backend} ${fmt(m.imagesPerSec)} images/s`)).join(', ');
+  return {
+    chosen: best.backend, reason: `${best.backend} is the faster path on this device: ${fmt(best.imagesPerSec!)} images/s${why ? ` vs ${why}` : ''}`,
+    measures: [...measures],
+  };
 }
 
 /** Training images/s of the small CNN at batch `batch` on this engine, measured for ~budgetMs. */
@@ -58,7 +69,9 @@ export async function measureEngine(engine: AnyEngine, budgetMs = 1000, batch = 
   const spec = smallCnn([3, 32, 32], 10);
   const model = new Model(engine, spec, { seed: 1 });
   const rng = makeRng(7);
-  const hostBatch = { x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => i % 10), shape: [batch, 3, 32, 32] as const };
+  const hostBatch = {
+    x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => i % 10), shape: [batch, 3, 32, 32] as const,
+  };
   let x: TensorLike | null = null;
   try {
     const once = async () => {

@@ -73,7 +73,9 @@ async function call(fetchFn: typeof fetch, url: string, init: RequestInit | unde
   try {
     res = await fetchFn(url, init);
   } catch (e) {
-    throw new CoordinatorError(`${what}: no answer from ${url} (${e instanceof Error ? e.message : String(e)}): is the coordinator running at that address?`, 0);
+    throw new CoordinatorError(
+      `${what}: no answer from ${url} (${e instanceof Error ? e.message : String(e)}): is the coordinator running at that address?`, 0,
+    );
   }
   if (!res.ok) throw await failure(res, what);
   return res;
@@ -85,9 +87,15 @@ export async function getJob(fetchFn: typeof fetch, base: string): Promise<Publi
 }
 
 export async function join(fetchFn: typeof fetch, base: string, body: JoinRequest): Promise<JoinAccept> {
-  const res = await call(fetchFn, `${base}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }, 'POST /api/join');
+  const res = await call(fetchFn, `${base}/api/join`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  }, 'POST /api/join');
   const d = expectType(decodeCoordinatorMessage(await res.json()), 'join-accept');
-  if (!d.ok) throw new CoordinatorError(`POST /api/join: unexpected answer (${describe(d.error)}): is this a volunteer-trainer coordinator of the same version?`, res.status);
+  if (!d.ok) {
+    throw new CoordinatorError(
+      `POST /api/join: unexpected answer (${describe(d.error)}): is this a volunteer-trainer coordinator of the same version?`, res.status,
+    );
+  }
   return d.value;
 }
 

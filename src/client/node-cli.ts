@@ -80,7 +80,9 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   // The attack tests and bench (issue 46): not in the usage, as no donor should want it.
   const adversaryArg = a.str('adversary', '');
   a.rejectUnknown(VOLUNTEER_USAGE);
-  if (adversaryArg && !(ADVERSARY_KINDS as readonly string[]).includes(adversaryArg)) throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
+  if (adversaryArg && !(ADVERSARY_KINDS as readonly string[]).includes(adversaryArg)) {
+    throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
+  }
   const adversary = adversaryArg ? (adversaryArg as AdversaryKind) : undefined;
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   if (!DONOR_NAME.test(name)) {
@@ -89,8 +91,12 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   }
   // A coordinator on loopback runs a job of this machine only: its peers meet on loopback too.
   const rtcBind = bind || (/^https?:\/\/(127\.[\d.]+|localhost|\[::1\])(:\d+)?(\/|$)/.test(url) ? '127.0.0.1' : undefined);
-  if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
-  if (!/^https?:\/\/[^/]+/.test(url)) throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
+  if (!(BACKEND_PREFERENCES as readonly string[]).includes(backend)) {
+    throw new ArgError(`--backend must be one of ${BACKEND_PREFERENCES.join(', ')}; got "${backend}"\n${VOLUNTEER_USAGE}`);
+  }
+  if (!/^https?:\/\/[^/]+/.test(url)) {
+    throw new ArgError(`--url must be the coordinator's address, e.g. http://127.0.0.1:8080; got "${url}"\n${VOLUNTEER_USAGE}`);
+  }
 
   const log = (line: string) => { if (!quiet) process.stderr.write(`${line}\n`); };
   // A main thread that stops running (a native call that never returns) is reported with every thread's stack.
@@ -102,7 +108,9 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   else {
     const trust = await trustEnv(await trustedCa(url, caFile, caSha256));
     if (stallMs > 0 || Object.keys(trust).length > 0) {
-      process.exit(await supervise({ command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log }));
+      process.exit(await supervise({
+        command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log,
+      }));
     }
   }
   await checkReachable(url);
@@ -126,8 +134,11 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   process.once('SIGTERM', onSignal);
   const onEvent = (e: VolunteerEvent) => {
     if (quiet) return;
-    if (e.type === 'step') log(`volunteer: step ${e.step} ring ${e.ringSize} images ${e.images} loss ${e.loss === null ? '-' : e.loss.toFixed(4)} compute ${e.computeMs.toFixed(0)} ms all-reduce ${e.commMs.toFixed(0)} ms data wait ${e.dataMs.toFixed(0)} ms fetched ${(e.fetchedBytes / 1e6).toFixed(1)} MB`);
-    else if (e.type === 'state') log(`volunteer: loaded step ${e.step} from the ${e.source}`);
+    if (e.type === 'step') {
+      log(`volunteer: step ${e.step} ring ${e.ringSize} images ${e.images} loss ${e.loss === null ? '-' : e.loss.toFixed(4)} `
+        + `compute ${e.computeMs.toFixed(0)} ms all-reduce ${e.commMs.toFixed(0)} ms data wait ${e.dataMs.toFixed(0)} ms `
+        + `fetched ${(e.fetchedBytes / 1e6).toFixed(1)} MB`);
+    } else if (e.type === 'state') log(`volunteer: loaded step ${e.step} from the ${e.source}`);
   };
   try {
     const exit = await runVolunteer(
@@ -136,10 +147,16 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
         iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
-        ...(cacheDir ? { cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source) } : {}),
+        ...(cacheDir ? {
+          cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source),
+        } : {}),
       },
-      { url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal, memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}), ...(straggle > 0 ? { straggle } : {}),
-        ...(adversary ? { adversary } : {}), ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}) },
+      {
+        url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal,
+        memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}),
+        ...(straggle > 0 ? { straggle } : {}), ...(adversary ? { adversary } : {}),
+        ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}),
+      },
     );
     process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
   } finally {

@@ -27,7 +27,9 @@ function fetchCa(base: string): Promise<string> {
     const req = get(`${base.replace(/\/+$/, '')}/ca.crt`, { rejectUnauthorized: false, timeout: 10_000 }, (res) => {
       if (res.statusCode !== 200) {
         res.resume();
-        return reject(new TrustError(`${base}/ca.crt answered ${res.statusCode}: this coordinator has no local CA (use --ca FILE with the certificate its owner gives you)`));
+        return reject(new TrustError(
+          `${base}/ca.crt answered ${res.statusCode}: this coordinator has no local CA (use --ca FILE with the certificate its owner gives you)`,
+        ));
       }
       let text = '';
       res.setEncoding('utf8');
@@ -61,7 +63,10 @@ export async function trustedCa(url: string, caFile: string, caSha256: string): 
     } catch {
       throw new TrustError(`${url}/ca.crt is not a certificate`);
     }
-    if (got !== want) throw new TrustError(`the coordinator at ${url} offers a CA with SHA-256 ${got}, not ${want}: check the fingerprint its owner gave you (someone may be in between)`);
+    if (got !== want) {
+      throw new TrustError(`the coordinator at ${url} offers a CA with SHA-256 ${got}, not ${want}: `
+        + 'check the fingerprint its owner gave you (someone may be in between)');
+    }
     return pem;
   }
   return null;
@@ -80,7 +85,10 @@ export async function trustEnv(pem: string | null): Promise<NodeJS.ProcessEnv> {
   return { NODE_EXTRA_CA_CERTS: await extraCaFile(DEFAULT_TLS_DIR, pem), [APPLIED]: '1' };
 }
 
-const CERT_ERRORS = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']);
+const CERT_ERRORS = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_HAS_EXPIRED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
 
 /** A first request to the coordinator that turns certificate failures into what to do. */
 export async function checkReachable(url: string, fetchFn: typeof fetch = fetch): Promise<void> {

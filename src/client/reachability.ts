@@ -18,15 +18,23 @@ export class UnreachableError extends Error {
   }
 }
 
-export async function unreachableError(p: Pick<VolunteerPlatform, 'iceCheck'>, servers: IceServer[], config: RTCConfiguration, last: string, log: (l: string) => void): Promise<UnreachableError> {
-  const lines = [`this device could not open a WebRTC connection to any other volunteer (${MAX_UNREACHABLE} rings in a row; the last: ${last}), so it leaves the job instead of rejoining in a loop.`];
+export async function unreachableError(
+  p: Pick<VolunteerPlatform, 'iceCheck'>, servers: IceServer[], config: RTCConfiguration, last: string, log: (l: string) => void,
+): Promise<UnreachableError> {
+  const lines = [
+    `this device could not open a WebRTC connection to any other volunteer (${MAX_UNREACHABLE} rings in a row; the last: ${last}), `
+    + 'so it leaves the job instead of rejoining in a loop.',
+  ];
   if (p.iceCheck) {
     const report = await p.iceCheck(config).catch(() => null);
     if (report) {
       log(`volunteer: WebRTC addresses of this device: ${summarizeIce(report)}`);
       lines.push(`WebRTC addresses of this device: ${summarizeIce(report)}.`);
       const found = diagnoseIce(servers, report);
-      lines.push(...(found.length ? found : ['the STUN/TURN servers answered, so the other volunteers\' networks may block this one: ask the job owner to run the coordinator with --turn (a relay every peer can reach).']));
+      lines.push(...(found.length ? found : [
+        'the STUN/TURN servers answered, so the other volunteers\' networks may block this one: '
+        + 'ask the job owner to run the coordinator with --turn (a relay every peer can reach).',
+      ]));
     }
   }
   return new UnreachableError(lines.join('\n  '));

@@ -120,7 +120,9 @@ export class ShapeReceiver {
     const ring = built.ring;
     this.last = ring;
     if (sizes === undefined) return { ok: true, value: { ...o, ring } };
-    if (!Array.isArray(sizes) || sizes.length < 2 || sizes.some((s) => !Number.isInteger(s) || (s as number) < 1)) return bad('shape.sizes must be 2 or more group sizes');
+    if (!Array.isArray(sizes) || sizes.length < 2 || sizes.some((s) => !Number.isInteger(s) || (s as number) < 1)) {
+      return bad('shape.sizes must be 2 or more group sizes');
+    }
     const total = (sizes as number[]).reduce((a, b) => a + b, 0);
     if (total !== ring.length) return bad(`shape.sizes add up to ${total}, not the ring's ${ring.length}`);
     return { ok: true, value: { ...o, ring, topology: topologyOfSizes(ring, sizes as number[]) } };

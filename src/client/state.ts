@@ -99,7 +99,9 @@ export class TrainingState<T extends TensorLike = TensorLike> {
     const { model } = this;
     const c = decodeCheckpoint(file, `checkpoint of step ${expectStep}`);
     const want = fingerprintOf(model);
-    if (c.fingerprint !== want) throw new StateError(`the checkpoint is of model ${c.fingerprint}, this job trains ${want}: the coordinator serves another job's checkpoint`);
+    if (c.fingerprint !== want) {
+      throw new StateError(`the checkpoint is of model ${c.fingerprint}, this job trains ${want}: the coordinator serves another job's checkpoint`);
+    }
     if (c.step !== expectStep) throw new StateError(`the checkpoint is of step ${c.step}, the coordinator asked for step ${expectStep}`);
     const sized = (name: string, a: Float32Array | undefined, n: number): Float32Array => {
       if (!a || a.length !== n) throw new StateError(`checkpoint tensor ${name} has ${a?.length ?? 0} floats, the model needs ${n}`);
@@ -109,7 +111,10 @@ export class TrainingState<T extends TensorLike = TensorLike> {
     const w = sized('weights', c.weights, this.w.length);
     const bn = sized('bn-state', c.bnState, model.state.size);
     const v = sized(`optim/${MOMENTUM}`, c.optimizer[MOMENTUM], this.v.length);
-    if (this.u && !c.optimizer[OUTER_MOMENTUM]) throw new StateError(`the checkpoint of step ${c.step} has no outer momentum: it was written by a job without rounds, and this job trains in rounds (syncEvery ${this.outer?.syncEvery}); start a fresh job (--fresh) or keep the job's settings`);
+    if (this.u && !c.optimizer[OUTER_MOMENTUM]) {
+      throw new StateError(`the checkpoint of step ${c.step} has no outer momentum: it was written by a job without rounds, `
+        + `and this job trains in rounds (syncEvery ${this.outer?.syncEvery}); start a fresh job (--fresh) or keep the job's settings`);
+    }
     const u = this.u ? sized(`optim/${OUTER_MOMENTUM}`, c.optimizer[OUTER_MOMENTUM], this.u.length) : null;
     this.w.set(w);
     this.v.set(v);

@@ -97,7 +97,8 @@ export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'
     size: topology.groups.reduce((n, g) => n + g.length, 0),
     next: group.next,
     prev: group.prev,
-    shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
+    shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})`
+      + `${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
     links: linksOf([group, column]),
     allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),
@@ -122,7 +123,9 @@ export function groupSettings(s: Partial<RingSettings>): Partial<RingSettings> {
  * forms is released at once (its links may serve the next generation, which the coordinator
  * forms after this failure).
  */
-export async function formStepRings(endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>, wire: WireFormat = 'f32'): Promise<StepRings> {
+export async function formStepRings(
+  endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>, wire: WireFormat = 'f32',
+): Promise<StepRings> {
   const { job, generation } = a;
   if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings }), wire);
   const topology: Topology = a.topology;

@@ -37,7 +37,9 @@ export interface KeptSum { step: number; generation: number; ids: number[]; grad
  * The kept sum `a` lets this peer add: only when the assignment names it (`reuse`) and it is of
  * the same step and generation and over exactly the first `reuse.count` ids of the slice.
  */
-export function usableKept<K extends { step: number; generation: number; ids: readonly number[] }>(kept: K | null, a: Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'>): K | null {
+export function usableKept<K extends { step: number; generation: number; ids: readonly number[] }>(
+  kept: K | null, a: Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'>,
+): K | null {
   const r = a.reuse;
   if (!kept || !r || kept.step !== a.step || kept.generation !== r.generation || kept.ids.length !== r.count || r.count > a.sampleIds.length) return null;
   for (let i = 0; i < r.count; i++) if (kept.ids[i] !== a.sampleIds[i]) return null;
@@ -52,7 +54,10 @@ export function syncBuckets(layout: Layout, job: BucketSettings): GradBucket[] {
   // No overlap: one bucket over everything, final once backward is done.
   const bytes = job.overlap === false ? Number.MAX_SAFE_INTEGER : job.bucketBytes ?? DEFAULT_BUCKET_BYTES;
   const plan = bucketPlan(layout, bytes, job.overlap === false ? 0 : job.lastBucketBytes ?? DEFAULT_LAST_BUCKET_BYTES);
-  if (plan.length > MAX_BUCKETS) throw new StateError(`the job's bucketBytes ${bytes} cuts this model's gradient into ${plan.length} buckets, at most ${MAX_BUCKETS} fit a step: raise bucketBytes in the job file`);
+  if (plan.length > MAX_BUCKETS) {
+    throw new StateError(`the job's bucketBytes ${bytes} cuts this model's gradient into ${plan.length} buckets, `
+      + `at most ${MAX_BUCKETS} fit a step: raise bucketBytes in the job file`);
+  }
   return plan;
 }
 
@@ -64,7 +69,10 @@ export function syncBuckets(layout: Layout, job: BucketSettings): GradBucket[] {
 export function jobWire(job: { wire?: unknown }): WireFormat {
   if (job.wire === undefined) return 'f32';
   const wire = WIRE_FORMATS.find((w) => w === job.wire);
-  if (wire === undefined) throw new StateError(`the job's all-reduce wire format is ${JSON.stringify(job.wire).slice(0, 40)}; this volunteer knows ${WIRE_FORMATS.join(', ')}: update it to the coordinator's version`);
+  if (wire === undefined) {
+    throw new StateError(`the job's all-reduce wire format is ${JSON.stringify(job.wire).slice(0, 40)}; `
+      + `this volunteer knows ${WIRE_FORMATS.join(', ')}: update it to the coordinator's version`);
+  }
   return wire;
 }
 
@@ -80,7 +88,8 @@ export function lastRingStep(twoLevel: boolean): number {
 export function checkRingStep(a: Pick<StepAssignment, 'step' | 'topology'>): void {
   const last = lastRingStep(a.topology !== undefined);
   if (!Number.isInteger(a.step) || a.step < 0 || a.step > last) {
-    throw new StateError(`step ${a.step + 1} is past the last step (${last + 1}) whose bucketed all-reduce a ${a.topology ? 'two-level' : 'flat'} ring can number: give the job at most ${last + 1} steps`);
+    throw new StateError(`step ${a.step + 1} is past the last step (${last + 1}) whose bucketed all-reduce `
+      + `a ${a.topology ? 'two-level' : 'flat'} ring can number: give the job at most ${last + 1} steps`);
   }
 }
 
@@ -195,9 +204,13 @@ export type SyncOutcome =
  * the host and `keep` has been called (so the kept sum is whole before the caller reports).
  */
 export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings: Promise<StepRings | null>, h: SyncHooks): Promise<SyncOutcome> {
-  if (s.reused && s.reused.grads.length !== s.model.layout.paramFloats) throw new StateError(`a kept gradient sum has ${s.reused.grads.length} floats, the model has ${s.model.layout.paramFloats}`);
+  if (s.reused && s.reused.grads.length !== s.model.layout.paramFloats) {
+    throw new StateError(`a kept gradient sum has ${s.reused.grads.length} floats, the model has ${s.model.layout.paramFloats}`);
+  }
   const t0 = performance.now();
-  const staged = stageGradients(s.model, s.x, { stepSeed: s.stepSeed, labelSmoothing: s.labelSmoothing, buckets: s.buckets, accumulate: s.earlier !== undefined });
+  const staged = stageGradients(s.model, s.x, {
+    stepSeed: s.stepSeed, labelSmoothing: s.labelSmoothing, buckets: s.buckets, accumulate: s.earlier !== undefined,
+  });
   const priorLoss = (s.reused?.lossSum ?? 0) + (s.earlier?.lossSum ?? 0);
   const kept = new Float32Array(staged.grads.length);
   // Bucket k once backward produced it: add the reused sum, copy it before its collective.

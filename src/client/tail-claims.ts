@@ -40,7 +40,8 @@ export class TailClaims {
   preempt(m: CoordinatorMessage): void {
     const w = this.waiting;
     if (!w) return;
-    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted' || (m.type === 'step-assignment' && (m.generation !== w.generation || m.step !== w.step));
+    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted'
+      || (m.type === 'step-assignment' && (m.generation !== w.generation || m.step !== w.step));
     if (moves) this.cancel();
   }
 

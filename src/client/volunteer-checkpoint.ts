@@ -26,7 +26,9 @@ export async function loadCheckpoint(c: Ctx, step: number): Promise<void> {
 }
 
 async function keepCheckpoint(c: Ctx, keeper: CheckpointKeeper, step: number, file: Uint8Array): Promise<void> {
-  if (!(await keeper.keep(jobKey(c), step, file))) c.log(`volunteer: no room on this device to keep the checkpoint of step ${step} (a rejoin will download it)`);
+  if (!(await keeper.keep(jobKey(c), step, file))) {
+    c.log(`volunteer: no room on this device to keep the checkpoint of step ${step} (a rejoin will download it)`);
+  }
 }
 
 /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */

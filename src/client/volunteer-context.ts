@@ -62,7 +62,10 @@ export interface CheckpointKeeper {
 export type VolunteerEvent =
   | { type: 'joined'; peerId: string; job: PublicJob }
   | { type: 'state'; step: number; source: 'seed' | 'checkpoint' }
-  | { type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number; innerSteps: number; sentBytes: number; dataMs: number; fetchedBytes: number }
+  | {
+    type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number;
+    innerSteps: number; sentBytes: number; dataMs: number; fetchedBytes: number;
+  }
   | { type: 'left'; reason: string };
 
 export interface VolunteerOptions {

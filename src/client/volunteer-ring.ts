@@ -8,7 +8,9 @@ import { isRingError, type PeerEndpoint } from '../comm/index.ts';
 import { neighboursOf, type PreDial } from '../comm/peer-endpoint.ts';
 import { roleOf } from '../comm/topology.ts';
 import type { WireFormat } from '../protocol/frames.ts';
-import { failureDetail, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment } from '../protocol/messages.ts';
+import {
+  failureDetail, type CoordinatorMessage, type IceServer, type LinkKind, type PeerMessage, type PrepareRing, type StepAssignment,
+} from '../protocol/messages.ts';
 
 export interface SessionRingOptions {
   peerId: string;
@@ -46,7 +48,8 @@ export class SessionRing {
    * moved on (`m`); closing the ring ends it now instead of at its timeout.
    */
   preempt(m: CoordinatorMessage): void {
-    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted' || (m.type === 'step-assignment' && m.generation !== this.ring?.generation);
+    const moves = m.type === 'load-state' || m.type === 'done' || m.type === 'evicted'
+      || (m.type === 'step-assignment' && m.generation !== this.ring?.generation);
     if (moves && this.ring) {
       // A new generation keeps the links it shares with this one (released, not closed); a
       // reload, the end or an eviction ends them (the session's end closes whatever is left).
@@ -67,7 +70,10 @@ export class SessionRing {
     if (links === null) return; // not in it: nothing to dial
     const t0 = performance.now();
     const { dialed, opened } = await this.endpoint.preDial(this.o.job, links);
-    if (dialed > 0) this.o.log(`volunteer: dialed ${dialed} link${dialed === 1 ? '' : 's'} ahead for the coming ring (${opened} open in ${Math.round(performance.now() - t0)} ms)`);
+    if (dialed > 0) {
+      this.o.log(`volunteer: dialed ${dialed} link${dialed === 1 ? '' : 's'} ahead for the coming ring `
+        + `(${opened} open in ${Math.round(performance.now() - t0)} ms)`);
+    }
     this.o.send({ type: 'prepared', peerId: this.o.peerId, id: m.id });
   }
 
@@ -103,8 +109,10 @@ export class SessionRing {
         return null;
       }
       this.links = { next: next ?? null, prev: prev ?? null };
-      this.o.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
-      this.o.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new (formed in ${Math.round(t1 - t0)} ms, routes read in ${Math.round(t2 - t1)} ms; ${ring.links.dials} dials, ${ring.links.offers} offers)`);
+      this.o.log(`volunteer: ring of ${ring.size}: link to ${ring.next?.remoteId ?? '?'} ${next ?? 'unknown'}, `
+        + `from ${ring.prev?.remoteId ?? '?'} ${prev ?? 'unknown'}`);
+      this.o.log(`volunteer: ring of generation ${a.generation}: ${ring.links.reused} links reused, ${ring.links.total - ring.links.reused} new `
+        + `(formed in ${Math.round(t1 - t0)} ms, routes read in ${Math.round(t2 - t1)} ms; ${ring.links.dials} dials, ${ring.links.offers} offers)`);
     }
     return ring;
   }
@@ -135,7 +143,10 @@ export class SessionRing {
       // An ABORT passed on by a neighbour names the peer to blame and the original failure: report
       // that, before the release below closes links (the neighbours then report them closed, and
       // the coordinator should hear the cause first).
-      this.o.send({ type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin, detail: failureDetail(e.message) });
+      this.o.send({
+        type: 'collective-failure', peerId: this.o.peerId, generation: a.generation, step: a.step, failedPeerId: e.peerId, kind: e.origin,
+        detail: failureDetail(e.message),
+      });
     } else {
       // Preempted by a newer assignment: nothing to report.
       this.o.log(`volunteer: step ${a.step + 1} generation ${a.generation}: collective ended, the coordinator moved on`);

@@ -10,7 +10,9 @@ import { openEndpoint, type PeerEndpoint } from '../comm/index.ts';
 import type { AnyEngine } from '../backend/engine.ts';
 import { weightChecksum } from './checksum.ts';
 import { join } from './http.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage } from '../protocol/messages.ts';
+import {
+  PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
+} from '../protocol/messages.ts';
 import { describe, parseJsonText } from '../protocol/fields.ts';
 import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
 import type { Ctx, SessionEnd, SocketLike } from './volunteer-context.ts';
@@ -46,8 +48,14 @@ export class Session {
   /** Stopped mid-step: the bound on waiting for the coordinator to let it go (stop()). */
   private leaving: ReturnType<typeof setTimeout> | null = null;
 
-  private constructor(private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike, readonly rtcConfig: RTCConfiguration) {
-    this.ring = new SessionRing(endpoint, { peerId: accept.peerId, job: accept.job, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log, send: (m) => this.send(m) });
+  private constructor(
+    private readonly c: Ctx, private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: SocketLike,
+    readonly rtcConfig: RTCConfiguration,
+  ) {
+    this.ring = new SessionRing(endpoint, {
+      peerId: accept.peerId, job: accept.job, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log,
+      send: (m) => this.send(m),
+    });
     this.claims = new TailClaims(accept.peerId, (m) => this.send(m));
     this.trainer = new Trainer(c, this.ring, this);
     // The coordinator may speak first (load-state at once): listen from the moment the
@@ -73,12 +81,17 @@ export class Session {
     };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);
-    const rtcConfig = c.p.rtcConfigFor ? c.p.rtcConfigFor(accept.iceServers) : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };
+    const rtcConfig = c.p.rtcConfigFor
+      ? c.p.rtcConfigFor(accept.iceServers)
+      : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };
     const endpoint = await openEndpoint({
       Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig,
-      server: { host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:' },
+      server: {
+        host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:',
+      },
     });
-    const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
+    const wsUrl = `${url.protocol === 'https:' ? 'wss' : 'ws'}://${url.host}${SESSION_PATH}`
+      + `?peer=${encodeURIComponent(accept.peerId)}&token=${encodeURIComponent(accept.signalingToken)}`;
     const ws = new c.p.WebSocket(wsUrl);
     // Listen before the socket opens: the coordinator speaks first, and its first message can
     // arrive in the same read as the handshake (before an await after 'open' would resume).
@@ -125,7 +138,9 @@ export class Session {
     const done = new Promise<SessionEnd>((resolve) => { this.endWith = resolve; });
     if (this.endReason) return Promise.resolve(this.endReason);
     this.pump();
-    this.heartbeat = setInterval(() => this.send({ type: 'heartbeat', peerId: this.peerId, generation: this.ring.current?.generation ?? 0, step: this.committed ?? 0 }), this.accept.heartbeatMs);
+    this.heartbeat = setInterval(() => this.send({
+      type: 'heartbeat', peerId: this.peerId, generation: this.ring.current?.generation ?? 0, step: this.committed ?? 0,
+    }), this.accept.heartbeatMs);
     const onAbort = () => this.stop();
     this.c.o.signal?.addEventListener('abort', onAbort, { once: true });
     // Stopped while joining: the listener above came too late to hear it.
@@ -180,7 +195,9 @@ export class Session {
   }
 
   private receive(data: unknown): void {
-    const parsed = typeof data === 'string' ? parseJsonText(data) : typeof data === 'object' && data !== null && 'toString' in data ? parseJsonText(String(data)) : null;
+    const parsed = typeof data === 'string'
+      ? parseJsonText(data)
+      : typeof data === 'object' && data !== null && 'toString' in data ? parseJsonText(String(data)) : null;
     const d = parsed?.ok ? this.shapes.decode(parsed.value) : parsed;
     if (!d || !d.ok) {
       this.c.log(`volunteer: ignored a message from the coordinator: ${d ? describe(d.error) : 'not text'}`);
@@ -242,7 +259,8 @@ export class Session {
    */
   private superseded(m: CoordinatorMessage): boolean {
     if (m.type !== 'step-assignment') return false;
-    return this.queue.some((n) => n.type === 'load-state' || n.type === 'done' || n.type === 'evicted' || (n.type === 'step-assignment' && n.generation > m.generation));
+    return this.queue.some((n) => n.type === 'load-state' || n.type === 'done' || n.type === 'evicted'
+      || (n.type === 'step-assignment' && n.generation > m.generation));
   }
 
   private async handle(m: CoordinatorMessage): Promise<void> {

@@ -140,7 +140,9 @@ export class Trainer {
    * optimiser runs on the host, so it always comes back. `ahead`: the slices to load while this one
    * computes, nearest first.
    */
-  private async gradient(ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[]): Promise<{ grads: Float32Array; lossSum: number }> {
+  private async gradient(
+    ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[],
+  ): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
     const parts = this.parts(ids);
@@ -164,7 +166,9 @@ export class Trainer {
   private parts(ids: readonly number[]): number[][] {
     const parts = microBatches(ids, this.c.fit);
     if (parts.length > 1 && this.c.model.bnGroup === null && this.c.model.spec.nodes.some((n) => n.op === 'bn')) {
-      throw new StateError(`this device computes at most ${this.c.fit.images} images of ${this.c.model.spec.name} at once, and its slice of ${ids.length} is more; the job normalises batch norm over each whole slice, so it cannot be cut: the job owner sets a BN group (npm start --bn-group 32) or gives this job more peers`);
+      throw new StateError(`this device computes at most ${this.c.fit.images} images of ${this.c.model.spec.name} at once, `
+        + `and its slice of ${ids.length} is more; the job normalises batch norm over each whole slice, so it cannot be cut: `
+        + 'the job owner sets a BN group (npm start --bn-group 32) or gives this job more peers');
     }
     return parts;
   }
@@ -226,14 +230,21 @@ export class Trainer {
     const reusable = usableKept(this.kept, a);
     const reused = reusable ? reusable.ids.length : 0;
     const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
-    if (a.reuse && !reusable) this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: computing the whole slice`);
-    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)${a.steal ? ', then claims chunks of its tail' : ''}`);
+    if (a.reuse && !reusable) {
+      this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: `
+        + 'computing the whole slice');
+    }
+    this.c.log(`volunteer: step ${a.step + 1} computes ${todo.length} of ${images} images (${reused} reused)`
+      + `${a.steal ? ', then claims chunks of its tail' : ''}`);
     // An injected straggler (benchmarks): this step's slowdown.
     const mu = this.c.o.straggle ?? 0;
     this.slowdown = mu > 0 ? -mu * Math.log(1 - Math.random()) : 0;
     // A step with a tail: the fixed part and each granted chunk first, the last micro-batch below.
     const tail = a.steal ? await this.tail(a, todo) : null;
-    if (tail) this.c.log(`volunteer: step ${a.step + 1} took ${tail.claimed.length} images of the tail in ${tail.grants} grant${tail.grants === 1 ? '' : 's'}${tail.final ? ` (its final grant: ${tail.final}, with the all-reduce)` : ''}`);
+    if (tail) {
+      this.c.log(`volunteer: step ${a.step + 1} took ${tail.claimed.length} images of the tail in ${tail.grants} grant${tail.grants === 1 ? '' : 's'}`
+        + `${tail.final ? ` (its final grant: ${tail.final}, with the all-reduce)` : ''}`);
+    }
     // Then every micro-batch but the last of what is left (what fits the device at once); the last one runs with the all-reduce.
     const parts = this.parts(tail ? tail.last : todo);
     let earlier = tail?.earlier ?? null;
@@ -253,11 +264,15 @@ export class Trainer {
     const { buckets, model } = this.c;
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
     const tamper = this.c.o.adversary ? { tamper: tamperOf(this.c.o.adversary, a.step + 1) } : {};
-    const out = await syncGradients({ model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable, ...(earlier ? { earlier } : {}), ...tamper }, forming, {
+    const out = await syncGradients({
+      model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
+      ...(earlier ? { earlier } : {}), ...tamper,
+    }, forming, {
       step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
       // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
       keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
-      onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
+      onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} `
+        + `in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
       ...(feedback ? { feedback } : {}),
     });
@@ -283,9 +298,15 @@ export class Trainer {
     // the part of it after this peer's backward ended. compute excludes the wait for data.
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const t = out.timings;
-    const timings = { computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs), exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs) };
+    const timings = {
+      computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs),
+      exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs),
+    };
     const verified = a.verify ? this.sketches(a, checksum, out.grads, audited) : {};
-    this.report(a, out.ring, { loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}), ...verified }, 1);
+    this.report(a, out.ring, {
+      loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
+      ...verified,
+    }, 1);
   }
 
   /**
@@ -412,13 +433,21 @@ export class Trainer {
 
   private report(
     a: StepAssignment, ring: StepRings,
-    r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number } & Pick<StepResult, 'sketch' | 'total' | 'audit'>,
+    r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }
+      & Pick<StepResult, 'sketch' | 'total' | 'audit'>,
     steps: number,
   ): void {
     const fetchedBytes = this.c.fetched.bytes;
-    this.host.send({ type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: this.c.fit.images, ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}), ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}) });
+    this.host.send({
+      type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: this.c.fit.images,
+      ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}),
+      ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}),
+    });
     this.lastReportAt = performance.now();
-    this.c.o.onEvent?.({ type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs, commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes, dataMs: r.timings.dataMs, fetchedBytes });
+    this.c.o.onEvent?.({
+      type: 'step', step: a.step + steps, generation: a.generation, ringSize: ring.size, images: r.images, loss: r.loss, computeMs: r.timings.computeMs,
+      commMs: r.timings.commMs, innerSteps: steps, sentBytes: r.sentBytes, dataMs: r.timings.dataMs, fetchedBytes,
+    });
   }
 
   /**
@@ -438,16 +467,21 @@ export class Trainer {
     if (!ring) return;
     if (a.uploadCheckpoint) await this.host.upload(a.step);
     const tc = performance.now();
-    const { work, reused } = await rounds.contribution(a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)));
+    const { work, reused } = await rounds.contribution(
+      a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)),
+    );
     if (reused) this.c.log(`volunteer: round at step ${a.step + 1}: reusing the ${work.images} images computed before (a member was lost)`);
     else await this.throttle(work.computeMs - this.dataMs);
     const t1 = performance.now();
     let firstFrame = t1;
     const sum = work.change.slice();
     if (ring.size > 1) {
-      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): all-reduce of ${sum.length} floats over ${ring.shape}`);
+      this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): `
+        + `all-reduce of ${sum.length} floats over ${ring.shape}`);
       try {
-        await ring.allReduce(sum, { step: roundRingStep(a.step), maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); } });
+        await ring.allReduce(sum, {
+          step: roundRingStep(a.step), maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); },
+        });
       } catch (e) {
         return this.ring.failed(e, a);
       }
@@ -457,8 +491,13 @@ export class Trainer {
     this.committed = a.step + plan.ids.length;
     if (this.host.ended) return;
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
-    const timings = { computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame), waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs) };
+    const timings = {
+      computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame),
+      waitMs: Math.min(MAX_MS, idle + (firstFrame - t1)), dataMs: Math.min(MAX_MS, this.dataMs),
+    };
     const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
-    this.report(a, ring, { loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length) }, plan.ids.length);
+    this.report(a, ring, {
+      loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length),
+    }, plan.ids.length);
   }
 }

@@ -84,12 +84,18 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;
   if (!(memory > 0)) throw new RangeError(`memoryCacheBytes must be > 0, got ${memory}`);
   const valBytes = Math.max(1, Math.floor(memory / 4));
-  const loader = (split: 'train' | 'val', cacheBytes: number) => new BatchLoader({ manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip, cacheBytes });
+  const loader = (split: 'train' | 'val', cacheBytes: number) => new BatchLoader({
+    manifest, source, decoder: p.decoder, split, augment: defaultAugment(manifest, split), seed: job.job.seed, gunzip: p.gunzip, cacheBytes,
+  });
   const train = loader('train', Math.max(1, memory - valBytes));
   const batches = new Prefetcher(train, {
-    onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); the step will load them itself`),
+    onError: (e, ids) => log(`volunteer: loading ${ids.length} images ahead failed (${e instanceof Error ? e.message : String(e)}); `
+      + 'the step will load them itself'),
   });
-  const ctx: Ctx = { p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true, fetched, fit };
+  const ctx: Ctx = {
+    p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true,
+    fetched, fit,
+  };
   // A data set that fits the cache loads while this peer joins and waits to be admitted, not in its first step.
   if (ctx.prefetch) {
     const warming = train.warmAll();
@@ -118,12 +124,15 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
       // A step's staged backward may outlive its session: the next session uses the model after it.
       const endedAt = Date.now();
       await session.drained(60_000);
-      if (Date.now() - endedAt > 2000) log(`volunteer: waited ${((Date.now() - endedAt) / 1000).toFixed(1)} s after the session ended for the step it was in to finish`);
+      if (Date.now() - endedAt > 2000) {
+        log(`volunteer: waited ${((Date.now() - endedAt) / 1000).toFixed(1)} s after the session ended for the step it was in to finish`);
+      }
       // Its own work failed the same way again and again with no step in between: rejoining will not help.
       streak = end.failed ? failed(session.committed === streakAt ? streak : noStreak(), end.detail) : noStreak();
       streakAt = session.committed;
       if (halts(streak)) {
-        throw new StateError(`this volunteer stops: its work failed ${streak.count} times in a row the same way, with no step committed between: ${end.detail}`);
+        throw new StateError(`this volunteer stops: its work failed ${streak.count} times in a row the same way, `
+          + `with no step committed between: ${end.detail}`);
       }
       step = session.committed;
       // Evicted again and again because no neighbour could be reached: rejoining will not help.

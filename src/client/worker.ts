@@ -38,7 +38,10 @@ async function device(preference: BackendPreference): Promise<{ engine: AnyEngin
   engine = null;
   const chosen = await chooseEngine(preference, factories);
   engine = chosen.engine;
-  report = { backend: chosen.choice.chosen, reason: chosen.choice.reason, device: engine.info.description, cpu: engine.info.cpu, measures: chosen.choice.measures, preference };
+  report = {
+    backend: chosen.choice.chosen, reason: chosen.choice.reason, device: engine.info.description, cpu: engine.info.cpu,
+    measures: chosen.choice.measures, preference,
+  };
   return { engine, report };
 }
 
@@ -57,7 +60,9 @@ const api: VolunteerWorkerApi = {
     const { engine: e } = await device(o.backend);
     cache ??= await VolunteerCache.open();
     const c = cache;
-    const status: VolunteerStatus = { state: 'joining', message: 'joining the job…', peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: c.stats };
+    const status: VolunteerStatus = {
+      state: 'joining', message: 'joining the job…', peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: c.stats,
+    };
     let over = false;
     const tell = (patch: Partial<VolunteerStatus>, last = false) => {
       if (over) return; // nothing after the final word (paused, done, error)
@@ -71,7 +76,8 @@ const api: VolunteerWorkerApi = {
     const Peer = relayPeerClass(rtc);
     const done = runVolunteer(
       {
-        engine: e, Peer, rtcConfig: { iceServers: [] }, iceCheck: (config) => Peer.iceCheck(config), WebSocket: WebSocket as unknown as SocketCtor, decoder: browserDecoder,
+        engine: e, Peer, rtcConfig: { iceServers: [] }, iceCheck: (config) => Peer.iceCheck(config), WebSocket: WebSocket as unknown as SocketCtor,
+        decoder: browserDecoder,
         cacheShards: (s) => c.shards(s),
         checkpoints: { get: (job, step) => c.checkpoint(job, step), keep: (job, step, bytes) => c.keepCheckpoint(job, step, bytes) },
       },
@@ -81,12 +87,20 @@ const api: VolunteerWorkerApi = {
         onEvent: (e) => {
           if (e.type === 'joined') tell({ state: 'joining', peerId: e.peerId, message: `joined as ${e.peerId}; waiting for the next step boundary` });
           else if (e.type === 'state') tell({ step: e.step, message: `loaded the weights of step ${e.step} (${e.source})` });
-          else if (e.type === 'step') tell({ state: 'training', step: e.step, ringSize: e.ringSize, loss: e.loss, imagesPerSec: e.images > 0 ? e.images / (e.computeMs / 1000) : null, message: e.innerSteps > 1 ? `round of ${e.innerSteps} local steps done (to step ${e.step}) with ${e.ringSize} peer(s); sent ${(e.sentBytes / 1e6).toFixed(1)} MB for ${e.images} images` : `step ${e.step} done with ${e.ringSize} peer(s)` });
+          else if (e.type === 'step') tell({
+            state: 'training', step: e.step, ringSize: e.ringSize, loss: e.loss, imagesPerSec: e.images > 0 ? e.images / (e.computeMs / 1000) : null,
+            message: e.innerSteps > 1
+              ? `round of ${e.innerSteps} local steps done (to step ${e.step}) with ${e.ringSize} peer(s); `
+                + `sent ${(e.sentBytes / 1e6).toFixed(1)} MB for ${e.images} images`
+              : `step ${e.step} done with ${e.ringSize} peer(s)`,
+          });
           else if (e.type === 'left') tell({ state: 'joining', message: `rejoining: ${e.reason}` });
         },
       },
     ).then(
-      (exit) => tell(exit.reason === 'done' ? { state: 'done', message: `the job has finished (step ${exit.step ?? '-'}). Thank you!` } : { state: 'paused', message: 'paused: this device left the job; resume to rejoin' }, true),
+      (exit) => tell(exit.reason === 'done'
+        ? { state: 'done', message: `the job has finished (step ${exit.step ?? '-'}). Thank you!` }
+        : { state: 'paused', message: 'paused: this device left the job; resume to rejoin' }, true),
       (e: unknown) => tell({ state: 'error', message: e instanceof Error ? e.message : String(e) }, true),
     ).finally(() => { running = null; });
     running = { stop, done };

@@ -115,7 +115,9 @@ export function frameRange(s: LinkStep, j: number, segElems: number): [number, n
 const PHASE_NAME: Record<Phase, string> = { [Phase.reduceScatter]: 'reduce-scatter', [Phase.allGather]: 'all-gather' };
 
 /** Where a data frame header falls in a schedule: [ring step, segment], or null if it is no frame of it. */
-export function locateFrame(schedule: readonly LinkStep[], h: Pick<FrameHeader, 'phase' | 'chunk' | 'offset' | 'length'>, segElems: number): [number, number] | null {
+export function locateFrame(
+  schedule: readonly LinkStep[], h: Pick<FrameHeader, 'phase' | 'chunk' | 'offset' | 'length'>, segElems: number,
+): [number, number] | null {
   for (let t = 0; t < schedule.length; t++) {
     const s = schedule[t];
     if (s.phase !== h.phase || s.chunk !== h.chunk || h.offset < s.start || (h.offset - s.start) % segElems !== 0) continue;
@@ -199,7 +201,10 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     // would spread to every weight of every peer. The sender (prev) is blamed.
     const { bad, rms } = inspectPayload(frame.subarray(HEADER_BYTES), this.wire, len, Number.isFinite(this.maxRms));
     if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (phase ${st.phase}, chunk ${st.chunk})`);
-    if (rms > this.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} (phase ${st.phase}, chunk ${st.chunk}, offset ${off})`);
+    if (rms > this.maxRms) {
+      throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.maxRms.toExponential(2)} `
+        + `(phase ${st.phase}, chunk ${st.chunk}, offset ${off})`);
+    }
     // Reduce-scatter adds the payload in, all-gather copies it.
     decodePayload(frame.subarray(HEADER_BYTES), this.grad.subarray(off, off + len), this.wire, st.phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;

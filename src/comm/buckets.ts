@@ -77,7 +77,9 @@ export function checkBuckets(buckets: readonly BucketRange[], length: number): s
  * rejection): `grads` is then partly summed and the ring must be closed and the step redone,
  * as with allReduceSum.
  */
-export async function allReduceBuckets(grads: Float32Array, buckets: readonly BucketRange[], ready: (bucket: number) => Promise<void>, opts: BucketAllReduceOptions): Promise<Float32Array> {
+export async function allReduceBuckets(
+  grads: Float32Array, buckets: readonly BucketRange[], ready: (bucket: number) => Promise<void>, opts: BucketAllReduceOptions,
+): Promise<Float32Array> {
   const self = opts.ring?.selfId ?? '?';
   const why = checkBuckets(buckets, grads.length);
   if (why) throw new RingError('bad-input', self, `bucketed all-reduce of ${grads.length} floats: ${why}`);
@@ -119,5 +121,7 @@ export async function allReduceBuckets(grads: Float32Array, buckets: readonly Bu
 function flatCollective(opts: BucketAllReduceOptions): BucketCollective {
   const ring = opts.ring;
   if (!ring) throw new RingError('bad-input', '?', 'a bucketed all-reduce needs a ring or a collective');
-  return (part, ringStep, onFirstFrame) => allReduceSum(part, { ring, step: ringStep, wire: opts.wire, messageBytes: opts.messageBytes, maxRms: opts.maxRms, onFirstFrame });
+  return (part, ringStep, onFirstFrame) => allReduceSum(part, {
+    ring, step: ringStep, wire: opts.wire, messageBytes: opts.messageBytes, maxRms: opts.maxRms, onFirstFrame,
+  });
 }

@@ -121,12 +121,15 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
     if (j === null) throw refuse('internal: receive cursor on an empty step');
     const [off, len] = this.segment(j, this.recvJ);
     if (h.kind !== FrameKind.data || h.phase !== phase || h.chunk !== j || h.offset !== off || h.length !== len || h.dtype !== wire) {
-      throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}; ${this.whereAmI(h)}`);
+      throw refuse(`expected ${wire} phase ${phase} shard ${j} offset ${off} length ${len}, `
+        + `got ${h.dtype} phase ${h.phase} chunk ${h.chunk} offset ${h.offset} length ${h.length}; ${this.whereAmI(h)}`);
     }
     const body = frame.subarray(HEADER_BYTES);
     const { bad, rms } = inspectPayload(body, wire, len, Number.isFinite(this.o.maxRms));
     if (bad >= 0) throw refuse(`non-finite value at element ${off + bad} (shard ${j})`);
-    if (rms > this.o.maxRms) throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.o.maxRms.toExponential(2)} (shard ${j}, offset ${off})`);
+    if (rms > this.o.maxRms) {
+      throw refuse(`values far too large: RMS ${rms.toExponential(2)} over the bound ${this.o.maxRms.toExponential(2)} (shard ${j}, offset ${off})`);
+    }
     decodePayload(body, grad.subarray(off, off + len), wire, phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;
     this.recvJ++;
@@ -153,7 +156,9 @@ class ChainCollective extends ReceiveWaits implements CollectiveSink {
         if (o === h.offset && l === h.length) belongs = `segment ${s} of chain step ${t}`;
       }
     }
-    return `this receiver was at chain step ${this.recvT} of ${this.steps.length}, segment ${this.recvJ} (${this.got[this.recvT] ?? 0} frames in at this step, ${total} in this phase), rank ${ring.rank} of ${ring.size}, ${shards} shards, ${segElems} elements per frame; the frame is ${belongs}`;
+    return `this receiver was at chain step ${this.recvT} of ${this.steps.length}, segment ${this.recvJ} `
+      + `(${this.got[this.recvT] ?? 0} frames in at this step, ${total} in this phase), rank ${ring.rank} of ${ring.size}, `
+      + `${shards} shards, ${segElems} elements per frame; the frame is ${belongs}`;
   }
 
   async sendAll(): Promise<void> {

@@ -66,7 +66,9 @@ export class TwoLevelRings {
     if (want === null && column) throw bad(`${this.selfId} takes part in no column, but a column ring was given`);
     if (want !== null && !column) throw bad(`${this.selfId} needs its column ring [${want.join(', ')}]`);
     if (want !== null && column) {
-      if (column.selfId !== this.selfId || !same(column.ids, want)) throw bad(`the column ring [${column.ids.join(', ')}] is not the plan's column [${want.join(', ')}]`);
+      if (column.selfId !== this.selfId || !same(column.ids, want)) {
+        throw bad(`the column ring [${column.ids.join(', ')}] is not the plan's column [${want.join(', ')}]`);
+      }
       if (column.job !== group.job || column.generation !== group.generation) throw bad('the group and column rings must have the same job and generation');
       group.onError((e) => forward(column, e));
       column.onError((e) => forward(group, e));

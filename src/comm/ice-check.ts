@@ -71,20 +71,30 @@ export function diagnoseIce(servers: readonly IceServer[], r: IceReport): string
   const stun = servers.flatMap((s) => s.urls).filter((u) => u.startsWith('stun'));
   const turn = servers.filter((s) => s.urls.some((u) => u.startsWith('turn')));
   if (r.host.length === 0 && r.srflx.length === 0 && r.relay.length === 0) {
-    out.push('this device gathered no WebRTC addresses at all: it needs a network interface with a default route (browsers use only that one); check the network connection');
+    out.push('this device gathered no WebRTC addresses at all: it needs a network interface with a default route (browsers use only that one); '
+      + 'check the network connection');
   }
   for (const e of r.errors) {
-    if (e.code === 401) out.push(`the TURN server at ${hostPort(e.url)} refused this device's credentials (401${e.text ? ` ${e.text}` : ''}): the coordinator's TURN secret and the server's differ, or the clocks differ by hours; ask the job owner`);
-    else if (e.code === 701) out.push(`no answer from ${e.url} (${e.text || 'timeout'}): check that UDP port ${hostPort(e.url).split(':').pop()} on ${hostPort(e.url).replace(/:\d+$/, '')} is open from this network`);
-    else if (e.code) out.push(`${e.url}: error ${e.code} ${e.text}`.trim());
+    if (e.code === 401) {
+      out.push(`the TURN server at ${hostPort(e.url)} refused this device's credentials (401${e.text ? ` ${e.text}` : ''}): `
+        + "the coordinator's TURN secret and the server's differ, or the clocks differ by hours; ask the job owner");
+    } else if (e.code === 701) {
+      out.push(`no answer from ${e.url} (${e.text || 'timeout'}): check that UDP port ${hostPort(e.url).split(':').pop()} `
+        + `on ${hostPort(e.url).replace(/:\d+$/, '')} is open from this network`);
+    } else if (e.code) out.push(`${e.url}: error ${e.code} ${e.text}`.trim());
   }
   if (stun.length && r.srflx.length === 0 && !r.errors.some((e) => e.url.startsWith('stun'))) {
-    out.push(`no answer from STUN at ${stun.map(hostPort).join(', ')}: check that UDP to that port is open from this network (the coordinator answers STUN on UDP at its own port)`);
+    out.push(`no answer from STUN at ${stun.map(hostPort).join(', ')}: check that UDP to that port is open from this network `
+      + '(the coordinator answers STUN on UDP at its own port)');
   }
   if (turn.length && r.relay.length === 0 && !r.errors.some((e) => e.url.startsWith('turn'))) {
-    out.push(`the TURN relay at ${turn.flatMap((s) => s.urls).map(hostPort).filter((v, i, a) => a.indexOf(v) === i).join(', ')} gave no relayed address: UDP/TCP to it is blocked, or it refused the credentials; check its port (3478 by default) and the relay ports (49160-49359 UDP) in the firewall`);
+    out.push(`the TURN relay at ${turn.flatMap((s) => s.urls).map(hostPort).filter((v, i, a) => a.indexOf(v) === i).join(', ')} gave no relayed address: `
+      + 'UDP/TCP to it is blocked, or it refused the credentials; check its port (3478 by default) and the relay ports (49160-49359 UDP) in the firewall');
   }
-  if (servers.length === 0) out.push('the job has no STUN or TURN server: peers behind NAT or on isolated Wi-Fi cannot reach each other; the job owner can start the coordinator with --turn, or give --ice URLs');
+  if (servers.length === 0) {
+    out.push('the job has no STUN or TURN server: peers behind NAT or on isolated Wi-Fi cannot reach each other; '
+      + 'the job owner can start the coordinator with --turn, or give --ice URLs');
+  }
   return out;
 }
 

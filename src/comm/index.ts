@@ -10,6 +10,9 @@ export { chunkRange } from './plan.ts';
 export { openEndpoint, PeerEndpoint, type EndpointOptions, type FormRingOptions } from './peer-endpoint.ts';
 export { loadBrowserPeer, type SignalingAddress, type PeerCtor } from './peerjs-peer.ts';
 export { PeerJsLink } from './peerjs-link.ts';
-export { planTopology, roleOf, checkTopology, speedOrder, twoLevelRounds, flatRounds, MIN_TWO_LEVEL_PEERS, type Topology, type PeerLinkInfo, type PlanOptions, type TwoLevelRole } from './topology.ts';
+export {
+  planTopology, roleOf, checkTopology, speedOrder, twoLevelRounds, flatRounds, MIN_TWO_LEVEL_PEERS, type Topology, type PeerLinkInfo, type PlanOptions,
+  type TwoLevelRole,
+} from './topology.ts';
 export { allReduceTwoLevel, TwoLevelRings, type TwoLevelOptions, type TwoLevelRingsInit } from './hierarchical.ts';
 export { memoryTwoLevel, type MemoryTwoLevel, type MemoryTwoLevelOptions, type PeerMemoryLinks } from './memory-two-level.ts';

@@ -19,6 +19,8 @@ export function memoryRing(ids: readonly string[], o: { job?: number; generation
     toNext.push(a);
     fromPrev[(i + 1) % n] = b;
   }
-  const rings = ids.map((selfId, i) => new Ring({ selfId, ids, job: o.job ?? 1, generation: o.generation ?? 1, next: toNext[i], prev: fromPrev[i], settings: o.settings }));
+  const rings = ids.map((selfId, i) => new Ring({
+    selfId, ids, job: o.job ?? 1, generation: o.generation ?? 1, next: toNext[i], prev: fromPrev[i], settings: o.settings,
+  }));
   return { rings, toNext, fromPrev };
 }

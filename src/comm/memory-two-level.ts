@@ -56,7 +56,9 @@ export function memoryTwoLevel(t: Topology, o: MemoryTwoLevelOptions = {}): Memo
     const mine: PeerMemoryLinks = { groupNext: g.next.get(id), groupPrev: g.prev.get(id), columnNext: c?.next.get(id), columnPrev: c?.prev.get(id) };
     const w = (l: MemoryLink | undefined) => (l ? wrap(l, id) : undefined);
     const groupRing = new Ring({ selfId: id, ids: role.groupIds, job, generation, next: w(mine.groupNext), prev: w(mine.groupPrev), settings: o.settings });
-    const columnRing = role.columnIds ? new Ring({ selfId: id, ids: role.columnIds, job, generation, next: w(mine.columnNext), prev: w(mine.columnPrev), settings: o.settings }) : null;
+    const columnRing = role.columnIds
+      ? new Ring({ selfId: id, ids: role.columnIds, job, generation, next: w(mine.columnNext), prev: w(mine.columnPrev), settings: o.settings })
+      : null;
     peers.set(id, new TwoLevelRings({ topology: t, group: groupRing, column: columnRing }));
     links.set(id, mine);
   }

@@ -62,7 +62,9 @@ export async function openEndpoint(o: EndpointOptions): Promise<PeerEndpoint> {
     peer.on('error', (e) => reject(new RingError('connect-failed', o.id, `signaling server refused ${o.id}: ${e.message}`, o.id)));
   });
   try {
-    await withTimeout(opened, o.openTimeoutMs ?? 10_000, () => new RingError('connect-failed', o.id, `no answer from the signaling server at ${o.server.host}:${o.server.port}${o.server.path}`, o.id));
+    await withTimeout(opened, o.openTimeoutMs ?? 10_000, () => new RingError(
+      'connect-failed', o.id, `no answer from the signaling server at ${o.server.host}:${o.server.port}${o.server.path}`, o.id,
+    ));
   } catch (e) {
     peer.destroy();
     throw e;
@@ -330,13 +332,17 @@ export class PeerEndpoint {
     if (!around || ids.length < 2) throw new RingError('bad-input', this.id, `${this.id} is not in the ring [${ids.join(', ')}] of 2 or more peers`);
     const newest = this.newest.get(job) ?? 0;
     if (generation < newest) {
-      throw new RingError('closed', this.id, `generation ${generation} of job ${job} is older than generation ${newest}, already formed here: it was abandoned`, this.id);
+      throw new RingError(
+        'closed', this.id, `generation ${generation} of job ${job} is older than generation ${newest}, already formed here: it was abandoned`, this.id,
+      );
     }
     this.newest.set(job, generation);
     const fkey = `${job}/${tag}`;
     // Older generations' formations (every tag) and this tag's own are over.
     for (const [k, { f: running }] of this.forming) {
-      if (running.job === job && (running.generation < generation || k === fkey)) running.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
+      if (running.job === job && (running.generation < generation || k === fkey)) {
+        running.cancel(`generation ${generation} of job ${job} is forming now: this formation of generation ${running.generation} was abandoned`);
+      }
     }
     const { nextId, prevId } = around;
     const key = `${job}/${generation}/${tag}/${prevId}`;
@@ -349,7 +355,9 @@ export class PeerEndpoint {
     }
     const dial = (): FormingLink => {
       const label = `vt/${job}/${generation}${tag ? `/${tag}` : ''}`;
-      const conn = this.peer.connect(nextId, { label, metadata: { vt: 'ring', job, generation, from: this.id, ...(tag ? { tag } : {}) }, serialization: 'raw', reliable: true });
+      const conn = this.peer.connect(nextId, {
+        label, metadata: { vt: 'ring', job, generation, from: this.id, ...(tag ? { tag } : {}) }, serialization: 'raw', reliable: true,
+      });
       if (!conn) throw new RingError('connect-failed', nextId, 'PeerJS could not start a connection (peer destroyed or disconnected from signaling)', this.id);
       return new PeerJsLink(conn, 'dialed');
     };

@@ -116,7 +116,10 @@ export function serveRtcRelay(port: PortLike, Peer: PeerCtor): () => void {
       case 'ice-check': {
         const Pc = (globalThis as { RTCPeerConnection?: unknown }).RTCPeerConnection as GatherPcCtor | undefined;
         const none: IceReport = { host: [], srflx: [], relay: [], errors: [], complete: false };
-        void (Pc ? gatherCandidates(Pc, m.config, m.timeoutMs) : Promise.resolve(none)).then((report) => post({ ev: 'answer', rid: m.rid, report }), () => post({ ev: 'answer', rid: m.rid, report: none }));
+        void (Pc ? gatherCandidates(Pc, m.config, m.timeoutMs) : Promise.resolve(none)).then(
+          (report) => post({ ev: 'answer', rid: m.rid, report }),
+          () => post({ ev: 'answer', rid: m.rid, report: none }),
+        );
         return;
       }
     }

@@ -314,7 +314,9 @@ export class Ring {
       }
     }
     if (this.active && now - this.lastProgress > this.settings.stallTimeoutMs) {
-      this.fail(new RingError('stalled', this.prev?.remoteId ?? this.selfId, `no data for ${now - this.lastProgress} ms in step ${this.active.step}`, this.selfId));
+      this.fail(new RingError(
+        'stalled', this.prev?.remoteId ?? this.selfId, `no data for ${now - this.lastProgress} ms in step ${this.active.step}`, this.selfId,
+      ));
     }
   }
 }

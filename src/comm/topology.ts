@@ -78,8 +78,12 @@ function validate(peers: readonly PeerLinkInfo[]): void {
     if (typeof p.id !== 'string' || p.id === '') throw bad('has no id');
     if (seen.has(p.id)) throw bad('is listed twice');
     seen.add(p.id);
-    if (p.bandwidth !== undefined && !(Number.isFinite(p.bandwidth) && p.bandwidth >= 0)) throw bad(`has bandwidth ${p.bandwidth}: give a finite number >= 0 or leave it out`);
-    if (p.latencyMs !== undefined && !(Number.isFinite(p.latencyMs) && p.latencyMs >= 0)) throw bad(`has latency ${p.latencyMs} ms: give a finite number >= 0 or leave it out`);
+    if (p.bandwidth !== undefined && !(Number.isFinite(p.bandwidth) && p.bandwidth >= 0)) {
+      throw bad(`has bandwidth ${p.bandwidth}: give a finite number >= 0 or leave it out`);
+    }
+    if (p.latencyMs !== undefined && !(Number.isFinite(p.latencyMs) && p.latencyMs >= 0)) {
+      throw bad(`has latency ${p.latencyMs} ms: give a finite number >= 0 or leave it out`);
+    }
   }
 }
 

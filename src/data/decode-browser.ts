@@ -13,7 +13,11 @@ function context(width: number, height: number): OffscreenCanvasRenderingContext
   let ctx = canvases.get(key);
   if (!ctx) {
     const c = new OffscreenCanvas(width, height).getContext('2d', { willReadFrequently: true });
-    if (!c) throw new DataError('decode-failed', 'OffscreenCanvas has no 2d context here; use a browser with OffscreenCanvas (Chrome 69+, Firefox 105+, Safari 16.4+)');
+    if (!c) {
+      throw new DataError(
+        'decode-failed', 'OffscreenCanvas has no 2d context here; use a browser with OffscreenCanvas (Chrome 69+, Firefox 105+, Safari 16.4+)',
+      );
+    }
     ctx = c;
     canvases.set(key, ctx);
   }

@@ -273,7 +273,9 @@ function browserEstimate(): (() => Promise<StorageEstimate>) | null {
  * Runs `requests` in `tx` and waits for it to commit. Returns null, or the quota error the
  * browser refused it with (on the request or as the transaction's abort); other errors throw.
  */
-async function quotaRefused<T extends { readonly done: Promise<void>; readonly error: DOMException | null }>(tx: T, requests: (tx: T) => Promise<unknown>[]): Promise<DOMException | null> {
+async function quotaRefused<T extends { readonly done: Promise<void>; readonly error: DOMException | null }>(
+  tx: T, requests: (tx: T) => Promise<unknown>[],
+): Promise<DOMException | null> {
   try {
     await Promise.all([...requests(tx), tx.done]);
     return null;

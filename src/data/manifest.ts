@@ -107,7 +107,9 @@ function checkSplit(s: unknown, name: string, gzip: boolean, need: (c: boolean, 
     if (!need(isObj(sh), `${at} must be an object {file, samples, bytes}`) || !isObj(sh)) return;
     const file = sh.file;
     need(typeof file === 'string' && /^[A-Za-z0-9_.-]+$/.test(file) && !file.startsWith('.'), `${at}.file must be a plain file name (letters, digits, _ . -)`);
-    if (typeof file === 'string') need(file.endsWith('.tar.gz') === gzip, `${at}.file "${file}" must ${gzip ? '' : 'not '}end in .tar.gz since "gzip" is ${gzip}`);
+    if (typeof file === 'string') {
+      need(file.endsWith('.tar.gz') === gzip, `${at}.file "${file}" must ${gzip ? '' : 'not '}end in .tar.gz since "gzip" is ${gzip}`);
+    }
     need(isPositive(sh.samples), `${at}.samples must be a positive integer`);
     need(isPositive(sh.bytes), `${at}.bytes must be a positive integer`);
     if (isPositive(sh.samples)) sum += sh.samples;

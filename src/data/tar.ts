@@ -194,7 +194,9 @@ export class TarParser {
   /** Throws a 'bad-tar' DataError if the archive stopped before its end blocks. */
   finish(): void {
     if (this.ended) return;
-    const where = this.entry ? `inside "${this.entry.name}" (${this.entry.filled} of ${this.entry.size} bytes)` : this.headFill > 0 ? 'inside a header' : 'before the end-of-archive blocks';
+    const where = this.entry
+      ? `inside "${this.entry.name}" (${this.entry.filled} of ${this.entry.size} bytes)`
+      : this.headFill > 0 ? 'inside a header' : 'before the end-of-archive blocks';
     throw new DataError('bad-tar', `${this.source} is truncated after ${this.pushed} bytes, ${where}`);
   }
 

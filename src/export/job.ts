@@ -56,7 +56,10 @@ async function isDirectory(path: string): Promise<boolean> {
 /** The model and data set a job folder trains (from its job.json). */
 export async function readJob(jobDir: string): Promise<JobInfo> {
   const file = join(jobDir, 'job.json');
-  if (!(await isDirectory(jobDir))) throw new ExportError('no-job', `there is no job folder ${jobDir}: pass --job the folder npm start printed as "job folder:" (by default .cache/jobs/<model>-<dataset>)`);
+  if (!(await isDirectory(jobDir))) {
+    throw new ExportError('no-job', `there is no job folder ${jobDir}: `
+      + 'pass --job the folder npm start printed as "job folder:" (by default .cache/jobs/<model>-<dataset>)');
+  }
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -75,9 +78,12 @@ export async function readJob(jobDir: string): Promise<JobInfo> {
   const c = typeof config === 'object' && config !== null ? (config as Record<string, unknown>) : {};
   const model = c.model;
   if (typeof model !== 'string' || !(MODEL_NAMES as readonly string[]).includes(model)) {
-    throw new ExportError('no-job', `${file} names no model this exporter knows (config.model ${JSON.stringify(model)}; known: ${MODEL_NAMES.join(', ')}): pass a job folder written by npm start`);
+    throw new ExportError('no-job', `${file} names no model this exporter knows (config.model ${JSON.stringify(model)}; known: ${MODEL_NAMES.join(', ')}): `
+      + 'pass a job folder written by npm start');
   }
-  if (typeof c.dataset !== 'string' || !/^[a-z0-9_-]+$/i.test(c.dataset)) throw new ExportError('no-job', `${file} names no data set (config.dataset ${JSON.stringify(c.dataset)}): pass a job folder written by npm start`);
+  if (typeof c.dataset !== 'string' || !/^[a-z0-9_-]+$/i.test(c.dataset)) {
+    throw new ExportError('no-job', `${file} names no data set (config.dataset ${JSON.stringify(c.dataset)}): pass a job folder written by npm start`);
+  }
   return { model: model as ModelName, dataset: c.dataset, name: typeof c.name === 'string' ? c.name : basename(jobDir) };
 }
 
@@ -89,7 +95,8 @@ export async function readManifest(dataDir: string, dataset: string): Promise<Ma
     text = await readFile(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    throw new ExportError('no-data', `${file} is missing (the export takes the input size, classes and normalisation from it): pass --data the folder the job's data was built in (npm start's --cache, default .cache/data)`);
+    throw new ExportError('no-data', `${file} is missing (the export takes the input size, classes and normalisation from it): `
+      + "pass --data the folder the job's data was built in (npm start's --cache, default .cache/data)");
   }
   try {
     return validateManifest(JSON.parse(text) as unknown, file);
@@ -106,7 +113,8 @@ export function jobSpec(model: ModelName, manifest: Manifest): ModelSpec {
   const { channels, height, width } = manifest.image;
   const spec = modelByName(model, [channels, height, width], manifest.classes.length);
   if (spec.input[0] !== channels || spec.input[1] !== height || spec.input[2] !== width) {
-    throw new ExportError('no-data', `${model} takes ${spec.input.join('x')} inputs, but ${manifest.dataset} has ${channels}x${height}x${width} images: pass --data the folder of the data set this job trained on`);
+    throw new ExportError('no-data', `${model} takes ${spec.input.join('x')} inputs, but ${manifest.dataset} has ${channels}x${height}x${width} images: `
+      + 'pass --data the folder of the data set this job trained on');
   }
   return spec;
 }
@@ -131,12 +139,20 @@ const listSteps = (steps: readonly number[]): string => (steps.length > 8 ? `${s
 /** Reads and verifies the checkpoint of `step` (the newest when undefined). */
 export async function readJobCheckpoint(jobDir: string, step: number | undefined): Promise<{ checkpoint: Checkpoint; path: string }> {
   const steps = await checkpointSteps(jobDir);
-  if (steps.length === 0) throw new ExportError('no-checkpoint', `${jobDir} has no checkpoint yet (checkpoints/step-*.vtck): train the job until its first checkpoint (npm start, every --checkpoint-every steps) and export again`);
+  if (steps.length === 0) {
+    throw new ExportError('no-checkpoint', `${jobDir} has no checkpoint yet (checkpoints/step-*.vtck): `
+      + 'train the job until its first checkpoint (npm start, every --checkpoint-every steps) and export again');
+  }
   const chosen = step ?? steps[0]!;
-  if (!steps.includes(chosen)) throw new ExportError('no-checkpoint', `${jobDir} has no checkpoint of step ${chosen} (it has steps ${listSteps(steps)}): pass one of those to --step, or leave --step out for the newest`);
+  if (!steps.includes(chosen)) {
+    throw new ExportError('no-checkpoint', `${jobDir} has no checkpoint of step ${chosen} (it has steps ${listSteps(steps)}): `
+      + 'pass one of those to --step, or leave --step out for the newest');
+  }
   const path = join(jobDir, 'checkpoints', `step-${String(chosen).padStart(10, '0')}.vtck`);
   const others = steps.filter((s) => s !== chosen);
-  const instead = others.length > 0 ? `export another with --step ${others[0]} (this job also has ${listSteps(others)})` : 'this job has no other checkpoint: train it on to the next one (npm start) and export again';
+  const instead = others.length > 0
+    ? `export another with --step ${others[0]} (this job also has ${listSteps(others)})`
+    : 'this job has no other checkpoint: train it on to the next one (npm start) and export again';
   let checkpoint: Checkpoint;
   try {
     checkpoint = decodeCheckpoint(new Uint8Array(await readFile(path)), path);
@@ -145,7 +161,9 @@ export async function readJobCheckpoint(jobDir: string, step: number | undefined
     // CheckpointError's sentence ends with the coordinator's remedy (skip it); ours differs.
     throw new ExportError('bad-checkpoint', `${e.message.replace(/; it is skipped.*$/, '')}: ${instead}`);
   }
-  if (checkpoint.step !== chosen) throw new ExportError('bad-checkpoint', `${path} holds step ${checkpoint.step}, not ${chosen} (renamed by hand?): ${instead}`);
+  if (checkpoint.step !== chosen) {
+    throw new ExportError('bad-checkpoint', `${path} holds step ${checkpoint.step}, not ${chosen} (renamed by hand?): ${instead}`);
+  }
   return { checkpoint, path };
 }
 
@@ -198,7 +216,9 @@ export async function writeFileChunksAtomic(out: string, chunks: readonly Uint8A
   return bytes;
 }
 
-const missingOutDir = (out: string): ExportError => new ExportError('bad-output', `the folder of --out ${out} does not exist: create it (mkdir -p ${dirname(out)}) or pass another --out`);
+const missingOutDir = (out: string): ExportError => new ExportError(
+  'bad-output', `the folder of --out ${out} does not exist: create it (mkdir -p ${dirname(out)}) or pass another --out`,
+);
 
 /** The whole export: job folder + data manifest + checkpoint -> ONNX file. */
 export async function exportJob(o: ExportJobOptions): Promise<ExportResult> {
@@ -213,7 +233,9 @@ export async function exportJob(o: ExportJobOptions): Promise<ExportResult> {
   const fingerprint = layoutFingerprint(spec.name, layout);
   const { checkpoint, path } = await readJobCheckpoint(jobDir, o.step);
   if (checkpoint.fingerprint !== fingerprint) {
-    throw new ExportError('bad-checkpoint', `${path} is of model ${checkpoint.fingerprint}, but the job trains ${fingerprint} (${job.model} on ${manifest.dataset}, ${spec.input.join('x')}, ${spec.classes} classes): pass the job folder this checkpoint came from, or --data with the data set it trained on`);
+    throw new ExportError('bad-checkpoint', `${path} is of model ${checkpoint.fingerprint}, but the job trains ${fingerprint} `
+      + `(${job.model} on ${manifest.dataset}, ${spec.input.join('x')}, ${spec.classes} classes): `
+      + 'pass the job folder this checkpoint came from, or --data with the data set it trained on');
   }
   const chunks = exportOnnx({
     spec, weights: checkpoint.weights, bnState: checkpoint.bnState,
@@ -221,5 +243,8 @@ export async function exportJob(o: ExportJobOptions): Promise<ExportResult> {
     doc: `${job.model} trained on ${manifest.dataset} by volunteer-trainer (job ${job.name}), step ${checkpoint.step}`,
   });
   const bytes = await writeFileChunksAtomic(out, chunks);
-  return { out, bytes, step: checkpoint.step, model: job.model, dataset: manifest.dataset, input: spec.input, mean: manifest.mean, std: manifest.std, classes: manifest.classes };
+  return {
+    out, bytes, step: checkpoint.step, model: job.model, dataset: manifest.dataset, input: spec.input, mean: manifest.mean, std: manifest.std,
+    classes: manifest.classes,
+  };
 }

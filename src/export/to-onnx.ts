@@ -43,8 +43,12 @@ const pair = (v: number): number[] => [v, v];
 export function exportOnnx(x: ExportInput): Uint8Array[] {
   const { spec } = x;
   const layout = layoutOf(spec);
-  if (x.weights.length !== layout.paramFloats) throw new ExportError('bad-checkpoint', `the weights have ${x.weights.length} floats, ${spec.name} needs ${layout.paramFloats}`);
-  if (x.bnState.length !== layout.stateFloats) throw new ExportError('bad-checkpoint', `the BN state has ${x.bnState.length} floats, ${spec.name} needs ${layout.stateFloats}`);
+  if (x.weights.length !== layout.paramFloats) {
+    throw new ExportError('bad-checkpoint', `the weights have ${x.weights.length} floats, ${spec.name} needs ${layout.paramFloats}`);
+  }
+  if (x.bnState.length !== layout.stateFloats) {
+    throw new ExportError('bad-checkpoint', `the BN state has ${x.bnState.length} floats, ${spec.name} needs ${layout.stateFloats}`);
+  }
   const initializers: ProtoMessage[] = [];
   const nodes: OnnxNode[] = [];
   // The ONNX value holding each of our nodes' outputs (dropout reuses its input's).
@@ -123,14 +127,22 @@ function onnxNodes(
       return one('Gemm', inputs, { transB: 1, alpha: { float: 1 }, beta: { float: 1 } });
     }
     case 'bn':
-      return one('BatchNormalization', [value[n.in]!, param(i, 'bn-gamma'), param(i, 'bn-beta'), state(i, 'running-mean'), state(i, 'running-var')], { epsilon: { float: BN_EPS } });
+      return one(
+        'BatchNormalization', [value[n.in]!, param(i, 'bn-gamma'), param(i, 'bn-beta'), state(i, 'running-mean'), state(i, 'running-var')],
+        { epsilon: { float: BN_EPS } },
+      );
     case 'relu': return one('Relu', [value[n.in]!]);
     case 'add': return one('Add', [value[n.a]!, value[n.b]!]);
     case 'flatten': return one('Flatten', [value[n.in]!], { axis: 1 });
     case 'maxpool':
-      return one('MaxPool', [value[n.in]!], { kernel_shape: { ints: pair(n.k) }, strides: { ints: pair(n.stride) }, pads: { ints: [n.pad, n.pad, n.pad, n.pad] }, ceil_mode: 0 });
+      return one('MaxPool', [value[n.in]!], {
+        kernel_shape: { ints: pair(n.k) }, strides: { ints: pair(n.stride) }, pads: { ints: [n.pad, n.pad, n.pad, n.pad] }, ceil_mode: 0,
+      });
     case 'avgpool':
-      return one('AveragePool', [value[n.in]!], { kernel_shape: { ints: pair(n.k) }, strides: { ints: pair(n.stride) }, pads: { ints: [n.pad, n.pad, n.pad, n.pad] }, ceil_mode: 0, count_include_pad: 0 });
+      return one('AveragePool', [value[n.in]!], {
+        kernel_shape: { ints: pair(n.k) }, strides: { ints: pair(n.stride) }, pads: { ints: [n.pad, n.pad, n.pad, n.pad] }, ceil_mode: 0,
+        count_include_pad: 0,
+      });
     case 'gap': {
       const pooled = `${name}.pooled`;
       return [
@@ -141,7 +153,8 @@ function onnxNodes(
     case 'lrn': {
       const p = n.params;
       if (p.size % 2 !== 1) {
-        throw new ExportError('unsupported', `node ${i} is an LRN of size ${p.size}: ONNX's LRN centres an even window one channel later than ours (PyTorch's), so only odd sizes export exactly`);
+        throw new ExportError('unsupported', `node ${i} is an LRN of size ${p.size}: `
+          + "ONNX's LRN centres an even window one channel later than ours (PyTorch's), so only odd sizes export exactly");
       }
       return one('LRN', [value[n.in]!], { size: p.size, alpha: { float: p.alpha }, beta: { float: p.beta }, bias: { float: p.k } });
     }

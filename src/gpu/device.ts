@@ -48,7 +48,9 @@ async function browserAdapter(opts: DeviceOptions): Promise<GPUAdapter> {
     const a = await gpu.requestAdapter(t);
     if (a) return a;
   }
-  throw new VtError('webgpu-unavailable', `${WEBGPU_HELP} (navigator.gpu exists but no adapter was found: the GPU may be blocklisted; chrome://gpu tells why.)`);
+  throw new VtError(
+    'webgpu-unavailable', `${WEBGPU_HELP} (navigator.gpu exists but no adapter was found: the GPU may be blocklisted; chrome://gpu tells why.)`,
+  );
 }
 
 function envBackend(): NodeBackend | 'auto' {

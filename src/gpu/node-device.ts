@@ -72,6 +72,8 @@ export async function requestNodeAdapter(
   }
   throw new VtError(
     'webgpu-unavailable',
-    `No WebGPU adapter in Node (tried ${tried.join(', ')}). Install Mesa and libEGL ('npm run setup' installs libegl-dev, libegl-mesa0, mesa-vulkan-drivers) or Chromium's SwiftShader, or set VT_GPU_BACKEND.`,
+    `No WebGPU adapter in Node (tried ${tried.join(', ')}). `
+      + "Install Mesa and libEGL ('npm run setup' installs libegl-dev, libegl-mesa0, mesa-vulkan-drivers) or Chromium's SwiftShader, "
+      + 'or set VT_GPU_BACKEND.',
   );
 }

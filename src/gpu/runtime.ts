@@ -98,7 +98,8 @@ export class Gpu {
     const size = sizeOf(shape);
     const bytes = Math.max(4, size * 4);
     if (bytes > this.limits.maxBufferSize) {
-      throw new VtError('too-large', `${label} ${shapeStr(shape)} needs ${bytes} bytes, more than this device's maxBufferSize ${this.limits.maxBufferSize}: use a smaller batch.`);
+      throw new VtError('too-large', `${label} ${shapeStr(shape)} needs ${bytes} bytes, `
+        + `more than this device's maxBufferSize ${this.limits.maxBufferSize}: use a smaller batch.`);
     }
     const buffer = this.pool.acquire(bytes, STORAGE(), label);
     return { buffer, offset: 0, shape: [...shape], size, dtype };
@@ -135,7 +136,8 @@ export class Gpu {
     const offset = t.offset + start * 4;
     if (start < 0 || start + size > t.size) throw new VtError('bad-shape', `view [${start}, ${start + size}) is outside a tensor of ${t.size} elements`);
     if (offset % this.limits.minStorageBufferOffsetAlignment !== 0) {
-      throw new VtError('bad-shape', `view at byte ${offset} is not a multiple of ${this.limits.minStorageBufferOffsetAlignment}: align tensors in flat buffers to ${this.limits.minStorageBufferOffsetAlignment / 4} floats`);
+      throw new VtError('bad-shape', `view at byte ${offset} is not a multiple of ${this.limits.minStorageBufferOffsetAlignment}: `
+        + `align tensors in flat buffers to ${this.limits.minStorageBufferOffsetAlignment / 4} floats`);
     }
     return { buffer: t.buffer, offset, shape: [...shape], size, dtype: t.dtype };
   }

@@ -67,7 +67,8 @@ export function layoutOf(spec: ModelSpec, opts: LayoutOptions = {}): Layout {
     const flags = role === 'weight' ? { adapt: true, decay: true } : other;
     // A bias right after its layer's weight (same node) may take that weight's trust ratio.
     const layerWeight = params.length - 1;
-    const borrow = role === 'bias' && !flags.adapt && opts.biasTrust === 'layer' && params[layerWeight]?.node === node && params[layerWeight]?.role === 'weight';
+    const borrow = role === 'bias' && !flags.adapt && opts.biasTrust === 'layer'
+      && params[layerWeight]?.node === node && params[layerWeight]?.role === 'weight';
     params.push({ name, node, role, shape, offset: off, length, fanIn, ...flags, ...(borrow ? { trustFrom: layerWeight } : {}) });
     off = align(off + length);
   };
@@ -125,10 +126,12 @@ export function initState(layout: Layout): Float32Array {
 
 /** A table of the parameter layout: name, shape, offset, count. */
 export function summary(spec: ModelSpec, layout: Layout): string {
-  const rows = layout.params.map((p) => `${p.name.padEnd(28)} ${`[${p.shape.join(', ')}]`.padEnd(22)} @${String(p.offset).padStart(10)} ${String(p.length).padStart(10)}${p.adapt ? '' : '  (no LARS)'}${p.decay ? '' : ' (no decay)'}`);
+  const rows = layout.params.map((p) => `${p.name.padEnd(28)} ${`[${p.shape.join(', ')}]`.padEnd(22)} `
+    + `@${String(p.offset).padStart(10)} ${String(p.length).padStart(10)}${p.adapt ? '' : '  (no LARS)'}${p.decay ? '' : ' (no decay)'}`);
   return [
     `${spec.name}: input [${spec.input.join(', ')}], ${spec.classes} classes`,
     ...rows,
-    `parameters: ${layout.paramCount.toLocaleString('en-US')} in ${layout.params.length} tensors; flat buffer ${layout.paramFloats.toLocaleString('en-US')} floats (${((layout.paramFloats * 4) / 2 ** 20).toFixed(1)} MiB)`,
+    `parameters: ${layout.paramCount.toLocaleString('en-US')} in ${layout.params.length} tensors; `
+      + `flat buffer ${layout.paramFloats.toLocaleString('en-US')} floats (${((layout.paramFloats * 4) / 2 ** 20).toFixed(1)} MiB)`,
   ].join('\n');
 }

@@ -65,7 +65,8 @@ export function checkBnGroup(spec: ModelSpec, shapes: readonly (readonly number[
     if (n.op !== 'bn') return;
     const per = shapes[n.in]!.reduce((x, y) => x * y, 1);
     if ((bnGroup * per) % viewAlign !== 0) {
-      throw new VtError('bad-shape', `${spec.name}: a BN group of ${bnGroup} images at node ${i} is ${bnGroup * per} floats, not a multiple of this engine's view alignment (${viewAlign}): choose a bnGroup that is a multiple of ${viewAlign / gcd(per, viewAlign)}`);
+      throw new VtError('bad-shape', `${spec.name}: a BN group of ${bnGroup} images at node ${i} is ${bnGroup * per} floats, `
+        + `not a multiple of this engine's view alignment (${viewAlign}): choose a bnGroup that is a multiple of ${viewAlign / gcd(per, viewAlign)}`);
     }
   });
   return bnGroup;
@@ -118,11 +119,15 @@ export class Model<T extends TensorLike = TensorLike> {
     this.consumers = spec.nodes.map(() => 0);
     spec.nodes.forEach((n) => inputsOf(n).forEach((i) => this.consumers[i]!++));
     spec.nodes.forEach((n, i) => {
-      if (n.op === 'flatten' && this.consumers[n.in] !== 1) throw new VtError('bad-shape', `${spec.name}: flatten at node ${i} shares its input with other layers; flatten aliases its input`);
+      if (n.op === 'flatten' && this.consumers[n.in] !== 1) {
+        throw new VtError('bad-shape', `${spec.name}: flatten at node ${i} shares its input with other layers; flatten aliases its input`);
+      }
     });
     this.bnGroup = checkBnGroup(spec, this.layout.shapes, opts.bnGroup, engine.viewAlign);
     const w = opts.weights ?? initParams(this.layout, opts.seed ?? 1);
-    if (w.length !== this.layout.paramFloats) throw new VtError('bad-shape', `${spec.name}: weights have ${w.length} floats, the layout needs ${this.layout.paramFloats}`);
+    if (w.length !== this.layout.paramFloats) {
+      throw new VtError('bad-shape', `${spec.name}: weights have ${w.length} floats, the layout needs ${this.layout.paramFloats}`);
+    }
     this.params = gpu.upload(w, [this.layout.paramFloats], `${spec.name}.params`);
     this.grads = gpu.zeros([this.layout.paramFloats], 'f32', `${spec.name}.grads`);
     this.state = gpu.upload(initState(this.layout), [this.layout.stateFloats], `${spec.name}.state`);
@@ -216,7 +221,8 @@ export class Model<T extends TensorLike = TensorLike> {
     }
     const batch = x.shape[0]!;
     if (opts.train && this.bnGroup !== null && batch % this.bnGroup !== 0) {
-      throw new VtError('bad-shape', `${this.spec.name}: a training batch of ${batch} images is not whole BN groups of ${this.bnGroup} (ghost batch norm): cut slices and micro-batches in multiples of ${this.bnGroup}`);
+      throw new VtError('bad-shape', `${this.spec.name}: a training batch of ${batch} images is not whole BN groups of ${this.bnGroup} (ghost batch norm): `
+        + `cut slices and micro-batches in multiples of ${this.bnGroup}`);
     }
     const a = this.activations(batch);
     this.training = opts.train;
@@ -247,7 +253,9 @@ export class Model<T extends TensorLike = TensorLike> {
         const [rm, rv] = [this.stateOf(i, 'running-mean'), this.stateOf(i, 'running-var')];
         if (!this.training) return g.batchNormInference(x, gamma, beta, rm, rv, y, { eps: BN_EPS });
         // Each statistics group in turn (one group: the whole batch); the running statistics take them in that order.
-        eachBnGroup(g, a, i, (view, stats) => g.batchNormForward(view(x), gamma, beta, rm, rv, view(y), stats[0], stats[1], { eps: BN_EPS, momentum: BN_MOMENTUM }));
+        eachBnGroup(g, a, i, (view, stats) => g.batchNormForward(
+          view(x), gamma, beta, rm, rv, view(y), stats[0], stats[1], { eps: BN_EPS, momentum: BN_MOMENTUM },
+        ));
         return;
       }
       case 'relu': g.reluForward(a.out[n.in]!, y); return;
@@ -368,16 +376,22 @@ export class Model<T extends TensorLike = TensorLike> {
       case 'bn': {
         const x = a.out[n.in]!;
         const [gamma, dgamma, dbeta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads')];
-        this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, stats) => g.batchNormBackward(view(x), view(dy), gamma, stats[0], stats[1], view(dst), dgamma, dbeta, { accumulate: true })));
+        this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, stats) => g.batchNormBackward(
+          view(x), view(dy), gamma, stats[0], stats[1], view(dst), dgamma, dbeta, { accumulate: true },
+        )));
         return;
       }
       case 'relu': this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst)); return;
-      case 'maxpool': this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
+      case 'maxpool':
+        this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad }));
+        return;
       case 'avgpool': this.toInput(n.in, a, written, (dst) => g.avgPoolBackward(dy, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
       case 'gap': this.toInput(n.in, a, written, (dst) => g.globalAvgPoolBackward(dy, dst)); return;
       case 'lrn': this.toInput(n.in, a, written, (dst) => g.lrnBackward(a.out[n.in]!, a.out[i]!, dy, dst, n.params)); return;
       case 'dropout':
-        this.toInput(n.in, a, written, (dst) => (this.training && n.p > 0 ? g.dropoutBackward(dy, dst, { p: n.p, seed: a.dropoutSeeds[i]! }) : g.copy(dy, dst)));
+        this.toInput(n.in, a, written, (dst) => (this.training && n.p > 0
+          ? g.dropoutBackward(dy, dst, { p: n.p, seed: a.dropoutSeeds[i]! })
+          : g.copy(dy, dst)));
         return;
       case 'add':
         for (const j of [n.a, n.b]) this.toInput(j, a, written, (dst) => g.copy(dy, dst));

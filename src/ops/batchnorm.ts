@@ -23,8 +23,12 @@ const WG = 256;
 
 function checkOp(what: string, x: Tensor, same: Record<string, Tensor>, perChannel: Record<string, Tensor>): BatchNormDims {
   const d = batchNormDims(x.shape);
-  for (const [name, t] of Object.entries(same)) check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
-  for (const [name, t] of Object.entries(perChannel)) check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  for (const [name, t] of Object.entries(same)) {
+    check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
+  }
+  for (const [name, t] of Object.entries(perChannel)) {
+    check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  }
   return d;
 }
 
@@ -61,9 +65,13 @@ export function batchNormForward(
   const last = slices.length - 1;
   const f = (i: number): Flags => ({ first: i === 0, last: i === last, eps: params.eps, momentum: params.momentum });
   slices.forEach((s, i) => dispatch(gpu, 'sumX', uniforms(d, s, f(i)), { x: s.views[0]!, meanW: mean }, d.c));
-  slices.forEach((s, i) => dispatch(gpu, 'sumSqDev', uniforms(d, s, f(i)), { x: s.views[0]!, meanR: mean, invstdW: invstd, runMean: runningMean, runVar: runningVar }, d.c));
+  slices.forEach((s, i) => dispatch(gpu, 'sumSqDev', uniforms(d, s, f(i)), {
+    x: s.views[0]!, meanR: mean, invstdW: invstd, runMean: runningMean, runVar: runningVar,
+  }, d.c));
   for (const s of slices) {
-    dispatch(gpu, 'normalize', uniforms(d, s, { mode: 0 }), { x: s.views[0]!, gamma, beta, meanR: mean, invstdR: invstd, out: s.views[1]! }, elementGroups(d, s));
+    dispatch(gpu, 'normalize', uniforms(d, s, { mode: 0 }), {
+      x: s.views[0]!, gamma, beta, meanR: mean, invstdR: invstd, out: s.views[1]!,
+    }, elementGroups(d, s));
   }
 }
 
@@ -75,7 +83,9 @@ export function batchNormInference(
   const what = 'batchNorm.inference';
   const d = checkOp(what, x, { y }, { gamma, beta, runningMean, runningVar });
   for (const s of batchSlices(gpu, [x, y], what)) {
-    dispatch(gpu, 'normalize', uniforms(d, s, { mode: 1, eps: params.eps }), { x: s.views[0]!, gamma, beta, meanR: runningMean, invstdR: runningVar, out: s.views[1]! }, elementGroups(d, s));
+    dispatch(gpu, 'normalize', uniforms(d, s, { mode: 1, eps: params.eps }), {
+      x: s.views[0]!, gamma, beta, meanR: runningMean, invstdR: runningVar, out: s.views[1]!,
+    }, elementGroups(d, s));
   }
 }
 
@@ -93,7 +103,9 @@ export function batchNormBackward(
   slices.forEach((s, i) => dispatch(gpu, 'bwdSums', uniforms(d, s, { first: i === 0 }), { x: s.views[0]!, dy: s.views[1]!, meanR: mean, sums }, d.c));
   dispatch(gpu, 'bwdParams', uniforms(d, null, { acc: params.accumulate }), { invstdR: invstd, sums, dgamma, dbeta }, Math.ceil(d.c / WG));
   for (const s of slices) {
-    dispatch(gpu, 'bwdInput', uniforms(d, s, {}), { x: s.views[0]!, dy: s.views[1]!, gamma, meanR: mean, invstdR: invstd, out: s.views[2]!, sums }, elementGroups(d, s));
+    dispatch(gpu, 'bwdInput', uniforms(d, s, {}), {
+      x: s.views[0]!, dy: s.views[1]!, gamma, meanR: mean, invstdR: invstd, out: s.views[2]!, sums,
+    }, elementGroups(d, s));
   }
   gpu.release(sums);
 }

@@ -57,7 +57,8 @@ export function biasBackward(gpu: Gpu, dy: Tensor, db: Tensor, params: BiasBackw
   const maxElems = Math.floor(gpu.maxBindingBytes / 4);
   const slice = Math.floor((maxElems - (align - 1)) / Math.max(1, perSample));
   if (slice < 1) {
-    throw new VtError('too-large', `biasBackward: one sample of dy ${shapeStr(dy.shape)} is larger than one storage binding (${gpu.maxBindingBytes} bytes): use smaller images or fewer channels.`);
+    throw new VtError('too-large', `biasBackward: one sample of dy ${shapeStr(dy.shape)} is larger than one storage binding (${gpu.maxBindingBytes} bytes): `
+      + 'use smaller images or fewer channels.');
   }
   for (let n0 = 0; n0 < d.n; n0 += slice) {
     const nb = Math.min(slice, d.n - n0);

@@ -101,7 +101,8 @@ const LOOP_BUDGET = 32768;
 
 function checkLoops(iterations: number, what: string, detail: string): void {
   if (iterations > LOOP_BUDGET) {
-    throw new VtError('too-large', `${what}: ${detail} needs ${iterations} loop iterations per GPU invocation, more than the ${LOOP_BUDGET} some drivers (llvmpipe) allow: use fewer channels.`);
+    throw new VtError('too-large', `${what}: ${detail} needs ${iterations} loop iterations per GPU invocation, `
+      + `more than the ${LOOP_BUDGET} some drivers (llvmpipe) allow: use fewer channels.`);
   }
 }
 
@@ -183,7 +184,8 @@ export function conv2dBackwardFilter(gpu: Gpu, x: Tensor, dy: Tensor, dw: Tensor
     const maxSplits = Math.floor(gpu.limits.maxStorageBufferBindingSize / 4 / size);
     rowsPerSplit = Math.max(rowsPerSplit, Math.ceil(rows / maxSplits));
     if (rowsPerSplit > maxRows) {
-      throw new VtError('too-large', `${what}: ${Math.ceil(rows / maxRows)} partial filter gradients of ${size} floats do not fit one storage binding: use a smaller batch.`);
+      throw new VtError('too-large', `${what}: ${Math.ceil(rows / maxRows)} partial filter gradients of ${size} floats do not fit one storage binding: `
+        + 'use a smaller batch.');
     }
     const splits = Math.ceil(rows / rowsPerSplit);
     const ins = [samples(gpu, dy, s, cnt), samples(gpu, x, s, cnt)];

@@ -20,13 +20,18 @@ const WG = 256;
 function run(gpu: Gpu, entryPoint: 'forward' | 'backward', bindings: readonly (Tensor | null)[], params: LrnParams, what: string): void {
   const x = bindings[0]!;
   const d = lrnDims(x.shape, params, what);
-  for (const t of bindings) check(!t || t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t!.shape)}`);
+  for (const t of bindings) {
+    check(!t || t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t!.shape)}`);
+  }
   for (const s of batchSlices(gpu, bindings, what)) {
     gpu.dispatch1d(
       {
         kernel: { ...KERNEL, entryPoint },
         constants: { WG },
-        uniforms: [['u32', s.count], ['u32', d.c], ['u32', d.hw], ['u32', s.skips[0]!], ['u32', params.size], ['f32', params.alpha], ['f32', params.beta], ['f32', params.k]],
+        uniforms: [
+          ['u32', s.count], ['u32', d.c], ['u32', d.hw], ['u32', s.skips[0]!], ['u32', params.size], ['f32', params.alpha], ['f32', params.beta],
+          ['f32', params.k],
+        ],
         bindings: s.views,
       },
       Math.ceil((s.count * d.c * d.hw) / WG),

@@ -40,7 +40,8 @@ export function batchSlices(gpu: Gpu, tensors: readonly (Tensor | null)[], what:
   const fits = per.every((e) => e * n <= maxElems);
   const step = fits ? n : Math.floor((maxElems - (align - 1)) / biggest);
   if (step < 1) {
-    throw new VtError('too-large', `${what}: one sample (${biggest * 4} bytes) does not fit one storage binding (${gpu.maxBindingBytes} bytes): use smaller images or fewer channels.`);
+    throw new VtError('too-large', `${what}: one sample (${biggest * 4} bytes) does not fit one storage binding (${gpu.maxBindingBytes} bytes): `
+      + 'use smaller images or fewer channels.');
   }
   const out: BatchSlice[] = [];
   for (let n0 = 0; n0 < n; n0 += step) {
@@ -67,7 +68,8 @@ function uniforms(g: PoolGeometry, planes: number, xoff: number, yoff: number): 
 }
 
 function checkShape(t: Tensor, shape: readonly number[], dtype: Tensor['dtype'], what: string, name: string): void {
-  check(t.size === shape.reduce((a, b) => a * b, 1) && t.dtype === dtype, what, () => `${name} must be ${dtype} ${shapeStr(shape)}, got ${t.dtype} ${shapeStr(t.shape)}`);
+  check(t.size === shape.reduce((a, b) => a * b, 1) && t.dtype === dtype, what,
+    () => `${name} must be ${dtype} ${shapeStr(shape)}, got ${t.dtype} ${shapeStr(t.shape)}`);
 }
 
 /** Geometry of a max pool whose output-side tensors are `out` (y or dy, f32) and `argmax` (u32). */

@@ -111,11 +111,14 @@ export function sumSquaresSegments(gpu: Gpu, table: SegmentTable, xs: readonly T
   const what = 'sumSquaresSegments';
   const S = table.count;
   check(xs.length >= 1 && xs.length === outs.length, what, () => `${xs.length} inputs and ${outs.length} outputs (need one output per input)`);
-  check(xs.every((x) => x.size === table.n && x.dtype === 'f32'), what, () => `inputs must be f32 [${table.n}] (the table's size): ${xs.map((x) => `${x.dtype} ${shapeStr(x.shape)}`).join(', ')}`);
-  check(outs.every((o) => o.size === S && o.dtype === 'f32'), what, () => `each output must be f32 [${S}], got ${outs.map((o) => `${o.dtype} ${shapeStr(o.shape)}`).join(', ')}`);
+  check(xs.every((x) => x.size === table.n && x.dtype === 'f32'), what,
+    () => `inputs must be f32 [${table.n}] (the table's size): ${xs.map((x) => `${x.dtype} ${shapeStr(x.shape)}`).join(', ')}`);
+  check(outs.every((o) => o.size === S && o.dtype === 'f32'), what,
+    () => `each output must be f32 [${S}], got ${outs.map((o) => `${o.dtype} ${shapeStr(o.shape)}`).join(', ')}`);
   const widest = Math.max(0, ...table.windows.map((w) => w.size));
   if (widest * 4 > gpu.maxBindingBytes) {
-    throw new VtError('too-large', `${what}: the table was planned for bindings of ${widest} floats but the limit is now ${gpu.maxBindingBytes} bytes: build it again with segmentTable.`);
+    throw new VtError('too-large', `${what}: the table was planned for bindings of ${widest} floats but the limit is now ${gpu.maxBindingBytes} bytes: `
+      + 'build it again with segmentTable.');
   }
   if (S === 0) return;
   const partials = gpu.empty([Math.max(1, table.partials)], 'f32', 'reduce.partials');
@@ -123,7 +126,8 @@ export function sumSquaresSegments(gpu: Gpu, table: SegmentTable, xs: readonly T
   xs.forEach((x, i) => {
     table.windows.forEach((w, k) => {
       const d = table.dispatches[k]!;
-      dispatch(gpu, 'segPartials', params(w.size, w.pieces.length, d.partials, true, d.pbase, d.firstPiece), [table.pieces, gpu.view(x, w.base, [w.size]), partials], d.partials);
+      dispatch(gpu, 'segPartials', params(w.size, w.pieces.length, d.partials, true, d.pbase, d.firstPiece),
+        [table.pieces, gpu.view(x, w.base, [w.size]), partials], d.partials);
     });
     dispatch(gpu, 'segFinish', params(0, S, 0, true), [table.finish, null, partials, outs[i]!], S);
   });

@@ -10,7 +10,8 @@ const KERNEL: Kernel = { name: 'relu', code };
 const WG = 256;
 
 function run(gpu: Gpu, entryPoint: 'forward' | 'backward', x: Tensor, out: Tensor, dy: Tensor | null): void {
-  check(out.size === x.size && (!dy || dy.size === x.size), `relu.${entryPoint}`, () => `sizes differ: x ${x.size}, out ${out.size}${dy ? `, dy ${dy.size}` : ''}`);
+  check(out.size === x.size && (!dy || dy.size === x.size), `relu.${entryPoint}`,
+    () => `sizes differ: x ${x.size}, out ${out.size}${dy ? `, dy ${dy.size}` : ''}`);
   for (const [s, n] of bindingRanges(gpu, x.size)) {
     const v = (t: Tensor) => gpu.view(t, s, [n]);
     gpu.dispatch1d(

@@ -26,5 +26,7 @@ export function softmaxXent(gpu: Gpu, logits: Tensor, labels: Tensor, dlogits: T
   const WG = k <= 64 ? 64 : 256;
   const uniforms: Scalar[] = [['u32', n], ['u32', k], ['f32', params.gradScale], ['f32', smoothingOf(params, what)]];
   gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint: 'forward' }, constants: { WG }, uniforms, bindings: [logits, labels, dlogits, losses, null] }, n);
-  gpu.dispatch({ kernel: { ...KERNEL, entryPoint: 'sumLosses' }, constants: { WG: 256 }, uniforms, bindings: [null, null, null, losses, total], workgroups: [1] });
+  gpu.dispatch({
+    kernel: { ...KERNEL, entryPoint: 'sumLosses' }, constants: { WG: 256 }, uniforms, bindings: [null, null, null, losses, total], workgroups: [1],
+  });
 }

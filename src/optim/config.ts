@@ -54,7 +54,8 @@ export function parseOptimizerConfig(input: unknown): OptimizerConfig {
   if (nesterov && kind !== 'sgd') throw bad("nesterov is only implemented for kind 'sgd'");
 
   const milestones = o.stepMilestones ?? OPTIMIZER_DEFAULTS.stepMilestones;
-  if (!Array.isArray(milestones) || !milestones.every((m, i) => typeof m === 'number' && isInt(m) && m > warmupSteps && m < totalSteps && (i === 0 || m > (milestones[i - 1] as number)))) {
+  if (!Array.isArray(milestones) || !milestones.every((m, i) => typeof m === 'number' && isInt(m) && m > warmupSteps && m < totalSteps
+    && (i === 0 || m > (milestones[i - 1] as number)))) {
     throw bad(`stepMilestones must be increasing integers in (warmupSteps, totalSteps) = (${warmupSteps}, ${totalSteps}), got ${JSON.stringify(milestones)}`);
   }
   return {

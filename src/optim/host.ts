@@ -45,12 +45,16 @@ function sumSquares(x: Float32Array, off: number, len: number, scale: number): n
 export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly ParamSegment[], a: HostStepArgs): void {
   const n = a.w.length;
   if (a.v.length !== n || a.G.length !== n) throw new OptimError('bad-input', `w, v and G must have the same length, got ${n}, ${a.v.length}, ${a.G.length}`);
-  if (!Number.isFinite(a.gradScale) || a.gradScale <= 0) throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${a.gradScale}`);
+  if (!Number.isFinite(a.gradScale) || a.gradScale <= 0) {
+    throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${a.gradScale}`);
+  }
   const lr = learningRate(cfg, a.t);
   const m = cfg.momentum;
   const { w, v, G, gradScale } = a;
   for (const s of segments) {
-    if (s.offset < 0 || s.offset + s.length > n) throw new OptimError('bad-input', `segment ${s.name} [${s.offset}, ${s.offset + s.length}) is outside the ${n} parameters`);
+    if (s.offset < 0 || s.offset + s.length > n) {
+      throw new OptimError('bad-input', `segment ${s.name} [${s.offset}, ${s.offset + s.length}) is outside the ${n} parameters`);
+    }
   }
   // LARS: every adapted segment's rate from the norms BEFORE any update (a tensor with
   // trustFrom takes its layer weight's, whatever the order of the segments).

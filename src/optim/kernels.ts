@@ -35,12 +35,15 @@ export interface UpdateScalars {
 
 function checkBuffers(gpu: Gpu, what: string, b: UpdateBuffers): void {
   const n = b.window.size;
-  check([b.w, b.g, b.v].every((t) => t.dtype === 'f32' && t.size === n), what, () => `w, g, v must be f32 [${n}] (the window), got w ${b.w.dtype} ${shapeStr(b.w.shape)}, g ${b.g.dtype} ${shapeStr(b.g.shape)}, v ${b.v.dtype} ${shapeStr(b.v.shape)}`);
-  check(b.table.dtype === 'u32' && b.table.shape.length === 2 && b.table.shape[1] === ROW_U32 && b.window.firstRow + b.window.rows <= b.table.shape[0]!, what, () => `table must be u32 [R >= ${b.window.firstRow + b.window.rows}, ${ROW_U32}], got ${b.table.dtype} ${shapeStr(b.table.shape)}`);
+  check([b.w, b.g, b.v].every((t) => t.dtype === 'f32' && t.size === n), what, () => `w, g, v must be f32 [${n}] (the window), `
+    + `got w ${b.w.dtype} ${shapeStr(b.w.shape)}, g ${b.g.dtype} ${shapeStr(b.g.shape)}, v ${b.v.dtype} ${shapeStr(b.v.shape)}`);
+  check(b.table.dtype === 'u32' && b.table.shape.length === 2 && b.table.shape[1] === ROW_U32 && b.window.firstRow + b.window.rows <= b.table.shape[0]!,
+    what, () => `table must be u32 [R >= ${b.window.firstRow + b.window.rows}, ${ROW_U32}], got ${b.table.dtype} ${shapeStr(b.table.shape)}`);
   // WebGPU forbids binding one range both read_write and read.
   check(b.w.buffer !== b.g.buffer && b.w.buffer !== b.v.buffer && b.g.buffer !== b.v.buffer, what, () => 'w, g and v must be three different buffers');
   if (n * 4 > gpu.maxBindingBytes) {
-    throw new VtError('too-large', `${what}: a window of ${n} floats exceeds one storage binding (${gpu.maxBindingBytes} bytes): the tables were planned for a larger limit; create the optimizer under the limit it runs with.`);
+    throw new VtError('too-large', `${what}: a window of ${n} floats exceeds one storage binding (${gpu.maxBindingBytes} bytes): `
+      + 'the tables were planned for a larger limit; create the optimizer under the limit it runs with.');
   }
 }
 
@@ -55,13 +58,18 @@ function uniforms(b: UpdateBuffers, gsqBase: number, nesterov: boolean, k: Updat
 /** norms holds S = `segments` results per input (see the header). */
 export function larsUpdate(gpu: Gpu, b: UpdateBuffers, norms: Tensor, segments: number, gsqBase: number, k: UpdateScalars, eta: number): void {
   checkBuffers(gpu, 'larsUpdate', b);
-  check(norms.dtype === 'f32' && gsqBase >= segments && norms.size >= gsqBase + segments, 'larsUpdate', () => `norms must be f32 holding [0, ${segments}) and [${gsqBase}, ${gsqBase + segments}), got ${norms.size} floats`);
+  check(norms.dtype === 'f32' && gsqBase >= segments && norms.size >= gsqBase + segments, 'larsUpdate',
+    () => `norms must be f32 holding [0, ${segments}) and [${gsqBase}, ${gsqBase + segments}), got ${norms.size} floats`);
   if (b.window.rows === 0 || b.window.chunks === 0) return;
-  gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint: 'lars' }, constants: CONSTANTS, uniforms: uniforms(b, gsqBase, false, k, eta), bindings: [b.table, b.w, b.g, b.v, norms] }, b.window.chunks);
+  gpu.dispatch1d({
+    kernel: { ...KERNEL, entryPoint: 'lars' }, constants: CONSTANTS, uniforms: uniforms(b, gsqBase, false, k, eta), bindings: [b.table, b.w, b.g, b.v, norms],
+  }, b.window.chunks);
 }
 
 export function sgdUpdate(gpu: Gpu, b: UpdateBuffers, k: UpdateScalars, nesterov: boolean): void {
   checkBuffers(gpu, 'sgdUpdate', b);
   if (b.window.rows === 0 || b.window.chunks === 0) return;
-  gpu.dispatch1d({ kernel: { ...KERNEL, entryPoint: 'sgd' }, constants: CONSTANTS, uniforms: uniforms(b, 0, nesterov, k, 0), bindings: [b.table, b.w, b.g, b.v, null] }, b.window.chunks);
+  gpu.dispatch1d({
+    kernel: { ...KERNEL, entryPoint: 'sgd' }, constants: CONSTANTS, uniforms: uniforms(b, 0, nesterov, k, 0), bindings: [b.table, b.w, b.g, b.v, null],
+  }, b.window.chunks);
 }

@@ -36,7 +36,11 @@ class FlatOptimizer implements Optimizer {
     readonly paramFloats: number,
   ) {
     const borrowed = config.kind === 'lars' ? segments.find((s) => s.trustFrom !== undefined) : undefined;
-    if (borrowed) throw new OptimError('bad-layout', `segment '${borrowed.name}' takes its layer's trust ratio (trustFrom), which only the host optimiser (src/optim/host.ts, the step every volunteer runs) implements; build this layout with biasTrust 'global' for the GPU optimizer`);
+    if (borrowed) {
+      throw new OptimError('bad-layout', `segment '${borrowed.name}' takes its layer's trust ratio (trustFrom), `
+        + 'which only the host optimiser (src/optim/host.ts, the step every volunteer runs) implements; '
+        + "build this layout with biasTrust 'global' for the GPU optimizer");
+    }
     const align = gpu.limits.minStorageBufferOffsetAlignment / 4;
     const t = buildUpdateTable(segments, paramFloats, { maxElems: maxBindingElems(gpu), align });
     this.S = segments.length;
@@ -64,9 +68,12 @@ class FlatOptimizer implements Optimizer {
 
   step({ w, g, t, gradScale }: StepArgs): void {
     if (this.destroyed) throw new OptimError('bad-input', 'step() after destroy()');
-    if (!Number.isFinite(gradScale) || gradScale <= 0) throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${gradScale}`);
+    if (!Number.isFinite(gradScale) || gradScale <= 0) {
+      throw new OptimError('bad-input', `gradScale must be a finite number > 0 (1 / global batch), got ${gradScale}`);
+    }
     const n = this.paramFloats;
-    check(w.dtype === 'f32' && g.dtype === 'f32' && w.size === n && g.size === n, 'optimizer.step', () => `w and g must be f32 [${n}] (the layout's paramFloats), got w ${w.dtype} ${shapeStr(w.shape)}, g ${g.dtype} ${shapeStr(g.shape)}`);
+    check(w.dtype === 'f32' && g.dtype === 'f32' && w.size === n && g.size === n, 'optimizer.step',
+      () => `w and g must be f32 [${n}] (the layout's paramFloats), got w ${w.dtype} ${shapeStr(w.shape)}, g ${g.dtype} ${shapeStr(g.shape)}`);
     const c = this.config;
     const gpu = this.gpu;
     const k: UpdateScalars = { lr: this.rate(t), momentum: c.momentum, weightDecay: c.weightDecay, gradScale };

@@ -55,11 +55,22 @@ export const MAX_SYNC_EVERY = 1024;
 
 /** Checks an outer config (job files and the CLI); throws OptimError saying what is allowed. */
 export function checkOuterConfig(c: OuterConfig): OuterConfig {
-  if (!Number.isInteger(c.syncEvery) || c.syncEvery < 1 || c.syncEvery > MAX_SYNC_EVERY) throw new OptimError('bad-config', `syncEvery must be an integer in [1, ${MAX_SYNC_EVERY}] (1: every step synchronised), got ${c.syncEvery}`);
-  if (!Number.isFinite(c.lr) || c.lr <= 0 || c.lr > 10) throw new OptimError('bad-config', `the outer rate must be a number in (0, 10] (DiLoCo uses 0.7), got ${c.lr}`);
-  if (!Number.isFinite(c.momentum) || c.momentum < 0 || c.momentum >= 1) throw new OptimError('bad-config', `the outer momentum must be a number in [0, 1) (DiLoCo uses 0.9), got ${c.momentum}`);
-  if (!Number.isInteger(c.warmup) || c.warmup < 0) throw new OptimError('bad-config', `the sync warm-up before the first round must be a whole number of steps >= 0, got ${c.warmup}`);
-  if (c.carry !== undefined && !(Number.isFinite(c.carry) && c.carry >= 0 && c.carry < 1)) throw new OptimError('bad-config', `the momentum carry must be a number in [0, 1) (the share of a round's change the next round's momentum carries; 0.75 measured best, 1 and more grows without bound), got ${c.carry}`);
+  if (!Number.isInteger(c.syncEvery) || c.syncEvery < 1 || c.syncEvery > MAX_SYNC_EVERY) {
+    throw new OptimError('bad-config', `syncEvery must be an integer in [1, ${MAX_SYNC_EVERY}] (1: every step synchronised), got ${c.syncEvery}`);
+  }
+  if (!Number.isFinite(c.lr) || c.lr <= 0 || c.lr > 10) {
+    throw new OptimError('bad-config', `the outer rate must be a number in (0, 10] (DiLoCo uses 0.7), got ${c.lr}`);
+  }
+  if (!Number.isFinite(c.momentum) || c.momentum < 0 || c.momentum >= 1) {
+    throw new OptimError('bad-config', `the outer momentum must be a number in [0, 1) (DiLoCo uses 0.9), got ${c.momentum}`);
+  }
+  if (!Number.isInteger(c.warmup) || c.warmup < 0) {
+    throw new OptimError('bad-config', `the sync warm-up before the first round must be a whole number of steps >= 0, got ${c.warmup}`);
+  }
+  if (c.carry !== undefined && !(Number.isFinite(c.carry) && c.carry >= 0 && c.carry < 1)) {
+    throw new OptimError('bad-config', "the momentum carry must be a number in [0, 1) (the share of a round's change the next round's momentum carries; "
+      + `0.75 measured best, 1 and more grows without bound), got ${c.carry}`);
+  }
   return c;
 }
 
@@ -68,7 +79,9 @@ export function checkOuterConfig(c: OuterConfig): OuterConfig {
  * A peer that processed no images contributes zeros (and weighs nothing in the mean).
  */
 export function weightedChange(w0: Float32Array, w: Float32Array, images: number, out: Float32Array): Float32Array {
-  if (w.length !== w0.length || out.length !== w0.length) throw new OptimError('bad-input', `w0, w and out must have the same length, got ${w0.length}, ${w.length}, ${out.length}`);
+  if (w.length !== w0.length || out.length !== w0.length) {
+    throw new OptimError('bad-input', `w0, w and out must have the same length, got ${w0.length}, ${w.length}, ${out.length}`);
+  }
   if (!Number.isInteger(images) || images < 0) throw new OptimError('bad-input', `images must be an integer >= 0, got ${images}`);
   for (let i = 0; i < w0.length; i++) out[i] = images * (w0[i]! - w[i]!);
   return out;
@@ -101,7 +114,9 @@ export function carriedMomentum(v: Float32Array, sum: Float32Array, images: numb
   const n = v.length;
   if (sum.length !== n) throw new OptimError('bad-input', `v and sum must have the same length, got ${n} and ${sum.length}`);
   if (!Number.isInteger(images) || images < 1) throw new OptimError('bad-input', `a round needs at least one image, got ${images}`);
-  if (!Number.isInteger(innerSteps) || innerSteps < 1 || innerSteps > MAX_SYNC_EVERY) throw new OptimError('bad-input', `innerSteps must be an integer in [1, ${MAX_SYNC_EVERY}], got ${innerSteps}`);
+  if (!Number.isInteger(innerSteps) || innerSteps < 1 || innerSteps > MAX_SYNC_EVERY) {
+    throw new OptimError('bad-input', `innerSteps must be an integer in [1, ${MAX_SYNC_EVERY}], got ${innerSteps}`);
+  }
   if (!(m >= 0 && m < 1)) throw new OptimError('bad-input', `the inner momentum must be in [0, 1), got ${m}`);
   if (!(rho >= 0 && rho < 1)) throw new OptimError('bad-input', `rho must be in [0, 1), got ${rho}`);
   if (m === 0) {

@@ -69,7 +69,10 @@ export function checkTrustFrom(segs: readonly ParamSegment[]): void {
   segs.forEach((s, i) => {
     if (s.trustFrom === undefined) return;
     const from = segs[s.trustFrom];
-    if (!Number.isInteger(s.trustFrom) || from === undefined || s.trustFrom === i) throw new OptimError('bad-layout', `segment '${s.name}' takes its trust ratio from segment ${s.trustFrom}, which is not another of the ${segs.length} segments`);
+    if (!Number.isInteger(s.trustFrom) || from === undefined || s.trustFrom === i) {
+      throw new OptimError('bad-layout', `segment '${s.name}' takes its trust ratio from segment ${s.trustFrom}, `
+        + `which is not another of the ${segs.length} segments`);
+    }
     if (s.adapt) throw new OptimError('bad-layout', `segment '${s.name}' is adapted itself and also names trustFrom '${from.name}': give one or the other`);
     if (!from.adapt) throw new OptimError('bad-layout', `segment '${s.name}' takes its trust ratio from '${from.name}', which LARS does not adapt`);
   });

@@ -24,7 +24,9 @@ const MAX_MS = 86_400_000;
 const HEX = /^[0-9a-f]+$/;
 
 /** An array element that must be a sample id. */
-const sampleId = (v: unknown): string | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
+const sampleId = (v: unknown): string | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID
+  ? null
+  : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
 
 function u32s(r: FieldReader, ...keys: string[]): number[] {
   return keys.map((k) => r.int(k, 0, U32));
@@ -36,7 +38,9 @@ type Reader<T> = (r: FieldReader) => Fields<T>;
 function readJoin(r: FieldReader): Fields<JoinRequest> {
   r.only(['type', 'protocol', 'token', 'name', 'donor']);
   const protocol = r.int('protocol', 1, 1000);
-  if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
+  if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) {
+    r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
+  }
   const out: Fields<JoinRequest> = { protocol };
   if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
   if (r.has('name')) out.name = r.str('name', 40, DONOR_NAME, "a name of 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)");
@@ -51,8 +55,8 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 }
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
-  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes', 'fetchedBytes', 'microBatch',
-    'sketch', 'total', 'audit']);
+  r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes',
+    'fetchedBytes', 'microBatch', 'sketch', 'total', 'audit']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -95,7 +99,9 @@ function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit', peer
   r.only(peer ? ['peer', 'sums', 'squares'] : ['sums', 'squares']);
   const sums = r.array<number>('sums', SKETCH_LENGTH, sketchValue);
   const squares = r.array<number>('squares', SKETCH_LENGTH, sketchValue);
-  if (sums.length !== SKETCH_LENGTH || squares.length !== SKETCH_LENGTH) r.problems.push(`sums and squares must have ${SKETCH_LENGTH} items each, got ${sums.length} and ${squares.length}`);
+  if (sums.length !== SKETCH_LENGTH || squares.length !== SKETCH_LENGTH) {
+    r.problems.push(`sums and squares must have ${SKETCH_LENGTH} items each, got ${sums.length} and ${squares.length}`);
+  }
   if (squares.some((q) => q < 0)) r.problems.push('squares must not be negative');
   const out = { sums, squares, ...(peer ? { peer: r.id('peer') } : {}) };
   parent.problems.push(...r.problems);
@@ -115,14 +121,21 @@ function readEvalResult(r: FieldReader): Fields<EvalResult> {
   const top5 = e.int('top5', 0, samples);
   const counts: EvalCounts = { samples, top1: e.int('top1', 0, top5), top5, lossSum: e.num('lossSum', 0, 1e30) };
   if (e.has('confusion')) {
-    counts.confusion = e.array<number>('confusion', MAX_CONFUSION_CLASSES ** 2, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= samples ? null : `must be a count in [0, ${samples}]`));
+    counts.confusion = e.array<number>('confusion', MAX_CONFUSION_CLASSES ** 2, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= samples
+      ? null
+      : `must be a count in [0, ${samples}]`));
     if (!e.problems.length && counts.confusion.reduce((a, b) => a + b, 0) !== samples) e.fail('confusion', `counts summing to samples (${samples})`);
   }
   if (e.has('predictions')) {
-    counts.predictions = e.array<unknown>('predictions', MAX_SHOWN, (v) => (isObj(v) ? null : 'must be an object {id, label, predicted, confidence}')).map((v) => {
+    counts.predictions = e.array<unknown>(
+      'predictions', MAX_SHOWN, (v) => (isObj(v) ? null : 'must be an object {id, label, predicted, confidence}'),
+    ).map((v) => {
       const p = new FieldReader(v as Obj, 'predictions[]');
       p.only(['id', 'label', 'predicted', 'confidence']);
-      const out = { id: p.int('id', 0, MAX_SAMPLE_ID), label: p.int('label', 0, MAX_CONFUSION_CLASSES * 100), predicted: p.int('predicted', 0, MAX_CONFUSION_CLASSES * 100), confidence: p.num('confidence', 0, 1) };
+      const out = {
+        id: p.int('id', 0, MAX_SAMPLE_ID), label: p.int('label', 0, MAX_CONFUSION_CLASSES * 100), predicted: p.int('predicted', 0, MAX_CONFUSION_CLASSES * 100),
+        confidence: p.num('confidence', 0, 1),
+      };
       e.problems.push(...p.problems);
       return out;
     });
@@ -166,7 +179,9 @@ function readGrant(r: FieldReader): Fields<Grant> {
 function readFailure(r: FieldReader): Fields<CollectiveFailure> {
   r.only(['type', 'peerId', 'generation', 'step', 'failedPeerId', 'kind', 'detail']);
   const [generation, step] = u32s(r, 'generation', 'step');
-  const out: Fields<CollectiveFailure> = { peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS) };
+  const out: Fields<CollectiveFailure> = {
+    peerId: r.id('peerId'), generation: generation!, step: step!, failedPeerId: r.id('failedPeerId'), kind: r.oneOf('kind', FAILURE_KINDS),
+  };
   if (r.has('detail')) out.detail = r.str('detail', MAX_FAILURE_DETAIL);
   return out;
 }
@@ -226,7 +241,9 @@ function readIceServers(r: FieldReader): IceServer[] {
 }
 
 function readRing(r: FieldReader): string[] {
-  const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v) ? null : 'must be a peer id'));
+  const ring = r.array<string>('ring', MAX_RING, (v) => (typeof v === 'string' && v.length <= MAX_ID_LENGTH && ID_PATTERN.test(v)
+    ? null
+    : 'must be a peer id'));
   if (ring.length === 0 && Array.isArray(r.o.ring)) r.fail('ring', 'a non-empty array of peer ids');
   if (new Set(ring).size !== ring.length) r.problems.push('ring has a peer twice');
   return ring;
@@ -248,7 +265,10 @@ function readPrepare(r: FieldReader): Fields<PrepareRing> {
 }
 
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
-  r.only(['type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal', 'topology', 'verify']);
+  r.only([
+    'type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal',
+    'topology', 'verify',
+  ]);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = readRing(r);
   const rank = r.int('rank', 0, Math.max(0, ring.length - 1));
@@ -283,7 +303,12 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
     else {
       const a = new FieldReader(r.o.audit, 'verify.audit');
       a.only(['peer', 'sampleIds', 'epoch', 'seed']);
-      out = { audit: { peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32), ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}) } };
+      out = {
+        audit: {
+          peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32),
+          ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}),
+        },
+      };
       r.problems.push(...a.problems);
     }
   }
@@ -342,8 +367,12 @@ function readRound(parent: FieldReader, globalBatch: number): RoundAssignment {
   const r = new FieldReader(parent.o.round, 'round');
   r.only(['ids', 'epochs', 'images']);
   const idOk = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID;
-  const ids = r.array<number[]>('ids', MAX_SYNC_EVERY, (v) => (Array.isArray(v) && v.length <= globalBatch && v.every(idOk) ? null : `must be an array of at most globalBatch (${globalBatch}) sample ids`));
-  const epochs = r.array<number>('epochs', MAX_SYNC_EVERY, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32 ? null : 'must be an epoch number'));
+  const ids = r.array<number[]>('ids', MAX_SYNC_EVERY, (v) => (Array.isArray(v) && v.length <= globalBatch && v.every(idOk)
+    ? null
+    : `must be an array of at most globalBatch (${globalBatch}) sample ids`));
+  const epochs = r.array<number>('epochs', MAX_SYNC_EVERY, (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32
+    ? null
+    : 'must be an epoch number'));
   const images = r.int('images', 1, MAX_BATCH);
   if (ids.length === 0 && Array.isArray(r.o.ids)) r.fail('ids', 'a non-empty array (one entry per inner step)');
   if (epochs.length !== ids.length) r.problems.push(`round.epochs has ${epochs.length} entries, round.ids ${ids.length}`);
@@ -373,7 +402,9 @@ function readDone(r: FieldReader): Fields<Done> {
 
 function readEvaluate(r: FieldReader): Fields<Evaluate> {
   r.only(['type', 'step', 'ids', 'show', 'confusion']);
-  const idOk = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID ? null : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
+  const idOk = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID
+    ? null
+    : `must be an integer in [0, ${MAX_SAMPLE_ID}]`);
   return {
     step: r.int('step', 0, U32), ids: r.array<number>('ids', MAX_BATCH, idOk),
     ...(r.has('show') ? { show: r.array<number>('show', MAX_SHOWN, idOk) } : {}),
@@ -393,12 +424,14 @@ function readError(r: FieldReader): Fields<ErrorMessage> {
 
 const PEER_READERS = {
   join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
-  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult, prepared: readPrepared, claim: readClaim,
+  'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult,
+  prepared: readPrepared, claim: readClaim,
 } satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
 
 const COORDINATOR_READERS = {
   'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
-  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate, prepare: readPrepare, grant: readGrant,
+  'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate,
+  prepare: readPrepare, grant: readGrant,
 } satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
 
 function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {

@@ -38,7 +38,9 @@ export class FieldReader {
   /** Records fields outside `allowed`. */
   only(allowed: readonly string[]): void {
     const extra = Object.keys(this.o).filter((k) => !allowed.includes(k));
-    if (extra.length) this.problems.push(`unknown field(s) ${extra.slice(0, 5).map((k) => this.name(k.slice(0, 40))).join(', ')}; allowed: ${allowed.join(', ')}`);
+    if (extra.length) {
+      this.problems.push(`unknown field(s) ${extra.slice(0, 5).map((k) => this.name(k.slice(0, 40))).join(', ')}; allowed: ${allowed.join(', ')}`);
+    }
   }
   has(key: string): boolean {
     return this.o[key] !== undefined;

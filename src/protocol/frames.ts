@@ -162,7 +162,9 @@ export interface AbortNotice { peerId: string; kind: string; detail: string }
 export function abortFrame(ids: ControlIds, notice: AbortNotice): Uint8Array {
   const body = new TextEncoder().encode(JSON.stringify(notice)).subarray(0, MAX_FRAME_BYTES - HEADER_BYTES);
   const frame = new Uint8Array(HEADER_BYTES + body.byteLength);
-  writeHeader(frame, { kind: FrameKind.abort, phase: 0, dtype: 'f32', job: ids.job, generation: ids.generation, step: 0, chunk: 0, offset: 0, length: body.byteLength });
+  writeHeader(frame, {
+    kind: FrameKind.abort, phase: 0, dtype: 'f32', job: ids.job, generation: ids.generation, step: 0, chunk: 0, offset: 0, length: body.byteLength,
+  });
   frame.set(body, HEADER_BYTES);
   return frame;
 }

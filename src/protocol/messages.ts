@@ -129,7 +129,9 @@ export interface StepResult {
   /** Verification with an audit: the sketch of `peer`'s slice as this peer recomputed it. */
   audit?: SketchReport & { peer: string };
 }
-export const FAILURE_KINDS: readonly RingErrorKind[] = ['peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input'];
+export const FAILURE_KINDS: readonly RingErrorKind[] = [
+  'peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input',
+];
 /** A collective failed: `failedPeerId` is the peer the RingError blames. */
 export interface CollectiveFailure {
   type: 'collective-failure'; peerId: string; generation: number; step: number; failedPeerId: string; kind: RingErrorKind;
@@ -287,8 +289,12 @@ export interface Done { type: 'done'; step: number; reason: string }
 export interface Evicted { type: 'evicted'; reason: string; cause?: 'unreachable' }
 /** Evaluate these val-split ids on the (committed) weights of `step`; answer with an eval-result. */
 export interface Evaluate { type: 'evaluate'; step: number; ids: number[]; show?: number[]; confusion?: boolean }
-export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type' | 'conflict' | 'stale' | 'too-many-requests' | 'unavailable' | 'internal';
-export const ERROR_KINDS: readonly ErrorKind[] = ['bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale', 'too-many-requests', 'unavailable', 'internal'];
+export type ErrorKind = 'bad-request' | 'unauthorized' | 'forbidden' | 'not-found' | 'method-not-allowed' | 'too-large' | 'unsupported-media-type'
+  | 'conflict' | 'stale' | 'too-many-requests' | 'unavailable' | 'internal';
+export const ERROR_KINDS: readonly ErrorKind[] = [
+  'bad-request', 'unauthorized', 'forbidden', 'not-found', 'method-not-allowed', 'too-large', 'unsupported-media-type', 'conflict', 'stale',
+  'too-many-requests', 'unavailable', 'internal',
+];
 /** Also the body of every HTTP error response. `message` says what to do next. */
 export interface ErrorMessage { type: 'error'; kind: ErrorKind; message: string }
 
@@ -358,7 +364,8 @@ export interface SyncChoice { step: number; from: number; h: number; share: numb
 
 /** One line of a job's metrics (metrics.jsonl; GET /api/metrics answers { records: MetricRecord[] }). */
 export type MetricRecord =
-  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number; peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic;
+  | { type: 'step'; time: number; step: number; generation: number; ring: number; loss: number | null; imagesPerSec: number; wallMs: number;
+    peers: (PeerStepTiming & { checksum: string })[]; traffic?: StepTraffic;
     /** Digest of the step's committed sample ids (slice-rerun.ts sampleDigest): a re-run commits the same. */
     samples?: string;
     /** The ring's compute utilisation of the step: sum of computeMs / (ring x wallMs) (src/train/utilisation.ts). */
@@ -377,7 +384,9 @@ export type MetricRecord =
  * job's last, on the whole test split); the confusion matrix (row-major, rows the true class)
  * and the predictions for the dashboard's grid where the peers reported them.
  */
-export interface EvalSummary { step: number; top1: number; top5: number; loss: number; samples: number; final?: boolean; confusion?: number[]; predictions?: EvalPrediction[] }
+export interface EvalSummary {
+  step: number; top1: number; top5: number; loss: number; samples: number; final?: boolean; confusion?: number[]; predictions?: EvalPrediction[];
+}
 
 /** A ring member as the dashboard draws it. */
 export interface RingPeer { id: string; name: string | null; device: string; /** The key its work is credited to (coordinator/credit.ts). */ donor?: string }

@@ -59,7 +59,9 @@ export function conv2dForward(x: Float64Array, xShape: readonly number[], w: Flo
 }
 
 /** dy [N, Cout, OH, OW], w -> dx [N, Cin, H, W]. */
-export function conv2dBackwardInput(dy: Float64Array, w: Float64Array, xShape: readonly number[], wShape: readonly number[], params: Conv2dParams): Float64Array {
+export function conv2dBackwardInput(
+  dy: Float64Array, w: Float64Array, xShape: readonly number[], wShape: readonly number[], params: Conv2dParams,
+): Float64Array {
   const g = geometry(xShape, wShape, params);
   const dx = new Float64Array(g.n * g.cin * g.h * g.w);
   eachTerm(g, (xi, wi, oi) => {
@@ -69,7 +71,9 @@ export function conv2dBackwardInput(dy: Float64Array, w: Float64Array, xShape: r
 }
 
 /** x, dy -> dw [Cout, Cin, KH, KW]. */
-export function conv2dBackwardFilter(x: Float64Array, dy: Float64Array, xShape: readonly number[], wShape: readonly number[], params: Conv2dParams): Float64Array {
+export function conv2dBackwardFilter(
+  x: Float64Array, dy: Float64Array, xShape: readonly number[], wShape: readonly number[], params: Conv2dParams,
+): Float64Array {
   const g = geometry(xShape, wShape, params);
   const dw = new Float64Array(g.cout * g.cin * g.kh * g.kw);
   eachTerm(g, (xi, wi, oi) => {

@@ -38,7 +38,9 @@ export interface RefStepResult {
 }
 
 /** Training-mode forward + backward of one batch x [N, C, H, W]. */
-export function refTrainStep(spec: ModelSpec, layout: Layout, params: ArrayLike<number>, x: Float64Array, labels: Int32Array, o: RefModelOptions): RefStepResult {
+export function refTrainStep(
+  spec: ModelSpec, layout: Layout, params: ArrayLike<number>, x: Float64Array, labels: Int32Array, o: RefModelOptions,
+): RefStepResult {
   const N = labels.length;
   const shapes = layout.shapes.map((s) => [N, ...s]);
   const P = (node: number, role: string): Float64Array => {
@@ -72,7 +74,10 @@ export function refTrainStep(spec: ModelSpec, layout: Layout, params: ArrayLike<
         const c = xs[1]!;
         const y = new Float64Array(xin.length);
         const groups = bnRanges(xs, o.bnGroup).map(([a, b]) => {
-          const r = bn.batchNormForward(xin.subarray(a, b), [(b - a) / (xin.length / xs[0]!), ...xs.slice(1)], P(i, 'bn-gamma'), P(i, 'bn-beta'), new Float64Array(c), new Float64Array(c).fill(1), { eps: o.eps, momentum: o.momentum });
+          const r = bn.batchNormForward(
+            xin.subarray(a, b), [(b - a) / (xin.length / xs[0]!), ...xs.slice(1)], P(i, 'bn-gamma'), P(i, 'bn-beta'),
+            new Float64Array(c), new Float64Array(c).fill(1), { eps: o.eps, momentum: o.momentum },
+          );
           y.set(r.y, a);
           return r;
         });

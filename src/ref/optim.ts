@@ -25,7 +25,9 @@ export function trustRatio(wn: number, gn: number, eta: number, beta: number, ad
  * segment with trustFrom takes that segment's lambda (all lambdas from the norms before the step).
  */
 export function larsStep(w: Float64Array, v: Float64Array, G: Float64Array, segs: readonly ParamSegment[], k: RefStep, eta: number): void {
-  const lambdas = segs.map((s) => trustRatio(norm(w, s.offset, s.length, 1), norm(G, s.offset, s.length, k.gradScale), eta, s.decay ? k.weightDecay : 0, s.adapt));
+  const lambdas = segs.map((s) => trustRatio(
+    norm(w, s.offset, s.length, 1), norm(G, s.offset, s.length, k.gradScale), eta, s.decay ? k.weightDecay : 0, s.adapt,
+  ));
   for (const [i, s] of segs.entries()) {
     const beta = s.decay ? k.weightDecay : 0;
     const lambda = !s.adapt && s.trustFrom !== undefined ? lambdas[s.trustFrom]! : lambdas[i]!;

@@ -31,7 +31,9 @@ export function softmaxXentForward(logits: Float64Array, labels: Int32Array, sha
 }
 
 /** dlogits [N, K] = (softmax - target) * dlosses[n] (a number: the same for every sample). */
-export function softmaxXentBackward(logits: Float64Array, labels: Int32Array, shape: readonly number[], dlosses: Float64Array | number, smoothing = 0): Float64Array {
+export function softmaxXentBackward(
+  logits: Float64Array, labels: Int32Array, shape: readonly number[], dlosses: Float64Array | number, smoothing = 0,
+): Float64Array {
   const { n, k } = logitsDims(shape);
   const d = new Float64Array(n * k);
   for (let r = 0; r < n; r++) {

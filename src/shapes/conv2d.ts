@@ -32,7 +32,8 @@ export function normalizeConv2d(xShape: readonly number[], wShape: readonly numb
   const [ph, pw] = pair(params.pad);
   check([sh, sw].every((s) => Number.isInteger(s) && s >= 1), what, () => `stride must be integers >= 1, got ${String(params.stride)}`);
   check([ph, pw].every((s) => Number.isInteger(s) && s >= 0), what, () => `pad must be integers >= 0, got ${String(params.pad)}`);
-  check([n, cin, h, w, cout, kh, kw].every((d) => Number.isInteger(d) && d >= 1), what, () => `empty or non-integer dimension in x ${shapeStr(xShape)} or w ${shapeStr(wShape)}`);
+  check([n, cin, h, w, cout, kh, kw].every((d) => Number.isInteger(d) && d >= 1), what,
+    () => `empty or non-integer dimension in x ${shapeStr(xShape)} or w ${shapeStr(wShape)}`);
   check(h + 2 * ph >= kh && w + 2 * pw >= kw, what, () => `kernel ${kh}x${kw} is larger than the padded input ${h + 2 * ph}x${w + 2 * pw}`);
   const oh = Math.floor((h + 2 * ph - kh) / sh) + 1;
   const ow = Math.floor((w + 2 * pw - kw) / sw) + 1;
@@ -66,7 +67,8 @@ export function conv2dBatchChunks(limits: Conv2dBindingLimits, g: Conv2dGeometry
   const maxBytes = limits.maxStorageBufferBindingSize;
   const wBytes = g.cout * g.cin * g.kh * g.kw * 4;
   if (wBytes > maxBytes) {
-    throw new VtError('too-large', `${what}: the filter [${g.cout}, ${g.cin}, ${g.kh}, ${g.kw}] (${Math.ceil(wBytes / 2 ** 20)} MiB) exceeds this device's ${Math.floor(maxBytes / 2 ** 20)} MiB storage binding limit: use fewer channels.`);
+    throw new VtError('too-large', `${what}: the filter [${g.cout}, ${g.cin}, ${g.kh}, ${g.kw}] (${Math.ceil(wBytes / 2 ** 20)} MiB) `
+      + `exceeds this device's ${Math.floor(maxBytes / 2 ** 20)} MiB storage binding limit: use fewer channels.`);
   }
   const biggest = Math.max(...perSample) * 4;
   if (biggest * n <= maxBytes) return [[0, n]];
@@ -79,7 +81,8 @@ export function conv2dBatchChunks(limits: Conv2dBindingLimits, g: Conv2dGeometry
   }
   const chunk = Math.floor(maxBytes / biggest / step) * step;
   if (chunk === 0) {
-    throw new VtError('too-large', `${what}: ${Math.ceil(biggest / 2 ** 20)} MiB per sample (in steps of ${step} samples for ${align}-byte alignment) exceeds this device's ${Math.floor(maxBytes / 2 ** 20)} MiB storage binding limit: use a smaller image or batch.`);
+    throw new VtError('too-large', `${what}: ${Math.ceil(biggest / 2 ** 20)} MiB per sample (in steps of ${step} samples for ${align}-byte alignment) `
+      + `exceeds this device's ${Math.floor(maxBytes / 2 ** 20)} MiB storage binding limit: use a smaller image or batch.`);
   }
   const out: [number, number][] = [];
   for (let s = 0; s < n; s += chunk) out.push([s, Math.min(chunk, n - s)]);

@@ -16,7 +16,8 @@ export interface GemmDims { batch: number; M: number; N: number; K: number }
 /** Dimensions from the tensors' shapes (rank 2, or rank 3 with a shared batch). */
 export function gemmDims(a: readonly number[], b: readonly number[], c: readonly number[], p: GemmParams = {}): GemmDims {
   const what = 'gemm';
-  check(a.length === b.length && b.length === c.length && (a.length === 2 || a.length === 3), what, () => `A, B, C must all be rank 2 or all rank 3 (batched); got [${a}], [${b}], [${c}]`);
+  check(a.length === b.length && b.length === c.length && (a.length === 2 || a.length === 3), what,
+    () => `A, B, C must all be rank 2 or all rank 3 (batched); got [${a}], [${b}], [${c}]`);
   const r = a.length;
   const batch = r === 3 ? a[0]! : 1;
   check(r === 2 || (b[0] === batch && c[0] === batch), what, () => `batch sizes differ: ${a[0]}, ${b[0]}, ${c[0]}`);

@@ -13,8 +13,10 @@ export interface LrnDims { n: number; c: number; hw: number }
 
 /** The shape function: y and dx have x's shape ([N, C, ...], normalised along dim 1). */
 export function lrnDims(shape: readonly number[], params: LrnParams, what = 'lrn'): LrnDims {
-  check(shape.length >= 2 && shape.every((d) => Number.isInteger(d) && d >= 1), what, () => `x must be [N, C, ...] with non-empty dimensions, got ${shapeStr(shape)}`);
+  check(shape.length >= 2 && shape.every((d) => Number.isInteger(d) && d >= 1), what,
+    () => `x must be [N, C, ...] with non-empty dimensions, got ${shapeStr(shape)}`);
   check(Number.isInteger(params.size) && params.size >= 1, what, () => `size must be an integer >= 1, got ${params.size}`);
-  check(params.k > 0 && params.alpha >= 0, what, () => `need k > 0 and alpha >= 0 (the base of the power stays positive), got k ${params.k}, alpha ${params.alpha}`);
+  check(params.k > 0 && params.alpha >= 0, what,
+    () => `need k > 0 and alpha >= 0 (the base of the power stays positive), got k ${params.k}, alpha ${params.alpha}`);
   return { n: shape[0]!, c: shape[1]!, hw: shape.slice(2).reduce((a, b) => a * b, 1) };
 }

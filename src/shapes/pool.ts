@@ -30,9 +30,11 @@ export function normalizePool2d(xShape: readonly number[], params: Pool2dParams,
   const [kh, kw] = pair(params.kernel);
   const [sh, sw] = pair(params.stride);
   const [ph, pw] = pair(params.pad);
-  check([n, c, h, w, kh, kw, sh, sw].every((d) => Number.isInteger(d) && d >= 1), what, () => `x ${shapeStr(xShape)}, kernel and stride must be integers >= 1 (kernel ${String(params.kernel)}, stride ${String(params.stride)})`);
+  check([n, c, h, w, kh, kw, sh, sw].every((d) => Number.isInteger(d) && d >= 1), what,
+    () => `x ${shapeStr(xShape)}, kernel and stride must be integers >= 1 (kernel ${String(params.kernel)}, stride ${String(params.stride)})`);
   // pad < kernel guarantees every window holds at least one in-image element.
-  check(Number.isInteger(ph) && Number.isInteger(pw) && ph >= 0 && pw >= 0 && ph < kh && pw < kw, what, () => `pad must be integers in [0, kernel), got pad ${String(params.pad)} for kernel ${kh}x${kw}`);
+  check(Number.isInteger(ph) && Number.isInteger(pw) && ph >= 0 && pw >= 0 && ph < kh && pw < kw, what,
+    () => `pad must be integers in [0, kernel), got pad ${String(params.pad)} for kernel ${kh}x${kw}`);
   check(h + 2 * ph >= kh && w + 2 * pw >= kw, what, () => `window ${kh}x${kw} is larger than the padded input ${h + 2 * ph}x${w + 2 * pw}`);
   const oh = Math.floor((h + 2 * ph - kh) / sh) + 1;
   const ow = Math.floor((w + 2 * pw - kw) / sw) + 1;

@@ -59,7 +59,8 @@ export function bindingWindows(segs: readonly Segment[], n: number, maxElems: nu
       // Whole (rest of the) segment if it fits, else as many whole chunks as fit.
       const stop = end - cur.base <= maxElems ? end : start + Math.floor((cur.base + maxElems - start) / SPLIT_UNIT) * SPLIT_UNIT;
       if (stop === start) {
-        throw new VtError('too-large', `a storage binding of ${maxElems} floats cannot hold one ${SPLIT_UNIT}-float chunk of a segment at a ${align}-float aligned offset: the device (or test) binding limit is too small.`);
+        throw new VtError('too-large', `a storage binding of ${maxElems} floats cannot hold one ${SPLIT_UNIT}-float chunk of a segment `
+          + `at a ${align}-float aligned offset: the device (or test) binding limit is too small.`);
       }
       cur.pieces.push({ segment, offset: start, length: stop - start });
       cur.size = Math.max(cur.size, stop - cur.base);

@@ -11,7 +11,9 @@ export interface EvalResult { samples: number; top1: number; top5: number; loss:
 /** What an evaluation reports beyond its counts: a confusion matrix, the answers for some ids. */
 export interface EvalDetail { confusion: boolean; show: readonly number[] }
 
-export async function evaluate<T extends TensorLike>(model: Model<T>, loader: BatchLoader, ids: readonly number[], batch: number, detail?: EvalDetail): Promise<EvalResult> {
+export async function evaluate<T extends TensorLike>(
+  model: Model<T>, loader: BatchLoader, ids: readonly number[], batch: number, detail?: EvalDetail,
+): Promise<EvalResult> {
   const e = model.engine;
   const k = model.spec.classes;
   const confusion = detail?.confusion ? new Array<number>(k * k).fill(0) : null;
@@ -44,7 +46,10 @@ export async function evaluate<T extends TensorLike>(model: Model<T>, loader: Ba
  * Per image of a batch: the arg-max class (ties to the lower index) into the confusion
  * counts, and for a shown id its softmax probability, computed in float64.
  */
-export function answers(logits: Float32Array, labels: Int32Array, ids: readonly number[], k: number, confusion: number[] | null, show: ReadonlySet<number>, out: EvalPrediction[]): void {
+export function answers(
+  logits: Float32Array, labels: Int32Array, ids: readonly number[], k: number, confusion: number[] | null, show: ReadonlySet<number>,
+  out: EvalPrediction[],
+): void {
   for (let i = 0; i < ids.length; i++) {
     let best = 0;
     for (let j = 1; j < k; j++) if (logits[i * k + j]! > logits[i * k + best]!) best = j;

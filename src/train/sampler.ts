@@ -94,7 +94,10 @@ export function checkShardLayout(shardSizes: readonly number[], window: number, 
   const bad = shardSizes.findIndex((m) => !(Number.isInteger(m) && m >= 0));
   if (bad >= 0) throw new RangeError(`shard-local sampling: shard ${bad} has ${shardSizes[bad]} samples; sizes must be integers >= 0`);
   const total = shardSizes.reduce((a, b) => a + b, 0);
-  if (total !== n) throw new RangeError(`shard-local sampling: the ${shardSizes.length} shards hold ${total} samples but the split has ${n}; pass the manifest's splits.train.shards[k].samples`);
+  if (total !== n) {
+    throw new RangeError(`shard-local sampling: the ${shardSizes.length} shards hold ${total} samples but the split has ${n}; `
+      + "pass the manifest's splits.train.shards[k].samples");
+  }
 }
 
 /** The id stream of epoch `epoch`, shard-locally shuffled (cached: the last few epochs). */

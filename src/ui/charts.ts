@@ -112,10 +112,12 @@ export function axesSvg(f: Frame, xa: Ticks, X: (x: number) => number, ya: Ticks
   const yl = tickLabels(ya);
   ya.ticks.forEach((v, k) => {
     const y = Y(v).toFixed(1);
-    out.push(`<line x1="${f.L}" y1="${y}" x2="${f.W - f.R}" y2="${y}" stroke="#ddd"/><text class="tick-y" x="${f.L - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${yl[k]}</text>`);
+    out.push(`<line x1="${f.L}" y1="${y}" x2="${f.W - f.R}" y2="${y}" stroke="#ddd"/>`
+      + `<text class="tick-y" x="${f.L - 6}" y="${(Y(v) + 4).toFixed(1)}" text-anchor="end">${yl[k]}</text>`);
   });
   xa.ticks.forEach((v) => out.push(`<text class="tick-x" x="${X(v).toFixed(1)}" y="${f.H - f.B + 16}" text-anchor="middle">${formatTick(v, xa.step)}</text>`));
-  out.push(`<line x1="${f.L}" y1="${f.H - f.B}" x2="${f.W - f.R}" y2="${f.H - f.B}" stroke="black"/><line x1="${f.L}" y1="${f.T}" x2="${f.L}" y2="${f.H - f.B}" stroke="black"/>`);
+  out.push(`<line x1="${f.L}" y1="${f.H - f.B}" x2="${f.W - f.R}" y2="${f.H - f.B}" stroke="black"/>`
+    + `<line x1="${f.L}" y1="${f.T}" x2="${f.L}" y2="${f.H - f.B}" stroke="black"/>`);
   return out;
 }
 
@@ -139,14 +141,16 @@ export function lineChartSvg(c: LineChart): string {
     out.push(`<text transform="translate(${W - 14} ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">${esc(c.right.label)}</text>`);
     ra.ticks.forEach((v, k) => {
       const y = YR(v);
-      out.push(`<line x1="${W - R}" y1="${y.toFixed(1)}" x2="${W - R + 4}" y2="${y.toFixed(1)}" stroke="black"/><text class="tick-r" x="${W - R + 6}" y="${(y + 4).toFixed(1)}">${rl[k]}</text>`);
+      out.push(`<line x1="${W - R}" y1="${y.toFixed(1)}" x2="${W - R + 4}" y2="${y.toFixed(1)}" stroke="black"/>`
+        + `<text class="tick-r" x="${W - R + 6}" y="${(y + 4).toFixed(1)}">${rl[k]}</text>`);
     });
   }
   c.series.forEach((s, i) => {
     const col = COLORS[i % COLORS.length], Ys = onRight(s) ? YR : Y;
     const d = s.points.filter(finitePoint).map(([x, y], j) => `${j ? 'L' : 'M'}${X(x).toFixed(1)},${Ys(y).toFixed(1)}`).join(' ');
     out.push(`<path d="${d}" fill="none" stroke="${col}" stroke-width="2"${c.dashed?.includes(s.name) ? ' stroke-dasharray="6 4"' : ''}/>`);
-    out.push(`<rect x="${L + 10 + i * 210}" y="${T - 22}" width="12" height="12" fill="${col}"/><text x="${L + 26 + i * 210}" y="${T - 12}">${esc(s.name)}</text>`);
+    out.push(`<rect x="${L + 10 + i * 210}" y="${T - 22}" width="12" height="12" fill="${col}"/>`
+      + `<text x="${L + 26 + i * 210}" y="${T - 12}">${esc(s.name)}</text>`);
   });
   out.push('</svg>');
   return out.join('\n');
@@ -166,7 +170,8 @@ export function timelineSvg(title: string, rows: readonly TimelineRow[], unit = 
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="${width / 2}" y="20" text-anchor="middle" font-size="15">${esc(title)}</text>`,
   ];
-  (['compute', 'comm', 'wait'] as const).forEach((k, i) => out.push(`<rect x="${L + i * 120}" y="30" width="12" height="12" fill="${PART_COLORS[k]}"/><text x="${L + 16 + i * 120}" y="40">${k === 'comm' ? 'all-reduce' : k}</text>`));
+  (['compute', 'comm', 'wait'] as const).forEach((k, i) => out.push(`<rect x="${L + i * 120}" y="30" width="12" height="12" fill="${PART_COLORS[k]}"/>`
+    + `<text x="${L + 16 + i * 120}" y="40">${k === 'comm' ? 'all-reduce' : k}</text>`));
   rows.forEach((r, i) => {
     const y = T + i * rowH;
     out.push(`<text x="${L - 6}" y="${y + 16}" text-anchor="end">${esc(r.label.slice(0, 22))}</text>`);
@@ -233,12 +238,14 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420, s
     const len = Math.hypot(x2 - x1, y2 - y1) || 1, px = -(y2 - y1) / len, py = (x2 - x1) / len;
     const bow = succ(j) === i ? 0.3 * len : 0;
     const mx = (x1 + x2) / 2, my = (y1 + y2) / 2;
-    out.push(`<path class="edge-${n.link ?? 'unknown'}" d="M${x1.toFixed(1)},${y1.toFixed(1)} Q${(mx + bow * px).toFixed(1)},${(my + bow * py).toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}" fill="none" ${EDGE_STYLE[n.link ?? 'unknown']}/>`);
+    out.push(`<path class="edge-${n.link ?? 'unknown'}" d="M${x1.toFixed(1)},${y1.toFixed(1)} `
+      + `Q${(mx + bow * px).toFixed(1)},${(my + bow * py).toFixed(1)} ${x2.toFixed(1)},${y2.toFixed(1)}" fill="none" ${EDGE_STYLE[n.link ?? 'unknown']}/>`);
     if (n.link === 'relayed') {
       // The label sits just outside the edge's middle (away from the centre, or from the chord).
       const [ox, oy] = bow ? [px, py] : [mx - c, my - (c + 10)];
       const d = Math.hypot(ox, oy) || 1, ax = mx + (bow / 2) * px, ay = my + (bow / 2) * py;
-      out.push(`<text class="relay-label" x="${(ax + (14 * ox) / d).toFixed(1)}" y="${(ay + (14 * oy) / d + 4).toFixed(1)}" text-anchor="middle" fill="#d62728" font-weight="bold">relay</text>`);
+      out.push(`<text class="relay-label" x="${(ax + (14 * ox) / d).toFixed(1)}" y="${(ay + (14 * oy) / d + 4).toFixed(1)}" text-anchor="middle" `
+        + 'fill="#d62728" font-weight="bold">relay</text>');
     }
   });
   const shown = (['direct', 'relayed', 'unknown'] as const).filter((k) => k !== 'unknown' || nodes.some((n) => !n.link));
@@ -255,7 +262,8 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420, s
     for (const [g, idx] of members) {
       // Half way to the centre: clear of the node labels, which hang below the nodes.
       const mid = (idx[0]! + idx[idx.length - 1]!) / 2, a = (2 * Math.PI * mid) / nodes.length - Math.PI / 2;
-      out.push(`<text class="group-label" x="${(c + 0.5 * r * Math.cos(a)).toFixed(1)}" y="${(c + 14 + 0.5 * r * Math.sin(a)).toFixed(1)}" text-anchor="middle" fill="${GROUP_COLORS[g % GROUP_COLORS.length]}" font-weight="bold">group ${g + 1}</text>`);
+      out.push(`<text class="group-label" x="${(c + 0.5 * r * Math.cos(a)).toFixed(1)}" y="${(c + 14 + 0.5 * r * Math.sin(a)).toFixed(1)}" `
+        + `text-anchor="middle" fill="${GROUP_COLORS[g % GROUP_COLORS.length]}" font-weight="bold">group ${g + 1}</text>`);
     }
   }
   nodes.forEach((n, i) => {
@@ -263,8 +271,10 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420, s
     const x = c + r * Math.cos(a), y = c + 10 + r * Math.sin(a);
     const rad = 8 + 22 * Math.sqrt(Math.max(0, Math.min(1, n.share)));
     const fill = members.size > 1 && n.group !== undefined ? GROUP_COLORS[n.group % GROUP_COLORS.length] : '#2ca02c';
-    out.push(`<circle${members.size > 1 ? ` class="group-${n.group ?? 0}"` : ''} cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${rad.toFixed(1)}" fill="${fill}" fill-opacity="0.75"/>`);
-    out.push(`<text x="${x.toFixed(1)}" y="${(y + rad + 14).toFixed(1)}" text-anchor="middle">${esc(n.label.slice(0, 20))} (${(n.share * 100).toFixed(0)}%)</text>`);
+    out.push(`<circle${members.size > 1 ? ` class="group-${n.group ?? 0}"` : ''} cx="${x.toFixed(1)}" cy="${y.toFixed(1)}" r="${rad.toFixed(1)}" `
+      + `fill="${fill}" fill-opacity="0.75"/>`);
+    out.push(`<text x="${x.toFixed(1)}" y="${(y + rad + 14).toFixed(1)}" text-anchor="middle">`
+      + `${esc(n.label.slice(0, 20))} (${(n.share * 100).toFixed(0)}%)</text>`);
     out.push(`<text x="${x.toFixed(1)}" y="${(y + rad + 28).toFixed(1)}" text-anchor="middle" fill="#666">${esc(n.detail.slice(0, 28))}</text>`);
   });
   out.push('</svg>');

@@ -52,7 +52,10 @@ const SPLIT_STEPS = 100;
 
 /** A model with nothing folded in yet. */
 export function emptyModel(globalBatch = 1): DashboardModel {
-  return { steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '', sync: null, detail: null, classNames: [], checkpoint: null };
+  return {
+    steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '',
+    sync: null, detail: null, classNames: [], checkpoint: null,
+  };
 }
 
 /**
@@ -90,12 +93,16 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     while (m.evals.length && m.evals[m.evals.length - 1]!.step >= e.step) m.evals.pop();
     m.evals.push({ step: e.step, time: 'time' in e ? e.time : now, top1: e.top1, top5: e.top5 });
     if (e.confusion || e.predictions?.length) {
-      if (!m.detail || e.step >= m.detail.step) m.detail = { step: e.step, final: e.final === true, samples: e.samples, confusion: e.confusion ?? null, predictions: e.predictions ?? [] };
+      if (!m.detail || e.step >= m.detail.step) {
+        m.detail = { step: e.step, final: e.final === true, samples: e.samples, confusion: e.confusion ?? null, predictions: e.predictions ?? [] };
+      }
     } else if (m.detail && m.detail.step >= e.step) m.detail = null;
   } else if (e.type === 'checkpoint') {
     m.checkpoint = Math.max(m.checkpoint ?? 0, e.step);
   } else if (e.type === 'sync') {
-    if (!m.sync || e.step >= m.sync.step) m.sync = { step: e.step, from: e.from, h: e.h, share: e.share, computeMs: e.computeMs, syncMs: e.syncMs, reason: e.reason };
+    if (!m.sync || e.step >= m.sync.step) {
+      m.sync = { step: e.step, from: e.from, h: e.h, share: e.share, computeMs: e.computeMs, syncMs: e.syncMs, reason: e.reason };
+    }
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
     m.ringGeneration = e.generation;
@@ -118,7 +125,9 @@ export function ringShapeLine(m: DashboardModel): string {
  * generation than the drawn ring says nothing about this ring's edges (its successors
  * differed): all unknown until this ring's first step.
  */
-export function ringLinks(ring: readonly RingPeer[], ringGeneration: number | null, last: { generation: number; timings: readonly PeerStepTiming[] } | undefined): (LinkKind | undefined)[] {
+export function ringLinks(
+  ring: readonly RingPeer[], ringGeneration: number | null, last: { generation: number; timings: readonly PeerStepTiming[] } | undefined,
+): (LinkKind | undefined)[] {
   if (!last || (ringGeneration !== null && last.generation !== ringGeneration)) return ring.map(() => undefined);
   const links = new Map(last.timings.map((t) => [t.peerId, t.link]));
   return ring.map((p) => (ring.length > 1 ? links.get(p.id) : undefined));
@@ -131,15 +140,22 @@ export function charts(m: DashboardModel): string[] {
   const losses = m.steps.filter((s) => s.loss !== null);
   const W = 560, H = 340;
   const out = [
-    lineChartSvg({ title: 'training loss', xLabel: 'step', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [s.step, s.loss!]) }] }),
+    lineChartSvg({
+      title: 'training loss', xLabel: 'step', yLabel: 'loss', width: W, height: H,
+      series: [{ name: 'loss', points: losses.map((s) => [s.step, s.loss!]) }],
+    }),
     m.evals.length
       ? lineChartSvg({ title: 'test accuracy', xLabel: 'step', yLabel: '%', width: W, height: H, series: [
         { name: 'top-1', points: m.evals.map((e) => [e.step, 100 * e.top1]) },
         { name: 'top-5', points: m.evals.map((e) => [e.step, 100 * e.top5]) },
       ] })
       : placeholderSvg('test accuracy', 'no evaluation yet (the job evaluates every few steps)', W, H),
-    lineChartSvg({ title: 'loss against wall time', xLabel: 'minutes', yLabel: 'loss', width: W, height: H, series: [{ name: 'loss', points: losses.map((s) => [minutes(s.time), s.loss!]) }] }),
-    lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s', width: W, height: H, right: { label: 'peers', series: ['peers'] }, series: [
+    lineChartSvg({
+      title: 'loss against wall time', xLabel: 'minutes', yLabel: 'loss', width: W, height: H,
+      series: [{ name: 'loss', points: losses.map((s) => [minutes(s.time), s.loss!]) }],
+    }),
+    lineChartSvg({ title: 'throughput and peers over time', xLabel: 'minutes', yLabel: 'images/s', width: W, height: H,
+      right: { label: 'peers', series: ['peers'] }, series: [
       { name: 'images/s', points: m.steps.map((s) => [minutes(s.time), s.ips]) },
       { name: 'peers', points: m.steps.map((s) => [minutes(s.time), s.ring]) },
     ] }),
@@ -147,7 +163,8 @@ export function charts(m: DashboardModel): string[] {
   // What the network carries per image: sync mode sends ~2x the model per step, rounds 1/H of that.
   const traffic = m.steps.filter((s) => s.bytesPerImage !== null && s.ring > 1);
   if (traffic.length) {
-    out.push(lineChartSvg({ title: `bytes sent per image (${m.steps[m.steps.length - 1]!.innerSteps > 1 ? 'rounds' : 'every step synchronised'})`, xLabel: 'step', yLabel: 'KB / image', width: W, height: H, series: [
+    out.push(lineChartSvg({ title: `bytes sent per image (${m.steps[m.steps.length - 1]!.innerSteps > 1 ? 'rounds' : 'every step synchronised'})`,
+      xLabel: 'step', yLabel: 'KB / image', width: W, height: H, series: [
       { name: 'all peers', points: traffic.map((s) => [s.step, s.bytesPerImage! / 1000]) },
     ] }));
   }
@@ -180,7 +197,8 @@ export function charts(m: DashboardModel): string[] {
   const relayed = links.filter((l) => l === 'relayed').length;
   const place = m.topology ? ringPlacement(m.ring.length, m.topology) : null;
   out.push(ringSvg(`the ring (${m.ring.length} peers${relayed ? `, ${relayed} link${relayed > 1 ? 's' : ''} relayed` : ''})`, m.ring.map((p, i) => ({
-    label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported', share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch * (last?.innerSteps ?? 1)),
+    label: p.name ?? p.id.slice(0, 8), detail: p.device || 'device not reported',
+    share: (images.get(p.id) ?? 0) / Math.max(1, m.globalBatch * (last?.innerSteps ?? 1)),
     ...(links[i] ? { link: links[i] } : {}),
     ...(place?.[i] ? place[i] : {}),
   })), 460, ringShapeLine(m)));
@@ -197,12 +215,16 @@ export function evalViews(m: DashboardModel): { heading: string; grid: string; c
   if (!d) return { heading: '', grid: '', confusion: '' };
   const name = (k: number) => m.classNames[k] ?? `class ${k}`;
   const grid = d.predictions.length
-    ? predictionGridHtml(d.predictions.map((p) => ({ src: withToken(`/api/samples/val/${p.id}`, pageSearch()), label: name(p.label), predicted: name(p.predicted), confidence: p.confidence, correct: p.label === p.predicted })), 8)
+    ? predictionGridHtml(d.predictions.map((p) => ({
+      src: withToken(`/api/samples/val/${p.id}`, pageSearch()), label: name(p.label), predicted: name(p.predicted), confidence: p.confidence,
+      correct: p.label === p.predicted,
+    })), 8)
     : '';
   const n = d.confusion ? Math.round(Math.sqrt(d.confusion.length)) : 0;
   const names = Array.from({ length: n }, (_, k) => name(k));
   const confusion = d.confusion && n * n === d.confusion.length ? confusionSvg(`confusion matrix after step ${d.step}`, names, d.confusion, 560) : '';
-  const heading = `${d.final ? 'Final evaluation' : 'Evaluation'} after step ${d.step} on ${d.samples} test images${d.predictions.length ? `: ${d.predictions.length} of them with the model's guesses (green right, red wrong)` : ''}`;
+  const heading = `${d.final ? 'Final evaluation' : 'Evaluation'} after step ${d.step} on ${d.samples} test images`
+    + `${d.predictions.length ? `: ${d.predictions.length} of them with the model's guesses (green right, red wrong)` : ''}`;
   return { heading, grid, confusion };
 }
 
@@ -245,7 +267,10 @@ export function showDashboard(root: HTMLElement): () => void {
     const model = root.querySelector<HTMLElement>('#dash-model');
     if (model) {
       model.hidden = m.checkpoint === null;
-      if (m.checkpoint !== null) model.innerHTML = `<a href="${esc(withToken('/api/model.onnx', pageSearch()))}" download>Download the trained model (ONNX)</a>, as of step ${m.checkpoint} (its newest checkpoint); docs/export.md says how to run it`;
+      if (m.checkpoint !== null) {
+        model.innerHTML = `<a href="${esc(withToken('/api/model.onnx', pageSearch()))}" download>Download the trained model (ONNX)</a>, `
+          + `as of step ${m.checkpoint} (its newest checkpoint); docs/export.md says how to run it`;
+      }
     }
     root.dataset.step = last ? String(last.step) : '0';
     root.dataset.peers = String(shown);
@@ -312,7 +337,9 @@ export function showDashboard(root: HTMLElement): () => void {
 }
 
 /** The parts of GET /api/job the dashboard shows, read defensively (it is the network's word). */
-export function jobHeadOf(x: unknown): { title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string; dataset: string | null } {
+export function jobHeadOf(x: unknown): {
+  title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string; dataset: string | null;
+} {
   const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
   const j = typeof o.job === 'object' && o.job !== null ? (o.job as Record<string, unknown>) : {};
   const str = (v: unknown) => (typeof v === 'string' ? v : '?');
@@ -362,9 +389,13 @@ function showJoin(root: HTMLElement, info: JoinInfo, access: 'public' | 'private
   if (!box) return;
   const url = mainJoinUrl(info, location.search, `${location.origin}/`);
   const others = info.joinUrls.slice(1).map((u) => `<div class="other">${esc(withToken(u, location.search))}</div>`).join('');
-  const ca = info.tls ? `<div class="ca"><a href="${esc(info.tls.caUrl)}" download>Download the CA certificate</a> (SHA-256 <span class="fp">${esc(info.tls.caSha256)}</span>)</div>` : '';
+  const ca = info.tls
+    ? `<div class="ca"><a href="${esc(info.tls.caUrl)}" download>Download the CA certificate</a> `
+      + `(SHA-256 <span class="fp">${esc(info.tls.caSha256)}</span>)</div>`
+    : '';
   const notes = joinNotes(info, access, url).map((n) => `<div class="note">${esc(n)}</div>`).join('');
-  box.innerHTML = `<div class="qr">${qrSvg(url)}</div><div><div>Join from any device on this network:</div><div class="join-url">${esc(url)}</div>${others ? `<div>or</div>${others}` : ''}${ca}${notes}</div>`;
+  box.innerHTML = `<div class="qr">${qrSvg(url)}</div><div><div>Join from any device on this network:</div><div class="join-url">${esc(url)}</div>`
+    + `${others ? `<div>or</div>${others}` : ''}${ca}${notes}</div>`;
   box.hidden = false;
   box.dataset.url = url;
 }

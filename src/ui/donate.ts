@@ -57,7 +57,8 @@ async function refreshJob(dl: HTMLElement): Promise<{ job: PublicJob; result: Jo
     const ev = m.records.filter((r): r is Extract<MetricRecord, { type: 'eval' }> => r.type === 'eval').pop();
     row(dl, [
       ['job', j.job.name],
-      ['model', `${j.job.model} with ${j.job.optimizer.kind.toUpperCase()}, global batch ${j.job.globalBatch}${j.job.labelSmoothing ? `, label smoothing ${j.job.labelSmoothing}` : ''}`],
+      ['model', `${j.job.model} with ${j.job.optimizer.kind.toUpperCase()}, global batch ${j.job.globalBatch}`
+        + `${j.job.labelSmoothing ? `, label smoothing ${j.job.labelSmoothing}` : ''}`],
       ['data set', j.job.dataset],
       ['step', `${j.step} of ${j.job.totalSteps}`],
       ['peers', String(j.peers)],
@@ -171,8 +172,14 @@ export function showDonate(root: HTMLElement): void {
     status.classList.toggle('bad', s.state === 'error');
     const parts = [explain(s.message)];
     if (v.note) parts.push(v.note);
-    if (s.step !== null) parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
-    if (s.cache) parts.push(`shard cache: ${s.cache.hits} reused, ${s.cache.misses} downloaded${s.cache.corrupt ? `, ${s.cache.corrupt} damaged and fetched again` : ''}`);
+    if (s.step !== null) {
+      parts.push(`step ${s.step}${s.ringSize ? `, ring of ${s.ringSize}` : ''}${s.loss !== null ? `, slice loss ${s.loss.toFixed(4)}` : ''}`
+        + `${s.imagesPerSec !== null ? `, ${s.imagesPerSec.toFixed(1)} images/s here` : ''}`);
+    }
+    if (s.cache) {
+      parts.push(`shard cache: ${s.cache.hits} reused, ${s.cache.misses} downloaded`
+        + `${s.cache.corrupt ? `, ${s.cache.corrupt} damaged and fetched again` : ''}`);
+    }
     status.textContent = parts.join('\n');
     root.dataset.state = s.state;
   };
@@ -188,7 +195,10 @@ export function showDonate(root: HTMLElement): void {
       const o = { url: location.origin, token: token.value || undefined, name: params.get('name') ?? undefined, donor: (await donor).id };
       await api.start({ ...o, throttle: Number(throttle.value) / 100, backend: preference() }, transfer(channel.port2, [channel.port2]), onStatus);
     } catch (e) {
-      draw({ state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null, cache: null });
+      draw({
+        state: 'error', message: e instanceof Error ? e.message : String(e), peerId: null, step: null, ringSize: 0, loss: null, imagesPerSec: null,
+        cache: null,
+      });
     } finally {
       button.disabled = donateButton(state, job).disabled;
     }

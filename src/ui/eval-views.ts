@@ -20,7 +20,9 @@ export function confusionSvg(title: string, classNames: readonly string[], matri
     throw new RangeError(`confusionSvg: ${n} classes need a ${n}x${n} matrix of ${n * n} counts (row-major, rows = true class), got ${matrix.length}`);
   }
   const badAt = matrix.findIndex((v) => !Number.isFinite(v) || v < 0);
-  if (badAt >= 0) throw new RangeError(`confusionSvg: counts must be finite and >= 0, got ${matrix[badAt]} at row ${Math.floor(badAt / n)}, column ${badAt % n}`);
+  if (badAt >= 0) {
+    throw new RangeError(`confusionSvg: counts must be finite and >= 0, got ${matrix[badAt]} at row ${Math.floor(badAt / n)}, column ${badAt % n}`);
+  }
   // Left: axis title and row names; right: recall; bottom: column names hanging down, axis title.
   const Lm = 120, Rm = 64, Tm = 56, Bm = 120;
   const G = Math.max(n, size - Lm - Rm), cell = G / Math.max(1, n), W = Lm + G + Rm, H = Tm + G + Bm;
@@ -43,19 +45,26 @@ export function confusionSvg(title: string, classNames: readonly string[], matri
     const y = Tm + i * cell, yc = (y + cell / 2).toFixed(1);
     if (named) {
       out.push(`<text x="${Lm - 6}" y="${yc}" dy="0.35em" text-anchor="end" font-size="${fs}">${esc(clip(classNames[i]!, chars))}</text>`);
-      out.push(`<text transform="translate(${(Lm + (i + 0.5) * cell).toFixed(1)} ${Tm + G + 6}) rotate(-90)" dy="0.35em" text-anchor="end" font-size="${fs}">${esc(clip(classNames[i]!, chars))}</text>`);
+      out.push(`<text transform="translate(${(Lm + (i + 0.5) * cell).toFixed(1)} ${Tm + G + 6}) rotate(-90)" dy="0.35em" text-anchor="end" `
+        + `font-size="${fs}">${esc(clip(classNames[i]!, chars))}</text>`);
     }
     if (!totals[i]) return;
     const recall = r[i]! / totals[i]!;
     // Too small for text: the recall as a bar, its value in the tooltip.
     out.push(named
       ? `<text class="recall" x="${Lm + G + 6}" y="${yc}" dy="0.35em" font-size="${fs}">${pct(recall)}</text>`
-      : `<rect class="recall-bar" x="${Lm + G + 6}" y="${y.toFixed(2)}" width="${(50 * recall).toFixed(1)}" height="${cell.toFixed(2)}" fill="#2ca02c"><title>${esc(classNames[i]!)}: recall ${pct(recall)}</title></rect>`);
+      : `<rect class="recall-bar" x="${Lm + G + 6}" y="${y.toFixed(2)}" width="${(50 * recall).toFixed(1)}" height="${cell.toFixed(2)}" fill="#2ca02c">`
+        + `<title>${esc(classNames[i]!)}: recall ${pct(recall)}</title></rect>`);
     r.forEach((v, j) => {
       if (!v) return;
       const f = v / totals[i]!;
-      out.push(`<rect class="cell" x="${(Lm + j * cell).toFixed(2)}" y="${y.toFixed(2)}" width="${cell.toFixed(2)}" height="${cell.toFixed(2)}" fill="#08519c" fill-opacity="${(0.08 + 0.92 * f).toFixed(3)}"><title>true ${esc(classNames[i]!)}, predicted ${esc(classNames[j]!)}: ${v} (${pct(f)})</title></rect>`);
-      if (n <= 20) out.push(`<text class="count" x="${(Lm + (j + 0.5) * cell).toFixed(1)}" y="${yc}" dy="0.35em" text-anchor="middle" font-size="${Math.min(12, Math.floor(cell * 0.4))}" fill="${f > 0.5 ? 'white' : 'black'}">${v}</text>`);
+      out.push(`<rect class="cell" x="${(Lm + j * cell).toFixed(2)}" y="${y.toFixed(2)}" width="${cell.toFixed(2)}" height="${cell.toFixed(2)}" `
+        + `fill="#08519c" fill-opacity="${(0.08 + 0.92 * f).toFixed(3)}"><title>true ${esc(classNames[i]!)}, predicted ${esc(classNames[j]!)}: `
+        + `${v} (${pct(f)})</title></rect>`);
+      if (n <= 20) {
+        out.push(`<text class="count" x="${(Lm + (j + 0.5) * cell).toFixed(1)}" y="${yc}" dy="0.35em" text-anchor="middle" `
+          + `font-size="${Math.min(12, Math.floor(cell * 0.4))}" fill="${f > 0.5 ? 'white' : 'black'}">${v}</text>`);
+      }
     });
   });
   out.push('</svg>');
@@ -81,7 +90,9 @@ export function predictionGridHtml(items: readonly PredictionItem[], columns = 8
       ? `<img src="${escAttr(it.src)}" width="64" height="64" alt="${escAttr(it.label)}" style="image-rendering:pixelated;display:block;margin:0 auto">`
       : '<div style="width:64px;height:64px;margin:0 auto;background:#eee"></div>';
     const note = it.correct ? '' : ` (true: ${esc(it.label)})`;
-    return `<div class="pred-cell ${it.correct ? 'pred-ok' : 'pred-bad'}" style="text-align:center;color:${it.correct ? '#2ca02c' : '#d62728'}">${img}<div>${esc(it.predicted)} ${conf}${note}</div></div>`;
+    return `<div class="pred-cell ${it.correct ? 'pred-ok' : 'pred-bad'}" style="text-align:center;color:${it.correct ? '#2ca02c' : '#d62728'}">`
+      + `${img}<div>${esc(it.predicted)} ${conf}${note}</div></div>`;
   });
-  return `<div class="pred-grid" style="display:grid;grid-template-columns:repeat(${cols}, minmax(80px, 1fr));gap:8px;font:12px sans-serif">${cells.join('')}</div>`;
+  return `<div class="pred-grid" style="display:grid;grid-template-columns:repeat(${cols}, minmax(80px, 1fr));gap:8px;font:12px sans-serif">`
+    + `${cells.join('')}</div>`;
 }

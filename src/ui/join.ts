@@ -13,9 +13,13 @@ export interface JoinInfo {
 /** Reads the network part of GET /api/job (absent fields on older coordinators: empty). */
 export function joinInfoOf(x: unknown): JoinInfo {
   const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
-  const joinUrls = Array.isArray(o.joinUrls) ? o.joinUrls.filter((u): u is string => typeof u === 'string' && u.length <= 500 && /^https?:\/\/[^\s"<>]+$/.test(u)).slice(0, 16) : [];
+  const joinUrls = Array.isArray(o.joinUrls)
+    ? o.joinUrls.filter((u): u is string => typeof u === 'string' && u.length <= 500 && /^https?:\/\/[^\s"<>]+$/.test(u)).slice(0, 16)
+    : [];
   const t = typeof o.tls === 'object' && o.tls !== null ? (o.tls as Record<string, unknown>) : null;
-  const tls = t && typeof t.caUrl === 'string' && /^\/[^\s"<>]*$/.test(t.caUrl) && typeof t.caSha256 === 'string' ? { caUrl: t.caUrl, caSha256: t.caSha256.slice(0, 200) } : null;
+  const tls = t && typeof t.caUrl === 'string' && /^\/[^\s"<>]*$/.test(t.caUrl) && typeof t.caSha256 === 'string'
+    ? { caUrl: t.caUrl, caSha256: t.caSha256.slice(0, 200) }
+    : null;
   return { joinUrls, tls };
 }
 
@@ -38,8 +42,13 @@ export function mainJoinUrl(info: JoinInfo, pageSearch: string, fallback: string
  */
 export function joinNotes(info: JoinInfo, access: 'public' | 'private' | null, url: string): string[] {
   const notes: string[] = [];
-  if (info.tls) notes.push('Install it as a trusted root on each device once, then open the https address (docs/networks.md: "HTTPS and WebGPU on other machines").');
-  if (access === 'private' && !/[?&]token=/.test(url)) notes.push('This job is private: people type its join token on the page, or open this dashboard as /?token=TOKEN#dashboard to put the token in the address and the QR code.');
+  if (info.tls) {
+    notes.push('Install it as a trusted root on each device once, then open the https address (docs/networks.md: "HTTPS and WebGPU on other machines").');
+  }
+  if (access === 'private' && !/[?&]token=/.test(url)) {
+    notes.push('This job is private: people type its join token on the page, '
+      + 'or open this dashboard as /?token=TOKEN#dashboard to put the token in the address and the QR code.');
+  }
   return notes;
 }
 
@@ -60,7 +69,8 @@ export const qrText = (text: string): string => (/^[\x20-\x7e]*$/.test(text) ? t
 export function qrSvg(text: string, size = 260): string {
   const ascii = qrText(text);
   if (ascii.length > QR_MAX_BYTES) {
-    return `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}"><rect width="100%" height="100%" fill="white"/><text x="50%" y="50%" text-anchor="middle" font-size="13">address too long for a QR code</text></svg>`;
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}"><rect width="100%" height="100%" fill="white"/>`
+      + '<text x="50%" y="50%" text-anchor="middle" font-size="13">address too long for a QR code</text></svg>';
   }
   const qr = qrOf(ascii);
   const n = qr.getModuleCount();
@@ -68,10 +78,14 @@ export function qrSvg(text: string, size = 260): string {
   const rects: string[] = [];
   for (let r = 0; r < n; r++) {
     for (let c = 0; c < n; c++) {
-      if (qr.isDark(r, c)) rects.push(`M${((c + 4) * cell).toFixed(2)} ${((r + 4) * cell).toFixed(2)}h${cell.toFixed(2)}v${cell.toFixed(2)}h-${cell.toFixed(2)}z`);
+      if (qr.isDark(r, c)) {
+        rects.push(`M${((c + 4) * cell).toFixed(2)} ${((r + 4) * cell).toFixed(2)}h${cell.toFixed(2)}v${cell.toFixed(2)}h-${cell.toFixed(2)}z`);
+      }
     }
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" viewBox="0 0 ${size} ${size}" role="img" aria-label="QR code of ${esc(ascii).replace(/"/g, '&quot;')}" shape-rendering="crispEdges"><rect width="100%" height="100%" fill="white"/><path d="${rects.join('')}" fill="black"/></svg>`;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${size}" height="${size}" viewBox="0 0 ${size} ${size}" role="img" `
+    + `aria-label="QR code of ${esc(ascii).replace(/"/g, '&quot;')}" shape-rendering="crispEdges">`
+    + `<rect width="100%" height="100%" fill="white"/><path d="${rects.join('')}" fill="black"/></svg>`;
 }
 
 /** The QR code of `text` as rows of dark (true) and light modules, without the quiet zone (tests). */
@@ -101,11 +115,15 @@ export function insecureHelp(secure: boolean, loc: PageLocation, info: JoinInfo 
   if (secure) return null;
   const httpsUrl = `https://${loc.host}${loc.pathname}${loc.search}`;
   const ca = info?.tls ? { url: info.tls.caUrl, sha256: info.tls.caSha256 } : null;
-  const caText = ca ? ` If the browser warns about the certificate there, first download the coordinator's CA certificate (${ca.url}, SHA-256 ${ca.sha256.slice(0, 23)}…) and install it as a trusted root.` : '';
+  const caText = ca
+    ? " If the browser warns about the certificate there, first download the coordinator's CA certificate "
+      + `(${ca.url}, SHA-256 ${ca.sha256.slice(0, 23)}…) and install it as a trusted root.`
+    : '';
   return {
     httpsUrl,
     ca,
-    text: `This page was opened over plain HTTP, so the browser gives it no WebGPU (browsers give WebGPU, and threads, only to secure pages). Open ${httpsUrl} instead.${caText} Meanwhile it trains on the CPU (wasm, one thread).`,
+    text: 'This page was opened over plain HTTP, so the browser gives it no WebGPU (browsers give WebGPU, and threads, only to secure pages). '
+      + `Open ${httpsUrl} instead.${caText} Meanwhile it trains on the CPU (wasm, one thread).`,
   };
 }
 

@@ -75,7 +75,8 @@ const PART = { compute: '#1f77b4', comm: '#ff7f0e', overhead: '#999999' } as con
 // The hidden all-reduce: orange stripes over compute's blue (a blend of the two would read as a
 // fourth colour). Every copy of this chart on a page defines the same pattern under the same id.
 const HIDDEN = 'url(#step-split-hidden)';
-const HIDDEN_DEF = `<defs><pattern id="step-split-hidden" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="3" height="6" fill="${PART.comm}"/></pattern></defs>`;
+const HIDDEN_DEF = '<defs><pattern id="step-split-hidden" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+  + `<rect width="3" height="6" fill="${PART.comm}"/></pattern></defs>`;
 const LEGEND: [string, string][] = [
   ['compute (slowest)', `<rect width="12" height="12" fill="${PART.compute}"/>`],
   ['all-reduce not hidden', `<rect width="12" height="12" fill="${PART.comm}"/>`],
@@ -118,7 +119,8 @@ export function stepSplitSvg(bars: readonly SplitBar[], o: { width?: number; hei
     lx += 16 + 6.5 * name.length + 12;
   }
   const rect = (cls: string, x: number, from: number, ms: number, fill: string, extra = '') =>
-    `<rect class="${cls}" x="${x.toFixed(1)}" y="${Y(from + ms).toFixed(1)}" width="${bw.toFixed(1)}" height="${Math.max(0, Y(from) - Y(from + ms)).toFixed(1)}" fill="${fill}"${extra}/>`;
+    `<rect class="${cls}" x="${x.toFixed(1)}" y="${Y(from + ms).toFixed(1)}" width="${bw.toFixed(1)}" `
+      + `height="${Math.max(0, Y(from) - Y(from + ms)).toFixed(1)}" fill="${fill}"${extra}/>`;
   for (const { step, split: s } of bars) {
     const x = X(step) - bw / 2;
     out.push(rect('compute', x, 0, s.computeMs, PART.compute));

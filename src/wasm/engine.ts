@@ -179,14 +179,16 @@ export class WasmEngine implements Engine<WasmTensor> {
 
   write(t: WasmTensor, data: HostArray, elemOffset = 0): void {
     const p = this.ptr(t, 'write');
-    check(Number.isInteger(elemOffset) && elemOffset >= 0 && elemOffset + data.length <= t.size, 'write', () => `${data.length} values at ${elemOffset} overflow a tensor of ${t.size}`);
+    check(Number.isInteger(elemOffset) && elemOffset >= 0 && elemOffset + data.length <= t.size, 'write',
+      () => `${data.length} values at ${elemOffset} overflow a tensor of ${t.size}`);
     this.heap.u8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), p + elemOffset * 4);
   }
 
   view(t: WasmTensor, start: number, shape: readonly number[]): WasmTensor {
     const p = this.ptr(t, 'view');
     const size = sizeOf(shape);
-    check(Number.isInteger(start) && start >= 0 && start + size <= t.size, 'view', () => `[${start}, ${start + size}) is outside a tensor of ${t.size} elements`);
+    check(Number.isInteger(start) && start >= 0 && start + size <= t.size, 'view',
+      () => `[${start}, ${start + size}) is outside a tensor of ${t.size} elements`);
     return { shape: [...shape], size, dtype: t.dtype, byteOffset: p + start * 4, block: t.block, isView: true };
   }
 
@@ -234,8 +236,12 @@ export class WasmEngine implements Engine<WasmTensor> {
 
   gemm(a: WasmTensor, b: WasmTensor, c: WasmTensor, p?: GemmParams): void { G.gemm(this.cx, a, b, c, p); }
   conv2dForward(x: WasmTensor, w: WasmTensor, y: WasmTensor, p: Conv2dParams): void { G.conv2dForward(this.cx, x, w, y, p); }
-  conv2dBackwardInput(dy: WasmTensor, w: WasmTensor, dx: WasmTensor, p: Conv2dParams, o?: Conv2dBackwardOptions): void { G.conv2dBackwardInput(this.cx, dy, w, dx, p, o); }
-  conv2dBackwardFilter(x: WasmTensor, dy: WasmTensor, dw: WasmTensor, p: Conv2dParams, o?: Conv2dBackwardOptions): void { G.conv2dBackwardFilter(this.cx, x, dy, dw, p, o); }
+  conv2dBackwardInput(dy: WasmTensor, w: WasmTensor, dx: WasmTensor, p: Conv2dParams, o?: Conv2dBackwardOptions): void {
+    G.conv2dBackwardInput(this.cx, dy, w, dx, p, o);
+  }
+  conv2dBackwardFilter(x: WasmTensor, dy: WasmTensor, dw: WasmTensor, p: Conv2dParams, o?: Conv2dBackwardOptions): void {
+    G.conv2dBackwardFilter(this.cx, x, dy, dw, p, o);
+  }
   biasAddInPlace(x: WasmTensor, b: WasmTensor): void { L.biasAddInPlace(this.cx, x, b); }
   biasBackward(dy: WasmTensor, db: WasmTensor, p: BiasBackwardParams): void { L.biasBackward(this.cx, dy, db, p); }
   reluForward(x: WasmTensor, y: WasmTensor): void { L.reluForward(this.cx, x, y); }
@@ -249,13 +255,19 @@ export class WasmEngine implements Engine<WasmTensor> {
   avgPoolBackward(dy: WasmTensor, dx: WasmTensor, p: Pool2dParams): void { L.avgPoolBackward(this.cx, dy, dx, p); }
   globalAvgPoolForward(x: WasmTensor, y: WasmTensor): void { L.globalAvgPoolForward(this.cx, x, y); }
   globalAvgPoolBackward(dy: WasmTensor, dx: WasmTensor): void { L.globalAvgPoolBackward(this.cx, dy, dx); }
-  batchNormForward(x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, rm: WasmTensor, rv: WasmTensor, y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, p: BatchNormParams): void {
+  batchNormForward(
+    x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, rm: WasmTensor, rv: WasmTensor, y: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
+    p: BatchNormParams,
+  ): void {
     L.batchNormForward(this.cx, x, gamma, beta, rm, rv, y, mean, invstd, p);
   }
   batchNormInference(x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, rm: WasmTensor, rv: WasmTensor, y: WasmTensor, p: { eps: number }): void {
     L.batchNormInference(this.cx, x, gamma, beta, rm, rv, y, p);
   }
-  batchNormBackward(x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor, dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, p: BatchNormBackwardParams): void {
+  batchNormBackward(
+    x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor, dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor,
+    p: BatchNormBackwardParams,
+  ): void {
     L.batchNormBackward(this.cx, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, p);
   }
   lrnForward(x: WasmTensor, y: WasmTensor, p: LrnParams): void { L.lrnForward(this.cx, x, y, p); }

@@ -161,12 +161,14 @@ export class Heap {
     const have = end / PAGE;
     const add = Math.min(pages, this.maxPages - have);
     if (add * PAGE < missing) {
-      throw new VtError('too-large', `${what}: ${size} bytes do not fit the ${this.maxPages / 16384} GiB of WebAssembly memory (${end} bytes in use or free): use a smaller batch or model.`);
+      throw new VtError('too-large', `${what}: ${size} bytes do not fit the ${this.maxPages / 16384} GiB of WebAssembly memory `
+        + `(${end} bytes in use or free): use a smaller batch or model.`);
     }
     try {
       this.memory.grow(add);
     } catch (e) {
-      throw new VtError('too-large', `${what}: the WebAssembly memory could not grow to ${(end + add * PAGE) / 2 ** 20} MiB (${e instanceof Error ? e.message : String(e)}): use a smaller batch or close other tabs.`);
+      throw new VtError('too-large', `${what}: the WebAssembly memory could not grow to ${(end + add * PAGE) / 2 ** 20} MiB `
+        + `(${e instanceof Error ? e.message : String(e)}): use a smaller batch or close other tabs.`);
     }
     this.free.addRange(end, add * PAGE);
     this.refresh();

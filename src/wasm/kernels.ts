@@ -15,10 +15,19 @@ type Flag = number;
 export interface Kernels {
   heapBase(): Ptr;
   gemmScratchBytes(): number;
-  gemm(M: number, N: number, K: number, a: Ptr, lda: number, transA: Flag, b: Ptr, ldb: number, transB: Flag, c: Ptr, ldc: number, alpha: number, beta: number, scratch: Ptr): void;
+  gemm(
+    M: number, N: number, K: number, a: Ptr, lda: number, transA: Flag, b: Ptr, ldb: number, transB: Flag, c: Ptr, ldc: number, alpha: number, beta: number,
+    scratch: Ptr,
+  ): void;
   gemmNT(M: number, N: number, K: number, a: Ptr, lda: number, b: Ptr, ldb: number, c: Ptr, ldc: number, alpha: number, beta: number): void;
-  im2col(x: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number, col: Ptr, ld: number): void;
-  col2imAdd(col: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number, dx: Ptr, ld: number): void;
+  im2col(
+    x: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number,
+    col: Ptr, ld: number,
+  ): void;
+  col2imAdd(
+    col: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number,
+    dx: Ptr, ld: number,
+  ): void;
   copyRows(src: Ptr, srcLd: number, dst: Ptr, dstLd: number, rows: number, cols: number): void;
   add(x: Ptr, y: Ptr, z: Ptr, n: number): void;
   fill(x: Ptr, bits: number, n: number): void;
@@ -27,15 +36,24 @@ export interface Kernels {
   biasAddInPlace(x: Ptr, b: Ptr, n: number, c: number, hw: number): void;
   biasBackward(dy: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag): void;
   dropout(inp: Ptr, out: Ptr, n: number, seed: number, threshold: number, scale: number): void;
-  maxPoolForward(x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number): void;
+  maxPoolForward(
+    x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number,
+    ph: number, pw: number,
+  ): void;
   maxPoolBackward(dy: Ptr, argmax: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number): void;
-  avgPoolForward(x: Ptr, y: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number): void;
-  avgPoolBackward(dy: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number): void;
+  avgPoolForward(
+    x: Ptr, y: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number,
+  ): void;
+  avgPoolBackward(
+    dy: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number,
+  ): void;
   globalAvgPoolForward(x: Ptr, y: Ptr, planes: number, hw: number): void;
   globalAvgPoolBackward(dy: Ptr, dx: Ptr, planes: number, hw: number): void;
   batchNormStats(x: Ptr, n: number, c: number, hw: number, mean: Ptr, invstd: Ptr, runMean: Ptr, runVar: Ptr, eps: number, momentum: number): void;
   batchNormApply(x: Ptr, y: Ptr, n: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number): void;
-  batchNormBackward(x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag): void;
+  batchNormBackward(
+    x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag,
+  ): void;
   lrnForward(x: Ptr, y: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   lrnBackward(x: Ptr, y: Ptr, dy: Ptr, dx: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   softmaxXent(logits: Ptr, labels: Ptr, dlogits: Ptr, losses: Ptr, total: Ptr, n: number, k: number, scale: number, eps: number): void;
@@ -80,7 +98,10 @@ async function compileBrowser(variant: KernelVariant): Promise<WebAssembly.Modul
   // Literal URLs: vite bundles both files as assets.
   const url = variant === 'single' ? new URL('./build/kernels.wasm', import.meta.url) : new URL('./build/kernels-mt.wasm', import.meta.url);
   const res = await fetch(url);
-  if (!res.ok) throw new Error(`fetching the wasm kernels from ${url.href} failed (HTTP ${res.status}): run the page through vite (npm run dev / npm run build), which builds them.`);
+  if (!res.ok) {
+    throw new Error(`fetching the wasm kernels from ${url.href} failed (HTTP ${res.status}): `
+      + 'run the page through vite (npm run dev / npm run build), which builds them.');
+  }
   if (res.headers.get('content-type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(res);
   return WebAssembly.compile(await res.arrayBuffer());
 }

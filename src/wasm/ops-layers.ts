@@ -97,7 +97,8 @@ export function fill(cx: WasmCtx, x: WasmTensor, value: number): void {
 // ---- pooling ---------------------------------------------------------------------------------
 
 function checkT(t: WasmTensor, shape: readonly number[], dtype: WasmTensor['dtype'], what: string, name: string): void {
-  check(t.size === shape.reduce((a, b) => a * b, 1) && t.dtype === dtype, what, () => `${name} must be ${dtype} ${shapeStr(shape)}, got ${t.dtype} ${shapeStr(t.shape)}`);
+  check(t.size === shape.reduce((a, b) => a * b, 1) && t.dtype === dtype, what,
+    () => `${name} must be ${dtype} ${shapeStr(shape)}, got ${t.dtype} ${shapeStr(t.shape)}`);
 }
 
 function checkMax(xShape: readonly number[], out: WasmTensor, argmax: WasmTensor, params: Pool2dParams, what: string, name: string): PoolGeometry {
@@ -170,8 +171,12 @@ export function globalAvgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTenso
 
 function checkBn(what: string, x: WasmTensor, same: Record<string, WasmTensor>, perChannel: Record<string, WasmTensor>): { n: number; c: number; hw: number } {
   const d = batchNormDims(x.shape);
-  for (const [name, t] of Object.entries(same)) check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
-  for (const [name, t] of Object.entries(perChannel)) check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  for (const [name, t] of Object.entries(same)) {
+    check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
+  }
+  for (const [name, t] of Object.entries(perChannel)) {
+    check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  }
   return d;
 }
 
@@ -189,7 +194,9 @@ export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor
   y: WasmTensor, params: { eps: number }): void {
   const what = 'batchNorm.inference';
   const { n, c, hw } = checkBn(what, x, { y }, { gamma, beta, runningMean, runningVar });
-  cx.k.batchNormApply(cx.ptr(x, what), cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), cx.ptr(runningMean, what), cx.ptr(runningVar, what), 1, params.eps);
+  cx.k.batchNormApply(
+    cx.ptr(x, what), cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), cx.ptr(runningMean, what), cx.ptr(runningVar, what), 1, params.eps,
+  );
 }
 
 export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
@@ -202,7 +209,9 @@ export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, ga
 
 function checkLrn(what: string, x: WasmTensor, others: WasmTensor[], p: LrnParams): { n: number; c: number; hw: number } {
   const d = lrnDims(x.shape, p, what);
-  for (const t of others) check(t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t.shape)}`);
+  for (const t of others) {
+    check(t.size === x.size, what, () => `every tensor must have x's ${x.size} elements (x ${shapeStr(x.shape)}), got ${shapeStr(t.shape)}`);
+  }
   return d;
 }
 
@@ -239,10 +248,15 @@ export function dropoutBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTensor, par
 }
 
 // logits [N, K], labels [N] i32 -> dlogits [N, K], losses [N], total [1]
-export function softmaxXent(cx: WasmCtx, logits: WasmTensor, labels: WasmTensor, dlogits: WasmTensor, losses: WasmTensor, total: WasmTensor, params: SoftmaxXentParams): void {
+export function softmaxXent(
+  cx: WasmCtx, logits: WasmTensor, labels: WasmTensor, dlogits: WasmTensor, losses: WasmTensor, total: WasmTensor, params: SoftmaxXentParams,
+): void {
   const what = 'softmaxXent';
   const { n, k } = softmaxXentDims(logits, labels, dlogits, losses, total, what);
-  cx.k.softmaxXent(cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(dlogits, what), cx.ptr(losses, what), cx.ptr(total, what), n, k, params.gradScale, smoothingOf(params, what));
+  cx.k.softmaxXent(
+    cx.ptr(logits, what), cx.ptr(labels, what), cx.ptr(dlogits, what), cx.ptr(losses, what), cx.ptr(total, what), n, k, params.gradScale,
+    smoothingOf(params, what),
+  );
 }
 
 // logits [N, K], labels [N] i32 -> counts [2] u32: [#top-1 hits, #top-k hits] (= or +=)

@@ -21,7 +21,8 @@ const READY_MS = 60_000;
 /** Why this thread cannot run a threaded engine, or null when it can. */
 export function threadsUnavailable(): string | null {
   if (typeof SharedArrayBuffer === 'undefined') {
-    return 'threads need SharedArrayBuffer, which this page does not have: it must be cross-origin isolated (served with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
+    return 'threads need SharedArrayBuffer, which this page does not have: it must be cross-origin isolated '
+      + '(served with Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp)';
   }
   try {
     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 1, 0);
@@ -167,7 +168,8 @@ export class ThreadPool {
         // thread's event loop is blocked here, so it cannot hear the exit: give up after a bound.
         if (d !== this.seq && performance.now() - since > STALL_MS) {
           this.destroy();
-          throw new VtError('bad-shape', `wasm thread ${t} did not finish its part in ${STALL_MS / 1000} s (it crashed or hangs); the engine is closed, create a new one`);
+          throw new VtError('bad-shape', `wasm thread ${t} did not finish its part in ${STALL_MS / 1000} s (it crashed or hangs); `
+            + 'the engine is closed, create a new one');
         }
       }
       if (Atomics.load(i32, box + ERR) !== 0) errs.push(t);

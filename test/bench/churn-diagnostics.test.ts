@@ -34,7 +34,9 @@ describe('PhaseClock', () => {
 });
 
 describe('stepSplit', () => {
-  const step = (time: number, generation: number, wallMs: number) => ({ type: 'step', time, step: time, generation, ring: 3, loss: null, imagesPerSec: 0, wallMs, peers: [] }) as unknown as MetricRecord;
+  const step = (time: number, generation: number, wallMs: number) => ({
+    type: 'step', time, step: time, generation, ring: 3, loss: null, imagesPerSec: 0, wallMs, peers: [],
+  }) as unknown as MetricRecord;
   it("separates each generation's first committed step from the rest, inside the window only", () => {
     const records: MetricRecord[] = [
       step(1, 1, 900), step(2, 1, 100), // before the window: generation 1's first step stays out
@@ -53,7 +55,9 @@ describe('stepSplit', () => {
 
 describe('lossSplit', () => {
   it('splits what churn cost into membership changes and a slower ordinary pace', () => {
-    const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({ first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs } });
+    const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({
+      first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs },
+    });
     // 10 first steps of 500 ms and 90 ordinary ones of 100 ms in a 15 s window; the baseline's ordinary steps take 80 ms.
     const s = lossSplit({ split: split(10, 5000, 90, 9000), windowMs: 15_000 }, { split: split(1, 300, 99, 7920) })!;
     expect(s.membershipGoodput).toBeCloseTo((100 * 100) / 15_000, 12);
@@ -67,7 +71,9 @@ describe('lossSplit', () => {
 });
 
 describe('lossSplit against the calm share', () => {
-  const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({ first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs } });
+  const split = (firstSteps: number, firstMs: number, restSteps: number, restMs: number) => ({
+    first: { steps: firstSteps, medianMs: 0, totalMs: firstMs }, rest: { steps: restSteps, medianMs: 0, totalMs: restMs },
+  });
   it('a calm run that pays 1 ms between 15 ms steps has a share of 15/16, and membership costs only what the churn run loses beyond it', () => {
     // Baseline: 1 first step of 60 ms and 999 of 15 ms, 1 ms between steps: 16,045 ms.
     const calm = { split: split(1, 60, 999, 14_985), windowMs: 16_045 };
@@ -96,7 +102,9 @@ describe('lossSplit against the calm share', () => {
 
 describe('bracketCalm', () => {
   it('takes the mean rate of a baseline before and after the churn run, their ordinary steps together, and the drift between them', () => {
-    const split = (restSteps: number, restMs: number, median: number) => ({ first: { steps: 1, medianMs: 300, totalMs: 300 }, rest: { steps: restSteps, medianMs: median, totalMs: restMs } });
+    const split = (restSteps: number, restMs: number, median: number) => ({
+      first: { steps: 1, medianMs: 300, totalMs: 300 }, rest: { steps: restSteps, medianMs: median, totalMs: restMs },
+    });
     const b = bracketCalm({ imagesPerSec: 1200, split: split(100, 8000, 78) }, { imagesPerSec: 1000, split: split(80, 8000, 98) });
     expect(b.imagesPerSec).toBe(1100);
     expect(b.drift).toBeCloseTo(1000 / 1200 - 1, 12);
@@ -106,7 +114,9 @@ describe('bracketCalm', () => {
     expect(lossSplit({ split: churn, windowMs: 15_000 }, b)!.ordinaryPace).toBeCloseTo(16_000 / 180 / 100, 12);
     expect(bracketCalm({ imagesPerSec: 0, split: split(0, 0, 0) }, { imagesPerSec: 5, split: split(1, 1, 1) }).drift).toBe(0);
     // Windows add up when both runs give theirs; else there is none.
-    expect(bracketCalm({ imagesPerSec: 1, split: split(1, 1, 1), windowMs: 3000 }, { imagesPerSec: 1, split: split(1, 1, 1), windowMs: 2000 }).windowMs).toBe(5000);
+    expect(
+      bracketCalm({ imagesPerSec: 1, split: split(1, 1, 1), windowMs: 3000 }, { imagesPerSec: 1, split: split(1, 1, 1), windowMs: 2000 }).windowMs,
+    ).toBe(5000);
     expect(b.windowMs).toBeUndefined();
   });
 });

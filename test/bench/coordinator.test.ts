@@ -16,12 +16,17 @@ describe('coordinator bench', () => {
   it('summariseProfile sums self time by function, largest first', () => {
     const frame = (functionName: string, url: string, lineNumber: number) => ({ functionName, url, lineNumber });
     const profile = {
-      nodes: [{ id: 1, callFrame: frame('(root)', '', 0) }, { id: 2, callFrame: frame('hot', 'file:///repo/coordinator/x.ts', 9) }, { id: 3, callFrame: frame('(idle)', '', 0) }, { id: 4, callFrame: frame('send', 'file:///repo/node_modules/ws/lib/sender.js', 99) }],
+      nodes: [
+        { id: 1, callFrame: frame('(root)', '', 0) }, { id: 2, callFrame: frame('hot', 'file:///repo/coordinator/x.ts', 9) },
+        { id: 3, callFrame: frame('(idle)', '', 0) }, { id: 4, callFrame: frame('send', 'file:///repo/node_modules/ws/lib/sender.js', 99) },
+      ],
       samples: [2, 2, 3, 4, 2, 3],
       timeDeltas: [1000, 1000, 2000, 500, 1000, 500],
     };
     const lines = summariseProfile(profile, 3, '/repo');
-    expect(lines.map((l) => [l.fn, l.at, l.ms])).toEqual([['hot', 'coordinator/x.ts:10', 3], ['(idle)', '', 2.5], ['send', 'node_modules/ws/lib/sender.js:100', 0.5]]);
+    expect(lines.map((l) => [l.fn, l.at, l.ms])).toEqual([
+      ['hot', 'coordinator/x.ts:10', 3], ['(idle)', '', 2.5], ['send', 'node_modules/ws/lib/sender.js:100', 0.5],
+    ]);
     expect(lines[0]!.share).toBeCloseTo(0.5);
     expect(summariseProfile({ nothing: true }, 3)).toEqual([]);
   });

@@ -6,7 +6,10 @@ import type { MetricRecord } from '../../coordinator/metrics.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 const peer = (peerId: string, fetchedBytes: number | undefined, dataMs: number | undefined) =>
-  ({ peerId, images: 8, computeMs: 10, commMs: 1, waitMs: 0, checksum: 'ab', ...(fetchedBytes === undefined ? {} : { fetchedBytes }), ...(dataMs === undefined ? {} : { dataMs }) });
+  ({
+    peerId, images: 8, computeMs: 10, commMs: 1, waitMs: 0, checksum: 'ab', ...(fetchedBytes === undefined ? {} : { fetchedBytes }),
+    ...(dataMs === undefined ? {} : { dataMs }),
+  });
 const step = (n: number, wallMs: number, peers: ReturnType<typeof peer>[]): StepRecord =>
   ({ type: 'step', time: n, step: n, generation: 1, ring: peers.length, loss: 1, imagesPerSec: 1, wallMs, peers });
 

@@ -9,8 +9,13 @@ import { measuredRate, projectedSeconds, projectedTimeToTarget, timingSteps } fr
 import { summarise, timeToTarget, type RunResult } from '../../bench/lowcomm-run.ts';
 import type { LiveEvent } from '../../src/protocol/messages.ts';
 
-const spec = { profile: 'home' as const, syncEvery: 8, steps: 16, globalBatch: 128, optimizer: 'lars' as const, lr: 0.5, outerLr: 0.7, outerMomentum: 0.9, syncWarmup: 0, evalEvery: 8, evalSamples: 100, finalEvalSamples: 100, warmupSteps: 8, seed: 1 };
-const step = (s: number, bytesPerImage = 1000): LiveEvent => ({ type: 'step', step: s, generation: 1, loss: 1, imagesPerSec: 1, peers: 4, timings: [], traffic: { innerSteps: 8, bytesPerImage } });
+const spec = {
+  profile: 'home' as const, syncEvery: 8, steps: 16, globalBatch: 128, optimizer: 'lars' as const, lr: 0.5, outerLr: 0.7, outerMomentum: 0.9, syncWarmup: 0,
+  evalEvery: 8, evalSamples: 100, finalEvalSamples: 100, warmupSteps: 8, seed: 1,
+};
+const step = (s: number, bytesPerImage = 1000): LiveEvent => ({
+  type: 'step', step: s, generation: 1, loss: 1, imagesPerSec: 1, peers: 4, timings: [], traffic: { innerSteps: 8, bytesPerImage },
+});
 const ev = (s: number, top1: number): LiveEvent => ({ type: 'eval', step: s, top1, top5: 1, loss: 1, samples: 100 });
 
 describe('lowcomm accounting', () => {
@@ -46,7 +51,9 @@ describe('lowcomm accounting', () => {
   it('projects the time to a target from a curve against steps and the measured rates, the sync warm-up at sync rate', () => {
     const curve = (syncEvery: number): RunResult => ({
       profile: 'lan', syncEvery, steps: [], bytesPerImage: 0, wallSeconds: 0,
-      evals: [{ step: 40, images: 0, seconds: 1, top1: 0.2 }, { step: 80, images: 0, seconds: 2, top1: 0.31 }, { step: 120, images: 0, seconds: 3, top1: 0.35 }],
+      evals: [
+        { step: 40, images: 0, seconds: 1, top1: 0.2 }, { step: 80, images: 0, seconds: 2, top1: 0.31 }, { step: 120, images: 0, seconds: 3, top1: 0.35 },
+      ],
     });
     const sync = { secondsPerStep: 5, steps: 20 };
     const round = { secondsPerStep: 1, steps: 64 };
@@ -69,7 +76,11 @@ describe('lowcomm report', () => {
       profile: 'home', syncEvery, evals: [], bytesPerImage: 0, wallSeconds: 0,
       steps: [0, 1, 2].map((i) => ({ step: syncEvery * (i + 1), seconds: 10 + i * syncEvery * secondsPerStep, innerSteps: syncEvery, bytesPerImage: 0 })),
     });
-    const settings = { steps: 400, batch: 128, optimizer: 'sgd' as const, wire: 'f32', lr: 0.04, warmupSteps: 8, outerLr: 1, outerMomentum: 0, syncWarmup: 0, evalEvery: 100, evalSamples: 100, finalEvalSamples: 100, timeSteps: 24, full: false, profiles: ['home' as const, 'wifi' as const], hs: [8, 32], peers: 4, model: 'small-cnn', dataset: 'cifar10' };
+    const settings = {
+      steps: 400, batch: 128, optimizer: 'sgd' as const, wire: 'f32', lr: 0.04, warmupSteps: 8, outerLr: 1, outerMomentum: 0, syncWarmup: 0, evalEvery: 100,
+      evalSamples: 100, finalEvalSamples: 100, timeSteps: 24, full: false, profiles: ['home' as const, 'wifi' as const], hs: [8, 32], peers: 4,
+      model: 'small-cnn', dataset: 'cifar10',
+    };
     const accuracy = { 'lan/1': curve(1, [0.3, 0.5, 0.58, 0.6]), 'lan/8': curve(8, [0.25, 0.45, 0.55, 0.57]), 'lan/32': curve(32, [0.2, 0.4, 0.5, 0.52]) };
     const timing: Record<string, RunResult> = {};
     for (const p of ['home', 'wifi']) {
@@ -102,7 +113,9 @@ describe('lowcomm report', () => {
       const saved = JSON.parse(await readFile(join(dir, 'lowcomm.json'), 'utf8'));
       expect(saved.auto.lan.choices).toEqual([{ step: 4, h: 8 }]);
       expect(saved.summary).toEqual(a);
-      expect(() => projectedTimeToTarget(auto.home, 0.5, 0, { secondsPerStep: 1, steps: 2 }, { secondsPerStep: 1, steps: 2 })).toThrow(/measured, not projected/);
+      expect(() => projectedTimeToTarget(
+        auto.home, 0.5, 0, { secondsPerStep: 1, steps: 2 }, { secondsPerStep: 1, steps: 2 },
+      )).toThrow(/measured, not projected/);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -81,7 +81,9 @@ describe('calibrating the scaling simulator', () => {
     const PROBE_S = modelProfile(modelByName('tiny-cnn', [1, 28, 28], 10)).gradBytes;
     const probesOf = (cal: Calibration, noise: number, seed: number): CommProbe[] => {
       const rng = makeRng(seed);
-      return [2, 3, 4].map((n) => ({ peers: n, gradBytes: PROBE_S, allReduceS: 2 * (n - 1) * (cal.link.latencyS + PROBE_S / (n * cal.link.bandwidthBytesPerS)) * (1 + noise * rng.normal()) }));
+      return [2, 3, 4].map((n) => ({
+        peers: n, gradBytes: PROBE_S, allReduceS: 2 * (n - 1) * (cal.link.latencyS + PROBE_S / (n * cal.link.bandwidthBytesPerS)) * (1 + noise * rng.normal()),
+      }));
     };
     const exact = calibrate(synthetic(TRUE, [1, 2, 3, 4], [48]), S, probesOf(TRUE, 0, 1));
     expect(rel(exact.link.latencyS, TRUE.link.latencyS)).toBeLessThan(1e-9);

@@ -14,7 +14,10 @@ function effAt(alphaMs: number, straggler: number): number {
   const s = scenarios(CAL).find((x) => x.key === 'resnet50-224')!;
   const link = LINK_KINDS.find((l) => l.key === '1g')!;
   const c = cluster(CAL, s, link, 64);
-  return efficiency({ ...c, stragglerMean: straggler, link: { ...c.link, latencyS: link.oneWayS + alphaMs / 1000 } }, systems(CAL).current, { batch: 32_768, profile: s.profile });
+  return efficiency(
+    { ...c, stragglerMean: straggler, link: { ...c.link, latencyS: link.oneWayS + alphaMs / 1000 } }, systems(CAL).current,
+    { batch: 32_768, profile: s.profile },
+  );
 }
 
 describe('what the 64-peer headline needs', () => {

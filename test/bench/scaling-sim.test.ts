@@ -9,10 +9,19 @@ import { predictStep } from '../../bench/scaling-model.ts';
 import { AUTO_MAX_INTERVAL, AUTO_PROBE } from '../../coordinator/steal-tuner.ts';
 
 /** A two-layer model small enough to work out by hand. */
-const TOY: Workload = { batch: 400, profile: { gradBytes: 1000, backwardShare: 0.5, layers: [{ name: 'a', node: 1, bytes: 600, readyFraction: 1 }, { name: 'b', node: 2, bytes: 400, readyFraction: 0.5 }] } };
-const CLUSTER: ClusterModel = { peers: 4, imagesPerSecPerPeer: 100, speedSigma: 0, stragglerMean: 0, share: 1, link: { latencyS: 0.01, bandwidthBytesPerS: 1000 }, seed: 1 };
+const TOY: Workload = {
+  batch: 400,
+  profile: {
+    gradBytes: 1000, backwardShare: 0.5, layers: [{ name: 'a', node: 1, bytes: 600, readyFraction: 1 }, { name: 'b', node: 2, bytes: 400, readyFraction: 0.5 }],
+  },
+};
+const CLUSTER: ClusterModel = {
+  peers: 4, imagesPerSecPerPeer: 100, speedSigma: 0, stragglerMean: 0, share: 1, link: { latencyS: 0.01, bandwidthBytesPerS: 1000 }, seed: 1,
+};
 const RING: SystemModel = { topology: 'ring', overlap: false, bucketBytes: [Infinity], onLoss: 'abort', overheadS: 0.1, overheadPerPeerS: 0.05 };
-const PLANNED: SystemModel = { topology: 'two-level', overlap: true, bucketBytes: [Infinity, 25e6, 4e6, 1e6], onLoss: 'rerun-slice', overheadS: 0.01, overheadPerPeerS: 0 };
+const PLANNED: SystemModel = {
+  topology: 'two-level', overlap: true, bucketBytes: [Infinity, 25e6, 4e6, 1e6], onLoss: 'rerun-slice', overheadS: 0.01, overheadPerPeerS: 0,
+};
 
 const R50 = modelProfile(modelByName('resnet50', [3, 224, 224], 1000));
 const R50_64 = modelProfile(modelByName('resnet50', [3, 64, 64], 1000));
@@ -46,7 +55,10 @@ describe('scaling simulator: a hand-computed case', () => {
     for (let seed = 1; seed <= 50; seed++) {
       const { c, w } = randomCase(seed);
       const quiet = { ...c, stragglerMean: 0, share: [1, 0.5, 0.25][seed % 3]! };
-      const closed = predictStep({ imagesPerSecPerPeer: c.imagesPerSecPerPeer, latencyS: c.link.latencyS, bandwidthBytesPerS: c.link.bandwidthBytesPerS, overheadS: 0.15 }, c.peers, w.batch, w.profile.gradBytes, quiet.share);
+      const closed = predictStep(
+        { imagesPerSecPerPeer: c.imagesPerSecPerPeer, latencyS: c.link.latencyS, bandwidthBytesPerS: c.link.bandwidthBytesPerS, overheadS: 0.15 }, c.peers,
+        w.batch, w.profile.gradBytes, quiet.share,
+      );
       expect(simulateStep(quiet, { ...RING, overheadS: 0.15, overheadPerPeerS: 0 }, w).totalS).toBeCloseTo(closed.totalS, 9);
     }
   });
@@ -76,7 +88,10 @@ describe('scaling simulator: a hand-computed case', () => {
   });
 
   it('lastBytes cuts the bucket all-reduced last: its first layers up to lastBytes go on their own', () => {
-    const layers = [{ bytes: 100, readyFraction: 1 }, { bytes: 200, readyFraction: 0.9 }, { bytes: 300, readyFraction: 0.6 }, { bytes: 400, readyFraction: 0.3 }, { bytes: 800, readyFraction: 0.1 }];
+    const layers = [
+      { bytes: 100, readyFraction: 1 }, { bytes: 200, readyFraction: 0.9 }, { bytes: 300, readyFraction: 0.6 }, { bytes: 400, readyFraction: 0.3 },
+      { bytes: 800, readyFraction: 0.1 },
+    ];
     // Plain: [1200 | 600], the first layers' 600 ready at the end.
     expect(bucketsOf(layers, 1000)).toEqual([{ bytes: 1200, readyFraction: 0.3 }, { bytes: 600, readyFraction: 1 }]);
     // Cut at 300: layers 0-1 (300 bytes) last; layer 2 (ready at 0.6) before them.
@@ -167,7 +182,9 @@ describe('scaling simulator: invariants', () => {
     }
     // No stragglers: stealing only costs (its micro-batches); many, with cheap micro-batches: it wins.
     expect(simulateStep(CLUSTER, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.05 }, TOY).steals).toBe(false);
-    expect(simulateStep({ ...CLUSTER, stragglerMean: 1 }, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.001 }, TOY).steals).toBe(true);
+    expect(
+      simulateStep({ ...CLUSTER, stragglerMean: 1 }, { ...RING, steal: { fraction: 0.5, chunk: 2, auto: true }, microBatchS: 0.001 }, TOY).steals,
+    ).toBe(true);
   });
 
   it('work stealing: compute is the fluid time t / E[1 / s] (or the slowest fixed part) plus a chunk; the final grant bounds the overlap', () => {
@@ -187,7 +204,9 @@ describe('scaling simulator: invariants', () => {
     const chunks = 1 + (0.5 * 1 * 0.1 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) / 0.01;
     expect(simulateStep(c, { ...RING, steal: { fraction: 0.5, chunk: 1 } }, TOY).computeS).toBeCloseTo(1 / meanInverseSlowdown(0.1) + 0.01 + chunks * 0.01, 12);
     // A straggler beyond what the tail can absorb: the slowest fixed part (1 - f) t (1 + mu H_4) bounds the step.
-    expect(simulateStep({ ...CLUSTER, stragglerMean: 3 }, { ...RING, steal: { fraction: 0.1, chunk: 2 } }, TOY).computeS).toBeCloseTo(0.9 * (1 + 3 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) + 0.02, 12);
+    expect(
+      simulateStep({ ...CLUSTER, stragglerMean: 3 }, { ...RING, steal: { fraction: 0.1, chunk: 2 } }, TOY).computeS,
+    ).toBeCloseTo(0.9 * (1 + 3 * (1 + 1 / 2 + 1 / 3 + 1 / 4)) + 0.02, 12);
     // One peer: nothing to steal from.
     expect(simulateStep({ ...c, peers: 1 }, steal, TOY).computeS).toBeCloseTo(simulateStep({ ...c, peers: 1 }, RING, TOY).computeS, 12);
     // 64 peers on 1 Gb/s, ResNet-50: stealing takes the stragglers out and, with three quarters in
@@ -213,7 +232,9 @@ describe('scaling simulator: invariants', () => {
 
 describe('scaling simulator: churn', () => {
   const churn: ChurnModel = { meanSessionS: 600, detectS: 2, joinS: 3, steps: 3000 };
-  const big: ClusterModel = { ...CLUSTER, peers: 64, imagesPerSecPerPeer: 250, speedSigma: 0.5, stragglerMean: 0.05, link: { latencyS: 2e-4, bandwidthBytesPerS: 125e6 } };
+  const big: ClusterModel = {
+    ...CLUSTER, peers: 64, imagesPerSecPerPeer: 250, speedSigma: 0.5, stragglerMean: 0.05, link: { latencyS: 2e-4, bandwidthBytesPerS: 125e6 },
+  };
 
   it('a lost peer costs more when it aborts the step than when survivors re-run its slice', () => {
     for (const [peers, batch, profile] of [[16, 8192, R50], [64, 32_768, R50], [256, 32_768, R50_64], [1024, 8192, SMALL]] as const) {

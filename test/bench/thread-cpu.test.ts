@@ -15,7 +15,9 @@ describe('CPU by thread (bench/thread-cpu.ts)', () => {
     expect(commOfStat('123 (RTC worker) S 1 2 3')).toBe('RTC worker');
     expect(commOfStat('9 (a (b) c) R 1')).toBe('a (b) c');
     expect(commOfStat('garbage')).toBe('');
-    expect(sumThreads(new Map([['1/1', { kind: 'hostMain', seconds: 2 }], ['1/2', { kind: 'hostMain', seconds: 1.5 }], ['3/3', { kind: 'bench', seconds: 1 }]])))
+    expect(sumThreads(new Map([
+      ['1/1', { kind: 'hostMain', seconds: 2 }], ['1/2', { kind: 'hostMain', seconds: 1.5 }], ['3/3', { kind: 'bench', seconds: 1 }],
+    ])))
       .toEqual({ hostMain: 3.5, hostHelpers: 0, hostWebRtc: 0, bench: 1 });
   });
 

@@ -30,7 +30,9 @@ describe(`op suites in headless Chromium (dedicated Worker; ${BACKENDS.join(', '
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));
     await page.goto(`${started.origin}/test/browser/ops.html?backends=${BACKENDS.join(',')}`);
-    await page.waitForFunction(() => (window as unknown as { opsResults?: { done: boolean } }).opsResults?.done === true, undefined, { timeout: WAIT_MS, polling: 1000 });
+    await page.waitForFunction(
+      () => (window as unknown as { opsResults?: { done: boolean } }).opsResults?.done === true, undefined, { timeout: WAIT_MS, polling: 1000 },
+    );
     state = await page.evaluate(() => (window as unknown as { opsResults: OpsResults }).opsResults);
     if (errors.length) throw new Error(`page errors: ${errors.join('; ')}`);
     const took = (b: BackendKind): string => { const ms = state.times[b]; return ms === undefined ? 'did not finish' : `${(ms / 1000).toFixed(1)} s`; };

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { BackendError, pickBackend, type BackendMeasure } from '../../src/client/backend-choice.ts';
 
-const m = (backend: 'webgpu' | 'wasm', imagesPerSec: number | null, detail = 'dev'): BackendMeasure => ({ backend, available: imagesPerSec !== null, imagesPerSec, detail });
+const m = (backend: 'webgpu' | 'wasm', imagesPerSec: number | null, detail = 'dev'): BackendMeasure =>
+  ({ backend, available: imagesPerSec !== null, imagesPerSec, detail });
 
 describe('pickBackend', () => {
   it('auto keeps the faster path and says why', () => {

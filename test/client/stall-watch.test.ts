@@ -46,7 +46,9 @@ describe('stall watchdog', () => {
     ].join('\n');
     expect(nativeDeadlock(hung)).toBe(true);
     // A long wait elsewhere (Atomics.wait, a long compute) is reported, not ended.
-    expect(nativeDeadlock('Thread 1 (LWP 1 "node"):\n#0  futex_wait () at futex-internal.h:146\n#1  0x00000000015b2c35 in v8::internal::FutexEmulation::WaitJs')).toBe(false);
+    expect(
+      nativeDeadlock('Thread 1 (LWP 1 "node"):\n#0  futex_wait () at futex-internal.h:146\n#1  0x00000000015b2c35 in v8::internal::FutexEmulation::WaitJs'),
+    ).toBe(false);
     expect(nativeDeadlock('Thread 1 (LWP 1 "node"):\n#0  0x00007f in wasm-function[212]\n#1  node_datachannel.node')).toBe(false);
   });
 

@@ -46,7 +46,9 @@ afterAll(() => {
 });
 
 /** One sync step on every peer; peer 0 adds `reused`. */
-async function step(settings: { stallTimeoutMs?: number }, reused: { grads: Float32Array; lossSum: number } | null, breakRing = false): Promise<{ outs: SyncOutcome[]; kept: Float32Array[] }> {
+async function step(
+  settings: { stallTimeoutMs?: number }, reused: { grads: Float32Array; lossSum: number } | null, breakRing = false,
+): Promise<{ outs: SyncOutcome[]; kept: Float32Array[] }> {
   const { rings } = memoryRing(peers.map((_, i) => `p${i}`), { settings });
   const kept: Float32Array[] = [];
   try {
@@ -72,7 +74,9 @@ describe('syncGradients: staged backward + bucketed all-reduce (3 peers, wasm, m
     expect(buckets.length).toBe(7);
     expect(syncBuckets(peers[0]!.model.layout, { overlap: false }).length).toBe(1);
     // 1.5 MiB < 25 MiB, its first layers' 0.37 MB all-reduced last on their own (lastBucketBytes 1 MiB).
-    expect(syncBuckets(peers[0]!.model.layout, {}).map((b) => b.params.map((p) => p.name))).toEqual([['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'], ['conv1.weight', 'conv1.bias', 'conv2.weight', 'conv2.bias', 'conv3.weight', 'conv3.bias']]);
+    expect(syncBuckets(peers[0]!.model.layout, {}).map((b) => b.params.map((p) => p.name))).toEqual([
+      ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'], ['conv1.weight', 'conv1.bias', 'conv2.weight', 'conv2.bias', 'conv3.weight', 'conv3.bias'],
+    ]);
     expect(syncBuckets(peers[0]!.model.layout, { lastBucketBytes: 0 }).length).toBe(1);
     expect(roundRingStep(9)).toBe(bucketStep(9, 0));
     expect(() => checkRingStep({ step: lastRingStep(false) })).not.toThrow();

@@ -30,7 +30,9 @@ afterAll(async () => {
 });
 
 /** One volunteer trains a K-step job alone; its shard GETs take DELAY_MS more. */
-async function train(name: string, o: { prefetch: boolean; memoryCacheBytes: number; job?: Record<string, unknown> }): Promise<{ steps: StepEvent[]; served: number; weights: Float32Array }> {
+async function train(
+  name: string, o: { prefetch: boolean; memoryCacheBytes: number; job?: Record<string, unknown> },
+): Promise<{ steps: StepEvent[]; served: number; weights: Float32Array }> {
   const job = await startTestJob(root.dir, name, data, testJob(K, { checkpointEvery: K, ...o.job }));
   const engine = await WasmEngine.create({ initialMiB: 4 });
   let served = 0;
@@ -47,7 +49,10 @@ async function train(name: string, o: { prefetch: boolean; memoryCacheBytes: num
   const lines: string[] = [];
   try {
     const exit = await runVolunteer(
-      { engine, Peer: await loadNodePeer(), rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip, fetch: slowFetch },
+      {
+        engine, Peer: await loadNodePeer(), rtcConfig: NODE_RTC_CONFIG, WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
+        fetch: slowFetch,
+      },
       {
         url: job.url, name, log: (l) => lines.push(l), rejoinForMs: 10_000, prefetch: o.prefetch, memoryCacheBytes: o.memoryCacheBytes,
         // The step computes a while (a slower device): room to load the next batch meanwhile.

@@ -97,7 +97,9 @@ describe('an abandoned generation, then the same step in the next one', () => {
     const mr = memoryRing(IDS, { generation: 2 });
     // p1 expects chunk 0 from p0 first (reduce-scatter, k = 0); p0 sends chunk 3 (the next ring step's).
     const f = new Uint8Array(HEADER_BYTES + 4 * 500);
-    writeHeader(f, { kind: FrameKind.data, phase: Phase.reduceScatter, dtype: 'f32', job: 1, generation: 2, step: STEP, chunk: 3, offset: 15_000, length: 500 });
+    writeHeader(
+      f, { kind: FrameKind.data, phase: Phase.reduceScatter, dtype: 'f32', job: 1, generation: 2, step: STEP, chunk: 3, offset: 15_000, length: 500 },
+    );
     mr.toNext[0]!.send(f);
     const outs = IDS.map((_, i) => randomGrad(LEN, i + 1));
     const settled = await Promise.allSettled(mr.rings.map((ring, i) => allReduceSum(outs[i]!, { ring, step: STEP, messageBytes: MSG, keepInput: true })));

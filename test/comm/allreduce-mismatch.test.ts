@@ -12,7 +12,9 @@ interface Peer { ids: readonly string[]; length: number; wire?: WireFormat; mess
 async function run(ids: readonly string[], view: (id: string) => Peer): Promise<PromiseSettledResult<Float32Array>[]> {
   const n = ids.length;
   const toNext = ids.map((id, i) => memoryLinkPair(id, ids[(i + 1) % n]));
-  const rings = ids.map((selfId, i) => new Ring({ selfId, ids: view(selfId).ids, job: 1, generation: 3, next: toNext[i][0], prev: toNext[(i - 1 + n) % n][1] }));
+  const rings = ids.map((selfId, i) => new Ring({
+    selfId, ids: view(selfId).ids, job: 1, generation: 3, next: toNext[i][0], prev: toNext[(i - 1 + n) % n][1],
+  }));
   try {
     return await Promise.allSettled(rings.map((ring, i) => {
       const v = view(ids[i]);
@@ -75,7 +77,9 @@ describe('peers that disagree about the collective', () => {
   it('agreeing peers still succeed, empty gradients included', async () => {
     for (const length of [0, 2, 1000]) {
       const settled = await run(ids(5), () => ({ ids: ids(5), length }));
-      settled.forEach((s, i) => expect(s.status, `length ${length}, peer ${i}: ${s.status === 'rejected' ? (s.reason as Error).message : ''}`).toBe('fulfilled'));
+      settled.forEach((s, i) => expect(
+        s.status, `length ${length}, peer ${i}: ${s.status === 'rejected' ? (s.reason as Error).message : ''}`,
+      ).toBe('fulfilled'));
     }
   });
 

@@ -22,7 +22,9 @@ const mod = (a: number, n: number): number => ((a % n) + n) % n;
 /** Lengths that stress the chunk and segment arithmetic for a ring of n and frames of s elements. */
 function lengthsFor(n: number, s: number): number[] {
   const around = (x: number) => [x - 1, x, x + 1];
-  const ls = [0, 1, n - 1, n, n + 1, 2 * n - 1, 7 * n + 3, ...around(n * s), n * s + n - 1, (n - 1) * s + 1, ...around(2 * n * s), 12_345, 30_000, 30_000 + n - 1, 65_536];
+  const ls = [
+    0, 1, n - 1, n, n + 1, 2 * n - 1, 7 * n + 3, ...around(n * s), n * s + n - 1, (n - 1) * s + 1, ...around(2 * n * s), 12_345, 30_000, 30_000 + n - 1, 65_536,
+  ];
   return [...new Set(ls.filter((l) => l >= 0 && l < 2 ** 24))];
 }
 
@@ -34,7 +36,8 @@ const sendChunk = (s: number, t: number, n: number): number => (t < n - 1 ? mod(
 describe('linkSchedule: sender and receiver agree on every frame', () => {
   // Every rank up to N=16; above, the ranks at the ends, the middle and 38..40 (the churn run's
   // blame): each rank's schedule walks every chunk, so all chunk boundaries are checked anyway.
-  const ranksOf = (n: number): number[] => (n <= 16 ? Array.from({ length: n }, (_, r) => r) : [...new Set([0, 1, 2, n >> 1, n - 3, n - 2, n - 1, 38, 39, 40].filter((r) => r < n))]);
+  const ranksOf = (n: number): number[] => (n <= 16 ? Array.from({ length: n }, (_, r) => r)
+    : [...new Set([0, 1, 2, n >> 1, n - 3, n - 2, n - 1, 38, 39, 40].filter((r) => r < n))]);
 
   it('ring sizes 2..64 x awkward lengths x message sizes x wires', () => {
     const segs = [...new Set(MESSAGE_BYTES.flatMap((mb) => WIRES.map((w) => segElemsOf(mb, w))))];
@@ -50,7 +53,9 @@ describe('linkSchedule: sender and receiver agree on every frame', () => {
             if (!v) scheds.set(r, (v = linkSchedule(r, length, n, s)));
             return v;
           };
-          if (JSON.stringify(linkSchedule(n, length, n, s)) !== JSON.stringify(sched(0))) expect.fail(`${what}: the sender of rank ${n - 1} sees another schedule`);
+          if (JSON.stringify(linkSchedule(n, length, n, s)) !== JSON.stringify(sched(0))) expect.fail(
+            `${what}: the sender of rank ${n - 1} sees another schedule`,
+          );
           for (const r of ranksOf(n)) {
             const recv = sched(r);
             const sendOfSelf = sched((r + 1) % n);
@@ -75,8 +80,12 @@ describe('linkSchedule: sender and receiver agree on every frame', () => {
               for (const j of [0, st.segments - 1]) {
                 const [off, len] = frameRange(st, j, s);
                 const [oldOff, oldLen] = segmentRange(c, j, length, n, s);
-                if (off !== oldOff || len !== oldLen) expect.fail(`${what} rank ${r} step ${t} segment ${j}: [${off}, +${len}) vs segmentRange [${oldOff}, +${oldLen})`);
-                if (j === st.segments - 1 && (off + len !== end || len < 1 || len > s)) expect.fail(`${what} rank ${r} step ${t}: last frame [${off}, +${len}) does not end chunk ${c} at ${end}`);
+                if (off !== oldOff || len !== oldLen) expect.fail(
+                  `${what} rank ${r} step ${t} segment ${j}: [${off}, +${len}) vs segmentRange [${oldOff}, +${oldLen})`,
+                );
+                if (j === st.segments - 1 && (off + len !== end || len < 1 || len > s)) expect.fail(
+                  `${what} rank ${r} step ${t}: last frame [${off}, +${len}) does not end chunk ${c} at ${end}`,
+                );
               }
             }
           }

@@ -135,7 +135,9 @@ describe('allReduceBuckets over memory rings', () => {
   it('peers with different bucket plans fail with a PLAN mismatch, not a wrong sum', async () => {
     const { rings } = memoryRing(['a', 'b']);
     const plans = [cuts(4000, [1000]), cuts(4000, [1500])];
-    const results = await Promise.allSettled(rings.map((ring, p) => allReduceBuckets(randomGrad(4000, p), plans[p]!, async () => undefined, { ring, step: 1 })));
+    const results = await Promise.allSettled(
+      rings.map((ring, p) => allReduceBuckets(randomGrad(4000, p), plans[p]!, async () => undefined, { ring, step: 1 })),
+    );
     for (const r of results) {
       expect(r.status).toBe('rejected');
       if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(RingError);
@@ -148,7 +150,9 @@ describe('allReduceBuckets over memory rings', () => {
   it('a compute failure (ready rejects) rejects the all-reduce with that error', async () => {
     const { rings } = memoryRing(['a']);
     const boom = new Error('backward failed');
-    await expect(allReduceBuckets(new Float32Array(8), [{ start: 4, end: 8 }, { start: 0, end: 4 }], async (k) => { if (k === 1) throw boom; }, { ring: rings[0]!, step: 0 })).rejects.toBe(boom);
+    await expect(allReduceBuckets(
+      new Float32Array(8), [{ start: 4, end: 8 }, { start: 0, end: 4 }], async (k) => { if (k === 1) throw boom; }, { ring: rings[0]!, step: 0 },
+    )).rejects.toBe(boom);
     rings[0]!.close();
   });
 });

@@ -55,7 +55,8 @@ describe('dialing ahead of a membership change', () => {
     const g1 = await Promise.all(formAll(eps, ['a', 'b'], 1));
     // The first dial ahead c -> a fails on both ends (its data channel errors); the rest connect.
     net.plan = (d) => {
-      if ((d.dialer.metadata as { pre?: boolean }).pre === true && d.from === 'c' && d.to === 'a' && !net.dials.some((x) => x !== d && x.from === 'c' && x.to === 'a')) {
+      if ((d.dialer.metadata as { pre?: boolean }).pre === true && d.from === 'c' && d.to === 'a'
+        && !net.dials.some((x) => x !== d && x.from === 'c' && x.to === 'a')) {
         d.deliver();
         d.dialer.fail('DTLS failed');
         d.answerer.fail('DTLS failed');
@@ -117,7 +118,8 @@ describe('dialing ahead of a membership change', () => {
     }
   });
 
-  it('links dialed ahead outlast a released link\'s idle bound (a joiner loading for a minute): the change still dials nothing; unused, they close after PARKED_IDLE_MS', async () => {
+  it('links dialed ahead outlast a released link\'s idle bound (a joiner loading for a minute): the change still dials nothing; ' +
+    'unused, they close after PARKED_IDLE_MS', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     // Fake time moves in 10 ms ticks until `p` settles (at most 10 s of it).
     const settled = async <T,>(p: Promise<T>): Promise<T> => {

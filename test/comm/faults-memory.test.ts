@@ -33,7 +33,9 @@ async function runWithFault(phase: Phase, after: number, fault: Fault, settings:
     }
   };
   const t0 = Date.now();
-  const settled = await Promise.allSettled(mr.rings.map((ring, i) => allReduceSum(outs[i], { ring, step: 3, messageBytes: MSG, keepInput: true }).then(() => Date.now() - t0)));
+  const settled = await Promise.allSettled(
+    mr.rings.map((ring, i) => allReduceSum(outs[i], { ring, step: 3, messageBytes: MSG, keepInput: true }).then(() => Date.now() - t0)),
+  );
   const ms = Date.now() - t0;
   for (const r of mr.rings) r.close();
   expect(fired, 'the fault was injected').toBe(true);
@@ -54,9 +56,14 @@ function expectAllFailed(res: Awaited<ReturnType<typeof runWithFault>>, peers: n
   }
 }
 
-function dataFrame(h: { step: number; generation?: number; phase?: Phase; chunk?: number; offset?: number; length: number }, payloadFloats: number): Uint8Array {
+function dataFrame(
+  h: { step: number; generation?: number; phase?: Phase; chunk?: number; offset?: number; length: number }, payloadFloats: number,
+): Uint8Array {
   const f = new Uint8Array(HEADER_BYTES + 4 * payloadFloats);
-  writeHeader(f, { kind: FrameKind.data, phase: h.phase ?? Phase.reduceScatter, dtype: 'f32', job: 1, generation: h.generation ?? 1, step: h.step, chunk: h.chunk ?? 0, offset: h.offset ?? 0, length: h.length });
+  writeHeader(f, {
+    kind: FrameKind.data, phase: h.phase ?? Phase.reduceScatter, dtype: 'f32', job: 1, generation: h.generation ?? 1, step: h.step, chunk: h.chunk ?? 0,
+    offset: h.offset ?? 0, length: h.length,
+  });
   new Float32Array(f.buffer, HEADER_BYTES).fill(1e30); // would be glaring if it were ever added
   return f;
 }
@@ -97,7 +104,9 @@ describe('ring faults (memory links)', () => {
   });
 
   it('a truncated frame and a frame of the wrong length are refused', async () => {
-    const truncated = await runWithFault(Phase.reduceScatter, 7, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 3, length: 1000 }, 999).subarray(0, HEADER_BYTES + 3990)));
+    const truncated = await runWithFault(
+      Phase.reduceScatter, 7, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 3, length: 1000 }, 999).subarray(0, HEADER_BYTES + 3990)),
+    );
     expectAllFailed(truncated, [0, 1, 2, 3], 'p0', ['bad-frame']);
     expect(((truncated.settled[1] as PromiseRejectedResult).reason as RingError).message).toMatch(/truncated/);
     // A well-formed frame whose (offset, length) is not the one expected next.

@@ -7,7 +7,9 @@ import { randomGrad } from './helpers.ts';
 /** n peers with pseudo-random bandwidths; the ids listed in `relayed` go through TURN. */
 function peers(n: number, seed: number, relayed: readonly number[] = []): PeerLinkInfo[] {
   const r = randomGrad(2 * n, seed);
-  return Array.from({ length: n }, (_, i) => ({ id: `p${i}`, bandwidth: Math.round(50e6 * (1.1 + r[i])), latencyMs: Math.round(20 * (1.1 + r[n + i])), relayed: relayed.includes(i) }));
+  return Array.from({ length: n }, (_, i) => ({
+    id: `p${i}`, bandwidth: Math.round(50e6 * (1.1 + r[i])), latencyMs: Math.round(20 * (1.1 + r[n + i])), relayed: relayed.includes(i),
+  }));
 }
 
 function shuffled<T>(xs: readonly T[], seed: number): T[] {

@@ -2,7 +2,10 @@
 // groups), awkward lengths; every peer bit-identical, equal to the fixed-order reference and
 // close to the float64 sum; message rounds counted (Lamport depth) against the flat ring.
 import { afterEach, describe, expect, it } from 'vitest';
-import { allReduceSum, allReduceTwoLevel, flatRounds, memoryTwoLevel, planTopology, twoLevelRounds, type MemoryTwoLevelOptions, type PlanOptions, type Topology, type WireFormat } from '../../src/comm/index.ts';
+import {
+  allReduceSum, allReduceTwoLevel, flatRounds, memoryTwoLevel, planTopology, twoLevelRounds, type MemoryTwoLevelOptions, type PlanOptions, type Topology,
+  type WireFormat,
+} from '../../src/comm/index.ts';
 import type { Ring } from '../../src/comm/ring.ts';
 import { RoundCounter, bitwiseEqual, randomGrad, sum64, twoLevelBase, twoLevelReference, worstError, wrappedFlatRing } from './helpers.ts';
 
@@ -13,7 +16,9 @@ afterEach(() => { for (const r of open.splice(0)) r.close(); });
 interface Run { topology: Topology; inputs: Map<string, Float32Array>; outs: Map<string, Float32Array> }
 
 /** One all-reduce per entry of `steps` over one set of rings; returns the last one's data. */
-async function twoLevel(n: number, length: number, plan: PlanOptions, o: { wire?: WireFormat; messageBytes?: number; steps?: number[]; mem?: MemoryTwoLevelOptions } = {}): Promise<Run> {
+async function twoLevel(
+  n: number, length: number, plan: PlanOptions, o: { wire?: WireFormat; messageBytes?: number; steps?: number[]; mem?: MemoryTwoLevelOptions } = {},
+): Promise<Run> {
   const topology = planTopology(idsOf(n), plan);
   const { peers } = memoryTwoLevel(topology, o.mem);
   open.push(...peers.values());
@@ -21,7 +26,9 @@ async function twoLevel(n: number, length: number, plan: PlanOptions, o: { wire?
   for (const step of o.steps ?? [0]) {
     const inputs = new Map([...peers.keys()].map((id, i) => [id, randomGrad(length, 7919 * step + 31 * i + n + length)]));
     const outs = new Map([...inputs].map(([id, g]) => [id, g.slice()]));
-    const results = await Promise.all([...peers].map(([id, rings]) => allReduceTwoLevel(outs.get(id)!, { rings, step, wire: o.wire, messageBytes: o.messageBytes })));
+    const results = await Promise.all(
+      [...peers].map(([id, rings]) => allReduceTwoLevel(outs.get(id)!, { rings, step, wire: o.wire, messageBytes: o.messageBytes })),
+    );
     [...outs.values()].forEach((g, i) => expect(results[i]).toBe(g)); // in place
     run = { topology, inputs, outs };
   }
@@ -97,7 +104,9 @@ async function countFlat(n: number, length: number, seg: number): Promise<{ roun
   return { rounds: counter.max, frames: ids.map((id) => counter.framesSent.get(id) ?? 0) };
 }
 
-async function countTwoLevel(n: number, length: number, seg: number, plan: PlanOptions = {}): Promise<{ rounds: number; topology: Topology; frames: number[] }> {
+async function countTwoLevel(
+  n: number, length: number, seg: number, plan: PlanOptions = {},
+): Promise<{ rounds: number; topology: Topology; frames: number[] }> {
   const topology0 = planTopology(idsOf(n), plan);
   const counter = new RoundCounter(length, twoLevelBase(topology0, length, seg));
   const { topology, outs, inputs } = await twoLevel(n, length, plan, { mem: { wrap: counter.wrap }, messageBytes: 32 + 4 * seg });
@@ -154,7 +163,8 @@ describe('a gradient of fewer frames than peers: fewer chunks, fewer frames, no 
     expect(frames.reduce((a, b) => a + b, 0)).toBe(3 * 2 * (10 - 1));
   });
 
-  it('two levels, 50 peers (7 groups), one frame of data: at most 2 frames a peer in its group ring, 2 more in its column for the owner of shard 0 (which forms the group sum and sends 1 in the group); no more rounds than the bound', async () => {
+  it('two levels, 50 peers (7 groups), one frame of data: at most 2 frames a peer in its group ring, 2 more in its column for the owner of shard 0 ' +
+    '(which forms the group sum and sends 1 in the group); no more rounds than the bound', async () => {
     const { rounds, topology, frames } = await countTwoLevel(50, 380, 16_376);
     expect(topology.groups.length).toBe(7);
     expect(rounds).toBeLessThanOrEqual(twoLevelRounds(topology));

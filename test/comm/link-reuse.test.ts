@@ -147,7 +147,10 @@ describe('abandoned generations and blame', () => {
     for (const r of g1) r.release();
     // Generation 2 starts at a and c only: c -> a completes its handshake (both adopt the link),
     // a -> b waits for b's answer (b never forms generation 2).
-    const g2 = [ep(eps, 'a').formRing({ ids, job: 1, generation: 2, connectTimeoutMs: 10_000 }), ep(eps, 'c').formRing({ ids, job: 1, generation: 2, connectTimeoutMs: 10_000 })];
+    const g2 = [
+      ep(eps, 'a').formRing({ ids, job: 1, generation: 2, connectTimeoutMs: 10_000 }),
+      ep(eps, 'c').formRing({ ids, job: 1, generation: 2, connectTimeoutMs: 10_000 }),
+    ];
     for (const p of g2) p.catch(() => undefined);
     await flush();
     for (const p of g2) expect(await settlesWithin(p, 20), 'generation 2 is still forming').toBe(false);

@@ -34,7 +34,10 @@ peer.on('connection', (conn: DataConnectionLike & { label?: string }) => {
       newest = Math.max(newest, s);
     }
     const first = seqs.findIndex((s, i) => s !== i);
-    say({ label, received: seqs.length, late: late.length, lateFrames: late.slice(0, 8), first, around: first < 0 ? [] : seqs.slice(Math.max(0, first - 2), first + 4) });
+    say({
+      label, received: seqs.length, late: late.length, lateFrames: late.slice(0, 8), first,
+      around: first < 0 ? [] : seqs.slice(Math.max(0, first - 2), first + 4),
+    });
   };
   link.listen({
     frame: (f) => {

@@ -41,7 +41,10 @@ beforeAll(async () => {
   sig = await startSignalingServer({ path: '/signal' });
   const acceptor = sig.signaling.issue('acceptor');
   const me = sig.signaling.issue('dialer');
-  child = spawn(process.execPath, ['--import', 'tsx', 'test/comm/ndc-order-peer.ts', acceptor.id, acceptor.token, String(sig.port), String(BLOCK_MS), String(FRAMES)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  child = spawn(
+    process.execPath, ['--import', 'tsx', 'test/comm/ndc-order-peer.ts', acceptor.id, acceptor.token, String(sig.port), String(BLOCK_MS), String(FRAMES)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   let partial = '';
   const opened = new Promise<void>((resolve, reject) => {
     child!.once('exit', (code) => reject(new Error(`the accepting process exited (${code})`)));
@@ -89,7 +92,9 @@ function reportOf(label: string, timeoutMs: number): Promise<Report> {
 async function dial(label: string): Promise<{ link: PeerJsLink; label: string }> {
   for (let attempt = 0; ; attempt++) {
     const tried = `${label}.${attempt}`;
-    const conn = dialer!.connect('acceptor', { label: tried, metadata: { vt: 'ring', job: 1, generation: 1, from: 'dialer' }, serialization: 'raw', reliable: true });
+    const conn = dialer!.connect(
+      'acceptor', { label: tried, metadata: { vt: 'ring', job: 1, generation: 1, from: 'dialer' }, serialization: 'raw', reliable: true },
+    );
     if (!conn) throw new Error('PeerJS could not dial');
     const link = new PeerJsLink(conn, 'dialed');
     try {

@@ -45,7 +45,8 @@ export async function sumsRight(rings: readonly Ring[], step: number): Promise<v
 }
 
 /** The dials made for `generation`, as 'from>to'. */
-export const dialsOf = (net: FakeNet, generation: number): string[] => net.dials.filter((d) => d.generation === generation).map((d) => `${d.from}>${d.to}`).sort();
+export const dialsOf = (net: FakeNet, generation: number): string[] =>
+  net.dials.filter((d) => d.generation === generation).map((d) => `${d.from}>${d.to}`).sort();
 
 /** Every connection end still open in the net belongs to one of `rings`' links (nothing left that nobody holds). */
 export function onlyRingsHoldConnections(net: FakeNet, rings: readonly Ring[]): void {

@@ -34,7 +34,9 @@ describe('routeOfStats', () => {
     expect(routeOfStats(new Map())).toBeNull();
   });
   it('relay hosts from TURN URLs', () => {
-    expect(relayHostsOf([{ urls: ['stun:a:1'] }, { urls: ['turn:10.0.0.1:3478?transport=udp', 'turns:[fd00::1]:5349', 'turn:relay.example.org'] }])).toEqual(['10.0.0.1', 'fd00::1', 'relay.example.org']);
+    expect(
+      relayHostsOf([{ urls: ['stun:a:1'] }, { urls: ['turn:10.0.0.1:3478?transport=udp', 'turns:[fd00::1]:5349', 'turn:relay.example.org'] }]),
+    ).toEqual(['10.0.0.1', 'fd00::1', 'relay.example.org']);
   });
 });
 
@@ -53,7 +55,9 @@ describe('ICE self-check diagnosis', () => {
     const silent = diagnoseIce(servers, report({ host: ['192.168.1.2:1'] }));
     expect(silent.join('\n')).toContain('no answer from STUN at 10.77.0.1:8080');
     expect(silent.join('\n')).toContain('TURN relay at 10.77.0.1:3478 gave no relayed address');
-    const refused = diagnoseIce(servers, report({ host: ['h:1'], srflx: ['s:1'], errors: [{ url: 'turn:10.77.0.1:3478?transport=udp', code: 401, text: 'Unauthorized' }] }));
+    const refused = diagnoseIce(
+      servers, report({ host: ['h:1'], srflx: ['s:1'], errors: [{ url: 'turn:10.77.0.1:3478?transport=udp', code: 401, text: 'Unauthorized' }] }),
+    );
     expect(refused.join('\n')).toContain('refused this device\'s credentials');
     expect(diagnoseIce([], report({ host: ['h:1'] })).join('\n')).toContain('--turn');
     expect(diagnoseIce(servers, report({})).join('\n')).toContain('default route');

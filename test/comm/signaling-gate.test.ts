@@ -48,7 +48,10 @@ async function handPeer(): Promise<HandPeer> {
 }
 
 async function endpointOf(h: HandPeer): Promise<PeerEndpoint> {
-  const ep = await openEndpoint({ Peer, id: h.id, token: h.accept.signalingToken, server: { host: '127.0.0.1', port: job.coordinator.port, path: h.accept.signalingPath }, rtcConfig: NODE_RTC_CONFIG });
+  const ep = await openEndpoint({
+    Peer, id: h.id, token: h.accept.signalingToken, server: { host: '127.0.0.1', port: job.coordinator.port, path: h.accept.signalingPath },
+    rtcConfig: NODE_RTC_CONFIG,
+  });
   endpoints.push(ep);
   return ep;
 }
@@ -76,7 +79,9 @@ async function formAndSum(eps: PeerEndpoint[], a: StepAssignment): Promise<void>
 async function dial(from: PeerEndpoint, member: string, jobId: number, generation: number, ms: number): Promise<{ opened: boolean; unavailable: boolean }> {
   let unavailable = false;
   from.peer.on('error', (e) => { if (e.type === 'peer-unavailable' && e.message.includes(member)) unavailable = true; });
-  const conn = from.peer.connect(member, { label: `vt/${jobId}/${generation}`, metadata: { vt: 'ring', job: jobId, generation, from: from.id }, serialization: 'raw', reliable: true });
+  const conn = from.peer.connect(
+    member, { label: `vt/${jobId}/${generation}`, metadata: { vt: 'ring', job: jobId, generation, from: from.id }, serialization: 'raw', reliable: true },
+  );
   if (!conn) throw new Error('PeerJS could not start a connection');
   let opened = false;
   conn.on('open', () => {

@@ -90,7 +90,8 @@ describe('two-level step rings', () => {
 describe('the job\'s wire format on step rings', () => {
   const length = 4099;
   const ids = ['p0', 'p1', 'p2', 'p3'];
-  const flat = (wire: WireFormat, sent: Map<string, number>) => wrappedFlatRing(ids, (l, self) => new Counted(l, self, sent)).map((r) => flatStepRings(r, wire));
+  const flat = (wire: WireFormat, sent: Map<string, number>) =>
+    wrappedFlatRing(ids, (l, self) => new Counted(l, self, sent)).map((r) => flatStepRings(r, wire));
   const twoLevel = (wire: WireFormat, sent: Map<string, number>) => {
     const topology = planTopology(ids.map((id) => ({ id })), { minTwoLevel: 2 });
     const { peers } = memoryTwoLevel(topology, { wrap: (l, self) => new Counted(l, self, sent) });

@@ -138,7 +138,9 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
       const g2Ids = ['a0', 'a1', 'a3', 'a4'];
       const g2Eps = [eps[0]!, eps[1]!, eps[3]!, eps[4]!];
       const ahead = await Promise.all(g2Eps.map((ep) => ep.preDial(9, aheadLinks({ ring: g2Ids }, ep.id)!)));
-      expect(ahead, 'a1 -> a3, a3 -> a4 and a4 -> a0 dialed and opened; a0 -> a1 is kept').toEqual([{ dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }]);
+      expect(ahead, 'a1 -> a3, a3 -> a4 and a4 -> a0 dialed and opened; a0 -> a1 is kept').toEqual([
+        { dialed: 0, opened: 0 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 }, { dialed: 1, opened: 1 },
+      ]);
       rings = await reformWithout(rings, eps, 2, g2Ids, 9);
       expect(rings.map((r) => [r.reusedLinks, r.attempts.dials]), 'every link kept, nothing dialed').toEqual([[2, 0], [2, 0], [2, 0], [2, 0]]);
       await sumsExact(rings, 17);
@@ -151,9 +153,13 @@ describe('ring all-reduce over node-datachannel + PeerJS', () => {
 
   it('the signaling server refuses an id it did not issue, and a wrong token', async () => {
     const server = { host: '127.0.0.1', port: sig.port, path: '/signal' };
-    await expect(openEndpoint({ Peer, id: 'self-chosen', token: 'x', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 })).rejects.toMatchObject({ kind: 'connect-failed' });
+    await expect(
+      openEndpoint({ Peer, id: 'self-chosen', token: 'x', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 }),
+    ).rejects.toMatchObject({ kind: 'connect-failed' });
     const { id } = sig.signaling.issue('issued');
-    await expect(openEndpoint({ Peer, id, token: 'wrong', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 })).rejects.toMatchObject({ kind: 'connect-failed' });
+    await expect(
+      openEndpoint({ Peer, id, token: 'wrong', server, rtcConfig: NODE_RTC_CONFIG, openTimeoutMs: 3000 }),
+    ).rejects.toMatchObject({ kind: 'connect-failed' });
     const res = await fetch(`http://127.0.0.1:${sig.port}/signal/peerjs/id`);
     expect(res.status).toBe(403);
   });

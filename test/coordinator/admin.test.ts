@@ -28,7 +28,9 @@ const admin = (action: string, body?: unknown, token = job.adminToken): Promise<
   headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
   body: body === undefined ? undefined : JSON.stringify(body),
 });
-const joinWith = (token: string) => fetch(`${job.url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token }) });
+const joinWith = (token: string) => fetch(`${job.url}/api/join`, {
+  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token }),
+});
 
 async function refused(r: Response, status: number, reason: RegExp): Promise<void> {
   const body = (await r.json()) as { message: string };

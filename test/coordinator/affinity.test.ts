@@ -110,7 +110,8 @@ describe('downloads over an epoch (window = 4 x peers, capacity 2 x window / pee
     const equal = downloadsOverIdeal(sizes, 64, [1, 1, 1, 1], 16);
     const unequal = downloadsOverIdeal(sizes, 64, [1, 2, 3, 4], 16);
     const ragged = downloadsOverIdeal(sizes, 96, [1, 1.7, 2.3, 5], 16);
-    console.info(`shard downloads over ideal, one epoch of 96 shards: 4 equal peers ${equal.toFixed(3)}, speeds 1:2:3:4 ${unequal.toFixed(3)}, speeds 1:1.7:2.3:5 (B 96) ${ragged.toFixed(3)}`);
+    console.info(`shard downloads over ideal, one epoch of 96 shards: 4 equal peers ${equal.toFixed(3)}, ` +
+      `speeds 1:2:3:4 ${unequal.toFixed(3)}, speeds 1:1.7:2.3:5 (B 96) ${ragged.toFixed(3)}`);
     expect(equal).toBeLessThanOrEqual(1.2);
     expect(unequal).toBeLessThanOrEqual(1.2);
     expect(ragged).toBeLessThanOrEqual(1.25);

@@ -28,12 +28,17 @@ function admit(h: H, j: string, as: StepAssignment[]): StepAssignment[] {
 function failBetween(h: H, as: StepAssignment[], j: string, d: string): void {
   for (const a of as) {
     const id = a.ring[a.rank]!;
-    if (id !== j && id !== d) h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: a.sampleIds.length });
+    if (id !== j && id !== d) h.d.message(id, {
+      type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+      images: a.sampleIds.length,
+    });
   }
   // The last report decides (every member has reported or answered).
   for (const a of as) {
     const id = a.ring[a.rank]!;
-    if (id === j || id === d) h.d.message(id, { type: 'collective-failure', peerId: id, generation: a.generation, step: a.step, failedPeerId: id === j ? d : j, kind: 'connect-failed' });
+    if (id === j || id === d) h.d.message(id, {
+      type: 'collective-failure', peerId: id, generation: a.generation, step: a.step, failedPeerId: id === j ? d : j, kind: 'connect-failed',
+    });
   }
 }
 

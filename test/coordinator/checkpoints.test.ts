@@ -35,7 +35,9 @@ function expectSame(a: Checkpoint, b: Checkpoint): void {
   expect(a.generation).toBe(b.generation);
   expect(a.fingerprint).toBe(b.fingerprint);
   expect(a.metadata).toEqual(b.metadata);
-  expect(Buffer.from(a.weights.buffer, a.weights.byteOffset, a.weights.byteLength).equals(Buffer.from(b.weights.buffer, b.weights.byteOffset, b.weights.byteLength))).toBe(true);
+  expect(
+    Buffer.from(a.weights.buffer, a.weights.byteOffset, a.weights.byteLength).equals(Buffer.from(b.weights.buffer, b.weights.byteOffset, b.weights.byteLength)),
+  ).toBe(true);
   expect([...a.bnState]).toEqual([...b.bnState]);
   expect(Object.keys(a.optimizer)).toEqual(Object.keys(b.optimizer));
   expect([...a.optimizer.momentum!]).toEqual([...b.optimizer.momentum!]);
@@ -61,7 +63,8 @@ describe('checkpoint format', () => {
       bad[at] ^= 1 + rng.int(255);
       expect(() => decodeCheckpoint(bad, `flip@${at}`)).toThrow(/is unusable/);
     }
-    for (const len of [0, 10, PREFIX_BYTES, bytes.length - 1]) expect(() => decodeCheckpoint(bytes.subarray(0, len), 'cut')).toThrow(/cut-off write|shorter than/);
+    for (const len of [0, 10, PREFIX_BYTES, bytes.length - 1])
+      expect(() => decodeCheckpoint(bytes.subarray(0, len), 'cut')).toThrow(/cut-off write|shorter than/);
   });
 
   it('fingerprints the model and its layout', () => {

@@ -24,7 +24,9 @@ describe('several sessions closing together', () => {
     const rerun = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
     expect(rerun.every((a) => a.generation === generation + 1)).toBe(true);
     expect(rerun.every((a) => a.reuse?.generation === generation), 'each survivor reuses its sum of the aborted attempt').toBe(true);
-    expect(h.events.filter((e) => e.type === 'peer-left').map((e) => e.type === 'peer-left' && e.reason)).toEqual(['session closed (1006)', 'session closed (1006)', 'killed']);
+    expect(
+      h.events.filter((e) => e.type === 'peer-left').map((e) => e.type === 'peer-left' && e.reason),
+    ).toEqual(['session closed (1006)', 'session closed (1006)', 'killed']);
     for (const a of rerun) answer(h, a.ring[a.rank]!, a);
     expect(h.records.filter((r) => r.type === 'step').map((r) => r.step)).toEqual([1, 2]);
     h.d.stop();

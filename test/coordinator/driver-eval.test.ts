@@ -15,8 +15,12 @@ function answer(e: Evaluate, wrongShow?: number): EvalCounts {
     confusion[label * K + predicted]! += 1;
     if (label === predicted) top1++;
   }
-  const predictions = [...(e.show ?? []), ...(wrongShow === undefined ? [] : [wrongShow])].map((id) => ({ id, label: id % 2, predicted: id % K, confidence: 0.5 }));
-  return { samples: e.ids.length, top1, top5: e.ids.length, lossSum: e.ids.length, ...(e.confusion ? { confusion } : {}), ...(predictions.length ? { predictions } : {}) };
+  const predictions = [...(e.show ?? []), ...(wrongShow === undefined ? [] : [wrongShow])]
+    .map((id) => ({ id, label: id % 2, predicted: id % K, confidence: 0.5 }));
+  return {
+    samples: e.ids.length, top1, top5: e.ids.length, lossSum: e.ids.length, ...(e.confusion ? { confusion } : {}),
+    ...(predictions.length ? { predictions } : {}),
+  };
 }
 
 const evals = (events: LiveEvent[]) => events.filter((e): e is Extract<LiveEvent, { type: 'eval' }> => e.type === 'eval');

@@ -11,15 +11,26 @@ export const N_TRAIN = 500;
 /** Images an assignment gives its peer: its slice, or its slices of every inner step of a round. */
 export const imagesOf = (a: StepAssignment): number => (a.round ? a.round.ids.reduce((n, s) => n + s.length, 0) : a.sampleIds.length);
 
-export function driverHarness(config: Record<string, unknown>, o: { checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[]; timeouts?: Partial<DriverTimeouts>; syncH?: number } = {}) {
+export function driverHarness(
+  config: Record<string, unknown>,
+  o: {
+    checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[];
+    timeouts?: Partial<DriverTimeouts>; syncH?: number;
+  } = {},
+) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
   const records: MetricRecord[] = [];
   const events: LiveEvent[] = [];
   const disconnected: string[] = [];
   const logs: string[] = [];
-  const job = parseJobConfig({ model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9, ...config }, N_TRAIN);
+  const job = parseJobConfig({
+    model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9,
+    ...config,
+  }, N_TRAIN);
   const d = new Driver({
-    job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [], ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}), checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}),
+    job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [],
+    ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}),
+    checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}),
     metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
     send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },
     disconnect: (id) => disconnected.push(id),
@@ -36,7 +47,10 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
   };
   const has = (to: string, type: CoordinatorMessage['type']): boolean => sent.some((s) => s.to === to && s.m.type === type);
   const ready = (id: string, step: number) => d.message(id, { type: 'ready', peerId: id, step, checksum: 'aa', device: 'test' });
-  const result = (id: string, a: StepAssignment, checksum = 'c0ffee', sentBytes?: number) => d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum, timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(sentBytes === undefined ? {} : { sentBytes }) });
+  const result = (id: string, a: StepAssignment, checksum = 'c0ffee', sentBytes?: number) => d.message(id, {
+    type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum, timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+    images: imagesOf(a), ...(sentBytes === undefined ? {} : { sentBytes }),
+  });
   /** Peers connect, load the seed and get the first step's assignments (in ring order). */
   const startRing = (ids: string[]): StepAssignment[] => {
     for (const id of ids) d.peerConnected(id, null);
@@ -48,7 +62,10 @@ export function driverHarness(config: Record<string, unknown>, o: { checkpointSt
 
 /** Answers `a` as a peer that computed `computeMs` for its slice (the driver measures speed from it). */
 export function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment, computeMs = 10): void {
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}) });
+  h.d.message(id, {
+    type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs, commMs: 1, waitMs: 0 },
+    images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}),
+  });
 }
 
 type H = ReturnType<typeof driverHarness>;
@@ -79,4 +96,7 @@ export function drain(h: H, id: string, a: StepAssignment): number[] {
   throw new Error('the tail never ran dry');
 }
 export const report = (h: H, id: string, a: StepAssignment, claimed: number, images = a.sampleIds.length + claimed) =>
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images, ...(claimed ? { claimed } : {}) });
+  h.d.message(id, {
+    type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+    images, ...(claimed ? { claimed } : {}),
+  });

@@ -60,7 +60,10 @@ describe('slice re-run after a loss', () => {
     const as = h.startRing(['a', 'b', 'c']);
     answer(h, 'a', as[0]!);
     answer(h, 'b', as[1]!);
-    h.d.message('c', { type: 'step-result', peerId: 'c', generation: as[2]!.generation, step: 0, loss: 1, checksum: 'bad', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: as[2]!.sampleIds.length });
+    h.d.message('c', {
+      type: 'step-result', peerId: 'c', generation: as[2]!.generation, step: 0, loss: 1, checksum: 'bad', timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+      images: as[2]!.sampleIds.length,
+    });
     const again = ['a', 'b'].map((id) => h.take(id, 'step-assignment'));
     expect(again.map((a) => a.step)).toEqual([0, 0]);
     expect(again.map((a) => a.reuse?.count)).toEqual([as[0]!.sampleIds.length, as[1]!.sampleIds.length]);
@@ -135,7 +138,9 @@ describe('slice re-run after a loss', () => {
     const kept = keptSlices(5, 0, 7, ['a', 'b', 'c'], [[1, 2], [3, 4], []]);
     expect(planRerun(kept, ['a', 'x'], [1, 1])).toBeNull();
     expect(planRerun(kept, [], [])).toBeNull();
-    expect(planRerun(kept, ['a', 'b'], [1, 1])).toEqual({ slices: [[1, 2], [3, 4]], reuse: [{ generation: 7, count: 2 }, { generation: 7, count: 2 }], lost: [], extra: [0, 0] });
+    expect(planRerun(kept, ['a', 'b'], [1, 1])).toEqual({
+      slices: [[1, 2], [3, 4]], reuse: [{ generation: 7, count: 2 }, { generation: 7, count: 2 }], lost: [], extra: [0, 0],
+    });
     // A survivor with an empty slice has nothing to reuse: no reuse, only extra ids.
     expect(planRerun(kept, ['c', 'a'], [1, 1])).toEqual({ slices: [[3], [1, 2, 4]], reuse: [null, { generation: 7, count: 2 }], lost: [3, 4], extra: [1, 1] });
     expect(sampleDigest([[3, 1], [2]])).toBe(sampleDigest([[1, 2, 3]]));
@@ -145,7 +150,9 @@ describe('slice re-run after a loss', () => {
 
 describe('the volunteer adds a kept sum only when the assignment names it exactly', () => {
   const kept = { step: 4, generation: 9, ids: [10, 11, 12] };
-  const a = (o: Partial<StepAssignment>): Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'> => ({ step: 4, sampleIds: [10, 11, 12, 40, 41], reuse: { generation: 9, count: 3 }, ...o });
+  const a = (o: Partial<StepAssignment>): Pick<StepAssignment, 'step' | 'sampleIds' | 'reuse'> => ({
+    step: 4, sampleIds: [10, 11, 12, 40, 41], reuse: { generation: 9, count: 3 }, ...o,
+  });
   it('matches step, generation and the exact leading ids; anything else computes from scratch', () => {
     expect(usableKept(kept, a({}))).toBe(kept);
     expect(usableKept(null, a({})), 'it joined later or restarted').toBeNull();
@@ -162,7 +169,9 @@ describe('protocol: reuse and reused', () => {
   it('decodes a valid reuse and refuses a malformed one', () => {
     const ok = decodeCoordinatorMessage({ ...assignment, reuse: { generation: 2, count: 2 } });
     expect(ok.ok && ok.value.type === 'step-assignment' && ok.value.reuse).toEqual({ generation: 2, count: 2 });
-    for (const reuse of [{ generation: 2, count: 4 }, { generation: 2, count: 0 }, { generation: -1, count: 1 }, { generation: 2 }, { generation: 2, count: 1, ids: [1] }, 3]) {
+    for (const reuse of [
+      { generation: 2, count: 4 }, { generation: 2, count: 0 }, { generation: -1, count: 1 }, { generation: 2 }, { generation: 2, count: 1, ids: [1] }, 3,
+    ]) {
       expect(decodeCoordinatorMessage({ ...assignment, reuse }).ok, JSON.stringify(reuse)).toBe(false);
     }
     expect(decodeCoordinatorMessage({ ...assignment, sampleIds: [], reuse: { generation: 2, count: 1 } }).ok).toBe(false);
@@ -177,7 +186,8 @@ describe('protocol: reuse and reused', () => {
 
 describe('silence limits', () => {
   const l = { silentMs: 6000, firstSilentMs: 30_000 };
-  it('a peer whose heartbeats flow is dropped after silentMs; one whose compute blocks gets 4x its gaps or 2x its work; unmeasured work gets firstSilentMs', () => {
+  it('a peer whose heartbeats flow is dropped after silentMs; one whose compute blocks gets 4x its gaps or 2x its work; ' +
+    'unmeasured work gets firstSilentMs', () => {
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: 50, unmeasured: false }, l)).toBe(6000);
     expect(silenceLimitMs({ maxGap: 3000, maxWorkMs: 50, unmeasured: false }, l)).toBe(12_000);
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: 9000, unmeasured: false }, l)).toBe(18_000);

@@ -22,7 +22,9 @@ const idsOf = (step: number, B: number): number[] => sorted(stepSamples(9, step,
  * micro-batch (the one the all-reduce overlaps) ran.
  */
 function simulateClaims(pool: TailPool, members: { id: string; rate: number; fixed: number }[]): { id: string; end: number; images: number; lastMs: number }[] {
-  const st = members.map((m) => ({ ...m, t: m.fixed / m.rate, pending: 0, next: grantNext(pool, m.id, 0), end: null as number | null, images: m.fixed, lastMs: 0 }));
+  const st = members.map((m) => ({
+    ...m, t: m.fixed / m.rate, pending: 0, next: grantNext(pool, m.id, 0), end: null as number | null, images: m.fixed, lastMs: 0,
+  }));
   for (let guard = 0; guard < 100_000; guard++) {
     const open = st.filter((m) => m.end === null);
     if (open.length === 0) break;
@@ -74,7 +76,9 @@ describe('the tail pool (pure)', () => {
   });
 
   it('final grants: once the tail left would last the overlap window, each member gets a share in proportion to its rate in this step, flagged last', () => {
-    const s = splitTail([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]], { fraction: 0.5, chunk: 2 }, ['a', 'b'], { windowMs: 1000 })!;
+    const s = splitTail(
+      [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]], { fraction: 0.5, chunk: 2 }, ['a', 'b'], { windowMs: 1000 },
+    )!;
     expect(s.pool.left).toEqual([7, 8, 9, 10, 11, 12, 19, 20, 21, 22, 23, 24]);
     // First claims go out before anything is computed: plain chunks.
     expect(grantNext(s.pool, 'a', 1000)).toEqual({ ids: [7, 8], last: false });
@@ -92,7 +96,8 @@ describe('the tail pool (pure)', () => {
     expect(grantNext(s.pool, 'a', 1330), 'a drained member claims nothing more').toEqual({ ids: [], last: false });
   });
 
-  it('members at different speeds claiming as volunteers do end their steps together; with a window, each one\'s last micro-batch lasts about the window', () => {
+  it('members at different speeds claiming as volunteers do end their steps together; ' +
+    'with a window, each one\'s last micro-batch lasts about the window', () => {
     // Three members at 0.06, 0.06 and 0.04 images / ms (the last slowed in this step: its slice
     // was cut for the speed it had before), 96 images each, half kept back, chunks of 2.
     const run = (windowMs: number) => {
@@ -106,7 +111,8 @@ describe('the tail pool (pure)', () => {
       const m = run(windowMs);
       const ends = m.map((x) => x.end);
       expect(m.reduce((n, x) => n + x.images, 0)).toBe(288);
-      const text = `W ${windowMs}: ends ${ends.map((e) => e.toFixed(0)).join(', ')}, images ${m.map((x) => x.images).join(', ')}, last ${m.map((x) => x.lastMs.toFixed(0)).join(', ')} ms`;
+      const text = `W ${windowMs}: ends ${ends.map((e) => e.toFixed(0)).join(', ')}, images ${m.map((x) => x.images).join(', ')}, ` +
+        `last ${m.map((x) => x.lastMs.toFixed(0)).join(', ')} ms`;
       // Within about two chunks of the slow member's: 2 x 2 / 0.04 = 100 ms.
       expect(Math.max(...ends) - Math.min(...ends), text).toBeLessThan(100);
       expect(m[2]!.images, `the slow member computes less: ${text}`).toBeLessThan(m[0]!.images);
@@ -198,7 +204,10 @@ describe('work stealing in the driver', () => {
     expect(again[1]!.reuse).toEqual({ generation: as[1]!.generation, count: as[1]!.sampleIds.length });
     expect(gc.length).toBe(2);
     expect(sorted(again.flatMap((a) => a.sampleIds))).toEqual(idsOf(0, 24));
-    for (const [i, id] of ['a', 'b'].entries()) h.d.message(id, { type: 'step-result', peerId: id, generation: again[i]!.generation, step: 0, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: again[i]!.sampleIds.length, reused: again[i]!.reuse!.count });
+    for (const [i, id] of ['a', 'b'].entries()) h.d.message(id, {
+      type: 'step-result', peerId: id, generation: again[i]!.generation, step: 0, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+      images: again[i]!.sampleIds.length, reused: again[i]!.reuse!.count,
+    });
     expect(h.d.status().step).toBe(1);
     const rec = h.records.find((r) => r.type === 'step');
     expect(rec?.type === 'step' && rec.samples).toBe(sampleDigest([idsOf(0, 24)]));
@@ -208,7 +217,8 @@ describe('work stealing in the driver', () => {
     h.d.stop();
   });
 
-  it('job: stealFraction "auto" (the default), 0 (off) or in (0, 0.75], stealChunk not with 0, not with shard-local sampling; the protocol fields decode', () => {
+  it('job: stealFraction "auto" (the default), 0 (off) or in (0, 0.75], stealChunk not with 0, not with shard-local sampling; ' +
+    'the protocol fields decode', () => {
     const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps: 10, optimizer: { kind: 'lars', lr: 1 } };
     expect(parseJobConfig({ ...base, stealFraction: 0.1 }, N_TRAIN).steal).toEqual({ fraction: 0.1 });
     expect(parseJobConfig({ ...base, stealFraction: 0.1, stealChunk: 3 }, N_TRAIN).steal).toEqual({ fraction: 0.1, chunk: 3 });
@@ -219,19 +229,25 @@ describe('work stealing in the driver', () => {
     // Shard-local sampling keeps ids on their shards: no stealing unless asked, and then refused.
     expect(parseJobConfig({ ...base, sampling: 'shard-local' }, N_TRAIN).steal).toBeUndefined();
     expect(() => parseJobConfig({ ...base, stealFraction: 0.8 }, N_TRAIN)).toThrow(JobError);
-    expect(() => parseJobConfig({ ...base, stealFraction: 'sometimes' }, N_TRAIN)).toThrow(/stealFraction must be "auto" or a number in \[0, 0.75\] \(0: never steal\), got "sometimes"/);
+    expect(() => parseJobConfig({ ...base, stealFraction: 'sometimes' }, N_TRAIN)).toThrow(
+      /stealFraction must be "auto" or a number in \[0, 0.75\] \(0: never steal\), got "sometimes"/,
+    );
     expect(() => parseJobConfig({ ...base, stealFraction: 0, stealChunk: 3 }, N_TRAIN)).toThrow(/stealFraction 0 turns off: drop it/);
     expect(() => parseJobConfig({ ...base, stealFraction: 0.1, sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
     expect(() => parseJobConfig({ ...base, stealFraction: 'auto', sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
     expect(() => parseJobConfig({ ...base, stealChunk: 3, sampling: 'shard-local' }, N_TRAIN)).toThrow(/shard-local/);
-    expect(decodePeerMessage({ type: 'claim', peerId: 'p1', generation: 2, step: 3 })).toEqual({ ok: true, value: { type: 'claim', peerId: 'p1', generation: 2, step: 3 } });
+    expect(
+      decodePeerMessage({ type: 'claim', peerId: 'p1', generation: 2, step: 3 }),
+    ).toEqual({ ok: true, value: { type: 'claim', peerId: 'p1', generation: 2, step: 3 } });
     expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [4, 5] }).ok).toBe(true);
     expect(decodeCoordinatorMessage({ type: 'grant', generation: 2, step: 3, ids: [-1] }).ok).toBe(false);
     const a = { type: 'step-assignment', job: 1, generation: 1, step: 0, ring: ['p1', 'p2'], rank: 0, globalBatch: 8, sampleIds: [1, 2], epoch: 0, seed: 1 };
     expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 2 } }).ok).toBe(true);
     expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 9 } }).ok, 'a chunk over the batch').toBe(false);
     expect(decodeCoordinatorMessage({ ...a, steal: { chunk: 2 }, reuse: { generation: 0, count: 1 } }).ok, 'steal with reuse').toBe(false);
-    const r = { type: 'step-result', peerId: 'p1', generation: 1, step: 0, loss: 1, checksum: 'ab', timings: { computeMs: 1, commMs: 1, waitMs: 0 }, images: 4 };
+    const r = {
+      type: 'step-result', peerId: 'p1', generation: 1, step: 0, loss: 1, checksum: 'ab', timings: { computeMs: 1, commMs: 1, waitMs: 0 }, images: 4,
+    };
     expect(decodePeerMessage({ ...r, claimed: 2 }).ok).toBe(true);
     expect(decodePeerMessage({ ...r, claimed: 5 }).ok, 'more claimed than images').toBe(false);
   });

@@ -28,7 +28,10 @@ function linksOf(t: Topology, id: string): Set<string> {
 }
 
 function answer(h: ReturnType<typeof driverHarness>, id: string, a: StepAssignment, extra: { sentBytes?: number; link?: 'direct' | 'relayed' } = {}): void {
-  h.d.message(id, { type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}), ...extra });
+  h.d.message(id, {
+    type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: 'c0ffee', timings: { computeMs: 10, commMs: 1, waitMs: 0 },
+    images: imagesOf(a), ...(a.reuse ? { reused: a.reuse.count } : {}), ...extra,
+  });
 }
 
 describe('two-level generations', () => {
@@ -133,7 +136,9 @@ describe('two-level generations', () => {
     const victim = as[0]!.ring[1]!;
     // Its neighbours notice first: their reports name it (a member), so it is the one evicted ...
     const reporter = as.find((a) => a.ring[a.rank] !== victim)!;
-    h.d.message(reporter.ring[reporter.rank]!, { type: 'collective-failure', peerId: reporter.ring[reporter.rank]!, generation: reporter.generation, step: 1, failedPeerId: victim, kind: 'peer-closed' });
+    h.d.message(reporter.ring[reporter.rank]!, {
+      type: 'collective-failure', peerId: reporter.ring[reporter.rank]!, generation: reporter.generation, step: 1, failedPeerId: victim, kind: 'peer-closed',
+    });
     expect(h.take(victim, 'evicted').reason).toMatch(/ring failed/);
     const survivors = ['a', 'b', 'c', 'd'].filter((id) => id !== victim);
     const again = survivors.map((id) => h.take(id, 'step-assignment'));

@@ -25,6 +25,25 @@ describe('driver', () => {
     h.d.stop();
   });
 
+  it('a joiner of the first ring lost while it loads: the others wait again until minPeers are loaded, never a smaller first ring', () => {
+    const h = harness({ minPeers: 3 });
+    for (const id of ['a', 'b', 'c']) h.d.peerConnected(id, null);
+    for (const id of ['a', 'b', 'c']) expect(h.take(id, 'load-state').step).toBe(0);
+    h.ready('a', 0);
+    h.ready('b', 0);
+    h.d.peerGone('c', 'its page was closed while it loaded');
+    expect(h.sent.filter((s) => s.m.type === 'step-assignment')).toEqual([]);
+    expect(h.logs.some((l) => l.includes('the first ring waits for 3 peers'))).toBe(true);
+    h.d.peerConnected('d', null);
+    for (const id of ['a', 'b', 'd']) {
+      expect(h.take(id, 'load-state').step).toBe(0);
+      h.ready(id, 0);
+    }
+    const as = ['a', 'b', 'd'].map((id) => h.take(id, 'step-assignment'));
+    expect(as.map((a) => [a.step, a.ring.length])).toEqual([[0, 3], [0, 3], [0, 3]]);
+    h.d.stop();
+  });
+
   it('a member lost mid-step: the same step again with the same samples over the survivors, in a new generation', () => {
     const h = harness({});
     let as = h.startRing(['a', 'b', 'c']);
@@ -78,7 +97,10 @@ describe('driver', () => {
     h.d.message('a', { type: 'collective-failure', peerId: 'a', generation: as[0]!.generation, step: 1, failedPeerId: 'b', kind: 'peer-timeout' });
     expect(h.take('b', 'evicted').reason).toMatch(/ring failed/);
     const again = ['a', 'c'].map((id) => h.take(id, 'step-assignment'));
-    h.d.message('c', { type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: again[1]!.step, failedPeerId: 'zz', kind: 'bad-frame', detail: 'generation 2 step 1: expected chunk 3, got chunk 2' });
+    h.d.message('c', {
+      type: 'collective-failure', peerId: 'c', generation: again[1]!.generation, step: again[1]!.step, failedPeerId: 'zz', kind: 'bad-frame',
+      detail: 'generation 2 step 1: expected chunk 3, got chunk 2',
+    });
     // The reporter's own words go with the blame (protocol 7), for the log and the evicted peer.
     expect(h.take('c', 'evicted').reason).toBe('the ring failed in step 2 (bad-frame, reported by c: generation 2 step 1: expected chunk 3, got chunk 2)');
     expect(h.take('a', 'step-assignment').ring).toEqual(['a']);

@@ -85,7 +85,10 @@ export class Gen {
   }
 
   key(): string {
-    return this.pick(['type', 'peerId', 'step', 'generation', 'token', 'name', 'protocol', 'extra', '__proto__', 'constructor', 'prototype', 'toString', '', ' type', 'TYPE', 'a'.repeat(100)]);
+    return this.pick([
+      'type', 'peerId', 'step', 'generation', 'token', 'name', 'protocol', 'extra', '__proto__', 'constructor', 'prototype', 'toString', '', ' type', 'TYPE',
+      'a'.repeat(100),
+    ]);
   }
 
   // ---- mutations of a valid message ----
@@ -108,7 +111,9 @@ export class Gen {
       case 'extra-key': m[this.key()] = this.value(); break;
       case 'proto-key':
         // A real own "__proto__" key, as JSON.parse produces it (an assignment would set the prototype).
-        Object.defineProperty(m, this.pick(['__proto__', 'constructor', 'prototype']), { value: this.value(), enumerable: true, configurable: true, writable: true });
+        Object.defineProperty(
+          m, this.pick(['__proto__', 'constructor', 'prototype']), { value: this.value(), enumerable: true, configurable: true, writable: true },
+        );
         break;
       case 'deep': m[key] = this.deep(100 + this.int(900)); break;
       case 'nested':
@@ -185,8 +190,11 @@ export class Gen {
   }
 
   nastyPathSegment(): string {
-    return this.pick(['__proto__', 'constructor', 'hasOwnProperty', 'toString', '..', '.', '%2e', '%2e%2e', 'latest', '0', '-1', '1.5', '4294967296', '99999999999', '00000000001',
-      'manifest.json', '.manifest.json', 'index.html', 'assets', 'admin-token', 'job.json', '%E2%80%AE', '%F0%9F%98%80', '%ff', 'nul', 'CON', ' ', '%20', '+', '*']);
+    return this.pick([
+      '__proto__', 'constructor', 'hasOwnProperty', 'toString', '..', '.', '%2e', '%2e%2e', 'latest', '0', '-1', '1.5', '4294967296', '99999999999',
+      '00000000001', 'manifest.json', '.manifest.json', 'index.html', 'assets', 'admin-token', 'job.json', '%E2%80%AE', '%F0%9F%98%80', '%ff', 'nul', 'CON',
+      ' ', '%20', '+', '*',
+    ]);
   }
 
   method(): string {
@@ -194,13 +202,18 @@ export class Gen {
   }
 
   contentType(): string | undefined {
-    return this.pick([undefined, 'application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json;', ' application/json ', 'text/plain',
-      'application/octet-stream', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', 'application/json\t', '*/*', '']);
+    return this.pick([
+      undefined, 'application/json', 'application/json; charset=utf-8', 'APPLICATION/JSON', 'application/json;', ' application/json ', 'text/plain',
+      'application/octet-stream', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', 'application/json\t', '*/*', '',
+    ]);
   }
 
   authorization(secrets: readonly string[]): string | undefined {
     const s = this.pick(secrets);
-    return this.pick([undefined, '', 'Bearer', 'Bearer ', `Bearer  ${s}`, `bearer ${s}`, `Basic ${Buffer.from(`a:${s}`).toString('base64')}`, `Bearer ${s}x`,
-      `Bearer x${s}`, `Bearer ${s.slice(0, -1)}`, `Bearer ${'t'.repeat(257)}`, `Bearer ${'t'.repeat(10_000)}`, `Bearer ${s} extra`, 'Bearer \u00e9\u00e9', `Bearer ${this.nastyString().replace(/[^\x21-\x7e]/g, 'x') || 'x'}`]);
+    return this.pick([
+      undefined, '', 'Bearer', 'Bearer ', `Bearer  ${s}`, `bearer ${s}`, `Basic ${Buffer.from(`a:${s}`).toString('base64')}`, `Bearer ${s}x`, `Bearer x${s}`,
+      `Bearer ${s.slice(0, -1)}`, `Bearer ${'t'.repeat(257)}`, `Bearer ${'t'.repeat(10_000)}`, `Bearer ${s} extra`, 'Bearer \u00e9\u00e9',
+      `Bearer ${this.nastyString().replace(/[^\x21-\x7e]/g, 'x') || 'x'}`,
+    ]);
   }
 }

@@ -76,7 +76,9 @@ export function rawRequest(port: number, r: RawRequest, timeoutMs: number): Prom
       chunks.push(c);
       try {
         const p = parse(Buffer.concat(chunks));
-        if (p && /text\/event-stream/.test(p.headers['content-type'] ?? '')) finish({ status: p.status, headers: p.headers, body: Buffer.alloc(0), stream: true });
+        if (p && /text\/event-stream/.test(p.headers['content-type'] ?? '')) finish({
+          status: p.status, headers: p.headers, body: Buffer.alloc(0), stream: true,
+        });
       } catch (e) {
         finish(e instanceof Error ? e : new Error(String(e)));
       }
@@ -89,7 +91,8 @@ export function rawRequest(port: number, r: RawRequest, timeoutMs: number): Prom
       const raw = Buffer.concat(chunks);
       try {
         const p = parse(raw);
-        if (!p) return finish(raw.length ? new Error(`a cut-off reply: ${JSON.stringify(raw.subarray(0, 100).toString('latin1'))}`) : { status: 0, headers: {}, body: raw, stream: false });
+        if (!p) return finish(raw.length ? new Error(`a cut-off reply: ${JSON.stringify(raw.subarray(0, 100).toString('latin1'))}`)
+          : { status: 0, headers: {}, body: raw, stream: false });
         finish({ status: p.status, headers: p.headers, body: raw.subarray(p.bodyAt), stream: false });
       } catch (e) {
         finish(e instanceof Error ? e : new Error(String(e)));

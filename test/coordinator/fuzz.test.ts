@@ -13,7 +13,9 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { CheckpointError, decodeCheckpoint, encodeCheckpoint, layoutFingerprint } from '../../src/checkpoint/format.ts';
-import { ERROR_KINDS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage } from '../../src/protocol/messages.ts';
+import {
+  ERROR_KINDS, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage,
+} from '../../src/protocol/messages.ts';
 import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/protocol/decode.ts';
 import { FieldReader, describe as describeError, parseJsonText, type Decoded } from '../../src/protocol/fields.ts';
 import { FrameKind, HEADER_BYTES, abortFrame, heartbeatFrame, parseAbort, parseFrame, writeHeader } from '../../src/protocol/frames.ts';
@@ -32,7 +34,10 @@ console.log(replay);
 const PEER_MESSAGES: PeerMessage[] = [
   { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-token-0123456789', name: 'desk-1' },
   { type: 'heartbeat', peerId: 'p-1', generation: 3, step: 17 },
-  { type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 }, images: 64 },
+  {
+    type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 },
+    images: 64,
+  },
   { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'peer-timeout' },
   { type: 'checkpoint-announce', peerId: 'p-0', generation: 3, step: 100, bytes: 123456, sha256: 'a'.repeat(64) },
   { type: 'leave', peerId: 'p-1', reason: 'tab closed' },
@@ -40,8 +45,14 @@ const PEER_MESSAGES: PeerMessage[] = [
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
 ];
 const COORDINATOR_MESSAGES: CoordinatorMessage[] = [
-  { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200, iceServers: [{ urls: ['stun:10.0.0.1:8080'] }, { urls: ['turn:10.0.0.1:3478?transport=udp'], username: '1767225600:p-1', credential: 'YWJj+/==' }] },
-  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42, uploadCheckpoint: true },
+  {
+    type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200,
+    iceServers: [{ urls: ['stun:10.0.0.1:8080'] }, { urls: ['turn:10.0.0.1:3478?transport=udp'], username: '1767225600:p-1', credential: 'YWJj+/==' }],
+  },
+  {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42,
+    uploadCheckpoint: true,
+  },
   { type: 'error', kind: 'unauthorized', message: 'wrong join token' },
   { type: 'load-state', source: 'checkpoint', step: 40 },
   { type: 'upload-checkpoint', step: 40 },
@@ -64,7 +75,9 @@ function checkDecoded(d: Decoded<unknown>, what: string): 'ok' | 'refused' {
   if (d.ok) return 'ok';
   expect(DECODE_KINDS, what).toContain(d.error.kind);
   expect(d.error.problems.length, what).toBeGreaterThan(0);
-  for (const p of d.error.problems) expect(typeof p === 'string' && p.length > 0 && p.length < 4000, `${what}: problem ${JSON.stringify(p).slice(0, 200)}`).toBe(true);
+  for (const p of d.error.problems) expect(
+    typeof p === 'string' && p.length > 0 && p.length < 4000, `${what}: problem ${JSON.stringify(p).slice(0, 200)}`,
+  ).toBe(true);
   expect(describeError(d.error).length, what).toBeGreaterThan(0);
   return 'refused';
 }
@@ -207,7 +220,10 @@ describe('decoders (in process)', () => {
 
   it('checkpoint uploads (decodeCheckpoint): a checkpoint or a CheckpointError, nothing else', () => {
     const gen = new Gen(SEED + 4);
-    const valid = Buffer.concat(encodeCheckpoint({ step: 3, generation: 1, fingerprint: 'f', weights: new Float32Array([1, 2, 3]), bnState: new Float32Array(2), optimizer: { momentum: new Float32Array(3) }, metadata: { a: 1 } }));
+    const valid = Buffer.concat(encodeCheckpoint({
+      step: 3, generation: 1, fingerprint: 'f', weights: new Float32Array([1, 2, 3]), bnState: new Float32Array(2),
+      optimizer: { momentum: new Float32Array(3) }, metadata: { a: 1 },
+    }));
     let refused = 0;
     for (let i = 0; i < 1500; i++) {
       let file: Uint8Array = new Uint8Array(valid);
@@ -259,7 +275,8 @@ async function state(): Promise<State> {
 async function validJoin(): Promise<JoinAccept> {
   const r = await rawRequest(job.coordinator.port, {
     method: 'POST', path: '/api/join', localAddress: nextAddress(),
-    headers: [['content-type', 'application/json']], body: Buffer.from(JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token: JOIN_TOKEN, name: 'fuzz' })),
+    headers: [['content-type', 'application/json']],
+    body: Buffer.from(JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token: JOIN_TOKEN, name: 'fuzz' })),
   }, 5000);
   expect(r.status, r.body.toString()).toBe(200);
   const d = decodeCoordinatorMessage(JSON.parse(r.body.toString()) as unknown);
@@ -281,7 +298,10 @@ beforeAll(async () => {
   job = await startTestJob(root.dir, 'job', data, testJob(6, { access: 'private', joinToken: JOIN_TOKEN, minPeers: 1000, checkpointEvery: 2 }), { pageDir });
   const spec = modelByName('small-cnn', [1, 28, 28], 10);
   const layout = layoutOf(spec);
-  await job.checkpoints.write({ step: 0, generation: 0, fingerprint: layoutFingerprint(spec.name, layout), weights: new Float32Array(layout.paramFloats), bnState: new Float32Array(layout.stateFloats), optimizer: { momentum: new Float32Array(layout.paramFloats) }, metadata: {} });
+  await job.checkpoints.write({
+    step: 0, generation: 0, fingerprint: layoutFingerprint(spec.name, layout), weights: new Float32Array(layout.paramFloats),
+    bnState: new Float32Array(layout.stateFloats), optimizer: { momentum: new Float32Array(layout.paramFloats) }, metadata: {},
+  });
   console.log(`fuzz job ready in ${(performance.now() - t0).toFixed(0)} ms`);
 }, 120_000);
 let closed = false;
@@ -293,15 +313,24 @@ afterAll(async () => {
 /** Requests that are valid (or nearly: a wrong secret) on each route; the fuzz mangles them. */
 function templates(accept: JoinAccept): RawRequest[] {
   const json: [string, string] = ['content-type', 'application/json'];
-  const admin = (a: string, body?: unknown): RawRequest => ({ method: 'POST', path: `/api/admin/${a}`, headers: [json, ['authorization', `Bearer ${'w'.repeat(32)}`]], body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)) });
+  const admin = (a: string, body?: unknown): RawRequest => ({
+    method: 'POST', path: `/api/admin/${a}`, headers: [json, ['authorization', `Bearer ${'w'.repeat(32)}`]],
+    body: body === undefined ? undefined : Buffer.from(JSON.stringify(body)),
+  });
   return [
     { method: 'GET', path: '/api/job', headers: [] },
-    { method: 'POST', path: '/api/join', headers: [json], body: Buffer.from(JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token: JOIN_TOKEN, name: 'n' })) },
+    {
+      method: 'POST', path: '/api/join', headers: [json],
+      body: Buffer.from(JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, token: JOIN_TOKEN, name: 'n' })),
+    },
     { method: 'GET', path: '/api/events', headers: [] },
     { method: 'GET', path: '/api/metrics', headers: [] },
     { method: 'GET', path: '/api/checkpoints/latest', headers: [] },
     { method: 'GET', path: '/api/checkpoints/0', headers: [] },
-    { method: 'POST', path: `/api/checkpoints/0?peer=${accept.peerId}`, headers: [['content-type', 'application/octet-stream'], ['authorization', `Bearer ${accept.signalingToken}`]], body: Buffer.from('VTCK not really') },
+    {
+      method: 'POST', path: `/api/checkpoints/0?peer=${accept.peerId}`,
+      headers: [['content-type', 'application/octet-stream'], ['authorization', `Bearer ${accept.signalingToken}`]], body: Buffer.from('VTCK not really'),
+    },
     admin('pause'), admin('resume'), admin('join-token', { token: 'another-join-token-42' }), admin('schedule', { evalEvery: 1, checkpointEvery: 1 }),
     { method: 'GET', path: '/data/mnist/manifest.json', headers: [] },
     { method: 'GET', path: `/data/mnist/${shard}`, headers: [] },
@@ -320,14 +349,23 @@ function mangle(gen: Gen, t: RawRequest, secrets: string[], paths: string[]): { 
   const edits: string[] = [];
   if (gen.chance(0.4)) { req.path = gen.path(paths); edits.push('path'); }
   if (gen.chance(0.2)) { req.method = gen.method(); edits.push('method'); }
-  if (gen.chance(0.3)) { const ct = gen.contentType(); req.headers = req.headers.filter(([k]) => k !== 'content-type').concat(ct === undefined ? [] : [['content-type', ct]]); edits.push('content-type'); }
-  if (gen.chance(0.3)) { const a = gen.authorization(secrets); req.headers = req.headers.filter(([k]) => k !== 'authorization').concat(a === undefined ? [] : [['authorization', a]]); edits.push('authorization'); }
+  if (gen.chance(0.3)) {
+    const ct = gen.contentType();
+    req.headers = req.headers.filter(([k]) => k !== 'content-type').concat(ct === undefined ? [] : [['content-type', ct]]);
+    edits.push('content-type');
+  }
+  if (gen.chance(0.3)) {
+    const a = gen.authorization(secrets);
+    req.headers = req.headers.filter(([k]) => k !== 'authorization').concat(a === undefined ? [] : [['authorization', a]]);
+    edits.push('authorization');
+  }
   if (gen.chance(0.5)) {
     const base = t.body ? t.body.toString() : '{}';
     let parsed: unknown = null;
     try { parsed = JSON.parse(base); } catch { parsed = null; }
     const k = gen.int(4);
-    if (k === 0 && typeof parsed === 'object' && parsed !== null) req.body = Buffer.from(JSON.stringify(gen.mutateMany(parsed as Record<string, unknown>).value) ?? '');
+    if (k === 0 && typeof parsed === 'object' && parsed !== null)
+      req.body = Buffer.from(JSON.stringify(gen.mutateMany(parsed as Record<string, unknown>).value) ?? '');
     else if (k === 1) req.body = Buffer.from(gen.mangleText(base));
     else if (k === 2) req.body = Buffer.from(gen.bytes(gen.int(2000)));
     else req.body = Buffer.from(JSON.stringify(gen.value()) ?? '');
@@ -336,7 +374,10 @@ function mangle(gen: Gen, t: RawRequest, secrets: string[], paths: string[]): { 
   const len = req.body?.length ?? 0;
   if (gen.chance(0.25)) {
     // Content-length: the truth, a lie either way, nonsense, or chunked.
-    const cl = gen.pick([String(len), String(len + 1 + gen.int(100)), String(Math.max(0, len - 1 - gen.int(10))), '-1', 'abc', '1e3', '99999999999999999999', `${len}, ${len + 1}`, '']);
+    const cl = gen.pick([
+      String(len), String(len + 1 + gen.int(100)), String(Math.max(0, len - 1 - gen.int(10))), '-1', 'abc', '1e3', '99999999999999999999', `${len}, ${len + 1}`,
+      '',
+    ]);
     req.headers = req.headers.concat([['content-length', cl]]);
     req.halfClose = true; // a length over the body would otherwise wait for bytes that never come
     edits.push(`content-length ${cl.slice(0, 24)}`);
@@ -376,7 +417,9 @@ describe('HTTP routes of a running job', () => {
     const accept = await validJoin();
     const gen = new Gen(SEED + 10);
     const list = templates(accept);
-    const paths = list.map((t) => t.path.split('?')[0]!).concat(['/api', '/api/checkpoints', '/api/admin', '/data', '/data/mnist', '/signal/peerjs', '/assets']);
+    const paths = list.map((t) => t.path.split('?')[0]!).concat([
+      '/api', '/api/checkpoints', '/api/admin', '/data', '/data/mnist', '/signal/peerjs', '/assets',
+    ]);
     const secrets = [job.adminToken.slice(0, -2) + 'zz', JOIN_TOKEN, accept.signalingToken, 'x'.repeat(32)];
     const statuses = new Map<number, number>();
     const t0 = performance.now();
@@ -412,12 +455,19 @@ describe('HTTP routes of a running job', () => {
     const gen = new Gen(SEED + 11);
     const paths = [SESSION_PATH, '/signal/peerjs', '/api/events', '/'];
     for (let i = 0; i < 60; i++) {
-      const path = `${gen.path(paths)}${gen.chance(0.5) ? `?peer=${gen.pick(['nobody', '', '%00', 'x'.repeat(300)])}&token=${gen.pick(['', 'x', JOIN_TOKEN])}&id=a&key=peerjs` : ''}`;
-      const r = await rawRequest(job.coordinator.port, { method: 'GET', path, localAddress: nextAddress(), headers: [['upgrade', 'websocket'], ['connection', 'Upgrade'], ['sec-websocket-key', 'dGhlIHNhbXBsZSBub25jZQ=='], ['sec-websocket-version', '13']] }, 5000);
+      const path = `${gen.path(paths)}${gen.chance(0.5)
+        ? `?peer=${gen.pick(['nobody', '', '%00', 'x'.repeat(300)])}&token=${gen.pick(['', 'x', JOIN_TOKEN])}&id=a&key=peerjs`
+        : ''}`;
+      const r = await rawRequest(job.coordinator.port, {
+        method: 'GET', path, localAddress: nextAddress(),
+        headers: [['upgrade', 'websocket'], ['connection', 'Upgrade'], ['sec-websocket-key', 'dGhlIHNhbXBsZSBub25jZQ=='], ['sec-websocket-version', '13']],
+      }, 5000);
       expect(r.status >= 400 && r.status < 500, `upgrade ${path.slice(0, 120)} -> ${r.status} [${replay}]`).toBe(true);
       expect(r.body.length, `upgrade ${path.slice(0, 120)} -> ${r.status} with no reason`).toBeGreaterThan(0);
     }
-    expect((await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000)).status).toBe(200);
+    expect((await rawRequest(
+      job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000,
+    )).status).toBe(200);
   });
 });
 
@@ -429,7 +479,9 @@ async function expectUnchanged(before: State): Promise<void> {
   expect(after.joinToken).toBe(before.joinToken);
   expect(after.schedule).toEqual(before.schedule);
   // Still serving, and a valid join still works.
-  const r = await rawRequest(job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000);
+  const r = await rawRequest(
+    job.coordinator.port, { method: 'GET', path: '/api/job', headers: [['authorization', `Bearer ${JOIN_TOKEN}`]], localAddress: nextAddress() }, 5000,
+  );
   expect(r.status).toBe(200);
   expect((await validJoin()).type).toBe('join-accept');
 }
@@ -481,7 +533,9 @@ async function fuzzSession(gen: Gen, i: number): Promise<SessionOutcome> {
     if (oversized) break;
   }
   // Every bad message answered (until the coordinator cut the session off), then we leave.
-  await until(() => out.close !== null || out.errors >= out.bad, 10_000, `session ${i}: an error reply per bad message (${out.errors} of ${out.bad})`).catch((e: unknown) => {
+  await until(
+    () => out.close !== null || out.errors >= out.bad, 10_000, `session ${i}: an error reply per bad message (${out.errors} of ${out.bad})`,
+  ).catch((e: unknown) => {
     throw new Error(`${e instanceof Error ? e.message : String(e)} [${replay}]`);
   });
   if (out.close === null) ws.close(1000, 'fuzz done');
@@ -507,7 +561,8 @@ describe('session WebSocket of a running job', () => {
       if (code === 1000 && !o.leftOnPurpose) expect(o.errors, `session ${i}`).toBe(o.bad);
     }
     const sent = outcomes.reduce((a, o) => a + o.sent, 0);
-    console.log(`session fuzz: ${outcomes.length} sessions, ${sent} messages, ${outcomes.reduce((a, o) => a + o.errors, 0)} error replies in ${(performance.now() - t0).toFixed(0)} ms; closes ${JSON.stringify(Object.fromEntries(closes))}`);
+    console.log(`session fuzz: ${outcomes.length} sessions, ${sent} messages, ${outcomes.reduce((a, o) => a + o.errors, 0)} error replies ` +
+      `in ${(performance.now() - t0).toFixed(0)} ms; closes ${JSON.stringify(Object.fromEntries(closes))}`);
     expect(sent).toBeGreaterThan(400);
     expect(job.lines.filter((l) => /failed|error/i.test(l))).toEqual([]);
     await expectUnchanged(before);

@@ -2,7 +2,9 @@
 // says, which is all the coordinator can see of any peer.
 import { WebSocket } from 'ws';
 import { ShapeReceiver } from '../../src/client/ring-shape.ts';
-import { PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment } from '../../src/protocol/messages.ts';
+import {
+  PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type JoinAccept, type PeerMessage, type StepAssignment,
+} from '../../src/protocol/messages.ts';
 import { until } from '../../testbed/jobs.ts';
 
 export /** A peer speaking the session protocol by hand. */
@@ -15,7 +17,8 @@ class HandPeer {
   private constructor(readonly accept: JoinAccept, readonly ws: WebSocket) {
     ws.on('message', (data) => {
       const raw = JSON.parse(String(data)) as unknown;
-      if (typeof raw === 'object' && raw !== null && (raw as { type?: unknown }).type === 'step-assignment') this.wireAssignments.push(raw as Record<string, unknown>);
+      if (typeof raw === 'object' && raw !== null && (raw as { type?: unknown }).type === 'step-assignment')
+        this.wireAssignments.push(raw as Record<string, unknown>);
       const d = this.shapes.decode(raw);
       if (!d.ok) throw new Error(`the coordinator sent a malformed message: ${JSON.stringify(d.error)}`);
       this.inbox.push(d.value);
@@ -23,7 +26,10 @@ class HandPeer {
     ws.on('close', (code, reason) => { this.closed = { code, reason: reason.toString() }; });
   }
   static async join(url: string, token?: string): Promise<HandPeer> {
-    const r = await fetch(`${url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'hand', ...(token ? { token } : {}) }) });
+    const r = await fetch(`${url}/api/join`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'hand', ...(token ? { token } : {}) }),
+    });
     const accept = (await r.json()) as JoinAccept;
     const ws = new WebSocket(`${url.replace('http', 'ws')}${SESSION_PATH}?peer=${accept.peerId}&token=${accept.signalingToken}`);
     const peer = new HandPeer(accept, ws);
@@ -42,6 +48,9 @@ class HandPeer {
     return this.inbox.splice(i, 1)[0] as Extract<CoordinatorMessage, { type: T }>;
   }
   result(a: StepAssignment, checksum = 'abcdef0123456789'): PeerMessage {
-    return { type: 'step-result', peerId: this.id, generation: a.generation, step: a.step, loss: 2.3, checksum, timings: { computeMs: 100, commMs: 0, waitMs: 0 }, images: a.sampleIds.length };
+    return {
+      type: 'step-result', peerId: this.id, generation: a.generation, step: a.step, loss: 2.3, checksum, timings: { computeMs: 100, commMs: 0, waitMs: 0 },
+      images: a.sampleIds.length,
+    };
   }
 }

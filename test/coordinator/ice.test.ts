@@ -44,7 +44,9 @@ describe('TURN REST credentials', () => {
     expect(turnCredentials('other', 'p-1', 3600, now).credential).not.toBe(c.credential);
   });
   it('each peer gets its own servers at the address it reached the coordinator by', () => {
-    const plan = { stunPort: 8080, turn: { port: 3478, secret: 's' }, external: parseIceList('stun:stun.example.org:3478,turn:u:p@r.example.org'), ttlSeconds: 600 };
+    const plan = {
+      stunPort: 8080, turn: { port: 3478, secret: 's' }, external: parseIceList('stun:stun.example.org:3478,turn:u:p@r.example.org'), ttlSeconds: 600,
+    };
     const a = iceServersFor(plan, '10.77.0.1', 'p-1', 0);
     expect(a[0]).toEqual({ urls: ['stun:10.77.0.1:8080'] });
     expect(a[1]!.urls).toEqual(['turn:10.77.0.1:3478?transport=udp', 'turn:10.77.0.1:3478?transport=tcp']);
@@ -108,7 +110,8 @@ describe('blame for a ring that could not form, or failed as it formed', () => {
     const t = 1_000_000;
     expect(formAgain('peer-closed', true, undefined, t)).toBe(true);
     expect(formAgain('peer-timeout', true, undefined, t)).toBe(true);
-    for (const kind of ['bad-frame', 'stale', 'stalled', 'bad-input', 'aborted', 'connect-failed', 'closed'] as const) expect(formAgain(kind, true, undefined, t), kind).toBe(false);
+    for (const kind of ['bad-frame', 'stale', 'stalled', 'bad-input', 'aborted', 'connect-failed', 'closed'] as const)
+      expect(formAgain(kind, true, undefined, t), kind).toBe(false);
     expect(formAgain('peer-closed', false, undefined, t)).toBe(false);
     expect(formAgain('peer-closed', true, t - FORM_AGAIN_WINDOW_MS + 1, t)).toBe(false);
     expect(formAgain('peer-closed', true, t - FORM_AGAIN_WINDOW_MS, t)).toBe(true);
@@ -118,7 +121,10 @@ describe('blame for a ring that could not form, or failed as it formed', () => {
 describe('join addresses', () => {
   const ifaces = {
     lo: [{ address: '127.0.0.1', family: 'IPv4', internal: true }],
-    eth0: [{ address: '10.77.0.1', family: 'IPv4', internal: false }, { address: 'fe80::1', family: 'IPv6', internal: false }, { address: 'fd00::1', family: 'IPv6', internal: false }],
+    eth0: [
+      { address: '10.77.0.1', family: 'IPv4', internal: false }, { address: 'fe80::1', family: 'IPv6', internal: false },
+      { address: 'fd00::1', family: 'IPv6', internal: false },
+    ],
     wlan0: [{ address: '192.168.1.20', family: 'IPv4', internal: false }],
   } as unknown as Parameters<typeof lanAddresses>[0];
   it('lists every non-loopback address, IPv4 first, no link-local', () => {

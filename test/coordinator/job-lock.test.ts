@@ -6,7 +6,9 @@ import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { acquireJobLock, assertJobFolderFree, JobFolderInUseError, jobFolderOwner, LOCK_FILE, ownerState, parseOwner, selfOwner, type LockOwner } from '../../coordinator/job-lock.ts';
+import {
+  acquireJobLock, assertJobFolderFree, JobFolderInUseError, jobFolderOwner, LOCK_FILE, ownerState, parseOwner, selfOwner, type LockOwner,
+} from '../../coordinator/job-lock.ts';
 import { JobFolderError } from '../../coordinator/run.ts';
 import { buildTestData, startTestJob, tempRoot } from '../../testbed/jobs.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
@@ -41,7 +43,9 @@ describe('job folder lock', () => {
     expect(a.owner.pid).toBe(process.pid);
     const refused = await acquireJobLock(dir, (l) => lines.push(l)).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(JobFolderInUseError);
-    expect((refused as Error).message).toMatch(new RegExp(`${dir} is in use by another coordinator \\(process ${process.pid} on this machine, since .*\\): stop it first .*--job-dir`));
+    expect((refused as Error).message).toMatch(
+      new RegExp(`${dir} is in use by another coordinator \\(process ${process.pid} on this machine, since .*\\): stop it first .*--job-dir`),
+    );
     expect((refused as Error).message).toMatch(/Nothing in the folder was touched/);
     await expect(assertJobFolderFree(dir)).rejects.toThrow(/in use by another coordinator/);
     expect(await jobFolderOwner(dir)).toEqual(a.owner);
@@ -77,7 +81,8 @@ describe('job folder lock', () => {
     expect((await readdir(dir)).filter((f) => f.startsWith(LOCK_FILE))).toEqual([]);
   });
 
-  it.runIf(process.platform === 'linux')('a live pid that is not the lock\'s process (another start time, or another boot) does not hold the folder', async () => {
+  it.runIf(process.platform === 'linux')('a live pid that is not the lock\'s process (another start time, or another boot) ' +
+    'does not hold the folder', async () => {
     const me = selfOwner();
     expect(me.start).toMatch(/^\d+$/);
     expect(ownerState(me)).toBe('alive');
@@ -96,7 +101,10 @@ describe('job folder lock', () => {
     await writeFile(join(dir, 'job.json'), `${JSON.stringify({ jobId: 7, config: { name: 'held' } })}\n`);
     const held = await acquireJobLock(dir, () => undefined);
     try {
-      const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start', '--job-dir', dir, '--fresh', '--volunteers', '0', '--port', '0'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+      const child = spawn(process.execPath, [
+        '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start', '--job-dir', dir, '--fresh', '--volunteers', '0',
+        '--port', '0',
+      ], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
       child.stderr!.setEncoding('utf8').on('data', (d: string) => { err += d; });
       const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
@@ -133,7 +141,10 @@ describe('runJob and the lock', () => {
     data = await buildTestData(root.dir);
   });
   afterAll(async () => { await root.remove(); });
-  const config = { name: 'locked', model: 'tiny-cnn', dataset: 'synthetic', globalBatch: 8, steps: 4, optimizer: { kind: 'lars', lr: 0.1 }, evalEvery: 0, checkpointEvery: 2, seed: 3, minPeers: 1 };
+  const config = {
+    name: 'locked', model: 'tiny-cnn', dataset: 'synthetic', globalBatch: 8, steps: 4, optimizer: { kind: 'lars', lr: 0.1 }, evalEvery: 0, checkpointEvery: 2,
+    seed: 3, minPeers: 1,
+  };
 
   it('a second coordinator on a running job folder is refused and touches nothing: not a checkpoint write in flight, not the metrics', async () => {
     const first = await startTestJob(root.dir, 'job', data, { ...config, dataset: data.manifest.dataset });

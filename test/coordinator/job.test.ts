@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { DATASETS } from '../../coordinator/data/cli.ts';
 import {
-  DEFAULT_WIRE, JOB_DATASETS, JobError, atStepBoundary, nextGeneration, parseJobConfig, publicJobInfo, requestJoin, requestLeave, splitBatch, startMembership, wireField,
+  DEFAULT_WIRE, JOB_DATASETS, JobError, atStepBoundary, nextGeneration, parseJobConfig, publicJobInfo, requestJoin, requestLeave, splitBatch, startMembership,
+  wireField,
 } from '../../coordinator/job.ts';
 import { WIRE_FORMATS } from '../../src/protocol/frames.ts';
 import { jobWire } from '../../src/client/sync-step.ts';
@@ -23,23 +24,37 @@ function problems(input: unknown, trainSamples = 50_000): string {
 describe('job config', () => {
   it('fills defaults and turns epochs into the schedule length', () => {
     const job = parseJobConfig(BASE, 50_000);
-    expect(job).toMatchObject({ name: 'job', model: 'small-cnn', dataset: 'cifar10', globalBatch: 1024, stepsPerEpoch: 48, totalSteps: 96, evalEvery: 48, checkpointEvery: 50, keepCheckpoints: 3, access: { kind: 'public' }, seed: 0 });
+    expect(job).toMatchObject({
+      name: 'job', model: 'small-cnn', dataset: 'cifar10', globalBatch: 1024, stepsPerEpoch: 48, totalSteps: 96, evalEvery: 48, checkpointEvery: 50,
+      keepCheckpoints: 3, access: { kind: 'public' }, seed: 0,
+    });
     expect(job.optimizer).toMatchObject({ kind: 'lars', lr: 8, warmupSteps: 5, totalSteps: 96, momentum: 0.9, eta: 0.001 });
     expect(job.labelSmoothing).toBe(0);
     expect(parseJobConfig({ ...BASE, labelSmoothing: 0.1 }, 50_000).labelSmoothing).toBe(0.1);
   });
 
   it('takes steps, a private token and explicit intervals', () => {
-    const job = parseJobConfig({ ...BASE, epochs: undefined, steps: 300, access: 'private', joinToken: 'a-long-lab-token-123', checkpointEvery: 10, keepCheckpoints: 5, evalEvery: 0, seed: 9, name: 'lab' }, 50_000);
-    expect(job).toMatchObject({ totalSteps: 300, access: { kind: 'private', joinToken: 'a-long-lab-token-123' }, checkpointEvery: 10, keepCheckpoints: 5, evalEvery: 0, seed: 9, name: 'lab' });
+    const job = parseJobConfig({
+      ...BASE, epochs: undefined, steps: 300, access: 'private', joinToken: 'a-long-lab-token-123', checkpointEvery: 10, keepCheckpoints: 5, evalEvery: 0,
+      seed: 9, name: 'lab',
+    }, 50_000);
+    expect(job).toMatchObject({
+      totalSteps: 300, access: { kind: 'private', joinToken: 'a-long-lab-token-123' }, checkpointEvery: 10, keepCheckpoints: 5, evalEvery: 0, seed: 9,
+      name: 'lab',
+    });
     expect(job.optimizer.totalSteps).toBe(300);
     expect(JSON.stringify(publicJobInfo(job))).not.toContain('a-long-lab-token-123');
     expect(publicJobInfo(job).access).toBe('private');
   });
 
   it('lists every problem with what to do', () => {
-    const text = problems({ model: 'vgg', dataset: 'cifar100', globalBatch: 0, optimizer: { kind: 'adam', lr: 1 }, steps: 3, epochs: 1, access: 'private', extra: 1 });
-    for (const p of ['model must be one of small-cnn', 'dataset must be one of cifar10', 'globalBatch must be', 'give exactly one of steps or epochs', 'optimizer: ', "kind must be one of 'lars', 'sgd'", 'joinToken must be', 'unknown field(s) extra', 'fix the job file']) expect(text).toContain(p);
+    const text = problems({
+      model: 'vgg', dataset: 'cifar100', globalBatch: 0, optimizer: { kind: 'adam', lr: 1 }, steps: 3, epochs: 1, access: 'private', extra: 1,
+    });
+    for (const p of [
+      'model must be one of small-cnn', 'dataset must be one of cifar10', 'globalBatch must be', 'give exactly one of steps or epochs', 'optimizer: ',
+      "kind must be one of 'lars', 'sgd'", 'joinToken must be', 'unknown field(s) extra', 'fix the job file',
+    ]) expect(text).toContain(p);
   });
 
   it.each([
@@ -64,7 +79,10 @@ describe('job config', () => {
     ['gradient buckets of 1 KiB', { ...BASE, bucketBytes: 1024 }, 'bucketBytes must be an integer in [4096, 1073741824]'],
     ['overlap as text', { ...BASE, overlap: 'no' }, 'overlap must be'],
     ['a bucket size with overlap off', { ...BASE, overlap: false, bucketBytes: 1 << 20 }, 'bucketBytes cuts the buckets of an overlapped all-reduce'],
-    ['a last bucket size with overlap off', { ...BASE, overlap: false, lastBucketBytes: 1 << 20 }, 'lastBucketBytes cuts the buckets of an overlapped all-reduce'],
+    [
+      'a last bucket size with overlap off', { ...BASE, overlap: false, lastBucketBytes: 1 << 20 },
+      'lastBucketBytes cuts the buckets of an overlapped all-reduce',
+    ],
     ['a last bucket of 100 bytes', { ...BASE, lastBucketBytes: 100 }, 'lastBucketBytes must be 0 (no cut) or at least 4096, got 100'],
     ['a negative last bucket', { ...BASE, lastBucketBytes: -1 }, 'lastBucketBytes must be an integer in [0, 1073741824]'],
     ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, i8, got "f8"'],

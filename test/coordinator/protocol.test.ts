@@ -2,7 +2,9 @@
 // kind of bad input is refused with a reason naming the field, and a seeded fuzz loop of
 // mutated messages never makes a decoder throw or accept something that breaks an invariant.
 import { describe as suite, expect, it } from 'vitest';
-import { failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, SKETCH_LENGTH, type CoordinatorMessage, type PeerMessage } from '../../src/protocol/messages.ts';
+import {
+  failureDetail, MAX_BATCH, MAX_FAILURE_DETAIL, MAX_MESSAGE_BYTES, MAX_RING, PROTOCOL_VERSION, SKETCH_LENGTH, type CoordinatorMessage, type PeerMessage,
+} from '../../src/protocol/messages.ts';
 import { decodeCoordinatorMessage, decodePeerMessage, expectType } from '../../src/protocol/decode.ts';
 import { describe, parseJsonText, type Decoded } from '../../src/protocol/fields.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
@@ -13,7 +15,10 @@ const PEER: PeerMessage[] = [
   { type: 'join', protocol: PROTOCOL_VERSION },
   { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12' },
   { type: 'heartbeat', peerId: 'p-1', generation: 3, step: 17 },
-  { type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 }, images: 64 },
+  {
+    type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 },
+    images: 64,
+  },
   { type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: null, checksum: 'deadbeef', timings: { computeMs: 1, commMs: 1, waitMs: 1 }, images: 0 },
   { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'peer-timeout' },
   { type: 'checkpoint-announce', peerId: 'p-0', generation: 3, step: 100, bytes: 123456, sha256: 'a'.repeat(64) },
@@ -23,23 +28,39 @@ const PEER: PeerMessage[] = [
   { type: 'ready', peerId: 'p-3', step: 40, checksum: '0123456789abcdef', device: 'llvmpipe (opengles)' },
   { type: 'eval-result', peerId: 'p-3', step: 40, counts: { samples: 100, top1: 12, top5: 50, lossSum: 230.5 } },
   { type: 'prepared', peerId: 'p-3', id: 4 },
-  { type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'bad-frame', detail: 'generation 4 step 17: expected chunk 39, got chunk 38' },
   {
-    type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab00ff12ab', timings: { computeMs: 1, commMs: 1, waitMs: 1 }, images: 8,
+    type: 'collective-failure', peerId: 'p-1', generation: 3, step: 17, failedPeerId: 'p-2', kind: 'bad-frame',
+    detail: 'generation 4 step 17: expected chunk 39, got chunk 38',
+  },
+  {
+    type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab00ff12ab', timings: { computeMs: 1, commMs: 1, waitMs: 1 },
+    images: 8,
     sketch: SKETCH, total: SKETCH, audit: { peer: 'p-2', ...SKETCH },
   },
 ];
 const COORD: CoordinatorMessage[] = [
   { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: null, iceServers: [] },
-  { type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200, iceServers: [{ urls: ['stun:10.0.0.1:8080', 'turn:10.0.0.1:3478'], username: '1767225600:p-1', credential: 'YWJj+/==' }] },
+  {
+    type: 'join-accept', peerId: 'p-1', signalingToken: 'abc123', signalingPath: '/signal', job: 7, heartbeatMs: 5000, checkpointStep: 200,
+    iceServers: [{ urls: ['stun:10.0.0.1:8080', 'turn:10.0.0.1:3478'], username: '1767225600:p-1', credential: 'YWJj+/==' }],
+  },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
-  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42, uploadCheckpoint: true },
-  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42, verify: {} },
+  {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42,
+    uploadCheckpoint: true,
+  },
+  {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
+    verify: {},
+  },
   {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
     verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77 } },
   },
-  { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 2, globalBatch: 8, sampleIds: [5], epoch: 0, seed: 42, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] } },
+  {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 2, globalBatch: 8, sampleIds: [5], epoch: 0, seed: 42,
+    topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] },
+  },
   { type: 'error', kind: 'unauthorized', message: 'wrong join token: ask the job owner for it' },
   { type: 'load-state', source: 'seed', step: 0 },
   { type: 'load-state', source: 'checkpoint', step: 40 },
@@ -128,13 +149,31 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['slice larger than batch', { ...assignment, sampleIds: [1, 2, 3, 4, 5, 6, 7, 8, 9] }, 'more than globalBatch 8'],
     ['too many sample ids', { ...assignment, globalBatch: MAX_BATCH, sampleIds: new Array(MAX_BATCH + 1).fill(0) }, 'sampleIds must be an array of at most'],
     ['topology not the ring', { ...twoLevel, ring: ['p-0', 'p-2', 'p-1'] }, 'topology .groups, one after the other, must be the ring'],
-    ['topology of one group', { ...twoLevel, topology: { groups: [['p-0', 'p-1', 'p-2']], shards: 3, columns: [] } }, 'topology .groups must be an array of 2..3'],
-    ['topology column of another shard', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-2']] } }, 'column 0 is not'],
-    ['topology with wrong shards', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 2, columns: [['p-0', 'p-1']] } }, 'shards 2, the smallest group has 1'],
-    ['topology extra field', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']], x: 1 } }, 'topology has unknown field(s) x'],
-    ['topology bad id', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', '../x']], shards: 1, columns: [['p-0', 'p-1']] } }, 'topology .groups must hold non-empty arrays of peer ids'],
+    [
+      'topology of one group', { ...twoLevel, topology: { groups: [['p-0', 'p-1', 'p-2']], shards: 3, columns: [] } },
+      'topology .groups must be an array of 2..3',
+    ],
+    [
+      'topology column of another shard', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-2']] } },
+      'column 0 is not',
+    ],
+    [
+      'topology with wrong shards', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 2, columns: [['p-0', 'p-1']] } },
+      'shards 2, the smallest group has 1',
+    ],
+    [
+      'topology extra field', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']], x: 1 } },
+      'topology has unknown field(s) x',
+    ],
+    [
+      'topology bad id', { ...twoLevel, topology: { groups: [['p-0'], ['p-1', '../x']], shards: 1, columns: [['p-0', 'p-1']] } },
+      'topology .groups must hold non-empty arrays of peer ids',
+    ],
     ['prepare: duplicate ring id', { type: 'prepare', id: 1, ring: ['a', 'b', 'a'] }, 'ring has a peer twice'],
-    ['prepare: topology not the ring', { type: 'prepare', id: 1, ring: ['p-0', 'p-2', 'p-1'], topology: twoLevel.topology }, 'topology .groups, one after the other, must be the ring'],
+    [
+      'prepare: topology not the ring', { type: 'prepare', id: 1, ring: ['p-0', 'p-2', 'p-1'], topology: twoLevel.topology },
+      'topology .groups, one after the other, must be the ring',
+    ],
     ['prepared: fractional id', { type: 'prepared', peerId: 'p', id: 1.5 }, 'id must be'],
     ['load-state: bad hint', { type: 'load-state', source: 'checkpoint', step: 4, next: { step: 4, epoch: 0, sampleIds: [-1] } }, 'next.sampleIds[0] must be'],
     ['bad heartbeat period', { ...COORD[0], heartbeatMs: 1 }, 'heartbeatMs must be'],

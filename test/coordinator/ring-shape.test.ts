@@ -32,7 +32,10 @@ describe('ring edits', () => {
     const rng = makeRng(5);
     const pool = ids(60);
     const pick = (n: number) => [...pool].sort(() => rng.next() - 0.5).slice(0, n);
-    const cases: [string[], string[]][] = [[[], pool.slice(0, 5)], [pool.slice(0, 5), pool.slice(0, 5)], [pool.slice(0, 5), []], [pool.slice(0, 9), pool.slice(0, 9).reverse()], [pool.slice(0, 9), pool.slice(9, 20)]];
+    const cases: [string[], string[]][] = [
+      [[], pool.slice(0, 5)], [pool.slice(0, 5), pool.slice(0, 5)], [pool.slice(0, 5), []], [pool.slice(0, 9), pool.slice(0, 9).reverse()],
+      [pool.slice(0, 9), pool.slice(9, 20)],
+    ];
     for (let k = 0; k < 40; k++) cases.push([pick(1 + Math.floor(rng.next() * 59)), pick(1 + Math.floor(rng.next() * 59))]);
     for (const [prev, next] of cases) {
       const runs = ringRuns(prev, next);
@@ -116,7 +119,9 @@ describe('shapes over a session', () => {
     refused(bare({ runs: ring }, { rank: 7 }), /rank/);
     const d = receiver.decode(bare({ runs: [[0, 3]] }));
     expect(d.ok && d.value.type === 'step-assignment' && d.value.ring).toEqual(ring);
-    expect(receiver.decode({ type: 'done', step: 3, reason: 'the job is over' })).toEqual({ ok: true, value: { type: 'done', step: 3, reason: 'the job is over' } });
+    expect(receiver.decode({ type: 'done', step: 3, reason: 'the job is over' })).toEqual({
+      ok: true, value: { type: 'done', step: 3, reason: 'the job is over' },
+    });
     expect(receiver.decode([1, 2]).ok).toBe(false);
   });
 
@@ -132,7 +137,9 @@ describe('shapes over a session', () => {
     // Five leave, five join: the plan adapted in place (coordinator/stable-plan.ts).
     const g2 = planGeneration([...g1.ring.slice(5), ...ids(5)], () => undefined, 16, g1.topology);
     const churned = sent(g2.ring, 12, g2.topology);
-    process.stderr.write(`assignment bytes per step at ${n} peers: ${(full / 1e6).toFixed(1)} MB with the shape in full; as edits ${(first / 1e6).toFixed(1)} MB for a session's first, ${(steady / 1e6).toFixed(2)} MB for a steady ring, ${(churned / 1e6).toFixed(2)} MB for a generation with 5 leaves and 5 joins\n`);
+    process.stderr.write(`assignment bytes per step at ${n} peers: ${(full / 1e6).toFixed(1)} MB with the shape in full; ` +
+      `as edits ${(first / 1e6).toFixed(1)} MB for a session's first, ${(steady / 1e6).toFixed(2)} MB for a steady ring, ` +
+      `${(churned / 1e6).toFixed(2)} MB for a generation with 5 leaves and 5 joins\n`);
     expect(full).toBeGreaterThan(100e6);
     expect(first).toBeLessThan(full / 2.5); // ids once, not three times (ring, groups, columns)
     expect(steady).toBeLessThan(1e6);

@@ -130,15 +130,21 @@ describe('driver with rounds', () => {
   it('job settings: syncEvery with its outer step, checked', () => {
     const base = { model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 } };
     expect(parseJobConfig(base, N_TRAIN).outer).toEqual({ syncEvery: 1, lr: 0.7, momentum: 0.9, warmup: 0 });
-    expect(parseJobConfig({ ...base, syncEvery: 8, outerLr: 0.5, outerMomentum: 0.8 }, N_TRAIN).outer).toEqual({ syncEvery: 8, lr: 0.5, momentum: 0.8, warmup: 0 });
-    const bad = (extra: Record<string, unknown>) => { try { parseJobConfig({ ...base, ...extra }, N_TRAIN); return ''; } catch (e) { expect(e).toBeInstanceOf(JobError); return (e as Error).message; } };
+    expect(
+      parseJobConfig({ ...base, syncEvery: 8, outerLr: 0.5, outerMomentum: 0.8 }, N_TRAIN).outer,
+    ).toEqual({ syncEvery: 8, lr: 0.5, momentum: 0.8, warmup: 0 });
+    const bad = (extra: Record<string, unknown>) => {
+      try { parseJobConfig({ ...base, ...extra }, N_TRAIN); return ''; } catch (e) { expect(e).toBeInstanceOf(JobError); return (e as Error).message; }
+    };
     expect(bad({ syncEvery: 0 })).toMatch(/syncEvery must be an integer in \[1, 1024\]/);
     expect(bad({ outerLr: 0.5 })).toMatch(/apply to rounds \(syncEvery > 1\)/);
     expect(bad({ syncWarmup: 5 })).toMatch(/apply to rounds/);
     expect(bad({ syncEvery: 4, outerMomentum: 1 })).toMatch(/outerMomentum/);
     expect(bad({ syncEvery: 1024, globalBatch: 100 })).toMatch(/syncEvery x globalBatch must be at most 65536/);
     // The inner momentum's carry: absent (each peer keeps its own, as job files from before), or rho in [0, 1).
-    expect(parseJobConfig({ ...base, syncEvery: 8, outerLr: 1, outerMomentum: 0, momentumCarry: 0.75 }, N_TRAIN).outer).toEqual({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: 0.75 });
+    expect(
+      parseJobConfig({ ...base, syncEvery: 8, outerLr: 1, outerMomentum: 0, momentumCarry: 0.75 }, N_TRAIN).outer,
+    ).toEqual({ syncEvery: 8, lr: 1, momentum: 0, warmup: 0, carry: 0.75 });
     expect('carry' in parseJobConfig({ ...base, syncEvery: 8 }, N_TRAIN).outer).toBe(false);
     expect(bad({ momentumCarry: 0.75 })).toMatch(/momentumCarry apply to rounds \(syncEvery > 1\)/);
     expect(bad({ syncEvery: 8, momentumCarry: 1 })).toMatch(/momentumCarry/);

@@ -44,7 +44,8 @@ function send(port: number, method: string, path: string, body?: string | Buffer
   });
 }
 const json = (r: Reply): Record<string, unknown> => JSON.parse(r.body.toString('utf8')) as Record<string, unknown>;
-const postJson = (port: number, path: string, body: unknown): Promise<Reply> => send(port, 'POST', path, JSON.stringify(body), { 'content-type': 'application/json' });
+const postJson = (port: number, path: string, body: unknown): Promise<Reply> =>
+  send(port, 'POST', path, JSON.stringify(body), { 'content-type': 'application/json' });
 
 function expectError(r: Reply, status: number, kind: string, reason: RegExp): void {
   expect(r.status, r.body.toString()).toBe(status);
@@ -79,7 +80,9 @@ beforeAll(async () => {
     job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, rateLimits,
     onJoin: (id, _name, _token, donor) => { joined.push(id); if (donor) donors.set(id, donor); }, credit: (donor) => creditView(ledger, 20, donor),
   });
-  priv = await startCoordinator({ job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits, viewToken: VIEW });
+  priv = await startCoordinator({
+    job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits, viewToken: VIEW,
+  });
 });
 
 afterAll(async () => {
@@ -118,7 +121,8 @@ describe('API', () => {
     const routes: [string, 'watch' | 'train'][] = [
       ['/api/job', 'watch'], ['/api/events', 'watch'], ['/api/metrics', 'watch'], ['/api/credit', 'watch'], ['/api/model.onnx', 'watch'],
       ['/api/samples/val/0', 'watch'],
-      ['/data/cifar10/manifest.json', 'watch'], ['/data/cifar10/train-000000.tar', 'train'], ['/api/checkpoints/latest', 'train'], ['/api/checkpoints/1', 'train'],
+      ['/data/cifar10/manifest.json', 'watch'], ['/data/cifar10/train-000000.tar', 'train'], ['/api/checkpoints/latest', 'train'],
+      ['/api/checkpoints/1', 'train'],
     ];
     const bearer = (t: string) => ({ authorization: `Bearer ${t}` });
     const opened = (status: number) => status !== 401 && status !== 403;
@@ -133,7 +137,9 @@ describe('API', () => {
     }
     const r = await send(priv.port, 'GET', '/data/cifar10/train-000000.tar', undefined, bearer(TOKEN));
     expect(r.body.equals(SHARD)).toBe(true);
-    expectError(await send(priv.port, 'GET', '/data/cifar10/train-000000.tar', undefined, bearer(VIEW)), 403, 'forbidden', /view token shows the dashboard only/);
+    expectError(
+      await send(priv.port, 'GET', '/data/cifar10/train-000000.tar', undefined, bearer(VIEW)), 403, 'forbidden', /view token shows the dashboard only/,
+    );
     expectError(await send(priv.port, 'GET', '/api/metrics'), 401, 'unauthorized', /this job is private: send its join token or its view token/);
     // The page's code and the CA certificate hold nothing of the job.
     for (const path of ['/', '/ca.crt']) expect(opened(await statusOf(priv.port, path)), path).toBe(true);
@@ -164,7 +170,9 @@ describe('API', () => {
 
   it('a private job needs the right token', async () => {
     expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }), 401, 'unauthorized', /private: join with the token/);
-    expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-token-0123456788' }), 403, 'forbidden', /wrong join token/);
+    expectError(
+      await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-token-0123456788' }), 403, 'forbidden', /wrong join token/,
+    );
     expectError(await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: 'x' }), 403, 'forbidden', /wrong join token/);
     const ok = await postJson(priv.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION, token: TOKEN });
     expect(ok.status).toBe(200);
@@ -174,13 +182,20 @@ describe('API', () => {
   it('refuses malformed, oversized and mistyped bodies with a reason', async () => {
     expectError(await send(pub.port, 'POST', '/api/join', '{"type":"join",', { 'content-type': 'application/json' }), 400, 'bad-request', /not JSON/);
     expectError(await postJson(pub.port, '/api/join', { type: 'join', protocol: 'one' }), 400, 'bad-request', /protocol must be an integer/);
-    expectError(await postJson(pub.port, '/api/join', { type: 'heartbeat', peerId: 'a', generation: 0, step: 0 }), 400, 'bad-request', /expected a 'join' message/);
-    expectError(await send(pub.port, 'POST', '/api/join', 'type=join', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported-media-type', /application\/json/);
+    expectError(
+      await postJson(pub.port, '/api/join', { type: 'heartbeat', peerId: 'a', generation: 0, step: 0 }), 400, 'bad-request', /expected a 'join' message/,
+    );
+    expectError(
+      await send(pub.port, 'POST', '/api/join', 'type=join', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported-media-type',
+      /application\/json/,
+    );
     const big = JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'x'.repeat(20_000) });
     expectError(await send(pub.port, 'POST', '/api/join', big, { 'content-type': 'application/json' }), 413, 'too-large', /over the 16384-byte limit/);
     // No content-length (chunked): the limit is enforced while reading.
     const chunked = await new Promise<Reply>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port: pub.port, method: 'POST', path: '/api/join', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+      const req = request({
+        host: '127.0.0.1', port: pub.port, method: 'POST', path: '/api/join', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' },
+      }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -193,12 +208,17 @@ describe('API', () => {
   });
 
   it('limits joins per address: 429 with a reason once the burst is spent', async () => {
-    const limited = await startCoordinator({ job: parseJobConfig({ model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 }, 1000), jobId: 9, dataDir: join(root, 'data'), checkpoints: store, rateLimits: { joins: { perSecond: 0.01, burst: 3 } } });
+    const limited = await startCoordinator({
+      job: parseJobConfig({ model: 'small-cnn', dataset: 'cifar10', globalBatch: 64, optimizer: { kind: 'lars', lr: 1 }, steps: 10 }, 1000), jobId: 9,
+      dataDir: join(root, 'data'), checkpoints: store, rateLimits: { joins: { perSecond: 0.01, burst: 3 } },
+    });
     try {
       const codes = [];
       for (let i = 0; i < 5; i++) codes.push((await postJson(limited.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION })).status);
       expect(codes).toEqual([200, 200, 200, 429, 429]);
-      expectError(await postJson(limited.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }), 429, 'too-many-requests', /too many joins from this address/);
+      expectError(
+        await postJson(limited.port, '/api/join', { type: 'join', protocol: PROTOCOL_VERSION }), 429, 'too-many-requests', /too many joins from this address/,
+      );
       expect((await send(limited.port, 'GET', '/api/job')).status, 'other routes are not joins').toBe(200);
     } finally {
       await limited.close();
@@ -255,7 +275,10 @@ describe('data files', () => {
 describe('checkpoints', () => {
   it('GET /api/checkpoints/latest is 404 before the first, then the newest verified file', async () => {
     expectError(await send(pub.port, 'GET', '/api/checkpoints/latest'), 404, 'not-found', /no checkpoint yet/);
-    const c = { step: 5, generation: 1, fingerprint: 'f', weights: new Float32Array([1, 2, 3]), bnState: new Float32Array(2), optimizer: { momentum: new Float32Array(3) }, metadata: {} };
+    const c = {
+      step: 5, generation: 1, fingerprint: 'f', weights: new Float32Array([1, 2, 3]), bnState: new Float32Array(2),
+      optimizer: { momentum: new Float32Array(3) }, metadata: {},
+    };
     await store.write(c);
     const r = await send(pub.port, 'GET', '/api/checkpoints/latest');
     expect(r.status).toBe(200);
@@ -333,8 +356,14 @@ describe('API fuzz', () => {
   it('random and mutated join bodies and paths get 200 or a 4xx with a reason, never a 500', async () => {
     const { makeRng } = await import('../../src/rng.ts');
     const rng = makeRng(99);
-    const pieces = ['{', '}', '"type"', ':', '"join"', ',', '"protocol"', '1', 'null', '[', ']', '"token"', '"\\u0000"', '1e999', '-0', '"__proto__"', '{"a":'.repeat(50), '"x"'];
-    const paths = ['/api/job', '/api/join', '/api/%', '/data/cifar10/%2e', '/data/cifar10/manifest.json?x=../..', '/api//join', '/signal/x', '/data/cifar10/' + 'a'.repeat(300), '/api/events/..'];
+    const pieces = [
+      '{', '}', '"type"', ':', '"join"', ',', '"protocol"', '1', 'null', '[', ']', '"token"', '"\\u0000"', '1e999', '-0', '"__proto__"', '{"a":'.repeat(50),
+      '"x"',
+    ];
+    const paths = [
+      '/api/job', '/api/join', '/api/%', '/data/cifar10/%2e', '/data/cifar10/manifest.json?x=../..', '/api//join', '/signal/x',
+      '/data/cifar10/' + 'a'.repeat(300), '/api/events/..',
+    ];
     const statuses = new Map<number, number>();
     for (let i = 0; i < 150; i++) {
       const body = Array.from({ length: rng.int(12) }, () => pieces[rng.int(pieces.length)]).join('');

@@ -46,7 +46,10 @@ function upgradeStatus(path: string): Promise<number> {
 const ckptFiles = async (): Promise<string[]> => (await readdir(join(job.jobDir, 'checkpoints'))).sort();
 
 function checkpointFile(step: number, fp = fingerprint): Uint8Array {
-  const chunks = encodeCheckpoint({ step, generation: 1, fingerprint: fp, weights: new Float32Array(paramFloats).fill(0.5), bnState: new Float32Array(stateFloats), optimizer: { momentum: new Float32Array(paramFloats) }, metadata: {} });
+  const chunks = encodeCheckpoint({
+    step, generation: 1, fingerprint: fp, weights: new Float32Array(paramFloats).fill(0.5), bnState: new Float32Array(stateFloats),
+    optimizer: { momentum: new Float32Array(paramFloats) }, metadata: {},
+  });
   return new Uint8Array(Buffer.concat(chunks));
 }
 

@@ -31,8 +31,12 @@ describe('npm start --momentum-carry', () => {
     expect(readCarry('0.5')).toBe(0.5);
     expect(readCarry('0')).toBe(0);
     expect(readCarry('own')).toBeUndefined();
-    for (const bad of ['1', '-0.1', 'x', '', 'NaN']) expect(() => readCarry(bad)).toThrow(/--momentum-carry takes a number in \[0, 1\) \(default 0\.75\) or 'own'/);
-    await expect(startMain(['--sync-every', '8', '--momentum-carry', '1.5'])).rejects.toThrow("--momentum-carry takes a number in [0, 1) (default 0.75) or 'own', got '1.5'");
+    for (const bad of ['1', '-0.1', 'x', '', 'NaN']) expect(() => readCarry(bad)).toThrow(
+      /--momentum-carry takes a number in \[0, 1\) \(default 0\.75\) or 'own'/,
+    );
+    await expect(startMain(['--sync-every', '8', '--momentum-carry', '1.5'])).rejects.toThrow(
+      "--momentum-carry takes a number in [0, 1) (default 0.75) or 'own', got '1.5'",
+    );
   });
 });
 
@@ -45,7 +49,9 @@ describe('npm start --sync-every', () => {
     expect(readSyncEvery('', '10.1.2.3', 'i8')).toBe(1);
     expect(readSyncEvery('auto', '127.0.0.1', 'bf16')).toBe('auto');
     expect(readSyncEvery('8', '0.0.0.0', 'bf16')).toBe(8);
-    for (const bad of ['0', '1.5', 'fast', '2000']) expect(() => readSyncEvery(bad, '0.0.0.0', 'bf16')).toThrow(/--sync-every must be auto or a whole number of steps in \[1, 1024\]/);
+    for (const bad of ['0', '1.5', 'fast', '2000']) expect(() => readSyncEvery(bad, '0.0.0.0', 'bf16')).toThrow(
+      /--sync-every must be auto or a whole number of steps in \[1, 1024\]/,
+    );
     await expect(startMain(['--sync-every', 'often'])).rejects.toThrow('--sync-every must be auto or a whole number of steps in [1, 1024], got "often"');
   });
 });

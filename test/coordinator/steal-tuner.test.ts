@@ -2,12 +2,16 @@
 // settled ring, in turn with the kept way, and keeps the faster; pure, then in the driver with a
 // clock the test moves.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { AUTO_FIRST_INTERVAL, AUTO_MAX_INTERVAL, AUTO_PROBE, AUTO_SETTLE, newTuner, stealsNext, tunerRecord, verdictLine, type StealTuner, type TunerVerdict } from '../../coordinator/steal-tuner.ts';
+import {
+  AUTO_FIRST_INTERVAL, AUTO_MAX_INTERVAL, AUTO_PROBE, AUTO_SETTLE, newTuner, stealsNext, tunerRecord, verdictLine, type StealTuner, type TunerVerdict,
+} from '../../coordinator/steal-tuner.ts';
 import { claim, drain, driverHarness, report } from './driver-harness.ts';
 import type { StepAssignment } from '../../src/protocol/messages.ts';
 
 /** Runs `steps` steps of `generation` as the tuner asks, each taking `ms(stole)`; the ways run and the verdicts. */
-function run(t: StealTuner, generation: number, steps: number, ms: (stole: boolean, i: number) => number): { t: StealTuner; ways: boolean[]; verdicts: TunerVerdict[] } {
+function run(
+  t: StealTuner, generation: number, steps: number, ms: (stole: boolean, i: number) => number,
+): { t: StealTuner; ways: boolean[]; verdicts: TunerVerdict[] } {
   const ways: boolean[] = [];
   const verdicts: TunerVerdict[] = [];
   for (let i = 0; i < steps; i++) {
@@ -30,13 +34,17 @@ describe('the steal tuner (pure)', () => {
     expect(ways).toEqual([...repeat(false, 1 + AUTO_SETTLE), ...probe(true), ...repeat(true, 5)]);
     expect(verdicts).toEqual([{ steals: true, switched: true, probeMs: 80, baseMs: 100, nextAfter: AUTO_FIRST_INTERVAL }]);
     expect(t.steals).toBe(true);
-    expect(verdictLine(verdicts[0]!)).toBe(`steps run with work stealing from now: a median step of 80 ms against 100 ms without work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`);
+    expect(verdictLine(verdicts[0]!)).toBe(
+      `steps run with work stealing from now: a median step of 80 ms against 100 ms without work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`,
+    );
   });
 
   it('stays as it is when the probe is slower, or within the margin; the wait doubles up to its cap', () => {
     const slower = run(newTuner(), 0, 1 + AUTO_SETTLE + 2 * AUTO_PROBE, (stole) => (stole ? 130 : 100));
     expect(slower.verdicts).toEqual([{ steals: false, switched: false, probeMs: 130, baseMs: 100, nextAfter: AUTO_FIRST_INTERVAL }]);
-    expect(verdictLine(slower.verdicts[0]!)).toMatch(/^steps stay without work stealing: 100 ms a step against 130 ms with work stealing; tried again after 50 steps$/);
+    expect(verdictLine(slower.verdicts[0]!)).toMatch(
+      /^steps stay without work stealing: 100 ms a step against 130 ms with work stealing; tried again after 50 steps$/,
+    );
     // 2% faster is noise (AUTO_MARGIN 3%).
     const close = run(newTuner(), 0, 1 + AUTO_SETTLE + 2 * AUTO_PROBE, (stole) => (stole ? 98 : 100));
     expect(close.verdicts.map((v) => v.switched)).toEqual([false]);
@@ -113,7 +121,9 @@ describe('work stealing "auto" in the driver', () => {
     expect(h.d.status().step).toBe(0);
     const ways = steps(h, h.startRing(['a', 'b']), n, (stole) => (stole ? 60 : 100));
     expect(ways).toEqual([...repeat(false, 1 + AUTO_SETTLE), ...probe(true), ...repeat(true, 4)]);
-    expect(h.logs.filter((l) => /work stealing/.test(l))).toEqual([`steps run with work stealing from now: a median step of 60 ms against 100 ms without work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`]);
+    expect(h.logs.filter((l) => /work stealing/.test(l))).toEqual([
+      `steps run with work stealing from now: a median step of 60 ms against 100 ms without work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`,
+    ]);
     // Every step committed the sampler's ids, stealing or not.
     expect(h.records.filter((r) => r.type === 'step').length).toBe(n);
     h.d.stop();
@@ -124,8 +134,12 @@ describe('work stealing "auto" in the driver', () => {
     vi.setSystemTime(1_000_000);
     const n = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 4;
     const h = driverHarness({ globalBatch: 24, steps: 2 * n });
-    expect(steps(h, h.startRing(['a', 'b']), n, (stole) => (stole ? 150 : 100))).toEqual([...repeat(false, 1 + AUTO_SETTLE), ...probe(true), ...repeat(false, 4)]);
-    expect(h.logs.filter((l) => /work stealing/.test(l))).toEqual([`steps stay without work stealing: 100 ms a step against 150 ms with work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`]);
+    expect(steps(h, h.startRing(['a', 'b']), n, (stole) => (stole ? 150 : 100))).toEqual([
+      ...repeat(false, 1 + AUTO_SETTLE), ...probe(true), ...repeat(false, 4),
+    ]);
+    expect(h.logs.filter((l) => /work stealing/.test(l))).toEqual([
+      `steps stay without work stealing: 100 ms a step against 150 ms with work stealing; tried again after ${AUTO_FIRST_INTERVAL} steps`,
+    ]);
     h.d.stop();
     const off = driverHarness({ globalBatch: 24, steps: 2 * n, stealFraction: 0 });
     expect(steps(off, off.startRing(['a', 'b']), n, () => 100)).toEqual(repeat(false, n));

@@ -88,18 +88,32 @@ describe('a coordinator over TLS', () => {
   it('serves HTTPS and the session WebSocket to a client that trusts the CA', async () => {
     expect(job.url).toMatch(/^https:\/\/127\.0\.0\.1:/);
     const body = await new Promise<string>((resolve, reject) => {
-      request(`${job.url}/api/job`, { ca }, (res) => { let t = ''; res.on('data', (c) => { t += c; }); res.on('end', () => resolve(t)); }).on('error', reject).end();
+      request(`${job.url}/api/job`, { ca }, (res) => {
+        let t = '';
+        res.on('data', (c) => { t += c; });
+        res.on('end', () => resolve(t));
+      }).on('error', reject).end();
     });
     expect(JSON.parse(body)).toMatchObject({ job: { name: 'test' } });
     // Without the CA: refused.
-    await expect(new Promise((resolve, reject) => request(`${job.url}/api/job`, (res) => resolve(res.statusCode)).on('error', reject).end())).rejects.toThrow(/self.signed|unable to verify|certificate/i);
+    await expect(
+      new Promise((resolve, reject) => request(`${job.url}/api/job`, (res) => resolve(res.statusCode)).on('error', reject).end()),
+    ).rejects.toThrow(/self.signed|unable to verify|certificate/i);
     const caBody = await new Promise<string>((resolve, reject) => {
-      request(`${job.url}/ca.crt`, { ca }, (res) => { let t = ''; res.on('data', (c) => { t += c; }); res.on('end', () => resolve(t)); }).on('error', reject).end();
+      request(`${job.url}/ca.crt`, { ca }, (res) => {
+        let t = '';
+        res.on('data', (c) => { t += c; });
+        res.on('end', () => resolve(t));
+      }).on('error', reject).end();
     });
     expect(caBody).toBe(ca);
     expect(caBody).not.toMatch(/PRIVATE KEY/);
     const ws = new WebSocket(`${job.url.replace('https', 'wss')}/signal/peerjs?id=x&token=y&key=peerjs`, { ca });
-    const opened = await new Promise<string>((resolve) => { ws.on('open', () => resolve('open')); ws.on('unexpected-response', (_q, r) => resolve(`http ${r.statusCode}`)); ws.on('error', (e) => resolve(`error ${e.message}`)); });
+    const opened = await new Promise<string>((resolve) => {
+      ws.on('open', () => resolve('open'));
+      ws.on('unexpected-response', (_q, r) => resolve(`http ${r.statusCode}`));
+      ws.on('error', (e) => resolve(`error ${e.message}`));
+    });
     ws.close();
     expect(opened).not.toMatch(/^error/); // the TLS handshake and HTTP upgrade went through (signaling may refuse the id)
   });
@@ -107,13 +121,19 @@ describe('a coordinator over TLS', () => {
   it('redirects plain HTTP on the same port to https://', async () => {
     const port = new URL(job.url).port;
     const res = await new Promise<{ status?: number; location?: string }>((resolve, reject) => {
-      httpRequest(`http://127.0.0.1:${port}/some/page?x=1`, (r) => { r.resume(); resolve({ status: r.statusCode, location: r.headers.location }); }).on('error', reject).end();
+      httpRequest(`http://127.0.0.1:${port}/some/page?x=1`, (r) => {
+        r.resume();
+        resolve({ status: r.statusCode, location: r.headers.location });
+      }).on('error', reject).end();
     });
     expect(res).toEqual({ status: 308, location: `https://127.0.0.1:${port}/some/page?x=1` });
   });
 
   it('the headless volunteer refuses a CA whose fingerprint is not the one given', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', job.url, '--ca-sha256', 'AB'.repeat(32)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', job.url, '--ca-sha256', 'AB'.repeat(32)],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let err = '';
     child.stderr.on('data', (b: Buffer) => { err += b.toString(); });
     const code = await new Promise<number | null>((r) => child.once('exit', r));

@@ -62,7 +62,9 @@ describe('data path in a Chromium Worker', () => {
       const reply = await inWorker({ kind: 'batch', baseUrl: `${origin}/test-output/data-browser/mnist/`, ids, epoch: 3, seed: 11, augment, noImageDecoder });
       if (reply.kind !== 'batch') throw new Error(`unexpected reply ${reply.kind}`);
       expect(reply.decoder).toBe(noImageDecoder ? 'createImageBitmap' : 'ImageDecoder');
-      const node = await new BatchLoader({ manifest, source: fileShardSource(DATA), decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment, seed: 11 }).load(ids, 3);
+      const node = await new BatchLoader({
+        manifest, source: fileShardSource(DATA), decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment, seed: 11,
+      }).load(ids, 3);
       expect(reply.shape).toEqual([...node.shape]);
       expect(reply.labels).toEqual(Array.from(node.labels));
       expect(reply.x.length).toBe(node.x.length);

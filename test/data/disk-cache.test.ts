@@ -13,7 +13,9 @@ import type { ShardSource } from '../../src/data/source.ts';
 const manifest = new TextEncoder().encode('{"format":"vt-shards"}');
 function source(origin: string, files: Record<string, Uint8Array>) {
   const reads: string[] = [];
-  const s: ShardSource = { origin, read: async (f) => { reads.push(f); if (f === 'manifest.json') return manifest; const b = files[f]; if (!b) throw new Error(`no ${f}`); return b; } };
+  const s: ShardSource = {
+    origin, read: async (f) => { reads.push(f); if (f === 'manifest.json') return manifest; const b = files[f]; if (!b) throw new Error(`no ${f}`); return b; },
+  };
   return { s, reads };
 }
 const bytes = (n: number, v: number) => new Uint8Array(n).fill(v);

@@ -24,7 +24,8 @@ export function randomImage(seed: number, height: number, width: number, channel
 /** An image whose pixel (y, x, c) is 100*c + 10*y + x: easy to read in crop/flip tests. */
 export function countingImage(height: number, width: number, channels: 1 | 3): RawImage {
   const img = makeImage(height, width, channels);
-  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) for (let c = 0; c < channels; c++) img.data[(y * width + x) * channels + c] = 100 * c + 10 * y + x;
+  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) for (let c = 0; c < channels; c++)
+    img.data[(y * width + x) * channels + c] = 100 * c + 10 * y + x;
   return img;
 }
 

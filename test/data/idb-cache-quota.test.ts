@@ -125,7 +125,10 @@ describe('IndexedDB cache under a real quota (Chromium)', () => {
         const stats = { ...cache.stats };
         const held = await cache.heldBytes();
         cache.close();
-        if (held !== 20 * 1024) await new Promise((res) => { const q = indexedDB.deleteDatabase(name); q.onsuccess = q.onerror = q.onblocked = () => res(null); });
+        if (held !== 20 * 1024) await new Promise((res) => {
+          const q = indexedDB.deleteDatabase(name);
+          q.onsuccess = q.onerror = q.onblocked = () => res(null);
+        });
         return { largeOk, smallOk, afterLarge, stats, held, reads, lastError: cache.lastError };
         }, { name, dir: ORIGIN_DIR });
     };

@@ -33,7 +33,9 @@ describe('bad files', () => {
   let stderr = '';
   beforeAll(async () => {
     root = await tempDir('imagenet-bad');
-    fixture = await makeImagenetFolder(join(root, 'src'), { classes: 3, trainPerClass: 6, valPerClass: 2, valLayout: 'kaggle', sizes: [20, 60], seed: 5, bad: KINDS });
+    fixture = await makeImagenetFolder(
+      join(root, 'src'), { classes: 3, trainPerClass: 6, valPerClass: 2, valLayout: 'kaggle', sizes: [20, 60], seed: 5, bad: KINDS },
+    );
     const spy = vi.spyOn(process.stderr, 'write').mockImplementation((chunk: string | Uint8Array) => {
       stderr += String(chunk);
       return true;
@@ -86,7 +88,9 @@ describe('bad files', () => {
 
   it('prepareImage: the pixel limit is an option; a JPEG already at the size is stored as it is', async () => {
     const png = await readFile(fixture.bad.find((b) => b.kind === 'png')?.path ?? '');
-    expect(await prepareImage(new Uint8Array(png), 'x.png', { size: 16, maxPixels: 100 })).toEqual({ ok: false, reason: expect.stringMatching(/^too large: 60x50 is over the 100-pixel limit/) });
+    expect(await prepareImage(new Uint8Array(png), 'x.png', { size: 16, maxPixels: 100 })).toEqual({
+      ok: false, reason: expect.stringMatching(/^too large: 60x50 is over the 100-pixel limit/),
+    });
     const ok = await prepareImage(new Uint8Array(png), 'x.png', { size: 16 });
     expect(ok).toMatchObject({ ok: true, converted: null });
     if (!ok.ok) throw new Error('not prepared');

@@ -28,7 +28,9 @@ const quiet = (): void => {
   });
 };
 
-const opts = (out: string, extra: Partial<BuildOptions> = {}): BuildOptions => ({ dataset: 'imagenet', src, out, size: 32, samplesPerShard: SHARD, progress: false, ...extra });
+const opts = (out: string, extra: Partial<BuildOptions> = {}): BuildOptions => ({
+  dataset: 'imagenet', src, out, size: 32, samplesPerShard: SHARD, progress: false, ...extra,
+});
 
 /** Every file of `dir` by name, with its bytes. */
 async function contents(dir: string): Promise<Map<string, Buffer>> {
@@ -122,7 +124,8 @@ describe('resuming an interrupted build', () => {
   it('a build killed with SIGKILL resumes after its last recorded shard', async () => {
     const out = join(root, 'killed');
     const cli = resolve('coordinator/data/cli.ts');
-    const code = `import(${JSON.stringify(cli)}).then((m) => m.buildShards({ dataset: 'imagenet', src: ${JSON.stringify(src)}, out: ${JSON.stringify(out)}, size: 32, samplesPerShard: ${SHARD}, progress: false,
+    const code = `import(${JSON.stringify(cli)}).then((m) => m.buildShards({ dataset: 'imagenet', src: ${JSON.stringify(src)}, ` +
+      `out: ${JSON.stringify(out)}, size: 32, samplesPerShard: ${SHARD}, progress: false,
       onShardWritten: (split, i) => { process.stdout.write(split + ' ' + i + '\\n'); return new Promise((r) => setTimeout(r, 300)); } }))`;
     const child = spawn(process.execPath, ['--import', 'tsx', '-e', code], { stdio: ['ignore', 'pipe', 'ignore'] });
     const exited = new Promise<NodeJS.Signals | null>((r) => child.on('exit', (_code, signal) => r(signal)));

@@ -31,7 +31,10 @@ let manifest: Manifest;
 const ids = (shard: number, n = 8, off = 0) => Array.from({ length: n }, (_, i) => shard * 100 + off + i * 7);
 
 function loader(source: ShardSource, cacheBytes?: number): BatchLoader {
-  return new BatchLoader({ manifest, source, decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment: defaultAugment(manifest, 'train'), seed: 3, ...(cacheBytes ? { cacheBytes } : {}) });
+  return new BatchLoader({
+    manifest, source, decoder: nodeDecoder, gunzip: nodeGunzip, split: 'train', augment: defaultAugment(manifest, 'train'), seed: 3,
+    ...(cacheBytes ? { cacheBytes } : {}),
+  });
 }
 
 function expectSameBatch(got: Batch, want: Batch): void {
@@ -103,7 +106,10 @@ describe('prefetch', () => {
   it('a hinted load that fails costs nothing but the hint: the step loads its batch itself', async () => {
     const inner = fileShardSource(dir);
     let failNext = true;
-    const flaky: ShardSource = { origin: inner.origin, read: async (f) => { if (f !== 'manifest.json' && failNext) { failNext = false; throw new Error('connection reset'); } return inner.read(f); } };
+    const flaky: ShardSource = {
+      origin: inner.origin,
+      read: async (f) => { if (f !== 'manifest.json' && failNext) { failNext = false; throw new Error('connection reset'); } return inner.read(f); },
+    };
     const errors: string[] = [];
     const batches = new Prefetcher(loader(flaky), { onError: (e) => errors.push(e instanceof Error ? e.message : String(e)) });
     batches.hint(ids(1), 0);
@@ -202,7 +208,9 @@ describe('warmAll: a data set that fits the cache loads before the first step', 
   it('forgets a shard whose fetch failed: the batch that needs it fetches it again', async () => {
     let failing = true;
     const inner = fileShardSource(dir);
-    const flaky: ShardSource = { origin: inner.origin, read: async (f) => { if (failing && f !== 'manifest.json') throw new Error('network down'); return inner.read(f); } };
+    const flaky: ShardSource = {
+      origin: inner.origin, read: async (f) => { if (failing && f !== 'manifest.json') throw new Error('network down'); return inner.read(f); },
+    };
     const warm = loader(flaky);
     expect(warm.warmAll()).toBe(3);
     await sleep(50);

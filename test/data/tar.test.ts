@@ -134,6 +134,8 @@ describe('shards', () => {
     const noCls = packTar([{ name: '000000000.png', data: samples[0].bytes }]);
     await expect(parseShard(noCls, 's')).rejects.toThrow(/has no \.cls/);
     const gz = new Uint8Array(gzipSync(tar));
-    await expect(parseShard(gz.subarray(0, gz.length - 20), 'cut.tar.gz')).rejects.toMatchObject({ kind: 'bad-tar', message: expect.stringMatching(/cut\.tar\.gz: gzip stream is corrupt or truncated/) });
+    await expect(parseShard(gz.subarray(0, gz.length - 20), 'cut.tar.gz')).rejects.toMatchObject({
+      kind: 'bad-tar', message: expect.stringMatching(/cut\.tar\.gz: gzip stream is corrupt or truncated/),
+    });
   });
 });

@@ -64,7 +64,9 @@ function cuttingPeer(Base: PeerCtor, onCut: (to: string) => void): PeerCtor {
 /** What the run left: see the header. */
 async function check(jobDir: string, solo: { jobDir: string; weights: Float32Array }, lines: readonly string[]): Promise<number> {
   const records = await metricsOf(jobDir);
-  expect(records.filter((r) => r.type === 'abort').map((r) => r.type === 'abort' && [r.step, r.formedAgain]), 'step 1 aborted once, the ring formed again').toEqual([[1, true]]);
+  expect(
+    records.filter((r) => r.type === 'abort').map((r) => r.type === 'abort' && [r.step, r.formedAgain]), 'step 1 aborted once, the ring formed again',
+  ).toEqual([[1, true]]);
   const generations = records.filter((r) => r.type === 'generation');
   expect(generations.map((g) => g.ring.length), 'the same three, formed again').toEqual([3, 3]);
   expect(generations[1]!.ring).toEqual(generations[0]!.ring);
@@ -103,7 +105,8 @@ describe('a link lost in a generation\'s first step', () => {
       console.log(`form again: link to ${cutTo} cut in step 1; after ${K} steps max |dw| / max |w| vs one peer = ${d.toExponential(2)}`);
       expect(d).toBeLessThan(1e-4);
     } catch (e) {
-      console.log(`form again failed; coordinator:\n${job.lines.join('\n')}\ncut:\n${lines.join('\n')}\n${spawned.map((v) => `${v.name}:\n${v.lines.join('\n')}`).join('\n')}`);
+      console.log(`form again failed; coordinator:\n${job.lines.join('\n')}\ncut:\n${lines.join('\n')}\n` +
+        `${spawned.map((v) => `${v.name}:\n${v.lines.join('\n')}`).join('\n')}`);
       throw e;
     } finally {
       await stopAll(spawned.splice(0));

@@ -18,7 +18,10 @@ export class PoisonPeer {
   private wake: (() => void) | null = null;
   private closed = false;
 
-  private constructor(private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: WebSocket, private readonly floats: number, private readonly buckets: readonly BucketRange[]) {
+  private constructor(
+    private readonly accept: JoinAccept, private readonly endpoint: PeerEndpoint, private readonly ws: WebSocket, private readonly floats: number,
+    private readonly buckets: readonly BucketRange[],
+  ) {
     ws.on('message', (data) => {
       const d = this.shapes.decode(JSON.parse(String(data)) as unknown);
       if (d.ok) this.inbox.push(d.value);
@@ -29,10 +32,15 @@ export class PoisonPeer {
 
   /** Joins a job of the default bucket settings over a model of `layout`: it sends its frames in the honest peers' buckets. */
   static async join(url: string, layout: Layout): Promise<PoisonPeer> {
-    const res = await fetch(`${url}/api/join`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'poison' }) });
+    const res = await fetch(`${url}/api/join`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name: 'poison' }),
+    });
     const accept = (await res.json()) as JoinAccept;
     const u = new URL(url);
-    const endpoint = await openEndpoint({ Peer: await loadNodePeer(), id: accept.peerId, token: accept.signalingToken, server: { host: u.hostname, port: Number(u.port), path: accept.signalingPath }, rtcConfig: NODE_RTC_CONFIG });
+    const endpoint = await openEndpoint({
+      Peer: await loadNodePeer(), id: accept.peerId, token: accept.signalingToken,
+      server: { host: u.hostname, port: Number(u.port), path: accept.signalingPath }, rtcConfig: NODE_RTC_CONFIG,
+    });
     const ws = new WebSocket(`ws://${u.host}${SESSION_PATH}?peer=${accept.peerId}&token=${accept.signalingToken}`);
     const peer = new PoisonPeer(accept, endpoint, ws, layout.paramFloats, syncBuckets(layout, {}));
     await new Promise<void>((resolve, reject) => { ws.once('open', () => resolve()); ws.once('error', reject); });
@@ -74,7 +82,10 @@ export class PoisonPeer {
           if (isRingError(e)) continue;
           throw e;
         }
-        this.send({ type: 'step-result', peerId: this.id, generation: m.generation, step: m.step, loss: 2.3, checksum: 'deadbeefdeadbeef', timings: { computeMs: 10, commMs: 10, waitMs: 0 }, images: m.sampleIds.length });
+        this.send({
+          type: 'step-result', peerId: this.id, generation: m.generation, step: m.step, loss: 2.3, checksum: 'deadbeefdeadbeef',
+          timings: { computeMs: 10, commMs: 10, waitMs: 0 }, images: m.sampleIds.length,
+        });
       }
     }
   }

@@ -19,7 +19,9 @@ describe('a private job', () => {
     expect(await outsider.exited).not.toBe(0);
     expect(outsider.lines.join('\n')).toMatch(/this job is private: send its join token or its view token/);
     await job.driver.finished;
-    for (const path of ['/api/job', '/api/metrics', '/api/checkpoints/latest', '/api/model.onnx', '/data/mnist/manifest.json', '/data/mnist/train-000000.tar']) {
+    for (const path of [
+      '/api/job', '/api/metrics', '/api/checkpoints/latest', '/api/model.onnx', '/data/mnist/manifest.json', '/data/mnist/train-000000.tar',
+    ]) {
       expect((await fetch(`${job.url}${path}`)).status, path).toBe(401);
     }
     const latest = await fetch(`${job.url}/api/checkpoints/latest`, { headers: { authorization: `Bearer ${TOKEN}` } });

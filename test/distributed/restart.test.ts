@@ -41,7 +41,8 @@ function startCoordinator(jobDir: string, port: number): Coord {
   const child = spawn(process.execPath, [
     '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
     '--dataset', 'mnist', '--cache', dataDir, '--job-dir', jobDir, '--port', String(port), '--volunteers', '0',
-    '--steps', String(STEPS), '--batch', '24', '--warmup', '2', '--checkpoint-every', '2', '--eval-every', '0', '--min-peers', '2', '--seed', '5', '--exit-when-done',
+    '--steps', String(STEPS), '--batch', '24', '--warmup', '2', '--checkpoint-every', '2', '--eval-every', '0', '--min-peers', '2', '--seed', '5',
+    '--exit-when-done',
   ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   coordinators.push(child);
   const out: string[] = [];

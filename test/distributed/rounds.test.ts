@@ -17,7 +17,9 @@ import { join } from 'node:path';
 import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer } from '../../testbed/jobs.ts';
+import {
+  abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob, until, volunteer,
+} from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
@@ -50,16 +52,21 @@ describe('rounds (syncEvery > 1)', () => {
     const K = 8;
     const sync = await onePeerWeights(root.dir, 'sync', data, testJob(K), 'wasm');
     const one = await onePeerWeights(root.dir, 'sync1', data, testJob(K, { syncEvery: 1 }), 'wasm');
-    expect(Buffer.from(one.weights.buffer, one.weights.byteOffset, one.weights.byteLength).equals(Buffer.from(sync.weights.buffer, sync.weights.byteOffset, sync.weights.byteLength))).toBe(true);
+    expect(Buffer.from(one.weights.buffer, one.weights.byteOffset, one.weights.byteLength).equals(
+      Buffer.from(sync.weights.buffer, sync.weights.byteOffset, sync.weights.byteLength),
+    )).toBe(true);
     const rounds = await onePeerWeights(root.dir, 'plain', data, testJob(K, { syncEvery: 4, outerLr: 1, outerMomentum: 0 }), 'wasm');
     expect(rounds.step).toBe(K);
     const diff = relDiff(rounds.weights, sync.weights);
     console.log(`one peer, rounds of 4 with a plain outer step vs sync after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-5);
-    expect(await checkRounds(join(root.dir, 'plain'), [4, 8])).toEqual([{ ring: 1, innerSteps: 4, bytesPerImage: 0 }, { ring: 1, innerSteps: 4, bytesPerImage: 0 }]);
+    expect(await checkRounds(join(root.dir, 'plain'), [4, 8])).toEqual([
+      { ring: 1, innerSteps: 4, bytesPerImage: 0 }, { ring: 1, innerSteps: 4, bytesPerImage: 0 },
+    ]);
   });
 
-  it.each([['own', {}], ['carried', { momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 }]] as const)('a WebGPU peer and two wasm peers in rounds hold the same weights after every round (inner momentum %s)', async (name, extra) => {
+  it.each([['own', {}], ['carried', { momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 }]] as const)('a WebGPU peer and two wasm peers in rounds ' +
+    'hold the same weights after every round (inner momentum %s)', async (name, extra) => {
     const job = await startTestJob(root.dir, `mixed-${name}`, data, testJob(12, { minPeers: 3, syncEvery: 4, ...extra }));
     const vs = [volunteer(job.url, 'gpu', 'webgpu'), volunteer(job.url, 'cpu1', 'wasm'), volunteer(job.url, 'cpu2', 'wasm')];
     spawned.push(...vs);
@@ -99,11 +106,14 @@ describe('rounds (syncEvery > 1)', () => {
     expect(rounds.map((r) => r.innerSteps)).toEqual([1, 1, 1, 1, 4]);
   });
 
-  it('rounds with the ImageNet recipe\'s parts (ResNet-20, ghost batch norm, micro-batches, LARS, the carry): every step and round once, one checksum each', async () => {
+  it('rounds with the ImageNet recipe\'s parts (ResNet-20, ghost batch norm, micro-batches, LARS, the carry): ' +
+    'every step and round once, one checksum each', async () => {
     // What syncEvery auto switches an ImageNet job to when its all-reduce dominates: sync steps, then rounds.
     const config = testJob(8, { model: 'resnet20', minPeers: 2, bnGroup: 4, syncEvery: 4, syncWarmup: 2, momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 });
     const job = await startTestJob(root.dir, 'rounds-resnet', data, config);
-    const vs = ['a', 'b'].map((name) => spawnVolunteer({ url: job.url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', 'wasm', '--micro-batch', '4'] }));
+    const vs = ['a', 'b'].map((name) => spawnVolunteer({
+      url: job.url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', 'wasm', '--micro-batch', '4'],
+    }));
     spawned.push(...vs);
     await job.driver.finished;
     await job.close();

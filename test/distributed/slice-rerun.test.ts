@@ -13,7 +13,10 @@ import { sampleDigest } from '../../coordinator/slice-rerun.ts';
 import { CreditLedger, creditView, type CreditView } from '../../coordinator/credit.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import { abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
+import {
+  abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
+  volunteer,
+} from '../../testbed/jobs.ts';
 
 const K = 8;
 /** The step (1-based) the victim dies in. */
@@ -39,7 +42,8 @@ afterAll(async () => {
 });
 
 /** "volunteer: step S computes C of N images (R reused)" lines of step S. */
-const computeLines = (v: LocalVolunteer) => v.lines.map((l) => new RegExp(`step ${S} computes (\\d+) of (\\d+) images \\((\\d+) reused\\)`).exec(l)).filter((m): m is RegExpExecArray => m !== null).map((m) => ({ computed: Number(m[1]), images: Number(m[2]), reused: Number(m[3]) }));
+const computeLines = (v: LocalVolunteer) => v.lines.map((l) => new RegExp(`step ${S} computes (\\d+) of (\\d+) images \\((\\d+) reused\\)`).exec(l))
+  .filter((m): m is RegExpExecArray => m !== null).map((m) => ({ computed: Number(m[1]), images: Number(m[2]), reused: Number(m[3]) }));
 
 async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolunteer) => void): Promise<void> {
   const job = await startTestJob(root.dir, name, data, testJob(K, { minPeers: 3 }));
@@ -64,7 +68,9 @@ async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolun
   const committed = latestPerStep(records).filter((r) => r.type === 'step');
   const names = new Map<string, string>();
   for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
-  const imagesOf = (who: string) => committed.reduce((n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === who).reduce((a, p) => a + p.images, 0) : 0), 0);
+  const imagesOf = (who: string) => committed.reduce(
+    (n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === who).reduce((a, p) => a + p.images, 0) : 0), 0,
+  );
   expect(board.images, 'credited images = images of the committed steps').toBe(K * 24);
   expect(board.board.reduce((n, b) => n + b.images, 0)).toBe(K * 24);
   for (const v of vs) expect(board.board.find((b) => b.name === v.name)?.images ?? 0, `${v.name}'s credit`).toBe(imagesOf(v.name));

@@ -16,7 +16,10 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer, type TestJob } from '../../testbed/jobs.ts';
+import {
+  abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
+  type TestJob,
+} from '../../testbed/jobs.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
@@ -114,7 +117,8 @@ describe('work stealing at the step end', () => {
     expect(diff).toBeLessThan(1e-3);
   });
 
-  it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; a verdict in the log; equal to one peer', async () => {
+  it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; ' +
+    'a verdict in the log; equal to one peer', async () => {
     const N = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 3;
     const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N));
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
@@ -123,7 +127,9 @@ describe('work stealing at the step end', () => {
     // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
     const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
     const probe = Array.from({ length: 2 * AUTO_PROBE }, (_, i) => i % 4 === 0 || i % 4 === 3);
-    expect(stole.slice(0, 1 + AUTO_SETTLE + 2 * AUTO_PROBE), JSON.stringify(steps.map((r) => [r.step, r.wallMs, r.peers.map((p) => p.claimed ?? 0)]))).toEqual([...Array.from({ length: 1 + AUTO_SETTLE }, () => false), ...probe]);
+    expect(
+      stole.slice(0, 1 + AUTO_SETTLE + 2 * AUTO_PROBE), JSON.stringify(steps.map((r) => [r.step, r.wallMs, r.peers.map((p) => p.claimed ?? 0)])),
+    ).toEqual([...Array.from({ length: 1 + AUTO_SETTLE }, () => false), ...probe]);
     const verdict = job.lines.filter((l) => /^steps (run|stay) with(out)? work stealing/.test(l));
     console.log(`steal auto, 2 peers: ${verdict.join('; ')}`);
     expect(verdict.length, job.lines.join('\n')).toBe(1);

@@ -15,7 +15,10 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
-import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
+import {
+  abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
+  volunteer,
+} from '../../testbed/jobs.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
 const K = 12;
@@ -162,7 +165,10 @@ describe('N peers train one model', () => {
     // On failure, every collective failure the honest peers logged (it failed once in a full
     // suite with no 'non-finite' line: this shows what refused the NaN frame instead).
     const failures = vs.flatMap((v, i) => v.lines.filter((l) => /volunteer: step \d+ generation \d+: /.test(l)).map((l) => `${['a', 'b', 'c'][i]}: ${l}`));
-    expect(refusals.some((l) => /non-finite/.test(l)) && refusals.some((l) => /far too large/.test(l)), `refusals:\n${refusals.join('\n')}\ncollective failures:\n${failures.join('\n')}\nevictions: ${reasons.join(' | ')}`).toBe(true);
+    expect(
+      refusals.some((l) => /non-finite/.test(l)) && refusals.some((l) => /far too large/.test(l)),
+      `refusals:\n${refusals.join('\n')}\ncollective failures:\n${failures.join('\n')}\nevictions: ${reasons.join(' | ')}`,
+    ).toBe(true);
     const records = await metricsOf(job.jobDir);
     const steps = latestPerStep(records);
     expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));

@@ -14,7 +14,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
+import {
+  abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
+  volunteer,
+} from '../../testbed/jobs.ts';
 
 const K = 6;
 /** The step (1-based) the victim dies in. */
@@ -98,7 +101,9 @@ describe('two-level all-reduce with real volunteers', () => {
     expect(rerun.peers.every((p) => (p.reused ?? 0) > 0), JSON.stringify(rerun.peers)).toBe(true);
     expect(rerun.peers.reduce((n, p) => n + p.images, 0)).toBe(24);
     // The re-run and the steps after it ran in two levels too (3 peers: groups of 1 and 2).
-    for (const v of survivors) expect(twoLevelLines(v).some((l) => /over group \d+ of 2 \(\d peers?\)/.test(l) && l.includes(`step ${S} `)), v.lines.join('\n')).toBe(true);
+    for (const v of survivors) expect(
+      twoLevelLines(v).some((l) => /over group \d+ of 2 \(\d peers?\)/.test(l) && l.includes(`step ${S} `)), v.lines.join('\n'),
+    ).toBe(true);
     // Only the victim left; no honest peer was evicted.
     const left = job.events.filter((e) => e.type === 'peer-left');
     expect(left.length, JSON.stringify(left)).toBe(1);

@@ -36,7 +36,10 @@ async function trainTwo(name: string, config: Record<string, unknown>, ends: rea
   }
   const stored = JSON.parse(await readFile(join(job.jobDir, JOB_FILE), 'utf8')) as { config: Record<string, unknown> };
   const last = ends[ends.length - 1]!;
-  return { job, vs, bytesPerImage: steps.map((r) => r.traffic?.bytesPerImage ?? 0), stored: stored.config, synced: (await checkpointOf(job.jobDir, 4)).weights, final: (await checkpointOf(job.jobDir, last)).weights, losses: steps.map((r) => r.loss) };
+  return {
+    job, vs, bytesPerImage: steps.map((r) => r.traffic?.bytesPerImage ?? 0), stored: stored.config, synced: (await checkpointOf(job.jobDir, 4)).weights,
+    final: (await checkpointOf(job.jobDir, last)).weights, losses: steps.map((r) => r.loss),
+  };
 }
 
 describe('the job\'s wire format', () => {

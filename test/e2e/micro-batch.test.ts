@@ -39,7 +39,8 @@ function npmStart(name: string, port: number, args: string[]): Promise<Run> {
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
     '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', 'resnet50', '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
     '--batch', '16', '--bn-group', '4', '--steps', String(STEPS), '--seed', String(SEED), '--threads', '1', '--checkpoint-every', '1',
-    '--eval-every', '0', '--eval-samples', '4', '--final-eval-samples', '4', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05', ...args,
+    '--eval-every', '0', '--eval-samples', '4', '--final-eval-samples', '4', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05',
+    ...args,
   ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   let out = '';

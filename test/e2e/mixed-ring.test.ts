@@ -10,7 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPage } from '../../coordinator/main.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
-import { abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob } from '../../testbed/jobs.ts';
+import {
+  abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob,
+} from '../../testbed/jobs.ts';
 import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 
 const K = 8;
@@ -33,7 +35,10 @@ afterAll(async () => {
 async function openVolunteer(job: TestJob, name: string, backend: 'webgpu' | 'wasm'): Promise<Page> {
   const page = await (await browser.newContext()).newPage();
   await page.goto(`${job.url}/?name=${name}&backend=${backend}`);
-  await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined && document.getElementById('donate')?.dataset.probing === '', undefined, { timeout: 180_000 });
+  await page.waitForFunction(
+    () => document.getElementById('donate')?.dataset.device !== undefined && document.getElementById('donate')?.dataset.probing === '',
+    undefined, { timeout: 180_000 },
+  );
   expect(await page.evaluate(() => document.getElementById('donate')!.dataset.backend), (await page.textContent('#device')) ?? '').toBe(backend);
   await page.click('#toggle');
   return page;
@@ -47,14 +52,17 @@ describe('mixed ring', () => {
       const wasmTab = await openVolunteer(job, 'tab-wasm', 'wasm');
       const node = volunteer(job.url, 'node-webgpu', 'webgpu');
       await job.driver.finished;
-      for (const p of [gpuTab, wasmTab]) await p.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 });
+      for (const p of [gpuTab, wasmTab]) {
+        await p.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 });
+      }
       await node.exited;
 
       const records: MetricRecord[] = await metricsOf(job.jobDir);
       const steps = latestPerStep(records);
       expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
+      const why = `aborts:\n${abortsText(records)}\ncoordinator:\n${job.lines.slice(-40).join('\n')}\nnode volunteer:\n${node.lines.slice(-40).join('\n')}`;
       for (const r of steps) {
-        expect(r.ring, `ring of step ${r.step}`).toBe(3);
+        expect(r.ring, `ring of step ${r.step}; ${why}`).toBe(3);
         expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}: ${JSON.stringify(r.peers)}`).toBe(1);
       }
       expect(lossAborts(records), `no step was lost (no dissent, no eviction): ${abortsText(records)}`).toEqual([]);

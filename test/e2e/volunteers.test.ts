@@ -58,10 +58,15 @@ describe('browser volunteers', () => {
     const [a, b, c] = [await openVolunteer('alice'), await openVolunteer('bob'), await openVolunteer('carol')];
     const dash = await (await browser.newContext()).newPage();
     await dash.goto(`${job.url}/#dashboard`);
-    await dash.waitForFunction(() => Number(document.getElementById('dashboard')?.dataset.step ?? 0) >= 2 && document.getElementById('dashboard')?.dataset.peers === '3', undefined, { timeout: 300_000 })
+    await dash.waitForFunction(
+      () => Number(document.getElementById('dashboard')?.dataset.step ?? 0) >= 2 && document.getElementById('dashboard')?.dataset.peers === '3', undefined,
+      { timeout: 300_000 },
+    )
       .catch(async (e: unknown) => {
         const statuses = await Promise.all([a, b, c].map((v) => v.page.textContent('#status')));
-        throw new Error(`${String(e)}\npages: ${JSON.stringify(statuses)}\ncoordinator: ${JSON.stringify(job.driver.status())}\n${job.lines.slice(-20).join('\n')}`);
+        throw new Error(
+          `${String(e)}\npages: ${JSON.stringify(statuses)}\ncoordinator: ${JSON.stringify(job.driver.status())}\n${job.lines.slice(-20).join('\n')}`,
+        );
       });
     await a.page.screenshot({ path: join(SHOTS, 'donate.png'), fullPage: true });
     await dash.screenshot({ path: join(SHOTS, 'dashboard.png'), fullPage: true });
@@ -96,7 +101,9 @@ describe('browser volunteers', () => {
     const stepAtClose = job.driver.status().step;
     await b.page.context().close();
     await job.driver.finished;
-    for (const p of [a.page, c.page]) await p.waitForFunction(() => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 });
+    for (const p of [a.page, c.page]) await p.waitForFunction(
+      () => document.getElementById('donate')?.dataset.state === 'done', undefined, { timeout: 60_000 },
+    );
     await dash.waitForFunction((k) => Number(document.getElementById('dashboard')?.dataset.step) === k, K, { timeout: 30_000 });
     // Credit: the board counts every committed step's images; carol's two visits (before and after
     // her reload, two sessions) are one donor, by the id her browser keeps in IndexedDB.
@@ -105,7 +112,9 @@ describe('browser volunteers', () => {
     const steps = latestPerStep(records);
     const names = new Map<string, string>();
     for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
-    const carolImages = steps.reduce((n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').reduce((a, p) => a + p.images, 0) : 0), 0);
+    const carolImages = steps.reduce(
+      (n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').reduce((a, p) => a + p.images, 0) : 0), 0,
+    );
     const carolSessions = new Set(steps.flatMap((r) => (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').map((p) => p.peerId) : [])));
     expect(carolSessions.size, 'carol committed steps in both visits').toBe(2);
     // The page reads its credit every 15 s: its final figure, both visits together.
@@ -115,7 +124,10 @@ describe('browser volunteers', () => {
     await dash.screenshot({ path: join(SHOTS, 'dashboard-end.png'), fullPage: true });
     await c.page.screenshot({ path: join(SHOTS, 'donate-credit.png'), fullPage: true });
     // The finished job's page states its result and offers the trained model.
-    await c.page.waitForFunction((k) => new RegExp(`Its result: \\d+\\.\\d% top-1 on \\d+ test images after step ${k}\\.`).test(document.getElementById('status')?.textContent ?? ''), K, { timeout: 30_000 });
+    await c.page.waitForFunction(
+      (k) => new RegExp(`Its result: \\d+\\.\\d% top-1 on \\d+ test images after step ${k}\\.`).test(document.getElementById('status')?.textContent ?? ''), K,
+      { timeout: 30_000 },
+    );
     expect(await c.page.isVisible('#model-link')).toBe(true);
     expect(await c.page.getAttribute('#model-link', 'href')).toBe('/api/model.onnx');
     const board = (await dash.textContent('#dash-credit')) ?? '';

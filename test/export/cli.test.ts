@@ -40,7 +40,9 @@ describe('npm run export', () => {
   const trained = [5, 10].map((step) => ({ step, ...randomTrained(layout, step) }));
 
   const checkpointFile = (step: number, weights: Float32Array, bnState: Float32Array, fingerprint = layoutFingerprint(spec.name, layout)): Uint8Array =>
-    concatBytes(encodeCheckpoint({ step, generation: 0, fingerprint, weights, bnState, optimizer: { momentum: new Float32Array(weights.length) }, metadata: { job: 'resnet20-toy' } }));
+    concatBytes(encodeCheckpoint({
+      step, generation: 0, fingerprint, weights, bnState, optimizer: { momentum: new Float32Array(weights.length) }, metadata: { job: 'resnet20-toy' },
+    }));
 
   /**
    * The newest checkpoint as a job really gets it: a volunteer's training state (weights on the
@@ -53,7 +55,9 @@ describe('npm run export', () => {
   const makeJob = async (name: string): Promise<string> => {
     const dir = join(root, name);
     await mkdir(join(dir, 'checkpoints'), { recursive: true });
-    await writeFile(join(dir, 'job.json'), JSON.stringify({ jobId: 7, config: { name: 'resnet20-toy', model: 'resnet20', dataset: 'toy', globalBatch: 8, steps: 20 } }));
+    await writeFile(
+      join(dir, 'job.json'), JSON.stringify({ jobId: 7, config: { name: 'resnet20-toy', model: 'resnet20', dataset: 'toy', globalBatch: 8, steps: 20 } }),
+    );
     await writeFile(join(dir, 'checkpoints', 'step-0000000005.vtck'), checkpointFile(5, trained[0]!.weights, trained[0]!.bnState));
     const store = await openCheckpointStore(join(dir, 'checkpoints'), { keep: 5, log: () => {} });
     await store.write(decodeCheckpoint(volunteerFile, 'the upload'));
@@ -173,7 +177,10 @@ describe('npm run export', () => {
   });
 
   it('the command line: exit 2 and one line on stderr for an error, exit 0 and the file when it works', () => {
-    const cli = (args: string[]) => spawnSync(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/export-cli.ts', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    const cli = (args: string[]) => spawnSync(
+      process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/export-cli.ts', ...args],
+      { cwd: ROOT, encoding: 'utf8', timeout: 60_000 },
+    );
     const bad = cli(['--job', job, '--step', '3', '--out', join(outDir, 'model.onnx'), '--data', data]);
     expect(bad.status).toBe(2);
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);

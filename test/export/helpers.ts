@@ -31,7 +31,9 @@ export function randomTrained(layout: Layout, seed: number): { weights: Float32A
 }
 
 /** Logits of our engine's inference-mode forward (BN from running statistics, no dropout). */
-export async function engineLogits(engine: WasmEngine, spec: ModelSpec, weights: Float32Array, bnState: Float32Array, x: Float32Array, batch: number): Promise<Float32Array> {
+export async function engineLogits(
+  engine: WasmEngine, spec: ModelSpec, weights: Float32Array, bnState: Float32Array, x: Float32Array, batch: number,
+): Promise<Float32Array> {
   const model = new Model(engine, spec, { weights });
   try {
     engine.write(model.state, bnState);

@@ -94,7 +94,9 @@ describe('ONNX export matches our engine in ONNX Runtime', () => {
           const ours = await engineLogits(engine, spec, weights, bnState, x, batch);
           const theirs = await ortLogits(session, spec, x, batch);
           const d = relativeDifference(theirs, ours);
-          console.log(`${name} batch ${batch}: max |diff| ${d.maxAbs.toExponential(2)}, logit scale ${d.scale.toExponential(2)}, relative ${d.rel.toExponential(2)}`);
+          console.log(
+            `${name} batch ${batch}: max |diff| ${d.maxAbs.toExponential(2)}, logit scale ${d.scale.toExponential(2)}, relative ${d.rel.toExponential(2)}`,
+          );
           expect(d.rel).toBeLessThanOrEqual(TOLERANCE);
           // Not vacuous: the images get different logits.
           if (batch > 1) expect(relativeDifference(ours.subarray(0, spec.classes), ours.subarray(spec.classes, 2 * spec.classes)).rel).toBeGreaterThan(1e-3);

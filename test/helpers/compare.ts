@@ -36,7 +36,8 @@ export function compareArrays(actual: Numeric, expected: Numeric, tol: Tolerance
   const ok = bad === 0;
   const message = ok
     ? `${what}: ${actual.length} ok (max abs ${maxAbs.toExponential(2)}, max rel ${maxRel.toExponential(2)})`
-    : `${what}: ${bad}/${actual.length} outside rtol ${tol.rtol} atol ${tol.atol}; worst [${worst}] = ${actual[worst]} expected ${expected[worst]}; max abs ${maxAbs.toExponential(3)}, max rel ${maxRel.toExponential(3)}`;
+    : `${what}: ${bad}/${actual.length} outside rtol ${tol.rtol} atol ${tol.atol}; worst [${worst}] = ${actual[worst]} expected ${expected[worst]}; ` +
+      `max abs ${maxAbs.toExponential(3)}, max rel ${maxRel.toExponential(3)}`;
   return { ok, worstIndex: worst, maxAbs, maxRel, message };
 }
 

@@ -20,7 +20,8 @@ function echoServer(bed: Testbed, host: string) {
   });
 }
 async function ask(bed: Testbed, from: string, to: string): Promise<string> {
-  const code = `const s=require('net').connect(7000,'${bed.host(to).ip}');let d='';s.on('data',(b)=>d+=b);s.on('end',()=>{console.log(d)});s.on('error',(e)=>{console.log('ERR '+e.code)});setTimeout(()=>{console.log('TIMEOUT');process.exit(0)},1500)`;
+  const code = `const s=require('net').connect(7000,'${bed.host(to).ip}');let d='';s.on('data',(b)=>d+=b);s.on('end',()=>{console.log(d)});` +
+    `s.on('error',(e)=>{console.log('ERR '+e.code)});setTimeout(()=>{console.log('TIMEOUT');process.exit(0)},1500)`;
   return (await bed.exec(from, NODE, ['-e', code])).stdout.trim().split('\n')[0]!;
 }
 
@@ -64,7 +65,8 @@ describe('test bed', () => {
     expect(avg, ping).toBeLessThan(2 * p.bound.oneWayMs * 1.3 + 2);
     // Throughput a -> b over TCP for ~3 s: within 15% of the sender's limit.
     const bytes = Math.round(3 * Math.min(p.bound.upBytesPerS, p.bound.sharedBytesPerS || Infinity));
-    const recv = bed.spawn('b', NODE, ['-e', `let n=0,t0=0;require('net').createServer((s)=>{s.on('data',(d)=>{if(!t0)t0=Date.now();n+=d.length});s.on('end',()=>{console.log(JSON.stringify({n,ms:Date.now()-t0}));process.exit(0)})}).listen(7001,()=>console.log('up'))`]);
+    const recv = bed.spawn('b', NODE, ['-e', `let n=0,t0=0;require('net').createServer((s)=>{s.on('data',(d)=>{if(!t0)t0=Date.now();n+=d.length});` +
+      `s.on('end',()=>{console.log(JSON.stringify({n,ms:Date.now()-t0}));process.exit(0)})}).listen(7001,()=>console.log('up'))`]);
     await new Promise((r) => recv.stdout!.once('data', r));
     const out = new Promise<string>((r) => recv.stdout!.once('data', (b: Buffer) => r(b.toString())));
     await bed.exec('a', NODE, ['-e', `const s=require('net').connect(7001,'${bed.host('b').ip}',()=>{const b=Buffer.alloc(${bytes});s.end(b)});`], 60_000);

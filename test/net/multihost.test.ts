@@ -12,7 +12,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
-import { buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob } from '../../testbed/jobs.ts';
+import {
+  buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot, testJob,
+} from '../../testbed/jobs.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
 import { join } from 'node:path';
@@ -68,7 +70,9 @@ async function httpsJob(name: string, tls: string, o: Omit<CoordinatorProcOption
  * and aborts around it did (generation, ring, each member's images with those reused from a
  * kept sum (r) and claimed from the tail (c)).
  */
-async function divergence(multiDir: string, soloDir: string, done: readonly StepRecord[], records: readonly MetricRecord[], solo: readonly StepRecord[]): Promise<string> {
+async function divergence(
+  multiDir: string, soloDir: string, done: readonly StepRecord[], records: readonly MetricRecord[], solo: readonly StepRecord[],
+): Promise<string> {
   const soloSteps = new Set(await checkpointSteps(soloDir));
   const rows: string[] = [];
   for (const step of (await checkpointSteps(multiDir)).filter((k) => soloSteps.has(k))) {
@@ -89,7 +93,8 @@ async function divergence(multiDir: string, soloDir: string, done: readonly Step
     r.type === 'step'
       ? `step ${r.step} generation ${r.generation} ring ${r.ring}: loss ${r.loss} (one peer ${soloLoss.get(r.step)}), images ${r.peers.map(member).join(' ')}`
       : r.type === 'abort' ? `abort of step ${r.step} in generation ${r.generation}: ${r.reason.slice(0, 200)}${r.formedAgain ? ' (formed again)' : ''}` : '');
-  return `checkpoints against one peer's: ${rows.join(', ')}\nfirst step whose loss differs from one peer's by more than 1e-5: ${first ?? 'none'}\n${lines.join('\n')}`;
+  return `checkpoints against one peer's: ${rows.join(', ')}\n` +
+    `first step whose loss differs from one peer's by more than 1e-5: ${first ?? 'none'}\n${lines.join('\n')}`;
 }
 
 describe('across hosts', () => {
@@ -123,7 +128,10 @@ describe('across hosts', () => {
       expect(page.url()).toBe(`${url}/`);
       const probe = async () => {
         await open(`${url}/?name=page&backend=webgpu`);
-        await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });
+        await page.waitForFunction(
+          () => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined,
+          { timeout: 180_000 },
+        );
         return page.evaluate(() => document.getElementById('donate')!.dataset.backend);
       };
       let backend = await probe();
@@ -132,7 +140,10 @@ describe('across hosts', () => {
         console.log(`page: no WebGPU device on the first load (${await page.textContent('#device')}); reloading once`);
         backend = await probe();
       }
-      expect(await page.evaluate(() => ({ secure: isSecureContext, gpu: 'gpu' in navigator, isolated: crossOriginIsolated })), 'a page opened by LAN address over HTTPS is a secure, isolated context with WebGPU').toEqual({ secure: true, gpu: true, isolated: true });
+      expect(
+        await page.evaluate(() => ({ secure: isSecureContext, gpu: 'gpu' in navigator, isolated: crossOriginIsolated })),
+        'a page opened by LAN address over HTTPS is a secure, isolated context with WebGPU',
+      ).toEqual({ secure: true, gpu: true, isolated: true });
       expect(backend, (await page.textContent('#device')) ?? '').toBe('webgpu');
       await page.click('#toggle');
       peers.push(...['a', 'b', 'n'].map((h) => volunteerIn(bed, h, url, [], env)));
@@ -141,7 +152,10 @@ describe('across hosts', () => {
       await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
       const cutAt = Date.now();
       await bed.cut('b');
-      const noticed = await coord.waitFor((e) => e.type === 'peer-left' || e.type === 'step-aborted' || (e.type === 'generation' && e.ring.length === 3), 30_000, "the coordinator noticing b's cut link", cutAt);
+      const noticed = await coord.waitFor(
+        (e) => e.type === 'peer-left' || e.type === 'step-aborted' || (e.type === 'generation' && e.ring.length === 3), 30_000,
+        "the coordinator noticing b's cut link", cutAt,
+      );
       const noticeMs = noticed.at - cutAt;
       await coord.finished;
       console.log(`across hosts: first full ring after ${formed.at - t0} ms; b's cut noticed after ${noticeMs} ms (${noticed.e.type})`);
@@ -214,14 +228,22 @@ describe('across hosts', () => {
       chrome = await launchChromiumIn(bed, 'page', caPem);
       const page = await (await chrome.browser.newContext()).newPage();
       await page.goto(`${url}/?name=chromium&backend=wasm`);
-      await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 180_000 });
+      await page.waitForFunction(
+        () => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, undefined,
+        { timeout: 180_000 },
+      );
       await page.click('#toggle');
       node = volunteerIn(bed, 'a', url, [], env, 'node');
       const t0 = Date.now();
-      const tails = (e: unknown) => new Error(`${e instanceof Error ? e.message : String(e)}\nfirefox: ${firefox?.lines.slice(-8).join(' | ')}\nnode: ${node?.lines.slice(-4).join(' | ')}`);
-      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 240_000, 'a first step with all three').catch((e: unknown) => { throw tails(e); });
+      const tails = (e: unknown) => new Error(
+        `${e instanceof Error ? e.message : String(e)}\nfirefox: ${firefox?.lines.slice(-8).join(' | ')}\nnode: ${node?.lines.slice(-4).join(' | ')}`,
+      );
+      const formed = await coord.waitFor(
+        (e) => e.type === 'step' && e.peers === 3, 240_000, 'a first step with all three',
+      ).catch((e: unknown) => { throw tails(e); });
       await coord.finished;
-      console.log(`firefox: first full ring ${formed.at - t0} ms after the Node volunteer started; Firefox ${firefox.version ?? '?'} computing with ${String(ffPage.device)}`);
+      console.log(`firefox: first full ring ${formed.at - t0} ms after the Node volunteer started; ` +
+        `Firefox ${firefox.version ?? '?'} computing with ${String(ffPage.device)}`);
 
       const records = await metricsOf(jobDir);
       const steps = latestPerStep(records) as StepRecord[];
@@ -234,7 +256,9 @@ describe('across hosts', () => {
       }
       const links = steps.map((r) => r.peers.map((p) => `${names.get(p.peerId)}:${p.link ?? '?'}`).join(',')).join(' ');
       console.log(`firefox: links per step ${links}`);
-      console.log(JSON.stringify({ firefox_in_ring: steps.every((r) => r.peers.some((p) => names.get(p.peerId) === 'firefox')), firefox_version: firefox.version }));
+      console.log(JSON.stringify({
+        firefox_in_ring: steps.every((r) => r.peers.some((p) => names.get(p.peerId) === 'firefox')), firefox_version: firefox.version,
+      }));
       // Three browsers' and WebRTC stacks' steps are one peer's steps.
       const multi = await finalWeights(jobDir);
       const ref = await onePeerWeights(root.dir, 'solo-firefox', data, testJob(K), 'wasm');
@@ -270,7 +294,8 @@ describe('across hosts', () => {
       vols.push(...['a', 'a', 'a', 'b', 'b', 'b', 'n', 'n'].map((h, i) => spawnIn(h, `${h}${i}`)));
       const t0 = Date.now();
       // A wait that fails says what each volunteer was doing, and whether its process still runs.
-      const state = (v: LocalVolunteer) => (v.child.exitCode !== null ? `exited ${v.child.exitCode}` : v.child.signalCode !== null ? `killed by ${v.child.signalCode}` : 'running');
+      const state = (v: LocalVolunteer) => (v.child.exitCode !== null ? `exited ${v.child.exitCode}`
+        : v.child.signalCode !== null ? `killed by ${v.child.signalCode}` : 'running');
       // Those still running are also read with gdb: a volunteer whose event loop blocked (in step 1,
       // 1 run in about 10 of the suite) says nothing more itself.
       const tails = async (e: unknown): Promise<Error> => {
@@ -278,12 +303,15 @@ describe('across hosts', () => {
         const stacks = await stacksOfRunning('make-before-break', running);
         // A volunteer's own watchdog (stall-watch.ts) reported a stuck main thread with its stacks.
         const stalls = (v: LocalVolunteer) => v.lines.filter((l) => l.includes('volunteer: stall:')).slice(0, 60);
-        const lines = vols.map((v) => `${v.name} (${state(v)}): ${v.lines.slice(-4).join(' | ')}${stalls(v).length ? `\n${stalls(v).join('\n')}` : ''}`).join('\n');
+        const lines = vols.map((v) => `${v.name} (${state(v)}): ${v.lines.slice(-4).join(' | ')}${stalls(v).length ? `\n${stalls(v).join('\n')}` : ''}`)
+          .join('\n');
         return new Error(`${e instanceof Error ? e.message : String(e)}\nvolunteers:\n${lines}${stacks ? `\nmain threads of those running:\n${stacks}` : ''}`);
       };
       await coord.waitFor((e) => e.type === 'step' && e.peers === 8, 240_000, 'a first step with all 8').catch(async (e: unknown) => { throw await tails(e); });
       vols.push(spawnIn('b', 'b8'));
-      const nine = await coord.waitFor((e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9').catch(async (e: unknown) => { throw await tails(e); });
+      const nine = await coord.waitFor(
+        (e) => e.type === 'generation' && e.ring.length === 9, 120_000, 'the ring of 9',
+      ).catch(async (e: unknown) => { throw await tails(e); });
       await coord.finished;
       const generation = nine.e.type === 'generation' ? nine.e.generation : -1;
       console.log(`make before break across hosts: ring of 9 (generation ${generation}) ${nine.at - t0} ms after the first volunteer started`);
@@ -296,7 +324,9 @@ describe('across hosts', () => {
       console.log(formed.map((f) => `${f.name}: ${f.line ?? 'no line'}`).join('\n'));
       // A failure says what each member did about the change (its dials ahead, its rings).
       const story = vols.map((v) => `${v.name}: ${v.lines.filter((l) => /ahead|ring of|generation/.test(l)).join(' | ')}`).join('\n');
-      for (const f of formed) expect({ name: f.name, fresh: f.fresh, dials: f.dials }, `${f.name} formed generation ${generation} from links dialed ahead or kept\n${story}`).toEqual({ name: f.name, fresh: 0, dials: 0 });
+      for (const f of formed) expect(
+        { name: f.name, fresh: f.fresh, dials: f.dials }, `${f.name} formed generation ${generation} from links dialed ahead or kept\n${story}`,
+      ).toEqual({ name: f.name, fresh: 0, dials: 0 });
       const dialedAhead = vols.filter((v) => v.lines.some((l) => /dialed \d+ links? ahead for the coming ring/.test(l))).map((v) => v.name);
       expect(dialedAhead.length, `members that dialed ahead: ${dialedAhead.join(', ')}`).toBeGreaterThanOrEqual(1);
 
@@ -306,7 +336,9 @@ describe('across hosts', () => {
       for (const r of done) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
       expect(done.some((r) => r.peers.length === 9), 'steps ran with the ring of 9').toBe(true);
       // A job of the defaults steals "auto": once the ring of 9 has settled, its probe runs steps with a tail across the hosts.
-      console.log(`make before break: steps that stole (step/ring): ${done.filter((r) => r.peers.some((p) => (p.claimed ?? 0) > 0)).map((r) => `${r.step}/${r.peers.length}`).join(' ') || 'none'}; ${coord.lines.filter((l) => /work stealing/.test(l)).join(' | ') || 'no verdict'}`);
+      console.log(`make before break: steps that stole (step/ring): ${done.filter((r) => r.peers.some((p) => (p.claimed ?? 0) > 0))
+        .map((r) => `${r.step}/${r.peers.length}`).join(' ') || 'none'}; ` +
+        `${coord.lines.filter((l) => /work stealing/.test(l)).join(' | ') || 'no verdict'}`);
       const ref = await onePeerWeights(root.dir, 'solo-ahead', data, config({}), 'wasm');
       // Against one peer: every step's samples, and the final weights to float rounding.
       const solo = latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[];
@@ -340,7 +372,9 @@ describe('across hosts', () => {
         for (let k = 4; k + 4 <= steps; k += 4) {
           const r = await replayOnOnePeer(root.dir, `replay-ahead-${k}`, data, config({}), jobDir, k, k + 4);
           replays.push(`${k} -> ${k + 4}: ${r.toExponential(2)}`);
-          expect(r, `steps ${k + 1}..${k + 4} of the ring against one peer's from the ring's checkpoint of step ${k} (${replays.join(', ')})\n${why}`).toBeLessThan(1e-5);
+          expect(
+            r, `steps ${k + 1}..${k + 4} of the ring against one peer's from the ring's checkpoint of step ${k} (${replays.join(', ')})\n${why}`,
+          ).toBeLessThan(1e-5);
         }
         console.log(`make before break: each 4 steps of the ring against one peer's from the same checkpoint: ${replays.join(', ')}`);
       }

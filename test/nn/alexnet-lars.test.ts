@@ -38,7 +38,8 @@ describe('AlexNet-BN trains with LARS over buffers larger than one binding', () 
     const opt = createOptimizer(gpu, cfg, params, paramFloats);
     const x = gpu.upload(uniformF32(makeRng(2), BATCH * 3 * 224 * 224), [BATCH, 3, 224, 224]);
     gpu.write(model.labelsTensor(BATCH), Int32Array.from([3, 997]));
-    const read = async (p: ParamTensor, what: 'w' | 'g'): Promise<Float32Array> => gpu.readF32(gpu.view(what === 'w' ? model.params : model.grads, p.offset, [p.length]));
+    const read = async (p: ParamTensor, what: 'w' | 'g'): Promise<Float32Array> =>
+      gpu.readF32(gpu.view(what === 'w' ? model.params : model.grads, p.offset, [p.length]));
     // A sample of every tensor: its first and last (up to) 1024 floats (64-float aligned).
     const sample = async (): Promise<Float32Array[]> => Promise.all(params.flatMap((p) => {
       const k = Math.min(1024, p.length), last = p.offset + Math.floor((p.length - k) / 64) * 64;
@@ -67,7 +68,10 @@ describe('AlexNet-BN trains with LARS over buffers larger than one binding', () 
         // the piece (w0 - w1 = rate d): single floats round at ~1e-3 of so small a step, the
         // fit averages that away. Every piece must use the whole tensor's norms.
         const table = buildUpdateTable(params, paramFloats, { maxElems: maxBindingElems(gpu), align: gpu.limits.minStorageBufferOffsetAlignment / 4 });
-        const pieces = table.windows.flatMap((win) => Array.from({ length: win.rows }, (_, k) => table.rows.subarray((win.firstRow + k) * ROW_U32, (win.firstRow + k + 1) * ROW_U32)).filter((r) => r[4] === params.indexOf(fc6)).map((r) => [win.base + r[0]! - fc6.offset, r[1]!] as const));
+        const pieces = table.windows.flatMap((win) =>
+          Array.from({ length: win.rows }, (_, k) => table.rows.subarray((win.firstRow + k) * ROW_U32, (win.firstRow + k + 1) * ROW_U32))
+            .filter((r) => r[4] === params.indexOf(fc6))
+            .map((r) => [win.base + r[0]! - fc6.offset, r[1]!] as const));
         expect(pieces.length).toBeGreaterThan(1);
         for (const [start, len] of pieces) {
           let num = 0, den = 0;

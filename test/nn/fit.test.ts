@@ -20,7 +20,9 @@ describe('fitMicroBatch', () => {
     const most = Math.floor(free / (10 * MiB * FOOTPRINT_MARGIN));
     expect(fitMicroBatch(f, memory({ usedBytes: 100 * MiB }), 1)).toMatchObject({ images: most, bound: 'memory' });
     expect(fitMicroBatch(f, memory({ usedBytes: 100 * MiB }), 8).images).toBe(Math.floor(most / 8) * 8);
-    expect(fitMicroBatch(f, memory({ limitBytes: null }), 1, { memoryBytes: 256 * MiB }).images).toBe(Math.floor(256 * MiB * (1 - RESERVE_SHARE) / (10 * MiB * FOOTPRINT_MARGIN)));
+    expect(
+      fitMicroBatch(f, memory({ limitBytes: null }), 1, { memoryBytes: 256 * MiB }).images,
+    ).toBe(Math.floor(256 * MiB * (1 - RESERVE_SHARE) / (10 * MiB * FOOTPRINT_MARGIN)));
   });
 
   it('is bounded by the largest buffer and by a limit given', () => {
@@ -29,7 +31,9 @@ describe('fitMicroBatch', () => {
   });
 
   it('says what to do when not even one group fits', () => {
-    expect(() => fitMicroBatch(f, memory({ limitBytes: 64 * MiB }), 32)).toThrow(/one BN group of 32 images does not fit this device: it needs about 368 MiB and \d+ MiB are free .*smaller bnGroup/);
+    expect(() => fitMicroBatch(f, memory({ limitBytes: 64 * MiB }), 32)).toThrow(
+      /one BN group of 32 images does not fit this device: it needs about 368 MiB and \d+ MiB are free .*smaller bnGroup/,
+    );
     expect(() => fitMicroBatch(f, memory({}), 4, { maxImages: 2 })).toThrow(/the micro-batch limit is 2 images: raise it to at least 4/);
     expect(() => fitMicroBatch(f, memory({ maxTensorBytes: MiB }), 1)).toThrow(VtError);
   });

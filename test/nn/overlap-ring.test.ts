@@ -141,11 +141,14 @@ describe(`overlap of backward and the bucketed all-reduce (${N} peers, ResNet-20
     }
     const o = last!;
     const ratio = ovl / (computeMs + comm);
-    const fmt = (t: OverlapTimings) => `compute ${t.computeMs.toFixed(0)} ms, exposed comm ${t.exposedCommMs.toFixed(0)} ms, overhead ${t.overheadMs.toFixed(0)} ms`;
+    const fmt = (t: OverlapTimings) =>
+      `compute ${t.computeMs.toFixed(0)} ms, exposed comm ${t.exposedCommMs.toFixed(0)} ms, overhead ${t.overheadMs.toFixed(0)} ms`;
     console.log(
-      `overlap: ${N} peers, ResNet-20 batch ${BATCH}, ${plan.length} buckets of <= ${BUCKET_BYTES >> 10} KiB, links ${(shape.bytesPerMs / 1e3).toFixed(1)} MB/s + ${LATENCY_MS} ms\n` +
+      `overlap: ${N} peers, ResNet-20 batch ${BATCH}, ${plan.length} buckets of <= ${BUCKET_BYTES >> 10} KiB, ` +
+        `links ${(shape.bytesPerMs / 1e3).toFixed(1)} MB/s + ${LATENCY_MS} ms\n` +
         `  compute (all peers) ${computeMs.toFixed(0)} ms, comm alone ${comm.toFixed(0)} ms, sum ${(computeMs + comm).toFixed(0)} ms\n` +
-        `  sequential step ${seq.toFixed(0)} ms, overlapped step ${ovl.toFixed(0)} ms: ratio to the sum ${ratio.toFixed(2)}, to sequential ${(ovl / seq).toFixed(2)}\n` +
+        `  sequential step ${seq.toFixed(0)} ms, overlapped step ${ovl.toFixed(0)} ms: ratio to the sum ${ratio.toFixed(2)}, ` +
+        `to sequential ${(ovl / seq).toFixed(2)}\n` +
         o.timings.map((t, i) => `  peer ${i}: ${fmt(t)}`).join('\n'),
     );
     // Every peer: the same gradient bits, close to the float64 sum of the single-pass gradients

@@ -102,10 +102,14 @@ describe(`overlap schedule (${N} peers, ${BUCKETS} buckets, compute off the JS t
     const ratio = ovl / (computeMs + comm);
     const t = best!.timings;
     console.log(
-      `overlap schedule: ${N} peers, ${(LENGTH * 4) / 1e6} MB gradient in ${BUCKETS} buckets, links ${(shape.bytesPerMs / 1e3).toFixed(1)} MB/s + ${LATENCY_MS} ms\n` +
-        `  compute ${computeMs} ms (forward ${FORWARD_MS} + backward ${BACKWARD_MS}), comm alone ${comm.toFixed(0)} ms, sum ${(computeMs + comm).toFixed(0)} ms\n` +
-        `  sequential step ${seq.toFixed(0)} ms, overlapped step ${ovl.toFixed(0)} ms: ratio to the sum ${ratio.toFixed(2)}, to sequential ${(ovl / seq).toFixed(2)}\n` +
-        t.map((x, i) => `  peer ${i}: compute ${x.computeMs.toFixed(0)} ms, exposed comm ${x.exposedCommMs.toFixed(0)} ms, overhead ${x.overheadMs.toFixed(0)} ms`).join('\n'),
+      `overlap schedule: ${N} peers, ${(LENGTH * 4) / 1e6} MB gradient in ${BUCKETS} buckets, ` +
+        `links ${(shape.bytesPerMs / 1e3).toFixed(1)} MB/s + ${LATENCY_MS} ms\n` +
+        `  compute ${computeMs} ms (forward ${FORWARD_MS} + backward ${BACKWARD_MS}), comm alone ${comm.toFixed(0)} ms, ` +
+        `sum ${(computeMs + comm).toFixed(0)} ms\n` +
+        `  sequential step ${seq.toFixed(0)} ms, overlapped step ${ovl.toFixed(0)} ms: ratio to the sum ${ratio.toFixed(2)}, ` +
+        `to sequential ${(ovl / seq).toFixed(2)}\n` +
+        t.map((x, i) => `  peer ${i}: compute ${x.computeMs.toFixed(0)} ms, exposed comm ${x.exposedCommMs.toFixed(0)} ms, ` +
+          `overhead ${x.overheadMs.toFixed(0)} ms`).join('\n'),
     );
     // Not vacuous: communication is as large as the compute, and the sequential step pays both.
     expect(comm).toBeGreaterThan(0.7 * computeMs);

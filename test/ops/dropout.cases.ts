@@ -58,7 +58,10 @@ const cases: OpCase[] = [
     },
   },
   // 5000 floats in 4 KiB bindings: five ranges, the mask indexed by the whole-tensor index.
-  { name: 'split into 4 KiB bindings, n=5000', gpuOnly: true, run: (e) => withBindingLimit(e.gpu, 4096, async () => void (await check(e, 5000, { p: 0.5, seed: 9 }))) },
+  {
+    name: 'split into 4 KiB bindings, n=5000', gpuOnly: true,
+    run: (e) => withBindingLimit(e.gpu, 4096, async () => void (await check(e, 5000, { p: 0.5, seed: 9 }))),
+  },
 ];
 
 export const suite: OpSuite = { op: 'dropout', cases };

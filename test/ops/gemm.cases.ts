@@ -49,7 +49,8 @@ const shapes: Shape[] = [
   { M: 33, N: 64, K: 36, beta: 1, batch: 2 },
 ];
 
-const shapeName = (s: Shape): string => `${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''}${s.beta ? ` beta=${s.beta}` : ''}`;
+const shapeName = (s: Shape): string =>
+  `${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''}${s.beta ? ` beta=${s.beta}` : ''}`;
 
 /** Every shape with one WGSL kernel variant forced (GPU-only: the variants are the GPU's). */
 function cases(label: string, pick: (gpu: Gpu) => void): OpCase[] {
@@ -102,7 +103,9 @@ export const suite: OpSuite = {
             const key = `${m},${n},${k}`;
             cover.set(key, (cover.get(key) ?? 0) + 1);
           }
-          if (cover.size !== 10 * 7 * 9 || [...cover.values()].some((v) => v !== 1)) throw new Error(`planSplits ${JSON.stringify(p)} does not cover each (m,n,k) exactly once`);
+          if (cover.size !== 10 * 7 * 9 || [...cover.values()].some((v) => v !== 1)) throw new Error(
+            `planSplits ${JSON.stringify(p)} does not cover each (m,n,k) exactly once`,
+          );
         }
       },
     },

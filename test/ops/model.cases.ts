@@ -91,6 +91,9 @@ export const suite: OpSuite = {
     { name: 'small CNN on 1x12x12, batch 2', run: (e) => check(e, smallCnn([1, 12, 12], 10), 2) },
     { name: 'ResNet-20 on 3x8x8, batch 2', run: (e) => check(e, resnet20([3, 8, 8], 10), 2) },
     { name: 'ResNet-20 on 3x8x8, batch 6 in ghost BN groups of 2', run: (e) => check(e, resnet20([3, 8, 8], 10), 6, 2) },
-    { name: 'ResNet-20 on 3x8x8: a batch of 6 in groups of 2 gives the gradient of its micro-batches of 2 and 4 summed', run: (e) => splitCheck(e, resnet20([3, 8, 8], 10)) },
+    {
+      name: 'ResNet-20 on 3x8x8: a batch of 6 in groups of 2 gives the gradient of its micro-batches of 2 and 4 summed',
+      run: (e) => splitCheck(e, resnet20([3, 8, 8], 10)),
+    },
   ],
 };

@@ -48,7 +48,10 @@ function layout(specs: readonly Spec[]): Layout {
 const SMALL = layout(SPECS);
 // Segments longer than the smallest binding limit the split cases use ((4096 + 64) * 4
 // bytes), and runs of small ones that straddle the windows' boundaries.
-const LARGE = layout([...SPECS, { name: 'len10000', length: 10_000 }, { name: 'len3000', length: 3000 }, { name: 'len20', length: 20, decay: false }, { name: 'len9000', length: 9000, zeroW: true }, { name: 'len2', length: 2 }]);
+const LARGE = layout([
+  ...SPECS, { name: 'len10000', length: 10_000 }, { name: 'len3000', length: 3000 }, { name: 'len20', length: 20, decay: false },
+  { name: 'len9000', length: 9000, zeroW: true }, { name: 'len2', length: 2 },
+]);
 const SPLIT_LIMITS = [40_960, 16_640]; // bytes: 10240 and 4160 floats
 
 function initialWeights(l: Layout, seed: number): Float32Array {
@@ -156,10 +159,19 @@ async function checkSplit(gpu: Gpu, cfg: OptimizerConfig, seed: number): Promise
 export const suite: OpSuite = {
   op: 'optim',
   cases: gpuOnly([
-    { name: `LARS, ${STEPS} steps through warm-up into poly decay, 7 segments`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', eta: 0.02 }), 1)) },
-    { name: 'LARS with beta = 0 and the default eta', run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', weightDecay: 0, eta: 0.001, lr: 20 }), 2)) },
+    {
+      name: `LARS, ${STEPS} steps through warm-up into poly decay, 7 segments`,
+      run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', eta: 0.02 }), 1)),
+    },
+    {
+      name: 'LARS with beta = 0 and the default eta',
+      run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'lars', weightDecay: 0, eta: 0.001, lr: 20 }), 2)),
+    },
     { name: `SGD with momentum, ${STEPS} steps`, run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd' }), 3)) },
-    { name: 'SGD with Nesterov momentum, step schedule', run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd', nesterov: true, schedule: 'step', stepMilestones: [3] }), 4)) },
+    {
+      name: 'SGD with Nesterov momentum, step schedule',
+      run: async (gpu) => void (await checkAgainstRef(gpu, config({ kind: 'sgd', nesterov: true, schedule: 'step', stepMilestones: [3] }), 4)),
+    },
     {
       name: 'LARS and SGD are bitwise the same when run twice',
       async run(gpu) {
@@ -168,7 +180,10 @@ export const suite: OpSuite = {
         }
       },
     },
-    { name: `LARS split into binding windows (${SPLIT_LIMITS.join(', ')} bytes), a segment 2.4x the smallest`, run: (gpu) => checkSplit(gpu, config({ kind: 'lars', eta: 0.02 }), 6) },
+    {
+      name: `LARS split into binding windows (${SPLIT_LIMITS.join(', ')} bytes), a segment 2.4x the smallest`,
+      run: (gpu) => checkSplit(gpu, config({ kind: 'lars', eta: 0.02 }), 6),
+    },
     { name: 'SGD (Nesterov) split into binding windows', run: (gpu) => checkSplit(gpu, config({ kind: 'sgd', nesterov: true }), 7) },
     {
       name: 'LARS split: bitwise the same when run twice under the same limit',
@@ -179,8 +194,13 @@ export const suite: OpSuite = {
     {
       name: 'LARS refuses a segment with trustFrom (only the host optimiser implements it); SGD ignores it',
       async run(gpu) {
-        const segs: ParamSegment[] = [{ name: 'fc.weight', offset: 0, length: 64, adapt: true, decay: true }, { name: 'fc.bias', offset: 64, length: 8, adapt: false, decay: false, trustFrom: 0 }];
-        expect(() => createOptimizer(gpu, config({ kind: 'lars' }), segs, 128)).toThrow(/segment 'fc.bias' takes its layer's trust ratio \(trustFrom\), which only the host optimiser/);
+        const segs: ParamSegment[] = [
+          { name: 'fc.weight', offset: 0, length: 64, adapt: true, decay: true },
+          { name: 'fc.bias', offset: 64, length: 8, adapt: false, decay: false, trustFrom: 0 },
+        ];
+        expect(() => createOptimizer(gpu, config({ kind: 'lars' }), segs, 128)).toThrow(
+          /segment 'fc.bias' takes its layer's trust ratio \(trustFrom\), which only the host optimiser/,
+        );
         createOptimizer(gpu, config({ kind: 'sgd' }), segs, 128).destroy();
       },
     },

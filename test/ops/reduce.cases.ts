@@ -107,7 +107,9 @@ export const suite: OpSuite = {
     { name: 'sum split into 4 KiB bindings n=10000', run: (gpu: Gpu) => withBindingLimit(gpu, 4096, () => checkWhole(gpu, 10_000)) },
     {
       name: 'segments of length 1, 0, 64, odd, unaligned offsets',
-      run: async (gpu: Gpu) => void (await checkSegments(gpu, 20_000, [[0, 1], [1, 0], [3, 64], [67, 4095], [4162, 4097], [8259, 11_741], [19_999, 1], [20_000, 0]])),
+      run: async (gpu: Gpu) => void (await checkSegments(
+        gpu, 20_000, [[0, 1], [1, 0], [3, 64], [67, 4095], [4162, 4097], [8259, 11_741], [19_999, 1], [20_000, 0]],
+      )),
     },
     {
       name: 'a 2.4M segment (ResNet-50 layer4 3x3 conv) between small ones',
@@ -149,7 +151,9 @@ export const suite: OpSuite = {
     },
     {
       name: 'split: unaligned offsets, empty and length-1 segments across windows',
-      run: (gpu: Gpu) => checkSplit(gpu, 40_000, [[0, 1], [1, 0], [3, 64], [67, 4095], [4162, 4097], [8259, 11_741], [20_000, 0], [20_005, 19_990], [39_999, 1]], [20_480, 32_768]),
+      run: (gpu: Gpu) => checkSplit(
+        gpu, 40_000, [[0, 1], [1, 0], [3, 64], [67, 4095], [4162, 4097], [8259, 11_741], [20_000, 0], [20_005, 19_990], [39_999, 1]], [20_480, 32_768],
+      ),
     },
     {
       name: 'a binding limit smaller than one chunk is a too-large error',

@@ -101,7 +101,9 @@ export const suite: OpSuite = {
         if (i >= 0) throw new Error(`smoothing 0 differs at [${i}]: ${plain[i]} vs ${zero[i]}`);
         for (const bad of [-0.1, 1, Number.NaN]) {
           let threw = false;
-          try { e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: 1, smoothing: bad }); } catch (err) { threw = /label smoothing must be in \[0, 1\)/.test(String(err)); }
+          try {
+            e.softmaxXent(tl, tlab, td, tloss, ttot, { gradScale: 1, smoothing: bad });
+          } catch (err) { threw = /label smoothing must be in \[0, 1\)/.test(String(err)); }
           if (!threw) throw new Error(`smoothing ${bad} was not refused with a clear message`);
         }
         e.release(tl, tlab, td, tloss, ttot);

@@ -23,7 +23,9 @@ describe('parseOptimizerConfig', () => {
   });
 
   it('keeps given values', () => {
-    const c = parseOptimizerConfig({ kind: 'sgd', lr: 0.1, totalSteps: 90, momentum: 0, weightDecay: 1e-4, nesterov: true, schedule: 'step', stepMilestones: [30, 60], warmupSteps: 5 });
+    const c = parseOptimizerConfig({
+      kind: 'sgd', lr: 0.1, totalSteps: 90, momentum: 0, weightDecay: 1e-4, nesterov: true, schedule: 'step', stepMilestones: [30, 60], warmupSteps: 5,
+    });
     expect(c).toMatchObject({ kind: 'sgd', momentum: 0, weightDecay: 1e-4, nesterov: true, schedule: 'step', stepMilestones: [30, 60], warmupSteps: 5 });
   });
 

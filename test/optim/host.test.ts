@@ -29,7 +29,9 @@ function setup(seed: number) {
 describe('hostOptimizerStep', () => {
   for (const kind of ['lars', 'sgd', 'sgd-nesterov'] as const) {
     it(`${kind}: three steps match the float64 reference`, () => {
-      const cfg = parseOptimizerConfig({ kind: kind === 'lars' ? 'lars' : 'sgd', lr: 0.3, totalSteps: 10, warmupSteps: 2, momentum: 0.9, weightDecay: 5e-4, nesterov: kind === 'sgd-nesterov' });
+      const cfg = parseOptimizerConfig({
+        kind: kind === 'lars' ? 'lars' : 'sgd', lr: 0.3, totalSteps: 10, warmupSteps: 2, momentum: 0.9, weightDecay: 5e-4, nesterov: kind === 'sgd-nesterov',
+      });
       const { w, v, G } = setup(3);
       const [w64, v64, G64] = [Float64Array.from(w), Float64Array.from(v), Float64Array.from(G)];
       for (let t = 0; t < 3; t++) {
@@ -95,7 +97,9 @@ describe('hostOptimizerStep: a bias at its layer weight\'s trust ratio (trustFro
     expect(step([{ ...SEGS[2]!, trustFrom: 0 }])).toThrow(/segment 'bias' takes its trust ratio from segment 0, which is not another of the 1 segments/);
     expect(step([SEGS[0]!, { ...SEGS[2]!, trustFrom: 7 }])).toThrow(/from segment 7, which is not another/);
     expect(step([SEGS[0]!, { ...SEGS[2]!, trustFrom: 0.5 }])).toThrow(/from segment 0.5/);
-    expect(step([{ ...SEGS[2]!, name: 'other' }, { ...SEGS[2]!, offset: 128, trustFrom: 0 }])).toThrow(/takes its trust ratio from 'other', which LARS does not adapt/);
+    expect(
+      step([{ ...SEGS[2]!, name: 'other' }, { ...SEGS[2]!, offset: 128, trustFrom: 0 }]),
+    ).toThrow(/takes its trust ratio from 'other', which LARS does not adapt/);
     expect(step([SEGS[0]!, { ...SEGS[1]!, trustFrom: 0 }])).toThrow(/segment 'b' is adapted itself and also names trustFrom 'a'/);
     // SGD has no trust ratios: trustFrom is ignored.
     const sgd = parseOptimizerConfig({ kind: 'sgd', lr: 0.3, totalSteps: 10 });

@@ -17,7 +17,9 @@ function rand(n: number, seed: number, scale = 1): Float32Array {
 }
 
 /** Float64 reference: the images-weighted mean change of each peer, then Nesterov. */
-function reference(w0: Float64Array, peers: { w: Float64Array; images: number }[], u: Float64Array, lr: number, mu: number): { w: Float64Array; u: Float64Array } {
+function reference(
+  w0: Float64Array, peers: { w: Float64Array; images: number }[], u: Float64Array, lr: number, mu: number,
+): { w: Float64Array; u: Float64Array } {
   const n = w0.length, total = peers.reduce((a, p) => a + p.images, 0);
   const w = new Float64Array(n), u2 = new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -37,7 +39,9 @@ describe('outer step', () => {
     const peers = [3, 5, 0].map((images, k) => ({ w: Float32Array.from(w0, (x, i) => x - 0.01 * rand(n, 10 + k)[i]!), images }));
     const sum = new Float32Array(n);
     for (const p of peers) weightedChange(w0, p.w, p.images, new Float32Array(n)).forEach((v, i) => { sum[i] = Math.fround(sum[i]! + v); });
-    const ref = reference(Float64Array.from(w0), peers.map((p) => ({ w: Float64Array.from(p.w), images: p.images })), Float64Array.from(u), cfg.lr, cfg.momentum);
+    const ref = reference(
+      Float64Array.from(w0), peers.map((p) => ({ w: Float64Array.from(p.w), images: p.images })), Float64Array.from(u), cfg.lr, cfg.momentum,
+    );
     const w = w0.slice(), uu = u.slice();
     outerStep(cfg, w, uu, sum, 8);
     for (let i = 0; i < n; i++) {
@@ -61,7 +65,9 @@ describe('outer step', () => {
     expect(() => checkOuterConfig({ syncEvery: 0, lr: 0.7, momentum: 0.9, warmup: 0 })).toThrow(/syncEvery must be an integer in \[1, 1024\]/);
     expect(() => checkOuterConfig({ syncEvery: 4, lr: 0, momentum: 0.9, warmup: 0 })).toThrow(/outer rate/);
     expect(() => checkOuterConfig({ syncEvery: 4, lr: 0.7, momentum: 1, warmup: 0 })).toThrow(OptimError);
-    expect(() => outerStep({ syncEvery: 4, lr: 0.7, momentum: 0.9, warmup: 0 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0)).toThrow(/at least one image/);
+    expect(() => outerStep(
+      { syncEvery: 4, lr: 0.7, momentum: 0.9, warmup: 0 }, new Float32Array(2), new Float32Array(2), new Float32Array(2), 0,
+    )).toThrow(/at least one image/);
     expect(() => weightedChange(new Float32Array(2), new Float32Array(3), 1, new Float32Array(2))).toThrow(/same length/);
   });
 });
@@ -71,7 +77,9 @@ describe('carried inner momentum (momentumCarry)', () => {
   const reference = (sum: Float32Array, images: number, h: number, m: number, rho: number): Float64Array =>
     Float64Array.from(sum, (s) => ((rho * (1 - m)) / (m * (1 - m ** h))) * (s / images));
 
-  it.each([[1, 1, 0.9, 0.75], [7, 8, 0.9, 0.75], [1031, 32, 0.9, 0.5], [13, 1024, 0.99, 0.9], [5, 3, 0.5, 0]])('matches the float64 reference (n = %i, H = %i, m = %f, rho = %f)', (n, h, m, rho) => {
+  it.each([
+    [1, 1, 0.9, 0.75], [7, 8, 0.9, 0.75], [1031, 32, 0.9, 0.5], [13, 1024, 0.99, 0.9], [5, 3, 0.5, 0],
+  ])('matches the float64 reference (n = %i, H = %i, m = %f, rho = %f)', (n, h, m, rho) => {
     const sum = rand(n, 3, 0.2), v = new Float32Array(n);
     carriedMomentum(v, sum, 96, h, m, rho);
     const ref = reference(sum, 96, h, m, rho);

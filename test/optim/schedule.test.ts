@@ -3,7 +3,9 @@ import { OptimError } from '../../src/optim/errors.ts';
 import { learningRate } from '../../src/optim/schedule.ts';
 import type { ScheduleConfig } from '../../src/optim/types.ts';
 
-const base: ScheduleConfig = { schedule: 'poly', lr: 2, warmupSteps: 10, warmupStartFactor: 0.1, totalSteps: 110, power: 2, stepMilestones: [], stepFactor: 0.1 };
+const base: ScheduleConfig = {
+  schedule: 'poly', lr: 2, warmupSteps: 10, warmupStartFactor: 0.1, totalSteps: 110, power: 2, stepMilestones: [], stepFactor: 0.1,
+};
 
 describe('learningRate', () => {
   it('poly: warm-up from lr * start factor, lr at the end of warm-up, 0 at T', () => {

@@ -48,7 +48,9 @@ describe('batchnorm reference', () => {
     expect(r.runningVar[0]).toBeCloseTo(0.9 + 0.1 * (5 / 3), 12);
   });
   it('N*H*W = 1: y = beta, finite thanks to eps', () => {
-    const r = ref.batchNormForward(Float64Array.of(3, -2), [1, 2, 1, 1], Float64Array.of(2, 2), Float64Array.of(0.5, -1), new Float64Array(2), new Float64Array(2).fill(1), P);
+    const r = ref.batchNormForward(
+      Float64Array.of(3, -2), [1, 2, 1, 1], Float64Array.of(2, 2), Float64Array.of(0.5, -1), new Float64Array(2), new Float64Array(2).fill(1), P,
+    );
     expect(Array.from(r.y)).toEqual([0.5, -1]);
     expect(r.invstd.every(Number.isFinite)).toBe(true);
   });

@@ -7,7 +7,8 @@ import { confusionSvg, predictionGridHtml } from '../../src/ui/eval-views.ts';
 /** The texts of the <text class="cls"> elements, in order. */
 const texts = (svg: string, cls: string) => [...svg.matchAll(new RegExp(`<text class="${cls}"[^>]*>([^<]*)<`, 'g'))].map((m) => m[1]!);
 /** Every path's points as [x, y] pairs, in order. */
-const paths = (svg: string) => [...svg.matchAll(/<path d="([^"]*)"/g)].map((m) => [...m[1]!.matchAll(/[ML](-?[\d.]+),(-?[\d.]+)/g)].map((p) => [Number(p[1]), Number(p[2])]));
+const paths = (svg: string) => [...svg.matchAll(/<path d="([^"]*)"/g)]
+  .map((m) => [...m[1]!.matchAll(/[ML](-?[\d.]+),(-?[\d.]+)/g)].map((p) => [Number(p[1]), Number(p[2])]));
 
 describe('niceTicks', () => {
   const cases: [number, number, number[]][] = [

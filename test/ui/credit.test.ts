@@ -4,7 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { creditBoardHtml, isCreditBoard, yourCredit, type CreditBoard } from '../../src/ui/credit.ts';
 
 const line = (rank: number, name: string | null, images: number) => ({ rank, name, images, share: images / 12_000, computeS: images / 10, steps: 3 });
-const BOARD: CreditBoard = { images: 12_000, donors: 3, board: [line(1, 'desk <3>', 7000), line(2, null, 4000), line(3, 'Zoë', 1000)], you: line(3, 'Zoë', 1000) };
+const BOARD: CreditBoard = {
+  images: 12_000, donors: 3, board: [line(1, 'desk <3>', 7000), line(2, null, 4000), line(3, 'Zoë', 1000)], you: line(3, 'Zoë', 1000),
+};
 
 describe('credit on the page', () => {
   it('tells a donor what its device computed, its share and rank', () => {

@@ -6,7 +6,9 @@ import { ringSvg } from '../../src/ui/charts.ts';
 import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks, syncChoiceLine } from '../../src/ui/dashboard.ts';
 
 const peer = (id: string): RingPeer => ({ id, name: id, device: 'cpu' });
-const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({ peerId, images: 8, computeMs: 10, commMs: 5, waitMs: 1, ...(link ? { link } : {}) });
+const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({
+  peerId, images: 8, computeMs: 10, commMs: 5, waitMs: 1, ...(link ? { link } : {}),
+});
 
 describe('ring edge kinds', () => {
   const ring = [peer('a'), peer('b'), peer('c')];
@@ -26,7 +28,10 @@ describe('ring edge kinds', () => {
   it('the dashboard folds events into a ring drawing with the right edges', () => {
     const m = emptyModel(24);
     fold(m, { type: 'generation', generation: 2, ring: ['a', 'b', 'c'], peers: ring }, 0);
-    fold(m, { type: 'step', step: 1, generation: 2, loss: 2.3, imagesPerSec: 100, peers: 3, timings: [timing('a', 'direct'), timing('b', 'relayed'), timing('c', 'direct')] }, 1000);
+    fold(m, {
+      type: 'step', step: 1, generation: 2, loss: 2.3, imagesPerSec: 100, peers: 3,
+      timings: [timing('a', 'direct'), timing('b', 'relayed'), timing('c', 'direct')],
+    }, 1000);
     let svg = charts(m).at(-1)!;
     expect(svg).toContain('1 link relayed');
     expect(svg.match(/class="edge-direct"/g)?.length).toBe(2);
@@ -43,7 +48,10 @@ describe('rounds on the dashboard', () => {
   it('draws the bytes sent per image, labels rounds, and shares a round\'s images over its inner steps', () => {
     const m = emptyModel(24);
     fold(m, { type: 'generation', generation: 1, ring: ['a', 'b'], peers: [peer('a'), peer('b')] }, 0);
-    fold(m, { type: 'step', step: 8, generation: 1, loss: 2.1, imagesPerSec: 90, peers: 2, timings: [{ ...timing('a'), images: 96 }, { ...timing('b'), images: 96 }], traffic: { innerSteps: 8, bytesPerImage: 52_000 } }, 1000);
+    fold(m, {
+      type: 'step', step: 8, generation: 1, loss: 2.1, imagesPerSec: 90, peers: 2, timings: [{ ...timing('a'), images: 96 }, { ...timing('b'), images: 96 }],
+      traffic: { innerSteps: 8, bytesPerImage: 52_000 },
+    }, 1000);
     const all = charts(m).join('\n');
     expect(all).toContain('bytes sent per image (rounds)');
     expect(all).toContain('round to 8 a');
@@ -80,11 +88,20 @@ describe('the ring drawing', () => {
 describe('GET /api/job as the dashboard reads it', () => {
   it('takes what it needs and survives what it does not expect', () => {
     expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private' }, peers: 3 }))
-      .toEqual({ title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)', dataset: 'cifar10' });
-    expect(jobHeadOf('nonsense')).toEqual({ title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)', dataset: null });
+      .toEqual({
+        title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)',
+        dataset: 'cifar10',
+      });
+    expect(jobHeadOf('nonsense')).toEqual({
+      title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)', dataset: null,
+    });
     expect(jobHeadOf({ job: { dataset: '../etc' } }).dataset).toBeNull();
-    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toBe('rounds: 8 local steps per peer, then one all-reduce (low-communication mode)');
-    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 1, momentum: 0, carry: 0.75 } } }).mode).toBe("rounds: 8 local steps per peer, then one all-reduce (low-communication mode, inner momentum carried from the round's mean (0.75))");
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toBe(
+      'rounds: 8 local steps per peer, then one all-reduce (low-communication mode)',
+    );
+    expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 1, momentum: 0, carry: 0.75 } } }).mode).toBe(
+      "rounds: 8 local steps per peer, then one all-reduce (low-communication mode, inner momentum carried from the round's mean (0.75))",
+    );
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, carry: '<b>' } } }).mode).not.toContain('<b>');
     expect(jobHeadOf({ job: { outer: { syncEvery: 'x' } } }).mode).toMatch(/exact sync SGD/);
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, auto: true, carry: 0.75 } } }).mode)
@@ -161,7 +178,10 @@ describe('where the step time went, on the dashboard', () => {
     const m = emptyModel(24);
     fold(m, { type: 'generation', time: 0, generation: 1, ring: ['a', 'b'], peers: [peer('a'), peer('b')] });
     // An older job's record: no split reported.
-    fold(m, { type: 'step', time: 1000, step: 1, generation: 1, ring: 2, loss: 2.3, imagesPerSec: 90, wallMs: 200, peers: [{ ...timing('a'), checksum: 'aa' }, { ...timing('b'), checksum: 'aa' }] });
+    fold(m, {
+      type: 'step', time: 1000, step: 1, generation: 1, ring: 2, loss: 2.3, imagesPerSec: 90, wallMs: 200,
+      peers: [{ ...timing('a'), checksum: 'aa' }, { ...timing('b'), checksum: 'aa' }],
+    });
     fold(m, { type: 'step', step: 2, generation: 1, loss: 2.2, imagesPerSec: 95, peers: 2, timings: [
       { ...timing('a'), computeMs: 80, commMs: 40, exposedCommMs: 10, overheadMs: 4 },
       { ...timing('b'), computeMs: 90, commMs: 50, exposedCommMs: 14, overheadMs: 6 },

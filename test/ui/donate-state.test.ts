@@ -48,7 +48,9 @@ describe('donate button', () => {
     const at = "The job's owner has paused it at step 12: ";
     expect(idle.note).toBe(`${at}press Start to join; this device then waits, without computing, until the owner resumes it.`);
     for (const s of ['joining', 'training'] as const) {
-      expect(donateButton(s, paused)).toMatchObject({ text: 'Pause', note: `${at}this device keeps its place and waits, without computing, until the owner resumes it.` });
+      expect(donateButton(s, paused)).toMatchObject({
+        text: 'Pause', note: `${at}this device keeps its place and waits, without computing, until the owner resumes it.`,
+      });
     }
     // Resumed: no note.
     expect(donateButton('training', job(12, 970)).note).toBeNull();

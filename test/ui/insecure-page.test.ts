@@ -28,7 +28,10 @@ describe('index.html over plain HTTP from another machine', () => {
       await box.waitFor({ state: 'visible', timeout: 30_000 });
       expect(await box.textContent()).toContain('This page was opened over plain HTTP, so the browser gives it no WebGPU');
       expect(await box.locator('a').first().getAttribute('href')).toBe(`https://lab-pc.test:${port}/?name=x`);
-      await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined && document.getElementById('donate')?.dataset.probing === '', undefined, { timeout: 120_000 });
+      await page.waitForFunction(
+        () => document.getElementById('donate')?.dataset.device !== undefined && document.getElementById('donate')?.dataset.probing === '', undefined,
+        { timeout: 120_000 },
+      );
       const device = (await page.textContent('#device')) ?? '';
       expect(device).toMatch(/^Training on WebAssembly SIMD \(CPU\)/);
       expect(device).toContain('plain HTTP');

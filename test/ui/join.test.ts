@@ -6,7 +6,9 @@ import { explainNoWebGpu, insecureHelp, joinInfoOf, joinNotes, mainJoinUrl, with
 
 describe('join info', () => {
   it('reads joinUrls and tls, dropping anything malformed', () => {
-    expect(joinInfoOf({ joinUrls: ['https://10.0.0.1:8080/', 'javascript:alert(1)', 5, 'https://a b/', 'https://x/"onload="'], tls: { caUrl: '/ca.crt', caSha256: 'AB:CD' } })).toEqual({ joinUrls: ['https://10.0.0.1:8080/'], tls: { caUrl: '/ca.crt', caSha256: 'AB:CD' } });
+    expect(joinInfoOf({
+      joinUrls: ['https://10.0.0.1:8080/', 'javascript:alert(1)', 5, 'https://a b/', 'https://x/"onload="'], tls: { caUrl: '/ca.crt', caSha256: 'AB:CD' },
+    })).toEqual({ joinUrls: ['https://10.0.0.1:8080/'], tls: { caUrl: '/ca.crt', caSha256: 'AB:CD' } });
     expect(joinInfoOf({ tls: { caUrl: 'http://evil/ca.crt', caSha256: 'x' } })).toEqual({ joinUrls: [], tls: null });
     expect(joinInfoOf({ tls: { caUrl: '/ca.crt' } }).tls).toBeNull();
     expect(joinInfoOf({ joinUrls: 'https://10.0.0.1:8080/', tls: 'yes' })).toEqual({ joinUrls: [], tls: null });

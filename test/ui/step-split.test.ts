@@ -11,7 +11,9 @@ const t = (peerId: string, computeMs: number, commMs: number, extra: Partial<Pee
 /** The texts of the <text class="cls"> elements, in order. */
 const texts = (svg: string, cls: string) => [...svg.matchAll(new RegExp(`<text class="${cls}"[^>]*>([^<]*)<`, 'g'))].map((m) => m[1]!);
 /** Each <rect class="cls"> as {x, y, w, h}. */
-const rects = (svg: string, cls: string) => [...svg.matchAll(new RegExp(`<rect class="${cls}" x="([\\d.]+)" y="([\\d.]+)" width="([\\d.]+)" height="([\\d.]+)"`, 'g'))]
+const rects = (svg: string, cls: string) => [
+  ...svg.matchAll(new RegExp(`<rect class="${cls}" x="([\\d.]+)" y="([\\d.]+)" width="([\\d.]+)" height="([\\d.]+)"`, 'g')),
+]
   .map((m) => ({ x: Number(m[1]), y: Number(m[2]), w: Number(m[3]), h: Number(m[4]) }));
 
 describe('median', () => {
@@ -50,13 +52,18 @@ describe('stepSplit', () => {
   });
 
   it('a ring of one: nothing to all-reduce, with or without the new fields', () => {
-    expect(stepSplit([t('a', 80, 0, { exposedCommMs: 0, overheadMs: 3 })])).toEqual({ computeMs: 80, exposedCommMs: 0, hiddenCommMs: 0, overheadMs: 3, measured: true, peers: 1, reusedImages: 0, bound: 'compute' });
+    expect(stepSplit([t('a', 80, 0, { exposedCommMs: 0, overheadMs: 3 })])).toEqual({
+      computeMs: 80, exposedCommMs: 0, hiddenCommMs: 0, overheadMs: 3, measured: true, peers: 1, reusedImages: 0, bound: 'compute',
+    });
     expect(stepSplit([t('a', 80, 0)])).toMatchObject({ exposedCommMs: 0, hiddenCommMs: null, overheadMs: null, peers: 1 });
   });
 
   it('a re-run with reused images: compute is still the slowest member\'s; the reused images are counted', () => {
     // b reused its whole slice from the aborted attempt (computed nothing now); c reused part of its own.
-    const s = stepSplit([t('a', 70, 20, { exposedCommMs: 5, overheadMs: 1 }), t('b', 0, 20, { reused: 8, exposedCommMs: 75, overheadMs: 1 }), t('c', 30, 20, { reused: 4, exposedCommMs: 45, overheadMs: 1 })])!;
+    const s = stepSplit([
+      t('a', 70, 20, { exposedCommMs: 5, overheadMs: 1 }), t('b', 0, 20, { reused: 8, exposedCommMs: 75, overheadMs: 1 }),
+      t('c', 30, 20, { reused: 4, exposedCommMs: 45, overheadMs: 1 }),
+    ])!;
     expect(s.computeMs).toBe(70);
     expect(s.reusedImages).toBe(12);
     // b waited for the others after its (empty) backward: exposed above commMs, so nothing hidden.
@@ -65,7 +72,9 @@ describe('stepSplit', () => {
   });
 
   it('exposed above commMs (waiting for a slower neighbour after backward) hides nothing, never a negative amount', () => {
-    expect(stepSplit([t('a', 10, 5, { exposedCommMs: 40, overheadMs: 0 }), t('b', 10, 5, { exposedCommMs: 40, overheadMs: 0 })])).toMatchObject({ hiddenCommMs: 0, bound: 'communication' });
+    expect(
+      stepSplit([t('a', 10, 5, { exposedCommMs: 40, overheadMs: 0 }), t('b', 10, 5, { exposedCommMs: 40, overheadMs: 0 })]),
+    ).toMatchObject({ hiddenCommMs: 0, bound: 'communication' });
   });
 
   it('overhead-bound', () => {
@@ -87,7 +96,9 @@ describe('splitSummary', () => {
   const s: StepSplit = { computeMs: 120, exposedCommMs: 20, hiddenCommMs: 60, overheadMs: 6, measured: true, peers: 3, reusedImages: 0, bound: 'compute' };
   it('says what bounds the step and how much of the all-reduce backward hid', () => {
     expect(splitSummary(42, s)).toBe('step 42: compute-bound; backward hid 60 of 80 ms of all-reduce (75%)');
-    expect(splitSummary(16, { ...s, hiddenCommMs: null, measured: false, bound: 'communication' }, true)).toBe('round to step 16: communication-bound (all-reduce 20 ms; no overlap split reported)');
+    expect(
+      splitSummary(16, { ...s, hiddenCommMs: null, measured: false, bound: 'communication' }, true),
+    ).toBe('round to step 16: communication-bound (all-reduce 20 ms; no overlap split reported)');
     expect(splitSummary(3, { ...s, peers: 1, exposedCommMs: 0, hiddenCommMs: 0 })).toBe('step 3: compute-bound (a ring of one: nothing to all-reduce)');
     expect(splitSummary(3, { ...s, exposedCommMs: 0, hiddenCommMs: 0 })).toBe('step 3: compute-bound; backward hid 0 of 0 ms of all-reduce');
   });
@@ -119,7 +130,9 @@ describe('stepSplitSvg', () => {
   });
 
   it('older steps draw pale and say so; a ring of one and a re-run with reused images are noted; no NaN', () => {
-    const old: StepSplit = { computeMs: 50, exposedCommMs: 80, hiddenCommMs: null, overheadMs: null, measured: false, peers: 2, reusedImages: 0, bound: 'communication' };
+    const old: StepSplit = {
+      computeMs: 50, exposedCommMs: 80, hiddenCommMs: null, overheadMs: null, measured: false, peers: 2, reusedImages: 0, bound: 'communication',
+    };
     const solo: StepSplit = { ...full(60, 0, 2, 0), peers: 1 };
     const rerun: StepSplit = { ...full(70, 10, 2, 30), reusedImages: 12 };
     const svg = stepSplitSvg([{ step: 8, split: old }, { step: 16, split: solo }, { step: 24, split: rerun }], { width: 560, height: 340, rounds: true });

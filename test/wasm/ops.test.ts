@@ -44,7 +44,8 @@ describe('gemm (wasm)', () => {
     { M: 5, N: 6, K: 0, beta: 2 }, // empty reduction: C = beta C
   ];
   for (const s of shapes) {
-    it(`${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''} alpha ${s.alpha ?? 1} beta ${s.beta ?? 0}`, async () => {
+    it(`${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''} ` +
+      `alpha ${s.alpha ?? 1} beta ${s.beta ?? 0}`, async () => {
       const rng = makeRng(s.M * 1000 + s.N * 10 + s.K);
       const batch = s.batch ?? 1, lead = s.batch ? [batch] : [];
       const a = uniformF32(rng, batch * s.M * s.K), b = uniformF32(rng, batch * s.K * s.N), c0 = uniformF32(rng, batch * s.M * s.N);
@@ -53,7 +54,9 @@ describe('gemm (wasm)', () => {
       const tc = e.upload(c0, [...lead, s.M, s.N]);
       e.gemm(ta, tb, tc, s);
       const want = new Float64Array(batch * s.M * s.N);
-      for (let i = 0; i < batch; i++) want.set(ref.gemm.gemm(a.subarray(i * s.M * s.K), b.subarray(i * s.K * s.N), c0.subarray(i * s.M * s.N), s), i * s.M * s.N);
+      for (let i = 0; i < batch; i++) want.set(
+        ref.gemm.gemm(a.subarray(i * s.M * s.K), b.subarray(i * s.K * s.N), c0.subarray(i * s.M * s.N), s), i * s.M * s.N,
+      );
       assertClose(await read(tc), want, gemmTol(s.K), 'gemm');
       e.release(ta, tb, tc);
     });
@@ -273,7 +276,10 @@ describe('batch norm and LRN (wasm)', () => {
         assertClose(await read(ty), want.y, FWD, 'bn y');
         assertClose(await read(trm), want.runningMean, FWD, 'bn running mean');
         assertClose(await read(trv), want.runningVar, FWD, 'bn running var');
-        assertClose(await read(tyi), ref.batchnorm.batchNormInference(f64(x), shape, f64(gamma), f64(beta), want.runningMean, want.runningVar, P.eps), FWD, 'bn inference');
+        assertClose(
+          await read(tyi), ref.batchnorm.batchNormInference(f64(x), shape, f64(gamma), f64(beta), want.runningMean, want.runningVar, P.eps), FWD,
+          'bn inference',
+        );
         const g = ref.batchnorm.batchNormBackward(f64(x), f64(dy), shape, f64(gamma), want.mean, want.invstd);
         const plus = (a: Float64Array, b: Float32Array): Float64Array => (accumulate ? a.map((v, i) => v + b[i]!) : a);
         assertClose(await read(tdx), g.dx, GRAD, 'bn dx');

@@ -45,7 +45,9 @@ describe('vite dev server: the engine in a dedicated Worker', () => {
     const r = await page.evaluate(() => (window as unknown as { threadsResult: ThreadsResult }).threadsResult);
     expect(r.error).toBeUndefined();
     expect(r.pageIsolated).toBe(true);
-    expect(r.mainThreadError).toMatch(/threads need Atomics.wait, which this thread \(a page's main thread\) does not allow: create the engine in a Web Worker/);
+    expect(r.mainThreadError).toMatch(
+      /threads need Atomics.wait, which this thread \(a page's main thread\) does not allow: create the engine in a Web Worker/,
+    );
     const w = r.worker!;
     expect(w.crossOriginIsolated).toBe(true);
     const expected = Math.min(4, w.hardwareConcurrency);

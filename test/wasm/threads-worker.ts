@@ -8,7 +8,10 @@ import type { WorkerReport } from './threads-protocol.ts';
 
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 
-type Case = { name: string; inputs: number[][]; out: number[]; run: (e: WasmEngine, ins: ReturnType<WasmEngine['upload']>[], out: ReturnType<WasmEngine['upload']>) => void };
+type Case = {
+  name: string; inputs: number[][]; out: number[];
+  run: (e: WasmEngine, ins: ReturnType<WasmEngine['upload']>[], out: ReturnType<WasmEngine['upload']>) => void;
+};
 
 function cases(): Case[] {
   const x = [3, 8, 21, 19], w = [12, 8, 3, 3], p: Conv2dParams = { stride: 2, pad: 1 };

@@ -152,7 +152,9 @@ describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', 
   const run = async (e: WasmEngine, spec: ModelSpec, batch: number): Promise<{ loss: Uint32Array; grads: Uint32Array }> => {
     const model = new Model(e, spec, { seed: 3 });
     const rng = makeRng(11);
-    const host = { x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => (i * 7) % 10), shape: [batch, 3, 32, 32] as const };
+    const host = {
+      x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => (i * 7) % 10), shape: [batch, 3, 32, 32] as const,
+    };
     const x = uploadBatch(model, host, null);
     try {
       const total = recordGradients(model, x, 5);
@@ -204,7 +206,9 @@ describe('thread counts and lifetime', () => {
 
   it('destroy() ends the workers: the process exits by itself; the engine refuses work afterwards', async () => {
     const out = await new Promise<string>((resolve, reject) => {
-      execFile(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'test/wasm/threads-exit.ts'], { timeout: 60_000 }, (err, stdout, stderr) => {
+      execFile(process.execPath, [
+        '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'test/wasm/threads-exit.ts',
+      ], { timeout: 60_000 }, (err, stdout, stderr) => {
         if (err) reject(new Error(`${err.message}\n${stderr}`));
         else resolve(stdout);
       });

@@ -63,13 +63,18 @@ async function must(cmd: string, args: string[]): Promise<string> {
 
 /** Fails with what is missing when namespaces cannot be made here. */
 export async function checkCapabilities(): Promise<void> {
-  if (process.getuid?.() !== 0) throw new TestbedError('the multi-host test bed needs root (network namespaces, veth, iptables): run the tests as root, as CI does');
+  if (process.getuid?.() !== 0) {
+    throw new TestbedError('the multi-host test bed needs root (network namespaces, veth, iptables): run the tests as root, as CI does');
+  }
   for (const bin of ['/usr/sbin/ip', '/usr/sbin/iptables']) {
     if (!existsSync(bin)) throw new TestbedError(`the multi-host test bed needs ${bin}: run \`npm run setup\` (installs iproute2 and iptables)`);
   }
   const probe = `${PREFIX}${process.pid}probe`;
   const r = await run('ip', ['netns', 'add', probe]);
-  if (r.code !== 0) throw new TestbedError(`cannot make a network namespace here (${r.stderr.trim()}): the multi-host tests need root with CAP_SYS_ADMIN and CAP_NET_ADMIN`);
+  if (r.code !== 0) {
+    throw new TestbedError(`cannot make a network namespace here (${r.stderr.trim()}): `
+      + 'the multi-host tests need root with CAP_SYS_ADMIN and CAP_NET_ADMIN');
+  }
   await run('ip', ['netns', 'del', probe]);
 }
 
@@ -231,7 +236,9 @@ export class Testbed {
     }
     if (shaped) await this.startSwitch(o.profile!);
     else if (o.profile === 'lan') {
-      for (const h of this.hosts.values()) await must('ip', ['netns', 'exec', h.ns, 'tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf', 'rate', '1gbit', 'burst', '512kb', 'latency', '10ms']);
+      for (const h of this.hosts.values()) {
+        await must('ip', ['netns', 'exec', h.ns, 'tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf', 'rate', '1gbit', 'burst', '512kb', 'latency', '10ms']);
+      }
     }
   }
 
@@ -246,7 +253,9 @@ export class Testbed {
   private async startSwitch(profile: ProfileName): Promise<void> {
     const p = PROFILES[profile];
     const config = { ports: [...this.ports.values()], ...p.switch };
-    const proc = spawn('ip', ['netns', 'exec', this.nsName('lan'), 'python3', join(HERE, 'linkemu.py'), JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const proc = spawn('ip', ['netns', 'exec', this.nsName('lan'), 'python3', join(HERE, 'linkemu.py'), JSON.stringify(config)], {
+      stdio: ['ignore', 'pipe', 'pipe'], detached: true,
+    });
     this.switchProc = proc;
     this.children.add(proc);
     const ready = await new Promise<string | null>((resolve) => {

@@ -11,7 +11,9 @@ import { chromiumFlags, CHROMIUM_PATH } from '../chromium.ts';
 import type { Testbed } from './bed.ts';
 
 const certutil = (args: string[]) => new Promise<void>((resolve, reject) => {
-  execFile('certutil', args, { timeout: 15_000 }, (e, _o, err) => (e ? reject(new Error(`certutil ${args.join(' ')}: ${String(err).trim() || e.message}`)) : resolve()));
+  execFile('certutil', args, { timeout: 15_000 }, (e, _o, err) => (e
+    ? reject(new Error(`certutil ${args.join(' ')}: ${String(err).trim() || e.message}`))
+    : resolve()));
 });
 
 export interface HostBrowser { browser: Browser; close(): Promise<void> }
@@ -21,7 +23,9 @@ export async function launchChromiumIn(bed: Testbed, host: string, caPem: string
   const home = mkdtempSync(join(tmpdir(), 'vt-chromium-host-'));
   for (const sub of ['config', 'cache', 'runtime', '.pki/nssdb']) mkdirSync(join(home, sub), { recursive: true, mode: 0o700 });
   if (caPem) {
-    if (!existsSync('/usr/bin/certutil')) throw new Error("certutil not found: run 'npm run setup' (installs libnss3-tools) to import the test CA the way a person would");
+    if (!existsSync('/usr/bin/certutil')) {
+      throw new Error("certutil not found: run 'npm run setup' (installs libnss3-tools) to import the test CA the way a person would");
+    }
     const db = `sql:${join(home, '.pki/nssdb')}`;
     writeFileSync(join(home, 'ca.crt'), caPem);
     await certutil(['-d', db, '-N', '--empty-password']);

@@ -67,7 +67,10 @@ async function main(): Promise<void> {
     });
     page.on('pageerror', (e) => say({ event: 'console', level: 'pageerror', text: e instanceof Error ? e.message : String(e) }));
     await page.goto(`${url}/?name=${encodeURIComponent(name)}&backend=${encodeURIComponent(backend)}`, { timeout: 120_000 });
-    await page.waitForFunction(() => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined, { timeout: 180_000 });
+    await page.waitForFunction(
+      () => document.getElementById('donate')?.dataset.probing === '' && document.getElementById('donate')?.dataset.device !== undefined,
+      { timeout: 180_000 },
+    );
     const what = await page.evaluate(() => ({
       secure: isSecureContext, isolated: crossOriginIsolated, gpu: 'gpu' in navigator,
       backend: document.getElementById('donate')?.dataset.backend ?? null, device: document.getElementById('device')?.textContent ?? null,

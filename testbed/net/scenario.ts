@@ -38,7 +38,10 @@ export interface CoordinatorProcOptions {
 
 /** Starts testbed/net/coordinator-proc.ts inside `host`; resolves once it listens. */
 export async function startCoordinatorIn(bed: Testbed, host: string, o: CoordinatorProcOptions): Promise<CoordinatorProc> {
-  const child: ChildProcess = bed.spawn(host, process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'testbed/net/coordinator-proc.ts', JSON.stringify(o)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = bed.spawn(
+    host, process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'testbed/net/coordinator-proc.ts', JSON.stringify(o)],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const events: { at: number; e: LiveEvent }[] = [];
   const lines: string[] = [];
   const waiters = new Set<() => void>();
@@ -62,7 +65,9 @@ export async function startCoordinatorIn(bed: Testbed, host: string, o: Coordina
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (chunk: string) => { for (const l of chunk.split('\n')) if (l.trim()) { lines.push(l); if (lines.length > 3000) lines.shift(); } });
   const exited = new Promise<number | null>((r) => child.once('exit', (c) => r(c)));
-  const first = await Promise.race([readyP, exited.then((c) => { throw new Error(`the coordinator process exited (${c}) before listening:\n${lines.slice(-20).join('\n')}`); })]);
+  const first = await Promise.race([readyP, exited.then((c) => {
+    throw new Error(`the coordinator process exited (${c}) before listening:\n${lines.slice(-20).join('\n')}`);
+  })]);
   return {
     url: first.url, port: first.port, events, lines, finished,
     waitFor(pred, ms, what, since = 0) {
@@ -71,7 +76,10 @@ export async function startCoordinatorIn(bed: Testbed, host: string, o: Coordina
           const hit = events.find((x) => x.at >= since && pred(x.e));
           if (hit) { waiters.delete(check); clearTimeout(t); resolve(hit); }
         };
-        const t = setTimeout(() => { waiters.delete(check); reject(new Error(`timed out after ${ms} ms waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`)); }, ms);
+        const t = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`timed out after ${ms} ms waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`));
+        }, ms);
         waiters.add(check);
         check();
       });
@@ -143,7 +151,11 @@ export function firefoxIn(bed: Testbed, host: string, url: string, caFile: strin
     },
     next(pred, ms, what) {
       return new Promise((resolve, reject) => {
-        const fail = (why: string) => { waiters.delete(check); clearTimeout(t); reject(new Error(`Firefox: ${why} waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`)); };
+        const fail = (why: string) => {
+          waiters.delete(check);
+          clearTimeout(t);
+          reject(new Error(`Firefox: ${why} waiting for ${what}; last lines:\n${lines.slice(-15).join('\n')}`));
+        };
         const check = () => {
           const hit = events.find(pred);
           if (hit) { waiters.delete(check); clearTimeout(t); resolve(hit); return; }

@@ -36,7 +36,9 @@ function hashBits(a: Float32Array): number {
 
 window.runRing = async (a: RunArgs): Promise<RunResult> => {
   const Peer = await loadBrowserPeer();
-  const ep = await openEndpoint({ Peer, id: a.id, token: a.token, server: { host: '127.0.0.1', port: a.signalPort, path: '/signal' }, rtcConfig: { iceServers: [] } });
+  const ep = await openEndpoint({
+    Peer, id: a.id, token: a.token, server: { host: '127.0.0.1', port: a.signalPort, path: '/signal' }, rtcConfig: { iceServers: [] },
+  });
   addEventListener('pagehide', () => ep.destroy());
   // The inputs first: generating them blocks the page's main thread (no heartbeats), which must
   // not happen while a ring is up. A loaded CI machine can still stall a page, or its loopback
