@@ -21,13 +21,14 @@
 // Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
 // member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
 import { randomInt } from 'node:crypto';
-import type { AuditTask, SketchReport, StepResult } from '../src/protocol/messages.ts';
+import type { AuditTask, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
 import { auditCheck, sumCheck, type CheckedWire } from './trust-check.ts';
 
 /** What a verified step's results call for. */
 export type AuditVerdict =
-  | { kind: 'ok' }
+  /** `audited`: the members whose slice an audit recomputed and found the same. */
+  | { kind: 'ok'; audited: string[] }
   /** Members caught: evicted, and the step runs again without them. */
   | { kind: 'evict'; ids: string[]; reason: string }
   /** Nobody can be blamed yet: the step runs again (with the audits that settle it). */
@@ -44,6 +45,8 @@ export class AuditBook {
   /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
   private sumFailed: number | null = null;
   readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0 };
+  /** The counts last reported (report()). */
+  private reported = '';
 
   constructor(private readonly fraction: number, private readonly wire: CheckedWire, private readonly draw: (n: number) => number = (n) => randomInt(n)) {}
 
@@ -95,6 +98,7 @@ export class AuditBook {
     const major = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
     const liars = results.filter((r) => key(r) !== major).map((r) => r.peerId);
     if (liars.length && liars.length < results.length / 2) {
+      this.tally.caught += liars.length;
       return {
         kind: 'evict', ids: liars,
         reason: `its sketch of the ring's sum in step ${step + 1} differs from the other members' (it reported something it does not hold)`,
@@ -117,6 +121,7 @@ export class AuditBook {
     if (this.sumFailed === step) this.sumFailed = null;
     const byId = new Map(results.map((r) => [r.peerId, r]));
     const d = this.dispute?.step === step ? this.dispute : null;
+    const audited: string[] = [];
     for (const r of results) {
       if (!r.audit) continue;
       // The second audit of a dispute: compared, under the first attempt's seed, with what the member reported then.
@@ -145,7 +150,10 @@ export class AuditBook {
       this.tally.audits++;
       this.tally.auditedImages += target.images;
       const v = auditCheck(of(target.sketch!), of(r.audit));
-      if (v.ok) continue;
+      if (v.ok) {
+        audited.push(target.peerId);
+        continue;
+      }
       this.dispute = { step, target: target.peerId, auditor: r.peerId, z: v.z, seed, reported: target.sketch! };
       this.tally.disputes++;
       return {
@@ -156,7 +164,23 @@ export class AuditBook {
     }
     // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
     if (d) this.dispute = null;
-    return { kind: 'ok' };
+    return { kind: 'ok', audited };
+  }
+
+  /**
+   * The tally for the metrics and the dashboard after `step` (numbered from 1): always with
+   * `convicted` (the names of peers just convicted, and why), else only when an audit, a dispute
+   * or a conviction changed it since the last report (null).
+   */
+  report(step: number, convicted?: { names: string[]; reason: string }): VerificationTally | null {
+    const t = this.tally;
+    const key = `${t.audits}/${t.caught}/${t.disputes}`;
+    if (!convicted && key === this.reported) return null;
+    this.reported = key;
+    return {
+      step, audits: t.audits, caught: t.caught, disputes: t.disputes, auditedImages: t.auditedImages, computedImages: t.computedImages,
+      ...(convicted ? { convicted: convicted.names, reason: convicted.reason } : {}),
+    };
   }
 
   /** Members left: a dispute about one of them (either side) is moot. */

@@ -35,6 +35,8 @@ export interface CheckpointStore {
   readNewestFile(): Promise<(StoredCheckpoint & { bytes: Uint8Array }) | null>;
   /** The verified bytes of the checkpoint of `step`, or null when there is none (or it is damaged). */
   readStepFile(step: number): Promise<(StoredCheckpoint & { bytes: Uint8Array }) | null>;
+  /** Removes the checkpoints after `step` (work undone: coordinator/undo.ts); resolves with their steps once the folder is synced. */
+  discardAfter(step: number): Promise<number[]>;
 }
 
 export interface StoreOptions {
@@ -112,6 +114,12 @@ export async function openCheckpointStore(dir: string, o: StoreOptions): Promise
       if (!Number.isInteger(step) || step < 0 || step > 9_999_999_999) return null;
       const found = await newestVerified([{ step, path: join(dir, fileName(step)) }]);
       return found && { step: found.step, path: found.path, bytes: found.bytes };
+    },
+    async discardAfter(step) {
+      const later = (await list()).filter((c) => c.step > step);
+      for (const c of later) await rm(c.path, { force: true });
+      if (later.length) await syncDir();
+      return later.map((c) => c.step).sort((a, b) => a - b);
     },
   };
 

@@ -6,8 +6,32 @@ export class CheckpointBook {
   /** Uploads expected: peer id -> step. */
   private readonly uploads = new Map<string, number>();
 
-  /** `newest`: step of the newest stored checkpoint (null: none; the job starts from its seed). */
-  constructor(private newest: number | null) {}
+  /** Steps of the checkpoints kept on disk, oldest first (the store keeps the newest `keep`). */
+  private kept: number[];
+
+  /**
+   * `newest`: step of the newest stored checkpoint (null: none; the job starts from its seed);
+   * `kept`: the steps of every checkpoint on disk (default: the newest alone); `keep`: how many the store keeps.
+   */
+  constructor(private newest: number | null, kept?: readonly number[], private readonly keep = Infinity) {
+    this.kept = [...new Set([...(kept ?? []), ...(newest === null ? [] : [newest])])].sort((a, b) => a - b);
+  }
+
+  /** Steps of the checkpoints kept on disk, oldest first. */
+  get steps(): readonly number[] {
+    return this.kept;
+  }
+
+  /**
+   * The job goes back to the weights of `step` (a kept checkpoint's, or 0: the seed); checkpoints
+   * after it are forgotten (the caller removes their files). Uploads expected are given up.
+   */
+  rollTo(step: number): void {
+    if (step !== 0 && !this.kept.includes(step)) throw new Error(`no kept checkpoint of step ${step} to roll back to (kept: ${this.kept.join(', ')})`);
+    this.kept = this.kept.filter((s) => s <= step);
+    this.newest = this.kept.length ? this.kept[this.kept.length - 1]! : null;
+    this.uploads.clear();
+  }
 
   /** Step of the newest stored checkpoint (null: none). */
   get step(): number | null {
@@ -48,5 +72,6 @@ export class CheckpointBook {
   stored(peerId: string, step: number): void {
     if (this.uploads.get(peerId) === step) this.uploads.delete(peerId);
     if (this.newest === null || step > this.newest) this.newest = step;
+    if (!this.kept.includes(step)) this.kept = [...this.kept, step].sort((a, b) => a - b).slice(-this.keep);
   }
 }

@@ -23,7 +23,7 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
 // checkpoint: the job resumes from it (same samples again) when peers come back.
-import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord, type StepResult } from '../src/protocol/messages.ts';
+import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord, type StepResult, type VerificationTally } from '../src/protocol/messages.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
@@ -37,6 +37,7 @@ import {
 } from './driver-types.ts';
 import { verdictLine } from './steal-tuner.ts';
 import { decisionLine } from './sync-auto.ts';
+import { afterUndo, noteUnaudited, undoLine, undoPoint } from './undo.ts';
 import { failed, halts, noStreak } from '../src/client/failure-streak.ts';
 
 export class DriverMachine {
@@ -79,7 +80,7 @@ export class DriverMachine {
     this.gen = new Generations(d.generation, d.job.twoLevelFrom);
     this.ahead = new DialAhead(this.timeouts.prepareMs);
     this.evals = new Evaluations(d, this.timeouts.evalMs);
-    this.ckpt = new CheckpointBook(d.checkpointStep);
+    this.ckpt = new CheckpointBook(d.checkpointStep, d.keptCheckpoints, d.job.keepCheckpoints);
     this.step = d.checkpointStep ?? 0;
     this.finished = new Promise((r) => { this.resolveDone = r; });
     this.halted = new Promise((r) => { this.resolveHalt = r; });
@@ -265,7 +266,7 @@ export class DriverMachine {
     return true;
   }
 
-  private startAdmission(joiners: string[]): void {
+  private startAdmission(joiners: string[], undo = false): void {
     const now = Date.now();
     for (const id of joiners) this.peers.get(id)!.state = 'loading';
     if (this.ring.length === 0) {
@@ -277,7 +278,7 @@ export class DriverMachine {
       this.step = from;
     }
     const uploadFrom = this.ckpt.loadable(this.step) ? null : this.ring[0]!;
-    this.phase = { kind: 'admitting', step: this.step, joiners, uploadFrom, loadSent: false, deadline: now + this.timeouts.admitMs };
+    this.phase = { kind: 'admitting', step: this.step, joiners, uploadFrom, loadSent: false, deadline: now + this.timeouts.admitMs, ...(undo ? { undo } : {}) };
     if (uploadFrom) {
       this.ckpt.expect(uploadFrom, this.step);
       if (!this.d.send(uploadFrom, { type: 'upload-checkpoint', step: this.step })) return this.peerGone(uploadFrom, 'its session is closed');
@@ -298,7 +299,7 @@ export class DriverMachine {
     }
     const ready = admitted(ph, this.peers);
     if (!ready) return;
-    if (this.ring.length === 0 && ready.length < this.d.job.minPeers) {
+    if (this.ring.length === 0 && ready.length < this.d.job.minPeers && !ph.undo) {
       // A joiner of the first ring failed to load (evicted, or gone): the job still waits for
       // minPeers loaded peers rather than starting smaller (the loaded ones wait again).
       this.d.log(`only ${ready.length} of ${ph.joiners.length} joiners loaded; the first ring waits for ${this.d.job.minPeers} peers`);
@@ -339,6 +340,7 @@ export class DriverMachine {
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     if (this.steps.audits && ph.slices && !this.verified(ph, results)) return;
+    if (this.steps.audits && ph.slices) this.verification(this.steps.audits.report(ph.step + ph.steps));
     const now = Date.now();
     const { verdict, sync } = this.steps.committed(ph, now - ph.started, results);
     if (verdict) this.d.log(verdictLine(verdict));
@@ -365,10 +367,22 @@ export class DriverMachine {
    */
   private verified(ph: RunningPhase, results: readonly StepResult[]): boolean {
     const v = this.steps.audits!.verdict(ph.step, results);
-    if (v.kind === 'ok') return true;
+    if (v.kind === 'ok') {
+      const audited = new Set(v.audited);
+      noteUnaudited(results.map((r) => ({ id: r.peerId, images: r.images })), audited, ph.step, (id) => this.peers.get(id)?.unauditedFrom, (id, s) => {
+        const p = this.peers.get(id);
+        if (p) p.unauditedFrom = s;
+      });
+      return true;
+    }
     this.d.log(`verification: ${v.reason}`);
     if (v.kind === 'evict') {
       this.steps.audits!.forget(v.ids);
+      this.d.convicted?.(v.ids, v.reason);
+      const names = v.ids.map((id) => this.peers.get(id)?.name ?? id);
+      this.verification(this.steps.audits!.report(ph.step + 1, { names, reason: v.reason }));
+      const undo = undoPoint(v.ids.map((id) => this.peers.get(id)?.unauditedFrom), this.step, this.ckpt.steps);
+      if (undo) this.undo(ph, v.ids, names, undo);
       this.evict(v.ids, v.reason);
       return false;
     }
@@ -377,6 +391,36 @@ export class DriverMachine {
     this.abortStep(ph, v.reason);
     this.advance();
     return false;
+  }
+
+  /**
+   * Convicted members' unaudited work is undone (undo.ts): the running step is aborted, the ring's
+   * other members reload the weights of `u.to` (a kept checkpoint, or the seed) and the steps
+   * after it run again; the checkpoints after it are removed. The convicted are evicted next.
+   */
+  private undo(ph: RunningPhase, convicted: readonly string[], names: readonly string[], u: { first: number; to: number }): void {
+    this.d.log(undoLine(names, u, this.step));
+    const survivors = this.ring.filter((id) => !convicted.includes(id));
+    this.abortStep(ph, `undone to step ${u.to}: ${names.join(', ')} convicted`, false, `the others go back to step ${u.to}`);
+    this.steps.forget(); // sums kept for a re-run were computed on weights being undone
+    this.ckpt.rollTo(u.to);
+    this.d.discardCheckpointsAfter?.(u.to);
+    this.step = u.to;
+    for (const id of survivors) {
+      const p = this.peers.get(id);
+      if (p) p.unauditedFrom = afterUndo(p.unauditedFrom, u.to);
+    }
+    this.gen.dropPrepared();
+    this.setRing([]);
+    requeue(survivors, this.peers, { waitingSince: Date.now() });
+    this.startAdmission(survivors, true);
+  }
+
+  /** A verification tally (audits.ts report) into the metrics and to the dashboards. */
+  private verification(tally: VerificationTally | null): void {
+    if (!tally) return;
+    this.d.metrics.append({ type: 'verification', time: Date.now(), ...tally });
+    this.d.publish({ type: 'verification', ...tally });
   }
 
   private startEval(): void {
@@ -487,12 +531,12 @@ export class DriverMachine {
   }
 
   /** The running step is given up (the ring is a new generation now): its members' sums are kept for its re-run. */
-  private abortStep(ph: RunningPhase, reason: string, formedAgain = false): void {
+  private abortStep(ph: RunningPhase, reason: string, formedAgain = false, then = `running it again with ${this.ring.length} peer(s)`): void {
     this.steps.aborted(ph);
     // Metrics and events number steps from 1 (step n: the n-th update; weights "of step n" are after it).
     this.d.metrics.append({ type: 'abort', time: Date.now(), step: ph.step + 1, generation: ph.generation, reason, ...(formedAgain ? { formedAgain } : {}) });
     this.d.publish({ type: 'step-aborted', step: ph.step + 1, generation: ph.generation, reason });
-    this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; running it again with ${this.ring.length} peer(s)`);
+    this.d.log(`step ${ph.step + 1} of generation ${ph.generation} aborted: ${reason}; ${then}`);
     this.phase = { kind: 'between' };
   }
 }

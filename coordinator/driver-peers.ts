@@ -30,6 +30,8 @@ export interface PeerRec {
   admitAfter: number;
   /** When it began waiting for admission (the joiner batching of the driver's boundary()). */
   waitingSince: number;
+  /** A verifying job: the step count before the first committed step it contributed to unaudited (undo.ts); absent: none. */
+  unauditedFrom?: number;
   /**
    * When it asked to leave after the running step (Leave.afterStep; absent: it did not): let go
    * at a boundary (under churn in a big ring with the next admission, or after a bounded hold).

@@ -75,12 +75,21 @@ export interface DriverDeps {
   disconnect(peerId: string, reason: string): void;
   publish(e: LiveEvent): void;
   log(line: string): void;
+  /** Peers that verification convicted (audits.ts), before they are evicted: refused from now on (coordinator/bans.ts). */
+  convicted?(peerIds: readonly string[], reason: string): void;
+  /** Steps of every checkpoint kept on disk (a verifying job's undo goes back to one: undo.ts); default: the newest alone. */
+  keptCheckpoints?: readonly number[];
+  /** The job went back to the weights of `step`: the checkpoints after it hold undone work and are removed. */
+  discardCheckpointsAfter?(step: number): void;
+  /** The audits' random draws (an integer in [0, n)); default crypto's randomInt. Tests fix them. */
+  auditDraw?: (n: number) => number;
   timeouts?: Partial<DriverTimeouts>;
 }
 
 export type Phase =
   | { kind: 'between' }
-  | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number }
+  /** `undo`: the ring reloads older weights (undo.ts), not a first ring waiting for minPeers. */
+  | { kind: 'admitting'; step: number; joiners: string[]; uploadFrom: string | null; loadSent: boolean; deadline: number; undo?: true }
   | {
     kind: 'running'; step: number; steps: number; generation: number; ring: string[]; results: Map<string, StepResult>; started: number; deadline: number;
     unreachable?: Unreachable;

@@ -31,7 +31,7 @@ export function openMetricsLog(path: string, log: (line: string) => void): Metri
   };
 }
 
-const TYPES = new Set(['step', 'abort', 'eval', 'checkpoint', 'generation', 'done', 'halted', 'sync']);
+const TYPES = new Set(['step', 'abort', 'eval', 'checkpoint', 'generation', 'done', 'halted', 'sync', 'verification']);
 
 /** Every readable record of a metrics file, in order (a missing file is an empty history). */
 export async function readMetrics(path: string): Promise<MetricRecord[]> {

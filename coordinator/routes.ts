@@ -33,6 +33,7 @@ import type { CheckpointStore } from './checkpoints.ts';
 import type { CreditView } from './credit.ts';
 import { readMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import type { Joiner } from './bans.ts';
 import type { EventHub } from './events.ts';
 import { HttpError, bearerToken, mediaType, readBody, readJsonBody, requestUrl, sendJson } from './http.ts';
 import { JOIN_TOKEN_PATTERN, JOIN_TOKEN_RULE, publicJobInfo, type JobConfig } from './job.ts';
@@ -58,8 +59,10 @@ export interface RouteContext {
   /** Largest JSON body accepted by POST routes. */
   maxBodyBytes: number;
   status(): JobStatus;
-  /** Told about each accepted join (the membership logic queues it for the next boundary). */
-  onJoin(peerId: string, name: string | null, token: string, donor?: string): void;
+  /** Told about each accepted join (the membership logic queues it for the next boundary); `address`: where it came from. */
+  onJoin(peerId: string, name: string | null, token: string, donor?: string, address?: string): void;
+  /** Why a join is refused (a peer verification convicted: bans.ts), or null; none: nobody is. */
+  refuseJoin?: (j: Joiner) => string | null;
   /** Checkpoint uploads; without it, POST /api/checkpoints/<step> is refused. */
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
@@ -173,6 +176,9 @@ const postJoin: Handler = async (req, res, ctx) => {
     if (d.value.token === undefined) throw new HttpError('unauthorized', 'this job is private: join with the token its owner gave you');
     if (!tokensMatch(d.value.token, access.joinToken)) throw new HttpError('forbidden', 'wrong join token: ask the job owner for the current one');
   }
+  const address = req.socket.remoteAddress;
+  const refused = ctx.refuseJoin?.({ name: d.value.name ?? null, ...(d.value.donor ? { donor: d.value.donor } : {}), ...(address ? { address } : {}) });
+  if (refused) throw new HttpError('forbidden', refused);
   const issued = ctx.signaling.issue();
   const newest = (await ctx.checkpoints.list())[0];
   const accept: JoinAccept = {
@@ -180,7 +186,7 @@ const postJoin: Handler = async (req, res, ctx) => {
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
     iceServers: ctx.iceServers?.(issued.id, hostOfHeader(req.headers.host)) ?? [],
   };
-  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor);
+  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);
 };

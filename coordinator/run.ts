@@ -28,6 +28,7 @@ import { valSampleReader } from './val-samples.ts';
 import { exportOnnx } from '../src/export/to-onnx.ts';
 import { exportMetadata } from '../src/export/job.ts';
 import { generationNeighbours } from './signaling.ts';
+import { BANS_FILE, BanList, type Joiner } from './bans.ts';
 import type { LiveEvent } from '../src/protocol/messages.ts';
 
 export const JOB_FILE = 'job.json';
@@ -60,6 +61,8 @@ export interface JobRunOptions {
   finalEvalSamples?: number;
   heartbeatMs?: number;
   timeouts?: Partial<DriverTimeouts>;
+  /** A verifying job's audit draws (DriverDeps.auditDraw; tests fix them). */
+  auditDraw?: (n: number) => number;
   log?: (line: string) => void;
   /** The built page (dist/) to serve at /. */
   pageDir?: string;
@@ -189,8 +192,21 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       + `${latestPerStep(history).length} steps of history`);
   }
 
-  /** What each peer that joined said of itself: its name and its donor's lasting id (JoinRequest). */
-  const joined = new Map<string, { name: string | null; donor?: string }>();
+  /** What each peer that joined said of itself (its name, its donor's lasting id: JoinRequest) and where it came from. */
+  const joined = new Map<string, Joiner>();
+  const bans = await BanList.open(o.jobDir, log);
+  /** Peers verification convicted: refused from now on (bans.ts); a private job's owner is told which token let them in. */
+  const convicted = (ids: readonly string[], reason: string) => {
+    const step = driver.status().step + 1;
+    for (const id of ids) {
+      const j = joined.get(id) ?? { name: null };
+      bans.add({ time: Date.now(), peerId: id, ...j, step, reason });
+      const who = `${j.name ?? id}${j.address ? ` (${j.address})` : ''}`;
+      log(`verification: ${who} is refused from now on (${BANS_FILE} in the job folder)`
+        + (job.access.kind === 'private'
+          ? '; it joined with the job\'s join token: replace it (POST /api/admin/join-token) if you do not know who that is' : ''));
+    }
+  };
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
   let coordinator: Coordinator | null = null;
   // Sessions that close within CLOSE_BATCH_MS of each other reach the driver together: a host
@@ -236,7 +252,15 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     checkpointStep: newest?.step ?? null, generation, evaluated, metrics, ...syncResume(history),
     send: (id, m) => sessions.send(id, m),
     disconnect: (id, reason) => sessions.close(id, reason),
-    publish, log, timeouts: o.timeouts,
+    publish, log, convicted, timeouts: o.timeouts, ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
+    keptCheckpoints: (await checkpoints.list()).map((c) => c.step),
+    discardCheckpointsAfter: (step) => {
+      checkpoints.discardAfter(step).then(
+        (steps) => { if (steps.length) log(`checkpoints: removed those of steps ${steps.join(', ')} (undone work)`); },
+        (e: unknown) => log(`checkpoints: cannot remove those after step ${step} (${e instanceof Error ? e.message : String(e)}): `
+          + 'remove them by hand before restarting, or the job resumes from undone work'),
+      );
+    },
   });
   const paramBytes = 4 * layout.paramFloats;
   const icePlan: IcePlan = { turn: o.ice?.turn, external: o.ice?.external, externalSecret: o.ice?.externalSecret, ttlSeconds: o.ice?.ttlSeconds };
@@ -254,7 +278,8 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       const s = driver.status();
       return { step: s.step, generation: s.generation, peers: s.peers, paused: s.paused };
     },
-    onJoin: (id, name, token, donor) => {
+    refuseJoin: (j) => bans.refusal(j),
+    onJoin: (id, name, token, donor, address) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();
       for (const [k, v] of tokens) {
@@ -264,7 +289,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });
-      joined.set(id, { name, ...(donor ? { donor } : {}) });
+      joined.set(id, { name, ...(donor ? { donor } : {}), ...(address ? { address } : {}) });
     },
     uploads: {
       fingerprint,

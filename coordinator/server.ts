@@ -30,7 +30,8 @@ export interface CoordinatorOptions {
   /** Where unexpected (500) errors are reported. */
   log?: (line: string) => void;
   status?: () => JobStatus;
-  onJoin?: (peerId: string, name: string | null, token: string, donor?: string) => void;
+  onJoin?: RouteContext['onJoin'];
+  refuseJoin?: RouteContext['refuseJoin'];
   /** Checkpoint uploads (routes.ts); none: uploads are refused. */
   uploads?: UploadPolicy;
   metricsPath?: string;
@@ -82,6 +83,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     maxBodyBytes: o.maxBodyBytes ?? 16_384,
     status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),
     onJoin: o.onJoin ?? (() => undefined),
+    refuseJoin: o.refuseJoin,
     uploads: o.uploads,
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,

@@ -75,13 +75,20 @@ export function planRerun(kept: KeptSlices, ring: readonly string[], speeds: rea
 /** A short digest of a step's sample ids whatever their order or split: "<count>:<fnv-1a of the sorted ids>". */
 export function sampleDigest(slices: readonly (readonly number[])[]): string {
   // Ids are u32 (decode.ts sampleId): a typed sort, several times faster than a comparator's at ImageNet batches.
-  const ids = Uint32Array.from(slices.flat()).sort();
+  // Copied by index into one array (flat() and Uint32Array.from's iterator took ~6 ms a commit at 16K ids in 1,000 slices).
+  let n = 0;
+  for (const s of slices) n += s.length;
+  const ids = new Uint32Array(n);
+  let at = 0;
+  for (const s of slices) for (let i = 0; i < s.length; i++) ids[at++] = s[i]!;
+  ids.sort();
   let h = 0x811c9dc5;
-  for (const id of ids) {
-    for (let k = 0; k < 4; k++) {
-      h ^= (id >>> (8 * k)) & 0xff;
-      h = Math.imul(h, 0x01000193) >>> 0;
-    }
+  for (let i = 0; i < n; i++) {
+    const id = ids[i]!;
+    h = Math.imul(h ^ (id & 0xff), 0x01000193);
+    h = Math.imul(h ^ ((id >>> 8) & 0xff), 0x01000193);
+    h = Math.imul(h ^ ((id >>> 16) & 0xff), 0x01000193);
+    h = Math.imul(h ^ (id >>> 24), 0x01000193);
   }
-  return `${ids.length}:${h.toString(16).padStart(8, '0')}`;
+  return `${n}:${(h >>> 0).toString(16).padStart(8, '0')}`;
 }

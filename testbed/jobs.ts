@@ -42,7 +42,7 @@ export interface TestJob extends RunningJob {
 
 export async function startTestJob(
   root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>,
-  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number } = {},
+  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number; auditDraw?: (n: number) => number } = {},
 ): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
@@ -51,7 +51,7 @@ export async function startTestJob(
     jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
     onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir, tls: extra.tls,
-    ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}),
+    ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}), ...(extra.auditDraw ? { auditDraw: extra.auditDraw } : {}),
   });
   return Object.assign(job, { events, lines, jobDir });
 }

@@ -352,7 +352,19 @@ export type LiveEvent =
   /** The job paused itself: the same failure ended peers' work again and again with no step committed (src/client/failure-streak.ts). */
   | { type: 'halted'; step: number; reason: string }
   /** A job with syncEvery "auto" changed H (coordinator/sync-auto.ts). */
-  | ({ type: 'sync' } & SyncChoice);
+  | ({ type: 'sync' } & SyncChoice)
+  /** A job that verifies its steps: what its audits found so far (coordinator/audits.ts). */
+  | ({ type: 'verification' } & VerificationTally);
+
+/**
+ * What a verifying job's audits found up to `step` (numbered from 1): slices recomputed by another
+ * member (`audits`; `auditedImages` of the `computedImages` its verified steps computed is their
+ * cost), disagreements settled by a second auditor (`disputes`) and peers convicted (`caught`).
+ * `convicted` and `reason`: the peers (names, else ids) convicted in this record, and why.
+ */
+export interface VerificationTally {
+  step: number; audits: number; caught: number; disputes: number; auditedImages: number; computedImages: number; convicted?: string[]; reason?: string;
+}
 
 /**
  * A change of H by a job with syncEvery "auto" (coordinator/sync-auto.ts): from the step after
@@ -377,7 +389,8 @@ export type MetricRecord =
   | { type: 'generation'; time: number; generation: number; ring: string[]; peers?: RingPeer[]; topology?: Topology }
   | { type: 'done'; time: number; step: number }
   | { type: 'halted'; time: number; step: number; reason: string }
-  | ({ type: 'sync'; time: number } & SyncChoice);
+  | ({ type: 'sync'; time: number } & SyncChoice)
+  | ({ type: 'verification'; time: number } & VerificationTally);
 
 /**
  * An evaluation of the weights after `step` updates: over `samples` test images (`final`: the

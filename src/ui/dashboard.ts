@@ -3,7 +3,9 @@
 // back of a classroom. Redraws at most once a second.
 import { stepUtilisation, tallyStep, tallyUtilisation, type UtilisationTally } from '../train/utilisation.ts';
 import { apiFetch, pageSearch, refusedMessage } from './access.ts';
-import type { EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer, SyncChoice } from '../protocol/messages.ts';
+import type {
+  EvalPrediction, LinkKind, LiveEvent, MetricRecord, PeerStepTiming, RingPeer, SyncChoice, VerificationTally,
+} from '../protocol/messages.ts';
 import type { Topology } from '../comm/topology.ts';
 import { esc, lineChartSvg, placeholderSvg, ringSvg, timelineSvg, type TimelineRow } from './charts.ts';
 import { confusionSvg, predictionGridHtml } from './eval-views.ts';
@@ -39,6 +41,9 @@ export interface DashboardModel {
   mode: string;
   /** A job with syncEvery "auto": the H it chose last and why (null: none chosen yet, or H is fixed). */
   sync: SyncChoice | null;
+  /** A job that verifies its steps: its newest tally, and the newest conviction (null: none yet). */
+  verification: VerificationTally | null;
+  convicted: { step: number; names: string[]; reason: string } | null;
   detail: EvalDetail | null;
   /** The data set's class names (its manifest), empty until read. */
   classNames: string[];
@@ -54,7 +59,7 @@ const SPLIT_STEPS = 100;
 export function emptyModel(globalBatch = 1): DashboardModel {
   return {
     steps: [], evals: [], ring: [], ringGeneration: null, topology: null, topologyProblem: null, globalBatch, title: 'Training dashboard', mode: '',
-    sync: null, detail: null, classNames: [], checkpoint: null,
+    sync: null, verification: null, convicted: null, detail: null, classNames: [], checkpoint: null,
   };
 }
 
@@ -103,6 +108,12 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     if (!m.sync || e.step >= m.sync.step) {
       m.sync = { step: e.step, from: e.from, h: e.h, share: e.share, computeMs: e.computeMs, syncMs: e.syncMs, reason: e.reason };
     }
+  } else if (e.type === 'verification') {
+    if (!m.verification || e.audits + e.caught + e.disputes >= m.verification.audits + m.verification.caught + m.verification.disputes) {
+      const { convicted: _n, reason: _r, ...tally } = e;
+      m.verification = { ...tally, step: e.step };
+    }
+    if (e.convicted?.length && (!m.convicted || e.step >= m.convicted.step)) m.convicted = { step: e.step, names: e.convicted, reason: e.reason ?? '' };
   } else if (e.type === 'generation') {
     m.ring = e.peers ?? e.ring.map((id) => ({ id, name: null, device: '' }));
     m.ringGeneration = e.generation;
@@ -248,7 +259,10 @@ export function showDashboard(root: HTMLElement): () => void {
       const sent = last?.bytesPerImage ? ` · ${(last.bytesPerImage / 1000).toFixed(1)} KB sent per image` : '';
       const shape = m.ring.length ? ` · ${ringShapeLine(m)}` : '';
       const choice = syncChoiceLine(m.sync);
-      mode.textContent = m.mode + (choice ? ` · ${choice}` : '') + (rounds ? ` · ${rounds} rounds` : '') + sent + (util ? ` · ${util}` : '') + shape;
+      const verified = verificationLine(m.verification, m.convicted);
+      mode.textContent = m.mode + (choice ? ` · ${choice}` : '') + (rounds ? ` · ${rounds} rounds` : '') + sent + (util ? ` · ${util}` : '') + shape
+        + (verified ? ` · ${verified}` : '');
+      root.dataset.verification = verified;
     }
     const shown = m.ring.length || last?.ring || peers;
     $('dash-peers').textContent = String(shown);
@@ -297,7 +311,7 @@ export function showDashboard(root: HTMLElement): () => void {
   const events = new EventSource(withToken('/api/events', pageSearch()));
   const listening = new Promise<void>((resolve) => events.addEventListener('hello', () => resolve(), { once: true }));
   let held: LiveEvent[] | null = [];
-  for (const type of ['step', 'eval', 'generation', 'checkpoint'] as const) {
+  for (const type of ['step', 'eval', 'generation', 'checkpoint', 'sync', 'verification'] as const) {
     events.addEventListener(type, (ev) => {
       const e = JSON.parse((ev as MessageEvent<string>).data) as LiveEvent;
       if (held) held.push(e);
@@ -375,6 +389,19 @@ export function syncModeOf(outer: unknown): string {
   const carry = typeof o.carry === 'number' && Number.isFinite(o.carry) ? `, inner momentum carried from the round's mean (${o.carry})` : '';
   if (o.auto === true) return `auto: the coordinator measures the ring and runs rounds of 1 to ${h} steps (1: exact sync SGD${carry})`;
   return `rounds: ${h} local steps per peer, then one all-reduce (low-communication mode${carry})`;
+}
+
+/**
+ * A verifying job's audits in words: how many, their cost in compute, disputes, peers caught and
+ * the newest conviction ('' before its first verified step).
+ */
+export function verificationLine(t: VerificationTally | null, convicted: DashboardModel['convicted'] = null): string {
+  if (!t) return '';
+  const cost = t.computedImages > 0 ? ` (${(100 * t.auditedImages / t.computedImages).toFixed(1)}% of the compute)` : '';
+  const disputes = t.disputes ? `, ${t.disputes} dispute${t.disputes === 1 ? '' : 's'}` : '';
+  const caught = `${t.caught} peer${t.caught === 1 ? '' : 's'} caught`;
+  const last = convicted ? `: ${convicted.names.join(', ')} in step ${convicted.step} (${convicted.reason})` : '';
+  return `verified: ${t.audits} audit${t.audits === 1 ? '' : 's'}${cost}${disputes}, ${caught}${last}`;
 }
 
 /** A job with syncEvery "auto": the H in force, since when and why ('' before the first choice). */

@@ -87,6 +87,15 @@ describe('checkpoint store', () => {
     expect(logs).toEqual([]);
   });
 
+  it('discards the checkpoints after a step (undone work): the newest is then the one it went back to', async () => {
+    const store = await openCheckpointStore(dir, { keep: 5, log });
+    for (const step of [2, 4, 6, 8]) await store.write(sample(step));
+    expect(await store.discardAfter(4)).toEqual([6, 8]);
+    expect((await store.list()).map((s) => s.step)).toEqual([4, 2]);
+    expectSame((await store.readNewest())!, sample(4));
+    expect(await store.discardAfter(4)).toEqual([]);
+  });
+
   it('is empty at first', async () => {
     const store = await openCheckpointStore(dir, { keep: 3, log });
     expect(await store.readNewest()).toBeNull();

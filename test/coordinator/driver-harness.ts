@@ -15,7 +15,7 @@ export function driverHarness(
   config: Record<string, unknown>,
   o: {
     checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[];
-    timeouts?: Partial<DriverTimeouts>; syncH?: number;
+    timeouts?: Partial<DriverTimeouts>; syncH?: number; auditDraw?: (n: number) => number;
   } = {},
 ) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
@@ -23,6 +23,8 @@ export function driverHarness(
   const events: LiveEvent[] = [];
   const disconnected: string[] = [];
   const logs: string[] = [];
+  /** Steps the driver went back to (its checkpoints after each are to be removed). */
+  const discarded: number[] = [];
   const job = parseJobConfig({
     model: 'small-cnn', dataset: 'mnist', globalBatch: 12, steps: 10, optimizer: { kind: 'lars', lr: 1 }, evalEvery: 0, checkpointEvery: 100, seed: 9,
     ...config,
@@ -30,7 +32,8 @@ export function driverHarness(
   const d = new Driver({
     job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [],
     ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}),
-    checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}),
+    checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}), ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
+    discardCheckpointsAfter: (step) => discarded.push(step),
     metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
     send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },
     disconnect: (id) => disconnected.push(id),
@@ -57,7 +60,7 @@ export function driverHarness(
     for (const id of ids) { take(id, 'load-state'); ready(id, 0); }
     return ids.map((id) => take(id, 'step-assignment'));
   };
-  return { d, sent, records, events, logs, take, has, ready, result, startRing };
+  return { d, sent, records, events, logs, discarded, take, has, ready, result, startRing };
 }
 
 /** Answers `a` as a peer that computed `computeMs` for its slice (the driver measures speed from it). */

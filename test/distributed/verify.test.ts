@@ -9,10 +9,17 @@
 //   a liar (sends the flipped gradient, reports the honest one's sketch): the sketches do not add
 //     up to the ring's sum, the step runs again with everyone audited, and the second failure
 //     halts the job with the reason instead of committing a sum nobody can vouch for.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BANS_FILE, type Ban } from '../../coordinator/bans.ts';
 import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
-import { buildTestData, metricsOf, startTestJob, stopAll, tempRoot, testJob, until, volunteer } from '../../testbed/jobs.ts';
+import { PROTOCOL_VERSION, type MetricRecord } from '../../src/protocol/messages.ts';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import {
+  buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
+} from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
@@ -29,6 +36,16 @@ afterAll(async () => {
 });
 
 const VERIFIED = { verify: 1, stealFraction: 0 };
+type Tally = Extract<MetricRecord, { type: 'verification' }>;
+const talliesOf = (records: readonly MetricRecord[]): Tally[] => records.filter((r): r is Tally => r.type === 'verification');
+
+/** POST /api/join as a peer named `name` from loopback: the status and the message. */
+async function joinAs(url: string, name: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${url}/api/join`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name }),
+  });
+  return { status: res.status, text: await res.text() };
+}
 const adversary = (url: string, name: string, kind: string): LocalVolunteer =>
   spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '0', '--backend', 'wasm', '--adversary', kind] });
 
@@ -44,6 +61,11 @@ describe('verified steps (verify > 0)', () => {
     expect(job.events.filter((e) => e.type === 'peer-left')).toEqual([]);
     const audits = vs.flatMap((v) => v.lines.filter((l) => /audits \S+'s slice/.test(l)));
     expect(audits.length).toBeGreaterThanOrEqual(8 * 3 - 3); // every member, every step (a generation's first may form late)
+    // The dashboard's figures: the audits counted, their cost (a third of the compute: each slice once more), nobody caught.
+    const last = talliesOf(await metricsOf(job.jobDir)).at(-1)!;
+    expect(last).toMatchObject({ step: 8, caught: 0, disputes: 0 });
+    expect(last.audits).toBeGreaterThanOrEqual(8 * 3 - 3);
+    expect(last.auditedImages / last.computedImages).toBeGreaterThan(0.5);
   });
 
   it('a cheater that reports what it sends is caught by two audits and evicted; the honest finish', async () => {
@@ -52,6 +74,13 @@ describe('verified steps (verify > 0)', () => {
     const bad = adversary(job.url, 'bad', 'sign-flip');
     spawned.push(...honest, bad);
     await until(() => job.lines.some((l) => /verification: .*differs from two members' recomputations/.test(l)), 180_000, 'the cheater convicted');
+    // Refused from now on (its address and name: it gave no donor id), kept in the job folder; others at that address still join.
+    await until(() => job.lines.some((l) => l.includes('is refused from now on')), 10_000, 'the ban logged');
+    const again = await joinAs(job.url, 'bad');
+    expect(again.status, again.text).toBe(403);
+    expect(again.text).toMatch(/refused: a peer with this address and name was caught in step \d+ of this job \(its gradient of step/);
+    expect(again.text).toContain('--backend wasm');
+    expect((await joinAs(job.url, 'fresh')).status).toBe(200);
     await job.driver.finished;
     await job.close();
     for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
@@ -64,9 +93,45 @@ describe('verified steps (verify > 0)', () => {
     const left = job.events.filter((e) => e.type === 'peer-left');
     expect(left.length).toBeGreaterThanOrEqual(1);
     for (const l of left) if (l.type === 'peer-left') expect(names.get(l.peerId), l.reason).toBe('bad');
-    const steps = (await metricsOf(job.jobDir)).filter((r) => r.type === 'step');
+    const records = await metricsOf(job.jobDir);
+    const steps = records.filter((r) => r.type === 'step');
     expect(steps.map((r) => r.step)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
     for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size).toBe(1);
+    // The conviction in the metrics (the dashboard shows it), and the ban on disk.
+    const convictions = talliesOf(records).filter((t) => t.convicted);
+    expect(convictions.map((t) => t.convicted)).toEqual([['bad']]);
+    expect(convictions[0]!.caught).toBe(1);
+    const bans = (await readFile(join(job.jobDir, BANS_FILE), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Ban);
+    expect(bans.map((b) => [b.name, b.address?.replace(/^::ffff:/, '')])).toEqual([['bad', '127.0.0.1']]);
+  });
+
+  it('a cheater unaudited in its first steps is caught later: its steps are undone, and the honest end where one peer alone would', async () => {
+    // The audits' draws, fixed: nobody is audited in the first three steps planned (4 draws each), everyone after.
+    let draws = 0;
+    const auditDraw = (n: number): number => (n === 1_000_000 ? (draws++ < 12 ? 999_999 : 0) : 0);
+    const config = testJob(10, { minPeers: 4, verify: 0.5, stealFraction: 0 });
+    const job = await startTestJob(root.dir, 'undo', data, config, { auditDraw });
+    const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
+    spawned.push(...honest, adversary(job.url, 'bad', 'sign-flip'));
+    await job.driver.finished;
+    await job.close();
+    for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+    const verdicts = job.lines.filter((l) => l.includes('verification:'));
+    console.log(`verification, a cheater unaudited at first:\n${verdicts.join('\n')}`);
+    expect(verdicts.some((l) => /bad contributed unaudited work from step 1 on; the ring goes back to the seed .*without them/.test(l)), verdicts.join('\n'))
+      .toBe(true);
+    const records = await metricsOf(job.jobDir);
+    const last = latestPerStep(records);
+    expect(last.map((r) => r.step)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    for (const r of last) {
+      expect(r.ring, `step ${r.step}`).toBe(3);
+      expect(new Set(r.peers.map((p) => p.checksum)).size).toBe(1);
+    }
+    // Nothing of the cheater's is left in the weights: they are one honest peer's, up to float32 rounding.
+    const ref = await onePeerWeights(root.dir, 'undo-solo', data, testJob(10, { stealFraction: 0 }), 'wasm');
+    const diff = relDiff((await finalWeights(job.jobDir)).weights, ref.weights);
+    console.log(`after the undo, 3 honest peers vs 1 peer after 10 steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
+    expect(diff).toBeLessThan(1e-4);
   });
 
   it('a liar (sends one gradient, reports another) fails the sum check twice and the job halts saying why', async () => {

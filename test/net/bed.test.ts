@@ -56,11 +56,16 @@ describe('test bed', () => {
     const bed = await Testbed.create({ hosts: ['a', 'b'], profile: name });
     beds.push(bed);
     const p = PROFILES[name];
-    // Round trip: a ping of a small packet sees twice the one-way latency.
-    const res = await bed.exec('a', 'ping', ['-c', '5', '-i', '0.2', '-q', bed.host('b').ip]);
-    expect(res.code, `ping failed (is iputils-ping installed? npm run setup installs it): ${res.stdout}${res.stderr}`).toBe(0);
-    const ping = res.stdout;
-    const avg = Number(/= [\d.]+\/([\d.]+)\//.exec(ping)?.[1]);
+    // Round trip: a ping of a small packet sees twice the one-way latency. The first ping also
+    // resolves the address (ARP: one more round trip) and is not counted; the median of 11 is: a
+    // sleeping process here wakes up to ~8 ms late now and then (the machine's timers), which
+    // skewed an average of 5 (CI once measured 9.91 ms against the bound of 9.8 for Wi-Fi's 6).
+    const warm = await bed.exec('a', 'ping', ['-c', '1', bed.host('b').ip]);
+    expect(warm.code, `ping failed (is iputils-ping installed? npm run setup installs it): ${warm.stdout}${warm.stderr}`).toBe(0);
+    const ping = (await bed.exec('a', 'ping', ['-c', '11', '-i', '0.05', bed.host('b').ip])).stdout;
+    const times = [...ping.matchAll(/time=([\d.]+) ms/g)].map((m) => Number(m[1])).sort((x, y) => x - y);
+    expect(times.length, ping).toBeGreaterThanOrEqual(9);
+    const avg = times[Math.floor(times.length / 2)]!;
     expect(avg, ping).toBeGreaterThan(2 * p.bound.oneWayMs * 0.9);
     expect(avg, ping).toBeLessThan(2 * p.bound.oneWayMs * 1.3 + 2);
     // Throughput a -> b over TCP for ~3 s: within 15% of the sender's limit.
@@ -73,7 +78,7 @@ describe('test bed', () => {
     const { n, ms } = JSON.parse(await out) as { n: number; ms: number };
     const rate = n / (ms / 1000);
     const limit = p.bound.sharedBytesPerS || p.bound.upBytesPerS;
-    console.log(`${name}: ping avg ${avg} ms, TCP ${(rate * 8 / 1e6).toFixed(1)} Mbit/s (limit ${(limit * 8 / 1e6).toFixed(0)})`);
+    console.log(`${name}: ping median ${avg} ms, TCP ${(rate * 8 / 1e6).toFixed(1)} Mbit/s (limit ${(limit * 8 / 1e6).toFixed(0)})`);
     expect(n).toBe(bytes);
     expect(rate).toBeGreaterThan(0.8 * limit);
     expect(rate).toBeLessThan(1.1 * limit);

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PeerStepTiming, RingPeer } from '../../src/protocol/messages.ts';
 import { ringSvg } from '../../src/ui/charts.ts';
-import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks, syncChoiceLine } from '../../src/ui/dashboard.ts';
+import { charts, emptyModel, evalViews, fold, jobHeadOf, ringLinks, syncChoiceLine, verificationLine } from '../../src/ui/dashboard.ts';
 
 const peer = (id: string): RingPeer => ({ id, name: id, device: 'cpu' });
 const timing = (peerId: string, link?: 'direct' | 'relayed'): PeerStepTiming => ({
@@ -120,6 +120,23 @@ describe('syncEvery "auto" on the dashboard', () => {
     expect(syncChoiceLine(m.sync)).toBe('every step synchronised since step 44: cheap now');
     fold(m, { type: 'sync', time: 1, ...choice });
     expect(m.sync?.step).toBe(44);
+  });
+});
+
+describe('verified steps on the dashboard', () => {
+  it('shows the audits, their cost in compute, disputes and the peers caught; a conviction stays shown as tallies go on', () => {
+    const m = emptyModel();
+    expect(verificationLine(m.verification, m.convicted)).toBe('');
+    const t = { step: 5, audits: 4, caught: 0, disputes: 0, auditedImages: 12, computedImages: 400 };
+    fold(m, { type: 'verification', time: 1, ...t });
+    expect(verificationLine(m.verification, m.convicted)).toBe('verified: 4 audits (3.0% of the compute), 0 peers caught');
+    fold(m, { type: 'verification', ...t, step: 9, audits: 7, caught: 1, disputes: 1, convicted: ['bad'], reason: 'its gradient differs' });
+    fold(m, { type: 'verification', ...t, step: 12, audits: 9, caught: 1, disputes: 1, auditedImages: 30, computedImages: 1000 });
+    expect(verificationLine(m.verification, m.convicted))
+      .toBe('verified: 9 audits (3.0% of the compute), 1 dispute, 1 peer caught: bad in step 9 (its gradient differs)');
+    // An older record arriving late (the history after a live event) does not go back.
+    fold(m, { type: 'verification', time: 1, ...t });
+    expect(m.verification?.step).toBe(12);
   });
 });
 
