@@ -183,7 +183,15 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   const ledger = new CreditLedger();
   for (const r of history) ledger.add(r);
   const written = openMetricsLog(metricsPath, log);
-  const metrics: MetricsLog = { path: written.path, flush: () => written.flush(), append: (r) => { ledger.add(r); written.append(r); } };
+  // Records are serialised and credited after the driver's turn (setImmediate), in order: a step's record names every member
+  // (~150 KB of JSON at 1,000), and the members' next assignments go out first. A flush writes what is still waiting.
+  const waiting: MetricRecord[] = [];
+  const drain = () => { for (const r of waiting.splice(0)) { ledger.add(r); written.append(r); } };
+  const metrics: MetricsLog = {
+    path: written.path,
+    flush: () => { drain(); return written.flush(); },
+    append: (r) => { if (waiting.push(r) === 1) setImmediate(drain); },
+  };
   let generation = newest ? newest.generation + 1 : 0;
   for (const r of history) if (r.type === 'generation' || r.type === 'step' || r.type === 'abort') generation = Math.max(generation, r.generation + 1);
   const evaluated = history.filter((r) => r.type === 'eval').map((r) => r.step).filter((s) => newest === null || s <= newest.step);

@@ -1,10 +1,17 @@
 // The coordinator bench's pure parts (the profile summary, quantiles) and a short run of it: a
 // coordinator process on loopback with 20 and then 40 simulated volunteers stepping, one dying.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { COORDINATOR_SEMI_SPACE_MB } from '../../bench/coordinator.ts';
 import { summariseProfile } from '../../bench/coordinator-profile.ts';
 import { quantile } from '../../src/stats.ts';
 
 describe('coordinator bench', () => {
+  it('measures the coordinator as npm start runs it (the same young generation)', () => {
+    const start = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start;
+    expect(start).toContain(`--max-semi-space-size=${COORDINATOR_SEMI_SPACE_MB} `);
+  });
+
   it('quantile interpolates between ranks', () => {
     expect(quantile([], 0.5)).toBe(0);
     expect(quantile([5], 0.99)).toBe(5);
