@@ -118,7 +118,9 @@ export async function main(argv: string[]): Promise<void> {
     const pinned = pin && availableParallelism() >= 2 && spawnSync('taskset', ['-V']).status === 0;
     const profDir = join(root.dir, 'profile');
     // The young generation npm start gives the coordinator (package.json, COORDINATOR_SEMI_SPACE_MB): fewer scavenges in a turn.
-    const nodeArgs = [`--max-semi-space-size=${COORDINATOR_SEMI_SPACE_MB}`, '--import', 'tsx', '--import', './scripts/raw-loader.mjs', ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
+    const nodeArgs = [
+      `--max-semi-space-size=${COORDINATOR_SEMI_SPACE_MB}`, '--import', 'tsx', '--import', './scripts/raw-loader.mjs',
+      ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []),
       'bench/coordinator-serve.ts',
       JSON.stringify({ jobDir: join(root.dir, 'job'), dataDir, manifest, config, heartbeatMs: 2000 })];
     const stdio: ['ignore', 'pipe', 'pipe', 'ipc'] = ['ignore', 'pipe', 'pipe', 'ipc'];
