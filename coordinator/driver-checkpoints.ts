@@ -6,15 +6,17 @@ export class CheckpointBook {
   /** Uploads expected: peer id -> step. */
   private readonly uploads = new Map<string, number>();
 
-  /** Steps of the checkpoints kept on disk, oldest first (the store keeps the newest `keep`). */
+  /** Steps of the checkpoints kept on disk, oldest first (the store keeps the newest `keep`): the last is the newest. */
   private kept: number[];
 
   /**
-   * `newest`: step of the newest stored checkpoint (null: none; the job starts from its seed);
-   * `kept`: the steps of every checkpoint on disk (default: the newest alone); `keep`: how many the store keeps.
+   * `newest`: step of the newest stored checkpoint that verifies (null: none; the job starts from its seed);
+   * `kept`: the steps of every checkpoint on disk (default: the newest alone; any after `newest` did not verify and are
+   * left out); `keep`: how many the store keeps.
    */
-  constructor(private newest: number | null, kept?: readonly number[], private readonly keep = Infinity) {
-    this.kept = [...new Set([...(kept ?? []), ...(newest === null ? [] : [newest])])].sort((a, b) => a - b);
+  constructor(newest: number | null, kept?: readonly number[], private readonly keep = Infinity) {
+    const usable = newest === null ? [] : [...(kept ?? []).filter((s) => s < newest), newest];
+    this.kept = [...new Set(usable)].sort((a, b) => a - b);
   }
 
   /** Steps of the checkpoints kept on disk, oldest first. */
@@ -29,13 +31,12 @@ export class CheckpointBook {
   rollTo(step: number): void {
     if (step !== 0 && !this.kept.includes(step)) throw new Error(`no kept checkpoint of step ${step} to roll back to (kept: ${this.kept.join(', ')})`);
     this.kept = this.kept.filter((s) => s <= step);
-    this.newest = this.kept.length ? this.kept[this.kept.length - 1]! : null;
     this.uploads.clear();
   }
 
   /** Step of the newest stored checkpoint (null: none). */
   get step(): number | null {
-    return this.newest;
+    return this.kept.at(-1) ?? null;
   }
 
   /** Checkpoint uploads still expected (the churn bench's leak check). */
@@ -45,7 +46,7 @@ export class CheckpointBook {
 
   /** Whether joiners can load the weights of `step` now: its checkpoint, or the seed at step 0. */
   loadable(step: number): boolean {
-    return this.newest === step || (step === 0 && this.newest === null);
+    return this.step === step || (step === 0 && this.step === null);
   }
 
   /** `peerId` is asked to upload the checkpoint of `step`. */
@@ -71,7 +72,6 @@ export class CheckpointBook {
   /** `peerId`'s checkpoint of `step` is stored. */
   stored(peerId: string, step: number): void {
     if (this.uploads.get(peerId) === step) this.uploads.delete(peerId);
-    if (this.newest === null || step > this.newest) this.newest = step;
     if (!this.kept.includes(step)) this.kept = [...this.kept, step].sort((a, b) => a - b).slice(-this.keep);
   }
 }

@@ -378,7 +378,7 @@ export class DriverMachine {
     this.d.log(`verification: ${v.reason}`);
     if (v.kind === 'evict') {
       this.steps.audits!.forget(v.ids);
-      this.d.convicted?.(v.ids, v.reason);
+      this.d.convicted?.(v.ids, v.reason, ph.step + 1);
       const names = v.ids.map((id) => this.peers.get(id)?.name ?? id);
       this.verification(this.steps.audits!.report(ph.step + 1, { names, reason: v.reason }));
       const undo = undoPoint(v.ids.map((id) => this.peers.get(id)?.unauditedFrom), this.step, this.ckpt.steps);
@@ -402,7 +402,6 @@ export class DriverMachine {
     this.d.log(undoLine(names, u, this.step));
     const survivors = this.ring.filter((id) => !convicted.includes(id));
     this.abortStep(ph, `undone to step ${u.to}: ${names.join(', ')} convicted`, false, `the others go back to step ${u.to}`);
-    this.steps.forget(); // sums kept for a re-run were computed on weights being undone
     this.ckpt.rollTo(u.to);
     this.d.discardCheckpointsAfter?.(u.to);
     this.step = u.to;
@@ -411,8 +410,8 @@ export class DriverMachine {
       if (p) p.unauditedFrom = afterUndo(p.unauditedFrom, u.to);
     }
     this.gen.dropPrepared();
+    // With the ring empty, the admission forgets the sums kept for a re-run (computed on weights being undone) and loads `u.to`.
     this.setRing([]);
-    requeue(survivors, this.peers, { waitingSince: Date.now() });
     this.startAdmission(survivors, true);
   }
 

@@ -75,8 +75,8 @@ export interface DriverDeps {
   disconnect(peerId: string, reason: string): void;
   publish(e: LiveEvent): void;
   log(line: string): void;
-  /** Peers that verification convicted (audits.ts), before they are evicted: refused from now on (coordinator/bans.ts). */
-  convicted?(peerIds: readonly string[], reason: string): void;
+  /** Peers that verification convicted (audits.ts) in `step` (numbered from 1), before they are evicted: refused from now on (bans.ts). */
+  convicted?(peerIds: readonly string[], reason: string, step: number): void;
   /** Steps of every checkpoint kept on disk (a verifying job's undo goes back to one: undo.ts); default: the newest alone. */
   keptCheckpoints?: readonly number[];
   /** The job went back to the weights of `step`: the checkpoints after it hold undone work and are removed. */

@@ -204,8 +204,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   const joined = new Map<string, Joiner>();
   const bans = await BanList.open(o.jobDir, log);
   /** Peers verification convicted: refused from now on (bans.ts); a private job's owner is told which token let them in. */
-  const convicted = (ids: readonly string[], reason: string) => {
-    const step = driver.status().step + 1;
+  const convicted = (ids: readonly string[], reason: string, step: number) => {
     for (const id of ids) {
       const j = joined.get(id) ?? { name: null };
       bans.add({ time: Date.now(), peerId: id, ...j, step, reason });

@@ -110,8 +110,9 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     }
   } else if (e.type === 'verification') {
     if (!m.verification || e.audits + e.caught + e.disputes >= m.verification.audits + m.verification.caught + m.verification.disputes) {
-      const { convicted: _n, reason: _r, ...tally } = e;
-      m.verification = { ...tally, step: e.step };
+      m.verification = {
+        step: e.step, audits: e.audits, caught: e.caught, disputes: e.disputes, auditedImages: e.auditedImages, computedImages: e.computedImages,
+      };
     }
     if (e.convicted?.length && (!m.convicted || e.step >= m.convicted.step)) m.convicted = { step: e.step, names: e.convicted, reason: e.reason ?? '' };
   } else if (e.type === 'generation') {
