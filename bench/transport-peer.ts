@@ -3,20 +3,24 @@
 // bytes one way over the transports the bench compares and reports its own time and CPU
 // (process.cpuUsage: every thread of the process, node-datachannel's native ones included):
 //   - kernel TCP (Node `net`, 64 KiB writes with back-pressure), the physical anchor;
-//   - the link a Node volunteer opens (src/comm: PeerJS signaling, node-datachannel, the
-//     Link interface), carrying ring frames (bench/transport-stream.ts).
+//   - the links a Node volunteer opens (src/comm: PeerJS signaling, the Link interface), carrying
+//     ring frames (bench/transport-stream.ts): WebRTC (node-datachannel), or, given a secret at
+//     `open` and routes at `links`, a direct link (TLS over TCP, src/comm/direct-peer.ts).
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { createInterface } from 'node:readline';
 import { openEndpoint, type PeerEndpoint } from '../src/comm/index.ts';
 import { loadNodePeer, nodeRtcConfig } from '../src/comm/node.ts';
 import { LinkStream } from './transport-stream.ts';
+import { DirectListener, DirectPeer } from '../src/comm/direct-peer.ts';
+import type { DirectRoutes } from '../src/protocol/messages.ts';
 
 export type TransportToPeer =
   | { type: 'tcp-listen' }
   | { type: 'tcp-recv'; bytes: number }
   | { type: 'tcp-send'; host: string; port: number; bytes: number; msg: number }
-  | { type: 'open'; id: string; token: string; server: { host: string; port: number; path: string } }
-  | { type: 'links'; ids: string[]; job: number }
+  | { type: 'listen-direct' }
+  | { type: 'open'; id: string; token: string; server: { host: string; port: number; path: string }; directSecret?: string }
+  | { type: 'links'; ids: string[]; job: number; routes?: DirectRoutes }
   | { type: 'dc-recv'; bytes: number }
   | { type: 'dc-send'; bytes: number; msg: number }
   | { type: 'exit' };
@@ -33,6 +37,7 @@ let server: Server | null = null;
 let accepted: Promise<Socket> | null = null;
 let endpoint: PeerEndpoint | null = null;
 let stream: LinkStream | null = null;
+let listener: DirectListener | null = null;
 
 /** Receives `bytes` on the accepted socket; time from the first byte to the last. */
 async function tcpRecv(bytes: number): Promise<TransportFromPeer> {
@@ -84,15 +89,23 @@ async function handle(m: TransportToPeer): Promise<TransportFromPeer | null> {
       return { type: 'listening', port: (server.address() as { port: number }).port };
     case 'tcp-recv': return tcpRecv(m.bytes);
     case 'tcp-send': return tcpSend(m.host, m.port, m.bytes, m.msg);
+    case 'listen-direct':
+      listener = await DirectListener.open();
+      return { type: 'listening', port: listener.port };
     case 'open': {
       const Peer = await loadNodePeer();
       // VT_MTU: libdatachannel's path MTU (an experiment knob, as in the allreduce bench; unset: its default).
       const mtu = process.env.VT_MTU ? { mtu: Number(process.env.VT_MTU) } : {};
-      endpoint = await openEndpoint({ Peer, id: m.id, token: m.token, server: m.server, rtcConfig: { ...nodeRtcConfig([]), ...mtu } as RTCConfiguration });
+      const { directSecret } = m;
+      endpoint = await openEndpoint({
+        Peer, id: m.id, token: m.token, server: m.server, rtcConfig: { ...nodeRtcConfig([]), ...mtu } as RTCConfiguration,
+        ...(listener && directSecret ? { wrap: (p) => new DirectPeer(p, listener!, directSecret) } : {}),
+      });
       return { type: 'ready' };
     }
     case 'links':
       if (!endpoint) throw new Error('links before open');
+      if (m.routes) endpoint.learnRoutes(m.routes);
       stream = new LinkStream(await endpoint.connectLinks({ ids: m.ids, job: m.job, generation: 1, connectTimeoutMs: 20_000 }));
       return { type: 'ready' };
     case 'dc-recv': return dcRecv(m.bytes);

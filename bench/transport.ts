@@ -3,14 +3,18 @@
 // 1 Gbit/s tbf each way per host), one sending peer per host, each pinned to its own core
 // (taskset: a on core 0, b on core 1), `--mb` MB (default 200) sent one way:
 //   - kernel TCP: Node `net`, 64 KiB writes with back-pressure (the physical anchor);
-//   - the link as Node volunteers open it: PeerJS signaling on a third host, node-datachannel,
-//     the Link interface, ring frames of 64 KiB (bench/transport-peer.ts);
+//   - the links Node volunteers open (bench/transport-peer.ts), each carrying ring frames of 64 KiB
+//     through the Link interface: between two Node volunteers a direct link (TLS 1.2 with a
+//     pre-shared key over TCP, src/comm/direct-peer.ts; routes and keys from the coordinator's
+//     DirectBook), which is `node_*`; and WebRTC (PeerJS signaling on a third host,
+//     node-datachannel), what a Node volunteer uses towards a browser, `node_webrtc_*`;
 //   - a bare Chromium data channel between a page on each host: browser defaults, 64 KiB
 //     messages, no project code (bench/transport-page.ts); CPU of every process of the host;
 //   - the link as a donor page opens it: the page relays WebRTC to its worker, which opens the
 //     links and streams ring frames (bench/transport-relay-page.ts, served by vite on a third host);
 //   - then a ring all-reduce of `--allreduce-mb` MB (default 100, float32 on the wire) across 2
-//     and 3 hosts (bench/network-peer.ts), against the line-rate bound of the lan profile.
+//     and 3 hosts (bench/network-peer.ts), against the line-rate bound of the lan profile: over
+//     direct links (`allreduce_lan_eff_*`) and over WebRTC (`allreduce_lan_eff_*_webrtc`).
 // Each side's CPU-seconds per GB moved: process.cpuUsage for Node peers (all their threads), the
 // host's processes from /proc for Chromium. The wire's bytes per image (bytes_per_image_*) are
 // counted, not timed: what each peer sends per image of its slice for ResNet-50 at 224 px in its
@@ -23,6 +27,7 @@ import { createInterface } from 'node:readline';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../coordinator/local-volunteers.ts';
+import { DirectBook } from '../coordinator/direct-links.ts';
 import { IMAGENET_RECIPES } from '../coordinator/recipes.ts';
 import { allReduceSentBytes } from '../src/comm/allreduce.ts';
 import type { WireFormat } from '../src/protocol/frames.ts';
@@ -92,11 +97,28 @@ const moved = (r: TransportFromPeer): Moved => {
 
 interface Signal { server: { host: string; port: number; path: string }; issued: { id: string; token: string }[] }
 
+/** Streams `bytes` from a to b over their links (8 MB of warm-up first: windows, JIT). */
+async function linkStream(a: TPeer, b: TPeer, bytes: number): Promise<StreamResult> {
+  const warm = 8e6;
+  const w = b.ask({ type: 'dc-recv', bytes: warm }, 120_000);
+  await a.ask({ type: 'dc-send', bytes: warm, msg: MSG }, 120_000);
+  await w;
+  const recv = b.ask({ type: 'dc-recv', bytes }, 600_000);
+  const send = moved(await a.ask({ type: 'dc-send', bytes, msg: MSG }, 600_000));
+  return result(moved(await recv), send);
+}
+
+const listeningPort = (r: TransportFromPeer | NetFromPeer): number => {
+  if (r.type !== 'listening') throw new Error(`expected a direct listener's port, got ${r.type}`);
+  return r.port;
+};
+
 async function streams(bed: Testbed, bytes: number, signal: Signal) {
   const spawnPeer = (host: string, core: number): TPeer =>
     new LineProc(host, bed.spawn(host, 'taskset', ['-c', String(core), process.execPath, ...TSX, join(here, 'transport-peer.ts')], { cwd: ROOT }));
-  const a = spawnPeer('a', 0), b = spawnPeer('b', 1);
+  let pair = [spawnPeer('a', 0), spawnPeer('b', 1)] as const;
   try {
+    const [a, b] = pair;
     const listen = await b.ask({ type: 'tcp-listen' });
     if (listen.type !== 'listening') throw new Error('tcp-listen: no port');
     const tcpRecv = b.ask({ type: 'tcp-recv', bytes }, 300_000);
@@ -107,19 +129,30 @@ async function streams(bed: Testbed, bytes: number, signal: Signal) {
     await Promise.all([a.ask({ type: 'open', ...ia!, server: signal.server }), b.ask({ type: 'open', ...ib!, server: signal.server })]);
     const ids = [ia!.id, ib!.id];
     await Promise.all([a.ask({ type: 'links', ids, job: 1 }), b.ask({ type: 'links', ids, job: 1 })]);
-    // A warm-up of 8 MB (SCTP windows, JIT), then the measured stream.
-    const warm = 8e6;
-    const w = b.ask({ type: 'dc-recv', bytes: warm }, 120_000);
-    await a.ask({ type: 'dc-send', bytes: warm, msg: MSG }, 120_000);
-    await w;
-    const dcRecv = b.ask({ type: 'dc-recv', bytes }, 600_000);
-    const dcSend = moved(await a.ask({ type: 'dc-send', bytes, msg: MSG }, 600_000));
-    const node = result(moved(await dcRecv), dcSend);
-    console.error(`node data channel: ${node.mbps.toFixed(1)} MB/s, receiver ${node.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
+    const webrtc = await linkStream(a, b, bytes);
+    console.error(`node data channel: ${webrtc.mbps.toFixed(1)} MB/s, receiver ${webrtc.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
+      `sender ${webrtc.sendCpuSPerGb.toFixed(2)}`);
+    for (const p of pair) p.child.kill('SIGKILL');
+    // The direct link between two Node volunteers, in fresh processes: routes and keys from the coordinator's own book.
+    pair = [spawnPeer('a', 0), spawnPeer('b', 1)] as const;
+    const [da, db] = pair;
+    const [ja, jb] = [signal.issued[7]!, signal.issued[8]!];
+    const book = new DirectBook();
+    const secrets = [
+      book.register(ja.id, bed.host('a').ip, listeningPort(await da.ask({ type: 'listen-direct' }))),
+      book.register(jb.id, bed.host('b').ip, listeningPort(await db.ask({ type: 'listen-direct' }))),
+    ];
+    await Promise.all([da.ask({ type: 'open', ...ja, server: signal.server, directSecret: secrets[0] }),
+      db.ask({ type: 'open', ...jb, server: signal.server, directSecret: secrets[1] })]);
+    const dids = [ja.id, jb.id];
+    await Promise.all([da.ask({ type: 'links', ids: dids, job: 3, routes: book.routesFor(ja.id, dids)! }),
+      db.ask({ type: 'links', ids: dids, job: 3, routes: book.routesFor(jb.id, dids)! })]);
+    const node = await linkStream(da, db, bytes);
+    console.error(`node direct link (TLS over TCP): ${node.mbps.toFixed(1)} MB/s, receiver ${node.recvCpuSPerGb.toFixed(2)} CPU-s/GB, ` +
       `sender ${node.sendCpuSPerGb.toFixed(2)}`);
-    return { tcp, node };
+    return { tcp, node, webrtc };
   } finally {
-    for (const p of [a, b]) p.child.kill('SIGKILL');
+    for (const p of pair) p.child.kill('SIGKILL');
   }
 }
 
@@ -189,18 +222,27 @@ async function relayPage(bed: Testbed, bytes: number, signal: Signal): Promise<S
   }
 }
 
-async function allReduce(bed: Testbed, mb: number, signal: Signal) {
+type AllReduceResult = Record<number, { ms: number; times: number[]; boundMs: number; efficiency: number }>;
+
+/** Ring all-reduces of `mb` MB across 2 and 3 hosts: over WebRTC, then over direct links (what Node volunteers use between each other). */
+async function allReduce(bed: Testbed, mb: number, signal: Signal): Promise<{ webrtc: AllReduceResult; direct: AllReduceResult }> {
   const hosts = ['a', 'b', 'c'];
   const peers = hosts.map((h, i) => new LineProc<NetToPeer, NetFromPeer>(h,
     bed.spawn(h, 'taskset', ['-c', String(i % 2), process.execPath, ...TSX, join(here, 'network-peer.ts')], { cwd: ROOT })));
   const issued = signal.issued.slice(2);
   const elems = Math.round((mb * 1e6) / 4);
-  const out: Record<number, { ms: number; times: number[]; boundMs: number; efficiency: number }> = {};
+  const book = new DirectBook();
+  const out = { webrtc: {} as AllReduceResult, direct: {} as AllReduceResult };
   try {
-    await Promise.all(peers.map((p, i) => p.ask({ type: 'open', ...issued[i]!, server: signal.server })));
-    for (const n of [2, 3]) {
+    const ports = await Promise.all(peers.map(async (p) => listeningPort(await p.ask({ type: 'listen-direct' }))));
+    const secrets = peers.map((_, i) => book.register(issued[i]!.id, bed.host(hosts[i]!).ip, ports[i]!));
+    await Promise.all(peers.map((p, i) => p.ask({ type: 'open', ...issued[i]!, server: signal.server, directSecret: secrets[i]! })));
+    for (const [kind, n] of [['webrtc', 2], ['webrtc', 3], ['direct', 2], ['direct', 3]] as const) {
       const ring = peers.slice(0, n), ids = issued.slice(0, n).map((x) => x.id);
-      await Promise.all(ring.map((p) => p.ask({ type: 'ring', ids, job: 1, generation: n })));
+      const generation = kind === 'direct' ? 10 + n : n;
+      await Promise.all(ring.map((p, i) => p.ask({
+        type: 'ring', ids, job: 1, generation, ...(kind === 'direct' ? { routes: book.routesFor(issued[i]!.id, ids)! } : {}),
+      })));
       let step = 0;
       const round = async (e: number) => {
         const s = step++;
@@ -211,8 +253,8 @@ async function allReduce(bed: Testbed, mb: number, signal: Signal) {
       const times = [await round(elems), await round(elems)];
       const boundMs = allReduceBoundMs(PROFILES.lan, n, 4 * elems);
       const ms = median(times);
-      out[n] = { ms, times, boundMs, efficiency: boundMs / ms };
-      console.error(`all-reduce of ${mb} MB across ${n} hosts: ${ms.toFixed(0)} ms, line-rate bound ${boundMs.toFixed(0)} ms ` +
+      out[kind][n] = { ms, times, boundMs, efficiency: boundMs / ms };
+      console.error(`all-reduce of ${mb} MB across ${n} hosts (${kind}): ${ms.toFixed(0)} ms, line-rate bound ${boundMs.toFixed(0)} ms ` +
         `-> efficiency ${(boundMs / ms).toFixed(3)}`);
       await Promise.all(ring.map((p) => p.ask({ type: 'close-ring' })));
     }
@@ -230,14 +272,14 @@ export async function main(args: string[]): Promise<void> {
     // --lan-mtu=9000: a LAN with jumbo frames (the SCTP path MTU experiments of docs/transport.md).
     const lanMtu = arg(args, 'lan-mtu', 0);
     if (lanMtu) await bed.setMtu(lanMtu);
-    const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '7'], { cwd: ROOT });
+    const sig = bed.spawn('coord', process.execPath, [...TSX, join(here, 'network-signal.ts'), '9'], { cwd: ROOT });
     const first = await new Promise<string>((resolve, reject) => {
       createInterface({ input: sig.stdout! }).once('line', resolve);
       sig.once('exit', (c) => reject(new Error(`signaling exited (${c})`)));
     });
     const { port, issued } = JSON.parse(first) as { port: number; issued: { id: string; token: string }[] };
     const signal = { server: { host: bed.host('coord').ip, port, path: '/signal' }, issued };
-    const { tcp, node } = await streams(bed, bytes, signal);
+    const { tcp, node, webrtc } = await streams(bed, bytes, signal);
     const bare = args.includes('--no-page') ? null : await barePage(bed, bytes);
     const page = args.includes('--no-page') ? null : await relayPage(bed, bytes, signal);
     const ar = args.includes('--no-allreduce') ? null : await allReduce(bed, arMb, signal);
@@ -246,23 +288,27 @@ export async function main(args: string[]): Promise<void> {
     const summary = {
       bench: 'transport',
       tcp_mbps: r3(tcp.mbps), node_mbps: r3(node.mbps), page_mbps: r3(page?.mbps), bare_page_mbps: r3(bare?.mbps),
-      node_vs_tcp: r3(node.mbps / tcp.mbps), page_vs_tcp: page ? r3(page.mbps / tcp.mbps) : null, page_vs_bare: page && bare ? r3(page.mbps / bare.mbps) : null,
+      node_vs_tcp: r3(node.mbps / tcp.mbps), node_webrtc_mbps: r3(webrtc.mbps), node_webrtc_vs_tcp: r3(webrtc.mbps / tcp.mbps),
+      node_webrtc_cpu_s_per_gb: r3(webrtc.recvCpuSPerGb), node_webrtc_send_cpu_s_per_gb: r3(webrtc.sendCpuSPerGb),
+      page_vs_tcp: page ? r3(page.mbps / tcp.mbps) : null, page_vs_bare: page && bare ? r3(page.mbps / bare.mbps) : null,
       bare_page_vs_tcp: bare ? r3(bare.mbps / tcp.mbps) : null,
       tcp_cpu_s_per_gb: r3(tcp.recvCpuSPerGb), node_cpu_s_per_gb: r3(node.recvCpuSPerGb), page_cpu_s_per_gb: r3(page?.recvCpuSPerGb),
       bare_page_cpu_s_per_gb: r3(bare?.recvCpuSPerGb),
       tcp_send_cpu_s_per_gb: r3(tcp.sendCpuSPerGb), node_send_cpu_s_per_gb: r3(node.sendCpuSPerGb), bare_page_send_cpu_s_per_gb: r3(bare?.sendCpuSPerGb),
       page_send_cpu_s_per_gb: r3(page?.sendCpuSPerGb),
-      allreduce_lan_eff_2: r3(ar?.[2]?.efficiency), allreduce_lan_eff_3: r3(ar?.[3]?.efficiency),
+      allreduce_lan_eff_2: r3(ar?.direct[2]?.efficiency), allreduce_lan_eff_3: r3(ar?.direct[3]?.efficiency),
+      allreduce_lan_eff_2_webrtc: r3(ar?.webrtc[2]?.efficiency), allreduce_lan_eff_3_webrtc: r3(ar?.webrtc[3]?.efficiency),
       bytes_per_image_int8: wireBytesPerImage('i8'), bytes_per_image_bf16: wireBytesPerImage('bf16'),
       wire_case: WIRE_CASE, frame_bytes: MSG, mb: bytes / 1e6,
     };
     writeFileEnsuringDir(join(here, 'results', 'transport.json'), JSON.stringify({
       setup: { link: '1 Gbit/s tbf each way per host (testbed/net/bed.ts, profile lan)', pinning: 'sender core 0, receiver core 1', frameBytes: MSG, bytes },
-      tcp, node, bare, page, allReduce: ar,
-      notMeasured: { int8: 'no int8 wire yet (issue 45 part 3)' },
+      tcp, node, webrtc, bare, page, allReduce: ar,
+      links: { node: 'direct link between two Node volunteers (TLS 1.2 PSK over TCP, src/comm/direct-peer.ts)', webrtc: 'node-datachannel data channel' },
       summary,
     }, null, 2));
-    const rows = [['kernel TCP', tcp], ['Node volunteer link', node], ...(bare ? [['bare Chromium channel', bare] as const] : []),
+    const rows = [['kernel TCP', tcp], ['Node direct link (TLS)', node], ['Node WebRTC link', webrtc],
+      ...(bare ? [['bare Chromium channel', bare] as const] : []),
       ...(page ? [['donor page link (relay)', page] as const] : [])] as const;
     writeFileEnsuringDir(join(here, 'results', 'transport.svg'), barChartSvg({
       title: `One-way throughput and receiver CPU between two hosts on a 1 Gbit/s link, ${bytes / 1e6} MB`,

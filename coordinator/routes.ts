@@ -63,6 +63,8 @@ export interface RouteContext {
   onJoin(peerId: string, name: string | null, token: string, donor?: string, address?: string): void;
   /** Why a join is refused (a peer verification convicted: bans.ts), or null; none: nobody is. */
   refuseJoin?: (j: Joiner) => string | null;
+  /** A joiner that offered direct links (a Node volunteer's TLS port) from `address`: the secret its answer carries (direct-links.ts); none: not taken. */
+  directJoin?: (peerId: string, address: string, port: number) => string;
   /** Checkpoint uploads; without it, POST /api/checkpoints/<step> is refused. */
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
@@ -186,6 +188,8 @@ const postJoin: Handler = async (req, res, ctx) => {
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
     iceServers: ctx.iceServers?.(issued.id, hostOfHeader(req.headers.host)) ?? [],
   };
+  const directSecret = d.value.direct && address && ctx.directJoin ? ctx.directJoin(issued.id, address, d.value.direct.port) : undefined;
+  if (directSecret) accept.directSecret = directSecret;
   ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);

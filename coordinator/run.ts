@@ -29,6 +29,7 @@ import { exportOnnx } from '../src/export/to-onnx.ts';
 import { exportMetadata } from '../src/export/job.ts';
 import { generationNeighbours } from './signaling.ts';
 import { BANS_FILE, BanList, type Joiner } from './bans.ts';
+import { DirectBook } from './direct-links.ts';
 import type { LiveEvent } from '../src/protocol/messages.ts';
 
 export const JOB_FILE = 'job.json';
@@ -215,6 +216,8 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     }
   };
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
+  /** Node volunteers that take direct ring links, and the routes the messages to them carry (direct-links.ts). */
+  const direct = new DirectBook();
   let coordinator: Coordinator | null = null;
   // Sessions that close within CLOSE_BATCH_MS of each other reach the driver together: a host
   // process of several volunteers that crashes closes all their sockets at once, and one by one
@@ -241,6 +244,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     closed: (id, reason) => {
       tokens.delete(id);
       joined.delete(id);
+      direct.forget(id);
       coordinator?.signaling.revoke(id);
       closing.push({ id, reason });
       closingTimer ??= setTimeout(flushClosed, CLOSE_BATCH_MS);
@@ -257,7 +261,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     job, jobId, trainSamples: o.manifest.splits.train.samples, trainShards: o.manifest.splits.train.shards.map((s) => s.samples), evalIds, finalEvalIds,
     showIds: evalIds.slice(0, SHOWN_TEST_IMAGES), classes: o.manifest.classes.length,
     checkpointStep: newest?.step ?? null, generation, evaluated, metrics, ...syncResume(history),
-    send: (id, m) => sessions.send(id, m),
+    send: (id, m) => sessions.send(id, direct.routed(id, m)),
     disconnect: (id, reason) => sessions.close(id, reason),
     publish, log, convicted, timeouts: o.timeouts, ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
     keptCheckpoints: (await checkpoints.list()).map((c) => c.step),
@@ -286,6 +290,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       return { step: s.step, generation: s.generation, peers: s.peers, paused: s.paused };
     },
     refuseJoin: (j) => bans.refusal(j),
+    directJoin: (id, address, port) => direct.register(id, address, port),
     onJoin: (id, name, token, donor, address) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();
@@ -293,6 +298,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
         if (v.session || now - v.at < 60_000) continue;
         tokens.delete(k);
         joined.delete(k);
+        direct.forget(k);
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });

@@ -32,6 +32,7 @@ export interface CoordinatorOptions {
   status?: () => JobStatus;
   onJoin?: RouteContext['onJoin'];
   refuseJoin?: RouteContext['refuseJoin'];
+  directJoin?: RouteContext['directJoin'];
   /** Checkpoint uploads (routes.ts); none: uploads are refused. */
   uploads?: UploadPolicy;
   metricsPath?: string;
@@ -84,6 +85,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     status: o.status ?? (() => ({ step: 0, generation: 0, peers: 0 })),
     onJoin: o.onJoin ?? (() => undefined),
     refuseJoin: o.refuseJoin,
+    directJoin: o.directJoin,
     uploads: o.uploads,
     metricsPath: o.metricsPath,
     pageDir: o.pageDir,

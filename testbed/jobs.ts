@@ -91,6 +91,19 @@ export async function onePeerWeights(
 }
 
 /**
+ * How far a finished multi-peer job's final weights (it must have reached `steps`) are from the
+ * same job trained on one peer here (wasm): max |dw| / max |w|.
+ */
+export async function distanceFromOnePeer(
+  root: string, jobDir: string, data: { dataDir: string; manifest: Manifest }, steps: number,
+): Promise<number> {
+  const multi = await finalWeights(jobDir);
+  if (multi.step !== steps) throw new Error(`the job ended at step ${multi.step}, not ${steps}`);
+  const ref = await onePeerWeights(root, 'solo', data, testJob(steps), 'wasm');
+  return relDiff(multi.weights, ref.weights);
+}
+
+/**
  * One peer's steps `from` + 1 .. `to`, resumed from the checkpoint of step `from` in `fromJobDir`
  * (its weights and optimiser state), against `fromJobDir`'s own checkpoint of `to`: max |dw| / max |w|.
  * A step of a ring equals one peer's step up to float rounding; over a whole run that rounding can

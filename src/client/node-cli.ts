@@ -11,6 +11,7 @@ import { isIP } from 'node:net';
 import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../cli/args.ts';
 import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
+import { DirectListener, DirectPeer } from '../comm/direct-peer.ts';
 import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
 import { checkReachable, trustEnv, trustedCa } from './node-trust.ts';
 import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
@@ -37,6 +38,9 @@ export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PO
   --bind ADDR        WebRTC only on this local address (default: every interface, or
                      127.0.0.1 when the coordinator is on loopback; the address facing the
                      other volunteers when a machine has several)
+  --direct-port N    take direct ring links from other Node volunteers (TLS over TCP, far
+                     cheaper than WebRTC) on TCP port N (default 0: any free port)
+  --no-direct        WebRTC links only (no listening port)
   --cache-dir DIR    keep the shards it fetched in DIR (survives restarts; least recently
                      used evicted past the budget); default: none, every run fetches again
   --cache-gb N       the cache's budget in GB (default 4)
@@ -67,6 +71,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const noTune = a.flag('no-tune');
   const quiet = a.flag('quiet');
   const bind = a.str('bind', '');
+  const noDirect = a.flag('no-direct');
+  const directPort = a.int('direct-port', 0, 0);
   const caFile = a.str('ca', '');
   const caSha256 = a.str('ca-sha256', '');
   const cacheDir = a.str('cache-dir', '');
@@ -84,6 +90,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
     throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
   }
   const adversary = adversaryArg ? (adversaryArg as AdversaryKind) : undefined;
+  if (directPort > 65_535) throw new ArgError(`--direct-port must be a TCP port (0 for any free one); got ${directPort}`);
   if (bind && isIP(bind) === 0) throw new ArgError(`--bind must be an IP address of this machine; got "${bind}"`);
   if (!DONOR_NAME.test(name)) {
     const rule = "1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)";
@@ -125,6 +132,8 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   });
   log(`volunteer: computing with ${choice.chosen} (${engine.info.description}): ${choice.reason}`);
   const Peer = await loadNodePeer();
+  const direct = noDirect ? null : await openDirect(directPort, rtcBind);
+  if (direct) log(`volunteer: direct ring links from other Node volunteers on TCP port ${direct.port}${rtcBind ? ` of ${rtcBind}` : ''}`);
   const stop = new AbortController();
   const onSignal = () => {
     log('volunteer: leaving after this message');
@@ -147,6 +156,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
         iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
+        ...(direct ? { direct: { port: direct.port, wrap: (peer, secret, say) => new DirectPeer(peer, direct, secret, say) } } : {}),
         ...(cacheDir ? {
           cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source),
         } : {}),
@@ -162,6 +172,18 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   } finally {
     watch?.stop();
     engine.destroy();
+    await direct?.close();
+  }
+}
+
+/** The listener for direct ring links, or a clear error when the port asked for is taken. */
+async function openDirect(port: number, host: string | undefined): Promise<DirectListener> {
+  try {
+    return await DirectListener.open({ port, ...(host ? { host } : {}) });
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new ArgError(`cannot listen for direct links on TCP port ${port}${host ? ` of ${host}` : ''} (${why}): `
+      + 'pass another --direct-port, 0 for any free one, or --no-direct');
   }
 }
 

@@ -5,6 +5,7 @@
 import type { AdversaryKind } from '../trust/adversary.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import type { PeerCtor } from '../comm/index.ts';
+import type { PeerLike } from '../comm/peerjs-peer.ts';
 import type { Gunzip } from '../data/bytes.ts';
 import type { Decoder } from '../data/image.ts';
 import type { CountingSource } from '../data/counting-source.ts';
@@ -51,6 +52,14 @@ export interface VolunteerPlatform {
   cacheShards?: (source: ShardSource, dataset: string) => ShardSource;
   /** Keeps the job's newest checkpoint on this device (the page: IndexedDB) for a fast rejoin. */
   checkpoints?: CheckpointKeeper;
+  /** Direct ring links to other Node volunteers (Node: src/comm/direct-peer.ts); absent: WebRTC only. */
+  direct?: DirectLinks;
+}
+
+/** A listener for direct links: its port goes in the join; each session's Peer is wrapped with the secret the join answer gave. */
+export interface DirectLinks {
+  readonly port: number;
+  wrap(peer: PeerLike, secret: string, log: (line: string) => void): PeerLike;
 }
 
 export interface CheckpointKeeper {

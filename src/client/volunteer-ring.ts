@@ -66,6 +66,7 @@ export class SessionRing {
    * `prepared` once they opened or failed. Runs beside the step, not in the message queue.
    */
   async prepare(m: PrepareRing): Promise<void> {
+    if (m.direct) this.endpoint.learnRoutes(m.direct);
     const links = aheadLinks(m, this.o.peerId);
     if (links === null) return; // not in it: nothing to dial
     const t0 = performance.now();
@@ -86,6 +87,7 @@ export class SessionRing {
 
   /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
   async join(a: StepAssignment): Promise<StepRings | null> {
+    if (a.direct) this.endpoint.learnRoutes(a.direct);
     if (this.ring) return this.ring;
     let ring: StepRings | null;
     const t0 = performance.now();

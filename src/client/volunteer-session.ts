@@ -78,14 +78,18 @@ export class Session {
     const body = {
       type: 'join' as const, protocol: PROTOCOL_VERSION,
       ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}), ...(c.o.donor ? { donor: c.o.donor } : {}),
+      ...(c.p.direct ? { direct: { port: c.p.direct.port } } : {}),
     };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);
     const rtcConfig = c.p.rtcConfigFor
       ? c.p.rtcConfigFor(accept.iceServers)
       : { ...c.p.rtcConfig, iceServers: [...(c.p.rtcConfig.iceServers ?? []), ...accept.iceServers] };
+    const { direct } = c.p;
+    const secret = accept.directSecret;
     const endpoint = await openEndpoint({
       Peer: c.p.Peer, id: accept.peerId, token: accept.signalingToken, rtcConfig,
+      ...(direct && secret ? { wrap: (peer) => direct.wrap(peer, secret, c.log) } : {}),
       server: {
         host: url.hostname, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)), path: accept.signalingPath, secure: url.protocol === 'https:',
       },

@@ -27,6 +27,7 @@ import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
 import { ringMetadata, type PeerCtor, type PeerLike, type RingMetadata, type SignalingAddress } from './peerjs-peer.ts';
 import { Ring, type RingSettings } from './ring.ts';
 import { isRingTag } from '../protocol/frames.ts';
+import type { DirectRoutes } from '../protocol/messages.ts';
 
 export interface EndpointOptions {
   Peer: PeerCtor;
@@ -37,6 +38,8 @@ export interface EndpointOptions {
   /** iceServers: [] on a LAN/loopback; Node adds bindAddress: '127.0.0.1'. */
   rtcConfig?: RTCConfiguration;
   openTimeoutMs?: number;
+  /** Wraps the PeerJS Peer (a Node volunteer's direct links: direct-peer.ts). */
+  wrap?: (peer: PeerLike) => PeerLike;
 }
 
 const withTimeout = <T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> =>
@@ -47,7 +50,7 @@ const withTimeout = <T>(p: Promise<T>, ms: number, onTimeout: () => Error): Prom
 
 /** Registers `id` with the signaling server; resolves once the server has accepted it. */
 export async function openEndpoint(o: EndpointOptions): Promise<PeerEndpoint> {
-  const peer = new o.Peer(o.id, {
+  const signaling = new o.Peer(o.id, {
     host: o.server.host,
     port: o.server.port,
     path: o.server.path,
@@ -56,6 +59,7 @@ export async function openEndpoint(o: EndpointOptions): Promise<PeerEndpoint> {
     config: o.rtcConfig ?? { iceServers: [] },
     debug: 0,
   });
+  const peer = o.wrap ? o.wrap(signaling) : signaling;
   const endpoint = new PeerEndpoint(peer);
   const opened = new Promise<void>((resolve, reject) => {
     peer.on('open', () => resolve());
@@ -305,6 +309,11 @@ export class PeerEndpoint {
         resolve(true);
       }, () => { clearTimeout(timer); resolve(false); });
     });
+  }
+
+  /** Direct routes to the successors of a ring this peer is told of (before it forms or dials ahead). */
+  learnRoutes(routes: DirectRoutes): void {
+    this.peer.learn?.(routes);
   }
 
   /** Kept links: tests and logs count them (`idle`: held by no ring). */

@@ -4,6 +4,7 @@
 // carries (who dials, for which job, generation and ring).
 import type { DataConnectionLike } from './peerjs-link.ts';
 import { isRingTag } from '../protocol/frames.ts';
+import type { DirectRoutes } from '../protocol/messages.ts';
 
 export interface PeerOptionsLike {
   host: string;
@@ -33,6 +34,8 @@ export interface PeerLike {
   on(event: 'connection', cb: (conn: DataConnectionLike) => void): unknown;
   on(event: 'error', cb: (err: Error & { type?: string }) => void): unknown;
   destroy(): void;
+  /** Direct routes to peers (a Node volunteer's DirectPeer: direct-peer.ts); absent: every link is WebRTC. */
+  learn?(routes: DirectRoutes): void;
 }
 export type PeerCtor = new (id: string, options: PeerOptionsLike) => PeerLike;
 

@@ -6,9 +6,9 @@
 import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
-  DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
+  DIRECT_KEY, DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
   MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH, type AuditTask, type CheckpointAnnounce,
-  type CollectiveFailure, type CoordinatorMessage, type Done, type ErrorMessage, type EvalCounts,
+  type CollectiveFailure, type CoordinatorMessage, type DirectRoutes, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
   type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
@@ -36,7 +36,7 @@ type Fields<T> = Omit<T, 'type'>;
 type Reader<T> = (r: FieldReader) => Fields<T>;
 
 function readJoin(r: FieldReader): Fields<JoinRequest> {
-  r.only(['type', 'protocol', 'token', 'name', 'donor']);
+  r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct']);
   const protocol = r.int('protocol', 1, 1000);
   if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) {
     r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
@@ -45,6 +45,48 @@ function readJoin(r: FieldReader): Fields<JoinRequest> {
   if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
   if (r.has('name')) out.name = r.str('name', 40, DONOR_NAME, "a name of 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)");
   if (r.has('donor')) out.donor = r.str('donor', 64, DONOR_ID, 'a donor id of 8 to 64 characters [A-Za-z0-9_-]');
+  if (r.has('direct')) {
+    if (!isObj(r.o.direct)) r.fail('direct', 'an object {port}');
+    else {
+      const d = new FieldReader(r.o.direct, 'direct');
+      d.only(['port']);
+      out.direct = { port: d.int('port', 1, 65_535) };
+      r.problems.push(...d.problems);
+    }
+  }
+  return out;
+}
+
+/** A host name or address a direct route names (no scheme, no port, no spaces). */
+const DIRECT_HOST = /^[A-Za-z0-9.:%_-]{1,253}$/;
+
+/** A message's direct routes: at most 3 (a successor in the flat ring, or in a group and a column ring), each {host, port, key}. */
+function readDirect(parent: FieldReader): DirectRoutes {
+  const out: DirectRoutes = {};
+  if (!isObj(parent.o.direct)) {
+    parent.fail('direct', 'an object {peerId: {host, port, key}}');
+    return out;
+  }
+  const entries = Object.entries(parent.o.direct);
+  if (entries.length > 3) parent.problems.push(`direct names ${entries.length} peers; at most 3 (this peer's successors)`);
+  for (const [id, v] of entries.slice(0, 3)) {
+    if (id.length > MAX_ID_LENGTH || !ID_PATTERN.test(id)) {
+      parent.problems.push(`direct: ${show(id)} is not a peer id`);
+      continue;
+    }
+    if (!isObj(v)) {
+      parent.problems.push(`direct.${id} must be an object {host, port, key}`);
+      continue;
+    }
+    const d = new FieldReader(v, `direct.${id}`);
+    d.only(['host', 'port', 'key']);
+    const route = {
+      host: d.str('host', 253, DIRECT_HOST, 'a host name or IP address'), port: d.int('port', 1, 65_535),
+      key: d.str('key', 43, DIRECT_KEY, '32 bytes in base64url'),
+    };
+    parent.problems.push(...d.problems);
+    if (!d.problems.length) out[id] = route;
+  }
   return out;
 }
 
@@ -206,8 +248,9 @@ function readLeave(r: FieldReader): Fields<Leave> {
 }
 
 function readAccept(r: FieldReader): Fields<JoinAccept> {
-  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep', 'iceServers']);
+  r.only(['type', 'peerId', 'signalingToken', 'signalingPath', 'job', 'heartbeatMs', 'checkpointStep', 'iceServers', 'directSecret']);
   return {
+    ...(r.has('directSecret') ? { directSecret: r.str('directSecret', 43, DIRECT_KEY, '32 bytes in base64url') } : {}),
     peerId: r.id('peerId'),
     signalingToken: r.str('signalingToken', MAX_TOKEN_LENGTH, ID_PATTERN, 'a token [A-Za-z0-9_-]'),
     signalingPath: r.str('signalingPath', 256, /^\/[A-Za-z0-9_/-]*$/, 'an absolute URL path'),
@@ -257,9 +300,10 @@ function readTopologyInto(r: FieldReader, out: { topology?: Topology }, ring: re
 }
 
 function readPrepare(r: FieldReader): Fields<PrepareRing> {
-  r.only(['type', 'id', 'ring', 'topology', 'next']);
+  r.only(['type', 'id', 'ring', 'topology', 'next', 'direct']);
   const out: Fields<PrepareRing> = { id: r.int('id', 0, U32), ring: readRing(r) };
   if (r.has('next')) out.next = readNext(r, MAX_BATCH);
+  if (r.has('direct')) out.direct = readDirect(r);
   if (r.has('topology')) readTopologyInto(r, out, out.ring);
   return out;
 }
@@ -267,7 +311,7 @@ function readPrepare(r: FieldReader): Fields<PrepareRing> {
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
   r.only([
     'type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal',
-    'topology', 'verify',
+    'topology', 'verify', 'direct',
   ]);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = readRing(r);
@@ -286,6 +330,7 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('topology')) readTopologyInto(r, out, ring);
   if (r.has('verify')) out.verify = readVerify(r, globalBatch);
   if (out.verify && out.round) r.problems.push('verify is for sync steps only, not with a round');
+  if (r.has('direct')) out.direct = readDirect(r);
   return out;
 }
 

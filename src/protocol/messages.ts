@@ -32,8 +32,11 @@ import type { Topology } from '../comm/topology.ts';
  * 8: the accepting end of a new ring connection sends a READY frame first, and the dialing end
  * sends nothing on it before it has heard the other end (src/comm/peerjs-link.ts); version 7
  * would refuse READY as a frame of an unknown kind, and blame its sender.
+ * 10: a Node volunteer's join may offer direct ring links (`direct`), its answer then carries
+ * `directSecret`, and assignments and announcements carry `direct` routes (src/comm/direct-peer.ts);
+ * version 9 would refuse those fields.
  */
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -69,7 +72,22 @@ export const MAX_SAMPLE_ID = 2 ** 31 - 1;
  * (a browser keeps one in IndexedDB), under which the coordinator credits its work across visits;
  * without it the work is credited to the name, or to this session alone.
  */
-export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string; donor?: string }
+export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string; donor?: string; direct?: DirectOffer }
+/**
+ * A Node volunteer that accepts direct ring links (src/comm/direct-peer.ts: TLS over TCP, keyed
+ * by the coordinator) says on which TCP port; the coordinator pairs it with the address the join
+ * came from. Browsers never offer one.
+ */
+export interface DirectOffer { port: number }
+/**
+ * How a Node volunteer reaches a ring successor that accepts direct links: the address and port,
+ * and the pre-shared key of this dialer to that peer (base64url of directKey(its secret, dialer)).
+ */
+export interface DirectRoute { host: string; port: number; key: string }
+/** Direct routes by peer id: a message lists those of its receiver's successors in the ring it names. */
+export type DirectRoutes = Record<string, DirectRoute>;
+/** A direct route's key and a volunteer's direct secret: 32 bytes, base64url. */
+export const DIRECT_KEY = /^[A-Za-z0-9_-]{43}$/;
 
 /** A name a donor shows: 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit). */
 export const DONOR_NAME = /^[\p{L}\p{N}][\p{L}\p{N} ._'-]{0,39}$/u;
@@ -88,8 +106,9 @@ export interface StepTimings {
   overheadMs?: number;
 }
 /** How a peer's link to its ring successor runs: straight between the two, or through a TURN relay. */
-export type LinkKind = 'direct' | 'relayed';
-export const LINK_KINDS: readonly LinkKind[] = ['direct', 'relayed'];
+/** A WebRTC link direct or through a TURN relay, or a direct TLS link between two Node volunteers (src/comm/direct-peer.ts). */
+export type LinkKind = 'direct' | 'relayed' | 'tcp';
+export const LINK_KINDS: readonly LinkKind[] = ['direct', 'relayed', 'tcp'];
 export interface StepResult {
   type: 'step-result';
   peerId: string;
@@ -188,6 +207,8 @@ export interface JoinAccept {
   checkpointStep: number | null;
   /** STUN/TURN servers for WebRTC (RTCIceServer); TURN entries carry short-lived credentials. */
   iceServers: IceServer[];
+  /** The join offered direct links: the secret its listener derives each dialer's key from (DIRECT_KEY). */
+  directSecret?: string;
 }
 /** One ICE server as RTCConfiguration takes it. */
 export interface IceServer { urls: string[]; username?: string; credential?: string }
@@ -248,6 +269,8 @@ export interface StepAssignment {
    * with `audit`, recompute another member's slice on the same weights and report its sketch.
    */
   verify?: { audit?: AuditTask };
+  /** Direct routes to this peer's successors in `ring` (or its group and column rings) that accept them; absent: WebRTC. */
+  direct?: DirectRoutes;
 }
 /**
  * A slice to recompute for an audit: `peer`'s ids of the step, in its order. `seed`: sketch it
@@ -311,6 +334,8 @@ export interface PrepareRing {
   topology?: Topology;
   /** A joiner's slice of its first step in that ring, once the coordinator has planned it (a prefetch hint). */
   next?: NextSlice;
+  /** As StepAssignment.direct, for this ring. */
+  direct?: DirectRoutes;
 }
 
 /**

@@ -193,7 +193,7 @@ export interface RingNode {
   detail: string;
   share: number;
   /** How its link to the next node runs (the newest step's report); absent: unknown. */
-  link?: 'direct' | 'relayed';
+  link?: 'direct' | 'relayed' | 'tcp';
   /** Its group in a two-level ring (from 0): nodes are coloured and labelled by group. Absent: flat. */
   group?: number;
   /** The node its ring link goes to (a two-level ring's group successor); absent: the next one. Itself: none. */
@@ -202,10 +202,13 @@ export interface RingNode {
 
 const EDGE_STYLE = {
   direct: 'stroke="#2ca02c" stroke-width="3"',
+  tcp: 'stroke="#1f77b4" stroke-width="3"',
   relayed: 'stroke="#d62728" stroke-width="3" stroke-dasharray="8 6"',
   unknown: 'stroke="#bbb" stroke-width="2"',
 } as const;
-const EDGE_LEGEND = { direct: 'direct link', relayed: 'relayed (through TURN)', unknown: 'not reported yet' } as const;
+const EDGE_LEGEND = {
+  direct: 'direct link', tcp: 'direct TLS link (Node to Node)', relayed: 'relayed (through TURN)', unknown: 'not reported yet',
+} as const;
 // Group colours leave out the edges' green and red.
 const GROUP_COLORS = ['#1f77b4', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f'];
 
@@ -248,7 +251,9 @@ export function ringSvg(title: string, nodes: readonly RingNode[], size = 420, s
         + 'fill="#d62728" font-weight="bold">relay</text>');
     }
   });
-  const shown = (['direct', 'relayed', 'unknown'] as const).filter((k) => k !== 'unknown' || nodes.some((n) => !n.link));
+  // Direct and relayed always; a direct TLS link and "not reported" only when some edge is one.
+  const shown = (['direct', 'tcp', 'relayed', 'unknown'] as const)
+    .filter((k) => (k === 'unknown' ? nodes.some((n) => !n.link) : k !== 'tcp' || nodes.some((n) => n.link === 'tcp')));
   if (nodes.length >= 2 && nodes.some((n) => n.link)) {
     shown.forEach((k, j) => {
       const y = size - 12 - 18 * (shown.length - 1 - j);
