@@ -5,6 +5,8 @@
 //   shared Wi-Fi medium: 2(N-1) steps x (bytes / medium rate + one-way latency) (a step moves
 //   every peer's chunk through the one medium)
 // plus the time to form a ring across hosts and the communication share of a small-CNN step.
+// The peers link as Node volunteers do between each other: direct links (TLS over TCP,
+// src/comm/direct-peer.ts) by default; `--links=webrtc` measures their WebRTC links instead.
 // Then the multi-host scenario (bench/network-scenario.ts): does a peer behind a NAT train
 // through TURN, and does a page opened by LAN address over HTTPS on another host get WebGPU.
 // Writes bench/results/network.json and network.svg; the LAST line is the JSON summary.
@@ -12,6 +14,7 @@ import { createInterface } from 'node:readline';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from '../coordinator/local-volunteers.ts';
+import { DirectBook } from '../coordinator/direct-links.ts';
 import { Testbed } from '../testbed/net/bed.ts';
 import { PROFILES, allReduceBoundMs, type ProfileName } from '../testbed/net/profiles.ts';
 import type { NetFromPeer, NetToPeer } from './network-peer.ts';
@@ -38,7 +41,11 @@ interface Case {
   switch: { dropped: number; forwarded: number };
 }
 
-async function measureProfile(profile: ProfileName, gen: { next: number }): Promise<{ cases: Case[]; formMs: number[]; smallCnn: Record<number, number> }> {
+type Links = 'direct' | 'webrtc';
+
+async function measureProfile(
+  profile: ProfileName, gen: { next: number }, links: Links,
+): Promise<{ cases: Case[]; formMs: number[]; smallCnn: Record<number, number> }> {
   const hosts = Array.from({ length: MAX_N }, (_, i) => `h${i + 1}`);
   const bed = await Testbed.create({ hosts: ['coord', ...hosts], profile });
   try {
@@ -50,7 +57,14 @@ async function measureProfile(profile: ProfileName, gen: { next: number }): Prom
     const { port, issued } = JSON.parse(first) as { port: number; issued: { id: string; token: string }[] };
     const server = { host: bed.host('coord').ip, port, path: '/signal' };
     const peers = hosts.map((h) => new LineProc(h, bed.spawn(h, process.execPath, [...TSX, join(here, 'network-peer.ts')], { cwd: ROOT })));
-    await Promise.all(peers.map((p, i) => p.ask({ type: 'open', ...issued[i]!, server })));
+    // Direct links: each peer listens, the coordinator's own book makes the secrets and routes.
+    const book = new DirectBook();
+    const secrets = links === 'direct' ? await Promise.all(peers.map(async (p, i) => {
+      const r = await p.ask({ type: 'listen-direct' });
+      if (r.type !== 'listening') throw new Error(`listen-direct: ${r.type}`);
+      return book.register(issued[i]!.id, bed.host(hosts[i]!).ip, r.port);
+    })) : [];
+    await Promise.all(peers.map((p, i) => p.ask({ type: 'open', ...issued[i]!, server, ...(secrets[i] ? { directSecret: secrets[i] } : {}) })));
     const cases: Case[] = [];
     const formMs: number[] = [];
     const smallCnn: Record<number, number> = {};
@@ -58,7 +72,9 @@ async function measureProfile(profile: ProfileName, gen: { next: number }): Prom
       const ring = peers.slice(0, n);
       const ids = issued.slice(0, n).map((x) => x.id);
       const generation = gen.next++;
-      const formed = await Promise.all(ring.map((p) => p.ask({ type: 'ring', ids, job: 1, generation })));
+      const formed = await Promise.all(ring.map((p, i) => p.ask({
+        type: 'ring', ids, job: 1, generation, ...(links === 'direct' ? { routes: book.routesFor(issued[i]!.id, ids) ?? {} } : {}),
+      })));
       formMs.push(Math.max(...formed.map((f) => (f.type === 'formed' ? f.ms : 0))));
       const round = async (elems: number, step: number) => {
         const done = await Promise.all(ring.map((p) => p.ask({ type: 'go', elems, step, wire: 'f32' }, 120_000)));
@@ -104,11 +120,13 @@ export async function main(args: string[]): Promise<void> {
   const only = args.find((a) => a.startsWith('--profiles='))?.slice(11).split(',') as ProfileName[] | undefined;
   const profiles: ProfileName[] = only ?? ['lan', 'wifi', 'home'];
   for (const p of profiles) if (!(p in PROFILES)) throw new Error(`--profiles: unknown profile "${p}" (lan, wifi, home)`);
+  const links = (args.find((a) => a.startsWith('--links='))?.slice(8) ?? 'direct') as Links;
+  if (links !== 'direct' && links !== 'webrtc') throw new Error(`--links must be direct or webrtc; got "${String(links)}"`);
   const all: Case[] = [];
   const form: Record<string, number[]> = {};
   const cnn: Record<string, Record<number, number>> = {};
   for (const p of profiles) {
-    const r = await measureProfile(p, gen);
+    const r = await measureProfile(p, gen, links);
     all.push(...r.cases);
     form[p] = r.formMs;
     cnn[p] = r.smallCnn;
@@ -122,7 +140,7 @@ export async function main(args: string[]): Promise<void> {
   const share = Object.fromEntries(profiles.map((p) => [p, +(cnn[p]![MAX_N]! / (computeMs + cnn[p]![MAX_N]!)).toFixed(3)]));
   const result = {
     setup: {
-      hostsPerRing: `2-${MAX_N}`, bytes: 4 * ELEMS, reps: REPS, wire: 'f32', smallCnnFloats: SMALL_CNN_FLOATS, computeMsPerStep: computeMs,
+      hostsPerRing: `2-${MAX_N}`, links, bytes: 4 * ELEMS, reps: REPS, wire: 'f32', smallCnnFloats: SMALL_CNN_FLOATS, computeMsPerStep: computeMs,
       seconds: (performance.now() - t0) / 1000, profiles: PROFILES,
     },
     cases: all, ringFormMs: form, smallCnnAllReduceMs: cnn, commShareSmallCnn: share, scenario,
@@ -139,7 +157,7 @@ export async function main(args: string[]): Promise<void> {
   }));
   const formAll = Object.values(form).flat();
   console.log(JSON.stringify({
-    bench: 'network', hosts: Math.max(MAX_N + 1, scenario.hosts), nat_relayed: scenario.natRelayed, lan_page_webgpu: scenario.lanPageWebGpu,
+    bench: 'network', links, hosts: Math.max(MAX_N + 1, scenario.hosts), nat_relayed: scenario.natRelayed, lan_page_webgpu: scenario.lanPageWebGpu,
     ring_form_ms: +median(formAll).toFixed(1), efficiency_wifi: eff('wifi'), efficiency_home: eff('home'), efficiency_lan: eff('lan'),
     comm_share_small_cnn: share, scenario_ring_form_ms: scenario.ringFormMs,
   }));

@@ -10,8 +10,15 @@ import type { CoordinatorMessage, DirectRoutes } from '../src/protocol/messages.
 import { directKey, newDirectSecret } from '../src/comm/direct-key.ts';
 import { roleOf, type Topology } from '../src/comm/topology.ts';
 
-/** A listening volunteer, and the keys of its dialers so far (an HMAC each, made once per dialer). */
-interface Listening { host: string; port: number; secret: string; keys: Map<string, string> }
+/**
+ * A listening volunteer, and the keys of its dialers so far (an HMAC each, made once per dialer).
+ * `reachable`: its join came from one of its own addresses (no NAT between it and the coordinator),
+ * so others are routed to it; otherwise it only dials out.
+ */
+interface Listening { host: string; port: number; secret: string; keys: Map<string, string>; reachable: boolean }
+
+/** An address in one form for comparing: IPv4-mapped as IPv4, IPv6 lower case without its scope. */
+const sameForm = (a: string): string => dialableHost(a).toLowerCase().replace(/%.*$/, '');
 
 /** An address as a dialer gives it to TLS: an IPv4-mapped IPv6 address as IPv4, an IPv6 scope kept. */
 export function dialableHost(address: string): string {
@@ -36,10 +43,15 @@ export function successorsOf(ring: readonly string[], topology: Topology | undef
 export class DirectBook {
   private readonly listening = new Map<string, Listening>();
 
-  /** `id` listens for direct links on `port` of `address` (where its join came from); returns the secret its join answer carries. */
-  register(id: string, address: string, port: number): string {
+  /**
+   * `id` listens for direct links on `port`; its join came from `address`. With the addresses it
+   * listens on (`own`), it is routed to only when `address` is one of them (else a NAT stands
+   * between: dials to it would only time out). Returns the secret its join answer carries.
+   */
+  register(id: string, address: string, port: number, own?: readonly string[]): string {
     const secret = newDirectSecret();
-    this.listening.set(id, { host: dialableHost(address), port, secret, keys: new Map() });
+    const reachable = own === undefined || own.map(sameForm).includes(sameForm(address));
+    this.listening.set(id, { host: dialableHost(address), port, secret, keys: new Map(), reachable });
     return secret;
   }
 
@@ -57,7 +69,7 @@ export class DirectBook {
     let out: DirectRoutes | null = null;
     for (const next of successorsOf(ring, topology, id, rank)) {
       const l = this.listening.get(next);
-      if (!l) continue;
+      if (!l?.reachable) continue;
       out ??= {};
       let key = l.keys.get(id);
       if (key === undefined) {

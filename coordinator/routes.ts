@@ -25,7 +25,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
-import { DONOR_ID, MAX_TOKEN_LENGTH, type IceServer, type JoinAccept, type LiveEvent } from '../src/protocol/messages.ts';
+import { DONOR_ID, MAX_TOKEN_LENGTH, type DirectOffer, type IceServer, type JoinAccept, type LiveEvent } from '../src/protocol/messages.ts';
 import { decodePeerMessage, expectType } from '../src/protocol/decode.ts';
 import { FieldReader, describe } from '../src/protocol/fields.ts';
 import { CheckpointError, decodeCheckpoint } from '../src/checkpoint/format.ts';
@@ -64,7 +64,7 @@ export interface RouteContext {
   /** Why a join is refused (a peer verification convicted: bans.ts), or null; none: nobody is. */
   refuseJoin?: (j: Joiner) => string | null;
   /** A joiner that offered direct links (a Node volunteer's TLS port) from `address`: the secret its answer carries (direct-links.ts); none: not taken. */
-  directJoin?: (peerId: string, address: string, port: number) => string;
+  directJoin?: (peerId: string, address: string, offer: DirectOffer) => string;
   /** Checkpoint uploads; without it, POST /api/checkpoints/<step> is refused. */
   uploads?: UploadPolicy;
   /** The metrics file GET /api/metrics serves (none: 404). */
@@ -188,7 +188,7 @@ const postJoin: Handler = async (req, res, ctx) => {
     job: ctx.jobId, heartbeatMs: ctx.heartbeatMs, checkpointStep: newest ? newest.step : null,
     iceServers: ctx.iceServers?.(issued.id, hostOfHeader(req.headers.host)) ?? [],
   };
-  const directSecret = d.value.direct && address && ctx.directJoin ? ctx.directJoin(issued.id, address, d.value.direct.port) : undefined;
+  const directSecret = d.value.direct && address && ctx.directJoin ? ctx.directJoin(issued.id, address, d.value.direct) : undefined;
   if (directSecret) accept.directSecret = directSecret;
   ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });

@@ -290,7 +290,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       return { step: s.step, generation: s.generation, peers: s.peers, paused: s.paused };
     },
     refuseJoin: (j) => bans.refusal(j),
-    directJoin: (id, address, port) => direct.register(id, address, port),
+    directJoin: (id, address, offer) => direct.register(id, address, offer.port, offer.addresses),
     onJoin: (id, name, token, donor, address) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();

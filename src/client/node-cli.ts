@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { DiskShardCache } from '../data/disk-cache.ts';
 import type { ShardSource } from '../data/source.ts';
 import { isIP } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../cli/args.ts';
 import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
@@ -156,7 +157,9 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
         // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
         iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
         WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
-        ...(direct ? { direct: { port: direct.port, wrap: (peer, secret, say) => new DirectPeer(peer, direct, secret, say) } } : {}),
+        ...(direct ? {
+          direct: { port: direct.port, addresses: listenAddresses(rtcBind), wrap: (peer, secret, say) => new DirectPeer(peer, direct, secret, say) },
+        } : {}),
         ...(cacheDir ? {
           cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source),
         } : {}),
@@ -174,6 +177,12 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
     engine.destroy();
     await direct?.close();
   }
+}
+
+/** The addresses a listener on `host` (none: every interface) answers on: what the coordinator compares its join's source with. */
+function listenAddresses(host: string | undefined): string[] {
+  if (host) return [host];
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)).slice(0, 32);
 }
 
 /** The listener for direct ring links, or a clear error when the port asked for is taken. */

@@ -59,6 +59,8 @@ export interface VolunteerPlatform {
 /** A listener for direct links: its port goes in the join; each session's Peer is wrapped with the secret the join answer gave. */
 export interface DirectLinks {
   readonly port: number;
+  /** The addresses it listens on (the coordinator routes others to it only when its join came from one). */
+  readonly addresses: readonly string[];
   wrap(peer: PeerLike, secret: string, log: (line: string) => void): PeerLike;
 }
 

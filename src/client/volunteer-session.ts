@@ -78,7 +78,7 @@ export class Session {
     const body = {
       type: 'join' as const, protocol: PROTOCOL_VERSION,
       ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}), ...(c.o.donor ? { donor: c.o.donor } : {}),
-      ...(c.p.direct ? { direct: { port: c.p.direct.port } } : {}),
+      ...(c.p.direct ? { direct: { port: c.p.direct.port, addresses: [...c.p.direct.addresses] } } : {}),
     };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);

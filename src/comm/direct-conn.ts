@@ -53,6 +53,10 @@ export class DirectConnection implements DataConnectionLike {
   private readonly lowWaterCbs: (() => void)[] = [];
   /** Accepting end: told once the hello is read (the connection is then open), or never. */
   private onHello: ((hello: DirectHello) => boolean) | null = null;
+  /** Dialing end: the hello it says once its socket is up. */
+  private pendingHello: DirectHello | null = null;
+  /** The PeerJS label the dial carried (logs). */
+  label = '';
 
   private constructor(private readonly socket: StreamSocket, readonly peer: string, meta: RingMetadata | null) {
     this.meta = meta;
@@ -99,9 +103,6 @@ export class DirectConnection implements DataConnectionLike {
     };
     return c;
   }
-
-  private pendingHello: DirectHello | null = null;
-  label = '';
 
   /** Dialing end: the socket is up; says hello and opens. */
   connected(): void {

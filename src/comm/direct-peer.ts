@@ -152,6 +152,10 @@ export class DirectPeer implements PeerLike {
     return this.inner.destroyed;
   }
 
+  fellBack(peer: string): boolean {
+    return this.failed.has(peer);
+  }
+
   /** Direct routes from the coordinator (an assignment's or announcement's); newer ones replace older ones. */
   learn(routes: DirectRoutes): void {
     for (const [id, r] of Object.entries(routes)) this.routes.set(id, r);

@@ -269,13 +269,14 @@ export class PeerEndpoint {
         return conn ? this.parkWhenOpen(new PeerJsLink(conn, 'dialed'), job, l.tag, 'next') : Promise.resolve(false);
       };
       // A dial that failed fast (its connection closed or errored while the machine was busy) is
-      // made once more; one that timed out is not (the announcement's wait is over by then).
+      // made once more; one that timed out is not (the announcement's wait is over by then),
+      // unless it was a direct link that failed (the NAT a direct dial met: WebRTC is tried now).
       let late = false;
       const lateTimer = setTimeout(() => { late = true; }, PRE_DIAL_RETRY_WITHIN_MS);
       const parked = dial()
         .then((ok) => {
           clearTimeout(lateTimer);
-          return ok || late ? ok : dial();
+          return ok || (late && !this.peer.fellBack?.(l.nextId)) ? ok : dial();
         })
         .finally(() => this.dialingAhead.delete(key));
       this.dialingAhead.set(key, parked);

@@ -36,6 +36,8 @@ export interface PeerLike {
   destroy(): void;
   /** Direct routes to peers (a Node volunteer's DirectPeer: direct-peer.ts); absent: every link is WebRTC. */
   learn?(routes: DirectRoutes): void;
+  /** Whether a direct dial to `peer` failed, so that it is dialed over WebRTC from now on. */
+  fellBack?(peer: string): boolean;
 }
 export type PeerCtor = new (id: string, options: PeerOptionsLike) => PeerLike;
 

@@ -35,6 +35,9 @@ function u32s(r: FieldReader, ...keys: string[]): number[] {
 type Fields<T> = Omit<T, 'type'>;
 type Reader<T> = (r: FieldReader) => Fields<T>;
 
+/** A host name or address a direct route names (no scheme, no port, no spaces). */
+const DIRECT_HOST = /^[A-Za-z0-9.:%_-]{1,253}$/;
+
 function readJoin(r: FieldReader): Fields<JoinRequest> {
   r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct']);
   const protocol = r.int('protocol', 1, 1000);
@@ -49,16 +52,17 @@ function readJoin(r: FieldReader): Fields<JoinRequest> {
     if (!isObj(r.o.direct)) r.fail('direct', 'an object {port}');
     else {
       const d = new FieldReader(r.o.direct, 'direct');
-      d.only(['port']);
+      d.only(['port', 'addresses']);
       out.direct = { port: d.int('port', 1, 65_535) };
+      if (d.has('addresses')) {
+        out.direct.addresses = d.array<string>('addresses', 32, (v) => (typeof v === 'string' && DIRECT_HOST.test(v) ? null : 'must be an IP address'));
+      }
       r.problems.push(...d.problems);
     }
   }
   return out;
 }
 
-/** A host name or address a direct route names (no scheme, no port, no spaces). */
-const DIRECT_HOST = /^[A-Za-z0-9.:%_-]{1,253}$/;
 
 /** A message's direct routes: at most 3 (a successor in the flat ring, or in a group and a column ring), each {host, port, key}. */
 function readDirect(parent: FieldReader): DirectRoutes {

@@ -78,7 +78,14 @@ export interface JoinRequest { type: 'join'; protocol: number; token?: string; n
  * by the coordinator) says on which TCP port; the coordinator pairs it with the address the join
  * came from. Browsers never offer one.
  */
-export interface DirectOffer { port: number }
+export interface DirectOffer {
+  port: number;
+  /**
+   * The addresses it listens on (its interfaces'): when the join came from none of them (a NAT
+   * between it and the coordinator), nobody is routed to it; it still dials out.
+   */
+  addresses?: string[];
+}
 /**
  * How a Node volunteer reaches a ring successor that accepts direct links: the address and port,
  * and the pre-shared key of this dialer to that peer (base64url of directKey(its secret, dialer)).

@@ -33,6 +33,18 @@ describe('direct routes', () => {
     book.forget('b');
     expect(routed('a').direct).toBeUndefined();
     expect(dialableHost('::ffff:192.168.1.5')).toBe('192.168.1.5');
+  });
+
+  it('nobody is routed to a listener whose join came from none of its own addresses (a NAT between); it still dials out', () => {
+    const book = new DirectBook();
+    book.register('a', '::ffff:10.0.0.1', 7001, ['127.0.0.1', '10.0.0.1']);
+    book.register('n', '10.0.0.254', 7009, ['127.0.0.1', '192.168.1.5']);
+    book.register('b', 'FE80::2%eth0', 7002, ['fe80::2%eth1']);
+    const ring = ['a', 'n', 'b'];
+    const routes = (id: string) => book.routesFor(id, ring);
+    expect(routes('a'), 'a -> n: n is behind a NAT').toBeNull();
+    expect(Object.keys(routes('n') ?? {}), 'n -> b: n dials out').toEqual(['b']);
+    expect(Object.keys(routes('b') ?? {}), 'b -> a').toEqual(['a']);
     expect(dialableHost('::1')).toBe('::1');
   });
 

@@ -104,10 +104,12 @@ describe('two-level all-reduce with real volunteers', () => {
     for (const v of survivors) expect(
       twoLevelLines(v).some((l) => /over group \d+ of 2 \(\d peers?\)/.test(l) && l.includes(`step ${S} `)), v.lines.join('\n'),
     ).toBe(true);
-    // Only the victim left; no honest peer was evicted.
+    // Only the victim left; no honest peer was evicted. (The victim itself may leave as evicted: its
+    // neighbours on direct links hear its sockets close at once and blame it before its session's
+    // close reaches the coordinator.)
+    const victimId = victim.lines.map((l) => /joined as (\S+)/.exec(l)?.[1]).find((x) => x !== undefined);
     const left = job.events.filter((e) => e.type === 'peer-left');
-    expect(left.length, JSON.stringify(left)).toBe(1);
-    expect(left.every((e) => e.type === 'peer-left' && !/evicted/.test(e.reason)), JSON.stringify(left)).toBe(true);
+    expect(left.map((e) => (e.type === 'peer-left' ? e.peerId : '')), JSON.stringify(left)).toEqual([victimId]);
     const { weights } = await finalWeights(job.jobDir);
     const diff = relDiff(weights, single);
     console.log(`two-level, 4 peers with one killed in step ${S} vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
