@@ -8,7 +8,8 @@
 // names get routes, the rule signaling keeps for WebRTC offers.
 import type { CoordinatorMessage, DirectRoutes } from '../src/protocol/messages.ts';
 import { directKey, newDirectSecret } from '../src/comm/direct-key.ts';
-import { roleOf, type Topology } from '../src/comm/topology.ts';
+import type { Topology } from '../src/comm/topology.ts';
+import { aheadLinks } from '../src/client/volunteer-ring.ts';
 
 /**
  * A listening volunteer, and the keys of its dialers so far (an HMAC each, made once per dialer).
@@ -26,18 +27,14 @@ export function dialableHost(address: string): string {
   return v4 ? v4[1]! : address;
 }
 
-/** `id`'s successors in the rings of `ring` (its group and column rings when `topology` cuts it), without itself. */
+/**
+ * `id`'s successors in the rings of `ring` (its group and column rings when `topology` cuts it):
+ * the peers it dials, as the volunteer itself finds them (aheadLinks). A step assignment's
+ * `rank` gives the flat successor without searching the ring (every member, every step).
+ */
 export function successorsOf(ring: readonly string[], topology: Topology | undefined, id: string, rank?: number): string[] {
-  const nextIn = (ids: readonly string[], at: number): string | null => (at < 0 || ids.length < 2 ? null : ids[(at + 1) % ids.length]!);
-  if (!topology) {
-    const at = rank !== undefined && ring[rank] === id ? rank : ring.indexOf(id);
-    const next = nextIn(ring, at);
-    return next === null ? [] : [next];
-  }
-  if (!ring.includes(id)) return [];
-  const role = roleOf(topology, id);
-  const out = [nextIn(role.groupIds, role.groupRank), role.columnIds ? nextIn(role.columnIds, role.columnIds.indexOf(id)) : null];
-  return [...new Set(out.filter((x): x is string => x !== null && x !== id))];
+  if (!topology && rank !== undefined && ring[rank] === id) return ring.length < 2 ? [] : [ring[(rank + 1) % ring.length]!];
+  return (aheadLinks({ ring: [...ring], ...(topology ? { topology } : {}) }, id) ?? []).map((l) => l.nextId);
 }
 
 export class DirectBook {

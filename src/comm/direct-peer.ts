@@ -171,19 +171,16 @@ export class DirectPeer implements PeerLike {
       opened = true;
       this.counts.dialed++;
     });
-    conn.on('error', (e) => {
+    // A dial that failed before it opened (an error comes before its close) sends this peer to WebRTC.
+    const fallBack = (why: string) => {
       if (opened || this.failed.has(peer)) return;
       this.failed.add(peer);
       this.counts.fellBack++;
-      this.log(`direct link to ${peer} at ${route.host}:${route.port} failed (${e.message}): dialing it over WebRTC from now on`);
-    });
-    conn.on('close', () => {
-      // Closed here before it opened (its formation was given up): the route may be fine.
-      if (opened || conn.closedHere || this.failed.has(peer)) return;
-      this.failed.add(peer);
-      this.counts.fellBack++;
-      this.log(`direct link to ${peer} at ${route.host}:${route.port} closed before it opened: dialing it over WebRTC from now on`);
-    });
+      this.log(`direct link to ${peer} at ${route.host}:${route.port} ${why}: dialing it over WebRTC from now on`);
+    };
+    conn.on('error', (e) => fallBack(`failed (${e.message})`));
+    // Closed here before it opened (its formation was given up): the route may be fine.
+    conn.on('close', () => { if (!conn.closedHere) fallBack('closed before it opened'); });
     return conn;
   }
 
