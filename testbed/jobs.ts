@@ -90,6 +90,13 @@ export async function onePeerWeights(
   }
 }
 
+/** Each peer's name (its id when it gave none) from the generations in a job's metrics or live events. */
+export function peerNames(records: readonly (MetricRecord | LiveEvent)[]): Map<string, string> {
+  const names = new Map<string, string>();
+  for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
+  return names;
+}
+
 /**
  * How far a finished multi-peer job's final weights (it must have reached `steps`) are from the
  * same job trained on one peer here (wasm): max |dw| / max |w|.

@@ -14,8 +14,8 @@ import { CreditLedger, creditView, type CreditView } from '../../coordinator/cre
 import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import {
-  abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
-  volunteer,
+  abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll,
+  tempRoot, testJob, until, volunteer,
 } from '../../testbed/jobs.ts';
 
 const K = 8;
@@ -66,8 +66,7 @@ async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolun
   // the killed peer keeps what it committed before step S and nothing of its lost attempt, and a
   // ledger rebuilt from the job's records (a restarted coordinator's) says the same.
   const committed = latestPerStep(records).filter((r) => r.type === 'step');
-  const names = new Map<string, string>();
-  for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
+  const names = peerNames(records);
   const imagesOf = (who: string) => committed.reduce(
     (n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === who).reduce((a, p) => a + p.images, 0) : 0), 0,
   );

@@ -18,7 +18,7 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { PROTOCOL_VERSION, type MetricRecord } from '../../src/protocol/messages.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import {
-  buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
+  buildTestData, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
 } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
@@ -88,8 +88,7 @@ describe('verified steps (verify > 0)', () => {
     console.log(`verification, a sign-flipping cheater:\n${verdicts.join('\n')}`);
     // A dispute first (nobody accused), then the conviction; every eviction is the cheater's.
     expect(verdicts[0]).toMatch(/recomputation of \S+'s slice disagrees with it .*before anyone is accused/);
-    const names = new Map<string, string>();
-    for (const e of job.events) if (e.type === 'generation') for (const p of e.peers) names.set(p.id, p.name ?? p.id);
+    const names = peerNames(job.events);
     const left = job.events.filter((e) => e.type === 'peer-left');
     expect(left.length).toBeGreaterThanOrEqual(1);
     for (const l of left) if (l.type === 'peer-left') expect(names.get(l.peerId), l.reason).toBe('bad');

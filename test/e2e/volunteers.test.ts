@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPage } from '../../coordinator/main.ts';
 import { ROOT } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
-import { buildTestData, metricsOf, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
+import { buildTestData, metricsOf, peerNames, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
 import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 
 const K = 20;
@@ -110,8 +110,7 @@ describe('browser volunteers', () => {
     await dash.waitForFunction((n) => document.getElementById('dashboard')?.dataset.creditImages === String(n), K * 24, { timeout: 30_000 });
     const records = await metricsOf(job.jobDir);
     const steps = latestPerStep(records);
-    const names = new Map<string, string>();
-    for (const r of records) if (r.type === 'generation') for (const p of r.peers ?? []) names.set(p.id, p.name ?? p.id);
+    const names = peerNames(records);
     const carolImages = steps.reduce(
       (n, r) => n + (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').reduce((a, p) => a + p.images, 0) : 0), 0,
     );

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { LiveEvent, MetricRecord } from '../../src/protocol/messages.ts';
-import { buildTestData, distanceFromOnePeer, metricsOf, tempRoot, testJob } from '../../testbed/jobs.ts';
+import { buildTestData, distanceFromOnePeer, metricsOf, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
 import { Testbed } from '../../testbed/net/bed.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
@@ -69,8 +69,7 @@ describe('direct links across hosts', () => {
       const records = await metricsOf(jobDir);
       const steps = latestPerStep(records) as StepRecord[];
       expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
-      const names = new Map<string, string>();
-      for (const g of records) if (g.type === 'generation') for (const p of g.peers ?? []) names.set(p.id, p.name ?? p.id);
+      const names = peerNames(records);
       let tcpEdges = 0;
       for (const r of steps) {
         expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);

@@ -15,8 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import {
-  buildTestData, checkpointOf, checkpointSteps, distanceFromOnePeer, finalWeights, metricsOf, onePeerWeights, relDiff, replayOnOnePeer, tempRoot,
-  testJob,
+  buildTestData, checkpointOf, checkpointSteps, distanceFromOnePeer, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, replayOnOnePeer,
+  tempRoot, testJob,
 } from '../../testbed/jobs.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
@@ -167,8 +167,7 @@ describe('across hosts', () => {
       const records = await metricsOf(jobDir);
       const steps = latestPerStep(records) as StepRecord[];
       expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
-      const names = new Map<string, string>();
-      for (const g of records) if (g.type === 'generation') for (const p of g.peers ?? []) names.set(p.id, p.name ?? p.id);
+      const names = peerNames(records);
       // The cut lands after step CUT_AFTER was seen; the step already in flight may still
       // commit with b. From the first step without b on, b is never in a ring again.
       const withB = (r: StepRecord) => r.peers.some((p) => names.get(p.peerId) === 'b');
@@ -250,8 +249,7 @@ describe('across hosts', () => {
       const records = await metricsOf(jobDir);
       const steps = latestPerStep(records) as StepRecord[];
       expect(steps.map((r) => r.step), 'every step committed exactly once').toEqual(Array.from({ length: K }, (_, i) => i + 1));
-      const names = new Map<string, string>();
-      for (const g of records) if (g.type === 'generation') for (const p of g.peers ?? []) names.set(p.id, p.name ?? p.id);
+      const names = peerNames(records);
       for (const r of steps) {
         expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
         expect(r.peers.map((p) => names.get(p.peerId)).sort(), `ring of step ${r.step}`).toEqual(['chromium', 'firefox', 'node']);

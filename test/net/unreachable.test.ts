@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extraCaFile } from '../../coordinator/tls.ts';
-import { buildTestData, tempRoot, testJob } from '../../testbed/jobs.ts';
+import { buildTestData, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
 import { Testbed } from '../../testbed/net/bed.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 
@@ -49,8 +49,7 @@ describe('a volunteer nobody can reach', () => {
       expect(log).toMatch(/--turn/);
       // Only n was ever blamed: a and b were never evicted, and they train on.
       const left = coord.events.filter((x) => x.e.type === 'peer-left').map((x) => (x.e.type === 'peer-left' ? x.e : null)!);
-      const names = new Map<string, string>();
-      for (const x of coord.events) if (x.e.type === 'generation') for (const p of x.e.peers) names.set(p.id, p.name ?? p.id);
+      const names = peerNames(coord.events.map((x) => x.e));
       expect(left.length).toBeGreaterThanOrEqual(3);
       for (const l of left) expect(names.get(l.peerId), `${l.peerId}: ${l.reason}`).toBe('n');
       const since = Date.now();
