@@ -149,6 +149,12 @@ export function showDonate(root: HTMLElement): void {
     if (++ticks % 3 === 0) void showCredit();
   }, 5000);
 
+  /** The model's download link, shown exactly when the job is finished (its note, drawn by either path below, points at it). */
+  const showModel = (finished: boolean) => {
+    const model = $('model-link') as HTMLAnchorElement;
+    model.hidden = !finished;
+    model.href = withToken('/api/model.onnx', location.search);
+  };
   /** The button (and, for a finished job, why it is off) from the volunteer's and the job's state. */
   const showButton = () => {
     const v = donateButton(state, job, result);
@@ -156,9 +162,7 @@ export function showDonate(root: HTMLElement): void {
     button.disabled = v.disabled;
     root.dataset.finished = v.finished ? '1' : '';
     root.dataset.jobPaused = job?.paused ? '1' : '';
-    const model = $('model-link') as HTMLAnchorElement;
-    model.hidden = !v.finished;
-    model.href = withToken('/api/model.onnx', location.search);
+    showModel(v.finished);
     if (v.note && (state === 'idle' || state === 'done' || state === 'paused' || state === 'error')) status.textContent = v.note;
     else if (lastStatus) draw(lastStatus);
   };
@@ -168,6 +172,7 @@ export function showDonate(root: HTMLElement): void {
     const v = donateButton(s.state, job, result);
     button.textContent = v.text;
     button.disabled = v.disabled;
+    showModel(v.finished);
     backend.disabled = s.state === 'joining' || s.state === 'training';
     status.classList.toggle('bad', s.state === 'error');
     const parts = [explain(s.message)];
