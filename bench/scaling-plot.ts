@@ -3,7 +3,7 @@
 // efficiency of large rings for today's system and the planned one (labelled as such).
 import { lineChartSvg } from './plot-lines.ts';
 import type { Calibration, Validation } from './scaling-calibrate.ts';
-import { LINK_KINDS, predictRow, scenarios, type Scenario } from './scaling-predict.ts';
+import { predictRow, scenarios, type PredictInputs, type Scenario } from './scaling-predict.ts';
 import type { RunSummary } from './scaling-run.ts';
 
 /** Stacks complete SVG charts vertically in one SVG. */
@@ -22,7 +22,7 @@ export function stackSvgs(parts: string[]): string {
   return [`<svg xmlns="http://www.w3.org/2000/svg" width="${Math.max(...sizes.map((s) => s.w))}" height="${y}">`, ...body, '</svg>'].join('\n');
 }
 
-export function scalingPlot(runs: readonly RunSummary[], cal: Calibration, v: Validation): string {
+export function scalingPlot(runs: readonly RunSummary[], cal: Calibration, v: Validation, inp: PredictInputs): string {
   const batches = [...new Set(runs.map((r) => r.batch))];
   const series = batches.flatMap((b) => {
     const idx = runs.map((r, i) => [r, i] as const).filter(([r]) => r.batch === b);
@@ -44,12 +44,12 @@ export function scalingPlot(runs: readonly RunSummary[], cal: Calibration, v: Va
     ]),
   });
   const ns = Array.from({ length: 10 }, (_, k) => 2 ** (k + 1));
-  const lan = LINK_KINDS[0]!;
-  const sc = scenarios(cal);
+  const lan = inp.links.find((l) => l.key === '1g')!;
+  const sc = scenarios(cal, inp);
   const curve = (s: Scenario, sys: 'current' | 'planned'): [number, number][] =>
     ns.map((n) => [Math.log2(n), predictRow(cal, sys, s, 32_768, lan, n).efficiency]);
   const predicted = lineChartSvg({
-    title: 'predicted efficiency at B = 32K over 1 Gb/s: current system vs PLANNED (not built) system',
+    title: `predicted efficiency at B = 32K over 1 Gb/s (${lan.status}): an ImageNet job today vs the PLANNED (not built) system`,
     xLabel: 'log2 peers', yLabel: 'throughput(N) / sum of peers alone',
     series: sc.filter((s) => s.model === 'resnet50').flatMap((s) => [
       { name: `${s.key} current`, points: curve(s, 'current') },

@@ -64,7 +64,7 @@ export interface RunSummary {
 }
 
 /** The step records of a finished job, and the figures of its steps after the warm-up. */
-function stepRows(records: readonly MetricRecord[]): StepRow[] {
+export function stepRows(records: readonly MetricRecord[]): StepRow[] {
   const steps = latestPerStep(records);
   const rows: StepRow[] = [];
   for (let i = 1; i < steps.length; i++) {
@@ -78,7 +78,7 @@ function stepRows(records: readonly MetricRecord[]): StepRow[] {
   return rows;
 }
 
-function summarise(
+export function summarise(
   model: ModelName, peers: number, batch: number, gradBytes: number, rows: StepRow[], aborted: number, exits: (number | null)[], runSeconds: number,
 ): RunSummary {
   const wrongRing = rows.filter((r) => r.ring !== peers);
@@ -112,7 +112,7 @@ function summarise(
 }
 
 /** Resolves `p`, or rejects with `what` after `ms`. */
-async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${ms / 1000} s ${what}`)), ms); });
   try {
@@ -138,6 +138,13 @@ export const asMeasured = (r: RunSummary): MeasuredRun => ({
   allReduceS: r.allReduceMs / 1000, stepS: r.stepMs / 1000,
 });
 
+/** The job every measured run trains: `n` peers start it together, one bucket, no stealing (MEASURED_JOB). */
+export const ringJobConfig = (name: string, n: number, batch: number, steps: number, model: ModelName, extra: Record<string, unknown> = {}) => ({
+  name, model, dataset: 'mnist', globalBatch: batch, steps,
+  optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n,
+  ...MEASURED_JOB, ...extra,
+});
+
 /** One ring size: a fresh job, N volunteers started together (minPeers N), its metrics read back. */
 export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const t0 = performance.now();
@@ -147,11 +154,7 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
   const lines: string[] = [];
   const job = await runJob({
     jobDir, dataDir: o.dataDir, manifest: o.manifest, evalSamples: 48,
-    config: {
-      name: `scaling-${n}-b${o.batch}-${model}`, model, dataset: 'mnist', globalBatch: o.batch, steps: totalSteps,
-      optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 1 }, evalEvery: 0, checkpointEvery: 1_000_000, keepCheckpoints: 1, seed: 3, minPeers: n,
-      ...MEASURED_JOB, ...o.job,
-    },
+    config: ringJobConfig(`scaling-${n}-b${o.batch}-${model}`, n, o.batch, totalSteps, model, o.job),
     log: (l) => { lines.push(l); if (lines.length > 200) lines.shift(); },
     onEvent: (e) => {
       if (e.type === 'step') {

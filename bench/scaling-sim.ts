@@ -13,6 +13,8 @@
 // completed it, else all start after backward; the bucket all-reduced last (the first layers')
 // is cut small (lastBucketBytes), as it is all exposed. Only what
 // runs past the end of backward costs: the exposed communication.
+// A slice larger than what fits the device (microBatchImages) goes as k micro-batches: compute
+// gains (k - 1) microBatchS, and only the last micro-batch's backward overlaps the all-reduce.
 // Step: T = t (1 + mu H_N) + exposed + o, o = overheadS + overheadPerPeerS / share (the
 // coordinator round trip and barrier, and each peer's update and checksum, which peers sharing
 // one machine pay share^-1 times).
@@ -75,6 +77,13 @@ export interface SystemModel {
   steal?: StealSettings & { auto?: boolean };
   /** Seconds each micro-batch beyond a step's first costs (a read-back, small kernels, buffers for another batch size), at share 1; absent: 0. */
   microBatchS?: number;
+  /**
+   * The most images a peer computes at once (what fits its device: src/nn/fit.ts); absent: its
+   * whole slice in one batch. A larger slice goes as micro-batches whose gradients are summed on
+   * the engine: each past the first costs microBatchS, and only the last one's backward overlaps
+   * the all-reduce (src/client/sync-step.ts). Work stealing (which cuts slices its own way) ignores it.
+   */
+  microBatchImages?: number;
 }
 
 /** The topology a system uses for a ring of `peers` (flat below its twoLevelFrom). */
@@ -139,6 +148,12 @@ export function simulateStep(c: ClusterModel, s: SystemModel, w: Workload): Step
   const steal = s.steal && c.peers > 1 ? s.steal : null;
   let computeS = t * (1 + c.stragglerMean * harmonic(c.peers));
   let backwardS = computeS * w.profile.backwardShare;
+  if (!steal && s.microBatchImages !== undefined) {
+    const slice = w.batch / c.peers;
+    const parts = Math.ceil(slice / s.microBatchImages);
+    computeS += ((parts - 1) * (s.microBatchS ?? 0)) / c.share;
+    backwardS *= Math.min(1, s.microBatchImages / slice);
+  }
   if (steal) {
     const chunk = steal.chunk ?? autoChunk(Math.floor(steal.fraction * w.batch), c.peers, c.imagesPerSecPerPeer * c.share);
     const tau = chunk / (c.imagesPerSecPerPeer * c.share);

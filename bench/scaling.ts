@@ -12,6 +12,12 @@
 // (bf16 frames, as npm start's jobs) and the PLANNED one (a tuned bucket cap, a smaller
 // overhead: not built).
 //
+// Then the held-out runs (bench/scaling-hosts.ts): the same job with each volunteer on a host of
+// its own in the network test bed, on the lan and wifi profiles, never in the fit; the simulator
+// predicts each from the profile's line, the transport bench's measured link and the run's own
+// compute speed, and the largest error is `held_out_error`. Every input of the predictions is
+// listed with its status (measured, fitted, assumed, code: bench/scaling-table.ts).
+//
 // On this 2-core machine all N peers share the cores (and llvmpipe's threads), so N peers
 // compute no faster than one: read the communication fraction and how it grows with N, not
 // the speed-up. Loopback "bandwidth" and "latency" are mostly CPU time of the WebRTC stack.
@@ -47,9 +53,16 @@ import { calibrate, validate, type CommProbe, type MeasuredRun } from './scaling
 import { scalingPlot } from './scaling-plot.ts';
 import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
 import {
-  CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, GPU_RESNET50_224_IMAGES_PER_S, LINK_KINDS, PLANNED_BUCKETS, PLANNED_OVERHEAD_S, PREDICT_SPEED_SIGMA,
-  PREDICT_STRAGGLER, boundText, float32Efficiency, needsFor, predictAll, scenarios, type PredictionRow,
+  CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, PLANNED_BUCKETS, PLANNED_OVERHEAD_S,
+  LAB_GPU_BUDGET, boundText, float32Efficiency, linkKinds, needsFor, predictAll, predictRow, scenarios, type PredictInputs, type PredictionRow,
 } from './scaling-predict.ts';
+import { ROOT } from '../coordinator/local-volunteers.ts';
+import { predictHeldOut, runOnHosts, type HostRun } from './scaling-hosts.ts';
+import { readTransport } from './scaling-inputs.ts';
+import { inputTable } from './scaling-table.ts';
+import { hostUpdateSeconds } from './scaling-update.ts';
+import { checkCapabilities } from '../testbed/net/bed.ts';
+import type { ProfileName } from '../testbed/net/profiles.ts';
 import { modelProfile } from './scaling-profile.ts';
 import { DEFAULT_TWO_LEVEL_FROM } from '../coordinator/two-level.ts';
 import { DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES } from '../src/nn/buckets.ts';
@@ -68,6 +81,11 @@ const USAGE = `usage: npm run bench -- scaling [options]
                   a factor 1 + X (X exponential of mean MU), without and with work stealing,
                   ${STRAGGLE_STEP_FACTOR} x --steps steps each, measured by their mean step; the
                   simulator predicts both (default 0.3; 0: skip them)
+  --hosts LIST    held-out runs: the same job with each volunteer on a host of its own in the network
+                  test bed (namespaces; needs root), per profile of LIST (default lan,wifi; off: none),
+                  at every batch; predicted by the simulator fitted on the loopback runs alone
+                  (held_out_error)
+  --host-peers N  volunteers (hosts) in each held-out run (default 3)
   --quick         4 measured steps per run (about 3 minutes here with the straggler runs; the
                   default about 5)`;
 
@@ -94,7 +112,12 @@ export async function main(args: string[]): Promise<void> {
   const peerList = parseList('peers', a.str('peers', '1,2,3,4'), 1, 16);
   const probe = a.oneOf('probe', ['on', 'off'] as const, 'on') === 'on';
   const mu = a.num('straggle', 0.3, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
+  const hostsArg = a.str('hosts', 'lan,wifi');
+  const hostPeers = a.int('host-peers', 3, 2);
   a.rejectUnknown(USAGE);
+  const hostProfiles = hostsArg === 'off' ? [] : hostsArg.split(',').map((x) => x.trim());
+  for (const p of hostProfiles) if (p !== 'lan' && p !== 'wifi' && p !== 'home') throw new ArgError(`--hosts takes lan, wifi and home, or off; got "${p}"`);
+  if (hostProfiles.length) await checkCapabilities();
   if (!peerList.some((n) => n >= 2)) throw new ArgError(`--peers needs a ring of 2 or more peers to measure the all-reduce; got ${peerList.join(',')}`);
   if (Math.min(...batches) < Math.max(...peerList)) {
     throw new ArgError(`--batches ${Math.min(...batches)} gives some of ${Math.max(...peerList)} peers no image: use at least one image per peer`);
@@ -110,6 +133,7 @@ export async function main(args: string[]): Promise<void> {
   const runs: RunSummary[] = [];
   const probeRuns: RunSummary[] = [];
   let straggled: [RunSummary, RunSummary] | null = null;
+  const hostRuns: HostRun[] = [];
   const probeProfile = modelProfile(modelByName(PROBE_MODEL, [1, 28, 28], 10));
   try {
     const dataDir = join(root, 'data');
@@ -129,6 +153,13 @@ export async function main(args: string[]): Promise<void> {
       log(`scaling: latency probe N=${n} (${PROBE_MODEL}, ${probeProfile.gradBytes} bytes): all-reduce ${r.allReduceMs.toFixed(1)} ms = 2(N-1) `
         + `x ${(r.allReduceMs / (2 * (n - 1))).toFixed(2)} ms (${r.runSeconds.toFixed(0)} s)`);
       probeRuns.push(r);
+    }
+    for (const profile of hostProfiles as ProfileName[]) for (const batch of batches) {
+      const r = await runOnHosts(profile, hostPeers, { root, dataDir, manifest, batch, steps, gradBytes });
+      log(`scaling: held out, ${profile}, ${hostPeers} hosts, B=${batch}: step ${r.summary.stepMs.toFixed(0)} ms = slowest compute `
+        + `${r.summary.computeCriticalMs.toFixed(0)} + all-reduce ${r.summary.allReduceMs.toFixed(0)} + rest ${r.summary.overheadMs.toFixed(0)} `
+        + `(${r.summary.runSeconds.toFixed(0)} s)`);
+      hostRuns.push(r);
     }
     if (mu > 0) {
       straggled = await straggleRuns(mu, { root, dataDir, manifest, batch: Math.max(...batches), steps: STRAGGLE_STEP_FACTOR * steps, gradBytes });
@@ -168,7 +199,29 @@ export async function main(args: string[]): Promise<void> {
       + `(x${strag.measuredSpeedup.toFixed(3)}), simulated ${(strag.predictedS[0] * 1000).toFixed(0)} / ${(strag.predictedS[1] * 1000).toFixed(0)} ms `
       + `(x${strag.predictedSpeedup.toFixed(3)}); errors ${(100 * strag.errors[0]).toFixed(1)}% / ${(100 * strag.errors[1]).toFixed(1)}%`);
   }
-  const rows = predictAll(cal);
+  // What the predictions take beyond the calibration: the measured link, each model's host update.
+  const transport = readTransport(ROOT);
+  if ('missing' in transport) log(`scaling: no measured link: ${transport.missing}; the 1 Gbit/s predictions take the line's nominal rate (assumed)`);
+  const r50Profile = modelProfile(modelByName('resnet50', [3, 224, 224], 1000));
+  const inp: PredictInputs = {
+    links: linkKinds('missing' in transport ? null : transport),
+    hostUpdateS: { small: hostUpdateSeconds(small), resnet50: hostUpdateSeconds(r50Profile) },
+  };
+  log(`scaling: the host update (LARS + checksum) takes ${(inp.hostUpdateS!.small * 1000).toFixed(1)} ms for the small CNN, `
+    + `${(inp.hostUpdateS!.resnet50 * 1000).toFixed(0)} ms for ResNet-50 here`);
+  const lan = inp.links.find((l) => l.key === '1g')!;
+  const heldOut = hostRuns.map((r) => predictHeldOut(cal, r, small, lan));
+  for (const h of heldOut) {
+    log(`  held out ${h.profile} N=${h.peers} B=${h.batch}: measured ${(h.measuredS * 1000).toFixed(0)} ms, simulated ${(h.predictedS * 1000).toFixed(0)} ms `
+      + `(${(100 * h.relError).toFixed(1)}%; with one speed for all runs ${(h.fixedSpeedPredictedS * 1000).toFixed(0)} ms, `
+      + `${(100 * h.fixedSpeedRelError).toFixed(1)}%; link ${(h.link.bandwidthBytesPerS / 1e6).toFixed(2)} MB/s, `
+      + `${(h.link.latencyS * 1000).toFixed(2)} ms a message)`);
+  }
+  const heldOutError = heldOut.length ? Math.max(...heldOut.map((h) => h.relError)) : null;
+  if (heldOutError !== null) log(`scaling: held_out_error ${(100 * heldOutError).toFixed(1)}% over ${heldOut.length} runs on the test bed (goal <= 15%)`);
+  const rows = predictAll(cal, inp);
+  const table = inputTable(cal, inp, 'missing' in transport ? transport.missing : null);
+  const byStatus = (st: string) => Object.entries(table).filter(([, x]) => x.status === st).map(([k]) => k);
   log('scaling: predictions (CURRENT = the code today, job defaults: stealing where faster; STEAL = stealing every step, --steal 0.75; PLANNED = not built):');
   for (const p of rows) {
     log(`  ${p.system.padEnd(8)} ${p.scenario.padEnd(13)} B=${String(p.batch).padEnd(6)} ${p.link.padEnd(5)} N=${String(p.peers).padEnd(5)} step `
@@ -184,7 +237,7 @@ export async function main(args: string[]): Promise<void> {
   const head = (sys: PredictionRow['system'], n: number, link = '1g') => find(sys, 'resnet50-224', 32_768, link, n);
   const first = runs.filter((r) => r.batch === batches[0]);
   // The goal (0.9 at 64 peers): what the latency per message and the stragglers would have to be.
-  const needs = needsFor(cal, 0.9);
+  const needs = needsFor(cal, 0.9, 64, inp);
   const fits = needs.alphaMsByStraggler
     .map((x) => `${x.straggler}: ${x.alphaMs === null ? 'none (not even at 0 ms)' : `${x.alphaMs.toFixed(2)} ms`}`).join(', ');
   log(`scaling: 0.9 at 64 peers: the largest software latency per ring message that reaches it (fitted here: ${(cal.link.latencyS * 1000).toFixed(2)} ms), `
@@ -233,6 +286,14 @@ export async function main(args: string[]): Promise<void> {
         + 'the straggler mu is 2-core contention, so the predictions assume PREDICT_STRAGGLER instead',
     },
     validation: { ...v, measuredS: measured.map((r) => r.stepS) },
+    heldOut: {
+      runs: hostRuns.map((r, i) => ({ ...heldOut[i]!, summary: r.summary })),
+      maxRelError: heldOutError,
+      method: `each volunteer (and the coordinator) on a host of its own in the network test bed (testbed/net/bed.ts), ${hostPeers} hosts, `
+        + 'direct links, the same job as the loopback runs; never in the calibration. Predicted by the simulator fitted on the loopback runs, '
+        + "with the profile's line (a shared medium: 1/N of it per link) capped by the transport bench's measured Node link, the profile's "
+        + 'one-way delay plus the fitted software latency, and the run\'s own measured compute speed',
+    },
     straggle: strag ? {
       ...strag,
       note: `a ring of ${STRAGGLE_PEERS}, each volunteer with --straggle ${mu}; the second run with stealFraction ${PREDICT_STEAL_FRACTION}; `
@@ -253,21 +314,20 @@ export async function main(args: string[]): Promise<void> {
           + `${PLANNED_BUCKETS.map((b) => (b === Infinity ? 'one' : `${b / 1e6} MB`)).join(', ')}), the next assignment pipelined with the update: `
           + `overhead ${PLANNED_OVERHEAD_S * 1000} ms per step (assumed)`,
       },
-      assumptions: {
-        computePerModel: scenarios(cal).map((s) => ({
-          scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9,
-          backwardShare: s.profile.backwardShare, source: s.computeSource,
-        })),
-        gpuResnet50At224ImagesPerS: GPU_RESNET50_224_IMAGES_PER_S,
-        stragglerMean: PREDICT_STRAGGLER, speedSigma: PREDICT_SPEED_SIGMA, stealMicroBatchS: PREDICT_MICROBATCH_S,
-        links: LINK_KINDS.map((l) => ({
-          ...l, latencyPerRingStepS: l.oneWayS + cal.link.latencyS, note: 'latency per ring step = one-way delay + the software latency alpha fitted here',
-        })),
-        churn: {
-          ...CHURN,
-          note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; '
-            + 'joinS: admission at a step boundary. Assumed, not measured',
-        },
+      inputs: table,
+      scenarios: scenarios(cal, inp).map((s) => ({
+        scenario: s.key, imagesPerSecPerPeer: s.imagesPerSecPerPeer, gradBytes: s.profile.gradBytes, forwardGflops: s.profile.forwardFlops / 1e9,
+        backwardShare: s.profile.backwardShare, imagenetJob: s.imagenet, microBatchImages: s.microBatchImages ?? null,
+        extraOverheadPerPeerS: s.extraOverheadPerPeerS, computeSource: s.computeSource, microBatchSource: s.microBatchSource ?? null,
+        overheadSource: s.overheadSource,
+      })),
+      links: inp.links.map((l) => ({
+        ...l, latencyPerRingStepS: l.oneWayS + cal.link.latencyS, note: 'latency per ring step = one-way delay + the software latency alpha fitted here',
+      })),
+      churn: {
+        ...CHURN,
+        note: 'sessions: mean meanSessionS (leaves ~ Poisson N/M per second); detectS: loss -> next generation running; '
+          + 'joinS: admission at a step boundary. Assumed, not measured',
       },
       rows,
       needsFor90At64: {
@@ -280,13 +340,28 @@ export async function main(args: string[]): Promise<void> {
   };
   const out = join(here, 'results');
   writeFileEnsuringDir(join(out, 'scaling.json'), `${JSON.stringify(result, null, 1)}\n`);
-  writeFileEnsuringDir(join(out, 'scaling.svg'), scalingPlot(runs, cal, v));
+  writeFileEnsuringDir(join(out, 'scaling.svg'), scalingPlot(runs, cal, v, inp));
   log(`scaling: wrote ${join(out, 'scaling.json')} and scaling.svg`);
   const headline = {
     bench: 'scaling',
     comm_fraction_4: at(4) ? round(at(4)!.commFraction) : null,
     predicted_eff_64_1g: round(head('current', 64).efficiency),
-    predicted_eff_64_1g_f32: round(float32Efficiency(cal, 'resnet50-224', 32_768, '1g', 64)),
+    predicted_eff_64_1g_f32: round(float32Efficiency(cal, 'resnet50-224', 32_768, '1g', 64, inp)),
+    predicted_eff_64_1g_pages: round(head('current', 64, '1g-page').efficiency),
+    predicted_eff_64_1g_gpu16g: round(predictRow(cal, 'current', scenarios(cal, inp, LAB_GPU_BUDGET).find((x) => x.key === 'resnet50-224')!, 32_768, lan, 64)
+      .efficiency),
+    held_out_error: heldOutError === null ? null : round(heldOutError),
+    held_out_error_fixed_speed: heldOut.length ? round(Math.max(...heldOut.map((h) => h.fixedSpeedRelError))) : null,
+    held_out_runs: heldOut.map((h) => ({
+      profile: h.profile, peers: h.peers, batch: h.batch, measured_ms: round(h.measuredS * 1000), predicted_ms: round(h.predictedS * 1000),
+      error: round(h.relError), fixed_speed_error: round(h.fixedSpeedRelError),
+    })),
+    inputs_measured: byStatus('measured'),
+    inputs_fitted: byStatus('fitted'),
+    inputs_assumed: byStatus('assumed'),
+    link_1g_MBps: round(lan.bytesPerS / 1e6),
+    link_1g_status: lan.status,
+    host_update_ms_resnet50: round(inp.hostUpdateS!.resnet50 * 1000),
     predicted_eff_256_1g: round(head('current', 256).efficiency),
     predicted_eff_1024_1g: round(head('current', 1024).efficiency),
     predicted_eff_64_100m: round(head('current', 64, '100m').efficiency),
@@ -318,7 +393,9 @@ export async function main(args: string[]): Promise<void> {
     steal_prediction_error: strag ? round(Math.max(...strag.errors)) : null,
     prediction_error_held_out: v.heldOutMaxRelError === null ? null : round(v.heldOutMaxRelError),
     prediction_error_fixed_speed: round(v.fixedSpeedMaxRelError),
-    keys: 'predicted_*, churn_*, bound_*: the CURRENT system (job defaults); steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); '
+    keys: 'predicted_*, churn_*, bound_*: the CURRENT system as an ImageNet job runs it (ResNet-50: shard-local sampling so no stealing, '
+      + 'micro-batches that fit a 2 GiB GPU budget, bf16 frames; _gpu16g: a 16 GiB budget; _pages: donor pages\' links); held_out_error: '
+      + 'the test-bed runs, not in the fit; steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); '
       + 'planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; '
       + 'steal_*_speedup_2: the straggler runs',
     comm_fraction_by_n: Object.fromEntries(first.map((r) => [r.peers, round(r.commFraction)])),

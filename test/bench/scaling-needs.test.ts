@@ -2,7 +2,7 @@
 // checked against the simulator itself on either side of each latency it reports.
 import { describe, expect, it } from 'vitest';
 import type { Calibration } from '../../bench/scaling-calibrate.ts';
-import { LINK_KINDS, NEEDS_STRAGGLERS, cluster, needsFor, scenarios, systems } from '../../bench/scaling-predict.ts';
+import { NOMINAL_LINKS, NEEDS_STRAGGLERS, cluster, needsFor, scenarios, systemFor } from '../../bench/scaling-predict.ts';
 import { efficiency } from '../../bench/scaling-sim.ts';
 
 const CAL: Calibration = {
@@ -12,10 +12,10 @@ const CAL: Calibration = {
 
 function effAt(alphaMs: number, straggler: number): number {
   const s = scenarios(CAL).find((x) => x.key === 'resnet50-224')!;
-  const link = LINK_KINDS.find((l) => l.key === '1g')!;
+  const link = NOMINAL_LINKS.find((l) => l.key === '1g')!;
   const c = cluster(CAL, s, link, 64);
   return efficiency(
-    { ...c, stragglerMean: straggler, link: { ...c.link, latencyS: link.oneWayS + alphaMs / 1000 } }, systems(CAL).current,
+    { ...c, stragglerMean: straggler, link: { ...c.link, latencyS: link.oneWayS + alphaMs / 1000 } }, systemFor(CAL, 'current', s),
     { batch: 32_768, profile: s.profile },
   );
 }
@@ -39,11 +39,15 @@ describe('what the 64-peer headline needs', () => {
         if (alphaMs < CAL.link.latencyS * 1000) expect(effAt(alphaMs + 0.01, straggler)).toBeLessThan(target);
       }
     }
-    // 0.7 is reached as fitted; 0.9 with the assumed stragglers (work stealing takes most of them
-    // out) needs a latency per message well under the fitted 8.2 ms.
-    expect(needsFor(CAL, 0.7).alphaMsByStraggler.at(-1)!.alphaMs).toBeCloseTo(CAL.link.latencyS * 1000, 9);
-    const at90 = needsFor(CAL, 0.9).alphaMsByStraggler.at(-1)!.alphaMs;
-    expect(at90).not.toBeNull();
-    expect(at90!).toBeLessThan(CAL.link.latencyS * 500);
+    // An ImageNet job as it runs (no stealing under shard-local sampling, micro-batches of 4 images in
+    // the default 2 GiB GPU budget, each costing its launch, with only the last one's backward
+    // hiding the all-reduce) does not reach 0.9 even with no latency and no stragglers; 0.5 needs a
+    // latency per message under the fitted 8.2 ms.
+    const at90 = needsFor(CAL, 0.9);
+    expect(at90.alphaMsByStraggler.every((x) => x.alphaMs === null)).toBe(true);
+    expect(at90.noLatencyNoStraggler).toBeLessThan(0.9);
+    const at50 = needsFor(CAL, 0.5).alphaMsByStraggler[0]!.alphaMs;
+    expect(at50).not.toBeNull();
+    expect(at50!).toBeLessThan(CAL.link.latencyS * 1000);
   });
 });

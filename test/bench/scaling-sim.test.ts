@@ -107,6 +107,21 @@ describe('scaling simulator: a hand-computed case', () => {
     expect(exposedCommS(bucketsOf(layers, 1000, 300), time, 10, true)).toBeCloseTo(6 * (0.01 + 300 / 4000), 12);
     expect(exposedCommS(bucketsOf(layers, 1000), time, 10, true)).toBeCloseTo(6 * (0.01 + 600 / 4000), 12);
   });
+
+  it('a slice in micro-batches: each past the first costs microBatchS, and only the last one\'s backward overlaps the all-reduce', () => {
+    const sys: SystemModel = { ...RING, overlap: true, bucketBytes: [400], microBatchS: 0.02 };
+    const whole = simulateStep(CLUSTER, sys, TOY);
+    // 100 images a peer in micro-batches of 30: 4 of them, 3 past the first at 0.02 s.
+    const parts = simulateStep(CLUSTER, { ...sys, microBatchImages: 30 }, TOY);
+    expect(parts.computeS).toBeCloseTo(1 + 3 * 0.02, 12);
+    // The last micro-batch's backward: 0.5 s x 30/100 = 0.15 s; bucket b (0.66 s) ready at 0.075 ends at 0.735, then a (0.96 s): 1.695.
+    expect(parts.backwardS).toBeCloseTo(0.15, 12);
+    expect(parts.exposedCommS).toBeCloseTo(1.695 - 0.15, 12);
+    expect(whole.exposedCommS).toBeCloseTo(1.37, 12);
+    // A micro-batch that holds the whole slice changes nothing; at share 1/2 each costs twice.
+    expect(simulateStep(CLUSTER, { ...sys, microBatchImages: 100 }, TOY)).toEqual(whole);
+    expect(simulateStep({ ...CLUSTER, share: 0.5 }, { ...sys, microBatchImages: 30 }, TOY).computeS).toBeCloseTo(2 + 3 * 0.04, 12);
+  });
 });
 
 describe('scaling simulator: invariants', () => {
