@@ -30,7 +30,7 @@ import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
 import { Evaluations } from './driver-eval.ts';
 import { ADMIT_BATCH_FROM, Generations, leaveHoldMs } from './driver-generations.ts';
-import { admitted, requeue, ringSpeeds, type PeerRec } from './driver-peers.ts';
+import { admitted, requeue, ringDeadMs, ringSpeeds, type PeerRec } from './driver-peers.ts';
 import { StepBook, checksumVote, commitRecords, rerunLine, unreachableVerdict } from './driver-steps.ts';
 import {
   DEFAULT_TIMEOUTS, PhaseClock, type AdmittingPhase, type DriverDeps, type DriverTimeouts, type EvaluatingPhase, type Phase, type RunningPhase,
@@ -325,7 +325,9 @@ export class DriverMachine {
     if (coming) for (const [id, m] of this.ahead.joinerHints(this.gen.prepared, (j) => this.steps.hintFor(j, this.step + 1))) this.d.send(id, m);
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
-    this.sendToRing(s.assignments);
+    // Known once the upload is expected: the uploader may stay silent as long as an upload may take.
+    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts);
+    this.sendToRing(s.assignments.map((a) => ({ ...a, deadMs })));
   }
 
   /** Sends each member its message (by rank); those whose session is closed are gone. */

@@ -2,7 +2,7 @@
 // those records: the speed and work a step result shows, the ring's speeds for splitting a
 // batch, who has been silent for longer than silence.ts allows, and where joiners stand. Pure
 // functions but for the records whose admission state they set.
-import type { StepResult } from '../src/protocol/messages.ts';
+import { MAX_DEAD_MS, MIN_DEAD_MS, type StepResult } from '../src/protocol/messages.ts';
 import type { AdmittingPhase, Phase } from './driver-types.ts';
 import { silenceLimitMs, type SilenceLimits } from './silence.ts';
 import { observeLinks, type LinkObservation } from './two-level.ts';
@@ -91,9 +91,31 @@ export function requeue(ids: readonly string[], peers: ReadonlyMap<string, PeerR
  * may block their heartbeats); `uploading`: whether a checkpoint upload is expected from one.
  */
 export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number): string[] {
-  const limitOf = (p: PeerRec): number =>
-    silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits);
-  return [...peers].filter((p) => now - p.lastSeen > limitOf(p)).map((p) => p.id);
+  return [...peers].filter((p) => now - p.lastSeen > limitOf(p, ph, uploading, limits)).map((p) => p.id);
+}
+
+/** How long `p` may stay silent in `ph` (silence.ts). */
+const limitOf = (p: PeerRec, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits): number =>
+  silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits);
+
+/** Beyond the longest silence a member is allowed: the ring's own tick and a heartbeat queued behind data on a slow link. */
+export const RING_DEAD_MARGIN_MS = 2000;
+
+/**
+ * The dead time of the ring running `ph` (StepAssignment.deadMs): a neighbour silent this long
+ * in a collective is gone. The longest silence the coordinator allows any member now (its
+ * compute may block its heartbeats; a first step, an upload: firstSilentMs) plus a margin, at
+ * most MAX_DEAD_MS; so a link cut between two members that both still reach the coordinator is
+ * noticed in seconds, not at the volunteers' own dead time (120 s).
+ */
+export function ringDeadMs(ph: Phase & { ring: readonly string[] }, peers: ReadonlyMap<string, PeerRec>, uploading: (id: string) => boolean,
+  limits: SilenceLimits): number {
+  let most = limits.silentMs;
+  for (const id of ph.ring) {
+    const p = peers.get(id);
+    if (p) most = Math.max(most, limitOf(p, ph, uploading, limits));
+  }
+  return Math.max(MIN_DEAD_MS, Math.min(MAX_DEAD_MS, Math.round(most + RING_DEAD_MARGIN_MS)));
 }
 
 /** Whether `p` does work nothing has timed yet: loading, uploading, evaluating, or its first step. */

@@ -54,6 +54,8 @@ export interface StepRings {
   allReduce(grad: Float32Array, o: StepReduceOptions): Promise<Float32Array>;
   /** Bytes this peer sends in one allReduce of `length` floats. */
   sentBytes(length: number): number;
+  /** The dead time of every ring while a collective runs (the assignment's deadMs; undefined: deadAfterMs alone): Ring.setActiveDeadMs. */
+  setDeadMs(ms: number | undefined): void;
   /** Closes every ring of the generation; a running allReduce fails 'closed'. */
   close(): void;
   /** Ends every ring like close(), handing the links that may be kept to the next generation (Ring.release). */
@@ -85,6 +87,7 @@ export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
     links: linksOf([ring]),
     allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size, wire),
+    setDeadMs: (ms) => ring.setActiveDeadMs(ms ?? null),
     close: () => ring.close(),
     release: () => ring.release(),
   };
@@ -102,6 +105,10 @@ export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'
     links: linksOf([group, column]),
     allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),
+    setDeadMs: (ms) => {
+      group.setActiveDeadMs(ms ?? null);
+      column?.setActiveDeadMs(ms ?? null);
+    },
     close: () => rings.close(),
     release: () => {
       // Both marked before either closes: each ring closes its partner when it ends (hierarchical.ts).

@@ -88,7 +88,10 @@ export class SessionRing {
   /** The assignment's ring (formed now if needed); null when superseded or failed (reported). */
   async join(a: StepAssignment): Promise<StepRings | null> {
     if (a.direct) this.endpoint.learnRoutes(a.direct);
-    if (this.ring) return this.ring;
+    if (this.ring) {
+      this.ring.setDeadMs(a.deadMs);
+      return this.ring;
+    }
     let ring: StepRings | null;
     const t0 = performance.now();
     try {
@@ -99,6 +102,7 @@ export class SessionRing {
     }
     if (!ring) return null;
     this.ring = ring;
+    ring.setDeadMs(a.deadMs);
     if (ring.size > 1) {
       this.linked = true;
       const relays = relayHostsOf(this.o.iceServers);

@@ -87,6 +87,10 @@ export class Ring {
   /** Set by releaseOnClose(): close() hands the links back instead of closing them. */
   private keepLinks = false;
   private active: CollectiveSink | null = null;
+  /** When the running collective began: a neighbour's silence before it is judged by deadAfterMs alone. */
+  private activeSince = 0;
+  /** The dead time while a collective runs (setActiveDeadMs), when shorter than deadAfterMs. */
+  private activeDeadMs: number | null = null;
   private lastStep = -1;
   private early: { header: FrameHeader; frame: Uint8Array }[] = [];
   private dropped = 0;
@@ -203,6 +207,7 @@ export class Ring {
     this.active = sink;
     this.lastStep = sink.step;
     this.lastProgress = Date.now();
+    this.activeSince = this.lastProgress;
     const early = this.early;
     this.early = [];
     this.earlyBytes = 0;
@@ -211,6 +216,17 @@ export class Ring {
 
   end(sink: CollectiveSink): void {
     if (this.active === sink) this.active = null;
+  }
+
+  /**
+   * While a collective runs, a neighbour silent for `ms` since it began (or since it was last
+   * heard, whichever is later) is gone: the coordinator's bound on how long a member's own work
+   * may block it (StepAssignment.deadMs), so a cut link is noticed in seconds. Outside a
+   * collective (and with null) deadAfterMs alone applies: between steps a neighbour may evaluate
+   * or load for longer.
+   */
+  setActiveDeadMs(ms: number | null): void {
+    this.activeDeadMs = ms;
   }
 
   /** Sends a data frame to next (the caller handles back-pressure). */
@@ -306,10 +322,12 @@ export class Ring {
     }
     // If our own event loop was blocked, frames may be waiting unread: judge on the next tick.
     if (late) return;
+    const active = this.active !== null && this.activeDeadMs !== null && this.activeDeadMs < this.settings.deadAfterMs;
+    const dead = active ? this.activeDeadMs! : this.settings.deadAfterMs;
     for (const link of [this.next, this.prev]) {
       if (!link) continue;
-      const silent = now - (this.lastHeard.get(link) ?? now);
-      if (silent > this.settings.deadAfterMs) {
+      const silent = now - Math.max(this.lastHeard.get(link) ?? now, active ? this.activeSince : 0);
+      if (silent > dead) {
         return this.fail(new RingError('peer-timeout', link.remoteId, `no frame or heartbeat for ${silent} ms`, this.selfId));
       }
     }

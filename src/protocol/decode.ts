@@ -7,7 +7,8 @@ import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
   DIRECT_KEY, DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
-  MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH, type AuditTask, type CheckpointAnnounce,
+  MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH,
+  type AuditTask, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type DirectRoutes, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
@@ -315,7 +316,7 @@ function readPrepare(r: FieldReader): Fields<PrepareRing> {
 function readAssignment(r: FieldReader): Fields<StepAssignment> {
   r.only([
     'type', 'job', 'generation', 'step', 'ring', 'rank', 'globalBatch', 'sampleIds', 'epoch', 'seed', 'uploadCheckpoint', 'round', 'next', 'reuse', 'steal',
-    'topology', 'verify', 'direct',
+    'topology', 'verify', 'direct', 'deadMs',
   ]);
   const [job, generation, step, epoch, seed] = u32s(r, 'job', 'generation', 'step', 'epoch', 'seed');
   const ring = readRing(r);
@@ -335,6 +336,7 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (r.has('verify')) out.verify = readVerify(r, globalBatch);
   if (out.verify && out.round) r.problems.push('verify is for sync steps only, not with a round');
   if (r.has('direct')) out.direct = readDirect(r);
+  if (r.has('deadMs')) out.deadMs = r.int('deadMs', MIN_DEAD_MS, MAX_DEAD_MS);
   return out;
 }
 

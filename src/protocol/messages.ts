@@ -35,8 +35,10 @@ import type { Topology } from '../comm/topology.ts';
  * 10: a Node volunteer's join may offer direct ring links (`direct`), its answer then carries
  * `directSecret`, and assignments and announcements carry `direct` routes (src/comm/direct-peer.ts);
  * version 9 would refuse those fields.
+ * 11: an assignment may carry the ring's dead time (`deadMs`: a neighbour silent this long is
+ * gone), so a link cut between two members is noticed in seconds; version 10 would refuse it.
  */
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -278,7 +280,18 @@ export interface StepAssignment {
   verify?: { audit?: AuditTask };
   /** Direct routes to this peer's successors in `ring` (or its group and column rings) that accept them; absent: WebRTC. */
   direct?: DirectRoutes;
+  /**
+   * The ring's dead time for this generation in ms: a ring neighbour silent this long (no frame,
+   * no heartbeat) is gone. The coordinator's silence limit of the member allowed the longest
+   * silence (coordinator/silence.ts: its compute may block its heartbeats), plus a margin, so a
+   * link cut between two members that both still reach the coordinator is noticed in seconds.
+   * Absent: the volunteer's own (deadAfterMs, 120 s).
+   */
+  deadMs?: number;
 }
+/** The shortest and longest ring dead time an assignment may name (ms). */
+export const MIN_DEAD_MS = 1000;
+export const MAX_DEAD_MS = 600_000;
 /**
  * A slice to recompute for an audit: `peer`'s ids of the step, in its order. `seed`: sketch it
  * under this seed, not the step's (a second audit settling a dispute about an earlier attempt of

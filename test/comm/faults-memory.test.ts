@@ -89,6 +89,36 @@ describe('ring faults (memory links)', () => {
     expect(res.ms).toBeLessThan(3000);
   });
 
+  it('in a collective the coordinator\'s dead time (setActiveDeadMs) replaces a long deadAfterMs; idle, only deadAfterMs counts', async () => {
+    // deadAfterMs as long as volunteers have it (scaled down): a vanished peer would go unnoticed for the whole test.
+    const settings = { heartbeatMs: 100, deadAfterMs: 60_000 };
+    const mr = memoryRing(IDS, { settings });
+    try {
+      // Idle: p2 silent for 1.2 s before anyone begins, which the active dead time (600 ms) must not count.
+      mr.toNext[2].vanish();
+      mr.fromPrev[2].vanish();
+      for (const r of mr.rings) r.setActiveDeadMs(600);
+      await new Promise((r) => setTimeout(r, 1200));
+      const inputs = IDS.map((_, i) => randomGrad(4000, i + 1));
+      const t0 = Date.now();
+      const others = [0, 1, 3].map((i) => allReduceSum(inputs[i]!.slice(), { ring: mr.rings[i]!, step: 3, keepInput: true }).then(
+        () => ({ ok: true as const }), (e: unknown) => ({ ok: false as const, e, ms: Date.now() - t0 }),
+      ));
+      const res = await Promise.all(others);
+      for (const r of res) {
+        expect(r.ok, 'every other peer fails').toBe(false);
+        if (r.ok) continue;
+        expect(r.e).toBeInstanceOf(RingError);
+        expect((r.e as RingError).peerId).toBe('p2');
+        // Counted from the collective's start, not from when p2 fell silent (that would fail at once), and far under deadAfterMs.
+        expect(r.ms).toBeGreaterThan(500);
+        expect(r.ms).toBeLessThan(3000);
+      }
+    } finally {
+      for (const r of mr.rings) r.close();
+    }
+  });
+
   it('a stale frame (previous step) mid-collective is refused, not added', async () => {
     const res = await runWithFault(Phase.reduceScatter, 5, ({ rings }) => rings.toNext[0].send(dataFrame({ step: 2, length: 10 }, 10)));
     expectAllFailed(res, [0, 1, 2, 3], 'p0', ['stale']);

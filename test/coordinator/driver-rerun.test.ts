@@ -7,6 +7,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { N_TRAIN, answer, driverHarness, imagesOf } from './driver-harness.ts';
 import { keptSlices, planRerun, sampleDigest } from '../../coordinator/slice-rerun.ts';
 import { silenceLimitMs } from '../../coordinator/silence.ts';
+import { RING_DEAD_MARGIN_MS, newPeer, ringDeadMs, type PeerRec } from '../../coordinator/driver-peers.ts';
+import type { RunningPhase } from '../../coordinator/driver-types.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import { type StepAssignment } from '../../src/protocol/messages.ts';
 import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/protocol/decode.ts';
@@ -193,6 +195,29 @@ describe('silence limits', () => {
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: 9000, unmeasured: false }, l)).toBe(18_000);
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: null, unmeasured: true }, l)).toBe(30_000);
     expect(silenceLimitMs({ maxGap: 20_000, maxWorkMs: null, unmeasured: true }, l)).toBe(80_000);
+  });
+
+  it('a ring\'s dead time (StepAssignment.deadMs) is the longest any member may stay silent in the step, plus a margin', () => {
+    const peer = (id: string, o: Partial<PeerRec>): PeerRec => ({ ...newPeer(id, id, 0), state: 'member', ...o });
+    const peers = new Map([
+      ['a', peer('a', { maxGap: 2000, maxWorkMs: 400, workPerImage: 10 })],
+      ['b', peer('b', { maxGap: 1500, maxWorkMs: 300, workPerImage: 10 })],
+      ['c', peer('c', { maxGap: 1000, maxWorkMs: null })],
+    ]);
+    const running = (ring: string[], slices: number[][]): RunningPhase => ({
+      kind: 'running', step: 4, steps: 1, generation: 2, ring, results: new Map(), started: 0, deadline: 0, slices, epoch: 0,
+    });
+    const none = () => false;
+    // a and b: 4 x 2 s of gaps is the longest: 8 s + 2 s.
+    expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, none, l)).toBe(8000 + RING_DEAD_MARGIN_MS);
+    // A slice of 800 images at 10 ms each: its compute may block for 2 x 8 s.
+    expect(ringDeadMs(running(['a', 'b'], [Array.from({ length: 800 }, (_, i) => i), [2]]), peers, none, l)).toBe(16_000 + RING_DEAD_MARGIN_MS);
+    // c's first step (nothing measured), or a's checkpoint upload: firstSilentMs.
+    expect(ringDeadMs(running(['a', 'c'], [[1], [2]]), peers, none, l)).toBe(30_000 + RING_DEAD_MARGIN_MS);
+    expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, (id) => id === 'a', l)).toBe(30_000 + RING_DEAD_MARGIN_MS);
+    // Quick peers: silentMs at least.
+    const quick = new Map([['q', peer('q', { maxGap: 100, maxWorkMs: 10 })]]);
+    expect(ringDeadMs(running(['q'], [[1]]), quick, none, l)).toBe(6000 + RING_DEAD_MARGIN_MS);
   });
 });
 

@@ -46,6 +46,10 @@ const COORD: CoordinatorMessage[] = [
   },
   { type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9, 1], epoch: 0, seed: 42 },
   {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
+    deadMs: 8000,
+  },
+  {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0'], rank: 0, globalBatch: 1, sampleIds: [5], epoch: 0, seed: 42,
     uploadCheckpoint: true,
   },
@@ -89,6 +93,13 @@ suite('protocol: verification fields', () => {
     expect(bad({ total: { ...SKETCH, squares: SKETCH.squares.map((q) => -q - 1) } })).toMatch(/squares must not be negative/);
     expect(bad({ audit: SKETCH })).toMatch(/audit\.peer/);
     expect(bad({ sketch: { ...SKETCH, extra: 1 } })).toMatch(/extra/);
+  });
+
+  it('refuses a ring dead time outside 1 s .. 10 min', () => {
+    const base = COORD.find((m) => m.type === 'step-assignment' && m.deadMs !== undefined)!;
+    for (const deadMs of [999, 600_001, 1.5e3 + 0.5, -1, '8000']) {
+      expect(problemsOf(decodeCoordinatorMessage({ ...base, deadMs })), String(deadMs)).toMatch(/deadMs/);
+    }
   });
 });
 

@@ -303,6 +303,19 @@ export class Testbed {
     await run('ip', ['-n', h.ns, 'route', 'add', 'default', 'via', gw]);
   }
 
+  /**
+   * Drops every packet between hosts `a` and `b` (both ways, in both namespaces), while each still
+   * reaches every other host: a link cut between two hosts only (a broken switch port, a firewall
+   * rule). The rules go with the namespaces.
+   */
+  async partition(a: string, b: string): Promise<void> {
+    for (const [self, other] of [[a, b], [b, a]] as const) {
+      const ns = this.host(self).ns, ip = this.host(other).ip;
+      await must('ip', ['netns', 'exec', ns, 'iptables', '-w', '-I', 'INPUT', '-s', ip, '-j', 'DROP']);
+      await must('ip', ['netns', 'exec', ns, 'iptables', '-w', '-I', 'OUTPUT', '-d', ip, '-j', 'DROP']);
+    }
+  }
+
   /** An executable that runs Chromium inside `host` (playwright-core's executablePath). */
   chromiumIn(host: string, chromium = '/usr/bin/chromium'): string {
     const path = join(this.tmp, `chromium-${host}.sh`);

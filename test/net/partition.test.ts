@@ -1,0 +1,78 @@
+// A link cut between two hosts that both still reach the coordinator (testbed/net/bed.ts
+// partition: a broken switch port, a firewall rule). Node volunteers on hosts a, b and c of one
+// LAN train in a ring of direct TLS links; after step CUT_AFTER the path between a and b drops
+// every packet. Neither session goes silent, so the coordinator sees nothing; the ring must
+// notice by itself, within the dead time the coordinator gives each assignment (StepAssignment
+// .deadMs: the longest silence it allows a member, plus a margin: a few seconds here), not at
+// the volunteers' own 120 s. Then training goes on (a and b meet again through the coordinator's
+// TURN relay, or one of them waits out), no step is lost or doubled, every step has one checksum,
+// and the final weights are one peer's to float rounding.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { latestPerStep } from '../../coordinator/metrics.ts';
+import type { MetricRecord } from '../../src/protocol/messages.ts';
+import { buildTestData, distanceFromOnePeer, metricsOf, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
+import { Testbed } from '../../testbed/net/bed.ts';
+import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
+import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+
+const K = 10;
+/** Not a checkpoint step (testJob: every 4): an upload makes the uploader's silence allowance firstSilentMs. */
+const CUT_AFTER = 5;
+let root: { dir: string; remove(): Promise<void> };
+let data: Awaited<ReturnType<typeof buildTestData>>;
+let bed: Testbed;
+
+beforeAll(async () => {
+  root = await tempRoot('partition');
+  data = await buildTestData(root.dir);
+  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'] });
+});
+afterAll(async () => {
+  await bed?.close();
+  await root?.remove();
+});
+
+type StepRecord = Extract<MetricRecord, { type: 'step' }>;
+
+describe('a link cut between two hosts that both reach the coordinator', () => {
+  it(`a-b cut after step ${CUT_AFTER}: the ring notices within its dead time, training goes on, nothing lost`, async () => {
+    const jobDir = jobDirOf(root.dir, 'partition');
+    const coord = await startCoordinatorIn(bed, 'coord', {
+      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8462, heartbeatMs: 1000,
+      turn: { port: 3492, relayPorts: [49960, 50059] }, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
+    });
+    const url = `http://${bed.host('coord').ip}:${coord.port}`;
+    const peers: LocalVolunteer[] = [];
+    try {
+      peers.push(...['a', 'b', 'c'].map((h) => volunteerIn(bed, h, url)));
+      await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 180_000, 'a first step with all 3 hosts');
+      await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
+      const cutAt = Date.now();
+      await bed.partition('a', 'b');
+      const noticed = await coord.waitFor((e) => e.type === 'step-aborted' || e.type === 'peer-left' || e.type === 'generation', 60_000,
+        'the ring noticing the cut between a and b', cutAt);
+      const noticeMs = noticed.at - cutAt;
+      await coord.finished;
+      console.log(`partition: a-b cut noticed after ${noticeMs} ms (${noticed.e.type}${noticed.e.type === 'step-aborted' ? `: ${noticed.e.reason}` : ''})`);
+      // The dead time here: 4 x ~1 s heartbeat gaps or silentMs (4 s), plus the 2 s margin; the volunteers' own is 120 s.
+      expect(noticeMs, 'a cut between two live hosts is noticed within the ring\'s dead time').toBeLessThan(20_000);
+
+      const records = await metricsOf(jobDir);
+      const steps = latestPerStep(records) as StepRecord[];
+      const names = peerNames(records);
+      // Every step committed once, each with one checksum; direct links all round before the cut.
+      expect(steps.map((r) => `${r.step}:${new Set(r.peers.map((p) => p.checksum)).size}`)).toEqual(Array.from({ length: K }, (_, i) => `${i + 1}:1`));
+      const before = steps.filter((r) => r.step <= CUT_AFTER).flatMap((r) => r.peers.map((p) => p.link));
+      expect(new Set(before), 'direct links before the cut').toEqual(new Set(['tcp']));
+      const after = steps.filter((r) => r.step > CUT_AFTER + 1).map((r) => r.peers.map((p) => `${names.get(p.peerId)}:${p.link}`).join(' '));
+      console.log(`partition: rings after the cut: ${after.join(' | ')}`);
+
+      const d = await distanceFromOnePeer(root.dir, jobDir, data, K);
+      console.log(`partition vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
+      expect(d).toBeLessThan(1e-4);
+    } finally {
+      for (const p of peers) p.kill('SIGKILL');
+      await coord.stop();
+    }
+  }, 600_000);
+});
