@@ -236,14 +236,17 @@ export function predictRow(cal: Calibration, sys: SystemKey, s: Scenario, batch:
   };
 }
 
-/** Today's system as it was with float32 frames (a job file without wire): what bf16 frames changed. */
-export function float32Efficiency(
-  cal: Calibration, scenarioKey: string, batch: number, linkKey: string, peers: number, inp: PredictInputs = NOMINAL_INPUTS,
+/** Bytes on the wire per float32 byte of each wire format (frames' headers aside): what `wireEfficiency` takes. */
+export const WIRE_SCALES = { f32: 1, bf16: 0.5, i8: 0.25 } as const;
+
+/** Today's system with another wire format (a job file's `wire`): what bf16 frames changed, or what int8 would buy. */
+export function wireEfficiency(
+  cal: Calibration, scenarioKey: string, batch: number, linkKey: string, peers: number, inp: PredictInputs, wireScale: number,
 ): number {
   const s = scenarios(cal, inp).find((x) => x.key === scenarioKey);
   const link = inp.links.find((l) => l.key === linkKey);
   if (!s || !link) throw new Error(`no scenario ${scenarioKey} or link ${linkKey}`);
-  return efficiency(cluster(cal, s, link, peers), systemFor(cal, 'current', s, 1), { batch, profile: s.profile });
+  return efficiency(cluster(cal, s, link, peers), systemFor(cal, 'current', s, wireScale), { batch, profile: s.profile });
 }
 
 export function predictAll(cal: Calibration, inp: PredictInputs = NOMINAL_INPUTS): PredictionRow[] {

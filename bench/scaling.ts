@@ -54,7 +54,7 @@ import { scalingPlot } from './scaling-plot.ts';
 import { STEAL_CHUNK_MS } from '../coordinator/tail-pool.ts';
 import {
   CHURN, PREDICT_MICROBATCH_S, PREDICT_STEAL_FRACTION, PLANNED_BUCKETS, PLANNED_OVERHEAD_S,
-  LAB_GPU_BUDGET, boundText, float32Efficiency, linkKinds, needsFor, predictAll, predictRow, scenarios, type PredictInputs, type PredictionRow,
+  LAB_GPU_BUDGET, WIRE_SCALES, boundText, wireEfficiency, linkKinds, needsFor, predictAll, predictRow, scenarios, type PredictInputs, type PredictionRow,
 } from './scaling-predict.ts';
 import { ROOT } from '../coordinator/local-volunteers.ts';
 import { predictHeldOut, runOnHosts, type HostRun } from './scaling-hosts.ts';
@@ -346,8 +346,10 @@ export async function main(args: string[]): Promise<void> {
     bench: 'scaling',
     comm_fraction_4: at(4) ? round(at(4)!.commFraction) : null,
     predicted_eff_64_1g: round(head('current', 64).efficiency),
-    predicted_eff_64_1g_f32: round(float32Efficiency(cal, 'resnet50-224', 32_768, '1g', 64, inp)),
+    predicted_eff_64_1g_f32: round(wireEfficiency(cal, 'resnet50-224', 32_768, '1g', 64, inp, WIRE_SCALES.f32)),
     predicted_eff_64_1g_pages: round(head('current', 64, '1g-page').efficiency),
+    predicted_eff_64_1g_pages_i8: round(wireEfficiency(cal, 'resnet50-224', 32_768, '1g-page', 64, inp, WIRE_SCALES.i8)),
+    predicted_eff_64_1g_i8: round(wireEfficiency(cal, 'resnet50-224', 32_768, '1g', 64, inp, WIRE_SCALES.i8)),
     predicted_eff_64_1g_gpu16g: round(predictRow(cal, 'current', scenarios(cal, inp, LAB_GPU_BUDGET).find((x) => x.key === 'resnet50-224')!, 32_768, lan, 64)
       .efficiency),
     held_out_error: heldOutError === null ? null : round(heldOutError),
@@ -394,7 +396,7 @@ export async function main(args: string[]): Promise<void> {
     prediction_error_held_out: v.heldOutMaxRelError === null ? null : round(v.heldOutMaxRelError),
     prediction_error_fixed_speed: round(v.fixedSpeedMaxRelError),
     keys: 'predicted_*, churn_*, bound_*: the CURRENT system as an ImageNet job runs it (ResNet-50: shard-local sampling so no stealing, '
-      + 'micro-batches that fit a 2 GiB GPU budget, bf16 frames; _gpu16g: a 16 GiB budget; _pages: donor pages\' links); held_out_error: '
+      + 'micro-batches that fit a 2 GiB GPU budget, bf16 frames; _gpu16g: a 16 GiB budget; _pages: donor pages\' links; _i8: the int8 wire); held_out_error: '
       + 'the test-bed runs, not in the fit; steal_eff_*: stealing every step (--steal 0.75; the default steals where faster); '
       + 'planned_*: the PLANNED system (not built); ResNet-50 224x224, B = 32K, 1 Gb/s (lan profile) unless the key says 100m; '
       + 'steal_*_speedup_2: the straggler runs',
