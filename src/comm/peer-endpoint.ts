@@ -20,7 +20,7 @@
 // the pool once open, so the new generation's formation keeps it like any kept link.
 
 import { RingError } from './errors.ts';
-import { LinkFormation, type FormedLinks, type FormingLink } from './link-formation.ts';
+import { LinkFormation, MAX_DIALS, type FormedLinks, type FormingLink } from './link-formation.ts';
 import { LinkLease } from './link-lease.ts';
 import { LinkPool } from './link-pool.ts';
 import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
@@ -268,17 +268,24 @@ export class PeerEndpoint {
         const conn = this.peer.destroyed ? undefined : this.peer.connect(l.nextId, { label, metadata: meta, serialization: 'raw', reliable: true });
         return conn ? this.parkWhenOpen(new PeerJsLink(conn, 'dialed'), job, l.tag, 'next') : Promise.resolve(false);
       };
-      // A dial that failed fast (its connection closed or errored while the machine was busy) is
-      // made once more; one that timed out is not (the announcement's wait is over by then),
-      // unless it was a direct link that failed (the NAT a direct dial met: WebRTC is tried now).
+      // A dial that failed fast is made again, up to MAX_DIALS in all as formation does: a busy
+      // machine meets libdatachannel's fingerprint race (node.ts offerAsDtlsClient: the handshake
+      // lands before the answer's fingerprint, "unknown CA") on about one attempt in four, and two
+      // attempts were not enough (test/comm/webrtc-node.test.ts failed 2 runs in 10 beside a busy
+      // loop). One that timed out is not (the announcement's wait is over by then), unless it was a
+      // direct link that failed (the NAT a direct dial met: WebRTC is tried now).
       let late = false;
       const lateTimer = setTimeout(() => { late = true; }, PRE_DIAL_RETRY_WITHIN_MS);
-      const parked = dial()
-        .then((ok) => {
+      const attempt = (made: number): Promise<boolean> => dial().then((ok) => {
+        if (ok || made >= MAX_DIALS) return ok;
+        if (late) return made === 1 && this.peer.fellBack?.(l.nextId) ? attempt(made + 1) : ok;
+        return attempt(made + 1);
+      });
+      const parked = attempt(1)
+        .finally(() => {
           clearTimeout(lateTimer);
-          return ok || (late && !this.peer.fellBack?.(l.nextId)) ? ok : dial();
-        })
-        .finally(() => this.dialingAhead.delete(key));
+          this.dialingAhead.delete(key);
+        });
       this.dialingAhead.set(key, parked);
       return parked;
     });
