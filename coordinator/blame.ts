@@ -89,9 +89,17 @@ export const FORM_AGAIN_WINDOW_MS = 60_000;
 const RACE_KINDS: ReadonlySet<RingErrorKind> = new Set<RingErrorKind>(['peer-closed', 'peer-timeout']);
 
 /**
+ * Whether a ring failure of `kind` may be a consequence of formation rather than a fault of whom it blames (pure): a peer whose
+ * formation fails (a link from its prev never opened) closes the link it had opened to next, and next, whose ring had formed,
+ * reports that link closed, often before the peer's own connect-failed report arrives. So such reports in a generation's first
+ * step wait UNREACHABLE_GRACE_MS with the connect-failed ones, and connect-failed reports, if any came, decide.
+ */
+export const mayBeFormationRace = (kind: RingErrorKind, firstStepOfGeneration: boolean): boolean => RACE_KINDS.has(kind) && firstStepOfGeneration;
+
+/**
  * Whether a ring failure of `kind` blaming a still-connected peer (given a re-formed ring last at `lastAgain`) forms the ring again instead
  * of evicting it (pure).
  */
 export function formAgain(kind: RingErrorKind, firstStepOfGeneration: boolean, lastAgain: number | undefined, now: number): boolean {
-  return RACE_KINDS.has(kind) && firstStepOfGeneration && (lastAgain === undefined || now - lastAgain >= FORM_AGAIN_WINDOW_MS);
+  return mayBeFormationRace(kind, firstStepOfGeneration) && (lastAgain === undefined || now - lastAgain >= FORM_AGAIN_WINDOW_MS);
 }

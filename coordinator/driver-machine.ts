@@ -326,7 +326,7 @@ export class DriverMachine {
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
     // Known once the upload is expected: the uploader may stay silent as long as an upload may take.
-    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts);
+    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts, this.generationSteps === 0);
     this.sendToRing(s.assignments.map((a) => ({ ...a, deadMs })));
   }
 
@@ -480,8 +480,22 @@ export class DriverMachine {
     this.advance();
   }
 
+  /** Whether the running step is its generation's first (its links were just formed). */
+  protected get firstStepOfGeneration(): boolean {
+    return this.generationSteps === 0;
+  }
+
+  /**
+   * Decides the collected failure reports of `ph`: connect-failed edges, if any, by the evidence (blame.ts); else the first report
+   * of a link closed or silent in the generation's first step, as any ring failure (ringFailed).
+   */
   protected decideUnreachable(ph: RunningPhase): void {
     if (!ph.unreachable || this.phase !== ph) return;
+    if (!ph.unreachable.edges.length) {
+      const first = ph.unreachable.races[0];
+      if (first) this.ringFailed(ph, first.kind, first);
+      return;
+    }
     // Peers by their volunteer names: a machine that rejoins under a new id is one partner (blame.ts).
     const identity = (id: string) => this.peers.get(id)?.name ?? id;
     const v = unreachableVerdict(ph, ph.unreachable, this.linkEvidence, identity);

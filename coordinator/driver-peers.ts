@@ -2,7 +2,7 @@
 // those records: the speed and work a step result shows, the ring's speeds for splitting a
 // batch, who has been silent for longer than silence.ts allows, and where joiners stand. Pure
 // functions but for the records whose admission state they set.
-import { MAX_DEAD_MS, MIN_DEAD_MS, type StepResult } from '../src/protocol/messages.ts';
+import { MAX_DEAD_MS, MIN_DEAD_MS, RING_FORM_TIMEOUT_MS, type StepResult } from '../src/protocol/messages.ts';
 import type { AdmittingPhase, Phase } from './driver-types.ts';
 import { silenceLimitMs, type SilenceLimits } from './silence.ts';
 import { observeLinks, type LinkObservation } from './two-level.ts';
@@ -106,11 +106,13 @@ export const RING_DEAD_MARGIN_MS = 2000;
  * in a collective is gone. The longest silence the coordinator allows any member now (its
  * compute may block its heartbeats; a first step, an upload: firstSilentMs) plus a margin, at
  * most MAX_DEAD_MS; so a link cut between two members that both still reach the coordinator is
- * noticed in seconds, not at the volunteers' own dead time (120 s).
+ * noticed in seconds, not at the volunteers' own dead time (120 s). In a generation's first step at
+ * least RING_FORM_TIMEOUT_MS plus the margin.
  */
 export function ringDeadMs(ph: Phase & { ring: readonly string[] }, peers: ReadonlyMap<string, PeerRec>, uploading: (id: string) => boolean,
-  limits: SilenceLimits): number {
-  let most = limits.silentMs;
+  limits: SilenceLimits, firstStepOfGeneration = false): number {
+  // A generation's first step: a neighbour still forming its other link sends nothing until formation's own timeout.
+  let most = firstStepOfGeneration ? Math.max(limits.silentMs, RING_FORM_TIMEOUT_MS) : limits.silentMs;
   for (const id of ph.ring) {
     const p = peers.get(id);
     if (p) most = Math.max(most, limitOf(p, ph, uploading, limits));

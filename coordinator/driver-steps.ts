@@ -13,7 +13,7 @@ import { stepUtilisation } from '../src/train/utilisation.ts';
 import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
-import { UNREACHABLE_GRACE_MS, blameUnreachable, noEvidence, type LinkEvidence } from './blame.ts';
+import { UNREACHABLE_GRACE_MS, blameUnreachable, mayBeFormationRace, noEvidence, type LinkEvidence } from './blame.ts';
 import type { DriverDeps, RunningPhase, Unreachable } from './driver-types.ts';
 import { splitGroups } from './bn-groups.ts';
 import { planImages, planRound, roundAssignment, type RoundPlan } from './rounds.ts';
@@ -272,18 +272,21 @@ export function overlapWindow(results: readonly StepResult[]): number {
  * What member `id`'s report of a failed collective in `ph` calls for. A link that never opened
  * is reported by both its ends, so connect-failed reports are collected, and whom to blame is
  * decided (unreachableVerdict) once every member has reported or answered ('decide'), or
- * UNREACHABLE_GRACE_MS after the first report. Any other failure evicts whom the ring blames,
- * if it is a member; a report naming a stranger blames its sender.
+ * UNREACHABLE_GRACE_MS after the first report. In a generation's first step (`firstStep`) a link
+ * reported closed or silent is collected the same way (blame.ts, mayBeFormationRace): its closer
+ * may have failed to form. Any other failure evicts whom the ring blames, if it is a member; a
+ * report naming a stranger blames its sender.
  */
-export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure): 'wait' | 'decide' | { evict: string; reason: string } {
-  if (m.kind === 'connect-failed') {
-    const u = ph.unreachable ??= { edges: [], reporters: new Set(), decideAt: Date.now() + UNREACHABLE_GRACE_MS };
-    u.edges.push([id, m.failedPeerId]);
-    u.reporters.add(id);
-    return ph.ring.every((p) => u.reporters.has(p) || ph.results.has(p)) ? 'decide' : 'wait';
-  }
+export function ringFailure(ph: RunningPhase, id: string, m: CollectiveFailure, firstStep = false): 'wait' | 'decide' | { evict: string; reason: string } {
   const blamed = ph.ring.includes(m.failedPeerId) && m.failedPeerId !== id ? m.failedPeerId : id;
-  return { evict: blamed, reason: `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id}${m.detail ? `: ${m.detail}` : ''})` };
+  const reason = `the ring failed in step ${m.step + 1} (${m.kind}, reported by ${id}${m.detail ? `: ${m.detail}` : ''})`;
+  const collect = m.kind === 'connect-failed' || mayBeFormationRace(m.kind, firstStep);
+  if (!collect) return { evict: blamed, reason };
+  const u = ph.unreachable ??= { edges: [], races: [], reporters: new Set(), decideAt: Date.now() + UNREACHABLE_GRACE_MS };
+  if (m.kind === 'connect-failed') u.edges.push([id, m.failedPeerId]);
+  else u.races.push({ kind: m.kind, evict: blamed, reason });
+  u.reporters.add(id);
+  return ph.ring.every((p) => u.reporters.has(p) || ph.results.has(p)) ? 'decide' : 'wait';
 }
 
 /** The member to evict for the connect-failed reports `u` of `ph` (blame.ts), weighed with what earlier rings `seen`, and why. */

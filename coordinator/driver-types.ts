@@ -3,6 +3,7 @@
 import type { TailPool } from './tail-pool.ts';
 import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
+import type { RingErrorKind } from '../src/comm/errors.ts';
 import type { EvalTally } from './eval-tally.ts';
 import type { JobConfig } from './job.ts';
 import type { MetricsLog } from './metrics.ts';
@@ -111,8 +112,14 @@ export type AdmittingPhase = Extract<Phase, { kind: 'admitting' }>;
 export type RunningPhase = Extract<Phase, { kind: 'running' }>;
 export type EvaluatingPhase = Extract<Phase, { kind: 'evaluating' }>;
 
-/** connect-failed reports of a running ring (blame.ts), decided at `decideAt` or when every member reported. */
-export interface Unreachable { edges: [string, string][]; reporters: Set<string>; decideAt: number }
+/**
+ * Failure reports of a running ring collected before deciding (blame.ts), decided at `decideAt` or when every member reported:
+ * connect-failed edges, and in a generation's first step the closed or silent links that may be formation races (`races`, in order).
+ */
+export interface Unreachable { edges: [string, string][]; races: RaceReport[]; reporters: Set<string>; decideAt: number }
+
+/** A peer-closed or peer-timeout report in a generation's first step: whom it blames, and why. */
+export interface RaceReport { kind: RingErrorKind; evict: string; reason: string }
 
 /** `paused`: the owner paused the job, or asked it to pause at the next step boundary. */
 export interface DriverStatus {

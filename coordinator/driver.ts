@@ -136,7 +136,7 @@ export class Driver extends DriverMachine {
       }
       case 'collective-failure': {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id)) return;
-        const f = ringFailure(ph, id, m);
+        const f = ringFailure(ph, id, m, this.firstStepOfGeneration);
         if (f === 'decide') this.decideUnreachable(ph);
         else if (f !== 'wait') this.ringFailed(ph, m.kind, f);
         return;

@@ -47,6 +47,8 @@ export interface FormingLink extends Link {
   readonly opened: Promise<void>;
   /** Resolves when its ICE connectivity is up, before DTLS and the channel (absent: not known). */
   readonly iceConnected?: Promise<void>;
+  /** Its connection's states in a few words, for a formation that timed out (absent: nothing to say). */
+  describe?(): string;
 }
 
 export interface FormationInit<L extends FormingLink> {
@@ -106,7 +108,8 @@ export class LinkFormation<L extends FormingLink> {
     });
     this.timer = setTimeout(() => {
       const who = this.outOpen ? o.prevId : o.nextId;
-      this.fail(new RingError('connect-failed', who, `no open data connection ${this.outOpen ? 'from' : 'to'} it within ${o.timeoutMs} ms`, o.selfId));
+      const what = `no open data connection ${this.outOpen ? 'from' : 'to'} it within ${o.timeoutMs} ms`;
+      this.fail(new RingError('connect-failed', who, `${what} (${this.states()})`, o.selfId));
     }, o.timeoutMs);
     const kept = o.reuseNext?.(this) ?? null;
     // The pool resolves null for every way a reuse attempt ends without a link (it never rejects).
@@ -210,6 +213,13 @@ export class LinkFormation<L extends FormingLink> {
     clearTimeout(this.timer);
     if (this.hedgeTimer) clearTimeout(this.hedgeTimer);
     this.resolve({ next: out, prev: incoming, attempts: { dials: this.dials, offers: this.offers } });
+  }
+
+  /** Where formation stands, for the timeout's message: each side's attempts, whether its current link opened, and its states. */
+  private states(): string {
+    const side = (l: L | null, open: boolean) => (l === null ? 'none' : open ? 'open' : `not open${l.describe ? `: ${l.describe()}` : ''}`);
+    const next = `to next: ${this.dials} dials, ${this.hedges} hedged, ${side(this.out, this.outOpen)}`;
+    return `${next}; from prev: ${this.offers} offers, ${side(this.incoming, this.inOpen)}`;
   }
 
   private fail(e: RingError): void {

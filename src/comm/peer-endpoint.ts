@@ -27,7 +27,7 @@ import { PeerJsLink, type DataConnectionLike } from './peerjs-link.ts';
 import { ringMetadata, type PeerCtor, type PeerLike, type RingMetadata, type SignalingAddress } from './peerjs-peer.ts';
 import { Ring, type RingSettings } from './ring.ts';
 import { isRingTag } from '../protocol/frames.ts';
-import type { DirectRoutes } from '../protocol/messages.ts';
+import { RING_FORM_TIMEOUT_MS, type DirectRoutes } from '../protocol/messages.ts';
 
 export interface EndpointOptions {
   Peer: PeerCtor;
@@ -379,7 +379,7 @@ export class PeerEndpoint {
       return new PeerJsLink(conn, 'dialed');
     };
     const f = new LinkFormation<FormingLink>({
-      selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? 15_000,
+      selfId: this.id, job, generation, nextId, prevId, dial, timeoutMs: o.connectTimeoutMs ?? RING_FORM_TIMEOUT_MS,
       ...(reuse ? { reuseNext: (formation: LinkFormation<FormingLink>) => this.pool.reuseNext(formation, tag) } : {}),
     });
     this.forming.set(fkey, { f, reuse });

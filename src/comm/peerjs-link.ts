@@ -16,6 +16,16 @@
 // end sends was sent after it took the channel, so once it is heard every later frame arrives in
 // order. The dialing end's own channel is made by JavaScript before any message can come, so the
 // other direction is safe.
+//
+// The dialing end answers the first frame it hears with a READY of its own, and the accepting end
+// counts the link open (`opened`) only once it has heard that. Why: formation may close a dial
+// whose channel is late and dial again (the hedge, link-formation.ts), and a ring only ever reads
+// the links formation handed it. Without the answer the accepting end took a link as soon as its
+// own side opened, while the dialing end, whose side had not opened yet, could still close it: the
+// accepting end's ring then failed "the data connection closed" in its first step and blamed an
+// honest dialer (CI, 2026-11-28: each joiner of a 3-ring in turn, until the test gave up). The
+// dialing end answers only once its side is open, and formation never closes an open dial, so a
+// link the accepting end took is one the dialing end keeps.
 
 import type { LinkKind } from '../protocol/messages.ts';
 import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
@@ -66,8 +76,13 @@ export class PeerJsLink implements Link {
   /** The dialing end's sends until the other end is heard (null: heard, or the accepting end). */
   private held: Uint8Array[] | null;
   private heldBytes = 0;
-  /** Resolves when the channel opens; rejects (with the reason) if the link goes before that. */
+  /**
+   * Resolves when the channel opens (on the accepting end: and the dialing end has answered its READY); rejects (with the reason) if
+   * the link goes before that.
+   */
   readonly opened: Promise<void>;
+  /** The accepting end heard the dialing end (null: heard, or the dialing end). */
+  private answered: (() => void) | null = null;
   /** Resolves when ICE is up (link-formation.ts hedges a channel late after that); absent without a peer connection. */
   readonly iceConnected?: Promise<void>;
   private failOpen: (reason: string) => void = () => undefined;
@@ -76,6 +91,7 @@ export class PeerJsLink implements Link {
   constructor(readonly conn: DataConnectionLike, readonly end: LinkEnd) {
     this.remoteId = conn.peer;
     this.held = end === 'dialed' ? [] : null;
+    const answered = end === 'dialed' ? Promise.resolve() : new Promise<void>((resolve) => { this.answered = resolve; });
     this.opened = new Promise<void>((resolve, reject) => {
       this.failOpen = (reason) => reject(new Error(reason));
       if (conn.open) resolve();
@@ -83,6 +99,7 @@ export class PeerJsLink implements Link {
     }).then(() => {
       this.armDrain();
       if (end === 'accepted' && !this.isClosed) this.conn.send(readyFrame());
+      return Promise.race([answered, this.closedBeforeOpen()]);
     });
     // Whoever forms the ring subscribes later (or never, for a refused link): not unhandled.
     this.opened.catch(() => undefined);
@@ -110,9 +127,32 @@ export class PeerJsLink implements Link {
     });
   }
 
-  /** A message from the other end: it can hear us (send what waited); READY itself goes no further. */
+  /** Its connection's states (formation's timeout message): ICE, the peer connection, the channel, and whether the other end was heard. */
+  describe(): string {
+    const pc = this.conn.peerConnection;
+    const states = pc ? `ICE ${pc.iceConnectionState ?? '?'}, connection ${pc.connectionState}` : 'no peer connection yet';
+    return `${states}, channel ${this.conn.open ? 'open' : 'shut'}${this.end === 'dialed' ? `, ${this.held ? 'not heard' : 'heard'}` : ''}`;
+  }
+
+  /** Rejects once the link goes (the accepting end's wait for the dialing end's answer ends with it). */
+  private closedBeforeOpen(): Promise<never> {
+    return new Promise<never>((_, reject) => {
+      const prev = this.failOpen;
+      if (this.isClosed) return reject(new Error('closed before the other end answered'));
+      this.failOpen = (reason) => { prev(reason); reject(new Error(reason)); };
+    });
+  }
+
+  /**
+   * A message from the other end: on the dialing end, it can hear us (answer READY, then send what waited); on the accepting end,
+   * the dialing end answered (the link is open). READY itself goes no further.
+   */
   private received(frame: Uint8Array): void {
     if (this.held) this.heard(this.held);
+    if (this.answered) {
+      this.answered();
+      this.answered = null;
+    }
     if (isReadyFrame(frame)) return;
     this.events.frame(frame);
   }
@@ -121,6 +161,7 @@ export class PeerJsLink implements Link {
     this.held = null;
     this.heldBytes = 0;
     if (this.isClosed || !this.conn.open) return;
+    this.conn.send(readyFrame());
     for (const f of held) this.conn.send(f);
     // A sender held back by bufferedAmount looks again (the bytes are now the channel's).
     if (held.length > 0) this.events.drain();

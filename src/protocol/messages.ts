@@ -37,8 +37,11 @@ import type { Topology } from '../comm/topology.ts';
  * version 9 would refuse those fields.
  * 11: an assignment may carry the ring's dead time (`deadMs`: a neighbour silent this long is
  * gone), so a link cut between two members is noticed in seconds; version 10 would refuse it.
+ * 12: the dialing end of a new ring connection answers the accepting end's READY with its own,
+ * and the accepting end takes the link only then (src/comm/peerjs-link.ts); a version 11 dialer
+ * with nothing to send would leave a version 12 acceptor waiting until formation's timeout.
  */
-export const PROTOCOL_VERSION = 11;
+export const PROTOCOL_VERSION = 12;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -292,6 +295,11 @@ export interface StepAssignment {
 /** The shortest and longest ring dead time an assignment may name (ms). */
 export const MIN_DEAD_MS = 1000;
 export const MAX_DEAD_MS = 600_000;
+/**
+ * How long a volunteer's ring formation waits for both its links to open (src/comm/link-formation.ts). In a generation's first
+ * step a neighbour may be silent that long while it still forms, so the coordinator's dead time is never shorter there.
+ */
+export const RING_FORM_TIMEOUT_MS = 15_000;
 /**
  * A slice to recompute for an audit: `peer`'s ids of the step, in its order. `seed`: sketch it
  * under this seed, not the step's (a second audit settling a dispute about an earlier attempt of

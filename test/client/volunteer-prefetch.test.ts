@@ -121,7 +121,11 @@ describe('volunteer prefetch', () => {
     // engine's tiny compute blocks this thread, so little else overlaps here.)
     console.log(`data wait per round of 3 (ms): without prefetch ${waits(off).join(' ')}; with ${waits(on).join(' ')}`);
     expect(off.steps.every((s) => s.dataMs >= 3 * (DELAY_MS - 10))).toBe(true);
-    expect(on.steps.every((s) => s.dataMs < 2.6 * DELAY_MS), `waits ${waits(on).join(' ')}`).toBe(true);
+    // Against the run without prefetch, not an absolute time: each fetch costs DELAY_MS plus the
+    // machine's own time, which a loaded machine stretches (a full suite: 3 fetches in 948-993 ms,
+    // 2 in 631-664, over 2.6 * DELAY_MS; 0.66-0.69 of the run without in 14 suites). 2.4 of 3 at most.
+    const offMean = off.steps.reduce((a, s) => a + s.dataMs, 0) / off.steps.length;
+    expect(on.steps.every((s) => s.dataMs < 0.8 * offMean), `waits ${waits(on).join(' ')} against ${waits(off).join(' ')}`).toBe(true);
     const a = new Uint32Array(on.weights.buffer, on.weights.byteOffset, on.weights.length);
     const b = new Uint32Array(off.weights.buffer, off.weights.byteOffset, off.weights.length);
     expect(a.findIndex((v, i) => v !== b[i]), 'first differing weight').toBe(-1);

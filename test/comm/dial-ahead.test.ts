@@ -178,6 +178,8 @@ describe('dialing ahead of a membership change', () => {
     const again = dialAhead(eps, ['a', 'b']);
     await Promise.all([first, again]);
     expect(aheadDials(net), 'one connection each way').toEqual(['a>b', 'b>a']);
+    // A dial ahead settles when the dialing end opens; the accepting end parks its link once the dialer's READY answer came.
+    await flush();
     for (const id of ['a', 'b']) expect(ep(eps, id).keptLinks, id).toEqual({ open: 2, idle: 2 });
   });
 

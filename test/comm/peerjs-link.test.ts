@@ -1,8 +1,9 @@
 // PeerJsLink's READY rule (src/comm/peerjs-link.ts): the accepting end of a new connection says
 // READY as soon as its side is open; the dialing end holds what it sends, in order and counted in
-// bufferedAmount, until it has heard the other end, then sends it all and wakes a sender waiting
-// on back-pressure. READY never reaches whoever listens to the link. Real node-datachannel
-// connections under the same rule: ndc-order.test.ts.
+// bufferedAmount, until it has heard the other end, then answers READY, sends it all and wakes
+// a sender waiting on back-pressure; the accepting end's link opens once it has that answer.
+// READY never reaches whoever listens to the link. Real node-datachannel connections under the
+// same rule: ndc-order.test.ts.
 import { describe, expect, it } from 'vitest';
 import { PeerJsLink } from '../../src/comm/peerjs-link.ts';
 import { isReadyFrame, readyFrame } from '../../src/protocol/frames.ts';
@@ -58,7 +59,8 @@ describe('PeerJsLink: the dialing end sends nothing before it has heard the acce
     expect(seen.drains).toBe(1);
     expect(seen.frames).toEqual([]); // READY is the link's own
     out.send(frame(3));
-    expect(sentBy.get(dialer)!.map((f) => f[0])).toEqual([1, 2, 3]);
+    // The dialing end answers READY first (the accepting end takes the link only then), then what it held.
+    expect(sentBy.get(dialer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 1, 2, 3]);
     await flush();
     expect(heard.frames).toEqual([[1, 1], [2, 2], [3, 3]]);
   });
@@ -77,20 +79,36 @@ describe('PeerJsLink: the dialing end sends nothing before it has heard the acce
     expect(seen.frames).toEqual([[9, 9]]);
   });
 
-  it('on the accepting end: says READY once open, sends at once, and keeps a READY it hears from the listener', async () => {
+  it('on the accepting end: says READY once open, is open once the dialing end answers, sends at once, and keeps a READY from the listener', async () => {
     const { dialer, answerer, sentBy } = pair();
     const inn = new PeerJsLink(answerer, 'accepted');
     const heard = listen(inn);
     expect(inn.hearing).toBe(true);
+    let open = false;
+    void inn.opened.then(() => { open = true; });
     answerer.openNow();
-    await inn.opened;
-    inn.send(frame(4));
-    expect(sentBy.get(answerer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 4]);
+    await flush();
+    expect(sentBy.get(answerer)!.map(isReadyFrame)).toEqual([true]);
+    expect(open, 'not open before the dialing end answered: it may still close its side').toBe(false);
     dialer.open = true;
     dialer.send(readyFrame());
     dialer.send(frame(5));
+    await inn.opened;
+    inn.send(frame(4));
+    expect(sentBy.get(answerer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 4]);
     await flush();
     expect(heard.frames).toEqual([[5, 5]]);
+  });
+
+  it('on the accepting end: a dialing end that closes before it answers leaves the link unopened (formation waits for its next attempt)', async () => {
+    const { dialer, answerer } = pair();
+    const inn = new PeerJsLink(answerer, 'accepted');
+    answerer.openNow();
+    await flush();
+    dialer.open = true;
+    dialer.close(); // the hedge of link-formation.ts: its side had not opened yet
+    await expect(inn.opened).rejects.toThrow(/remote end closed/);
+    expect(inn.closed).toBe(true);
   });
 
   it('sends nothing it held once closed', async () => {

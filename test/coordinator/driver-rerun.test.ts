@@ -10,7 +10,7 @@ import { silenceLimitMs } from '../../coordinator/silence.ts';
 import { RING_DEAD_MARGIN_MS, newPeer, ringDeadMs, type PeerRec } from '../../coordinator/driver-peers.ts';
 import type { RunningPhase } from '../../coordinator/driver-types.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
-import { type StepAssignment } from '../../src/protocol/messages.ts';
+import { RING_FORM_TIMEOUT_MS, type StepAssignment } from '../../src/protocol/messages.ts';
 import { decodeCoordinatorMessage, decodePeerMessage } from '../../src/protocol/decode.ts';
 import { usableKept } from '../../src/client/volunteer.ts';
 
@@ -218,6 +218,9 @@ describe('silence limits', () => {
     // Quick peers: silentMs at least.
     const quick = new Map([['q', peer('q', { maxGap: 100, maxWorkMs: 10 })]]);
     expect(ringDeadMs(running(['q'], [[1]]), quick, none, l)).toBe(6000 + RING_DEAD_MARGIN_MS);
+    // A generation's first step: a neighbour may still be forming its other link, silent until formation's timeout.
+    expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, none, l, true)).toBe(RING_FORM_TIMEOUT_MS + RING_DEAD_MARGIN_MS);
+    expect(ringDeadMs(running(['a', 'c'], [[1], [2]]), peers, none, l, true)).toBe(30_000 + RING_DEAD_MARGIN_MS);
   });
 });
 

@@ -22,6 +22,7 @@ import { NODE_RTC_CONFIG, loadNodePeer } from '../../src/comm/node.ts';
 import { nodeDecoder, nodeGunzip } from '../../src/data/decode-node.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import { WasmEngine } from '../../src/wasm/engine.ts';
+import { isReadyFrame } from '../../src/protocol/frames.ts';
 import { buildTestData, finalWeights, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, volunteer } from '../../testbed/jobs.ts';
 
 const K = 6;
@@ -39,8 +40,8 @@ afterAll(async () => {
 });
 
 /**
- * PeerJS that closes the first of its outgoing data connections to carry a frame, right after
- * that frame (a fresh link's first frame is a ring frame; an attempt that failed sent nothing).
+ * PeerJS that closes the first of its outgoing data connections to carry a ring frame, right after
+ * that frame (a fresh link's first frame after its READY is a ring frame; an attempt that failed sent nothing).
  */
 function cuttingPeer(Base: PeerCtor, onCut: (to: string) => void): PeerCtor {
   let armed = true;
@@ -51,7 +52,8 @@ function cuttingPeer(Base: PeerCtor, onCut: (to: string) => void): PeerCtor {
       const send = conn.send.bind(conn);
       conn.send = (d: Uint8Array) => {
         send(d);
-        if (!armed) return;
+        // The READY answering the accepting end's (peerjs-link.ts) belongs to the link: a ring frame is what counts.
+        if (!armed || isReadyFrame(d)) return;
         armed = false;
         onCut(peer);
         setTimeout(() => conn.close(), 0);

@@ -148,10 +148,18 @@ describe('across hosts', () => {
         'a page opened by LAN address over HTTPS is a secure, isolated context with WebGPU',
       ).toEqual({ secure: true, gpu: true, isolated: true });
       expect(backend, (await page.textContent('#device')) ?? '').toBe('webgpu');
+      const pageLines: string[] = [];
+      page.on('console', (m) => { pageLines.push(m.text()); if (pageLines.length > 200) pageLines.shift(); });
       await page.click('#toggle');
       peers.push(...['a', 'b', 'n'].map((h) => volunteerIn(bed, h, url, [], env)));
       const t0 = Date.now();
-      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 4, 180_000, 'a first step with all 4 hosts');
+      // A ring that never forms says who each id is and what each host printed last.
+      const who = () => coord.events.flatMap(({ e }) => (e.type === 'peer-joined' ? [`${e.peerId.slice(0, 8)}=${e.name ?? '?'}`] : [])).join(' ');
+      const formed = await coord.waitFor((e) => e.type === 'step' && e.peers === 4, 180_000, 'a first step with all 4 hosts').catch((e: unknown) => {
+        const tail = (name: string, lines: readonly string[]) => `${name}:\n  ${lines.slice(-12).map((l) => l.slice(0, 400)).join('\n  ')}`;
+        throw new Error([e instanceof Error ? e.message : String(e), `ids: ${who()}`, ...peers.map((p) => tail(p.name, p.lines)), tail('page', pageLines)]
+          .join('\n'));
+      });
       await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
       const cutAt = Date.now();
       await bed.cut('b');
