@@ -270,6 +270,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const external = iceArg ? parseIceList(iceArg) : [];
   checkIcePlan({ external, externalSecret: iceSecret || undefined });
 
+  // A folder named on the command line that another coordinator holds: said at once, before the data set is built or checked.
+  if (jobDirArg) await assertJobFolderFree(resolve(jobDirArg));
   const { manifest, dataFolder, label } = await loadData(choice, cache);
   const jobDir = resolve(jobDirArg || join(ROOT, '.cache', 'jobs', `${model}-${label}`));
   const trainSamples = manifest.splits.train.samples;
