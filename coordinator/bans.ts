@@ -16,13 +16,15 @@ export interface Ban {
   name: string | null;
   donor?: string;
   address?: string;
+  /** The label of the volunteer token it joined with (volunteer-tokens.ts; revoked at the conviction). */
+  tokenLabel?: string;
   /** The step it was convicted in (numbered from 1) and why. */
   step: number;
   reason: string;
 }
 
-/** Who asks to join, as far as the coordinator can tell. */
-export interface Joiner { name: string | null; donor?: string; address?: string }
+/** Who asks to join, as far as the coordinator can tell; `tokenLabel`: whose volunteer token it came with (volunteer-tokens.ts). */
+export interface Joiner { name: string | null; donor?: string; address?: string; tokenLabel?: string }
 
 /** The ban that refuses `j`, if any (pure): the same donor id, or the same address and the same name. */
 export function banOf(bans: readonly Ban[], j: Joiner): Ban | null {

@@ -10,15 +10,16 @@
 //                                  (Authorization: Bearer <its token>; octet-stream body)
 //   GET  /api/metrics              the job's metrics history: { records: [...] }, newest last
 //   GET  /api/credit[?donor=ID]    the credit board (credit.ts): top donors, totals, the asking donor's line
-//   POST /api/admin/pause|resume|join-token|schedule   the job owner's actions (admin token)
+//   POST /api/admin/pause|resume|join-token|schedule|volunteer-token|revoke-token|volunteer-tokens
+//                                  the job owner's actions (admin token)
 //   GET  /api/model.onnx           the newest checkpoint as an ONNX file (src/export)
 //   GET  /api/samples/val/<id>     one test image as stored (PNG/JPEG; x-label header): the dashboard's grid
 //   GET  /data/<dataset>/<file>    manifest.json and shards of the job's data set
 //
 // A private job's routes that serve data, weights, the model, metrics or events need a
 // credential (checkAccess), as "Authorization: Bearer <token>" or ?token=<token> (an
-// EventSource or an image tag cannot set a header): the join token (volunteers) or the admin
-// token open every one; the view token (people who watch) opens the dashboard's: the job, its
+// EventSource or an image tag cannot set a header): the join token (volunteers), a volunteer's
+// own token (volunteer-tokens.ts; not once revoked) or the admin token open every one; the view token (people who watch) opens the dashboard's: the job, its
 // events, metrics and credit board, the model, the test images and the data set's manifest (class names),
 // never the training images or the checkpoints. /api/join, the admin and upload routes check
 // their own tokens; the page's code and /ca.crt stay open (nothing of the job is in them).
@@ -59,8 +60,11 @@ export interface RouteContext {
   /** Largest JSON body accepted by POST routes. */
   maxBodyBytes: number;
   status(): JobStatus;
-  /** Told about each accepted join (the membership logic queues it for the next boundary); `address`: where it came from. */
-  onJoin(peerId: string, name: string | null, token: string, donor?: string, address?: string): void;
+  /**
+   * Told about each accepted join (the membership logic queues it for the next boundary); `address`: where it came from; `tokenLabel`:
+   * whose volunteer token it joined with (none: the job's join token, or a public job).
+   */
+  onJoin(peerId: string, name: string | null, token: string, donor?: string, address?: string, tokenLabel?: string): void;
   /** Why a join is refused (a peer verification convicted: bans.ts), or null; none: nobody is. */
   refuseJoin?: (j: Joiner) => string | null;
   /** A joiner that offered direct links (a Node volunteer's TLS port) from `address`: the secret its answer carries (direct-links.ts); none: not taken. */
@@ -92,6 +96,8 @@ export interface RouteContext {
   onnx?: () => Promise<{ fileName: string; chunks: Uint8Array[] } | null>;
   /** A private job's view token (checkAccess): what people who watch the dashboard are given. */
   viewToken?: string;
+  /** A private job's tokens of one volunteer each (volunteer-tokens.ts): who holds a token (null: none of them). */
+  volunteerTokens?: { holder(given: string): TokenHolder | null };
   /** One stored test image by id (GET /api/samples/val/<id>); none: 404. */
   valSample?: (id: number) => Promise<{ bytes: Uint8Array; label: number; mediaType: string }>;
 }
@@ -105,7 +111,16 @@ export interface AdminActions {
   rotateJoinToken(token?: string): Promise<string>;
   /** Changes how often the job evaluates and checkpoints. */
   setSchedule(s: { evalEvery?: number; checkpointEvery?: number }): Promise<void>;
+  /** A private job's new token for one volunteer, labelled with who gets it; returns it. */
+  issueVolunteerToken(label: string): Promise<string>;
+  /** Revokes the volunteer token labelled `label` (false: no such label). */
+  revokeVolunteerToken(label: string, reason: string): Promise<boolean>;
+  /** The volunteer tokens' labels, when issued, and why revoked (never the tokens). */
+  volunteerTokens(): { label: string; issued: number; revoked?: { time: number; reason: string } }[];
 }
+
+/** A volunteer token as its holder is known (volunteer-tokens.ts): its label, and why it was revoked (null: it opens the job). */
+export interface TokenHolder { label: string; revoked: string | null }
 
 export interface UploadPolicy {
   /** The model fingerprint an upload must carry. */
@@ -133,6 +148,9 @@ export function checkAccess(req: IncomingMessage, ctx: RouteContext, need: Acces
   if (!given) throw new HttpError('unauthorized', `this job is private: send ${what} as "Authorization: Bearer <token>" or ?token=<token>`);
   const opens = (t: string | undefined): boolean => t !== undefined && given.length <= MAX_TOKEN_LENGTH && tokensMatch(given, t);
   if (opens(ctx.job.access.joinToken) || opens(ctx.admin?.token) || (need === 'watch' && opens(ctx.viewToken))) return;
+  const holder = given.length <= MAX_TOKEN_LENGTH ? ctx.volunteerTokens?.holder(given) ?? null : null;
+  if (holder && holder.revoked === null) return;
+  if (holder) throw new HttpError('forbidden', revokedText(holder));
   throw new HttpError('forbidden', `this job is private and that token does not open it: ask its owner for ${what}`);
 }
 
@@ -174,12 +192,20 @@ const postJoin: Handler = async (req, res, ctx) => {
   const d = expectType(decodePeerMessage(await readJsonBody(req, ctx.maxBodyBytes)), 'join');
   if (!d.ok) throw new HttpError('bad-request', describe(d.error));
   const access = ctx.job.access;
+  let tokenLabel: string | undefined;
   if (access.kind === 'private') {
     if (d.value.token === undefined) throw new HttpError('unauthorized', 'this job is private: join with the token its owner gave you');
-    if (!tokensMatch(d.value.token, access.joinToken)) throw new HttpError('forbidden', 'wrong join token: ask the job owner for the current one');
+    if (!tokensMatch(d.value.token, access.joinToken)) {
+      const holder = ctx.volunteerTokens?.holder(d.value.token) ?? null;
+      if (!holder) throw new HttpError('forbidden', 'wrong join token: ask the job owner for the current one');
+      if (holder.revoked !== null) throw new HttpError('forbidden', revokedText(holder));
+      tokenLabel = holder.label;
+    }
   }
   const address = req.socket.remoteAddress;
-  const refused = ctx.refuseJoin?.({ name: d.value.name ?? null, ...(d.value.donor ? { donor: d.value.donor } : {}), ...(address ? { address } : {}) });
+  const refused = ctx.refuseJoin?.({
+    name: d.value.name ?? null, ...(d.value.donor ? { donor: d.value.donor } : {}), ...(address ? { address } : {}), ...(tokenLabel ? { tokenLabel } : {}),
+  });
   if (refused) throw new HttpError('forbidden', refused);
   const issued = ctx.signaling.issue();
   const newest = (await ctx.checkpoints.list())[0];
@@ -190,7 +216,7 @@ const postJoin: Handler = async (req, res, ctx) => {
   };
   const directSecret = d.value.direct && address && ctx.directJoin ? ctx.directJoin(issued.id, address, d.value.direct) : undefined;
   if (directSecret) accept.directSecret = directSecret;
-  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address);
+  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address, tokenLabel);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);
 };
@@ -258,7 +284,12 @@ const postCheckpoint: Handler = async (req, res, ctx, segments) => {
   sendJson(res, 201, { step });
 };
 
-const ADMIN_ACTIONS = ['pause', 'resume', 'join-token', 'schedule'] as const;
+const ADMIN_ACTIONS = ['pause', 'resume', 'join-token', 'schedule', 'volunteer-token', 'revoke-token', 'volunteer-tokens'] as const;
+
+/** What a revoked volunteer token's holder reads. */
+function revokedText(h: TokenHolder): string {
+  return `the token "${h.label}" was revoked (${h.revoked ?? ''}): ask the job's owner`;
+}
 
 /** POST /api/admin/<action> with "Authorization: Bearer <admin token>". */
 const postAdmin: Handler = async (req, res, ctx, segments) => {
@@ -295,8 +326,24 @@ const postAdmin: Handler = async (req, res, ctx, segments) => {
       await admin.setSchedule(patch);
       return sendJson(res, 200, { evalEvery: ctx.job.evalEvery, checkpointEvery: ctx.job.checkpointEvery });
     }
+    case 'volunteer-token':
+    case 'revoke-token':
+    case 'volunteer-tokens':
+      return sendJson(res, 200, await tokenAction(action, r, admin));
   }
 };
+
+/** The admin's volunteer-token actions (volunteer-tokens.ts): issue one for a label, revoke one, or list them. */
+async function tokenAction(action: 'volunteer-token' | 'revoke-token' | 'volunteer-tokens', r: FieldReader, admin: AdminActions): Promise<object> {
+  r.only(action === 'volunteer-tokens' ? [] : action === 'revoke-token' ? ['label', 'reason'] : ['label']);
+  const label = action === 'volunteer-tokens' ? '' : r.str('label', 40);
+  const reason = r.has('reason') ? r.str('reason', 200) : 'revoked by the job owner';
+  if (r.problems.length) throw new HttpError('bad-request', r.problems.join('; '));
+  if (action === 'volunteer-tokens') return { tokens: admin.volunteerTokens() };
+  if (action === 'volunteer-token') return { label, token: await admin.issueVolunteerToken(label) };
+  if (!(await admin.revokeVolunteerToken(label, reason))) throw new HttpError('not-found', `no volunteer token is labelled "${label}"`);
+  return { label, revoked: true };
+}
 
 const getMetrics: Handler = async (_req, res, ctx) => {
   if (!ctx.metricsPath) throw new HttpError('not-found', 'this coordinator keeps no metrics');

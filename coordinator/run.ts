@@ -11,6 +11,7 @@ import { layoutOf } from '../src/nn/layout.ts';
 import { modelByName } from '../src/nn/models.ts';
 import { openCheckpointStore, type CheckpointStore } from './checkpoints.ts';
 import { acquireJobLock } from './job-lock.ts';
+import { VolunteerTokenError, VolunteerTokens } from './volunteer-tokens.ts';
 import { writeFileAtomic } from './data/files.ts';
 import { Driver, type DriverTimeouts } from './driver.ts';
 import { HttpError } from './http.ts';
@@ -204,15 +205,27 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
   /** What each peer that joined said of itself (its name, its donor's lasting id: JoinRequest) and where it came from. */
   const joined = new Map<string, Joiner>();
   const bans = await BanList.open(o.jobDir, log);
-  /** Peers verification convicted: refused from now on (bans.ts); a private job's owner is told which token let them in. */
+  // A private job's tokens of one volunteer each; a public job has none (volunteer-tokens.ts).
+  const volunteerTokens = job.access.kind === 'private' ? await VolunteerTokens.open(o.jobDir) : null;
+  /**
+   * Peers verification convicted: refused from now on (bans.ts); one that came with a volunteer token has that token revoked, and a
+   * private job's owner is told which token let them in.
+   */
   const convicted = (ids: readonly string[], reason: string, step: number) => {
     for (const id of ids) {
       const j = joined.get(id) ?? { name: null };
       bans.add({ time: Date.now(), peerId: id, ...j, step, reason });
       const who = `${j.name ?? id}${j.address ? ` (${j.address})` : ''}`;
+      const label = j.tokenLabel;
+      if (label !== undefined && volunteerTokens) {
+        volunteerTokens.revoke(label, `caught in step ${step}: ${reason}`).catch((e: unknown) => {
+          log(`verification: the token "${label}" could not be revoked in the job folder (${e instanceof Error ? e.message : String(e)}): revoke it by hand`);
+        });
+      }
       log(`verification: ${who} is refused from now on (${BANS_FILE} in the job folder)`
-        + (job.access.kind === 'private'
-          ? '; it joined with the job\'s join token: replace it (POST /api/admin/join-token) if you do not know who that is' : ''));
+        + (label !== undefined ? `; it joined with the volunteer token "${label}", now revoked`
+          : job.access.kind === 'private'
+            ? '; it joined with the job\'s join token: replace it (POST /api/admin/join-token) if you do not know who that is' : ''));
     }
   };
   const tokens = new Map<string, { token: string; at: number; session: boolean }>();
@@ -290,8 +303,9 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
       return { step: s.step, generation: s.generation, peers: s.peers, paused: s.paused };
     },
     refuseJoin: (j) => bans.refusal(j),
+    ...(volunteerTokens ? { volunteerTokens } : {}),
     directJoin: (id, address, offer) => direct.register(id, address, offer.port, offer.addresses),
-    onJoin: (id, name, token, donor, address) => {
+    onJoin: (id, name, token, donor, address, tokenLabel) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();
       for (const [k, v] of tokens) {
@@ -302,7 +316,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });
-      joined.set(id, { name, ...(donor ? { donor } : {}), ...(address ? { address } : {}) });
+      joined.set(id, { name, ...(donor ? { donor } : {}), ...(address ? { address } : {}), ...(tokenLabel ? { tokenLabel } : {}) });
     },
     uploads: {
       fingerprint,
@@ -352,6 +366,21 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
         log('admin: the join token was replaced (peers already in the job stay)');
         return next;
       },
+      async issueVolunteerToken(label) {
+        if (!volunteerTokens) throw new HttpError('conflict', 'this job is public: anyone may join, it has no tokens');
+        const token = await volunteerTokens.issue(label).catch((e: unknown) => {
+          throw e instanceof VolunteerTokenError ? new HttpError('bad-request', e.message) : e;
+        });
+        log(`admin: a volunteer token was issued for "${label}"`);
+        return token;
+      },
+      async revokeVolunteerToken(label, reason) {
+        if (!volunteerTokens) throw new HttpError('conflict', 'this job is public: it has no tokens');
+        const done = await volunteerTokens.revoke(label, reason);
+        if (done) log(`admin: the volunteer token "${label}" was revoked (peers already in the job stay)`);
+        return done;
+      },
+      volunteerTokens: () => volunteerTokens?.list() ?? [],
       async setSchedule(p) {
         if (p.evalEvery !== undefined) job.evalEvery = p.evalEvery;
         if (p.checkpointEvery !== undefined) job.checkpointEvery = p.checkpointEvery;

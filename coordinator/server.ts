@@ -52,6 +52,7 @@ export interface CoordinatorOptions {
   onnx?: RouteContext['onnx'];
   valSample?: RouteContext['valSample'];
   viewToken?: RouteContext['viewToken'];
+  volunteerTokens?: RouteContext['volunteerTokens'];
   /**
    * Serve HTTPS (tls.ts) on the port; a plain-HTTP request there is redirected to https://.
    * None: plain HTTP (loopback: a browser treats http://127.0.0.1 as a secure context).
@@ -97,6 +98,7 @@ export async function startCoordinator(o: CoordinatorOptions): Promise<Coordinat
     onnx: o.onnx,
     valSample: o.valSample,
     viewToken: o.viewToken,
+    ...(o.volunteerTokens ? { volunteerTokens: o.volunteerTokens } : {}),
     localCa: o.tls?.ca,
     joinLimiter: new RateLimiter(o.rateLimits?.joins ?? { perSecond: 1, burst: 30 }),
   };

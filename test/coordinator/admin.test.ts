@@ -1,6 +1,7 @@
 // The job owner's admin actions: only with the admin token (constant-time checked, never in a
 // log); pause and resume at step boundaries; a private job's join token replaced (the old one
-// stops working, peers in the job stay) and kept across a restart; the schedule changed.
+// stops working, peers in the job stay) and kept across a restart; tokens of one volunteer each
+// issued, listed and revoked; the schedule changed.
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +9,7 @@ import { PROTOCOL_VERSION } from '../../src/protocol/messages.ts';
 import { ADMIN_TOKEN_FILE, JOB_FILE } from '../../coordinator/run.ts';
 import { buildTestData, startTestJob, tempRoot, testJob, type TestJob } from '../../testbed/jobs.ts';
 import { HandPeer } from './hand-peer.ts';
+import { VOLUNTEER_TOKENS_FILE, VolunteerTokens } from '../../coordinator/volunteer-tokens.ts';
 
 const JOIN = 'first-join-token-0123456789';
 let root: { dir: string; remove(): Promise<void> };
@@ -85,6 +87,37 @@ describe('admin actions', () => {
     await refused(await admin('join-token', { token: 'short' }), 400, /printable characters/);
     expect((await admin('join-token', { token: 'chosen-by-the-owner-42' })).status).toBe(200);
     expect((await joinWith('chosen-by-the-owner-42')).status).toBe(200);
+  });
+
+  it('issues tokens of one volunteer each: each opens the job, a revoked one is refused with its reason, all kept in the job folder', async () => {
+    const r = await admin('volunteer-token', { label: 'desk 12' });
+    expect(r.status).toBe(200);
+    const { token } = (await r.json()) as { token: string };
+    expect((await joinWith(token)).status).toBe(200);
+    const manifest = `${job.url}/data/mnist/manifest.json`;
+    expect((await fetch(manifest, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    // Labels are unique and readable; the list never shows a token.
+    await refused(await admin('volunteer-token', { label: 'desk 12' }), 400, /exists already/);
+    await refused(await admin('volunteer-token', { label: ' lead' }), 400, /label must be a label of 1 to 40/);
+    await refused(await admin('volunteer-token', { label: 'a', token: 'x' }), 400, /unknown field/);
+    expect((await admin('volunteer-token', { label: 'desk-13' })).status).toBe(200);
+    const listed = (await (await admin('volunteer-tokens')).json()) as { tokens: { label: string; revoked?: unknown }[] };
+    expect(listed.tokens.map((t) => t.label)).toEqual(['desk 12', 'desk-13']);
+    expect(JSON.stringify(listed)).not.toContain(token);
+    // Revoked: the join and every route refuse it, saying why; the job's own token still works.
+    expect(await (await admin('revoke-token', { label: 'desk 12', reason: 'the desktop was stolen' })).json()).toEqual({ label: 'desk 12', revoked: true });
+    await refused(await joinWith(token), 403, /the token "desk 12" was revoked \(the desktop was stolen\)/);
+    await refused(await fetch(manifest, { headers: { authorization: `Bearer ${token}` } }), 403, /revoked/);
+    await refused(await admin('revoke-token', { label: 'desk 99' }), 404, /no volunteer token is labelled "desk 99"/);
+    const access = job.job.access;
+    expect(access.kind === 'private' && (await joinWith(access.joinToken)).status).toBe(200);
+    // On disk, readable by the owner only; a restarted coordinator reads the same.
+    const file = join(job.jobDir, VOLUNTEER_TOKENS_FILE);
+    expect((await stat(file)).mode & 0o077).toBe(0);
+    const again = await VolunteerTokens.open(job.jobDir);
+    expect(again.holder(token)).toEqual({ label: 'desk 12', revoked: 'the desktop was stolen' });
+    expect(again.holder('not-a-token-of-this-job')).toBeNull();
+    expect(job.lines.join('\n')).not.toContain(token);
   });
 
   it('changes how often the job evaluates and checkpoints', async () => {

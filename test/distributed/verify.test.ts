@@ -39,15 +39,30 @@ const VERIFIED = { verify: 1, stealFraction: 0 };
 type Tally = Extract<MetricRecord, { type: 'verification' }>;
 const talliesOf = (records: readonly MetricRecord[]): Tally[] => records.filter((r): r is Tally => r.type === 'verification');
 
-/** POST /api/join as a peer named `name` from loopback: the status and the message. */
-async function joinAs(url: string, name: string): Promise<{ status: number; text: string }> {
+/** POST /api/join as a peer named `name` from loopback (with `token`, for a private job): the status and the message. */
+async function joinAs(url: string, name: string, token?: string): Promise<{ status: number; text: string }> {
   const res = await fetch(`${url}/api/join`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name }),
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'join', protocol: PROTOCOL_VERSION, name, ...(token ? { token } : {}) }),
   });
   return { status: res.status, text: await res.text() };
 }
-const adversary = (url: string, name: string, kind: string): LocalVolunteer =>
-  spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '0', '--backend', 'wasm', '--adversary', kind] });
+const adversary = (url: string, name: string, kind: string, token?: string): LocalVolunteer =>
+  spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '0', '--backend', 'wasm', '--adversary', kind, ...(token ? ['--token', token] : [])] });
+
+/** A private job's join token (the honest volunteers'). */
+const JOIN = 'verify-join-token-0123456789';
+
+/** POST /api/admin/<action> of `job` with its admin token; the answer's JSON (fails on an error). */
+async function adminAction(job: { url: string; adminToken: string }, action: string, body?: unknown): Promise<unknown> {
+  const res = await fetch(`${job.url}/api/admin/${action}`, {
+    method: 'POST', headers: { authorization: `Bearer ${job.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  expect(res.status, text).toBe(200);
+  return JSON.parse(text) as unknown;
+}
 
 describe('verified steps (verify > 0)', () => {
   it('honest peers on WebGPU and wasm, every member audited every step: no dispute, nobody evicted', async () => {
@@ -69,18 +84,30 @@ describe('verified steps (verify > 0)', () => {
   });
 
   it('a cheater that reports what it sends is caught by two audits and evicted; the honest finish', async () => {
-    const job = await startTestJob(root.dir, 'flip', data, testJob(10, { minPeers: 4, ...VERIFIED }));
-    const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
-    const bad = adversary(job.url, 'bad', 'sign-flip');
+    // A private job: the honest join with its join token, the cheater with a volunteer token of its own (volunteer-tokens.ts).
+    const job = await startTestJob(root.dir, 'flip', data, testJob(10, { minPeers: 4, ...VERIFIED, access: 'private', joinToken: JOIN }));
+    const own = await adminAction(job, 'volunteer-token', { label: 'desk-7' }) as { token: string };
+    const honest = ['a', 'b', 'c'].map((n) => spawnVolunteer({
+      url: job.url, name: n, args: ['--no-tune', '--rejoin-for', '60', '--backend', 'wasm', '--token', JOIN],
+    }));
+    const bad = adversary(job.url, 'bad', 'sign-flip', own.token);
     spawned.push(...honest, bad);
     await until(() => job.lines.some((l) => /verification: .*differs from two members' recomputations/.test(l)), 180_000, 'the cheater convicted');
     // Refused from now on (its address and name: it gave no donor id), kept in the job folder; others at that address still join.
     await until(() => job.lines.some((l) => l.includes('is refused from now on')), 10_000, 'the ban logged');
-    const again = await joinAs(job.url, 'bad');
+    const again = await joinAs(job.url, 'bad', JOIN);
     expect(again.status, again.text).toBe(403);
     expect(again.text).toMatch(/refused: a peer with this address and name was caught in step \d+ of this job \(its gradient of step/);
     expect(again.text).toContain('--backend wasm');
-    expect((await joinAs(job.url, 'fresh')).status).toBe(200);
+    expect((await joinAs(job.url, 'fresh', JOIN)).status).toBe(200);
+    // Its own token is revoked: under another name it is refused too, and the owner was told whose token it was.
+    expect(job.lines.some((l) => l.includes('it joined with the volunteer token "desk-7", now revoked'))).toBe(true);
+    const renamed = await joinAs(job.url, 'someone-else', own.token);
+    expect(renamed.status, renamed.text).toBe(403);
+    expect((JSON.parse(renamed.text) as { message: string }).message).toMatch(/the token "desk-7" was revoked \(caught in step \d+/);
+    const listed = await adminAction(job, 'volunteer-tokens') as { tokens: { label: string; revoked?: { reason: string } }[] };
+    expect(listed.tokens.map((t) => [t.label, t.revoked !== undefined])).toEqual([['desk-7', true]]);
+    expect(JSON.stringify(listed)).not.toContain(own.token);
     await job.driver.finished;
     await job.close();
     for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
@@ -101,7 +128,7 @@ describe('verified steps (verify > 0)', () => {
     expect(convictions.map((t) => t.convicted)).toEqual([['bad']]);
     expect(convictions[0]!.caught).toBe(1);
     const bans = (await readFile(join(job.jobDir, BANS_FILE), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Ban);
-    expect(bans.map((b) => [b.name, b.address?.replace(/^::ffff:/, '')])).toEqual([['bad', '127.0.0.1']]);
+    expect(bans.map((b) => [b.name, b.address?.replace(/^::ffff:/, ''), b.tokenLabel])).toEqual([['bad', '127.0.0.1', 'desk-7']]);
   });
 
   it('a cheater unaudited in its first steps is caught later: its steps are undone, and the honest end where one peer alone would', async () => {
