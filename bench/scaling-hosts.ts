@@ -16,7 +16,7 @@ import { predictRun, runSpeed, type Calibration, type MeasuredRun } from './scal
 import type { LinkModel } from './scaling-collective.ts';
 import type { LinkKind } from './scaling-predict.ts';
 import type { ModelProfile } from './scaling-profile.ts';
-import { MODEL, WARMUP_STEPS, asMeasured, ringJobConfig, stepRows, summarise, within, type RunContext, type RunSummary } from './scaling-run.ts';
+import { MODEL, WARMUP_STEPS, asMeasured, ringJobConfig, stepRows, summarise, within, withTails, type RunContext, type RunSummary } from './scaling-run.ts';
 
 /** One held-out run may take this long, the test bed's start included. */
 const HOST_RUN_DEADLINE_MS = 6 * 60_000;
@@ -49,8 +49,7 @@ export async function runOnHosts(profile: ProfileName, n: number, o: RunContext)
       }
       const allExited = Promise.all(vs.map((v) => v.exited)).then(() => { throw new Error('every volunteer exited before the job finished'); });
       await within(Promise.race([coord.finished, allExited]), HOST_RUN_DEADLINE_MS, `for ${n} hosts on ${profile} to run ${totalSteps} steps`).catch((e) => {
-        const tail = [...coord.lines.slice(-15).map((l) => `  coordinator: ${l}`), ...vs.flatMap((v) => v.lines.slice(-8).map((l) => `  ${v.name}: ${l}`))];
-        throw new Error(`${e instanceof Error ? e.message : String(e)}\n${tail.join('\n')}`);
+        throw withTails(e, coord.lines, vs);
       });
     } finally {
       for (const v of vs) v.kill('SIGKILL');

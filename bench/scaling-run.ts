@@ -112,6 +112,12 @@ export function summarise(
 }
 
 /** Resolves `p`, or rejects with `what` after `ms`. */
+/** `e` with the last lines of the coordinator and of each volunteer, for a run that did not finish. */
+export function withTails(e: unknown, coordinatorLines: readonly string[], vs: readonly Pick<LocalVolunteer, 'name' | 'lines'>[]): Error {
+  const tail = [...coordinatorLines.slice(-15).map((l) => `  coordinator: ${l}`), ...vs.flatMap((v) => v.lines.slice(-8).map((l) => `  ${v.name}: ${l}`))];
+  return new Error(`${e instanceof Error ? e.message : String(e)}\n${tail.join('\n')}`);
+}
+
 export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${ms / 1000} s ${what}`)), ms); });
@@ -175,8 +181,7 @@ export async function runRing(n: number, o: RunContext): Promise<RunSummary> {
       const first = await within(Promise.race([finished, allExited]), RUN_DEADLINE_MS, `for N=${n} to run ${totalSteps} steps`);
       if (first !== 'finished') throw new Error(`N=${n}: every volunteer exited before the job finished`);
     } catch (e) {
-      const tail = [...lines.slice(-15).map((l) => `  coordinator: ${l}`), ...vs.flatMap((v) => v.lines.slice(-8).map((l) => `  ${v.name}: ${l}`))];
-      throw new Error(`${e instanceof Error ? e.message : String(e)}\n${tail.join('\n')}`);
+      throw withTails(e, lines, vs);
     }
   } finally {
     await job.close();
