@@ -120,9 +120,13 @@ describe('work stealing at the step end', () => {
   it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; ' +
     'a verdict in the log; equal to one peer', async () => {
     const N = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 3;
-    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N));
+    // A gentler rate than testJob's (as multihost.test.ts's 60 steps): a ring's float rounding differs
+    // from one peer's (a tail splits slices another way), and at LARS 0.5 over these 40 steps it grew
+    // to 4.7e-4 and 1.4e-3 in 2 suites of 18 (below 5e-6 in the others).
+    const gentle = { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 } };
+    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N, gentle));
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
-    const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2 }));
+    const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2, ...gentle }));
     const steps = await finishedCleanly(job, [volunteer(job.url, 'auto-a'), volunteer(job.url, 'auto-b')], N, refSamples);
     // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
     const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
