@@ -111,13 +111,13 @@ export function summarise(
   };
 }
 
-/** Resolves `p`, or rejects with `what` after `ms`. */
 /** `e` with the last lines of the coordinator and of each volunteer, for a run that did not finish. */
 export function withTails(e: unknown, coordinatorLines: readonly string[], vs: readonly Pick<LocalVolunteer, 'name' | 'lines'>[]): Error {
   const tail = [...coordinatorLines.slice(-15).map((l) => `  coordinator: ${l}`), ...vs.flatMap((v) => v.lines.slice(-8).map((l) => `  ${v.name}: ${l}`))];
   return new Error(`${e instanceof Error ? e.message : String(e)}\n${tail.join('\n')}`);
 }
 
+/** Resolves `p`, or rejects with `what` after `ms`. */
 export async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, rej) => { timer = setTimeout(() => rej(new Error(`timed out after ${ms / 1000} s ${what}`)), ms); });

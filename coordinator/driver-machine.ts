@@ -326,7 +326,7 @@ export class DriverMachine {
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
     // Known once the upload is expected: the uploader may stay silent as long as an upload may take.
-    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts, this.generationSteps === 0);
+    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts, this.firstStepOfGeneration);
     this.sendToRing(s.assignments.map((a) => ({ ...a, deadMs })));
   }
 
@@ -473,7 +473,7 @@ export class DriverMachine {
   protected ringFailed(ph: RunningPhase, kind: RingErrorKind, f: { evict: string; reason: string }): void {
     const blamed = this.peers.get(f.evict);
     const now = Date.now();
-    if (!blamed || !formAgain(kind, this.generationSteps === 0, blamed.formedAgainAt, now)) return this.evict([f.evict], f.reason);
+    if (!blamed || !formAgain(kind, this.firstStepOfGeneration, blamed.formedAgainAt, now)) return this.evict([f.evict], f.reason);
     blamed.formedAgainAt = now;
     this.began(this.gen.again(this.peers, now));
     this.abortStep(ph, `${f.reason}; ${f.evict} is still connected, so the ring forms again with it once`, true);

@@ -19,8 +19,9 @@
 // A private job's routes that serve data, weights, the model, metrics or events need a
 // credential (checkAccess), as "Authorization: Bearer <token>" or ?token=<token> (an
 // EventSource or an image tag cannot set a header): the join token (volunteers), a volunteer's
-// own token (volunteer-tokens.ts; not once revoked) or the admin token open every one; the view token (people who watch) opens the dashboard's: the job, its
-// events, metrics and credit board, the model, the test images and the data set's manifest (class names),
+// own token (volunteer-tokens.ts; not once revoked) or the admin token open every one; the view
+// token (people who watch) opens the dashboard's: the job, its events, metrics and credit board,
+// the model, the test images and the data set's manifest (class names),
 // never the training images or the checkpoints. /api/join, the admin and upload routes check
 // their own tokens; the page's code and /ca.crt stay open (nothing of the job is in them).
 import { createHash, timingSafeEqual } from 'node:crypto';

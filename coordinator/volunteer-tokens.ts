@@ -7,11 +7,12 @@
 // (POST /api/admin/revoke-token) does the same. The job's own join token stays for those who
 // were given it (the owner may replace it: POST /api/admin/join-token).
 //
-// Kept in the job folder (volunteer-tokens.json, written whole through a temporary file), so a
+// Kept in the job folder (volunteer-tokens.json, written whole and durably: writeFileAtomic), so a
 // restarted coordinator knows them; nothing stored is dropped: a revoked token stays, revoked.
 import { randomBytes } from 'node:crypto';
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomic } from './data/files.ts';
 import { tokensMatch, type TokenHolder } from './routes.ts';
 
 export const VOLUNTEER_TOKENS_FILE = 'volunteer-tokens.json';
@@ -95,10 +96,8 @@ export class VolunteerTokens {
     return true;
   }
 
-  private async save(entries: readonly VolunteerToken[]): Promise<void> {
-    const tmp = `${this.path}.tmp`;
-    await writeFile(tmp, `${JSON.stringify(entries, null, 1)}\n`, { mode: 0o600 });
-    await rename(tmp, this.path);
+  private save(entries: readonly VolunteerToken[]): Promise<void> {
+    return writeFileAtomic(this.path, `${JSON.stringify(entries, null, 1)}\n`, true, 0o600);
   }
 }
 

@@ -37,12 +37,13 @@ export async function removeStalePartials(path: string): Promise<string[]> {
 /**
  * Writes `path` through a temporary name. With `durable`, the data is fsync'd before the
  * rename and the folder after it, so a power loss leaves the old file or the whole new one.
+ * `mode`: the new file's permissions (default 0o666 less the umask).
  */
-export async function writeFileAtomic(path: string, data: Uint8Array | string, durable = false): Promise<void> {
+export async function writeFileAtomic(path: string, data: Uint8Array | string, durable = false, mode = 0o666): Promise<void> {
   const tmp = path + tmpSuffix();
   try {
     if (durable) {
-      const f = await open(tmp, 'w');
+      const f = await open(tmp, 'w', mode);
       try {
         await f.writeFile(data);
         await f.sync();
@@ -50,7 +51,7 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string, d
         await f.close();
       }
     } else {
-      await writeFile(tmp, data);
+      await writeFile(tmp, data, { mode });
     }
     await rename(tmp, path);
     if (durable) await syncDir(dirname(path));
