@@ -42,7 +42,7 @@ export function holderOf(entries: readonly VolunteerToken[], given: string): Tok
   return found ? { label: found.label, revoked: found.revoked ? found.revoked.reason : null } : null;
 }
 
-/** The tokens of one job folder. Owns its file: every change is written before it is answered. */
+/** The tokens of one job folder. Owns its file: every change is written before it is answered (a revocation applies before). */
 export class VolunteerTokens {
   private constructor(private readonly path: string, private readonly entries: VolunteerToken[]) {}
 
@@ -84,15 +84,17 @@ export class VolunteerTokens {
     return token;
   }
 
-  /** Revokes the token labelled `label` (false: no such label; one already revoked keeps its first reason). */
+  /**
+   * Revokes the token labelled `label` (false: no such label; one already revoked keeps its first reason). Refused at once, before
+   * the file is written (a conviction's revocation must not lag behind its log line); a failed write rejects, the token stays refused.
+   */
   async revoke(label: string, reason: string, now = Date.now()): Promise<boolean> {
     const i = this.entries.findIndex((e) => e.label === label);
     if (i < 0) return false;
     const e = this.entries[i]!;
     if (e.revoked) return true;
-    const next = { ...e, revoked: { time: now, reason } };
-    await this.save(this.entries.map((x, k) => (k === i ? next : x)));
-    this.entries[i] = next;
+    this.entries[i] = { ...e, revoked: { time: now, reason } };
+    await this.save(this.entries);
     return true;
   }
 

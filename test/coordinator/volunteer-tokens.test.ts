@@ -25,7 +25,10 @@ describe('volunteer tokens', () => {
     expect(a.length).toBeGreaterThanOrEqual(24);
     expect(t.holder(a)).toEqual({ label: 'desk 1', revoked: null });
     expect(t.holder(`${a}x`)).toBeNull();
-    expect(await t.revoke('desk 1', 'first', 3000)).toBe(true);
+    // Refused at once, before the file is written: a conviction's revocation must not lag behind its log line.
+    const revoking = t.revoke('desk 1', 'first', 3000);
+    expect(t.holder(a)).toEqual({ label: 'desk 1', revoked: 'first' });
+    expect(await revoking).toBe(true);
     expect(await t.revoke('desk 1', 'second', 4000)).toBe(true);
     expect(await t.revoke('nobody', 'x')).toBe(false);
     const again = await VolunteerTokens.open(dir);
