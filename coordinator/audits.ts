@@ -18,12 +18,21 @@
 //     cheats once and behaves on the re-run cannot turn the second audit against the first
 //     auditor). Two auditors that disagree with that report convict the member; a second auditor
 //     that agrees with it convicts the first. An honest member is never evicted on one peer's word.
+// Audits are also directed: a member whose contribution in a verified step strays far from the
+// others' (trust-check.ts suspects: its direction against the rest of the sum, its norm per
+// image) is audited in the next step for certain, and in each of the WATCH_STEPS after it with
+// chance 1/2 (drawn like the others), so a blatant cheater is caught in about two steps at any
+// fraction and one that cheats every other step soon after. Suspicion accuses nobody; an honest
+// member that looks strange costs one audit, which agrees.
 // Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
 // member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
 import { randomInt } from 'node:crypto';
 import type { AuditTask, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
-import { auditCheck, sumCheck, type CheckedWire } from './trust-check.ts';
+import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.ts';
+
+/** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
+export const WATCH_STEPS = 4;
 
 /** What a verified step's results call for. */
 export type AuditVerdict =
@@ -37,18 +46,30 @@ export type AuditVerdict =
   | { kind: 'halt'; reason: string };
 
 /** What verification did over the job (the dashboard's and the log's figures). */
-export interface AuditTally { steps: number; audits: number; auditedImages: number; computedImages: number; caught: number; disputes: number }
+export interface AuditTally {
+  steps: number; audits: number; auditedImages: number; computedImages: number; caught: number; disputes: number;
+  /** Audits given to suspects (counted in audits too). */
+  directed: number;
+}
 
 export class AuditBook {
   /** A first disagreement, settled in the step's next attempt. */
   private dispute: { step: number; target: string; auditor: string; z: number; seed: number; reported: SketchReport } | null = null;
   /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
   private sumFailed: number | null = null;
-  readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0 };
+  readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0, directed: 0 };
+  /** Suspects by id: the first step they are audited in (for certain), then WATCH_STEPS more with chance 1/2. */
+  private readonly watch = new Map<string, number>();
+  /** The members audited as suspects in the step planned last (their audits count as directed). */
+  private directedIn: { step: number; ids: Set<string> } = { step: -1, ids: new Set() };
   /** The counts last reported (report()). */
   private reported = '';
 
-  constructor(private readonly fraction: number, private readonly wire: CheckedWire, private readonly draw: (n: number) => number = (n) => randomInt(n)) {}
+  /** `directed`: audit suspects too (tests that fix the draws to leave a cheater unaudited turn it off). */
+  constructor(
+    private readonly fraction: number, private readonly wire: CheckedWire, private readonly draw: (n: number) => number = (n) => randomInt(n),
+    private readonly directed = true,
+  ) {}
 
   /** The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given. */
   plan(step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number): { audit?: AuditTask }[] {
@@ -88,12 +109,30 @@ export class AuditBook {
       return null;
     };
     const everyone = this.sumFailed === step;
+    const drawn = new Set<number>();
     for (let i = 0; i < ring.length; i++) {
       if (d && ring[i] === d.target) continue;
       if (!everyone && !(this.fraction > 0 && this.draw(1_000_000) < this.fraction * 1_000_000)) continue;
       const auditor = nextFree(i);
       if (auditor !== null) task(i, auditor);
+      drawn.add(i);
     }
+    // Suspects the draw left out (drawn after it, so a job without suspects draws exactly as before).
+    const directed = new Set<string>();
+    for (const [id, from] of this.watch) {
+      const i = ring.indexOf(id);
+      if (i < 0 || step > from + WATCH_STEPS) {
+        if (step > from + WATCH_STEPS) this.watch.delete(id);
+        continue;
+      }
+      if (step < from || drawn.has(i) || (d && id === d.target)) continue;
+      if (step > from && this.draw(2) !== 0) continue;
+      const auditor = nextFree(i);
+      if (auditor === null) continue;
+      task(i, auditor);
+      directed.add(id);
+    }
+    this.directedIn = { step, ids: directed };
     return out;
   }
 
@@ -166,6 +205,7 @@ export class AuditBook {
       if ((target.claimed ?? 0) > 0 || (target.microBatch !== undefined && target.microBatch < target.images)) continue;
       this.tally.audits++;
       this.tally.auditedImages += target.images;
+      if (this.directedIn.step === step && this.directedIn.ids.has(target.peerId)) this.tally.directed++;
       const v = auditCheck(of(target.sketch!), of(r.audit));
       if (v.ok) {
         audited.push(target.peerId);
@@ -181,6 +221,10 @@ export class AuditBook {
     }
     // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
     if (d) this.dispute = null;
+    // Whose contribution looks strange: audited in the next step, then watched (a suspect already watched is watched afresh).
+    if (this.directed) {
+      for (const i of suspects(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })))) this.watch.set(results[i]!.peerId, step + 1);
+    }
     return { kind: 'ok', audited };
   }
 
@@ -202,6 +246,7 @@ export class AuditBook {
 
   /** Members left: a dispute about one of them (either side) is moot. */
   forget(ids: readonly string[]): void {
+    for (const id of ids) this.watch.delete(id);
     if (this.dispute && (ids.includes(this.dispute.target) || ids.includes(this.dispute.auditor))) this.dispute = null;
   }
 }

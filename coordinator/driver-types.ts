@@ -84,6 +84,8 @@ export interface DriverDeps {
   discardCheckpointsAfter?(step: number): void;
   /** The audits' random draws (an integer in [0, n)); default crypto's randomInt. Tests fix them. */
   auditDraw?: (n: number) => number;
+  /** Whether suspects are audited too (audits.ts; default true). Tests whose fixed draws leave a cheater unaudited turn it off. */
+  auditDirected?: boolean;
   timeouts?: Partial<DriverTimeouts>;
 }
 

@@ -65,6 +65,8 @@ export interface JobRunOptions {
   timeouts?: Partial<DriverTimeouts>;
   /** A verifying job's audit draws (DriverDeps.auditDraw; tests fix them). */
   auditDraw?: (n: number) => number;
+  /** Whether a verifying job audits suspects too (DriverDeps.auditDirected; default true). */
+  auditDirected?: boolean;
   log?: (line: string) => void;
   /** The built page (dist/) to serve at /. */
   pageDir?: string;
@@ -277,6 +279,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     send: (id, m) => sessions.send(id, direct.routed(id, m)),
     disconnect: (id, reason) => sessions.close(id, reason),
     publish, log, convicted, timeouts: o.timeouts, ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
+    ...(o.auditDirected === false ? { auditDirected: false } : {}),
     keptCheckpoints: (await checkpoints.list()).map((c) => c.step),
     discardCheckpointsAfter: (step) => {
       checkpoints.discardAfter(step).then(

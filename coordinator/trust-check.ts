@@ -118,3 +118,37 @@ export function suspicion(parts: readonly Contribution[]): Suspicion[] {
     return { index, cosine: cosines[index]!, normRatio, score: Math.max(0, mCos - cosines[index]!) + strays };
   }).sort((a, b) => b.score - a.score);
 }
+
+/** How far (in robust standard units) a member's contribution must stray from the others' to be audited next (suspects). */
+export const SUSPECT_Z = 6;
+/**
+ * The smallest spread the robust units assume: a cosine's and a log norm's. A ring of a few
+ * members that happen to agree closely has a median absolute deviation near 0, which would make
+ * any honest difference look huge.
+ */
+export const SUSPECT_FLOOR = { cosine: 0.05, logNorm: 0.05 } as const;
+
+/**
+ * The members (indices into `parts`) whose contribution strays more than `z` robust units from the
+ * others' (suspicion's cosine below the median, or its log norm per image away from the median;
+ * units: 1.4826 median absolute deviations, at least SUSPECT_FLOOR), strangest first. A suspect is
+ * audited, never accused: only an audit that disagrees accuses.
+ */
+export function suspects(parts: readonly Contribution[], z = SUSPECT_Z): number[] {
+  if (parts.length < 3) return [];
+  const s = suspicion(parts);
+  const robust = (values: readonly number[], floor: number): { mid: number; unit: number } => {
+    const finite = values.filter(Number.isFinite);
+    const mid = finite.length ? median(finite) : 0;
+    const mad = finite.length ? median(finite.map((v) => Math.abs(v - mid))) : 0;
+    return { mid, unit: Math.max(1.4826 * mad, floor) };
+  };
+  const cos = robust(s.map((x) => x.cosine), SUSPECT_FLOOR.cosine);
+  const logNorm = (x: Suspicion): number => (x.normRatio > 0 ? Math.log(x.normRatio) : -Infinity);
+  const norm = robust(s.map(logNorm), SUSPECT_FLOOR.logNorm);
+  return s
+    .map((x) => ({ index: x.index, z: Math.max((cos.mid - x.cosine) / cos.unit, Math.abs(logNorm(x) - norm.mid) / norm.unit) }))
+    .filter((x) => !(x.z <= z))
+    .sort((a, b) => b.z - a.z)
+    .map((x) => x.index);
+}

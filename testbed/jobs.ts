@@ -42,7 +42,7 @@ export interface TestJob extends RunningJob {
 
 export async function startTestJob(
   root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>,
-  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number; auditDraw?: (n: number) => number } = {},
+  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number; auditDraw?: (n: number) => number; auditDirected?: boolean } = {},
 ): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
@@ -52,6 +52,7 @@ export async function startTestJob(
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
     onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir, tls: extra.tls,
     ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}), ...(extra.auditDraw ? { auditDraw: extra.auditDraw } : {}),
+    ...(extra.auditDirected === false ? { auditDirected: false } : {}),
   });
   return Object.assign(job, { events, lines, jobDir });
 }

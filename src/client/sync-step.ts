@@ -217,10 +217,10 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
   const prepared = s.buckets.map((b, k) => staged.ready(k).then(() => {
     const own = staged.grads.subarray(b.start, b.end);
     // A consistent cheater tampers with what it computes now (a kept sum it adds was tampered with when it was computed).
-    if (s.tamper?.consistent) s.tamper.apply(own);
+    if (s.tamper?.consistent) s.tamper.apply(own, b.start);
     if (s.reused) addInto(own, s.reused.grads.subarray(b.start, b.end));
     kept.set(own, b.start);
-    if (s.tamper && !s.tamper.consistent) s.tamper.apply(own);
+    if (s.tamper && !s.tamper.consistent) s.tamper.apply(own, b.start);
   }));
   const whole = Promise.all([staged.done, ...prepared]).then(([r]): StagedResult => {
     h.keep({ grads: kept, lossSum: r.lossSum + priorLoss });

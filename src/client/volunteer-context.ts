@@ -2,7 +2,7 @@
 // a decoder, optional caches), its options, the events it reports and how it exits; and the
 // context its parts share (volunteer.ts builds it once per job, the session and its trainer
 // read it).
-import type { AdversaryKind } from '../trust/adversary.ts';
+import type { Adversary, AdversaryKind } from '../trust/adversary.ts';
 import type { IceReport } from '../comm/ice-check.ts';
 import type { PeerCtor } from '../comm/index.ts';
 import type { PeerLike } from '../comm/peerjs-peer.ts';
@@ -152,6 +152,10 @@ export interface Ctx {
   fetched: CountingSource;
   /** How many images this device computes at once (src/nn/fit.ts): larger slices run as micro-batches. */
   fit: MicroFit;
+  /** The data set's number of classes. */
+  classes: number;
+  /** The attack tests and bench only: the dishonest behaviour of `o.adversary` (null: an honest volunteer). */
+  adversary: Adversary | null;
 }
 
 /** How a session ended (Session.run). */

@@ -8,7 +8,6 @@
 // Undo: the state is backed up before each sync step, and a re-run of a step this peer had
 // already applied (or begun) restores the backup first; a round undoes its outer step itself.
 import { sketch, sketchSeed } from '../trust/sketch.ts';
-import { tamperOf } from '../trust/adversary.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
@@ -180,11 +179,14 @@ export class Trainer {
   }
 
   /** The batch of a slice on the engine (the wait for it counted in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
-  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[]): Promise<TensorLike> {
+  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[], audit = false): Promise<TensorLike> {
     const taken = await this.c.batches.take(ids, epoch);
     this.dataMs += taken.waitMs;
     if (this.c.prefetch) for (const s of ahead) this.c.batches.hint(s.sampleIds, s.epoch);
-    this.x = uploadBatch(this.c.model, taken.batch, this.x);
+    // A dishonest volunteer (the attack tests and bench only) may train its own slices on other labels; its audits of others are honest.
+    const cheat = this.c.adversary && !audit ? this.c.adversary : null;
+    const batch = cheat ? { ...taken.batch, labels: cheat.labels(taken.batch.labels, this.c.classes) } : taken.batch;
+    this.x = uploadBatch(this.c.model, batch, this.x);
     return this.x;
   }
 
@@ -229,7 +231,10 @@ export class Trainer {
     const images = a.sampleIds.length;
     const reusable = usableKept(this.kept, a);
     const reused = reusable ? reusable.ids.length : 0;
-    const todo = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
+    const assigned = reused > 0 ? a.sampleIds.slice(reused) : a.sampleIds;
+    // A dishonest volunteer (the attack tests and bench only) may compute other ids than it was given.
+    const adversary = this.c.adversary;
+    const todo = adversary ? adversary.ids(assigned, this.c.train.index.samples) : assigned;
     if (a.reuse && !reusable) {
       this.c.log(`volunteer: step ${a.step + 1} holds no kept sum of generation ${a.reuse.generation} for its ${a.reuse.count} ids: `
         + 'computing the whole slice');
@@ -263,7 +268,7 @@ export class Trainer {
     const uploadMs = performance.now() - t0 - this.dataMs;
     const { buckets, model } = this.c;
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
-    const tamper = this.c.o.adversary ? { tamper: tamperOf(this.c.o.adversary, a.step + 1) } : {};
+    const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
       ...(earlier ? { earlier } : {}), ...tamper,
@@ -318,7 +323,7 @@ export class Trainer {
     const { model } = this.c;
     const engine = this.c.p.engine;
     const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
-    const x = await this.loadBatch(task.sampleIds, task.epoch, []);
+    const x = await this.loadBatch(task.sampleIds, task.epoch, [], true);
     recordGradients(model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, false);
     engine.flush();
     const g = await engine.readF32(model.grads);

@@ -38,6 +38,7 @@ import { failed, halts, noStreak } from './failure-streak.ts';
 import { StateError, TrainingState } from './state.ts';
 import { sleep, type Ctx, type VolunteerExit, type VolunteerOptions, type VolunteerPlatform } from './volunteer-context.ts';
 import { Session } from './volunteer-session.ts';
+import { adversaryOf } from '../trust/adversary.ts';
 
 export type { CheckpointKeeper, SocketCtor, SocketLike, VolunteerEvent, VolunteerExit, VolunteerOptions, VolunteerPlatform } from './volunteer-context.ts';
 export { LEAVE_AFTER_STEP_MS, deviceLabel } from './volunteer-session.ts';
@@ -94,7 +95,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   });
   const ctx: Ctx = {
     p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true,
-    fetched, fit,
+    fetched, fit, classes: manifest.classes.length, adversary: o.adversary ? adversaryOf(o.adversary, job.job.seed) : null,
   };
   // A data set that fits the cache loads while this peer joins and waits to be admitted, not in its first step.
   if (ctx.prefetch) {

@@ -1,17 +1,36 @@
 // Adversarial volunteers for the attack tests and bench (issue 46 part 5): what a dishonest donor
 // does to the gradient it puts into the ring. Reached only through the Node volunteer's
-// `--adversary KIND`, which its usage does not show. Consistent kinds report the sketch of what
-// they send (caught by audits); `lie` sends its gradient sign-flipped and reports the honest
-// one's sketch (caught by the sum check).
+// `--adversary KIND`, which its usage does not show. Every kind but `lie` is consistent: it
+// reports the sketch of what it sends (audits catch it); `lie` sends its gradient sign-flipped
+// and reports the honest one's sketch (the sum check catches it).
+//   gradient kinds (each bucket as it leaves): sign-flip, scale (50x), zeros (skipped work),
+//     noise (Gaussian of the bucket's own RMS), stale (the previous step's bucket: work reused);
+//   data kinds (what it computes): half (only the first half of its slice), other-images (ids
+//     of other images in place of its slice's), flip-labels (each label y trained as y + 1 mod C).
 import { makeRng } from '../rng.ts';
 
-export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'lie'] as const;
+export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie'] as const;
 export type AdversaryKind = (typeof ADVERSARY_KINDS)[number];
 
-/** What a tampering peer does to each bucket of its contribution: before the kept copy (consistent) or after it (a lie). */
-export interface Tamper { consistent: boolean; apply(part: Float32Array): void }
+/**
+ * What a tampering peer does to each bucket of its contribution (`start`: its offset in the gradient): before the kept copy
+ * (consistent) or after it (a lie).
+ */
+export interface Tamper { consistent: boolean; apply(part: Float32Array, start: number): void }
 
-export function tamperOf(kind: AdversaryKind, seed = 1): Tamper {
+/** A dishonest volunteer's behaviour, one per volunteer (stale remembers the last step's buckets). */
+export interface Adversary {
+  readonly kind: AdversaryKind;
+  /** What it does to each bucket it sends (null: it sends what it computed). */
+  readonly tamper: Tamper | null;
+  /** The ids it computes for its slice `ids` (train split of `samples` images). */
+  ids(ids: readonly number[], samples: number): number[];
+  /** The labels it trains on for a batch's true `labels` (`classes` classes). */
+  labels(labels: Int32Array, classes: number): Int32Array;
+}
+
+/** The tamper of a gradient kind (null for data kinds); `seed` seeds noise. */
+function tamperOf(kind: AdversaryKind, seed: number): Tamper | null {
   const rng = makeRng(seed);
   switch (kind) {
     case 'sign-flip': return { consistent: true, apply: (p) => { for (let i = 0; i < p.length; i++) p[i] = -p[i]!; } };
@@ -26,6 +45,37 @@ export function tamperOf(kind: AdversaryKind, seed = 1): Tamper {
         for (let i = 0; i < p.length; i++) p[i] = rms * rng.normal();
       },
     };
+    case 'stale': {
+      // Each bucket is sent as it was last step (the first step's go out as computed).
+      const last = new Map<number, Float32Array>();
+      return {
+        consistent: true,
+        apply: (p, start) => {
+          const before = last.get(start);
+          last.set(start, p.slice());
+          if (before && before.length === p.length) p.set(before);
+        },
+      };
+    }
     case 'lie': return { consistent: false, apply: (p) => { for (let i = 0; i < p.length; i++) p[i] = -p[i]!; } };
+    default: return null;
   }
+}
+
+export function adversaryOf(kind: AdversaryKind, seed = 1): Adversary {
+  const tamper = tamperOf(kind, seed);
+  return {
+    kind,
+    tamper,
+    ids(ids, samples) {
+      if (kind === 'half') return ids.slice(0, Math.ceil(ids.length / 2));
+      // Other images of the split: each id moved by a fixed odd stride (never the id itself while samples > 1).
+      if (kind === 'other-images' && samples > 1) return ids.map((id) => (id + 1 + 2 * Math.floor(samples / 3)) % samples);
+      return [...ids];
+    },
+    labels(labels, classes) {
+      if (kind !== 'flip-labels' || classes < 2) return labels;
+      return labels.map((y) => (y + 1) % classes);
+    },
+  };
 }

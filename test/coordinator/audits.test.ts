@@ -1,7 +1,12 @@
 // Who audits whom (coordinator/audits.ts AuditBook.plan): every drawn member gets an auditor, never
-// itself, each auditor recomputes at most one slice, and the auditor of a member is a random other.
+// itself, each auditor recomputes at most one slice, and the auditor of a member is a random other;
+// a member whose contribution strays from the others' is audited in the next step and watched.
 import { describe, expect, it } from 'vitest';
-import { AuditBook } from '../../coordinator/audits.ts';
+import { AuditBook, WATCH_STEPS } from '../../coordinator/audits.ts';
+import { suspects } from '../../coordinator/trust-check.ts';
+import type { SketchReport, StepResult } from '../../src/protocol/messages.ts';
+import { makeRng, type Rng } from '../../src/rng.ts';
+import { addSketches, sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
 
 const slices = (n: number) => Array.from({ length: n }, (_, i) => [2 * i, 2 * i + 1]);
 
@@ -42,5 +47,97 @@ describe('audit plan', () => {
     expect(audits / (400 * 8)).toBeGreaterThan(0.2);
     expect(audits / (400 * 8)).toBeLessThan(0.3);
     expect(book.plan(0, ['a', 'b'], slices(2), 0).filter((p) => p.audit)).toEqual([]);
+  });
+});
+
+const CHECKSUM = '0123456789abcdef';
+const report = (g: GradientSketch): SketchReport => ({ sums: [...g.sums], squares: [...g.squares] });
+/** Members' slice gradients: `images` per-image gradients around a shared mean, per-image noise 3x the mean (a small CNN's share). */
+function slices32(rng: Rng, n: number, tamper: (i: number, g: Float32Array) => void = () => undefined): Float32Array[] {
+  const mean = Float32Array.from({ length: 4000 }, () => rng.normal());
+  return Array.from({ length: n }, (_, i) => {
+    const g = mean.map((m) => 32 * m + Math.sqrt(32) * 3 * rng.normal());
+    tamper(i, g);
+    return g;
+  });
+}
+/** A verified step's results: each member's sketch of what it sent, the ring's sum, no audits. */
+function results(ring: readonly string[], step: number, grads: readonly Float32Array[]): StepResult[] {
+  const seed = sketchSeed(CHECKSUM);
+  const parts = grads.map((g) => sketch(g, seed));
+  const total = report(addSketches(parts));
+  return ring.map((peerId, i) => ({
+    type: 'step-result', peerId, generation: 1, step, loss: 1, checksum: CHECKSUM, images: 32,
+    timings: { computeMs: 1, commMs: 1, waitMs: 0, dataMs: 0, exposedCommMs: 0, overheadMs: 0 }, sketch: report(parts[i]!), total,
+  }));
+}
+
+describe('directed audits', () => {
+  const ring = Array.from({ length: 8 }, (_, i) => `p${i}`);
+  const flip = (bad: number) => (i: number, g: Float32Array) => { if (i === bad) for (let j = 0; j < g.length; j++) g[j] = -g[j]!; };
+
+  it('honest members are not suspects (200 steps of 8 and of 3); a sign flip, 50x, zeros and half a slice are', () => {
+    const rng = makeRng(5);
+    for (let t = 0; t < 200; t++) {
+      for (const n of [8, 3]) {
+        const seed = sketchSeed(CHECKSUM);
+        expect(suspects(slices32(rng, n).map((g) => ({ sketch: sketch(g, seed), images: 32 })))).toEqual([]);
+      }
+    }
+    const seed = sketchSeed(CHECKSUM);
+    const attacks: Record<string, (g: Float32Array) => void> = {
+      'sign flip': (g) => g.forEach((x, j) => { g[j] = -x; }),
+      '50x': (g) => g.forEach((x, j) => { g[j] = 50 * x; }),
+      zeros: (g) => g.fill(0),
+      'half a slice': (g) => g.forEach((x, j) => { g[j] = x / 2; }),
+    };
+    for (const [kind, attack] of Object.entries(attacks)) {
+      const grads = slices32(rng, 8, (i, g) => { if (i === 6) attack(g); });
+      expect(suspects(grads.map((g) => ({ sketch: sketch(g, seed), images: 32 }))), kind).toEqual([6]);
+    }
+  });
+
+  it('a suspect is audited in the next step at fraction ~0, then in about half of the WATCH_STEPS after, then no more', () => {
+    let watched = 0;
+    const trials = 120;
+    for (let t = 0; t < trials; t++) {
+      const book = new AuditBook(1e-9, 'f32');
+      const rng = makeRng(100 + t);
+      expect(book.plan(0, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
+      expect(book.verdict(0, results(ring, 0, slices32(rng, 8, flip(5))))).toEqual({ kind: 'ok', audited: [] });
+      const next = book.plan(1, ring, slices(8), 0);
+      expect(next.filter((p) => p.audit).map((p) => p.audit!.peer)).toEqual(['p5']);
+      // An honest step in between (the cheater behaves): it stays watched for WATCH_STEPS more, audited with chance 1/2.
+      for (let s = 2; s <= 1 + WATCH_STEPS; s++) {
+        expect(book.verdict(s - 1, results(ring, s - 1, slices32(rng, 8))).kind).toBe('ok');
+        const audits = book.plan(s, ring, slices(8), 0).filter((p) => p.audit).map((p) => p.audit!.peer);
+        expect(audits.every((id) => id === 'p5')).toBe(true);
+        watched += audits.length;
+      }
+      expect(book.plan(2 + WATCH_STEPS, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
+    }
+    expect(watched / (trials * WATCH_STEPS)).toBeGreaterThan(0.4);
+    expect(watched / (trials * WATCH_STEPS)).toBeLessThan(0.6);
+  });
+
+  it('a directed audit counts in the tally; with directed audits off a suspect is not audited; a member that left is forgotten', () => {
+    const rng = makeRng(9);
+    const book = new AuditBook(1e-9, 'f32');
+    book.plan(0, ring, slices(8), 0);
+    book.verdict(0, results(ring, 0, slices32(rng, 8, flip(2))));
+    const plan = book.plan(1, ring, slices(8), 0);
+    const auditor = plan.findIndex((p) => p.audit?.peer === 'p2');
+    const rs = results(ring, 1, slices32(rng, 8));
+    rs[auditor] = { ...rs[auditor]!, audit: { peer: 'p2', ...rs[2]!.sketch! } };
+    expect(book.verdict(1, rs)).toEqual({ kind: 'ok', audited: ['p2'] });
+    expect(book.tally.directed).toBe(1);
+    expect(book.tally.audits).toBe(1);
+    book.forget(['p2']);
+    for (let s = 2; s < 8; s++) expect(book.plan(s, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
+
+    const off = new AuditBook(1e-9, 'f32', undefined, false);
+    off.plan(0, ring, slices(8), 0);
+    off.verdict(0, results(ring, 0, slices32(rng, 8, flip(2))));
+    expect(off.plan(1, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
   });
 });

@@ -15,7 +15,7 @@ export function driverHarness(
   config: Record<string, unknown>,
   o: {
     checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[];
-    timeouts?: Partial<DriverTimeouts>; syncH?: number; auditDraw?: (n: number) => number;
+    timeouts?: Partial<DriverTimeouts>; syncH?: number; auditDraw?: (n: number) => number; auditDirected?: boolean;
   } = {},
 ) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
@@ -33,6 +33,7 @@ export function driverHarness(
     job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [],
     ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}),
     checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}), ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
+    ...(o.auditDirected === false ? { auditDirected: false } : {}),
     discardCheckpointsAfter: (step) => discarded.push(step),
     metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
     send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },

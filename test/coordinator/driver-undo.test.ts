@@ -46,7 +46,9 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
     let cursor = 0;
     let auditX = true;
     const draw = (n: number): number => (n === 1_000_000 ? ((auditX && ringIds[cursor++] === 'x') ? 0 : 999_999) : 0);
-    const h = driverHarness({ minPeers: 4, verify: 0.5, stealFraction: 0, checkpointEvery: 2, keepCheckpoints: 10, steps: 12 }, { auditDraw: draw });
+    const h = driverHarness({ minPeers: 4, verify: 0.5, stealFraction: 0, checkpointEvery: 2, keepCheckpoints: 10, steps: 12 }, {
+      auditDraw: draw, auditDirected: false,
+    });
     const script = (x: boolean) => { auditX = x; cursor = 0; };
     const answer = (as: readonly StepAssignment[]) => {
       const step = as[0]!.step;
