@@ -99,6 +99,8 @@ export async function main(argv: string[]): Promise<void> {
     overhead: round(imagesOver(honest, 0)),
     overhead_with_attacks: round(imagesOver(attacked, (attacked?.redoneSteps ?? 0) * batch)),
     redone_steps: attacked?.redoneSteps ?? null,
+    audits_honest: honest?.audits ?? null,
+    directed_honest: honest?.directed ?? null,
     one_checksum: (honest?.oneChecksum ?? true) && (attacked?.oneChecksum ?? true),
     peers, steps, verify, adversaries, batch, model, dataset, phase_steps: phaseSteps, churn_every: churnEvery,
     wall_s: Math.round((honest?.wallS ?? 0) + (attacked?.wallS ?? 0)),

@@ -8,10 +8,12 @@
 // the ring's sum; before the step commits:
 //   - every member's sketch of the ring's sum must be the same (they hold the same bits): a
 //     member whose differs reported something it does not hold, and is evicted;
-//   - the members' sketches must add up to the ring's (sumCheck). When they do not, someone sent
-//     other than it reports, which the sketches cannot attribute yet (hop-by-hop checks are the
-//     next step): the step runs again with every member audited, and a second failure of the
-//     same step halts the job with the reason, rather than commit a sum nobody can vouch for;
+//   - the members' sketches must add up to the ring's (sumCheck; judged after the audits below,
+//     which may name a member first: a 50x gradient reported as such trips both). When they do
+//     not, someone sent other than it reports, which the sketches cannot attribute yet (hop-by-hop
+//     checks are the next step): the step runs again with every member audited, and a second
+//     failure of the same step halts the job with the reason, rather than commit a sum nobody can
+//     vouch for;
 //   - each audit must agree with the audited member's sketch (auditCheck). A first disagreement
 //     accuses nobody: the step runs again and a different member recomputes the same slice under
 //     the first attempt's seed, to be compared with what the member reported THEN (a member that
@@ -164,17 +166,6 @@ export class AuditBook {
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
     const sum = sumCheck(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })), total, this.wire, results.length);
-    if (!sum.ok) {
-      const why = `the members' sketches of step ${step + 1} do not add up to the ring's sum `
-        + `(bucket ${sum.bucket} is ${sum.z.toFixed(1)} sigma of the wire's rounding off)`;
-      if (this.sumFailed === step) {
-        this.sumFailed = null;
-        return { kind: 'halt', reason: `${why}, twice: a member sends other than it reports, and hop-by-hop checks that would name it are not built yet` };
-      }
-      this.sumFailed = step;
-      return { kind: 'again', reason: `${why}: somebody sent other than it reports; the step runs again with every member audited` };
-    }
-    if (this.sumFailed === step) this.sumFailed = null;
     const byId = new Map(results.map((r) => [r.peerId, r]));
     const d = this.dispute?.step === step ? this.dispute : null;
     const audited: string[] = [];
@@ -221,6 +212,19 @@ export class AuditBook {
     }
     // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
     if (d) this.dispute = null;
+    // The audits came first: a consistent cheater whose gradient also trips the sum check (50x too large, its rounding
+    // beyond the capped tolerance) is named by them, where the sum check alone would halt the job.
+    if (!sum.ok) {
+      const why = `the members' sketches of step ${step + 1} do not add up to the ring's sum `
+        + `(bucket ${sum.bucket} is ${sum.z.toFixed(1)} sigma of the wire's rounding off)`;
+      if (this.sumFailed === step) {
+        this.sumFailed = null;
+        return { kind: 'halt', reason: `${why}, twice: a member sends other than it reports, and hop-by-hop checks that would name it are not built yet` };
+      }
+      this.sumFailed = step;
+      return { kind: 'again', reason: `${why}: somebody sent other than it reports; the step runs again with every member audited` };
+    }
+    if (this.sumFailed === step) this.sumFailed = null;
     // Whose contribution looks strange: audited in the next step, then watched (a suspect already watched is watched afresh).
     if (this.directed) {
       for (const i of suspects(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })))) this.watch.set(results[i]!.peerId, step + 1);
@@ -235,12 +239,12 @@ export class AuditBook {
    */
   report(step: number, convicted?: { names: string[]; reason: string }): VerificationTally | null {
     const t = this.tally;
-    const key = `${t.audits}/${t.caught}/${t.disputes}`;
+    const key = `${t.audits}/${t.caught}/${t.disputes}/${t.directed}`;
     if (!convicted && key === this.reported) return null;
     this.reported = key;
     return {
       step, audits: t.audits, caught: t.caught, disputes: t.disputes, auditedImages: t.auditedImages, computedImages: t.computedImages,
-      ...(convicted ? { convicted: convicted.names, reason: convicted.reason } : {}),
+      directed: t.directed, ...(convicted ? { convicted: convicted.names, reason: convicted.reason } : {}),
     };
   }
 

@@ -112,6 +112,7 @@ export function fold(m: DashboardModel, e: MetricRecord | LiveEvent, now = Date.
     if (!m.verification || e.audits + e.caught + e.disputes >= m.verification.audits + m.verification.caught + m.verification.disputes) {
       m.verification = {
         step: e.step, audits: e.audits, caught: e.caught, disputes: e.disputes, auditedImages: e.auditedImages, computedImages: e.computedImages,
+        ...(e.directed !== undefined ? { directed: e.directed } : {}),
       };
     }
     if (e.convicted?.length && (!m.convicted || e.step >= m.convicted.step)) m.convicted = { step: e.step, names: e.convicted, reason: e.reason ?? '' };
@@ -402,7 +403,8 @@ export function verificationLine(t: VerificationTally | null, convicted: Dashboa
   const disputes = t.disputes ? `, ${t.disputes} dispute${t.disputes === 1 ? '' : 's'}` : '';
   const caught = `${t.caught} peer${t.caught === 1 ? '' : 's'} caught`;
   const last = convicted ? `: ${convicted.names.join(', ')} in step ${convicted.step} (${convicted.reason})` : '';
-  return `verified: ${t.audits} audit${t.audits === 1 ? '' : 's'}${cost}${disputes}, ${caught}${last}`;
+  const directed = t.directed ? `, ${t.directed} of them of suspects` : '';
+  return `verified: ${t.audits} audit${t.audits === 1 ? '' : 's'}${cost}${directed}${disputes}, ${caught}${last}`;
 }
 
 /** A job with syncEvery "auto": the H in force, since when and why ('' before the first choice). */

@@ -141,3 +141,33 @@ describe('directed audits', () => {
     expect(off.plan(1, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
   });
 });
+
+describe('audits before the sum check', () => {
+  it('a consistent cheater that also trips the sum check (50x) is convicted by two audits, not a halted job', () => {
+    const ring = ['p0', 'p1', 'p2', 'p3'];
+    const rng = makeRng(21);
+    const book = new AuditBook(1, 'f32', undefined, false);
+    const seed = sketchSeed(CHECKSUM);
+    /** An attempt: p2 sends and reports 50x its gradient; the ring's sum is off by p2's rounding (forced here); each auditor's recomputation is honest. */
+    const attempt = (members: readonly string[], plan: ReturnType<AuditBook['plan']>): StepResult[] => {
+      const honest = slices32(rng, members.length);
+      const sent = honest.map((g, i) => (members[i] === 'p2' ? g.map((x) => 50 * x) : g));
+      const rs = results(members, 0, sent);
+      const total = rs[0]!.total!;
+      const off = members.includes('p2') ? { ...total, sums: total.sums.map((v, b) => (b === 3 ? v + 1e3 : v)) } : total;
+      return rs.map((r, i) => {
+        const task = plan[i]!.audit;
+        const target = task ? members.indexOf(task.peer) : -1;
+        return { ...r, total: off, ...(task ? { audit: { peer: task.peer, ...report(sketch(honest[target]!, task.seed ?? seed)) } } : {}) };
+      });
+    };
+    const first = book.verdict(0, attempt(ring, book.plan(0, ring, slices(4), 0)));
+    expect(first.kind, JSON.stringify(first)).toBe('again');
+    expect((first as { reason: string }).reason).toMatch(/recomputation of p2's slice disagrees/);
+    const second = book.verdict(0, attempt(ring, book.plan(0, ring, slices(4), 0)));
+    expect(second).toMatchObject({ kind: 'evict', ids: ['p2'] });
+    const rest = ['p0', 'p1', 'p3'];
+    book.forget(['p2']);
+    expect(book.verdict(0, attempt(rest, book.plan(0, rest, slices(3), 0))).kind).toBe('ok');
+  });
+});

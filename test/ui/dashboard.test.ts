@@ -131,9 +131,9 @@ describe('verified steps on the dashboard', () => {
     fold(m, { type: 'verification', time: 1, ...t });
     expect(verificationLine(m.verification, m.convicted)).toBe('verified: 4 audits (3.0% of the compute), 0 peers caught');
     fold(m, { type: 'verification', ...t, step: 9, audits: 7, caught: 1, disputes: 1, convicted: ['bad'], reason: 'its gradient differs' });
-    fold(m, { type: 'verification', ...t, step: 12, audits: 9, caught: 1, disputes: 1, auditedImages: 30, computedImages: 1000 });
+    fold(m, { type: 'verification', ...t, step: 12, audits: 9, caught: 1, disputes: 1, auditedImages: 30, computedImages: 1000, directed: 2 });
     expect(verificationLine(m.verification, m.convicted))
-      .toBe('verified: 9 audits (3.0% of the compute), 1 dispute, 1 peer caught: bad in step 9 (its gradient differs)');
+      .toBe('verified: 9 audits (3.0% of the compute), 2 of them of suspects, 1 dispute, 1 peer caught: bad in step 9 (its gradient differs)');
     // An older record arriving late (the history after a live event) does not go back.
     fold(m, { type: 'verification', time: 1, ...t });
     expect(m.verification?.step).toBe(12);
