@@ -207,7 +207,8 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
     wallS: (Date.now() - t0) / 1000,
     honestFlagged: [...convicted.entries()].filter(([n]) => !adversaryNames.has(n)).map(([name, c]) => ({ name, reason: c.reason })),
     outcomes,
-    audits: tally?.audits ?? 0, directed: tally?.directed ?? 0, auditedImages: tally?.auditedImages ?? 0, computedImages: tally?.computedImages ?? 0, disputes: tally?.disputes ?? 0,
+    audits: tally?.audits ?? 0, directed: tally?.directed ?? 0, auditedImages: tally?.auditedImages ?? 0, computedImages: tally?.computedImages ?? 0,
+    disputes: tally?.disputes ?? 0,
     redoneSteps: [...seen.values()].reduce((a, n) => a + n - 1, 0),
     oneChecksum: steps.every((r) => new Set(r.peers.map((p) => p.checksum)).size === 1),
   };

@@ -413,7 +413,8 @@ export type LiveEvent =
  * What a verifying job's audits found up to `step` (numbered from 1): slices recomputed by another
  * member (`audits`; `auditedImages` of the `computedImages` its verified steps computed is their
  * cost), disagreements settled by a second auditor (`disputes`) and peers convicted (`caught`).
- * `directed`: of the audits, those given to suspects (absent from older coordinators). `convicted` and `reason`: the peers (names, else ids) convicted in this record, and why.
+ * `directed`: of the audits, those given to suspects (absent from older coordinators). `convicted` and
+ * `reason`: the peers (names, else ids) convicted in this record, and why.
  */
 export interface VerificationTally {
   step: number; audits: number; caught: number; disputes: number; auditedImages: number; computedImages: number; directed?: number;
