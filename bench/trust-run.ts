@@ -25,6 +25,8 @@ export interface TrustRunOptions {
   /** Attack phases, in order (empty: the all-honest run). */
   kinds: readonly AdversaryKind[];
   adversaries: number;
+  /** The adversaries also audit as they cheat (vouching for each other, accusing the honest they audit). */
+  collude: boolean;
   phaseSteps: number;
   checkpointEvery: number;
   evalSamples: number;
@@ -143,7 +145,7 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
         continue;
       }
       o.log(`phase ${kind}: ${o.adversaries} adversar${o.adversaries === 1 ? 'y joins' : 'ies join'} at step ${stepEvents}`);
-      const advs = Array.from({ length: o.adversaries }, (_, k) => start(`${kind}-${k}`, ['--adversary', kind]));
+      const advs = Array.from({ length: o.adversaries }, (_, k) => start(`${kind}-${k}`, ['--adversary', kind, ...(o.collude ? ['--collude'] : [])]));
       const names = advs.map((v) => v.name);
       const from = stepEvents;
       let phaseHalted = false;

@@ -6,13 +6,15 @@
 //
 //   npm run bench -- trust [--peers 16] [--steps 300] [--verify 0.05] [--adversaries 2] [--kinds a,b,..] [--phase-steps 30]
 //                          [--batch 512] [--model small-cnn] [--dataset cifar10|mnist] [--checkpoint-every 10]
-//                          [--final-eval 2000] [--churn-every 0] [--threads 1] [--seed 1] [--only honest|attacks]
+//                          [--final-eval 2000] [--churn-every 0] [--threads 1] [--seed 1] [--only honest|attacks] [--collude]
 //
 // Writes bench/results/trust.json and trust.svg (steps to detect each kind) and prints, last,
 // {"bench":"trust","attacks":[..],"detected":[..],"steps_to_detect_max":..,"honest_flagged":..,"top1_all_honest":..,
 //  "top1_with_attacks":..,"overhead":..,...}
 // overhead: the honest run's audits, images recomputed over images computed; overhead_with_attacks
-// adds the attack run's redone steps (undo) to its audits.
+// adds the attack run's redone steps (undo) to its audits. --collude: the adversaries of a phase
+// also audit as they cheat (src/trust/adversary.ts): they vouch for each other and accuse every
+// honest member they audit, so honest_flagged says whether two colluders can frame anyone.
 import { join } from 'node:path';
 import { Args } from '../src/cli/args.ts';
 import { DEFAULT_CACHE_DIR, ensureDataset } from '../coordinator/data/cli.ts';
@@ -25,7 +27,7 @@ import { runTrust, type TrustRunResult } from './trust-run.ts';
 
 const USAGE = 'usage: npm run bench -- trust [--peers 16] [--steps 300] [--verify 0.05] [--adversaries 2] [--kinds a,b,..] [--phase-steps 30] '
   + '[--batch 512] [--model small-cnn] [--dataset cifar10|mnist] [--checkpoint-every 10] [--final-eval 2000] [--churn-every 0] [--threads 1] '
-  + '[--seed 1] [--only honest|attacks]';
+  + '[--seed 1] [--only honest|attacks] [--collude]';
 
 export async function main(argv: string[]): Promise<void> {
   const a = new Args(argv);
@@ -44,6 +46,7 @@ export async function main(argv: string[]): Promise<void> {
   const threads = a.int('threads', 1, 1);
   const seed = a.int('seed', 1, 0);
   const only = a.oneOf<'both' | 'honest' | 'attacks'>('only', ['both', 'honest', 'attacks'], 'both');
+  const collude = a.flag('collude');
   a.rejectUnknown(USAGE);
   if (!(verify > 0 && verify <= 1)) throw new Error(`--verify must be in (0, 1], got ${verify}`);
   const kinds = kindsArg.split(',').map((k) => k.trim()).filter(Boolean);
@@ -62,7 +65,7 @@ export async function main(argv: string[]): Promise<void> {
   const root = await tempRoot('trust-bench');
   const log = (l: string) => process.stderr.write(`${new Date().toISOString().slice(11, 19)} ${l}\n`);
   const common = {
-    data, peers, steps, batch, model, verify, optimizer, adversaries, phaseSteps, checkpointEvery, evalSamples: 200,
+    data, peers, steps, batch, model, verify, optimizer, adversaries, collude, phaseSteps, checkpointEvery, evalSamples: 200,
     finalEvalSamples: finalEval, threads, churnEvery, seed, log,
   };
   let honest: TrustRunResult | null = null;
@@ -102,7 +105,7 @@ export async function main(argv: string[]): Promise<void> {
     audits_honest: honest?.audits ?? null,
     directed_honest: honest?.directed ?? null,
     one_checksum: (honest?.oneChecksum ?? true) && (attacked?.oneChecksum ?? true),
-    peers, steps, verify, adversaries, batch, model, dataset, phase_steps: phaseSteps, churn_every: churnEvery,
+    peers, steps, verify, adversaries, collude, batch, model, dataset, phase_steps: phaseSteps, churn_every: churnEvery,
     wall_s: Math.round((honest?.wallS ?? 0) + (attacked?.wallS ?? 0)),
   };
   const here = join(import.meta.dirname, 'results');

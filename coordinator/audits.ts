@@ -54,9 +54,36 @@ export interface AuditTally {
   directed: number;
 }
 
+/**
+ * Auditors a dispute hears in all, the first included, where the ring has them: a majority of 5
+ * is honest with up to 2 colluders among them (2f + 1). Smaller rings hear every other member, at
+ * least 2 (a ring of 3: the second auditor decides, and a colluder there can frame).
+ */
+export const DISPUTE_AUDITORS = 5;
+/** How many auditors a dispute in a ring of `n` hears (an odd number where it can: a majority decides). */
+export function disputePanel(n: number): number {
+  const others = n - 1;
+  if (others >= DISPUTE_AUDITORS) return DISPUTE_AUDITORS;
+  return Math.max(2, others % 2 === 1 ? others : others - 1);
+}
+
+/** A disagreement being settled: the member's report of the first attempt, and each auditor's recomputation of it so far. */
+interface Dispute {
+  step: number;
+  target: string;
+  seed: number;
+  reported: SketchReport;
+  /** By auditor, in the order heard: whether its recomputation agrees with the report, and how far off it is (sigma). */
+  opinions: Map<string, { agrees: boolean; z: number }>;
+  /** Attempts run again to hear more (bounded by DISPUTE_ATTEMPTS). */
+  again: number;
+}
+/** Attempts a dispute may run again to hear its panel; then it is settled with the auditors heard. */
+const DISPUTE_ATTEMPTS = 3;
+
 export class AuditBook {
-  /** A first disagreement, settled in the step's next attempt. */
-  private dispute: { step: number; target: string; auditor: string; z: number; seed: number; reported: SketchReport } | null = null;
+  /** A disagreement, settled over the step's next attempts. */
+  private dispute: Dispute | null = null;
   /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
   private sumFailed: number | null = null;
   readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0, directed: 0 };
@@ -85,12 +112,14 @@ export class AuditBook {
     const others = (target: number, not: ReadonlySet<number>): number[] => ring.map((_, i) => i).filter((i) => i !== target && !busy.has(i) && !not.has(i));
     const d = this.dispute?.step === step ? this.dispute : null;
     if (d) {
+      // The auditors still to be heard, at random among those not heard yet, all under the first attempt's seed.
       const target = ring.indexOf(d.target);
-      const first = ring.indexOf(d.auditor);
-      const free = target >= 0 ? others(target, new Set([first])) : [];
-      if (free.length) {
-        task(target, free[this.draw(free.length)]!);
-        out[out.findIndex((v) => v.audit?.peer === d.target)]!.audit!.seed = d.seed;
+      const heard = new Set([...d.opinions.keys()].map((id) => ring.indexOf(id)).filter((i) => i >= 0));
+      const free = target >= 0 ? others(target, heard) : [];
+      for (let k = d.opinions.size; k < disputePanel(ring.length) && free.length; k++) {
+        const auditor = free.splice(this.draw(free.length), 1)[0]!;
+        task(target, auditor);
+        out[auditor]!.audit!.seed = d.seed;
       }
     }
     // Each drawn member's auditor is the next free member after it in a random cyclic order of the ring: a random auditor
@@ -168,28 +197,20 @@ export class AuditBook {
     const sum = sumCheck(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })), total, this.wire, results.length);
     const byId = new Map(results.map((r) => [r.peerId, r]));
     const d = this.dispute?.step === step ? this.dispute : null;
+    if (d) {
+      // A dispute's further audits: each compared, under the first attempt's seed, with what the member reported then.
+      for (const r of results) {
+        if (!r.audit || r.audit.peer !== d.target || r.peerId === d.target || d.opinions.has(r.peerId)) continue;
+        this.tally.audits++;
+        const v = auditCheck(of(d.reported, d.seed), of(r.audit, d.seed));
+        d.opinions.set(r.peerId, { agrees: v.ok, z: v.z });
+      }
+      const settled = this.settle(d, step, results.length);
+      if (settled) return settled;
+    }
     const audited: string[] = [];
     for (const r of results) {
       if (!r.audit) continue;
-      // The second audit of a dispute: compared, under the first attempt's seed, with what the member reported then.
-      if (d && r.audit.peer === d.target && r.peerId !== d.auditor && r.peerId !== d.target) {
-        this.dispute = null;
-        this.tally.audits++;
-        const v = auditCheck(of(d.reported, d.seed), of(r.audit, d.seed));
-        this.tally.caught++;
-        if (v.ok) {
-          return {
-            kind: 'evict', ids: [d.auditor],
-            reason: `its audit of ${d.target}'s slice in step ${step + 1} disagreed with what ${d.target} reported `
-              + `(${d.z.toFixed(0)} sigma), and ${r.peerId}'s recomputation agrees with it`,
-          };
-        }
-        return {
-          kind: 'evict', ids: [d.target],
-          reason: `its gradient of step ${step + 1} differs from two members' recomputations of its slice `
-            + `(${d.auditor}: ${d.z.toFixed(0)} sigma, ${r.peerId}: ${v.z.toFixed(0)} sigma)`,
-        };
-      }
       const target = byId.get(r.audit.peer);
       if (!target || target.peerId === r.peerId || r.audit.peer === d?.target) continue;
       // Only a slice computed as one batch by its member, with nothing claimed from the tail, is recomputed the same.
@@ -202,15 +223,16 @@ export class AuditBook {
         audited.push(target.peerId);
         continue;
       }
-      this.dispute = { step, target: target.peerId, auditor: r.peerId, z: v.z, seed, reported: target.sketch! };
+      this.dispute = { step, target: target.peerId, seed, reported: target.sketch!, opinions: new Map([[r.peerId, { agrees: false, z: v.z }]]), again: 0 };
       this.tally.disputes++;
+      const more = disputePanel(results.length) - 1;
       return {
         kind: 'again',
         reason: `${r.peerId}'s recomputation of ${target.peerId}'s slice disagrees with it (${v.z.toFixed(0)} sigma): `
-          + 'another member recomputes it before anyone is accused',
+          + `${more === 1 ? 'another member recomputes' : `${more} other members recompute`} it before anyone is accused`,
       };
     }
-    // A dispute whose second audit could not be given (nobody free, or its member gone) ends with the step.
+    // A dispute that could not be settled (its member gone, nobody free to audit it) ends with the step.
     if (d) this.dispute = null;
     // The audits came first: a consistent cheater whose gradient also trips the sum check (50x too large, its rounding
     // beyond the capped tolerance) is named by them, where the sum check alone would halt the job.
@@ -248,9 +270,53 @@ export class AuditBook {
     };
   }
 
+  /**
+   * A dispute's verdict once its panel (disputePanel) was heard, or once nobody else can be asked:
+   * by majority of the auditors. When more of them disagree with the member's report than agree,
+   * the member is convicted, and so is every auditor that agreed with what the others contradict
+   * (a colluder vouching for it); otherwise the auditors that disagreed are (a tie of 1 to 1, a
+   * ring of 3, goes to the member). Null: the step runs again to hear more, or the dispute ended.
+   */
+  private settle(d: Dispute, step: number, ringSize: number): AuditVerdict | null {
+    const heard = [...d.opinions.entries()];
+    const canAsk = ringSize - 1 - heard.length;
+    if (heard.length < disputePanel(ringSize) && canAsk > 0 && d.again < DISPUTE_ATTEMPTS) {
+      d.again++;
+      return { kind: 'again', reason: `${heard.length} of ${disputePanel(ringSize)} recomputations of ${d.target}'s slice heard: more members recompute it` };
+    }
+    this.dispute = null;
+    if (heard.length < 2) return null;
+    const against = heard.filter(([, o]) => !o.agrees);
+    const with_ = heard.filter(([, o]) => o.agrees);
+    const list = (os: typeof heard) => os.map(([id, o]) => `${id}: ${o.z.toFixed(0)} sigma`).join(', ');
+    if (against.length > with_.length) {
+      const ids = [d.target, ...with_.map(([id]) => id)];
+      this.tally.caught += ids.length;
+      const vouched = with_.length ? `; ${with_.map(([id]) => id).join(', ')} reported recomputations that agree with it, against the others` : '';
+      return {
+        kind: 'evict', ids,
+        reason: `${d.target}'s gradient of step ${step + 1} differs from ${against.length} of ${heard.length} members' recomputations of its slice `
+          + `(${list(against)})${vouched}`,
+      };
+    }
+    this.tally.caught += against.length;
+    return {
+      kind: 'evict', ids: against.map(([id]) => id),
+      reason: `its audit of ${d.target}'s slice in step ${step + 1} disagreed with what ${d.target} reported (${list(against)}), `
+        + `and ${with_.length} of ${heard.length} members' recomputations agree with it (${list(with_)})`,
+    };
+  }
+
   /** Members left: a dispute about one of them (either side) is moot. */
   forget(ids: readonly string[]): void {
     for (const id of ids) this.watch.delete(id);
-    if (this.dispute && (ids.includes(this.dispute.target) || ids.includes(this.dispute.auditor))) this.dispute = null;
+    const d = this.dispute;
+    if (!d) return;
+    // Its member gone: moot. An auditor gone: its opinion goes with it, and with no disagreement left there is nothing to settle.
+    if (ids.includes(d.target)) this.dispute = null;
+    else {
+      for (const id of ids) d.opinions.delete(id);
+      if (![...d.opinions.values()].some((o) => !o.agrees)) this.dispute = null;
+    }
   }
 }

@@ -86,7 +86,9 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   const straggle = a.num('straggle', 0, (v) => v >= 0 && v <= 10, 'a number in [0, 10]');
   // The attack tests and bench (issue 46): not in the usage, as no donor should want it.
   const adversaryArg = a.str('adversary', '');
+  const collude = a.flag('collude');
   a.rejectUnknown(VOLUNTEER_USAGE);
+  if (collude && !adversaryArg) throw new ArgError('--collude goes with --adversary KIND');
   if (adversaryArg && !(ADVERSARY_KINDS as readonly string[]).includes(adversaryArg)) {
     throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
   }
@@ -167,7 +169,7 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
       {
         url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal,
         memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}),
-        ...(straggle > 0 ? { straggle } : {}), ...(adversary ? { adversary } : {}),
+        ...(straggle > 0 ? { straggle } : {}), ...(adversary ? { adversary } : {}), ...(collude ? { collude } : {}),
         ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}),
       },
     );

@@ -116,6 +116,8 @@ export interface VolunteerOptions {
   straggle?: number;
   /** The attack tests and bench only (issue 46): a dishonest donor's way with its gradient (src/trust/adversary.ts). */
   adversary?: AdversaryKind;
+  /** The attack bench only: the adversary also audits as it cheats (src/trust/adversary.ts). */
+  collude?: boolean;
   /**
    * The engine memory this volunteer may use, in bytes (absent: the engine's own limit; WebGPU,
    * whose devices do not say, src/nn/fit.ts DEFAULT_GPU_BUDGET). Slices larger than fits run in micro-batches.

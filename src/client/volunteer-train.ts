@@ -323,11 +323,15 @@ export class Trainer {
     const { model } = this.c;
     const engine = this.c.p.engine;
     const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
-    const x = await this.loadBatch(task.sampleIds, task.epoch, [], true);
+    // A colluding adversary (the attack bench only) recomputes the slice the way it cheats.
+    const colluder = this.c.adversary?.colludes ? this.c.adversary : null;
+    const ids = colluder ? colluder.ids(task.sampleIds, this.c.train.index.samples) : task.sampleIds;
+    const x = await this.loadBatch(ids, task.epoch, [], !colluder);
     recordGradients(model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, false);
     engine.flush();
     const g = await engine.readF32(model.grads);
     if (bn) engine.write(model.state, bn);
+    if (colluder?.auditTamper) for (const b of this.c.buckets) colluder.auditTamper.apply(g.subarray(b.start, b.end), b.start);
     this.c.log(`volunteer: step ${a.step + 1} audits ${task.peer}'s slice of ${task.sampleIds.length} images`);
     return g;
   }

@@ -95,7 +95,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   });
   const ctx: Ctx = {
     p, o, base, fetchFn, log, job, model, buckets, wire, state, rounds, train, val: loader('val', valBytes), batches, prefetch: o.prefetch ?? true,
-    fetched, fit, classes: manifest.classes.length, adversary: o.adversary ? adversaryOf(o.adversary, job.job.seed) : null,
+    fetched, fit, classes: manifest.classes.length, adversary: o.adversary ? adversaryOf(o.adversary, job.job.seed, o.collude === true) : null,
   };
   // A data set that fits the cache loads while this peer joins and waits to be admitted, not in its first step.
   if (ctx.prefetch) {

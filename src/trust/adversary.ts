@@ -7,6 +7,10 @@
 //     noise (Gaussian of the bucket's own RMS), stale (the previous step's bucket: work reused);
 //   data kinds (what it computes): half (only the first half of its slice), other-images (ids
 //     of other images in place of its slice's), flip-labels (each label y trained as y + 1 mod C).
+// A colluding adversary (`--collude`) also audits dishonestly: it recomputes an audited slice the
+// way it cheats (same ids, labels and tamper), so it vouches for a partner of its kind and
+// accuses every honest member it audits (noise, stale and lie cheat unrepeatably: they audit
+// honestly).
 import { makeRng } from '../rng.ts';
 
 export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie'] as const;
@@ -27,6 +31,10 @@ export interface Adversary {
   ids(ids: readonly number[], samples: number): number[];
   /** The labels it trains on for a batch's true `labels` (`classes` classes). */
   labels(labels: Int32Array, classes: number): Int32Array;
+  /** It audits as it cheats (a colluder). */
+  readonly colludes: boolean;
+  /** What it does to a recomputation it reports as an audit (null: nothing, an honest audit). */
+  readonly auditTamper: Tamper | null;
 }
 
 /** The tamper of a gradient kind (null for data kinds); `seed` seeds noise. */
@@ -62,11 +70,17 @@ function tamperOf(kind: AdversaryKind, seed: number): Tamper | null {
   }
 }
 
-export function adversaryOf(kind: AdversaryKind, seed = 1): Adversary {
+/** The kinds that cheat the same way every time (a colluder can repeat its partner's cheat in an audit). */
+const REPEATABLE: ReadonlySet<AdversaryKind> = new Set(['sign-flip', 'scale', 'zeros', 'half', 'other-images', 'flip-labels']);
+
+export function adversaryOf(kind: AdversaryKind, seed = 1, collude = false): Adversary {
   const tamper = tamperOf(kind, seed);
+  const colludes = collude && REPEATABLE.has(kind);
   return {
     kind,
     tamper,
+    colludes,
+    auditTamper: colludes ? tamperOf(kind, seed) : null,
     ids(ids, samples) {
       if (kind === 'half') return ids.slice(0, Math.ceil(ids.length / 2));
       // Other images of the split: each id moved by a fixed odd stride (never the id itself while samples > 1).

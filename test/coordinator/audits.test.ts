@@ -2,7 +2,7 @@
 // itself, each auditor recomputes at most one slice, and the auditor of a member is a random other;
 // a member whose contribution strays from the others' is audited in the next step and watched.
 import { describe, expect, it } from 'vitest';
-import { AuditBook, WATCH_STEPS } from '../../coordinator/audits.ts';
+import { AuditBook, disputePanel, WATCH_STEPS } from '../../coordinator/audits.ts';
 import { suspects } from '../../coordinator/trust-check.ts';
 import type { SketchReport, StepResult } from '../../src/protocol/messages.ts';
 import { makeRng, type Rng } from '../../src/rng.ts';
@@ -169,5 +169,78 @@ describe('audits before the sum check', () => {
     const rest = ['p0', 'p1', 'p3'];
     book.forget(['p2']);
     expect(book.verdict(0, attempt(rest, book.plan(0, rest, slices(3), 0))).kind).toBe('ok');
+  });
+});
+
+describe('disputes are settled by a majority of auditors', () => {
+  it('hears 5 auditors where the ring has them, else an odd number of the others (2 in a ring of 3)', () => {
+    expect([3, 4, 5, 6, 7, 8, 16].map(disputePanel)).toEqual([2, 3, 3, 5, 5, 5, 5]);
+  });
+
+  /**
+   * Attempts of one step over `ring` until a verdict other than "again": every member's slice gradient fixed (the
+   * step's weights do not change between attempts); `cheat` members send and report it sign-flipped; `colluders`
+   * vouch for each other's reports, and with `accuse` flip their recomputations of everyone else's slices.
+   */
+  function settle(ring: readonly string[], cheat: ReadonlySet<string>, colluders: ReadonlySet<string>, seedRng: number, accuse = false) {
+    const rng = makeRng(seedRng);
+    const book = new AuditBook(1, 'f32', undefined, false);
+    const seed = sketchSeed(CHECKSUM);
+    const honest = slices32(rng, ring.length);
+    const sent = honest.map((g, i) => (cheat.has(ring[i]!) ? g.map((x) => -x) : g));
+    for (let attempt = 0; attempt < 6; attempt++) {
+      const plan = book.plan(0, ring, slices(ring.length), 0);
+      const rs = results(ring, 0, sent).map((r, i) => {
+        const task = plan[i]!.audit;
+        if (!task) return r;
+        const t = ring.indexOf(task.peer);
+        const lies = accuse && colluders.has(ring[i]!) && !colluders.has(task.peer);
+        const vouches = colluders.has(ring[i]!) && colluders.has(task.peer);
+        const g = vouches ? sent[t]! : lies ? honest[t]!.map((x) => -x) : honest[t]!;
+        return { ...r, audit: { peer: task.peer, ...report(sketch(g, task.seed ?? seed)) } };
+      });
+      const v = book.verdict(0, rs);
+      if (v.kind !== 'again') return v;
+    }
+    throw new Error('no verdict in 6 attempts');
+  }
+
+  it('a cheater and a colluder that vouches for it: the cheater is convicted, and the colluder whenever it was heard; never an honest member', () => {
+    const ring = Array.from({ length: 8 }, (_, i) => `p${i}`);
+    let vouchersCaught = 0;
+    let escaped = 0;
+    for (let t = 0; t < 40; t++) {
+      const v = settle(ring, new Set(['p2']), new Set(['p2', 'p5']), 300 + t);
+      // Its one auditor was its colluder (1 in 7): the step passes, the cheat with it (the limit of one audit per slice).
+      if (v.kind === 'ok') {
+        escaped++;
+        continue;
+      }
+      expect(v.kind).toBe('evict');
+      const ids = (v as { ids: string[] }).ids;
+      expect(ids[0]).toBe('p2');
+      expect(ids.every((id) => id === 'p2' || id === 'p5'), ids.join()).toBe(true);
+      if (ids.includes('p5')) vouchersCaught++;
+    }
+    expect(escaped).toBeLessThan(15);
+    // p5 is heard when drawn among the 4 more auditors (4 of the 6 others).
+    expect(vouchersCaught).toBeGreaterThan(12);
+  });
+
+  it('two colluders that accuse an honest member are convicted themselves (a ring of 8); in a ring of 4 one colluder cannot frame either', () => {
+    const ring = Array.from({ length: 8 }, (_, i) => `p${i}`);
+    for (let t = 0; t < 40; t++) {
+      const v = settle(ring, new Set(), new Set(['p5', 'p6']), 500 + t, true);
+      if (v.kind === 'ok') continue; // no colluder drawn as anyone's auditor: nothing happened
+      expect(v.kind).toBe('evict');
+      const ids = (v as { ids: string[] }).ids;
+      expect(ids.length).toBeGreaterThan(0);
+      expect(ids.every((id) => id === 'p5' || id === 'p6'), ids.join()).toBe(true);
+    }
+    const four = ['a', 'b', 'c', 'd'];
+    for (let t = 0; t < 20; t++) {
+      const v = settle(four, new Set(), new Set(['d']), 700 + t, true);
+      if (v.kind === 'evict') expect((v as { ids: string[] }).ids).toEqual(['d']);
+    }
   });
 });

@@ -53,4 +53,16 @@ describe('adversaries', () => {
     expect([...adversaryOf('flip-labels').labels(Int32Array.from([0, 3, 9]), 10)]).toEqual([1, 4, 0]);
     expect([...adversaryOf('scale').labels(Int32Array.from([0, 3, 9]), 10)]).toEqual([0, 3, 9]);
   });
+
+  it('a colluder audits as it cheats where its cheat repeats; noise, stale and lie audit honestly', () => {
+    expect(adversaryOf('sign-flip').colludes).toBe(false);
+    expect(adversaryOf('sign-flip').auditTamper).toBeNull();
+    const c = adversaryOf('sign-flip', 1, true);
+    expect(c.colludes).toBe(true);
+    const p = bucket([1, -2]);
+    c.auditTamper!.apply(p, 0);
+    expect([...p]).toEqual([-1, 2]);
+    expect(adversaryOf('flip-labels', 1, true)).toMatchObject({ colludes: true, auditTamper: null });
+    for (const kind of ['noise', 'stale', 'lie'] as const) expect(adversaryOf(kind, 1, true)).toMatchObject({ colludes: false, auditTamper: null });
+  });
 });
