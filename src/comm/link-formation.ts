@@ -96,6 +96,10 @@ export class LinkFormation<L extends FormingLink> {
   private resolve: (links: FormedLinks<L>) => void = () => undefined;
   private reject: (e: RingError) => void = () => undefined;
 
+  private readonly startedAt = performance.now();
+  /** Dials whose link closed after both ends had opened it (re-dialed by settle). */
+  private closedAfterOpen = 0;
+
   /** Starts the timeout and dialing next (or asking the pool for a kept link to it) at once. */
   constructor(private readonly o: FormationInit<L>) {
     this.job = o.job;
@@ -152,7 +156,11 @@ export class LinkFormation<L extends FormingLink> {
   private redial(why: string): void {
     if (this.state !== 'forming') return;
     if (this.dials >= MAX_DIALS) {
-      this.fail(new RingError('connect-failed', this.nextId, `${this.dials} connection attempts failed, the last one: ${why}`, this.o.selfId));
+      // How long the attempts took and how many had opened first tell a remote that refuses at once from one that is slow.
+      const took = `${Math.round(performance.now() - this.startedAt)} ms`;
+      const after = this.closedAfterOpen > 0 ? `, ${this.closedAfterOpen} of them closed after opening` : '';
+      this.fail(new RingError('connect-failed', this.nextId,
+        `${this.dials} connection attempts failed in ${took}${after}, the last one: ${why} (${this.states()})`, this.o.selfId));
       return;
     }
     let link: L;
@@ -202,7 +210,10 @@ export class LinkFormation<L extends FormingLink> {
   private settle(): void {
     const { out, incoming } = this;
     if (this.state !== 'forming' || !out || !incoming || !this.outOpen || !this.inOpen) return;
-    if (out.closed) return this.redial('the connection closed after it opened');
+    if (out.closed) {
+      this.closedAfterOpen++;
+      return this.redial('the connection closed after it opened');
+    }
     if (incoming.closed) {
       // Prev's side failed after ours opened: it re-dials, or the timeout reports it.
       this.incoming = null;
