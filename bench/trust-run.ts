@@ -80,6 +80,8 @@ export interface TrustRunResult {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A volunteer's log line of a step it computes (its number, from 1). */
+const COMPUTES = /volunteer: step (\d+) computes/;
 
 export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
   const t0 = Date.now();
@@ -108,6 +110,11 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
   });
   let finished = false;
   void job.driver.finished.then(() => { finished = true; });
+  /** POST /api/admin/resume, as the owner would once the cause of a halt is gone. */
+  const resume = async (): Promise<void> => {
+    halted = false;
+    await fetch(`${job.url}/api/admin/resume`, { method: 'POST', headers: { authorization: `Bearer ${job.adminToken}` } });
+  };
   const live: LocalVolunteer[] = [];
   const all: LocalVolunteer[] = [];
   const start = (name: string, extra: string[] = []): LocalVolunteer => {
@@ -148,10 +155,9 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
       const advs = Array.from({ length: o.adversaries }, (_, k) => start(`${kind}-${k}`, ['--adversary', kind, ...(o.collude ? ['--collude'] : [])]));
       const names = advs.map((v) => v.name);
       const from = stepEvents;
-      let phaseHalted = false;
       for (;;) {
         await churn();
-        const computing = advs.filter((v) => stepsLogged(v.lines, /volunteer: step (\d+) computes/).length > 0).length;
+        const computing = advs.filter((v) => stepsLogged(v.lines, COMPUTES).length > 0).length;
         const caught = names.every((n) => convicted.has(n));
         // The phase's clock starts once every adversary computed a step (it took a place in the ring).
         const since = computing === advs.length ? stepEvents - from : 0;
@@ -159,19 +165,16 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
         if (Date.now() - t0 > 6 * 3600_000) break;
         await sleep(200);
       }
-      if (halted) {
-        // The owner's way out: stop the ones it suspects, then resume (POST /api/admin/resume).
-        phaseHalted = true;
-        for (const v of advs) v.kill('SIGTERM');
-        await Promise.all(advs.map((v) => v.exited));
-        halted = false;
-        await fetch(`${job.url}/api/admin/resume`, { method: 'POST', headers: { authorization: `Bearer ${job.adminToken}` } });
-        o.log(`phase ${kind}: the job halted; its adversaries stopped and the job resumed`);
-      }
+      // A halted job: the owner's way out is to stop the ones it suspects, then resume it.
+      const phaseHalted = halted;
       for (const v of advs) v.kill('SIGTERM');
       await Promise.all(advs.map((v) => v.exited));
+      if (phaseHalted) {
+        await resume();
+        o.log(`phase ${kind}: the job halted; its adversaries stopped and the job resumed`);
+      }
       const each = advs.map((v): AdversaryOutcome => {
-        const first = stepsLogged(v.lines, /volunteer: step (\d+) computes/)[0] ?? null;
+        const first = stepsLogged(v.lines, COMPUTES)[0] ?? null;
         const c = convicted.get(v.name);
         return {
           name: v.name, firstStep: first, convictedAt: c?.step ?? null, stepsToDetect: c && first !== null ? c.step - first + 1 : null,
@@ -184,10 +187,7 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
     }
     while (!finished) {
       await churn();
-      if (halted) {
-        halted = false;
-        await fetch(`${job.url}/api/admin/resume`, { method: 'POST', headers: { authorization: `Bearer ${job.adminToken}` } });
-      }
+      if (halted) await resume();
       if (Date.now() - t0 > 6 * 3600_000) throw new Error('the trust run did not finish within 6 hours');
       await sleep(500);
     }

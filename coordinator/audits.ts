@@ -15,11 +15,12 @@
 //     failure of the same step halts the job with the reason, rather than commit a sum nobody can
 //     vouch for;
 //   - each audit must agree with the audited member's sketch (auditCheck). A first disagreement
-//     accuses nobody: the step runs again and a different member recomputes the same slice under
-//     the first attempt's seed, to be compared with what the member reported THEN (a member that
-//     cheats once and behaves on the re-run cannot turn the second audit against the first
-//     auditor). Two auditors that disagree with that report convict the member; a second auditor
-//     that agrees with it convicts the first. An honest member is never evicted on one peer's word.
+//     accuses nobody: the step runs again and more members recompute the same slice under the
+//     first attempt's seed (disputePanel: 5 auditors in all where the ring has them), each
+//     compared with what the member reported THEN (a member that cheats once and behaves on the
+//     re-run cannot turn the later audits against the first auditor). Their majority decides
+//     (settle): the member and any auditor that vouched for it against the others, or the
+//     auditors that disagreed. An honest member is never evicted on one peer's word.
 // Audits are also directed: a member whose contribution in a verified step strays far from the
 // others' (trust-check.ts suspects: its direction against the rest of the sum, its norm per
 // image) is audited in the next step for certain, and in each of the WATCH_STEPS after it with
@@ -151,12 +152,12 @@ export class AuditBook {
     // Suspects the draw left out (drawn after it, so a job without suspects draws exactly as before).
     const directed = new Set<string>();
     for (const [id, from] of this.watch) {
-      const i = ring.indexOf(id);
-      if (i < 0 || step > from + WATCH_STEPS) {
-        if (step > from + WATCH_STEPS) this.watch.delete(id);
+      if (step > from + WATCH_STEPS) {
+        this.watch.delete(id);
         continue;
       }
-      if (step < from || drawn.has(i) || (d && id === d.target)) continue;
+      const i = ring.indexOf(id);
+      if (i < 0 || step < from || drawn.has(i) || (d && id === d.target)) continue;
       if (step > from && this.draw(2) !== 0) continue;
       const auditor = nextFree(i);
       if (auditor === null) continue;
@@ -194,7 +195,8 @@ export class AuditBook {
     this.tally.steps++;
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
-    const sum = sumCheck(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })), total, this.wire, results.length);
+    const parts = results.map((r) => ({ sketch: of(r.sketch!), images: r.images }));
+    const sum = sumCheck(parts, total, this.wire, results.length);
     const byId = new Map(results.map((r) => [r.peerId, r]));
     const d = this.dispute?.step === step ? this.dispute : null;
     if (d) {
@@ -249,7 +251,7 @@ export class AuditBook {
     if (this.sumFailed === step) this.sumFailed = null;
     // Whose contribution looks strange: audited in the next step, then watched (a suspect already watched is watched afresh).
     if (this.directed) {
-      for (const i of suspects(results.map((r) => ({ sketch: of(r.sketch!), images: r.images })))) this.watch.set(results[i]!.peerId, step + 1);
+      for (const i of suspects(parts)) this.watch.set(results[i]!.peerId, step + 1);
     }
     return { kind: 'ok', audited };
   }
@@ -307,7 +309,7 @@ export class AuditBook {
     };
   }
 
-  /** Members left: a dispute about one of them (either side) is moot. */
+  /** Members left: they are no longer watched, and a dispute about one of them is moot (its opinion as an auditor goes). */
   forget(ids: readonly string[]): void {
     for (const id of ids) this.watch.delete(id);
     const d = this.dispute;

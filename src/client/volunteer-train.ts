@@ -179,12 +179,12 @@ export class Trainer {
   }
 
   /** The batch of a slice on the engine (the wait for it counted in dataMs); then starts loading `ahead` (as far as the prefetcher's bound allows). */
-  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[], audit = false): Promise<TensorLike> {
+  private async loadBatch(ids: number[], epoch: number, ahead: readonly NextSlice[], honest = false): Promise<TensorLike> {
     const taken = await this.c.batches.take(ids, epoch);
     this.dataMs += taken.waitMs;
     if (this.c.prefetch) for (const s of ahead) this.c.batches.hint(s.sampleIds, s.epoch);
-    // A dishonest volunteer (the attack tests and bench only) may train its own slices on other labels; its audits of others are honest.
-    const cheat = this.c.adversary && !audit ? this.c.adversary : null;
+    // A dishonest volunteer (the attack tests and bench only) may train on other labels (`honest`: an audit it does not collude in).
+    const cheat = this.c.adversary && !honest ? this.c.adversary : null;
     const batch = cheat ? { ...taken.batch, labels: cheat.labels(taken.batch.labels, this.c.classes) } : taken.batch;
     this.x = uploadBatch(this.c.model, batch, this.x);
     return this.x;
