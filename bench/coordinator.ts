@@ -10,11 +10,12 @@
 // session it dropped (a missed heartbeat deadline or an eviction).
 // The largest size with no drop and a p99 added latency under 50 ms is `max_sessions`. A ring
 // holds at most MAX_RING (1,024) peers; sessions beyond it wait for a place, heartbeating. With
-// --profile (default) the coordinator runs under --cpu-prof and the bench prints where its time
-// went (self time by function).
+// --profile the coordinator runs under --cpu-prof (which slows its turns) and the bench prints where its time
+// went (self time by function). The coordinator also times each turn in parts (coordinator/driver.ts Turn: the commit, the
+// next step's plan, encoding and writing the assignments), which the bench reports per size.
 //
 //   npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2]
-//                                [--batch 16384] [--no-profile] [--no-pin] [--keep-going]
+//                                [--batch 16384] [--profile] [--no-pin] [--keep-going]
 //
 // Writes bench/results/coordinator.json and coordinator.svg and prints, last,
 // {"bench":"coordinator","max_sessions":..,"p99_step_overhead_ms_at_max":..,"heartbeat_misses":..,"cpu_per_session_us":..,...}
@@ -35,9 +36,10 @@ import { SimPeer, newSimLog, zeroCheckpoint, type SimOptions } from './coordinat
 import { lineChartSvg } from './plot-lines.ts';
 import { writeFileEnsuringDir } from './plot.ts';
 import { summariseProfile, type ProfileLine } from './coordinator-profile.ts';
+import type { Turn } from '../coordinator/driver.ts';
 
 const USAGE = 'usage: npm run bench -- coordinator [--sessions 250,500,1000,2000,3000] [--steps 8] [--compute-ms 300] [--kill 2] '
-  + '[--batch 16384] [--no-profile] [--no-pin] [--keep-going]';
+  + '[--batch 16384] [--profile] [--no-pin] [--keep-going]';
 /**
  * MB of V8's semi-space (young generation) npm start runs the coordinator with (package.json's "start"): each turn makes
  * ~MBs of short-lived objects at 1,000 peers, and at the default size scavenges landed in turns (3 runs each, 1,000 and
@@ -55,6 +57,8 @@ export interface WaveResult {
   p50Ms: number | null;
   p99Ms: number | null;
   maxMs: number | null;
+  /** The turn's parts (median over the steps): the commit and the boundary, the next step's plan, encoding and writing its assignments. */
+  partsP50Ms: { commit: number; plan: number; send: number } | null;
   /** The same gap as the simulated peers saw it (last result sent to last assignment received: adds the sockets and this process). */
   seenP99Ms: number | null;
   /** Sessions the coordinator dropped or evicted in this wave that were not killed on purpose. */
@@ -92,7 +96,8 @@ export async function main(argv: string[]): Promise<void> {
   const stepsPerWave = a.int('steps', 8, 3);
   const computeMs = a.int('compute-ms', 300, 1);
   const kill = a.int('kill', 2, 0);
-  const profile = !a.flag('no-profile');
+  const profile = a.flag('profile');
+  a.flag('no-profile'); // the default now; accepted as before
   // Pinning: the coordinator to core 0, this process (the simulated volunteers) to core 1; --no-pin leaves both free (tests).
   const pin = !a.flag('no-pin');
   // Measure every size given, past the first that fails (to see how the turn grows).
@@ -127,8 +132,8 @@ export async function main(argv: string[]): Promise<void> {
     coord = pinned
       ? spawn('taskset', ['-c', '0', process.execPath, ...nodeArgs], { cwd: ROOT, stdio })
       : spawn(process.execPath, nodeArgs, { cwd: ROOT, stdio });
-    const turnsSince = (): Promise<number[]> => new Promise((resolve) => {
-      coord!.once('message', (m) => resolve((m as { turns: number[] }).turns));
+    const turnsSince = (): Promise<Turn[]> => new Promise((resolve) => {
+      coord!.once('message', (m) => resolve((m as { turns: Turn[] }).turns));
       coord!.send('turns');
     });
     // The simulated volunteers on the other core.
@@ -188,7 +193,8 @@ export async function main(argv: string[]): Promise<void> {
       await until(() => newestFull() >= first + stepsPerWave + 1 || log.dropped.length > before, 600_000, `${stepsPerWave} steps of ${size} sessions`);
       const t1 = performance.now();
       const cpu1 = await cpuSeconds(coord.pid!);
-      const turns = await turnsSince();
+      const parts = await turnsSince();
+      const turns = parts.map((t) => t.ms);
       const last = newestFull();
       // Added latency of step s: from its last result to the last assignment of s + 1, over steps
       // assigned exactly once to the whole ring (a death's abort and re-run are left out).
@@ -207,6 +213,10 @@ export async function main(argv: string[]): Promise<void> {
       const r: WaveResult = {
         sessions: size, steps: turns.length, p50Ms: turns.length ? +quantile(turns, 0.5).toFixed(1) : null, p99Ms: p99 === null ? null : +p99.toFixed(1),
         maxMs: turns.length ? +Math.max(...turns).toFixed(1) : null, drops,
+        partsP50Ms: parts.length ? {
+          commit: +quantile(parts.map((t) => t.commitMs), 0.5).toFixed(1), plan: +quantile(parts.map((t) => t.planMs), 0.5).toFixed(1),
+          send: +quantile(parts.map((t) => t.sendMs), 0.5).toFixed(1),
+        } : null,
         seenP99Ms: overheads.length ? +quantile(overheads, 0.99).toFixed(1) : null,
         cpuShare: cpu === null ? 0 : +(cpu / wallS).toFixed(3), cpuPerSessionUs: cpu === null ? 0 : Math.round((cpu / wallS / size) * 1e6),
         stepMs: last > first ? +((t1 - t0) / (last - first)).toFixed(0) : null,
@@ -215,7 +225,9 @@ export async function main(argv: string[]): Promise<void> {
       results.push(r);
       const why = drops ? `: ${log.dropped.slice(before, before + 3).join('; ')}` : '';
       console.error(`coordinator bench: ${size} sessions: turn p50 ${r.p50Ms} ms, p99 ${r.p99Ms} ms, max ${r.maxMs} ms over ${r.steps} steps of ${r.stepMs} ms`
-        + ` (p99 as peers saw it ${r.seenP99Ms} ms); coordinator CPU ${(r.cpuShare * 100).toFixed(0)}% of a core (${r.cpuPerSessionUs} us/s per session);`
+        + ` (parts p50: commit ${r.partsP50Ms?.commit} ms, plan ${r.partsP50Ms?.plan} ms, send ${r.partsP50Ms?.send} ms;`
+        + ` p99 as the simulated peers saw it, with their own process's backlog: ${r.seenP99Ms} ms);`
+        + ` coordinator CPU ${(r.cpuShare * 100).toFixed(0)}% of a core (${r.cpuPerSessionUs} us/s per session);`
         + ` ${drops} dropped${why}`);
       if (!r.ok && !keepGoing) break;
     }
@@ -237,6 +249,7 @@ export async function main(argv: string[]): Promise<void> {
       bench: 'coordinator', max_sessions: atMax?.sessions ?? 0, p99_step_overhead_ms_at_max: atMax?.p99Ms ?? null,
       heartbeat_misses: results.reduce((n, r) => n + r.drops, 0), cpu_per_session_us: atMax?.cpuPerSessionUs ?? null,
       cpu_share_at_max: atMax?.cpuShare ?? null, first_failing: results.find((r) => !r.ok)?.sessions ?? null, pinned, compute_ms: computeMs,
+      turn_parts_p50_ms_at_max: atMax?.partsP50Ms ?? null,
       top_self_time: where.slice(0, 5).map((w) => `${w.fn} ${(w.share * 100).toFixed(1)}%`),
     };
     const json = { summary, waves: results, profile: where, date: new Date().toISOString() };

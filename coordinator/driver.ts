@@ -15,15 +15,22 @@ import { inRing, rankOf } from './ring-index.ts';
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
 export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
 
-/** The coordinator's own turns between steps (ms): from a step's last result to the next step's assignments sent. Bounded. */
+/**
+ * One turn between steps (ms): from a step's last result in to the next step's assignments all handed to the sockets
+ * (`ms`), in parts: the commit and the boundary's decisions (`commitMs`), planning the next step (`planMs`), and encoding and
+ * writing its assignments (`sendMs`). The rest of `ms` is small bookkeeping between them.
+ */
+export interface Turn { ms: number; commitMs: number; planMs: number; sendMs: number }
+
+/** The coordinator's own turns between steps. Bounded. */
 export class TurnTimes {
-  private times: number[] = [];
-  note(ms: number): void {
-    this.times.push(ms);
+  private times: Turn[] = [];
+  note(t: Turn): void {
+    this.times.push(t);
     if (this.times.length > 10_000) this.times.splice(0, this.times.length - 10_000);
   }
   /** The turns noted since the last call. */
-  take(): number[] {
+  take(): Turn[] {
     const t = this.times;
     this.times = [];
     return t;
@@ -123,8 +130,14 @@ export class Driver extends DriverMachine {
         Object.assign(peer, measureStep(peer, m));
         const [before, t0] = [this.step, performance.now()];
         this.advance();
-        // The last result of a step: its commit and the next step's assignments, all on this turn.
-        if (this.step !== before) this.turns.note(performance.now() - t0);
+        // The last result of a step: its commit and the next step's assignments, all on this turn, which ends once they
+        // are out (the commit's records and the next epoch's shuffle come after: startStep).
+        if (this.step === before) return;
+        const a = this.assigned;
+        // A commit that led elsewhere than a step (an evaluation, the end): all of it was the commit's.
+        const done = performance.now() - t0;
+        if (a.startedAt < t0) this.turns.note({ ms: done, commitMs: done, planMs: 0, sendMs: 0 });
+        else this.turns.note({ ms: a.at - t0, commitMs: a.startedAt - t0, planMs: a.plannedAt - a.startedAt, sendMs: a.at - a.sendFrom });
         return;
       }
       case 'claim': {
@@ -157,8 +170,7 @@ export class Driver extends DriverMachine {
 
   checkpointStored(peerId: string, step: number): void {
     this.ckpt.stored(peerId, step);
-    this.d.metrics.append({ type: 'checkpoint', time: Date.now(), step });
-    this.d.publish({ type: 'checkpoint', step });
+    this.record({ type: 'checkpoint', time: Date.now(), step }, { type: 'checkpoint', step });
     this.advance();
   }
 

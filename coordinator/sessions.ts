@@ -136,7 +136,7 @@ export function createSessionServer(h: SessionHandlers): SessionServer {
       if (REQUESTS.has(m.type)) owed.set(id, Math.min(MAX_OWED, (owed.get(id) ?? 0) + 1));
       if (invitesClaim(m)) invited.set(id, Math.min(MAX_OWED, (invited.get(id) ?? 0) + 1));
       const shape = shapes.get(id);
-      ws.send(JSON.stringify(shape && (m.type === 'step-assignment' || m.type === 'prepare') ? shape.compact(m) : m));
+      ws.send(shape && (m.type === 'step-assignment' || m.type === 'prepare') ? shape.encode(m) : JSON.stringify(m));
       return true;
     },
     close(id, reason) {

@@ -146,3 +146,34 @@ describe('shapes over a session', () => {
     expect(churned).toBeLessThan(1e6);
   });
 });
+
+describe('encoding a step once for its ring (ShapeSender.encode)', () => {
+  it('gives every member the same message as compact, whatever changes between steps, members and sessions', () => {
+    const ring = ids(12);
+    const joined = [...ring.slice(2), ...ids(3)];
+    const two = planGeneration(ring, () => undefined, 4);
+    if (!two.topology) throw new Error('12 peers from 4 up should make a two-level generation');
+    const steal = { chunk: 4 };
+    // Steps of one ring, a step with a tail and audits, a two-level step, and a new ring some sessions have not seen.
+    const steps: StepAssignment[][] = [
+      stepOf(ring, 1, 0, null), stepOf(ring, 1, 1, null).map((a, r) => ({ ...a, deadMs: 9000, steal, ...(r === 0 ? { uploadCheckpoint: true } : {}) })),
+      stepOf(ring, 1, 2, null).map((a, r) => ({
+        ...a, next: { step: 3, epoch: 0, sampleIds: [r, r + 1] }, verify: r % 3 ? {} : { audit: { peer: ring[(r + 1) % 12]!, sampleIds: [1, 2], epoch: 0 } },
+      })),
+      stepOf(two.ring, 2, 3, two.topology), stepOf(ring, 2, 3, null).map((a) => ({ ...a, steal: { chunk: 5 } })), stepOf(joined, 3, 4, null),
+    ];
+    const senders = new Map<string, readonly [ShapeSender, ShapeSender]>([...ring, ...joined].map((id) => [id, [new ShapeSender(), new ShapeSender()]]));
+    for (const step of steps) {
+      for (const a of step) {
+        const [plain, encoded] = senders.get(a.ring[a.rank]!)!;
+        expect(JSON.parse(encoded.encode(a))).toEqual(JSON.parse(JSON.stringify(plain.compact(a))));
+      }
+    }
+  });
+
+  it('encodes other messages as JSON.stringify does, and a prepare through compact', () => {
+    const sender = new ShapeSender();
+    const prepare: PrepareRing = { type: 'prepare', id: 4, ring: ids(3) };
+    expect(JSON.parse(sender.encode(prepare))).toEqual(JSON.parse(JSON.stringify(new ShapeSender().compact(prepare))));
+  });
+});
