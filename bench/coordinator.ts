@@ -59,6 +59,8 @@ export interface WaveResult {
   maxMs: number | null;
   /** The turn's parts (median over the steps): the commit and the boundary, the next step's plan, encoding and writing its assignments. */
   partsP50Ms: { commit: number; plan: number; send: number } | null;
+  /** Every measured turn in its parts (ms), in order: where the slow ones went. */
+  turns: Turn[];
   /** The same gap as the simulated peers saw it (last result sent to last assignment received: adds the sockets and this process). */
   seenP99Ms: number | null;
   /** Sessions the coordinator dropped or evicted in this wave that were not killed on purpose. */
@@ -217,6 +219,7 @@ export async function main(argv: string[]): Promise<void> {
           commit: +quantile(parts.map((t) => t.commitMs), 0.5).toFixed(1), plan: +quantile(parts.map((t) => t.planMs), 0.5).toFixed(1),
           send: +quantile(parts.map((t) => t.sendMs), 0.5).toFixed(1),
         } : null,
+        turns: parts.map((t) => ({ ms: +t.ms.toFixed(2), commitMs: +t.commitMs.toFixed(2), planMs: +t.planMs.toFixed(2), sendMs: +t.sendMs.toFixed(2) })),
         seenP99Ms: overheads.length ? +quantile(overheads, 0.99).toFixed(1) : null,
         cpuShare: cpu === null ? 0 : +(cpu / wallS).toFixed(3), cpuPerSessionUs: cpu === null ? 0 : Math.round((cpu / wallS / size) * 1e6),
         stepMs: last > first ? +((t1 - t0) / (last - first)).toFixed(0) : null,

@@ -63,6 +63,9 @@ export class DriverMachine {
   protected pauseAsked = false;
   /** The last commit's metrics records and live events, owed until its turn's assignments are out (commit()). */
   private owedRecords: (() => void) | null = null;
+  /** In a commit's turn (commit() to startStep's assignments): announcements sent meanwhile wait in owedSends. */
+  private inTurn = false;
+  private owedSends: [string, CoordinatorMessage][] = [];
   /**
    * The last startStep's times (performance.now()): begun, planned, sending from, and all its assignments handed to the
    * sockets (`at`: a turn ends there, Driver.turns).
@@ -252,7 +255,8 @@ export class DriverMachine {
   private announce(joiners: string[], leavers: string[], now: number): { joiners: readonly string[]; leavers: readonly string[] } | null {
     if (!this.ahead.enabled || this.ring.length < ADMIT_BATCH_FROM || this.generationSteps === 0) return { joiners, leavers };
     const plan = this.gen.prepare([...this.ring.filter((id) => !leavers.includes(id)), ...joiners], this.peers);
-    for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.d.send(id, m);
+    // In a commit's turn these go after the next step's assignments (startStep): the ring trains on meanwhile either way.
+    for (const [id, m] of this.ahead.begin(joiners, leavers, plan, now)) this.sendAfterTurn(id, m);
     this.d.log(`a ring of ${plan.ring.length} announced ahead (${joiners.length} joining, ${leavers.length} leaving): `
       + 'its members dial their new links while the ring trains on');
     return null;
@@ -340,8 +344,8 @@ export class DriverMachine {
     const sendFrom = performance.now();
     this.sendToRing(s.assignments);
     this.assigned = { startedAt, plannedAt, sendFrom, at: performance.now() };
-    // Work the next turns need, done while the ring computes.
-    this.flushRecords();
+    // What waited for the assignments, and work the next turns need, done while the ring computes.
+    this.afterTurn();
     this.steps.warmAhead(this.step);
   }
 
@@ -379,11 +383,27 @@ export class DriverMachine {
       }
     };
     this.phase = { kind: 'between' };
+    this.inTurn = true;
     try {
       this.advance();
     } finally {
-      this.flushRecords();
+      this.afterTurn();
     }
+  }
+
+  /** Sends `m` now, or in a commit's turn once the next step's assignments are out (afterTurn). */
+  private sendAfterTurn(id: string, m: CoordinatorMessage): void {
+    if (this.inTurn) this.owedSends.push([id, m]);
+    else this.d.send(id, m);
+  }
+
+  /** Ends a commit's turn: the messages and records that waited for its assignments go now. */
+  private afterTurn(): void {
+    this.inTurn = false;
+    const owed = this.owedSends;
+    this.owedSends = [];
+    for (const [id, m] of owed) this.d.send(id, m);
+    this.flushRecords();
   }
 
   /** Appends a metrics record and publishes its live event, after the commit records still owed. */
