@@ -253,6 +253,7 @@ export async function main(argv: string[]): Promise<void> {
       heartbeat_misses: results.reduce((n, r) => n + r.drops, 0), cpu_per_session_us: atMax?.cpuPerSessionUs ?? null,
       cpu_share_at_max: atMax?.cpuShare ?? null, first_failing: results.find((r) => !r.ok)?.sessions ?? null, pinned, compute_ms: computeMs,
       turn_parts_p50_ms_at_max: atMax?.partsP50Ms ?? null,
+      p99_ms_by_sessions: Object.fromEntries(results.map((r) => [r.sessions, r.p99Ms])),
       top_self_time: where.slice(0, 5).map((w) => `${w.fn} ${(w.share * 100).toFixed(1)}%`),
     };
     const json = { summary, waves: results, profile: where, date: new Date().toISOString() };

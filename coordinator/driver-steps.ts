@@ -88,14 +88,14 @@ export class StepBook {
 
   /** Throws SamplingError where the job cannot be sampled over the given train split. */
   constructor(
-    private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards' | 'syncH' | 'auditDraw' | 'auditDirected'>,
+    private readonly d: Pick<DriverDeps, 'job' | 'jobId' | 'trainSamples' | 'trainShards' | 'syncH' | 'audit'>,
     private readonly stepMs: number,
   ) {
     this.sampler = jobSampler(d.job, d.trainSamples, d.trainShards);
     const h = d.syncH !== undefined && d.syncH >= 1 && d.syncH <= d.job.outer.syncEvery ? d.syncH : 1;
     this.auto = d.job.outer.auto ? newSyncAuto(h) : null;
     const wire = d.job.wire;
-    this.audits = d.job.verify > 0 && wire !== 'i8' ? new AuditBook(d.job.verify, wire, d.auditDraw, d.auditDirected ?? true) : null;
+    this.audits = d.job.verify > 0 && wire !== 'i8' ? new AuditBook(d.job.verify, wire, d.audit?.draw, d.audit?.directed ?? true) : null;
   }
 
   /** The H a job with syncEvery "auto" has in force (null: the job's H is fixed). */

@@ -47,6 +47,14 @@ export const DEFAULT_TIMEOUTS: DriverTimeouts = {
   stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 6_000, prepareMs: 2_000,
 };
 
+/** The test hooks of a verifying job's audits (audits.ts), passed as one from runJob, the test bed and the driver harness. */
+export interface AuditHooks {
+  /** The audits' random draws (an integer in [0, n)); default crypto's randomInt. */
+  draw?: (n: number) => number;
+  /** Whether suspects are audited too (default true): tests whose fixed draws leave a cheater unaudited turn it off. */
+  directed?: boolean;
+}
+
 export interface DriverDeps {
   job: JobConfig;
   jobId: number;
@@ -82,10 +90,8 @@ export interface DriverDeps {
   keptCheckpoints?: readonly number[];
   /** The job went back to the weights of `step`: the checkpoints after it hold undone work and are removed. */
   discardCheckpointsAfter?(step: number): void;
-  /** The audits' random draws (an integer in [0, n)); default crypto's randomInt. Tests fix them. */
-  auditDraw?: (n: number) => number;
-  /** Whether suspects are audited too (audits.ts; default true). Tests whose fixed draws leave a cheater unaudited turn it off. */
-  auditDirected?: boolean;
+  /** How a verifying job draws its audits (tests fix them); default: at random, suspects too. */
+  audit?: AuditHooks;
   timeouts?: Partial<DriverTimeouts>;
 }
 

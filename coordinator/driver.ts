@@ -13,7 +13,7 @@ import { DriverMachine } from './driver-machine.ts';
 import { inRing, rankOf } from './ring-index.ts';
 
 export { ADMIT_BATCH_FROM } from './driver-generations.ts';
-export { DEFAULT_TIMEOUTS, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
+export { DEFAULT_TIMEOUTS, type AuditHooks, type DriverDeps, type DriverStatus, type DriverTimeouts, type PhaseTimes } from './driver-types.ts';
 
 /**
  * One turn between steps (ms): from a step's last result in to the next step's assignments all handed to the sockets

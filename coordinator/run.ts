@@ -13,7 +13,7 @@ import { openCheckpointStore, type CheckpointStore } from './checkpoints.ts';
 import { acquireJobLock } from './job-lock.ts';
 import { VolunteerTokenError, VolunteerTokens } from './volunteer-tokens.ts';
 import { writeFileAtomic } from './data/files.ts';
-import { Driver, type DriverTimeouts } from './driver.ts';
+import { Driver, type AuditHooks, type DriverTimeouts } from './driver.ts';
 import { HttpError } from './http.ts';
 import { parseJobConfig, type JobConfig } from './job.ts';
 import { latestPerStep, openMetricsLog, readMetrics, type MetricRecord, type MetricsLog } from './metrics.ts';
@@ -63,10 +63,8 @@ export interface JobRunOptions {
   finalEvalSamples?: number;
   heartbeatMs?: number;
   timeouts?: Partial<DriverTimeouts>;
-  /** A verifying job's audit draws (DriverDeps.auditDraw; tests fix them). */
-  auditDraw?: (n: number) => number;
-  /** Whether a verifying job audits suspects too (DriverDeps.auditDirected; default true). */
-  auditDirected?: boolean;
+  /** How a verifying job draws its audits (DriverDeps.audit; tests fix them). */
+  audit?: AuditHooks;
   log?: (line: string) => void;
   /** The built page (dist/) to serve at /. */
   pageDir?: string;
@@ -278,8 +276,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     checkpointStep: newest?.step ?? null, generation, evaluated, metrics, ...syncResume(history),
     send: (id, m) => sessions.send(id, direct.routed(id, m)),
     disconnect: (id, reason) => sessions.close(id, reason),
-    publish, log, convicted, timeouts: o.timeouts, ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
-    ...(o.auditDirected === false ? { auditDirected: false } : {}),
+    publish, log, convicted, timeouts: o.timeouts, ...(o.audit ? { audit: o.audit } : {}),
     keptCheckpoints: (await checkpoints.list()).map((c) => c.step),
     discardCheckpointsAfter: (step) => {
       checkpoints.discardAfter(step).then(

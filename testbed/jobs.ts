@@ -7,6 +7,7 @@ import { basename, join } from 'node:path';
 import { buildShards } from '../coordinator/data/cli.ts';
 import { spawnVolunteer, type LocalVolunteer } from '../coordinator/local-volunteers.ts';
 import { readMetrics, type MetricRecord } from '../coordinator/metrics.ts';
+import type { AuditHooks } from '../coordinator/driver.ts';
 import { runJob, type RunningJob } from '../coordinator/run.ts';
 import { openCheckpointStore } from '../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../src/checkpoint/format.ts';
@@ -42,7 +43,7 @@ export interface TestJob extends RunningJob {
 
 export async function startTestJob(
   root: string, name: string, data: { dataDir: string; manifest: Manifest }, config: Record<string, unknown>,
-  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number; auditDraw?: (n: number) => number; auditDirected?: boolean } = {},
+  extra: { pageDir?: string; tls?: TlsOption; finalEvalSamples?: number; audit?: AuditHooks } = {},
 ): Promise<TestJob> {
   const events: LiveEvent[] = [];
   const lines: string[] = [];
@@ -51,8 +52,7 @@ export async function startTestJob(
     jobDir, config, dataDir: data.dataDir, manifest: data.manifest, evalSamples: 48, heartbeatMs: 1000,
     timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 20_000 },
     onEvent: (e) => events.push(e), log: (l) => lines.push(l), pageDir: extra.pageDir, tls: extra.tls,
-    ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}), ...(extra.auditDraw ? { auditDraw: extra.auditDraw } : {}),
-    ...(extra.auditDirected === false ? { auditDirected: false } : {}),
+    ...(extra.finalEvalSamples ? { finalEvalSamples: extra.finalEvalSamples } : {}), ...(extra.audit ? { audit: extra.audit } : {}),
   });
   return Object.assign(job, { events, lines, jobDir });
 }

@@ -1,6 +1,6 @@
 // The training driver with peers played by a test through its inputs (no sockets): what it
 // sends to whom, its metrics and events, and helpers to answer as peers do.
-import { Driver, type DriverTimeouts } from '../../coordinator/driver.ts';
+import { Driver, type AuditHooks, type DriverTimeouts } from '../../coordinator/driver.ts';
 import { parseJobConfig } from '../../coordinator/job.ts';
 import type { MetricRecord } from '../../coordinator/metrics.ts';
 import type { CoordinatorMessage, LiveEvent, StepAssignment } from '../../src/protocol/messages.ts';
@@ -15,7 +15,7 @@ export function driverHarness(
   config: Record<string, unknown>,
   o: {
     checkpointStep?: number | null; evalIds?: number[]; finalEvalIds?: number[]; showIds?: number[]; classes?: number; trainShards?: number[];
-    timeouts?: Partial<DriverTimeouts>; syncH?: number; auditDraw?: (n: number) => number; auditDirected?: boolean;
+    timeouts?: Partial<DriverTimeouts>; syncH?: number; audit?: AuditHooks;
   } = {},
 ) {
   const sent: { to: string; m: CoordinatorMessage }[] = [];
@@ -32,8 +32,7 @@ export function driverHarness(
   const d = new Driver({
     job, jobId: 4, trainSamples: N_TRAIN, ...(o.trainShards ? { trainShards: o.trainShards } : {}), evalIds: o.evalIds ?? [],
     ...(o.finalEvalIds ? { finalEvalIds: o.finalEvalIds } : {}), ...(o.showIds ? { showIds: o.showIds } : {}), ...(o.classes ? { classes: o.classes } : {}),
-    checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}), ...(o.auditDraw ? { auditDraw: o.auditDraw } : {}),
-    ...(o.auditDirected === false ? { auditDirected: false } : {}),
+    checkpointStep: o.checkpointStep ?? null, generation: 0, ...(o.syncH ? { syncH: o.syncH } : {}), ...(o.audit ? { audit: o.audit } : {}),
     discardCheckpointsAfter: (step) => discarded.push(step),
     metrics: { path: '', append: (r) => records.push(r), flush: async () => undefined },
     send: (to, m) => { if (disconnected.includes(to)) return false; sent.push({ to, m }); return true; },

@@ -47,7 +47,7 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
     let auditX = true;
     const draw = (n: number): number => (n === 1_000_000 ? ((auditX && ringIds[cursor++] === 'x') ? 0 : 999_999) : 0);
     const h = driverHarness({ minPeers: 4, verify: 0.5, stealFraction: 0, checkpointEvery: 2, keepCheckpoints: 10, steps: 12 }, {
-      auditDraw: draw, auditDirected: false,
+      audit: { draw, directed: false },
     });
     const script = (x: boolean) => { auditX = x; cursor = 0; };
     const answer = (as: readonly StepAssignment[]) => {

@@ -149,7 +149,7 @@ describe('verified steps (verify > 0)', () => {
     const auditDraw = (n: number): number => (n === 1_000_000 ? (draws++ < 12 ? 999_999 : 0) : 0);
     const config = testJob(10, { minPeers: 4, verify: 0.5, stealFraction: 0 });
     // Suspects not audited: only the fixed draw decides (directed audits are the trust bench's and audits.test's).
-    const job = await startTestJob(root.dir, 'undo', data, config, { auditDraw, auditDirected: false });
+    const job = await startTestJob(root.dir, 'undo', data, config, { audit: { draw: auditDraw, directed: false } });
     const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
     spawned.push(...honest, adversary(job.url, 'bad', 'sign-flip'));
     await job.driver.finished;
