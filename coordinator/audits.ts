@@ -26,7 +26,11 @@
 // image) is audited in the next step for certain, and in each of the WATCH_STEPS after it with
 // chance 1/2 (drawn like the others), so a blatant cheater is caught in about two steps at any
 // fraction and one that cheats every other step soon after. Suspicion accuses nobody; an honest
-// member that looks strange costs one audit, which agrees.
+// member that looks strange costs one audit, which agrees. And a newcomer is on probation: its
+// first verified step in the ring is audited for certain (again in the next attempt until a step
+// with its audit commits), so a device or client that is wrong from the start (a broken driver,
+// a cheater that does not wait) is caught in its first step, for one audit per member that joins.
+// One that behaves for its first step is left to the draw and to suspicion.
 // Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
 // member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
 import { randomInt } from 'node:crypto';
@@ -36,6 +40,9 @@ import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.
 
 /** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
 export const WATCH_STEPS = 4;
+
+/** Which audits a book gives beyond the draw: to suspects, and to newcomers on probation. */
+export interface DirectedAudits { suspects: boolean; newcomers: boolean }
 
 /** What a verified step's results call for. */
 export type AuditVerdict =
@@ -51,7 +58,7 @@ export type AuditVerdict =
 /** What verification did over the job (the dashboard's and the log's figures). */
 export interface AuditTally {
   steps: number; audits: number; auditedImages: number; computedImages: number; caught: number; disputes: number;
-  /** Audits given to suspects (counted in audits too). */
+  /** Audits given to suspects and newcomers on probation (counted in audits too). */
   directed: number;
 }
 
@@ -90,20 +97,34 @@ export class AuditBook {
   readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0, directed: 0 };
   /** Suspects by id: the first step they are audited in (for certain), then WATCH_STEPS more with chance 1/2. */
   private readonly watch = new Map<string, number>();
-  /** The members audited as suspects in the step planned last (their audits count as directed). */
+  /** Every member ever planned (a member is a newcomer once), and those still on probation (audited for certain). */
+  private readonly seen = new Set<string>();
+  private readonly probation = new Set<string>();
+  /** The members audited as suspects or newcomers in the step planned last (their audits count as directed). */
   private directedIn: { step: number; ids: Set<string> } = { step: -1, ids: new Set() };
   /** The counts last reported (report()). */
   private reported = '';
 
-  /** `directed`: audit suspects too (tests that fix the draws to leave a cheater unaudited turn it off). */
+  private readonly suspectsOn: boolean;
+  private readonly newcomersOn: boolean;
+
+  /** `directed`: audit suspects and newcomers too, or only one of them (tests that fix the draws to leave a cheater unaudited turn it off). */
   constructor(
     private readonly fraction: number, private readonly wire: CheckedWire, private readonly draw: (n: number) => number = (n) => randomInt(n),
-    private readonly directed = true,
-  ) {}
+    directed: boolean | DirectedAudits = true,
+  ) {
+    this.suspectsOn = typeof directed === 'boolean' ? directed : directed.suspects;
+    this.newcomersOn = typeof directed === 'boolean' ? directed : directed.newcomers;
+  }
 
   /** The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given. */
   plan(step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number): { audit?: AuditTask }[] {
     const out: { audit?: AuditTask }[] = ring.map(() => ({}));
+    for (const id of ring) {
+      if (this.seen.has(id)) continue;
+      this.seen.add(id);
+      if (this.newcomersOn) this.probation.add(id);
+    }
     if (ring.length < 3) return out;
     const busy = new Set<number>();
     const task = (target: number, auditor: number): void => {
@@ -149,8 +170,20 @@ export class AuditBook {
       if (auditor !== null) task(i, auditor);
       drawn.add(i);
     }
-    // Suspects the draw left out (drawn after it, so a job without suspects draws exactly as before).
+    // Newcomers and suspects the draw left out (drawn after it, so a job without either draws exactly as before).
     const directed = new Set<string>();
+    if (this.probation.size > 0) {
+      const rank = new Map(ring.map((id, i) => [id, i]));
+      for (const id of this.probation) {
+        const i = rank.get(id);
+        if (i === undefined || drawn.has(i) || (d && id === d.target)) continue;
+        const auditor = nextFree(i);
+        if (auditor === null) continue;
+        task(i, auditor);
+        drawn.add(i);
+        directed.add(id);
+      }
+    }
     for (const [id, from] of this.watch) {
       if (step > from + WATCH_STEPS) {
         this.watch.delete(id);
@@ -250,9 +283,10 @@ export class AuditBook {
     }
     if (this.sumFailed === step) this.sumFailed = null;
     // Whose contribution looks strange: audited in the next step, then watched (a suspect already watched is watched afresh).
-    if (this.directed) {
+    if (this.suspectsOn) {
       for (const i of suspects(parts)) this.watch.set(results[i]!.peerId, step + 1);
     }
+    for (const id of audited) this.probation.delete(id);
     return { kind: 'ok', audited };
   }
 
@@ -311,7 +345,10 @@ export class AuditBook {
 
   /** Members left: they are no longer watched, and a dispute about one of them is moot (its opinion as an auditor goes). */
   forget(ids: readonly string[]): void {
-    for (const id of ids) this.watch.delete(id);
+    for (const id of ids) {
+      this.watch.delete(id);
+      this.probation.delete(id);
+    }
     const d = this.dispute;
     if (!d) return;
     // Its member gone: moot. An auditor gone: its opinion goes with it, and with no disagreement left there is nothing to settle.

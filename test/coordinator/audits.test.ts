@@ -1,6 +1,7 @@
 // Who audits whom (coordinator/audits.ts AuditBook.plan): every drawn member gets an auditor, never
 // itself, each auditor recomputes at most one slice, and the auditor of a member is a random other;
-// a member whose contribution strays from the others' is audited in the next step and watched.
+// a member whose contribution strays from the others' is audited in the next step and watched; a
+// newcomer's first verified step is audited for certain (probation).
 import { describe, expect, it } from 'vitest';
 import { AuditBook, disputePanel, WATCH_STEPS } from '../../coordinator/audits.ts';
 import { suspects } from '../../coordinator/trust-check.ts';
@@ -40,7 +41,7 @@ describe('audit plan', () => {
   });
 
   it('at a fraction below 1 about that share is audited, and nobody in a ring of 2', () => {
-    const book = new AuditBook(0.25, 'f32');
+    const book = new AuditBook(0.25, 'f32', undefined, { suspects: true, newcomers: false });
     const ring = Array.from({ length: 8 }, (_, i) => `p${i}`);
     let audits = 0;
     for (let t = 0; t < 400; t++) audits += book.plan(t, ring, slices(8), 0).filter((p) => p.audit).length;
@@ -101,7 +102,7 @@ describe('directed audits', () => {
     let watched = 0;
     const trials = 120;
     for (let t = 0; t < trials; t++) {
-      const book = new AuditBook(1e-9, 'f32');
+      const book = new AuditBook(1e-9, 'f32', undefined, { suspects: true, newcomers: false });
       const rng = makeRng(100 + t);
       expect(book.plan(0, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
       expect(book.verdict(0, results(ring, 0, slices32(rng, 8, flip(5))))).toEqual({ kind: 'ok', audited: [] });
@@ -122,7 +123,7 @@ describe('directed audits', () => {
 
   it('a directed audit counts in the tally; with directed audits off a suspect is not audited; a member that left is forgotten', () => {
     const rng = makeRng(9);
-    const book = new AuditBook(1e-9, 'f32');
+    const book = new AuditBook(1e-9, 'f32', undefined, { suspects: true, newcomers: false });
     book.plan(0, ring, slices(8), 0);
     book.verdict(0, results(ring, 0, slices32(rng, 8, flip(2))));
     const plan = book.plan(1, ring, slices(8), 0);
@@ -136,9 +137,36 @@ describe('directed audits', () => {
     for (let s = 2; s < 8; s++) expect(book.plan(s, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
 
     const off = new AuditBook(1e-9, 'f32', undefined, false);
-    off.plan(0, ring, slices(8), 0);
+    expect(off.plan(0, ring, slices(8), 0).some((p) => p.audit), 'no probation either').toBe(false);
     off.verdict(0, results(ring, 0, slices32(rng, 8, flip(2))));
     expect(off.plan(1, ring, slices(8), 0).some((p) => p.audit)).toBe(false);
+  });
+
+  it('a newcomer is audited in its first verified step for certain, again until a step with its audit commits, then left to the draw', () => {
+    const rng = makeRng(31);
+    const book = new AuditBook(1e-9, 'f32');
+    const audited = (plan: ReturnType<AuditBook['plan']>) => plan.filter((p) => p.audit).map((p) => p.audit!.peer).sort();
+    // The first ring: every member is new, each audited by another.
+    const first = book.plan(0, ring, slices(8), 0);
+    expect(audited(first)).toEqual([...ring].sort());
+    // That attempt did not commit (a member failed): the re-run audits them all again.
+    expect(audited(book.plan(0, ring, slices(8), 0))).toEqual([...ring].sort());
+    const rs = results(ring, 0, slices32(rng, 8));
+    const plan = book.plan(0, ring, slices(8), 0);
+    plan.forEach((p, auditor) => {
+      const target = ring.indexOf(p.audit!.peer);
+      rs[auditor] = { ...rs[auditor]!, audit: { peer: p.audit!.peer, ...rs[target]!.sketch! } };
+    });
+    const v = book.verdict(0, rs);
+    expect(v.kind === 'ok' ? [...v.audited].sort() : v).toEqual([...ring].sort());
+    expect(book.tally.directed).toBe(8);
+    expect(book.plan(1, ring, slices(8), 0).some((p) => p.audit), 'every member has passed its probation').toBe(false);
+    // A joiner: its first step audited (by a member of the ring), nobody else; a ring of 2 audits nobody, so probation waits.
+    const joined = [...ring, 'p8'];
+    expect(audited(book.plan(2, joined, slices(9), 0))).toEqual(['p8']);
+    const pair = new AuditBook(1e-9, 'f32');
+    expect(pair.plan(0, ['a', 'b'], slices(2), 0).some((p) => p.audit)).toBe(false);
+    expect(audited(pair.plan(1, ['a', 'b', 'c'], slices(3), 0))).toEqual(['a', 'b', 'c']);
   });
 });
 
