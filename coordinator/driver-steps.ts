@@ -24,7 +24,7 @@ import { newSyncAuto, syncRecord, type SyncAuto, type SyncDecision } from './syn
 import { AuditBook } from './audits.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 import { rankOf } from './ring-index.ts';
-import { stepsPerEpoch, warmEpoch } from '../src/train/sampler.ts';
+import { epochOrder, stepsPerEpoch } from '../src/train/sampler.ts';
 
 /** What a step starts from: the driver's state at the boundary. */
 export interface StepStart {
@@ -107,7 +107,7 @@ export class StepBook {
   warmAhead(step: number): void {
     const s = this.sampler;
     if (s.globalBatch > s.trainSamples) return;
-    warmEpoch(s.seed, Math.floor((step + 2) / stepsPerEpoch(s.trainSamples, s.globalBatch)), s.trainSamples, s.sampling);
+    epochOrder(s.seed, Math.floor((step + 2) / stepsPerEpoch(s.trainSamples, s.globalBatch)), s.trainSamples, s.sampling);
   }
 
   /** Plans the step at `s.step` over `s.ring` and the running phase that waits for its results. */
@@ -159,7 +159,6 @@ export class StepBook {
     };
     // A verified sync step: sketches from everyone, and the audits drawn now (audits.ts).
     const verify = this.audits && phase.slices ? this.audits.plan(s.step, phase.ring, phase.slices, epoch) : null;
-    // One object for every member (the sessions encode fields the members share once a step: src/client/ring-shape.ts).
     // Optional fields are set only where present (no spread temporaries: 1,000 members made ~7,000 a turn). The members
     // share one `steal` object, so the sessions encode it once a step (src/client/ring-shape.ts).
     const stealing = tail ? { chunk: tail.pool.chunk } : null;

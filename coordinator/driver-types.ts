@@ -51,7 +51,7 @@ export const DEFAULT_TIMEOUTS: DriverTimeouts = {
 export interface AuditHooks {
   /** The audits' random draws (an integer in [0, n)); default crypto's randomInt. */
   draw?: (n: number) => number;
-  /** Whether suspects are audited too (default true): tests whose fixed draws leave a cheater unaudited turn it off. */
+  /** Whether suspects and newcomers are audited too (default true): tests whose fixed draws leave a cheater unaudited turn it off. */
   directed?: boolean;
 }
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { makeRng } from '../../src/rng.ts';
 import { makeShardIndex } from '../../src/data/manifest.ts';
-import { epochPermutation, shardLocalStream, shardLocator, stepSamples, stepsPerEpoch, warmEpoch, type Sampling } from '../../src/train/sampler.ts';
+import { epochPermutation, shardLocalStream, shardLocator, stepSamples, stepsPerEpoch, epochOrder, type Sampling } from '../../src/train/sampler.ts';
 
 /** The global sampler as it was written before `sampling` existed (the reference). */
 function oldStepSamples(seed: number, step: number, B: number, n: number): { epoch: number; ids: number[] } {
@@ -131,13 +131,13 @@ describe('shardLocator', () => {
   });
 });
 
-describe('warmEpoch', () => {
+describe('epochOrder', () => {
   it('orders an epoch ahead into the cache: the step that needs it gets the same order without shuffling again', () => {
-    const warmed = warmEpoch(77, 3, 5000);
+    const warmed = epochOrder(77, 3, 5000);
     expect(epochPermutation(77, 3, 5000)).toBe(warmed);
     expect(stepSamples(77, 3 * 2, 2500, 5000).ids).toEqual(Array.from(warmed.subarray(0, 2500)));
     const local: Sampling = { kind: 'shard-local', shardSizes: [1000, 1500, 2500], window: 2 };
-    const order = warmEpoch(78, 3, 5000, local);
+    const order = epochOrder(78, 3, 5000, local);
     expect(shardLocalStream(78, 3, [1000, 1500, 2500], 2)).toBe(order);
   });
 });
