@@ -11,7 +11,8 @@
 // 1.5 GB of activations, minutes per step on one thread). Also the machine's wasm SIMD peak
 // (bench/simd-peak.ts) and what share of it ResNet-20 reaches. Medians of timed steps after 2
 // warm-up steps. Options: --batch=N --steps=N --resnet50-batch=N, --no-resnet50, --no-torch,
-// --no-install (use a PyTorch that is there, install none).
+// --no-install (use a PyTorch that is there, install none), --winograd=auto|off (off: our 3x3 convolutions
+// on im2col, as before Winograd).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
 // "torch_version":..,"small_cnn_vs_torch_1t":..,"small_cnn_vs_torch_2t":..,"resnet20_vs_torch_1t":..,
 // "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,...}
@@ -32,6 +33,7 @@ import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { geomean, median } from './timing.ts';
+import { parseWinograd } from './wasm-options.ts';
 
 interface Row {
   model: string; batch: number; flopsPerImage: number;
@@ -95,8 +97,9 @@ export async function main(args: string[]): Promise<void> {
   const peak1 = await simdPeakGflops(peak, 1), peak2 = await simdPeakGflops(peak, 2);
   console.error(`wasm SIMD peak (f32x4 mul+add, 12 chains): ${peak1.toFixed(1)} GFLOP/s on 1 thread, ${peak2.toFixed(1)} on 2`);
   const { threads } = await tfjsWasm();
-  const engine = await WasmEngine.create({ threads: 1 });
-  const engine2 = await WasmEngine.create({ threads: 2 });
+  const winograd = parseWinograd(args);
+  const engine = await WasmEngine.create({ threads: 1, winograd });
+  const engine2 = await WasmEngine.create({ threads: 2, winograd });
   const rows: Row[] = [];
   try {
     for (const m of [...small, ...big]) {
@@ -136,6 +139,7 @@ export async function main(args: string[]): Promise<void> {
   const r20Gflops = r20 ? (r20.ours2Ips * r20.flopsPerImage) / 1e9 : null;
   const summary = {
     bench: 'cpu',
+    winograd,
     ours_ips: +geomean(cifarRows.map((r) => r.oursIps!)).toFixed(2),
     peer_ips: +geomean(cifarRows.map((r) => r.peerIps!)).toFixed(2),
     ratio: +geomean(cifarRows.map((r) => r.oursIps! / r.peerIps!)).toFixed(3),

@@ -7,8 +7,9 @@
 // FLOPs and GFLOP/s, read against the wasm SIMD peak measured in the same run
 // (bench/simd-peak.ts). Medians over the timed steps after 2 warm-up steps.
 // Options: --models=NAME@SIDE:BATCH,... (default resnet20@32:64,resnet50@64:16), --threads=1,2,
-// --steps=N. Last line: {"bench":"ops","simd_peak_gflops":..,"runs":[{"model","threads",
-// "step_ms","gflops","peak_share","top":[[op, share], ...]}, ...]}
+// --steps=N, --winograd=auto|off (off: every convolution on im2col, as before Winograd).
+// Last line: {"bench":"ops","winograd":..,"simd_peak_gflops":..,"runs":[{"model","threads","step_ms","gflops",
+// "peak_share","top":[[op, share], ...]}, ...]}
 import type { Engine } from '../src/backend/engine.ts';
 import { Model } from '../src/nn/model.ts';
 import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
@@ -16,6 +17,8 @@ import { conv2dShape, type Conv2dParams } from '../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
+import { parseWinograd } from './wasm-options.ts';
+import type { WinogradMode } from '../src/wasm/ops-winograd.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { compilePeak, simdPeakGflops } from './simd-peak.ts';
 import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
@@ -78,8 +81,8 @@ function timed(engine: WasmEngine, state: { sample: Sample; phase: string }): En
 
 interface Run { model: string; threads: number; stepMs: number; rows: { op: string; ms: number; share: number; gflops: number | null; calls: number }[] }
 
-async function profile(m: StepModel, threads: number, steps: number): Promise<Run> {
-  const engine = await WasmEngine.create({ threads });
+async function profile(m: StepModel, threads: number, steps: number, winograd: WinogradMode): Promise<Run> {
+  const engine = await WasmEngine.create({ threads, winograd });
   const state = { sample: new Map() as Sample, phase: 'setup' };
   const model = new Model(timed(engine, state), m.spec, { seed: 1 });
   const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
@@ -135,6 +138,7 @@ export async function main(args: string[]): Promise<void> {
   const models = parseStepModels(opt('models') ?? 'resnet20@32:64,resnet50@64:16');
   const threadList = (opt('threads') ?? '1,2').split(',').map(Number);
   const steps = Number(opt('steps') ?? 3);
+  const winograd = parseWinograd(args);
   const binary = await compilePeak();
   // One thread count at a time: run together, they would share the cores.
   const peak = new Map<number, number>();
@@ -142,7 +146,7 @@ export async function main(args: string[]): Promise<void> {
   const runs: Run[] = [];
   for (const m of models) {
     for (const t of threadList) {
-      const r = await profile(m, t, steps);
+      const r = await profile(m, t, steps, winograd);
       runs.push(r);
       const flops = r.rows.reduce((s, x) => s + (x.gflops ? x.gflops * x.ms : 0), 0) / r.stepMs;
       console.error(`\n${r.model}, ${t} thread(s): ${r.stepMs.toFixed(0)} ms/step, convolutions and GEMMs at ${flops.toFixed(1)} GFLOP/s over the step ` +
@@ -155,6 +159,7 @@ export async function main(args: string[]): Promise<void> {
   }
   const summary = {
     bench: 'ops',
+    winograd,
     simd_peak_gflops: Object.fromEntries([...peak].map(([t, g]) => [`${t}t`, +g.toFixed(1)])),
     runs: runs.map((r) => {
       const gflops = r.rows.reduce((s, x) => s + (x.gflops ? x.gflops * x.ms : 0), 0) / r.stepMs;

@@ -13,6 +13,7 @@ export { add, fill, reluForward, reluBackward, biasAddInPlace, biasBackward, dro
 export { maxPoolForward, maxPoolBackward, avgPoolForward, avgPoolBackward, globalAvgPoolForward, globalAvgPoolBackward } from './pool';
 export { batchNormStats, batchNormApply, batchNormBackward, lrnForward, lrnBackward } from './norm';
 export { softmaxXent, topkCount } from './loss';
+export { wgFilter, wgInputScratchBytes, wgInput, wgOutput, wgGradOut, wgFilterGrad } from './winograd';
 
 /** First byte the engine may use: everything below holds the module's static data. */
 export function heapBase(): usize {

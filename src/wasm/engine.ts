@@ -24,7 +24,7 @@ import { Heap } from './heap.ts';
 import { compileKernels, isNode, KERNEL_NAMES, type Kernels, loadKernels } from './kernels.ts';
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
-import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor } from './tensor.ts';
+import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor, WinogradMode } from './tensor.ts';
 import { ThreadPool, threadsUnavailable } from './threads.ts';
 
 export type { WasmTensor } from './tensor.ts';
@@ -38,6 +38,11 @@ export interface WasmEngineOptions {
   threads?: number;
   /** Initial memory in MiB (it grows on demand); default 64. */
   initialMiB?: number;
+  /**
+   * 3x3 stride-1 convolutions by Winograd F(2x2, 3x3): 'auto' (default) where it is faster, 'always' wherever it
+   * applies (tests), 'off' keeps every convolution on im2col + GEMM (src/wasm/ops-winograd.ts).
+   */
+  winograd?: WinogradMode;
 }
 
 let nextOwner = 1;
@@ -67,7 +72,10 @@ function sharedHeap(pages: number): Heap {
 
 /** Records kernel calls as commands for a thread (src/wasm/threads.ts); queries go to `live`. */
 function recorder(live: Kernels, cmds: number[]): Kernels {
-  const rec: Record<string, unknown> = { heapBase: () => live.heapBase(), gemmScratchBytes: () => live.gemmScratchBytes() };
+  const rec: Record<string, unknown> = {
+    heapBase: () => live.heapBase(), gemmScratchBytes: () => live.gemmScratchBytes(),
+    wgInputScratchBytes: (th: number, tw: number) => live.wgInputScratchBytes(th, tw),
+  };
   KERNEL_NAMES.forEach((name, i) => {
     if (!(name in rec)) rec[name] = (...args: number[]) => { cmds.push(i, args.length, ...args); };
   });
@@ -86,13 +94,13 @@ export class WasmEngine implements Engine<WasmTensor> {
   private readonly cx: WasmCtx;
   private readonly live: PartCtx;
 
-  private constructor(private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null) {
+  private constructor(private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode) {
     const threads = pool?.size ?? 1;
     const description = `WebAssembly SIMD, ${threads} thread${threads > 1 ? 's' : ''}`;
     this.info = { backend: 'wasm', platform: isNode() ? 'node' : 'browser', description, cpu: true };
     this.live = { k, scratch: (slot, bytes) => this.scratch(`0:${slot}`, bytes), barrier: () => {} };
     this.cx = {
-      k, threads, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
+      k, threads, winograd, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
       run: (parts, part) => this.run(parts, part),
     };
   }
@@ -112,22 +120,26 @@ export class WasmEngine implements Engine<WasmTensor> {
       if (why) throw new VtError('bad-shape', `WasmEngine: ${threads} threads were asked for, but ${why}. Use threads: 1 here.`);
     }
     const pages = Math.ceil(((opts.initialMiB ?? 64) * 2 ** 20) / 65536);
-    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages);
+    const winograd = opts.winograd ?? 'auto';
+    if (!['auto', 'always', 'off'].includes(winograd)) {
+      throw new VtError('bad-shape', `WasmEngine: winograd must be 'auto', 'always' or 'off', got ${String(winograd)}`);
+    }
+    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd);
     try {
-      return await WasmEngine.make(threads, pages);
+      return await WasmEngine.make(threads, pages, winograd);
     } catch (e) {
       console.warn(`WasmEngine: ${threads} threads could not start (${e instanceof Error ? e.message : String(e)}); running on 1 thread`);
-      return WasmEngine.make(1, pages);
+      return WasmEngine.make(1, pages, winograd);
     }
   }
 
-  private static async make(threads: number, pages: number): Promise<WasmEngine> {
+  private static async make(threads: number, pages: number, winograd: WinogradMode): Promise<WasmEngine> {
     const heap = threads > 1 ? sharedHeap(pages) : new Heap(pages);
     const variant = threads > 1 ? 'threads' : 'single';
     const k = await loadKernels(heap.memory, variant);
     heap.setBase(k.heapBase());
     const pool = threads > 1 ? await ThreadPool.start(threads - 1, await compileKernels(variant), heap, k) : null;
-    return new WasmEngine(heap, k, pool);
+    return new WasmEngine(heap, k, pool, winograd);
   }
 
   /** Threads that run the kernels, the calling one included. */

@@ -29,6 +29,17 @@ export interface Kernels {
     dx: Ptr, ld: number,
   ): void;
   copyRows(src: Ptr, srcLd: number, dst: Ptr, dstLd: number, rows: number, cols: number): void;
+  wgFilter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag): void;
+  wgInputScratchBytes(th: number, tw: number): number;
+  wgInput(
+    x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,
+    pad: Ptr,
+  ): void;
+  wgOutput(
+    m: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, ldT: number, chans: number, t0: number, y: Ptr, accumulate: Flag,
+  ): void;
+  wgGradOut(dy: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, g: Ptr, ldT: number, chans: number, t0: number): void;
+  wgFilterGrad(du: Ptr, e0: number, e1: number, count: number, dw: Ptr, accumulate: Flag): void;
   add(x: Ptr, y: Ptr, z: Ptr, n: number): void;
   fill(x: Ptr, bits: number, n: number): void;
   reluForward(x: Ptr, y: Ptr, n: number): void;
@@ -65,7 +76,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'heapBase', 'gemmScratchBytes', 'gemm', 'gemmNT', 'im2col', 'col2imAdd', 'copyRows', 'add', 'fill', 'reluForward', 'reluBackward',
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
-  'lrnBackward', 'softmaxXent', 'topkCount',
+  'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

@@ -8,6 +8,8 @@
 //     backward input   dcol[K, S] = w^T dy[Cout, S], then dx (+)= col2im(dcol)
 //     backward filter  dw[Cout, K] (+)= dy[Cout, S] col^T, group after group (fixed order)
 //   A 1x1 stride-1 unpadded convolution of one image uses x (or dx) itself as the columns.
+//   3x3 stride-1 convolutions with enough channels run by Winograd F(2x2, 3x3) instead
+//   (src/wasm/ops-winograd.ts winogradFits; the engine's `winograd: 'off'` keeps them on im2col).
 // Threads (cx.run, src/wasm/threads.ts) split each op by disjoint OUTPUTS, so every output
 // element is computed by one thread in the same summation order as with one thread (results
 // are bitwise identical for any thread count; the kernels' orders depend on K only, not on
@@ -24,19 +26,12 @@ import { shapeStr } from '../shapes/shape.ts';
 import { type Conv2dBackwardOptions, type Conv2dGeometry, type Conv2dParams, normalizeConv2d } from '../shapes/conv2d.ts';
 import { type GemmParams, gemmDims } from '../shapes/gemm.ts';
 import type { Kernels } from './kernels.ts';
+import { MIN_SPLIT_MACS, splitRange } from './split.ts';
+import { winogradBackwardFilter, winogradBackwardInput, winogradFits, winogradForward } from './ops-winograd.ts';
 import type { PartCtx, WasmCtx, WasmTensor } from './tensor.ts';
 
 const F = 4;
 
-/** Below this many multiply-adds an op runs on one thread (a dispatch costs tens of µs). */
-export const MIN_SPLIT_MACS = 1 << 18;
-
-/** Part t of [0, total) cut into `parts` contiguous ranges whose inner bounds are multiples of `align`. */
-export function splitRange(total: number, parts: number, t: number, align = 1): [number, number] {
-  const blocks = Math.ceil(total / align);
-  const at = (i: number) => Math.min(total, Math.floor((blocks * i) / parts) * align);
-  return [at(t), at(t + 1)];
-}
 
 /** How many parts an op of `macs` multiply-adds over `units` splittable units gets. */
 const partsFor = (cx: WasmCtx, units: number, macs: number): number => (macs < MIN_SPLIT_MACS ? 1 : Math.max(1, Math.min(cx.threads, units)));
@@ -127,6 +122,7 @@ export function conv2dForward(cx: WasmCtx, x: WasmTensor, w: WasmTensor, out: Wa
   checkShape(out, [g.n, g.cout, g.oh, g.ow], what, 'out');
   const j = convJob(g, false);
   const px = cx.ptr(x, what), pw = cx.ptr(w, what), py = cx.ptr(out, what);
+  if (winogradFits(g, cx.winograd)) return winogradForward(cx, g, px, pw, py);
   const gsBytes = cx.k.gemmScratchBytes();
   const noCol = j.nb === 1 && isPointwise(g);
   const colBytes = j.K * j.nb * j.S * F, yBytes = g.cout * j.nb * j.S * F;
@@ -165,6 +161,7 @@ export function conv2dBackwardInput(cx: WasmCtx, dy: WasmTensor, w: WasmTensor, 
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
   const j = convJob(g, !!opts.accumulate);
   const pdy = cx.ptr(dy, what), pw = cx.ptr(w, what), pdx = cx.ptr(dx, what);
+  if (winogradFits(g, cx.winograd)) return winogradBackwardInput(cx, g, pdy, pw, pdx, j.accumulate);
   const direct = j.nb === 1 && isPointwise(g);
   const gsBytes = cx.k.gemmScratchBytes();
   const colBytes = j.K * j.nb * j.S * F, dyBytes = g.cout * j.nb * j.S * F;
@@ -211,6 +208,7 @@ export function conv2dBackwardFilter(cx: WasmCtx, x: WasmTensor, dy: WasmTensor,
   checkShape(dy, [g.n, g.cout, g.oh, g.ow], what, 'dy');
   const j = convJob(g, !!opts.accumulate);
   const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pdw = cx.ptr(dw, what);
+  if (winogradFits(g, cx.winograd)) return winogradBackwardFilter(cx, g, px, pdy, pdw, j.accumulate);
   const groups = Math.ceil(g.n / j.nb);
   const macs = g.n * g.cout * j.K * j.S;
   if (macs >= MIN_SPLIT_MACS && cx.threads > 1 && groups >= cx.threads) filterByGroups(cx, j, px, pdy, pdw, groups);

@@ -23,7 +23,7 @@ export interface WasmTensor extends TensorLike {
 }
 
 /** Scratch kept by the engine between ops: packing buffers, im2col columns, op temporaries. */
-export type ScratchSlot = 'gemm' | 'col' | 'aux' | 'col2' | 'aux2';
+export type ScratchSlot = 'gemm' | 'col' | 'aux' | 'col2' | 'aux2' | 'wgU' | 'wgV' | 'wgM' | 'wgP';
 
 /** What one part of a split op may do (src/wasm/threads.ts runs the parts on the threads). */
 export interface PartCtx {
@@ -35,6 +35,9 @@ export interface PartCtx {
   barrier(): void;
 }
 
+/** When 3x3 stride-1 convolutions run by Winograd: 'auto' where it wins here, 'always' wherever it applies (tests), 'off' never. */
+export type WinogradMode = 'auto' | 'always' | 'off';
+
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
 export interface WasmCtx {
   readonly k: Kernels;
@@ -44,6 +47,8 @@ export interface WasmCtx {
   scratch(slot: ScratchSlot, bytes: number): number;
   /** Threads the engine has (1: none besides the calling one). */
   readonly threads: number;
+  /** When 3x3 stride-1 convolutions run by Winograd (src/wasm/ops-winograd.ts). */
+  readonly winograd: WinogradMode;
   /**
    * Runs part(pcx, t) for t in [0, parts) (parts <= threads), each on its own thread with its
    * own scratch; returns when all are done. Parts must write disjoint outputs. Scratch from

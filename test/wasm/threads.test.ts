@@ -13,7 +13,7 @@ import type { ModelSpec } from '../../src/nn/graph.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { recordGradients, uploadBatch } from '../../src/train/step.ts';
 import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
-import { MIN_SPLIT_MACS, splitRange } from '../../src/wasm/ops-linalg.ts';
+import { MIN_SPLIT_MACS, splitRange } from '../../src/wasm/split.ts';
 
 const COUNTS = [1, 2, 3] as const;
 let engines: WasmEngine[] = [];

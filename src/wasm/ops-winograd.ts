@@ -1,0 +1,190 @@
+// 3x3 stride-1 convolutions by Winograd F(2x2, 3x3) on the wasm kernels (wasm/winograd.ts has the
+// transforms and their algebra): 16 GEMMs of Cout x Cin per 2x2 output tile, 2.25x fewer
+// multiply-adds than im2col's GEMM (src/wasm/ops-linalg.ts, which chooses this path).
+//   forward          V = B^T x B per tile;  M_xi = U_xi V_xi (U = G w G^T);  y = A^T M A
+//   backward input   the forward of dy with the filter turned (flipped, [ci][co]) and padding 2 - p
+//   backward filter  dU_xi = sum over tiles of (A dy A^T)_xi V_xi^T;  dw (+)= G^T dU G
+// A group of images (about TARGET_TILES tiles) is transformed, multiplied and transformed back in
+// turn. Threads split groups of images, or, with fewer groups than threads, each group's channels
+// (transforms) and its 16 GEMMs (by xi) between barriers. Every output is computed in one fixed
+// order whatever the thread count: the filter gradient's per-group sums are added in group order,
+// as one thread adds them (bitwise the same for any thread count).
+import type { Conv2dGeometry } from '../shapes/conv2d.ts';
+import { MIN_SPLIT_MACS, splitRange } from './split.ts';
+import type { PartCtx, WasmCtx, WinogradMode } from './tensor.ts';
+
+export type { WinogradMode } from './tensor.ts';
+
+const F = 4;
+const XI = 16;
+
+/** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
+const TARGET_TILES = 256;
+
+/**
+ * 'auto' takes Winograd from this many channels on both sides (the transforms cost per channel, the GEMMs per
+ * channel pair) and this many tiles in the batch (the filter's transforms cost per channel pair, the GEMMs per
+ * pair and tile): measured with ResNet's layers (docs/wasm.md), 4x4 maps of 256 channels at batch 16 (64 tiles)
+ * break even, 2x2 maps of 512 (16 tiles) take twice im2col's time.
+ */
+export const WINOGRAD_MIN = { channels: 8, tiles: 128 } as const;
+
+/** Whether a convolution runs by Winograd: 3x3, stride 1, padding at most 2; under 'auto', enough channels and tiles too. */
+export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
+  if (mode === 'off' || g.kh !== 3 || g.kw !== 3 || g.sh !== 1 || g.sw !== 1 || g.ph > 2 || g.pw > 2) return false;
+  if (mode === 'always') return true;
+  const tiles = g.n * Math.ceil(g.oh / 2) * Math.ceil(g.ow / 2);
+  return g.cin >= WINOGRAD_MIN.channels && g.cout >= WINOGRAD_MIN.channels && tiles >= WINOGRAD_MIN.tiles;
+}
+
+/** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
+interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
+
+/** Tile counts and group sizes of a pass. */
+interface Tiling { th: number; tw: number; per: number; nb: number; ldT: number; groups: number }
+
+function tiling(p: Pass): Tiling {
+  const th = Math.ceil(p.oh / 2), tw = Math.ceil(p.ow / 2), per = th * tw;
+  const nb = Math.max(1, Math.min(p.n, Math.floor(TARGET_TILES / per)));
+  return { th, tw, per, nb, ldT: nb * per, groups: Math.ceil(p.n / nb) };
+}
+
+const padBytes = (cx: WasmCtx, p: Pass, t: Tiling): number => cx.k.wgInputScratchBytes(t.th, t.tw);
+
+/** out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([16][outC][inC]). */
+function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
+  const t = tiling(p);
+  const gs = cx.k.gemmScratchBytes(), vBytes = XI * p.inC * t.ldT * F, mBytes = XI * p.outC * t.ldT * F, pb = padBytes(cx, p, t);
+  const macs = p.n * t.per * XI * p.inC * p.outC;
+  const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
+  // One group: inputs transformed by channel range [c0, c1) of part `part` of `parts`, GEMMs by xi, outputs by channel
+  // (`barrier` between them: a no-op when the part has the group to itself).
+  const group = (pc: PartCtx, q: number, part: number, parts: number, v: number, m: number, barrier: () => void): void => {
+    const b0 = q * t.nb, cnt = Math.min(t.nb, p.n - b0), T = cnt * t.per;
+    const pad = pc.scratch('wgP', pb);
+    const [c0, c1] = splitRange(p.inC, parts, part);
+    for (let i = 0; i < cnt; i++) pc.k.wgInput(p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldT, p.inC, i * t.per, pad);
+    barrier();
+    const [x0, x1] = splitRange(XI, parts, part);
+    for (let xi = x0; xi < x1; xi++) {
+      pc.k.gemm(p.outC, T, p.inC, u + xi * p.outC * p.inC * F, p.inC, 0, v + xi * p.inC * t.ldT * F, t.ldT, 0,
+        m + xi * p.outC * t.ldT * F, t.ldT, 1, 0, pc.scratch('gemm', gs));
+    }
+    barrier();
+    const [o0, o1] = splitRange(p.outC, parts, part);
+    for (let i = 0; i < cnt; i++) {
+      pc.k.wgOutput(m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0);
+    }
+  };
+  if (macs < MIN_SPLIT_MACS || cx.threads === 1 || t.groups >= cx.threads) {
+    const parts = macs < MIN_SPLIT_MACS ? 1 : Math.max(1, Math.min(cx.threads, t.groups));
+    cx.run(parts, (pc, part) => {
+      const [q0, q1] = splitRange(t.groups, parts, part);
+      const v = pc.scratch('wgV', vBytes), m = pc.scratch('wgM', mBytes);
+      for (let q = q0; q < q1; q++) group(pc, q, 0, 1, v, m, () => {});
+    });
+    return;
+  }
+  const v = cx.scratch('wgV', vBytes), m = cx.scratch('wgM', mBytes);
+  cx.run(cx.threads, (pc, part) => {
+    for (let q = 0; q < t.groups; q++) {
+      if (q > 0) pc.barrier(); // the previous group's outputs are read from m
+      group(pc, q, part, cx.threads, v, m, () => pc.barrier());
+    }
+  });
+}
+
+// x [N, Cin, H, W], w [Cout, Cin, 3, 3] -> y [N, Cout, OH, OW] (byte addresses; the geometry checked by the caller).
+export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: number, py: number): void {
+  const u = cx.scratch('wgU', XI * g.cout * g.cin * F);
+  cx.k.wgFilter(pw, g.cout, g.cin, u, 0);
+  apply(cx, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
+}
+
+// dy [N, Cout, OH, OW], w -> dx [N, Cin, H, W] (= or += by accumulate)
+export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: number, pw: number, pdx: number, accumulate: boolean): void {
+  const u = cx.scratch('wgU', XI * g.cout * g.cin * F);
+  cx.k.wgFilter(pw, g.cout, g.cin, u, 1);
+  apply(cx, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
+}
+
+/** The partial sums of one round of groups stay under this many bytes (rounds of `threads` groups at least). */
+const PARTIAL_BYTES = 32 * 2 ** 20;
+
+// x [N, Cin, H, W], dy [N, Cout, OH, OW] -> dw [Cout, Cin, 3, 3] (= or += by accumulate)
+export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: number, pdy: number, pdw: number, accumulate: boolean): void {
+  const p: Pass = { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: pdy, outC: g.cout, oh: g.oh, ow: g.ow };
+  const t = tiling(p);
+  const W = g.cout * g.cin;
+  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pb = padBytes(cx, p, t);
+  const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
+  const du = cx.scratch('wgU', XI * W * F);
+  const macs = g.n * t.per * XI * W;
+  // Group q's transforms (channel range of part `part`): V from x, Y from dy.
+  const transforms = (pc: PartCtx, q: number, part: number, parts: number, v: number, y: number): number => {
+    const b0 = q * t.nb, cnt = Math.min(t.nb, g.n - b0);
+    const pad = pc.scratch('wgP', pb);
+    const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
+    for (let i = 0; i < cnt; i++) {
+      pc.k.wgInput(px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad);
+      pc.k.wgGradOut(pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per);
+    }
+    return cnt * t.per;
+  };
+  const gemms = (pc: PartCtx, T: number, x0: number, x1: number, v: number, y: number, dst: number, beta: number): void => {
+    for (let xi = x0; xi < x1; xi++) {
+      pc.k.gemmNT(g.cout, g.cin, T, y + xi * g.cout * t.ldT * F, t.ldT, v + xi * g.cin * t.ldT * F, t.ldT, dst + xi * W * F, g.cin, 1, beta);
+    }
+  };
+  const T = cx.threads;
+  if (macs < MIN_SPLIT_MACS || T === 1) {
+    // One part: dU = r_0, then += r_q group after group (gemmNT's beta 1 adds exactly as the threads' adds below).
+    cx.run(1, (pc) => {
+      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes);
+      for (let q = 0; q < t.groups; q++) gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, du, q > 0 ? 1 : 0);
+      pc.k.wgFilterGrad(du, 0, W, W, pdw, accumulate ? 1 : 0);
+    });
+    return;
+  }
+  if (t.groups >= T) {
+    // Groups split between the threads, each group's sum into its own buffer, added in group order by element range.
+    const perRound = Math.min(t.groups, Math.max(T, Math.floor(PARTIAL_BYTES / (XI * W * F) / T) * T));
+    const partials = cx.scratch('aux2', perRound * XI * W * F);
+    cx.run(T, (pc, part) => {
+      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes);
+      const [e0, e1] = splitRange(XI * W, T, part, 4);
+      for (let q0 = 0; q0 < t.groups; q0 += perRound) {
+        const q1 = Math.min(t.groups, q0 + perRound);
+        if (q0 > 0) pc.barrier(); // the previous round's partial sums are all added
+        const [a0, a1] = splitRange(q1 - q0, T, part);
+        for (let q = q0 + a0; q < q0 + a1; q++) gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, partials + (q - q0) * XI * W * F, 0);
+        pc.barrier(); // every partial sum of the round is there
+        if (e1 <= e0) continue;
+        for (let q = q0; q < q1; q++) {
+          const r = partials + ((q - q0) * XI * W + e0) * F;
+          if (q === 0) pc.k.copyRows(r, 0, du + e0 * F, 0, 1, e1 - e0);
+          else pc.k.add(du + e0 * F, r, du + e0 * F, e1 - e0);
+        }
+      }
+      pc.barrier();
+      const [f0, f1] = splitRange(W, T, part);
+      pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
+    });
+    return;
+  }
+  // Fewer groups than threads: every thread on each group, transforms by channel, GEMMs by xi.
+  const v = cx.scratch('wgV', vBytes), y = cx.scratch('wgM', yBytes);
+  cx.run(T, (pc, part) => {
+    const [x0, x1] = splitRange(XI, T, part);
+    for (let q = 0; q < t.groups; q++) {
+      if (q > 0) pc.barrier(); // the previous group's GEMMs have read v and y
+      const cnt = Math.min(t.nb, g.n - q * t.nb);
+      transforms(pc, q, part, T, v, y);
+      pc.barrier();
+      gemms(pc, cnt * t.per, x0, x1, v, y, du, q > 0 ? 1 : 0);
+    }
+    pc.barrier();
+    const [f0, f1] = splitRange(W, T, part);
+    pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
+  });
+}

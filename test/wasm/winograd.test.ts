@@ -1,0 +1,159 @@
+// Winograd F(2x2, 3x3) convolutions of the wasm engine (src/wasm/ops-winograd.ts): all three passes
+// against the float64 reference on awkward shapes (odd sizes, a 1x1 output, every padding 0..2,
+// asymmetric padding, 1 and 3 channels, groups of images, accumulate on top of random contents),
+// bitwise equal for 1, 2 and 3 threads on every way of splitting (groups of images; every thread
+// on one group; the filter gradient's per-group sums added in order), which layers 'auto' sends to
+// Winograd, and a ResNet-20 gradient that agrees with im2col's.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Conv2dParams, conv2dShape, normalizeConv2d } from '../../src/shapes/conv2d.ts';
+import * as ref from '../../src/ref/conv2d.ts';
+import { Model } from '../../src/nn/model.ts';
+import { resnet20 } from '../../src/nn/models.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { recordGradients, uploadBatch } from '../../src/train/step.ts';
+import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
+import { winogradFits } from '../../src/wasm/ops-winograd.ts';
+import { VtError } from '../../src/errors.ts';
+import { assertClose, FWD, GRAD, type Tolerance } from '../helpers/compare.ts';
+
+const COUNTS = [1, 2, 3] as const;
+let always: WasmEngine[] = [];
+let off: WasmEngine;
+beforeAll(async () => {
+  always = await Promise.all(COUNTS.map((threads) => WasmEngine.create({ threads, winograd: 'always', initialMiB: 16 })));
+  off = await WasmEngine.create({ threads: 1, winograd: 'off', initialMiB: 16 });
+});
+afterAll(() => {
+  for (const e of always) e.destroy();
+  off.destroy();
+});
+
+const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
+const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
+const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
+/** As test/ops/conv2d.cases.ts: a k-term float32 sum's rounding grows like k 2^-24 where outputs cancel. */
+const tolFor = (base: Tolerance, k: number): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * k * 2 ** -24) });
+
+interface Case { x: [number, number, number, number]; cout: number; p: Conv2dParams }
+
+/** The three passes into outputs that start as `init` (accumulate adds onto them). */
+async function passes(e: WasmEngine, c: Case, x: Float32Array, w: Float32Array, dy: Float32Array, accumulate: boolean,
+  init: [Float32Array, Float32Array]): Promise<Float32Array[]> {
+  const wShape = [c.cout, c.x[1], 3, 3], yShape = conv2dShape(c.x, wShape, c.p);
+  const tx = e.upload(x, c.x), tw = e.upload(w, wShape), tdy = e.upload(dy, yShape);
+  const y = e.empty(yShape), dx = e.upload(init[0], c.x), dw = e.upload(init[1], wShape);
+  const ts: WasmTensor[] = [tx, tw, tdy, y, dx, dw];
+  try {
+    e.conv2dForward(tx, tw, y, c.p);
+    e.conv2dBackwardInput(tdy, tw, dx, c.p, { accumulate });
+    e.conv2dBackwardFilter(tx, tdy, dw, c.p, { accumulate });
+    return [await e.readF32(y), await e.readF32(dx), await e.readF32(dw)];
+  } finally {
+    e.release(...ts);
+  }
+}
+
+function problem(c: Case, seed: number): { x: Float32Array; w: Float32Array; dy: Float32Array; init: [Float32Array, Float32Array] } {
+  const rng = makeRng(seed);
+  const wShape = [c.cout, c.x[1], 3, 3], yShape = conv2dShape(c.x, wShape, c.p);
+  return {
+    x: uniformF32(rng, prod(c.x)), w: uniformF32(rng, prod(wShape)), dy: uniformF32(rng, prod(yShape)),
+    init: [uniformF32(rng, prod(c.x)), uniformF32(rng, prod(wShape))],
+  };
+}
+
+describe('against the float64 reference (every 3x3 stride-1 shape runs by Winograd)', () => {
+  const cases: [string, Case][] = [
+    ['odd 7x9, Cin 3, Cout 5', { x: [1, 3, 7, 9], cout: 5, p: { stride: 1, pad: 1 } }],
+    ['pad 0, odd 5x13 (odd output 3x11)', { x: [2, 9, 5, 13], cout: 10, p: { stride: 1, pad: 0 } }],
+    ['pad 2, Cin 1', { x: [3, 1, 6, 5], cout: 4, p: { stride: 1, pad: 2 } }],
+    ['asymmetric pad [0, 2], 4x11', { x: [2, 6, 4, 11], cout: 7, p: { stride: 1, pad: [0, 2] } }],
+    ['1x1 output (3x3 input, pad 0)', { x: [4, 8, 3, 3], cout: 8, p: { stride: 1, pad: 0 } }],
+    ['1-row input, pad 1', { x: [2, 5, 1, 10], cout: 3, p: { stride: 1, pad: 1 } }],
+    ['Cout 37, Cin 17, 6x7', { x: [1, 17, 6, 7], cout: 37, p: { stride: 1, pad: 1 } }],
+    ['ResNet 64 -> 64 at 2x14x14', { x: [2, 64, 14, 14], cout: 64, p: { stride: 1, pad: 1 } }],
+    ['groups of images: 40 of 8x8 (groups of 16)', { x: [40, 12, 8, 8], cout: 9, p: { stride: 1, pad: 1 } }],
+    ['wide map 30x70 (tile rows of 35)', { x: [1, 4, 30, 70], cout: 6, p: { stride: 1, pad: 1 } }],
+  ];
+  for (const [i, [name, c]] of cases.entries()) {
+    for (const accumulate of [false, true]) {
+      it(`${name}${accumulate ? ', accumulate' : ''}`, async () => {
+        const pr = problem(c, 50 + i);
+        const wShape = [c.cout, c.x[1], 3, 3];
+        const g = normalizeConv2d(c.x, wShape, c.p);
+        const [y, dx, dw] = await passes(always[0]!, c, pr.x, pr.w, pr.dy, accumulate, pr.init);
+        const ey = ref.conv2dForward(f64(pr.x), c.x, f64(pr.w), wShape, c.p);
+        const edx = ref.conv2dBackwardInput(f64(pr.dy), f64(pr.w), c.x, wShape, c.p);
+        const edw = ref.conv2dBackwardFilter(f64(pr.x), f64(pr.dy), c.x, wShape, c.p);
+        const plus = (e: Float64Array, init: Float32Array): Float64Array => (accumulate ? e.map((v, j) => v + init[j]!) : e);
+        assertClose(y!, ey, tolFor(FWD, g.cin * 9), 'winograd y');
+        assertClose(dx!, plus(edx, pr.init[0]), tolFor(GRAD, g.cout * 9), 'winograd dx');
+        assertClose(dw!, plus(edw, pr.init[1]), tolFor(GRAD, g.n * g.oh * g.ow), 'winograd dw');
+      });
+    }
+  }
+});
+
+describe('bitwise equal for 1, 2, 3 threads', () => {
+  const cases: [string, Case][] = [
+    ['groups split between threads (64 images of 8x8, groups of 16)', { x: [64, 16, 8, 8], cout: 16, p: { stride: 1, pad: 1 } }],
+    ['every thread on one group (1 image of 40x36)', { x: [1, 24, 40, 36], cout: 20, p: { stride: 1, pad: 1 } }],
+    ['groups of one image, odd count (5 of 32x32)', { x: [5, 16, 32, 32], cout: 16, p: { stride: 1, pad: 1 } }],
+    ['odd map, pad 0 and 2 (3 of 17x15)', { x: [3, 12, 17, 15], cout: 10, p: { stride: 1, pad: [0, 2] } }],
+  ];
+  for (const [i, [name, c]] of cases.entries()) {
+    it(name, async () => {
+      const pr = problem(c, 70 + i);
+      const out: Float32Array[][] = [];
+      for (const e of always) out.push(await passes(e, c, pr.x, pr.w, pr.dy, true, pr.init));
+      for (let t = 1; t < out.length; t++) {
+        for (const [k, what] of ['y', 'dx', 'dw'].entries()) {
+          const a = bits(out[0]![k]!), b = bits(out[t]![k]!);
+          const first = a.findIndex((v, j) => v !== b[j]);
+          expect(first, `${what}: ${COUNTS[t]} threads differ from 1 thread first at element ${first} of ${a.length}`).toBe(-1);
+        }
+      }
+    });
+  }
+});
+
+describe('which convolutions run by Winograd', () => {
+  const geo = (n: number, cin: number, hw: number, cout: number, k: number, stride: number, pad: number) =>
+    normalizeConv2d([n, cin, hw, hw], [cout, cin, k, k], { stride, pad });
+  it("'auto': ResNet's 3x3 stride-1 layers with enough channels and tiles; never other kernels, strides or pads", () => {
+    expect(winogradFits(geo(64, 16, 32, 16, 3, 1, 1), 'auto')).toBe(true); // ResNet-20, stage 1
+    expect(winogradFits(geo(16, 128, 8, 128, 3, 1, 1), 'auto')).toBe(true); // ResNet-50 at 64 px, stage 2
+    expect(winogradFits(geo(16, 512, 2, 512, 3, 1, 1), 'auto')).toBe(false); // 16 tiles: the filter's transforms dominate
+    expect(winogradFits(geo(64, 3, 32, 16, 3, 1, 1), 'auto')).toBe(false); // the stem: 3 channels
+    expect(winogradFits(geo(64, 16, 32, 32, 3, 2, 1), 'auto')).toBe(false);
+    expect(winogradFits(geo(64, 16, 32, 32, 1, 1, 0), 'auto')).toBe(false);
+    expect(winogradFits(geo(64, 16, 32, 32, 3, 1, 3), 'always')).toBe(false); // the input gradient would need padding -1
+    expect(winogradFits(geo(1, 1, 3, 1, 3, 1, 0), 'always')).toBe(true);
+    expect(winogradFits(geo(64, 16, 32, 16, 3, 1, 1), 'off')).toBe(false);
+  });
+  it('refuses an unknown mode with a clear error', async () => {
+    await expect(WasmEngine.create({ winograd: 'fast' as 'auto' })).rejects.toThrow(VtError);
+    await expect(WasmEngine.create({ winograd: 'fast' as 'auto' })).rejects.toThrow(/'auto', 'always' or 'off'/);
+  });
+});
+
+it("a ResNet-20 gradient by Winograd agrees with im2col's (batch 4, 32x32)", async () => {
+  const spec = resnet20([3, 32, 32], 10);
+  const grads = async (e: WasmEngine): Promise<Float32Array> => {
+    const model = new Model(e, spec, { seed: 5 });
+    const rng = makeRng(13);
+    const x = uploadBatch(model, { x: uniformF32(rng, 4 * 3 * 32 * 32), labels: Int32Array.from([1, 4, 7, 2]), shape: [4, 3, 32, 32] }, null);
+    try {
+      recordGradients(model, x, 4);
+      return await e.readF32(model.grads);
+    } finally {
+      e.release(x);
+      model.destroy();
+    }
+  };
+  const a = await grads(always[0]!), b = await grads(off);
+  expect(a.some((v) => v !== 0)).toBe(true);
+  // Relative to the largest gradient: the two differ only by float32 rounding in other orders.
+  const scale = b.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  assertClose(a, b, { rtol: 1e-3, atol: 1e-4 * scale }, 'ResNet-20 gradient, winograd against im2col');
+});
