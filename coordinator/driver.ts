@@ -123,8 +123,11 @@ export class Driver extends DriverMachine {
         return;
       case 'step-result': {
         if (ph.kind !== 'running' || m.generation !== ph.generation || m.step !== ph.step || !inRing(ph.ring, id) || ph.results.has(id)) return;
-        // With a tail, its sum must cover exactly its fixed part and its grants (tail-pool.ts).
-        const wrong = ph.tail ? tailResultProblem(ph.tail, id, ph.slices![rankOf(ph.ring, id)]!.length, m.images, m.claimed) : null;
+        // With a tail, its sum must cover exactly its fixed part and its grants (tail-pool.ts); without one, its slice. The
+        // image count weighs its result (the sum check, suspicion, credit): a member must not choose it.
+        const fixed = ph.slices?.[rankOf(ph.ring, id)]?.length;
+        const wrong = ph.tail ? tailResultProblem(ph.tail, id, fixed!, m.images, m.claimed)
+          : fixed !== undefined && m.images !== fixed ? `it reported ${m.images} images where its slice holds ${fixed}` : null;
         if (wrong) return this.evict([id], `its result of step ${ph.step + 1} does not cover its slice: ${wrong}`);
         ph.results.set(id, m);
         Object.assign(peer, measureStep(peer, m));

@@ -53,15 +53,16 @@ describe('audit plan', () => {
 
 const CHECKSUM = '0123456789abcdef';
 const report = (g: GradientSketch): SketchReport => ({ sums: [...g.sums], squares: [...g.squares] });
-/** Members' slice gradients: `images` per-image gradients around a shared mean, per-image noise 3x the mean (a small CNN's share). */
-function slices32(rng: Rng, n: number, tamper: (i: number, g: Float32Array) => void = () => undefined): Float32Array[] {
+/** Members' slice gradients: `sizes[i]` per-image gradients summed around a shared mean, per-image noise 3x the mean (a small CNN's share). */
+function sliceSums(rng: Rng, sizes: readonly number[], tamper: (i: number, g: Float32Array) => void = () => undefined): Float32Array[] {
   const mean = Float32Array.from({ length: 4000 }, () => rng.normal());
-  return Array.from({ length: n }, (_, i) => {
-    const g = mean.map((m) => 32 * m + Math.sqrt(32) * 3 * rng.normal());
+  return sizes.map((k, i) => {
+    const g = mean.map((m) => k * m + Math.sqrt(k) * 3 * rng.normal());
     tamper(i, g);
     return g;
   });
 }
+const slices32 = (rng: Rng, n: number, tamper?: (i: number, g: Float32Array) => void): Float32Array[] => sliceSums(rng, Array<number>(n).fill(32), tamper);
 /** A verified step's results: each member's sketch of what it sent, the ring's sum, no audits. */
 function results(ring: readonly string[], step: number, grads: readonly Float32Array[]): StepResult[] {
   const seed = sketchSeed(CHECKSUM);
@@ -96,6 +97,44 @@ describe('directed audits', () => {
       const grads = slices32(rng, 8, (i, g) => { if (i === 6) attack(g); });
       expect(suspects(grads.map((g) => ({ sketch: sketch(g, seed), images: 32 }))), kind).toEqual([6]);
     }
+  });
+
+  it('a member is judged against its own slice size: no honest suspect in 200 steps of slices of 2 to 64 images; blatant attacks at 5 and 48 are', () => {
+    // An honest slice of 2 has a norm per image 3.5x that of one of 64 and a cosine with the rest of 0.4 against 0.9 (noise 3x the mean).
+    const sizes = [2, 3, 5, 8, 16, 32, 48, 64];
+    const rng = makeRng(6);
+    const seed = sketchSeed(CHECKSUM);
+    const parts = (grads: readonly Float32Array[]) => grads.map((g, i) => ({ sketch: sketch(g, seed), images: sizes[i]! }));
+    for (let t = 0; t < 200; t++) expect(suspects(parts(sliceSums(rng, sizes))), `step ${t}`).toEqual([]);
+    const attacks: Record<string, (g: Float32Array) => void> = {
+      'sign flip': (g) => g.forEach((x, j) => { g[j] = -x; }),
+      '50x': (g) => g.forEach((x, j) => { g[j] = 50 * x; }),
+      zeros: (g) => g.fill(0),
+      'noise of its norm': (g) => {
+        const rms = Math.sqrt(g.reduce((a, x) => a + x * x, 0) / g.length);
+        g.forEach((_, j) => { g[j] = rms * rng.normal(); });
+      },
+    };
+    // Noise of a small slice's norm hides in the honest spread of a small slice's direction (its expected cosine 0.6 at 5 images).
+    for (const [bad, kinds] of [[2, ['sign flip', '50x', 'zeros']], [6, Object.keys(attacks)]] as const) {
+      for (const kind of kinds) {
+        expect(suspects(parts(sliceSums(rng, sizes, (i, g) => { if (i === bad) attacks[kind]!(g); }))), `${kind} at ${sizes[bad]} images`).toEqual([bad]);
+      }
+    }
+  });
+
+  it('an empty slice that sends nothing is no suspect, one that sends something is; so is a sketch with a NaN; two members judge nobody', () => {
+    const rng = makeRng(7);
+    const seed = sketchSeed(CHECKSUM);
+    const grads = sliceSums(rng, [8, 8, 8, 8]);
+    const part = (g: Float32Array, images: number) => ({ sketch: sketch(g, seed), images });
+    const honest = grads.map((g) => part(g, 8));
+    expect(suspects([...honest, part(new Float32Array(4000), 0)])).toEqual([]);
+    expect(suspects([...honest, part(grads[0]!.map((x) => x / 8), 0)])).toEqual([4]);
+    const nan = grads[1]!.slice();
+    nan[7] = NaN;
+    expect(suspects([honest[0]!, part(nan, 8), honest[2]!, honest[3]!])).toEqual([1]);
+    expect(suspects([honest[0]!, part(grads[1]!.map((x) => 50 * x), 8)])).toEqual([]);
   });
 
   it('a suspect is audited in the next step at fraction ~0, then in about half of the WATCH_STEPS after, then no more', () => {

@@ -191,6 +191,20 @@ describe('work stealing in the driver', () => {
     h2.d.stop();
   });
 
+  it('without a tail, a result whose image count is not its slice\'s evicts its sender (the count weighs its result)', () => {
+    const h = driverHarness({ globalBatch: 24, stealFraction: 0 });
+    const as = h.startRing(['a', 'b', 'c']);
+    expect(as.map((a) => a.steal)).toEqual([undefined, undefined, undefined]);
+    h.d.message('a', {
+      type: 'step-result', peerId: 'a', generation: as[0]!.generation, step: as[0]!.step, loss: 1, checksum: 'c0ffee',
+      timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: 1,
+    });
+    expect(h.take('a', 'evicted').reason).toMatch(/reported 1 images where its slice holds 8/);
+    const again = ['b', 'c'].map((id) => h.take(id, 'step-assignment'));
+    expect(sorted(again.flatMap((x) => x.sampleIds))).toEqual(idsOf(0, 24));
+    h.d.stop();
+  });
+
   it('an abort re-runs every member\'s fixed part and grants (reused) and the never-granted tail: the re-run commits the sampler\'s ids', () => {
     const h = driverHarness({ globalBatch: 24, stealFraction: 0.5, stealChunk: 2 });
     const as = h.startRing(['a', 'b', 'c']);
