@@ -7,11 +7,9 @@
 //
 // The page's own estimate() does not show the override (an incognito context reports a fixed
 // quota), which is the case the cache must survive: a budget that the browser then refuses.
-import type { ViteDevServer } from 'vite';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
-import { startViteServer } from '../helpers/vite.ts';
+import { describe, expect, it } from 'vitest';
+import { pageHost } from '../helpers/vite.ts';
 import type * as IdbCache from '../../src/data/idb-cache.ts';
 
 /** What the page gets from the init script: the module, and shard bytes that do not compress. */
@@ -45,32 +43,22 @@ function initScript(): void {
 }
 
 describe('IndexedDB cache under a real quota (Chromium)', () => {
-  let server: ViteDevServer;
-  let browser: LaunchedBrowser;
-  let origin = '';
-  beforeAll(async () => {
-    ({ server, origin } = await startViteServer());
-    browser = await launchChromium({ webgpu: 'swiftshader' });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const host = pageHost();
 
   async function openPage(): Promise<{ page: Page; errors: string[]; setQuota(bytes: number): Promise<void> }> {
-    const context = await browser.newContext();
+    const context = await host.browser.newContext();
     await context.addInitScript({ content: IMPORT_SCRIPT });
     await context.addInitScript(initScript);
     const page = await context.newPage();
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(`${origin}/test/data/browser/idb.html`);
+    await page.goto(`${host.origin}/test/data/browser/idb.html`);
     const cdp = await context.newCDPSession(page);
     return {
       page, errors,
       async setQuota(quotaSize) {
-        await cdp.send('Storage.overrideQuotaForOrigin', { origin, quotaSize });
-        const q = await cdp.send('Storage.getUsageAndQuota', { origin });
+        await cdp.send('Storage.overrideQuotaForOrigin', { origin: host.origin, quotaSize });
+        const q = await cdp.send('Storage.getUsageAndQuota', { origin: host.origin });
         expect(q.overrideActive, 'the quota override took effect').toBe(true);
         expect(q.quota).toBe(quotaSize);
       },

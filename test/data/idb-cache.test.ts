@@ -2,28 +2,16 @@
 // the coordinator once and reused on later visits; damaged or cut-off entries are detected
 // and fetched again; the byte budget evicts the least recently used shard; the job's
 // checkpoint is kept per step and refused when damaged.
-import type { ViteDevServer } from 'vite';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
-import { startViteServer } from '../helpers/vite.ts';
+import { describe, expect, it } from 'vitest';
+import { pageHost } from '../helpers/vite.ts';
 import type { CacheReport } from './browser/idb-page.ts';
 
 describe('IndexedDB cache in Chromium', () => {
-  let server: ViteDevServer;
-  let browser: LaunchedBrowser;
-  let origin = '';
-  beforeAll(async () => {
-    ({ server, origin } = await startViteServer());
-    browser = await launchChromium({ webgpu: 'swiftshader' });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-  });
+  const host = pageHost();
 
   it('reuses, verifies, evicts and keeps checkpoints', async () => {
-    const page = await (await browser.newContext()).newPage();
-    await page.goto(`${origin}/test/data/browser/idb.html`);
+    const page = await (await host.browser.newContext()).newPage();
+    await page.goto(`${host.origin}/test/data/browser/idb.html`);
     await page.waitForFunction(() => 'ready' in window);
     const r = (await page.evaluate(() => window.runCacheChecks())) as CacheReport;
     expect(r.firstReads, 'a, b and the manifest').toBe(3);

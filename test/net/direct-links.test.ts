@@ -6,44 +6,32 @@
 // LAN host whose two ring links are both direct is cut off (its cable pulled): noticed within
 // seconds, training goes on, no step is lost or doubled, every step has one checksum, and the
 // final weights are one peer's to float rounding.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { netBed } from '../helpers/net-bed.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { LiveEvent, MetricRecord } from '../../src/protocol/messages.ts';
-import { buildTestData, distanceFromOnePeer, metricsOf, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
-import { Testbed } from '../../testbed/net/bed.ts';
+import { distanceFromOnePeer, metricsOf, peerNames, testJob } from '../../testbed/jobs.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 
 const K = 10;
 /** Not a checkpoint step (testJob: every 4): a host uploading one may stay silent up to firstSilentMs, which is not what is measured here. */
 const CUT_AFTER = 5;
-let root: { dir: string; remove(): Promise<void> };
-let data: Awaited<ReturnType<typeof buildTestData>>;
-let bed: Testbed;
-
-beforeAll(async () => {
-  root = await tempRoot('direct-links');
-  data = await buildTestData(root.dir);
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'], nat: { host: 'n', onlyTo: ['coord'] } });
-});
-afterAll(async () => {
-  await bed?.close();
-  await root?.remove();
-});
+const net = netBed('direct-links', { hosts: ['coord', 'a', 'b', 'c'], nat: { host: 'n', onlyTo: ['coord'] } });
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
 describe('direct links across hosts', () => {
   it(`a, b, c on a LAN link over TLS, n behind a NAT over the relay; a LAN host cut after step ${CUT_AFTER}: noticed, nothing lost`, async () => {
-    const jobDir = jobDirOf(root.dir, 'direct');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 4 }), port: 8460, heartbeatMs: 1000,
+    const jobDir = jobDirOf(net.dir, 'direct');
+    const coord = await startCoordinatorIn(net.bed, 'coord', {
+      jobDir, dataDir: net.data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 4 }), port: 8460, heartbeatMs: 1000,
       turn: { port: 3490, relayPorts: [49860, 49959] }, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
     });
-    const url = `http://${bed.host('coord').ip}:${coord.port}`;
+    const url = `http://${net.bed.host('coord').ip}:${coord.port}`;
     const peers: LocalVolunteer[] = [];
     try {
-      peers.push(...['a', 'b', 'c', 'n'].map((h) => volunteerIn(bed, h, url)));
+      peers.push(...['a', 'b', 'c', 'n'].map((h) => volunteerIn(net.bed, h, url)));
       await coord.waitFor((e) => e.type === 'step' && e.peers === 4, 180_000, 'a first step with all 4 hosts');
       await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
       // The LAN host in the middle of the three in a row (n takes one place of four): both its links are direct TLS links.
@@ -51,7 +39,7 @@ describe('direct links across hosts', () => {
       const ring = gen.ring.map((id) => gen.peers.find((p) => p.id === id)?.name ?? id);
       const cut = ring.find((h, i) => h !== 'n' && ring[(i + 1) % 4] !== 'n' && ring[(i + 3) % 4] !== 'n')!;
       const cutAt = Date.now();
-      await bed.cut(cut);
+      await net.bed.cut(cut);
       const noticed = await coord.waitFor(
         (e) => e.type === 'peer-left' || e.type === 'step-aborted' || (e.type === 'generation' && e.ring.length < 4), 30_000,
         `the coordinator noticing ${cut}'s cut link`, cutAt,
@@ -93,7 +81,7 @@ describe('direct links across hosts', () => {
       expect(peers.map(fellBack), 'a, b, c never fell back (no route to n); n did').toEqual([false, false, false, true]);
 
       // The same job on one peer (loopback, this host): the same weights up to float rounding.
-      const d = await distanceFromOnePeer(root.dir, jobDir, data, K);
+      const d = await distanceFromOnePeer(net.dir, jobDir, net.data, K);
       console.log(`direct links vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
       expect(d).toBeLessThan(1e-4);
     } finally {

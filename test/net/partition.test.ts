@@ -7,48 +7,36 @@
 // the volunteers' own 120 s. Then training goes on (a and b meet again through the coordinator's
 // TURN relay, or one of them waits out), no step is lost or doubled, every step has one checksum,
 // and the final weights are one peer's to float rounding.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { netBed } from '../helpers/net-bed.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
-import { buildTestData, distanceFromOnePeer, metricsOf, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
-import { Testbed } from '../../testbed/net/bed.ts';
+import { distanceFromOnePeer, metricsOf, peerNames, testJob } from '../../testbed/jobs.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 
 const K = 10;
 /** Not a checkpoint step (testJob: every 4): an upload makes the uploader's silence allowance firstSilentMs. */
 const CUT_AFTER = 5;
-let root: { dir: string; remove(): Promise<void> };
-let data: Awaited<ReturnType<typeof buildTestData>>;
-let bed: Testbed;
-
-beforeAll(async () => {
-  root = await tempRoot('partition');
-  data = await buildTestData(root.dir);
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b', 'c'] });
-});
-afterAll(async () => {
-  await bed?.close();
-  await root?.remove();
-});
+const net = netBed('partition', { hosts: ['coord', 'a', 'b', 'c'] });
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
 describe('a link cut between two hosts that both reach the coordinator', () => {
   it(`a-b cut after step ${CUT_AFTER}: the ring notices within its dead time, training goes on, nothing lost`, async () => {
-    const jobDir = jobDirOf(root.dir, 'partition');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir, dataDir: data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8462, heartbeatMs: 1000,
+    const jobDir = jobDirOf(net.dir, 'partition');
+    const coord = await startCoordinatorIn(net.bed, 'coord', {
+      jobDir, dataDir: net.data.dataDir, dataset: 'mnist', config: testJob(K, { minPeers: 3 }), port: 8462, heartbeatMs: 1000,
       turn: { port: 3492, relayPorts: [49960, 50059] }, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
     });
-    const url = `http://${bed.host('coord').ip}:${coord.port}`;
+    const url = `http://${net.bed.host('coord').ip}:${coord.port}`;
     const peers: LocalVolunteer[] = [];
     try {
-      peers.push(...['a', 'b', 'c'].map((h) => volunteerIn(bed, h, url)));
+      peers.push(...['a', 'b', 'c'].map((h) => volunteerIn(net.bed, h, url)));
       await coord.waitFor((e) => e.type === 'step' && e.peers === 3, 180_000, 'a first step with all 3 hosts');
       await coord.waitFor((e) => e.type === 'step' && e.step === CUT_AFTER, 120_000, `step ${CUT_AFTER}`);
       const cutAt = Date.now();
-      await bed.partition('a', 'b');
+      await net.bed.partition('a', 'b');
       const noticed = await coord.waitFor((e) => e.type === 'step-aborted' || e.type === 'peer-left' || e.type === 'generation', 60_000,
         'the ring noticing the cut between a and b', cutAt);
       const noticeMs = noticed.at - cutAt;
@@ -67,7 +55,7 @@ describe('a link cut between two hosts that both reach the coordinator', () => {
       const after = steps.filter((r) => r.step > CUT_AFTER + 1).map((r) => r.peers.map((p) => `${names.get(p.peerId)}:${p.link}`).join(' '));
       console.log(`partition: rings after the cut: ${after.join(' | ')}`);
 
-      const d = await distanceFromOnePeer(root.dir, jobDir, data, K);
+      const d = await distanceFromOnePeer(net.dir, jobDir, net.data, K);
       console.log(`partition vs one peer after ${K} steps: max |dw| / max |w| = ${d.toExponential(2)}`);
       expect(d).toBeLessThan(1e-4);
     } finally {

@@ -4,41 +4,30 @@
 // rejoining in a loop. The two volunteers that can reach each other train on.
 import { join } from 'node:path';
 import { readFile } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { netBed } from '../helpers/net-bed.ts';
 import { extraCaFile } from '../../coordinator/tls.ts';
-import { buildTestData, peerNames, tempRoot, testJob } from '../../testbed/jobs.ts';
-import { Testbed } from '../../testbed/net/bed.ts';
+import { peerNames, testJob } from '../../testbed/jobs.ts';
 import { jobDirOf, startCoordinatorIn, volunteerIn } from '../../testbed/net/scenario.ts';
 
-let root: { dir: string; remove(): Promise<void> };
-let data: Awaited<ReturnType<typeof buildTestData>>;
-let bed: Testbed;
-
-beforeAll(async () => {
-  root = await tempRoot('unreachable');
-  data = await buildTestData(root.dir);
-  bed = await Testbed.create({ hosts: ['coord', 'a', 'b'], nat: { host: 'n', onlyTo: ['coord'] } });
-});
-afterAll(async () => {
-  await bed?.close();
-  await root?.remove();
-});
+const net = netBed('unreachable', { hosts: ['coord', 'a', 'b'], nat: { host: 'n', onlyTo: ['coord'] } });
 
 describe('a volunteer nobody can reach', () => {
   it('is blamed itself, and leaves after three rings with a diagnosis', async () => {
-    const tlsDir = join(root.dir, 'tls');
-    const coord = await startCoordinatorIn(bed, 'coord', {
-      jobDir: jobDirOf(root.dir, 'job'), dataDir: data.dataDir, dataset: 'mnist', config: testJob(400, { minPeers: 2, checkpointEvery: 2 }), port: 8443, tlsDir,
+    const tlsDir = join(net.dir, 'tls');
+    const coord = await startCoordinatorIn(net.bed, 'coord', {
+      jobDir: jobDirOf(net.dir, 'job'), dataDir: net.data.dataDir, dataset: 'mnist', config: testJob(400, { minPeers: 2, checkpointEvery: 2 }),
+      port: 8443, tlsDir,
       heartbeatMs: 1000, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 10_000 },
     });
-    const url = `https://${bed.host('coord').ip}:${coord.port}`;
+    const url = `https://${net.bed.host('coord').ip}:${coord.port}`;
     const env = { NODE_EXTRA_CA_CERTS: await extraCaFile(tlsDir, await readFile(join(tlsDir, 'ca.crt'), 'utf8')) };
-    const a = volunteerIn(bed, 'a', url, [], env);
-    const b = volunteerIn(bed, 'b', url, [], env);
+    const a = volunteerIn(net.bed, 'a', url, [], env);
+    const b = volunteerIn(net.bed, 'b', url, [], env);
     let n: ReturnType<typeof volunteerIn> | null = null;
     try {
       await coord.waitFor((e) => e.type === 'step' && e.peers === 2, 120_000, 'a and b training');
-      n = volunteerIn(bed, 'n', url, [], env);
+      n = volunteerIn(net.bed, 'n', url, [], env);
       const code = await Promise.race([n.exited, new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 240_000))]);
       const log = n.lines.join('\n');
       console.log(`what the unreachable volunteer said:\n${n.lines.slice(-6).join('\n')}`);
