@@ -23,18 +23,21 @@ const TARGET_TILES = 256;
 
 /**
  * 'auto' takes Winograd from this many channels on both sides (the transforms cost per channel, the GEMMs per
- * channel pair) and this many tiles in the batch (the filter's transforms cost per channel pair, the GEMMs per
- * pair and tile): measured with ResNet's layers (docs/wasm.md), 4x4 maps of 256 channels at batch 16 (64 tiles)
- * break even, 2x2 maps of 512 (16 tiles) take twice im2col's time.
+ * channel pair) and this many 2x2 output tiles per image (8x8 maps, or 7x7: the filter's transforms cost per
+ * channel pair, the GEMMs per pair and tile). Measured with ResNet's layers at batch 16 (docs/wasm.md): 8x8 maps of
+ * 128 channels run 2x faster, 4x4 maps of 256 break even, 2x2 maps of 512 take twice im2col's time. Never by the
+ * batch size: a slice computed in micro-batches must meet the same arithmetic per image as one computed at once (a
+ * ResNet-50 step with batch norm over groups of 4 small maps magnifies the difference between two algorithms'
+ * roundings to 1% of the step; test/e2e/micro-batch.test.ts).
  */
-export const WINOGRAD_MIN = { channels: 8, tiles: 128 } as const;
+export const WINOGRAD_MIN = { channels: 8, tilesPerImage: 16 } as const;
 
 /** Whether a convolution runs by Winograd: 3x3, stride 1, padding at most 2; under 'auto', enough channels and tiles too. */
 export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
   if (mode === 'off' || g.kh !== 3 || g.kw !== 3 || g.sh !== 1 || g.sw !== 1 || g.ph > 2 || g.pw > 2) return false;
   if (mode === 'always') return true;
-  const tiles = g.n * Math.ceil(g.oh / 2) * Math.ceil(g.ow / 2);
-  return g.cin >= WINOGRAD_MIN.channels && g.cout >= WINOGRAD_MIN.channels && tiles >= WINOGRAD_MIN.tiles;
+  const tiles = Math.ceil(g.oh / 2) * Math.ceil(g.ow / 2);
+  return g.cin >= WINOGRAD_MIN.channels && g.cout >= WINOGRAD_MIN.channels && tiles >= WINOGRAD_MIN.tilesPerImage;
 }
 
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */

@@ -120,10 +120,16 @@ describe('bitwise equal for 1, 2, 3 threads', () => {
 describe('which convolutions run by Winograd', () => {
   const geo = (n: number, cin: number, hw: number, cout: number, k: number, stride: number, pad: number) =>
     normalizeConv2d([n, cin, hw, hw], [cout, cin, k, k], { stride, pad });
-  it("'auto': ResNet's 3x3 stride-1 layers with enough channels and tiles; never other kernels, strides or pads", () => {
+  it("'auto': ResNet's 3x3 stride-1 layers with enough channels and tiles an image; never other kernels, strides or pads", () => {
     expect(winogradFits(geo(64, 16, 32, 16, 3, 1, 1), 'auto')).toBe(true); // ResNet-20, stage 1
     expect(winogradFits(geo(16, 128, 8, 128, 3, 1, 1), 'auto')).toBe(true); // ResNet-50 at 64 px, stage 2
-    expect(winogradFits(geo(16, 512, 2, 512, 3, 1, 1), 'auto')).toBe(false); // 16 tiles: the filter's transforms dominate
+    expect(winogradFits(geo(4, 512, 7, 512, 3, 1, 1), 'auto')).toBe(true); // ResNet-50 at 224 px, stage 4: 16 tiles an image
+    expect(winogradFits(geo(16, 256, 4, 256, 3, 1, 1), 'auto')).toBe(false); // 4 tiles an image: the filter's transforms dominate
+    expect(winogradFits(geo(16, 512, 2, 512, 3, 1, 1), 'auto')).toBe(false);
+    // Never by the batch: one image and a batch of 64 meet the same arithmetic.
+    for (const [c, hw] of [[16, 32], [128, 8], [256, 4], [512, 2]] as const) {
+      expect(winogradFits(geo(1, c, hw, c, 3, 1, 1), 'auto'), `${c} channels at ${hw}x${hw}`).toBe(winogradFits(geo(64, c, hw, c, 3, 1, 1), 'auto'));
+    }
     expect(winogradFits(geo(64, 3, 32, 16, 3, 1, 1), 'auto')).toBe(false); // the stem: 3 channels
     expect(winogradFits(geo(64, 16, 32, 32, 3, 2, 1), 'auto')).toBe(false);
     expect(winogradFits(geo(64, 16, 32, 32, 1, 1, 0), 'auto')).toBe(false);
@@ -135,6 +141,38 @@ describe('which convolutions run by Winograd', () => {
     await expect(WasmEngine.create({ winograd: 'fast' as 'auto' })).rejects.toThrow(VtError);
     await expect(WasmEngine.create({ winograd: 'fast' as 'auto' })).rejects.toThrow(/'auto', 'always' or 'off'/);
   });
+});
+
+it("'auto': an image's forward and input gradient have the same bits in a batch of 8 as in two micro-batches of 4", async () => {
+  // What micro-batching relies on (test/e2e/micro-batch.test.ts): the algorithm and its summation order never depend on the batch.
+  const e = await WasmEngine.create({ threads: 2, initialMiB: 16 });
+  try {
+    for (const [c, hw] of [[16, 16], [128, 8], [64, 4]] as const) {
+      const xs = [8, c, hw, hw], ws = [c, c, 3, 3], p = { stride: 1, pad: 1 };
+      const rng = makeRng(c + hw);
+      const x = uniformF32(rng, prod(xs)), w = uniformF32(rng, prod(ws)), dy = uniformF32(rng, prod(xs));
+      const run = async (n: number, at: number): Promise<[Float32Array, Float32Array]> => {
+        const per = c * hw * hw, shape = [n, c, hw, hw];
+        const tx = e.upload(x.subarray(at * per, (at + n) * per), shape), tw = e.upload(w, ws), tdy = e.upload(dy.subarray(at * per, (at + n) * per), shape);
+        const y = e.empty(shape), dx = e.empty(shape);
+        e.conv2dForward(tx, tw, y, p);
+        e.conv2dBackwardInput(tdy, tw, dx, p);
+        const out: [Float32Array, Float32Array] = [await e.readF32(y), await e.readF32(dx)];
+        e.release(tx, tw, tdy, y, dx);
+        return out;
+      };
+      const whole = await run(8, 0), a = await run(4, 0), b = await run(4, 4);
+      for (const k of [0, 1] as const) {
+        const parts = new Float32Array(whole[k].length);
+        parts.set(a[k]);
+        parts.set(b[k], a[k].length);
+        const want = bits(parts);
+        expect(bits(whole[k]).every((v, i) => v === want[i]), `${c} channels at ${hw}x${hw}, ${k ? 'dx' : 'y'}`).toBe(true);
+      }
+    }
+  } finally {
+    e.destroy();
+  }
 });
 
 it("a ResNet-20 gradient by Winograd agrees with im2col's (batch 4, 32x32)", async () => {
