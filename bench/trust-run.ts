@@ -131,7 +131,8 @@ export async function runTrust(o: TrustRunOptions): Promise<TrustRunResult> {
   const churn = async (): Promise<void> => {
     if (o.churnEvery <= 0 || stepEvents < (churned + 1) * o.churnEvery) return;
     churned++;
-    const honestLive = live.filter((v) => v.name.startsWith('h') && v.child.exitCode === null);
+    // Honest volunteers are h0, h1, ...: not 'half-0', an adversary (run 6 of docs/results/trust.json churned one out).
+    const honestLive = live.filter((v) => /^h\d+$/.test(v.name) && v.child.exitCode === null);
     const leaver = honestLive[(churned * 7) % Math.max(1, honestLive.length)];
     if (!leaver) return;
     o.log(`churn: ${leaver.name} leaves, h${honest + churned - 1} joins`);
