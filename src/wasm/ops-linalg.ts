@@ -26,12 +26,11 @@ import { shapeStr } from '../shapes/shape.ts';
 import { type Conv2dBackwardOptions, type Conv2dGeometry, type Conv2dParams, normalizeConv2d } from '../shapes/conv2d.ts';
 import { type GemmParams, gemmDims } from '../shapes/gemm.ts';
 import type { Kernels } from './kernels.ts';
-import { MIN_SPLIT_MACS, splitRange } from './split.ts';
+import { groupsPerRound, MIN_SPLIT_MACS, splitRange, sumGroupsInOrder } from './split.ts';
 import { winogradBackwardFilter, winogradBackwardInput, winogradFits, winogradForward } from './ops-winograd.ts';
 import type { PartCtx, WasmCtx, WasmTensor } from './tensor.ts';
 
 const F = 4;
-
 
 /** How many parts an op of `macs` multiply-adds over `units` splittable units gets. */
 const partsFor = (cx: WasmCtx, units: number, macs: number): number => (macs < MIN_SPLIT_MACS ? 1 : Math.max(1, Math.min(cx.threads, units)));
@@ -215,49 +214,30 @@ export function conv2dBackwardFilter(cx: WasmCtx, x: WasmTensor, dy: WasmTensor,
   else filterByRows(cx, j, px, pdy, pdw, partsFor(cx, Math.ceil(g.cout / 4), macs));
 }
 
-/** The partial sums of one round of groups stay under this many bytes (rounds of `threads` groups at least). */
-const PARTIAL_BYTES = 32 * 2 ** 20;
-
 /**
  * dw summed over groups of images as one thread does it, dw (+)= r_0, += r_1, ... in group
  * order, where r_q = dy_q col_q^T: the threads compute the r_q of different groups into
- * separate buffers (each with its own columns), then, after a barrier, each adds them in
- * group order into its own range of dw's elements. Every r_q and every addition is the
- * one-thread path's, so the bits are too.
+ * separate buffers (each with its own columns), then each adds them in group order into its own
+ * range of dw's elements (split.ts sumGroupsInOrder).
  */
 function filterByGroups(cx: WasmCtx, j: ConvJob, px: number, pdy: number, pdw: number, groups: number): void {
   const { g, K, S, X, nb } = j;
   const T = cx.threads, W = g.cout * K;
-  const perRound = Math.min(groups, Math.max(T, Math.floor(PARTIAL_BYTES / (W * F) / T) * T));
-  const partials = cx.scratch('aux2', perRound * W * F);
+  const partials = cx.scratch('aux2', groupsPerRound(groups, T, W) * W * F);
   const noCol = nb === 1 && isPointwise(g);
   const colBytes = K * nb * S * F, dyBytes = g.cout * nb * S * F;
   cx.run(T, (pc, t) => {
     const col = noCol ? 0 : pc.scratch('col', colBytes), dycat = nb === 1 ? 0 : pc.scratch('aux', dyBytes);
-    const [e0, e1] = splitRange(W, T, t, 4);
-    for (let q0 = 0; q0 < groups; q0 += perRound) {
-      const q1 = Math.min(groups, q0 + perRound);
-      if (q0 > 0) pc.barrier(); // the previous round's partial sums are all added
-      const [a0, a1] = splitRange(q1 - q0, T, t);
-      for (let q = q0 + a0; q < q0 + a1; q++) {
-        const b0 = q * nb, cnt = Math.min(nb, g.n - b0), ld = cnt * S;
-        let a = pdy + b0 * g.cout * S * F;
-        if (cnt > 1) {
-          for (let i = 0; i < cnt; i++) pc.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
-          a = dycat;
-        }
-        if (col) for (let i = 0; i < cnt; i++) im2col(pc.k, g, px + (b0 + i) * X * F, col + i * S * F, ld);
-        pc.k.gemmNT(g.cout, K, ld, a, ld, col || px + b0 * X * F, ld, partials + (q - q0) * W * F, K, 1, 0);
+    sumGroupsInOrder(pc, t, T, groups, W, partials, pdw, j.accumulate, (q, dst) => {
+      const b0 = q * nb, cnt = Math.min(nb, g.n - b0), ld = cnt * S;
+      let a = pdy + b0 * g.cout * S * F;
+      if (cnt > 1) {
+        for (let i = 0; i < cnt; i++) pc.k.copyRows(pdy + (b0 + i) * g.cout * S * F, S, dycat + i * S * F, ld, g.cout, S);
+        a = dycat;
       }
-      pc.barrier(); // every partial sum of the round is there
-      if (e1 <= e0) continue;
-      const d = pdw + e0 * F;
-      for (let q = q0; q < q1; q++) {
-        const r = partials + ((q - q0) * W + e0) * F;
-        if (q === 0 && !j.accumulate) pc.k.copyRows(r, 0, d, 0, 1, e1 - e0);
-        else pc.k.add(d, r, d, e1 - e0);
-      }
-    }
+      if (col) for (let i = 0; i < cnt; i++) im2col(pc.k, g, px + (b0 + i) * X * F, col + i * S * F, ld);
+      pc.k.gemmNT(g.cout, K, ld, a, ld, col || px + b0 * X * F, ld, dst, K, 1, 0);
+    });
   });
 }
 

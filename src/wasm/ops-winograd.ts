@@ -10,7 +10,7 @@
 // order whatever the thread count: the filter gradient's per-group sums are added in group order,
 // as one thread adds them (bitwise the same for any thread count).
 import type { Conv2dGeometry } from '../shapes/conv2d.ts';
-import { MIN_SPLIT_MACS, splitRange } from './split.ts';
+import { groupsPerRound, MIN_SPLIT_MACS, splitRange, sumGroupsInOrder } from './split.ts';
 import type { PartCtx, WasmCtx, WinogradMode } from './tensor.ts';
 
 export type { WinogradMode } from './tensor.ts';
@@ -52,12 +52,10 @@ function tiling(p: Pass): Tiling {
   return { th, tw, per, nb, ldT: nb * per, groups: Math.ceil(p.n / nb) };
 }
 
-const padBytes = (cx: WasmCtx, p: Pass, t: Tiling): number => cx.k.wgInputScratchBytes(t.th, t.tw);
-
 /** out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([16][outC][inC]). */
 function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
   const t = tiling(p);
-  const gs = cx.k.gemmScratchBytes(), vBytes = XI * p.inC * t.ldT * F, mBytes = XI * p.outC * t.ldT * F, pb = padBytes(cx, p, t);
+  const gs = cx.k.gemmScratchBytes(), vBytes = XI * p.inC * t.ldT * F, mBytes = XI * p.outC * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
   // One group: inputs transformed by channel range [c0, c1) of part `part` of `parts`, GEMMs by xi, outputs by channel
@@ -111,15 +109,12 @@ export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: numbe
   apply(cx, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
 }
 
-/** The partial sums of one round of groups stay under this many bytes (rounds of `threads` groups at least). */
-const PARTIAL_BYTES = 32 * 2 ** 20;
-
 // x [N, Cin, H, W], dy [N, Cout, OH, OW] -> dw [Cout, Cin, 3, 3] (= or += by accumulate)
 export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: number, pdy: number, pdw: number, accumulate: boolean): void {
   const p: Pass = { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: pdy, outC: g.cout, oh: g.oh, ow: g.ow };
   const t = tiling(p);
   const W = g.cout * g.cin;
-  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pb = padBytes(cx, p, t);
+  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
   const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;
@@ -151,24 +146,10 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   }
   if (t.groups >= T) {
     // Groups split between the threads, each group's sum into its own buffer, added in group order by element range.
-    const perRound = Math.min(t.groups, Math.max(T, Math.floor(PARTIAL_BYTES / (XI * W * F) / T) * T));
-    const partials = cx.scratch('aux2', perRound * XI * W * F);
+    const partials = cx.scratch('aux2', groupsPerRound(t.groups, T, XI * W) * XI * W * F);
     cx.run(T, (pc, part) => {
       const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes);
-      const [e0, e1] = splitRange(XI * W, T, part, 4);
-      for (let q0 = 0; q0 < t.groups; q0 += perRound) {
-        const q1 = Math.min(t.groups, q0 + perRound);
-        if (q0 > 0) pc.barrier(); // the previous round's partial sums are all added
-        const [a0, a1] = splitRange(q1 - q0, T, part);
-        for (let q = q0 + a0; q < q0 + a1; q++) gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, partials + (q - q0) * XI * W * F, 0);
-        pc.barrier(); // every partial sum of the round is there
-        if (e1 <= e0) continue;
-        for (let q = q0; q < q1; q++) {
-          const r = partials + ((q - q0) * XI * W + e0) * F;
-          if (q === 0) pc.k.copyRows(r, 0, du + e0 * F, 0, 1, e1 - e0);
-          else pc.k.add(du + e0 * F, r, du + e0 * F, e1 - e0);
-        }
-      }
+      sumGroupsInOrder(pc, part, T, t.groups, XI * W, partials, du, false, (q, dst) => gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, dst, 0));
       pc.barrier();
       const [f0, f1] = splitRange(W, T, part);
       pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
