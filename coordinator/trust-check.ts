@@ -154,8 +154,16 @@ const finiteMedian = (xs: readonly number[]): number => median(xs.filter(Number.
  */
 function fitStep(parts: readonly Contribution[], live: readonly number[], norm2: readonly number[], dots: readonly number[]): StepFit {
   const k = (i: number): number => parts[i]!.images;
-  const pairs = (i: number): number[] => live.filter((j) => j !== i).map((j) => sketchDot(parts[i]!.sketch, parts[j]!.sketch) / (k(i) * k(j)));
-  const own = parts.map((_, i) => (live.includes(i) ? finiteMedian(pairs(i)) : 0));
+  // Each pair's <g_i, g_j> / (k_i k_j) once (it is symmetric), into both members' lists in the order of `live`.
+  const pairs = new Map<number, number[]>(live.map((i) => [i, []]));
+  live.forEach((i, a) => {
+    for (const j of live.slice(a + 1)) {
+      const v = sketchDot(parts[i]!.sketch, parts[j]!.sketch) / (k(i) * k(j));
+      pairs.get(i)!.push(v);
+      pairs.get(j)!.push(v);
+    }
+  });
+  const own = parts.map((_, i) => { const p = pairs.get(i); return p ? finiteMedian(p) : 0; });
   const signal = Math.max(0, finiteMedian(live.map((i) => own[i]!)));
   const noise = Math.max(0, finiteMedian(live.map((i) => (norm2[i]! - k(i) ** 2 * signal) / k(i))));
   const along = finiteMedian(live.map((i) => dots[i]! / k(i) + k(i) * own[i]!));
