@@ -8,12 +8,17 @@
 // the ring's sum; before the step commits:
 //   - every member's sketch of the ring's sum must be the same (they hold the same bits): a
 //     member whose differs reported something it does not hold, and is evicted;
+//   - over a flat ring, each member's records of what it received and sent must add up with its
+//     contribution, and agree with its neighbours' (hop-check.ts): a member whose records do not
+//     add up is evicted; a link whose two ends disagree is evidence against both (hop-evidence.ts),
+//     and the step runs again in an order where they are not neighbours the same way round, until
+//     one of them has disagreed with enough distinct members to be named (HOP_ATTEMPTS attempts of
+//     one step at most; then the job halts with the reason);
 //   - the members' sketches must add up to the ring's (sumCheck; judged after the audits below,
-//     which may name a member first: a 50x gradient reported as such trips both). When they do
-//     not, someone sent other than it reports, which the sketches cannot attribute yet (hop-by-hop
-//     checks are the next step): the step runs again with every member audited, and a second
-//     failure of the same step halts the job with the reason, rather than commit a sum nobody can
-//     vouch for;
+//     which may name a member first: a 50x gradient reported as such trips both). Where the hop
+//     checks ran it follows from them; without them (a two-level generation) a failure cannot be
+//     attributed: the step runs again with every member audited, and a second failure of the
+//     same step halts the job with the reason, rather than commit a sum nobody can vouch for;
 //   - each audit must agree with the audited member's sketch (auditCheck). A first disagreement
 //     accuses nobody: the step runs again and more members recompute the same slice under the
 //     first attempt's seed (disputePanel: 5 auditors in all where the ring has them), each
@@ -37,6 +42,8 @@ import { randomInt } from 'node:crypto';
 import type { AuditTask, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
 import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.ts';
+import { hopCheck, type HopSketches } from './hop-check.ts';
+import { HopEvidence } from './hop-evidence.ts';
 
 /** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
 export const WATCH_STEPS = 4;
@@ -50,8 +57,8 @@ export type AuditVerdict =
   | { kind: 'ok'; audited: string[] }
   /** Members caught: evicted, and the step runs again without them. */
   | { kind: 'evict'; ids: string[]; reason: string }
-  /** Nobody can be blamed yet: the step runs again (with the audits that settle it). */
-  | { kind: 'again'; reason: string }
+  /** Nobody can be blamed yet: the step runs again (with the audits that settle it), in `order` when it says (hop evidence). */
+  | { kind: 'again'; reason: string; order?: string[] }
   /** The same step failed its sum check twice: the job pauses with this reason. */
   | { kind: 'halt'; reason: string };
 
@@ -88,12 +95,17 @@ interface Dispute {
 }
 /** Attempts a dispute may run again to hear its panel; then it is settled with the auditors heard. */
 const DISPUTE_ATTEMPTS = 3;
+/** Attempts of one step whose hop checks may disagree before the job halts (a liar is named at its third distinct partner). */
+export const HOP_ATTEMPTS = 8;
 
 export class AuditBook {
   /** A disagreement, settled over the step's next attempts. */
   private dispute: Dispute | null = null;
   /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
   private sumFailed: number | null = null;
+  /** Disagreeing links (hop-check.ts), and the step whose attempts met them with how many so far. */
+  private readonly hops = new HopEvidence();
+  private hopFailed: { step: number; attempts: number } | null = null;
   readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0, directed: 0 };
   /** Suspects by id: the first step they are audited in (for certain), then WATCH_STEPS more with chance 1/2. */
   private readonly watch = new Map<string, number>();
@@ -201,9 +213,10 @@ export class AuditBook {
     return out;
   }
 
-  /** The verdict on a verified step's results (ring order) before it commits. */
-  verdict(step: number, results: readonly StepResult[]): AuditVerdict {
-    const missing = results.filter((r) => !r.sketch || !r.total).map((r) => r.peerId);
+  /** The verdict on a verified step's results (ring order) before it commits; `flat`: the ring was one flat ring (its hops are checked). */
+  verdict(step: number, results: readonly StepResult[], flat = false): AuditVerdict {
+    const hopped = flat && results.length >= 3;
+    const missing = results.filter((r) => !r.sketch || !r.total || (hopped && !r.hops)).map((r) => r.peerId);
     if (missing.length) {
       return {
         kind: 'evict', ids: missing,
@@ -229,6 +242,8 @@ export class AuditBook {
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
     const parts = results.map((r) => ({ sketch: of(r.sketch!), images: r.images }));
+    const hop = hopped ? this.hopVerdict(step, results, parts.map((p) => p.sketch), total, of) : null;
+    if (hop?.kind === 'evict' || hop?.kind === 'halt') return hop;
     const sum = sumCheck(parts, total, this.wire, results.length);
     const byId = new Map(results.map((r) => [r.peerId, r]));
     const d = this.dispute?.step === step ? this.dispute : null;
@@ -241,7 +256,7 @@ export class AuditBook {
         d.opinions.set(r.peerId, { agrees: v.ok, z: v.z });
       }
       const settled = this.settle(d, step, results.length);
-      if (settled) return settled;
+      if (settled) return settled.kind === 'again' && hop ? { ...settled, order: hop.order } : settled;
     }
     const audited: string[] = [];
     for (const r of results) {
@@ -265,10 +280,12 @@ export class AuditBook {
         kind: 'again',
         reason: `${r.peerId}'s recomputation of ${target.peerId}'s slice disagrees with it (${v.z.toFixed(0)} sigma): `
           + `${more === 1 ? 'another member recomputes' : `${more} other members recompute`} it before anyone is accused`,
+        ...(hop ? { order: hop.order } : {}),
       };
     }
     // A dispute that could not be settled (its member gone, nobody free to audit it) ends with the step.
     if (d) this.dispute = null;
+    if (hop) return hop;
     // The audits came first: a consistent cheater whose gradient also trips the sum check (50x too large, its rounding
     // beyond the capped tolerance) is named by them, where the sum check alone would halt the job.
     if (!sum.ok) {
@@ -288,6 +305,57 @@ export class AuditBook {
     }
     for (const id of audited) this.probation.delete(id);
     return { kind: 'ok', audited };
+  }
+
+  /**
+   * The hop checks of a flat ring's step (hop-check.ts): a member whose records do not add up is
+   * evicted; disagreeing links are recorded (hop-evidence.ts) and name a member that disagreed with
+   * enough others; otherwise the step runs again in an order that parts them ('again' with its
+   * order), or halts after HOP_ATTEMPTS. Null: the hops agree (the sum check and audits decide).
+   */
+  private hopVerdict(
+    step: number, results: readonly StepResult[], own: readonly GradientSketch[], total: GradientSketch, of: (s: SketchReport) => GradientSketch,
+  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
+    const ring = results.map((r) => r.peerId);
+    const hops = results.map((r): HopSketches => {
+      const h = r.hops!;
+      return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
+    });
+    const v = hopCheck(own, hops, total, this.wire);
+    if (v.local.length) {
+      const ids = v.local.map((l) => ring[l.rank]!);
+      this.tally.caught += ids.length;
+      const worst = v.local[0]!;
+      return {
+        kind: 'evict', ids,
+        reason: `what it sent on in step ${step + 1} is not what it received plus the contribution it reports `
+          + `(bucket ${worst.bucket} is ${worst.z.toFixed(0)} sigma of the rounding off): it sent other than it reports`,
+      };
+    }
+    if (v.links.length === 0) {
+      if (this.hopFailed?.step === step) this.hopFailed = null;
+      return null;
+    }
+    for (const r of v.links) this.hops.add(ring[r]!, ring[(r + 1) % ring.length]!);
+    const pairs = v.links.map((r) => `${ring[r]} -> ${ring[(r + 1) % ring.length]}`).join(', ');
+    const named = this.hops.named(ring);
+    if (named.length) {
+      this.tally.caught += named.length;
+      const with_ = named.map((id) => `${id} with ${[...this.hops.partners(id)].filter((p) => ring.includes(p)).join(', ')}`).join('; ');
+      return {
+        kind: 'evict', ids: named,
+        reason: `its records of what it sent and received disagree with those of ${namedCount(named, this.hops, ring)} different neighbours `
+          + `(step ${step + 1}: ${with_}): it sent other than it reports`,
+      };
+    }
+    const attempts = this.hopFailed?.step === step ? this.hopFailed.attempts + 1 : 1;
+    this.hopFailed = { step, attempts };
+    const why = `in step ${step + 1} what a member reports it sent differs from what its successor reports it received (${pairs})`;
+    if (attempts >= HOP_ATTEMPTS) {
+      this.hopFailed = null;
+      return { kind: 'halt', reason: `${why}, in ${attempts} attempts, and nobody disagreed with enough others to be named` };
+    }
+    return { kind: 'again', reason: `${why}: the step runs again with those members apart`, order: this.hops.order(ring, this.draw) };
   }
 
   /**
@@ -345,6 +413,7 @@ export class AuditBook {
 
   /** Members left: they are no longer watched, and a dispute about one of them is moot (its opinion as an auditor goes). */
   forget(ids: readonly string[]): void {
+    this.hops.forget(ids);
     for (const id of ids) {
       this.watch.delete(id);
       this.probation.delete(id);
@@ -358,4 +427,9 @@ export class AuditBook {
       if (![...d.opinions.values()].some((o) => !o.agrees)) this.dispute = null;
     }
   }
+}
+
+/** How many distinct members of `ring` the named disagreed with (the fewest among them). */
+function namedCount(named: readonly string[], hops: HopEvidence, ring: readonly string[]): number {
+  return Math.min(...named.map((id) => [...hops.partners(id)].filter((p) => ring.includes(p)).length));
 }

@@ -426,7 +426,7 @@ export class DriverMachine {
    * a sum that does not add up), or the job halts (the same step's sum failed twice).
    */
   private verified(ph: RunningPhase, results: readonly StepResult[]): boolean {
-    const v = this.steps.audits!.verdict(ph.step, results);
+    const v = this.steps.audits!.verdict(ph.step, results, this.gen.topology === null);
     if (v.kind === 'ok') {
       const audited = new Set(v.audited);
       noteUnaudited(results.map((r) => ({ id: r.peerId, images: r.images })), audited, ph.step, (id) => this.peers.get(id)?.unauditedFrom, (id, s) => {
@@ -447,7 +447,12 @@ export class DriverMachine {
       return false;
     }
     if (v.kind === 'halt') this.halt(v.reason, 'resume it (POST /api/admin/resume) once the ring is one you trust');
-    this.began(this.gen.again(this.peers, Date.now()));
+    const order = v.kind === 'again' && v.order && v.order.join() !== this.ring.join() ? v.order : null;
+    if (order) {
+      // Hop evidence: the same members in an order that parts those whose records disagreed (a plan made ahead is of the old order).
+      this.gen.dropPrepared();
+      this.setRing(order);
+    } else this.began(this.gen.again(this.peers, Date.now()));
     this.abortStep(ph, v.reason);
     this.advance();
     return false;

@@ -17,6 +17,7 @@
 // connections to neighbours they share with these.
 import { allReduceSentBytes, allReduceSum } from '../comm/allreduce.ts';
 import { TwoLevelRings, allReduceTwoLevel, twoLevelSentBytes } from '../comm/hierarchical.ts';
+import type { HopView } from '../comm/hop-record.ts';
 import type { Link } from '../comm/link.ts';
 import type { PeerEndpoint } from '../comm/peer-endpoint.ts';
 import { DEFAULT_RING_SETTINGS, type Ring, type RingSettings } from '../comm/ring.ts';
@@ -33,6 +34,8 @@ export interface StepReduceOptions {
   onFirstFrame?: () => void;
   /** Error feedback (src/protocol/codec.ts), as long as `grad`: what the wire drops of this peer's sends is added here. */
   feedback?: Float32Array;
+  /** A verifying job's hop records of this collective (src/comm/hop-record.ts): kept by a flat ring only (hopsKept). */
+  hops?: HopView & { noteOwned?(off: number, len: number): void };
 }
 
 /** This peer's rings in one generation. */
@@ -45,6 +48,8 @@ export interface StepRings {
   readonly prev: Link | null;
   /** 'ring of 4' or 'group 1 of 2 (2 peers) + column of 2', with ', f16 wire' on a half wire: for logs. */
   readonly shape: string;
+  /** Whether allReduce keeps the hop records it is given (a flat ring; a two-level generation's are not checked yet). */
+  readonly hopsKept: boolean;
   /**
    * Links of these rings (2 per ring of 2+ peers), how many an earlier generation's rings used
    * already, and the connection attempts made to next and offered by prev while forming them.
@@ -84,8 +89,9 @@ export function flatStepRings(ring: Ring, wire: WireFormat = 'f32'): StepRings {
     next: ring.next,
     prev: ring.prev,
     shape: `ring of ${ring.size}${wireNote(wire)}`,
+    hopsKept: true,
     links: linksOf([ring]),
-    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, ...reduceOptions(o) }),
+    allReduce: (grad, o) => allReduceSum(grad, { ring, step: o.step, wire, ...reduceOptions(o), ...(o.hops ? { hops: o.hops } : {}) }),
     sentBytes: (length) => allReduceSentBytes(ring.rank, length, ring.size, wire),
     setDeadMs: (ms) => ring.setActiveDeadMs(ms ?? null),
     close: () => ring.close(),
@@ -102,6 +108,7 @@ export function twoLevelStepRings(rings: TwoLevelRings, wire: WireFormat = 'f32'
     prev: group.prev,
     shape: `group ${role.group + 1} of ${topology.groups.length} (${group.size} peer${group.size === 1 ? '' : 's'})`
       + `${column ? ` + column of ${column.size}` : ''}${wireNote(wire)}`,
+    hopsKept: false,
     links: linksOf([group, column]),
     allReduce: (grad, o) => allReduceTwoLevel(grad, { rings, step: o.step, wire, ...reduceOptions(o) }),
     sentBytes: (length) => twoLevelSentBytes(topology, rings.selfId, length, wire),

@@ -17,6 +17,7 @@
 // or summed.
 import type { Tamper } from '../trust/adversary.ts';
 import type { TensorLike } from '../backend/engine.ts';
+import type { HopRecord } from '../comm/hop-record.ts';
 import { allReduceBuckets, bucketStep, MAX_BUCKETS } from '../comm/buckets.ts';
 import { WIRE_FORMATS, type WireFormat } from '../protocol/frames.ts';
 import { bucketPlan, DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
@@ -172,6 +173,13 @@ export interface SyncHooks {
    * sends drop is added into `fresh` (zeros), for the caller to carry once the step commits.
    */
   feedback?: { carry: Float32Array | null; fresh: Float32Array };
+  /**
+   * A verifying job's hop records (src/comm/hop-record.ts), as long as the gradient: what each bucket's collective
+   * received and sent, kept where the rings keep them (StepRings.hopsKept).
+   */
+  hops?: HopRecord;
+  /** An adversary that lies (tests and the trust bench): what it put into the ring, where its kept sum is what it reports. */
+  put?: Float32Array;
   /** Idles after the compute (the volunteer's throttle) given its compute time; runs beside the all-reduce. */
   throttle(computeMs: number): Promise<void>;
 }
@@ -220,7 +228,10 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
     if (s.tamper?.consistent) s.tamper.apply(own, b.start);
     if (s.reused) addInto(own, s.reused.grads.subarray(b.start, b.end));
     kept.set(own, b.start);
-    if (s.tamper && !s.tamper.consistent) s.tamper.apply(own, b.start);
+    if (s.tamper && !s.tamper.consistent) {
+      s.tamper.apply(own, b.start);
+      h.put?.set(own, b.start);
+    }
   }));
   const whole = Promise.all([staged.done, ...prepared]).then(([r]): StagedResult => {
     h.keep({ grads: kept, lossSum: r.lossSum + priorLoss });
@@ -256,7 +267,8 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
           const b = s.buckets[k]!;
           if (fb?.carry) addInto(part, fb.carry.subarray(b.start, b.end));
           const feedback = fb ? { feedback: fb.fresh.subarray(b.start, b.end) } : {};
-          return ring.allReduce(part, { step: ringStep, maxRms: rmsBound(h.gradRms[k] ?? null, h.globalBatch), onFirstFrame, ...feedback });
+          const hops = h.hops && ring.hopsKept ? { hops: h.hops.view(b.start, b.end) } : {};
+          return ring.allReduce(part, { step: ringStep, maxRms: rmsBound(h.gradRms[k] ?? null, h.globalBatch), onFirstFrame, ...feedback, ...hops });
         },
         onFirstFrame: () => { at.firstFrame = performance.now(); },
       });

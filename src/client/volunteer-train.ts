@@ -8,6 +8,8 @@
 // Undo: the state is backed up before each sync step, and a re-run of a step this peer had
 // already applied (or begun) restores the backup first; a round undoes its outer step itself.
 import { sketch, sketchSeed } from '../trust/sketch.ts';
+import { disguiseHops } from '../trust/adversary.ts';
+import { HopRecord } from '../comm/hop-record.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
@@ -269,6 +271,9 @@ export class Trainer {
     const { buckets, model } = this.c;
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
     const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
+    // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts).
+    const hops = a.verify ? new HopRecord(model.layout.paramFloats) : null;
+    const put = hops && adversary?.tamper && !adversary.tamper.consistent ? new Float32Array(model.layout.paramFloats) : null;
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
       ...(earlier ? { earlier } : {}), ...tamper,
@@ -279,7 +284,7 @@ export class Trainer {
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} `
         + `in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
-      ...(feedback ? { feedback } : {}),
+      ...(feedback ? { feedback } : {}), ...(hops ? { hops } : {}), ...(put ? { put } : {}),
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
@@ -307,7 +312,10 @@ export class Trainer {
       computeMs: clampMs(uploadMs + t.computeMs), commMs: clampMs(t.commMs), waitMs: clampMs(idle + t.waitMs), dataMs: clampMs(this.dataMs),
       exposedCommMs: clampMs(t.exposedCommMs), overheadMs: clampMs(t.overheadMs),
     };
-    const verified = a.verify ? this.sketches(a, checksum, out.grads, audited) : {};
+    const kept = hops && out.ring.hopsKept && out.ring.size > 1 ? hops : null;
+    // A liar (the attack tests and bench) reports the hops an honest member would have: its successor's show what it sent.
+    if (kept && put && this.kept) disguiseHops(kept, this.kept.grads, put);
+    const verified = a.verify ? this.sketches(a, checksum, out.grads, audited, kept) : {};
     this.report(a, out.ring, {
       loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
       ...verified,
@@ -341,7 +349,9 @@ export class Trainer {
    * the weights after the step (known to nobody before every contribution was sent) of this peer's
    * contribution (its kept sum, what went into the ring), of the ring's sum, and of an audited slice.
    */
-  private sketches(a: StepAssignment, checksum: string, total: Float32Array, audited: Float32Array | null): Pick<StepResult, 'sketch' | 'total' | 'audit'> {
+  private sketches(
+    a: StepAssignment, checksum: string, total: Float32Array, audited: Float32Array | null, hops: HopRecord | null,
+  ): Pick<StepResult, 'sketch' | 'total' | 'audit' | 'hops'> {
     const seed = sketchSeed(checksum);
     const report = (g: Float32Array, under = seed): SketchReport => {
       const s = sketch(g, under);
@@ -351,6 +361,9 @@ export class Trainer {
     return {
       ...(own ? { sketch: report(own) } : {}), total: report(total),
       ...(audited && a.verify?.audit ? { audit: { peer: a.verify.audit.peer, ...report(audited, a.verify.audit.seed) } } : {}),
+      ...(hops ? {
+        hops: { received: report(hops.received), forwarded: report(hops.forwarded), owned: report(hops.owned), gathered: report(hops.gathered) },
+      } : {}),
     };
   }
 
@@ -443,7 +456,7 @@ export class Trainer {
   private report(
     a: StepAssignment, ring: StepRings,
     r: { loss: number | null; checksum: string; timings: StepTimings & { dataMs: number }; images: number; sentBytes: number; reused?: number }
-      & Pick<StepResult, 'sketch' | 'total' | 'audit'>,
+      & Pick<StepResult, 'sketch' | 'total' | 'audit' | 'hops'>,
     steps: number,
   ): void {
     const fetchedBytes = this.c.fetched.bytes;

@@ -13,6 +13,7 @@
 import { RingError } from './errors.ts';
 import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, PAYLOAD_EXTRA } from '../protocol/codec.ts';
 import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
+import type { HopView } from './hop-record.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
 import {
@@ -46,6 +47,11 @@ export interface AllReduceOptions {
    * factor). A segment over it is refused before it is added in, blaming its sender.
    */
   maxRms?: number;
+  /**
+   * A verifying job's hop records (hop-record.ts), as long as `grad`: what came from prev and went to
+   * next in the reduce-scatter and the all-gather's first step, as the wire carried it.
+   */
+  hops?: HopView & { noteOwned?(off: number, len: number): void };
 }
 
 /**
@@ -63,12 +69,15 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
     throw new RingError('bad-input', ring.selfId, `messageBytes ${messageBytes} must be an integer in [${least}, ${MAX_FRAME_BYTES}]`);
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
+  if (opts.hops && [opts.hops.received, opts.hops.forwarded, opts.hops.owned, opts.hops.gathered].some((b) => b.length !== grad.length)) {
+    throw new RingError('bad-input', ring.selfId, `the hop records are not as long as the gradient (${grad.length} floats)`);
+  }
   if (opts.feedback && opts.feedback.length !== grad.length) {
     throw new RingError('bad-input', ring.selfId, `the error feedback buffer has ${opts.feedback.length} floats, the gradient ${grad.length}`);
   }
   const backup = opts.keepInput ? grad.slice() : null;
   const segElems = elementsPerFrame(wire, messageBytes, HEADER_BYTES);
-  const c = new Collective(grad, ring, step, wire, segElems, opts.onFirstFrame, opts.maxRms, opts.feedback ?? null);
+  const c = new Collective(grad, ring, step, wire, segElems, opts.onFirstFrame, opts.maxRms, opts.feedback ?? null, opts.hops ?? null);
   ring.begin(c);
   try {
     if (ring.size > 1) await Promise.all([c.sendAll(), c.received]);
@@ -158,6 +167,7 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     private onFirstFrame?: () => void,
     private readonly maxRms = Number.POSITIVE_INFINITY,
     private readonly feedback: Float32Array | null = null,
+    private readonly hops: AllReduceOptions['hops'] | null = null,
   ) {
     super();
     this.step = step;
@@ -206,6 +216,9 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         + `(phase ${st.phase}, chunk ${st.chunk}, offset ${off})`);
     }
     // Reduce-scatter adds the payload in, all-gather copies it.
+    const payload = frame.subarray(HEADER_BYTES);
+    const record = !this.hops ? null : st.phase === Phase.reduceScatter ? this.hops.received : this.recvT === this.ring.size - 1 ? this.hops.gathered : null;
+    if (record) decodePayload(payload, record.subarray(off, off + len), this.wire, 'set');
     decodePayload(frame.subarray(HEADER_BYTES), this.grad.subarray(off, off + len), this.wire, st.phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;
     this.recvJ++;
@@ -272,9 +285,21 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         // The owner's sum (the last reduce-scatter step) goes out rounded on a lossy wire: it keeps the rounded values.
         const fb = this.feedback?.subarray(off, off + len);
         const at = { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off };
-        ring.sendNext(dataFrame(ring, at, grad.subarray(off, off + len), t === n - 1, fb));
+        const frame = dataFrame(ring, at, grad.subarray(off, off + len), t === n - 1, fb);
+        if (this.hops) this.recordSent(t, off, len, frame);
+        ring.sendNext(frame);
       }
     }
+  }
+
+  /** A verifying job's record of what a data frame of send step `t` carried (hop-record.ts), decoded as next will decode it. */
+  private recordSent(t: number, off: number, len: number, frame: Uint8Array): void {
+    const hops = this.hops!;
+    const n = this.ring.size;
+    const into = t < n - 1 ? hops.forwarded : t === n - 1 ? hops.owned : null;
+    if (!into) return;
+    decodePayload(frame.subarray(HEADER_BYTES), into.subarray(off, off + len), this.wire, 'set');
+    if (t === n - 1) hops.noteOwned?.(off, len);
   }
 }
 

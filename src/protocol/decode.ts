@@ -7,13 +7,13 @@ import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
   DIRECT_KEY, DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
-  MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH,
+  MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH, HOP_KEYS,
   type AuditTask, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type DirectRoutes, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
   type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
-  type SketchReport, type StepTimings, type UploadRequest,
+  type SketchReport, type HopReport, type StepTimings, type UploadRequest,
 } from './messages.ts';
 import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './fields.ts';
 import { readTopology } from './topology.ts';
@@ -103,7 +103,7 @@ function readHeartbeat(r: FieldReader): Fields<Heartbeat> {
 
 function readStepResult(r: FieldReader): Fields<StepResult> {
   r.only(['type', 'peerId', 'generation', 'step', 'loss', 'checksum', 'timings', 'images', 'reused', 'claimed', 'link', 'linkPrev', 'sentBytes',
-    'fetchedBytes', 'microBatch', 'sketch', 'total', 'audit']);
+    'fetchedBytes', 'microBatch', 'sketch', 'total', 'audit', 'hops']);
   const [generation, step] = u32s(r, 'generation', 'step');
   const loss = r.o.loss === null ? null : r.num('loss', -1e30, 1e30);
   let timings: StepTimings = { computeMs: 0, commMs: 0, waitMs: 0 };
@@ -131,13 +131,30 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
     ...(r.has('sketch') ? { sketch: readSketch(r, 'sketch') } : {}),
     ...(r.has('total') ? { total: readSketch(r, 'total') } : {}),
     ...(r.has('audit') ? { audit: readSketch(r, 'audit', true) as SketchReport & { peer: string } } : {}),
+    ...(r.has('hops') ? { hops: readHops(r) } : {}),
   };
+}
+
+/** A step's hop sketches (StepResult.hops): four sketch reports. */
+function readHops(parent: FieldReader): HopReport {
+  const empty = { sums: [], squares: [] };
+  if (!isObj(parent.o.hops)) {
+    parent.fail('hops', `an object {${HOP_KEYS.join(', ')}}, each {sums, squares}`);
+    return { received: empty, forwarded: empty, owned: empty, gathered: empty };
+  }
+  const r = new FieldReader(parent.o.hops, 'hops');
+  r.only([...HOP_KEYS]);
+  const out = {
+    received: readSketch(r, 'received'), forwarded: readSketch(r, 'forwarded'), owned: readSketch(r, 'owned'), gathered: readSketch(r, 'gathered'),
+  };
+  parent.problems.push(...r.problems);
+  return out;
 }
 
 const sketchValue = (v: unknown): string | null => (typeof v === 'number' && Number.isFinite(v) && Math.abs(v) < 1e300 ? null : 'must be a finite number');
 
 /** A sketch report (SKETCH_LENGTH sums and squares; with `peer` for an audit). */
-function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit', peer = false): SketchReport & { peer?: string } {
+function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit' | (typeof HOP_KEYS)[number], peer = false): SketchReport & { peer?: string } {
   if (!isObj(parent.o[key])) {
     parent.fail(key, `an object {${peer ? 'peer, ' : ''}sums, squares}`);
     return { sums: [], squares: [] };

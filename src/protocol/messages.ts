@@ -40,8 +40,10 @@ import type { Topology } from '../comm/topology.ts';
  * 12: the dialing end of a new ring connection answers the accepting end's READY with its own,
  * and the accepting end takes the link only then (src/comm/peerjs-link.ts); a version 11 dialer
  * with nothing to send would leave a version 12 acceptor waiting until formation's timeout.
+ * 13: a verified step's result over a flat ring carries `hops` (HopReport), which the coordinator
+ * requires of every member there; version 12 would not send them, and be evicted at its first verified step.
  */
-export const PROTOCOL_VERSION = 12;
+export const PROTOCOL_VERSION = 13;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -159,6 +161,8 @@ export interface StepResult {
   total?: SketchReport;
   /** Verification with an audit: the sketch of `peer`'s slice as this peer recomputed it. */
   audit?: SketchReport & { peer: string };
+  /** Verification over a flat ring: the sketches of what this peer received and sent in the step's collectives (HopReport). */
+  hops?: HopReport;
 }
 export const FAILURE_KINDS: readonly RingErrorKind[] = [
   'peer-closed', 'peer-timeout', 'stalled', 'stale', 'bad-frame', 'aborted', 'connect-failed', 'closed', 'bad-input',
@@ -313,6 +317,13 @@ export interface AuditTask { peer: string; sampleIds: number[]; epoch: number; s
 export interface SketchReport { sums: number[]; squares: number[] }
 /** Buckets of a reported sketch. */
 export const SKETCH_LENGTH = 128;
+/**
+ * What a member of a flat ring received and sent in a verified step's collectives, sketched under the step's seed
+ * (src/comm/hop-record.ts; checked hop by hop by coordinator/hop-check.ts): the reduce-scatter's partial sums from
+ * prev (`received`) and to next (`forwarded`), the chunk sum it formed (`owned`) and the one prev formed (`gathered`).
+ */
+export interface HopReport { received: SketchReport; forwarded: SketchReport; owned: SketchReport; gathered: SketchReport }
+export const HOP_KEYS = ['received', 'forwarded', 'owned', 'gathered'] as const;
 /** Which kept gradient sum an assignment lets its peer add (StepAssignment.reuse). */
 export interface SliceReuse { generation: number; count: number }
 export interface NextSlice { step: number; epoch: number; sampleIds: number[] }

@@ -2,7 +2,8 @@
 // does to the gradient it puts into the ring. Reached only through the Node volunteer's
 // `--adversary KIND`, which its usage does not show. Every kind but `lie` is consistent: it
 // reports the sketch of what it sends (audits catch it); `lie` sends its gradient sign-flipped
-// and reports the honest one's sketch (the sum check catches it).
+// and reports the honest one's sketch, and the hop records (src/comm/hop-record.ts) an honest
+// member would have: its successor's records show what it sent (the hop checks name it).
 //   gradient kinds (each bucket as it leaves): sign-flip, scale (50x), zeros (skipped work),
 //     noise (Gaussian of the bucket's own RMS), stale (the previous step's bucket: work reused);
 //   data kinds (what it computes): half (only the first half of its slice), other-images (ids
@@ -11,6 +12,7 @@
 // way it cheats (same ids, labels and tamper), so it vouches for a partner of its kind and
 // accuses every honest member it audits (noise, stale and lie cheat unrepeatably: they audit
 // honestly).
+import type { HopRecord } from '../comm/hop-record.ts';
 import { makeRng } from '../rng.ts';
 
 export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie'] as const;
@@ -92,4 +94,21 @@ export function adversaryOf(kind: AdversaryKind, seed = 1, collude = false): Adv
       return labels.map((y) => (y + 1) % classes);
     },
   };
+}
+
+/**
+ * A liar's hop records made to read as an honest member's: it put `put` into the ring where it
+ * reports `kept`, so each value it sent is moved by their difference (what it forwarded and the
+ * chunk it formed). What it received stays true (its predecessor's records would show a change).
+ */
+export function disguiseHops(hops: HopRecord, kept: Float32Array, put: Float32Array): void {
+  if (kept.length !== hops.length || put.length !== hops.length) {
+    throw new RangeError('a disguise needs the kept and the sent gradient of the record\'s length');
+  }
+  const owned = new Uint8Array(hops.length);
+  for (const [a, b] of hops.ownedRanges) owned.fill(1, a, b);
+  for (let i = 0; i < hops.length; i++) {
+    const into = owned[i] ? hops.owned : hops.forwarded;
+    into[i] = into[i]! + (kept[i]! - put[i]!);
+  }
 }

@@ -6,9 +6,13 @@
 // step 4, the newest from before its first unaudited step, and trains on from there without it.
 import { describe, expect, it } from 'vitest';
 import { afterUndo, noteUnaudited, undoLine, undoPoint } from '../../coordinator/undo.ts';
-import { addSketches, sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
+import { sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
 import type { SketchReport, StepAssignment } from '../../src/protocol/messages.ts';
 import { driverHarness, imagesOf } from './driver-harness.ts';
+import { reduceWithHops } from '../comm/hop-helpers.ts';
+
+const mapValues = <K extends string, V, W>(o: Record<K, V>, f: (v: V) => W): Record<K, W> =>
+  Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v as V)])) as Record<K, W>;
 
 describe('undo (pure)', () => {
   it('goes back to the newest kept checkpoint at or before the first unaudited step, the seed when none is kept', () => {
@@ -40,7 +44,7 @@ const report = (s: GradientSketch): SketchReport => ({ sums: [...s.sums], square
 const checksumOf = (step: number): string => (0x1000 + step).toString(16).padStart(16, '0');
 
 describe('a convicted peer\'s unaudited steps are undone', () => {
-  it('x cheats unaudited in steps 5-6, is caught in step 7: back to the checkpoint of step 4, trained on by the others', () => {
+  it('x cheats unaudited in steps 5-6, is caught in step 7: back to the checkpoint of step 4, trained on by the others', async () => {
     // The audits' draws: a probability draw per member in ring order (audited when below half), then the auditor (the first free).
     let ringIds = ['a', 'b', 'c', 'x'];
     let cursor = 0;
@@ -50,19 +54,24 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
       audit: { draw, directed: false },
     });
     const script = (x: boolean) => { auditX = x; cursor = 0; };
-    const answer = (as: readonly StepAssignment[]) => {
+    // Each step's collective runs for real over memory links, so the members' hop records (a flat ring's) are what a ring's would be.
+    const answer = async (as: readonly StepAssignment[]) => {
       const step = as[0]!.step;
       const seed = sketchSeed(checksumOf(step));
-      const ids = as.map((a) => a.ring[a.rank]!);
-      const total = report(addSketches(ids.map((id) => sketch(sent(id, step), seed))));
+      const ring = as[0]!.ring;
+      const reduced = await reduceWithHops(ring.map((id) => sent(id, step)));
+      const total = report(sketch(reduced.outs[0]!, seed));
       for (const a of as) {
         const id = a.ring[a.rank]!;
+        const r = reduced.hops[a.rank]!;
+        const hops = { received: r.received, forwarded: r.forwarded, owned: r.owned, gathered: r.gathered };
         if (a.uploadCheckpoint) h.d.checkpointStored(id, a.step);
         const audit = a.verify?.audit;
         h.d.message(id, {
           type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: checksumOf(step),
           timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), sketch: report(sketch(sent(id, step), seed)), total,
           ...(audit ? { audit: { peer: audit.peer, ...report(sketch(grad(audit.peer, step), audit.seed ?? seed)) } } : {}),
+          hops: mapValues(hops, (g) => report(sketch(g, seed))),
         });
       }
     };
@@ -76,18 +85,18 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
     for (const [step, auditNext] of [[0, true], [1, true], [2, true], [3, false], [4, false], [5, true]] as const) {
       expect(as.map((a) => a.step)).toEqual([step, step, step, step]);
       script(auditNext);
-      answer(as);
+      await answer(as);
       as = next(ringIds);
     }
     // Step 7 (index 6): x's audit disagrees, a dispute (nobody accused), the step again with a second auditor.
     expect(as.map((a) => a.step)).toEqual([6, 6, 6, 6]);
     expect(as.some((a) => a.verify?.audit?.peer === 'x')).toBe(true);
     script(false);
-    answer(as);
+    await answer(as);
     expect(h.logs.some((l) => /recomputation of x's slice disagrees/.test(l))).toBe(true);
     as = next(ringIds);
     expect(as.map((a) => a.step)).toEqual([6, 6, 6, 6]);
-    answer(as);
+    await answer(as);
     // Convicted: evicted, its unaudited steps 5-6 undone: the others reload the checkpoint of step 4.
     expect(h.logs.some((l) => /verification: x contributed unaudited work from step 5 on; the ring goes back to the checkpoint of step 4/.test(l)))
       .toBe(true);
@@ -105,7 +114,7 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
     // The others train on from step 5 again; every step after 4 is committed once more, by three.
     for (let step = 4; step < 12; step++) {
       expect(as.map((a) => a.step)).toEqual([step, step, step]);
-      answer(as);
+      await answer(as);
       as = next(survivors);
     }
     const steps = h.records.flatMap((r) => (r.type === 'step' ? [[r.step, r.ring]] : []));

@@ -36,6 +36,7 @@ const PEER: PeerMessage[] = [
     type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab00ff12ab', timings: { computeMs: 1, commMs: 1, waitMs: 1 },
     images: 8,
     sketch: SKETCH, total: SKETCH, audit: { peer: 'p-2', ...SKETCH },
+    hops: { received: SKETCH, forwarded: SKETCH, owned: SKETCH, gathered: SKETCH },
   },
 ];
 const COORD: CoordinatorMessage[] = [
@@ -93,6 +94,11 @@ suite('protocol: verification fields', () => {
     expect(bad({ total: { ...SKETCH, squares: SKETCH.squares.map((q) => -q - 1) } })).toMatch(/squares must not be negative/);
     expect(bad({ audit: SKETCH })).toMatch(/audit\.peer/);
     expect(bad({ sketch: { ...SKETCH, extra: 1 } })).toMatch(/extra/);
+    // Hop records: all four sketches, each whole.
+    expect(bad({ hops: { received: SKETCH, forwarded: SKETCH, owned: SKETCH } })).toMatch(/gathered/);
+    const short = { sums: [1], squares: [1] };
+    expect(bad({ hops: { received: SKETCH, forwarded: SKETCH, owned: short, gathered: SKETCH } })).toMatch(/items each/);
+    expect(bad({ hops: [SKETCH] })).toMatch(/hops/);
   });
 
   it('refuses a ring dead time outside 1 s .. 10 min', () => {
