@@ -3,9 +3,11 @@
 //
 // Each step, every member is audited with probability `fraction` (drawn with crypto's random
 // numbers after the step is planned, so no member knows ahead whether, or by whom) by another
-// member chosen at random, each auditor recomputing at most one slice. A step that carries
-// audits asks every member for sketches (coordinator/trust-check.ts) of its contribution and of
-// the ring's sum; before the step commits:
+// member chosen at random, each auditor recomputing at most one slice. The fraction is the job's
+// budget of recomputed images: directed audits (below) spend it too, so the draw's chance follows
+// how far the audits so far are off it (drawChance), and the job recomputes F of its images. A
+// step that carries audits asks every member for sketches (coordinator/trust-check.ts) of its
+// contribution and of the ring's sum; before the step commits:
 //   - every member's sketch of the ring's sum must be the same (they hold the same bits): a
 //     member whose differs reported something it does not hold, and is evicted;
 //   - over a flat ring, each member's records of what it received and sent must add up with its
@@ -129,6 +131,31 @@ export class AuditBook {
     this.newcomersOn = typeof directed === 'boolean' ? directed : directed.newcomers;
   }
 
+  /**
+   * The chance that the draw audits a member of `ring` in `step` (its `slices`): the job's fraction, corrected by how
+   * far the images recomputed so far are from that fraction of those computed, less what this step's directed audits
+   * are expected to recompute (newcomers for certain, watched suspects with chance 1/2, each unless drawn): directed
+   * audits and disputes spend the same budget, and the job recomputes F of its images. Kept within [F/2, 3F/2] (at most
+   * 1): the draw never stops, and its chance is the same for every member.
+   */
+  private drawChance(step: number, ring: readonly string[], slices: readonly (readonly number[])[]): number {
+    const f = this.fraction;
+    const images = slices.reduce((n, s) => n + s.length, 0);
+    if (f <= 0 || images <= 0) return f;
+    const owed = f * (this.tally.computedImages + images) - this.tally.auditedImages;
+    const directed = ring.reduce((n, id, i) => n + this.directedWeight(id, step) * slices[i]!.length, 0);
+    const p = directed < images ? (owed - directed) / (images - directed) : f / 2;
+    return Math.min(1, Math.max(f / 2, Math.min(1.5 * f, p)));
+  }
+
+  /** How likely `id` is to be given a directed audit in `step` if the draw leaves it out (probation: 1, watched: 1 then 1/2). */
+  private directedWeight(id: string, step: number): number {
+    if (this.newcomersOn && (this.probation.has(id) || !this.seen.has(id))) return 1;
+    const from = this.watch.get(id);
+    if (from === undefined || step < from || step > from + WATCH_STEPS) return 0;
+    return step === from ? 1 : 0.5;
+  }
+
   /** The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given. */
   plan(step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number): { audit?: AuditTask }[] {
     const out: { audit?: AuditTask }[] = ring.map(() => ({}));
@@ -175,9 +202,10 @@ export class AuditBook {
     };
     const everyone = this.sumFailed === step;
     const drawn = new Set<number>();
+    const chance = this.drawChance(step, ring, slices);
     for (let i = 0; i < ring.length; i++) {
       if (d && ring[i] === d.target) continue;
-      if (!everyone && !(this.fraction > 0 && this.draw(1_000_000) < this.fraction * 1_000_000)) continue;
+      if (!everyone && !(chance > 0 && this.draw(1_000_000) < chance * 1_000_000)) continue;
       const auditor = nextFree(i);
       if (auditor !== null) task(i, auditor);
       drawn.add(i);

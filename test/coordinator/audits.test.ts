@@ -74,6 +74,35 @@ function results(ring: readonly string[], step: number, grads: readonly Float32A
   }));
 }
 
+describe('the audit budget', () => {
+  it('directed audits spend the job\'s fraction: 300 steps of 16, a newcomer every 25 steps and strange members: 5% of the images recomputed', () => {
+    const rng = makeRng(11);
+    const f = 0.05;
+    const book = new AuditBook(f, 'f32', (n) => rng.int(n));
+    let ring = Array.from({ length: 16 }, (_, i) => `p${i}`);
+    let fresh = 16;
+    for (let step = 0; step < 300; step++) {
+      if (step > 0 && step % 25 === 0) ring = [...ring.slice(1), `p${fresh++}`]; // churn: one leaves, a newcomer joins (on probation)
+      // Slices of 16 to 48 images; every 25th step a member's contribution is 3x its size's (a suspect, then watched).
+      const sizes = ring.map((_, i) => 16 + ((i * 7 + step) % 33));
+      const plan = book.plan(step, ring, sizes.map((k, i) => Array.from({ length: k }, (_, j) => 1000 * i + j)), 0);
+      const grads = sliceSums(rng, sizes, (i, g) => { if (step % 25 === 12 && i === step % 16) g.forEach((x, j) => { g[j] = 3 * x; }); });
+      const rs = results(ring, step, grads).map((r, i) => {
+        const task = plan[i]!.audit;
+        const images = { images: sizes[i]! };
+        if (!task) return { ...r, ...images };
+        return { ...r, ...images, audit: { peer: task.peer, ...report(sketch(grads[ring.indexOf(task.peer)]!, task.seed ?? sketchSeed(CHECKSUM))) } };
+      });
+      expect(book.verdict(step, rs).kind, `step ${step}`).toBe('ok');
+    }
+    const t = book.tally;
+    console.log(`audit budget: ${t.audits} audits (${t.directed} directed), ${(t.auditedImages / t.computedImages).toFixed(4)} of the images`);
+    expect(t.directed).toBeGreaterThan(20);
+    expect(t.auditedImages / t.computedImages).toBeGreaterThan(0.045);
+    expect(t.auditedImages / t.computedImages).toBeLessThanOrEqual(0.0505);
+  });
+});
+
 describe('directed audits', () => {
   const ring = Array.from({ length: 8 }, (_, i) => `p${i}`);
   const flip = (bad: number) => (i: number, g: Float32Array) => { if (i === bad) for (let j = 0; j < g.length; j++) g[j] = -g[j]!; };
