@@ -2,8 +2,8 @@
 // by Node volunteers on wasm from this machine, all honest, or with `adversaries` dishonest ones
 // (`--adversary KIND`, src/trust/adversary.ts) joining for each kind in turn. A phase lasts until
 // its adversaries are convicted, or `phaseSteps` steps after they joined (then they are stopped
-// and the kind counts as undetected). A kind that halts the job (a liar: the sum check fails and
-// no member can be named yet) is stopped and the job resumed, as its owner would. With
+// and the kind counts as undetected). A kind that halts the job (a liar whose lies could not be
+// pinned on it: coordinator/hop-check.ts) is stopped and the job resumed, as its owner would. With
 // `churnEvery`, one honest volunteer leaves (SIGTERM) and a new one joins every so many steps.
 import { spawnVolunteer, type LocalVolunteer } from '../coordinator/local-volunteers.ts';
 import { runJob } from '../coordinator/run.ts';

@@ -241,8 +241,12 @@ export class AuditBook {
     return out;
   }
 
-  /** The verdict on a verified step's results (ring order) before it commits; `flat`: the ring was one flat ring (its hops are checked). */
-  verdict(step: number, results: readonly StepResult[], flat = false): AuditVerdict {
+  /**
+   * The verdict on a verified step's results (ring order) before it commits; `flat`: the ring was one flat ring (its hops are
+   * checked); `oneBatch`: per member, the most images it was asked to compute at once (a round's largest inner slice; default
+   * its images), which a member must have computed as one batch for an audit to recompute the same.
+   */
+  verdict(step: number, results: readonly StepResult[], flat = false, oneBatch?: ReadonlyMap<string, number>): AuditVerdict {
     const hopped = flat && results.length >= 3;
     const missing = results.filter((r) => !r.sketch || !r.total || (hopped && !r.hops)).map((r) => r.peerId);
     if (missing.length) {
@@ -292,7 +296,7 @@ export class AuditBook {
       const target = byId.get(r.audit.peer);
       if (!target || target.peerId === r.peerId || r.audit.peer === d?.target) continue;
       // Only a slice computed as one batch by its member, with nothing claimed from the tail, is recomputed the same.
-      if ((target.claimed ?? 0) > 0 || (target.microBatch !== undefined && target.microBatch < target.images)) continue;
+      if ((target.claimed ?? 0) > 0 || (target.microBatch !== undefined && target.microBatch < (oneBatch?.get(target.peerId) ?? target.images))) continue;
       this.tally.audits++;
       this.tally.auditedImages += target.images;
       if (this.directedIn.step === step && this.directedIn.ids.has(target.peerId)) this.tally.directed++;

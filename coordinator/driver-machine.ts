@@ -360,8 +360,8 @@ export class DriverMachine {
     const results = ph.ring.map((id) => ph.results.get(id)!);
     const { winner, dissent } = checksumVote(results);
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
-    if (this.steps.audits && ph.slices && !this.verified(ph, results)) return;
-    if (this.steps.audits && ph.slices) this.verification(this.steps.audits.report(ph.step + ph.steps));
+    if (this.steps.audits && ph.verified && !this.verified(ph, results)) return;
+    if (this.steps.audits && ph.verified) this.verification(this.steps.audits.report(ph.step + ph.steps));
     const now = Date.now();
     const { verdict, sync } = this.steps.committed(ph, now - ph.started, results);
     if (verdict) this.d.log(verdictLine(verdict));
@@ -426,7 +426,7 @@ export class DriverMachine {
    * a sum that does not add up), or the job halts (the same step's sum failed twice).
    */
   private verified(ph: RunningPhase, results: readonly StepResult[]): boolean {
-    const v = this.steps.audits!.verdict(ph.step, results, this.gen.topology === null);
+    const v = this.steps.audits!.verdict(ph.step, results, this.gen.topology === null, ph.verified?.oneBatch);
     if (v.kind === 'ok') {
       const audited = new Set(v.audited);
       noteUnaudited(results.map((r) => ({ id: r.peerId, images: r.images })), audited, ph.step, (id) => this.peers.get(id)?.unauditedFrom, (id, s) => {

@@ -157,8 +157,18 @@ export class StepBook {
       started: now, deadline: now + (recent > 0 ? Math.max(this.stepMs, 6 * recent) : 4 * this.stepMs * (round ? round.steps : 1)),
       slices: tail ? tail.fixed : plan ? plan.slices : null, epoch, ...(tail ? { tail: tail.pool } : {}),
     };
-    // A verified sync step: sketches from everyone, and the audits drawn now (audits.ts).
-    const verify = this.audits && phase.slices ? this.audits.plan(s.step, phase.ring, phase.slices, epoch) : null;
+    // A verified sync step or round: sketches from everyone, and the audits drawn now (audits.ts). A round's audit recomputes
+    // the member's whole round (each inner step's slice); the budget counts its images.
+    const roundSlices = round ? phase.ring.map((id) => round.slices.get(id) ?? []) : null;
+    const audited = phase.slices ?? roundSlices?.map((inner) => inner.flat()) ?? null;
+    const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch) : null;
+    if (verify && roundSlices) {
+      for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[phase.ring.indexOf(v.audit.peer)]! };
+    }
+    if (verify) {
+      const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited!.map((x) => x.length);
+      phase.verified = { oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])) };
+    }
     // Optional fields are set only where present (no spread temporaries: 1,000 members made ~7,000 a turn). The members
     // share one `steal` object, so the sessions encode it once a step (src/client/ring-shape.ts).
     const stealing = tail ? { chunk: tail.pool.chunk } : null;

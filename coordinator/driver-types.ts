@@ -106,6 +106,11 @@ export type Phase =
     slices: number[][] | null; epoch: number;
     /** The step's tail, granted in chunks to members that claim it (tail-pool.ts); absent: none. */
     tail?: TailPool;
+    /**
+     * A verified step or round (audits.ts planned its audits): its results are judged before it commits. `oneBatch`: per
+     * member, the most images it was asked to compute at once (its slice; a round's largest inner slice).
+     */
+    verified?: { oneBatch: Map<string, number> };
   }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
   /**

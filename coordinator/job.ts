@@ -214,8 +214,9 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   if (config.verify > 0 && config.wire === 'i8') {
     r.problems.push("verify checks the sketches against the wire's rounding per value, which the i8 wire's scaled frames do not have: use bf16 or f32");
   }
-  if (config.verify > 0 && config.outer.syncEvery > 1) {
-    r.problems.push('verify covers sync steps; rounds (syncEvery > 1 or "auto") are not verified yet: use syncEvery 1, or verify 0');
+  if (config.verify > 0 && config.outer.syncEvery > 1 && config.outer.carry === undefined) {
+    r.problems.push("verify in rounds recomputes a member's round from the round's start, which needs every peer's inner momentum equal: "
+      + 'set momentumCarry (0.75, as npm start does), or verify 0');
   }
   if (config.outer.syncEvery * globalBatch > MAX_BATCH) {
     r.problems.push(`a round's ids travel in one message: syncEvery x globalBatch must be at most ${MAX_BATCH}, `

@@ -62,6 +62,16 @@ export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' 
   return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', backend] });
 }
 
+/**
+ * A dishonest volunteer on wasm (`--adversary KIND`, src/trust/adversary.ts; a flag the usage does not show), with a
+ * private job's `token`; `rejoinFor` seconds it keeps rejoining after its session ends (0: it exits).
+ */
+export function adversaryVolunteer(url: string, name: string, kind: string, token?: string, rejoinFor = 0): LocalVolunteer {
+  return spawnVolunteer({
+    url, name, args: ['--no-tune', '--rejoin-for', String(rejoinFor), '--backend', 'wasm', '--adversary', kind, ...(token ? ['--token', token] : [])],
+  });
+}
+
 /** Waits until `cond` holds, polling every 50 ms; fails after `ms` with `what`. */
 export async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
   const end = Date.now() + ms;

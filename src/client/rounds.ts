@@ -17,7 +17,7 @@
 // with other ids) starts from the inner momentum this peer held at the round's start.
 import { carriedMomentum, outerStep, weightedChange, type OuterConfig } from '../optim/outer.ts';
 import type { RoundAssignment } from '../protocol/messages.ts';
-import type { TrainingState } from './state.ts';
+import { StateError, type TrainingState } from './state.ts';
 
 /** One inner step's gradient SUM over `ids` and its loss sum (the volunteer computes it). */
 export type InnerGradient = (ids: number[], epoch: number, step: number) => Promise<{ grads: Float32Array; lossSum: number }>;
@@ -121,6 +121,37 @@ export class RoundState {
     engine.write(state.model.params, state.w);
     this.work = { step, key, images, lossSum, computeMs: performance.now() - t0, change };
     return { work: this.work, reused: false };
+  }
+
+  /**
+   * An audit (a verifying job): another member's contribution to the round at `step`, recomputed from the round's start
+   * (w0, and the inner momentum the round began with, which the momentum carry makes every peer's) on its slice of each
+   * inner step (`ids`, `epochs`); `gradient` computes an inner step as that member would. The weights and momentum are
+   * put back as they were (the caller puts back what the forward passes move: batch norm's statistics). Runs between
+   * contribution() of the same round and apply().
+   */
+  async recompute(step: number, ids: readonly number[][], epochs: readonly number[], gradient: InnerGradient): Promise<Float32Array> {
+    if (this.savedVStep !== step || this.applied === step) {
+      throw new StateError(`an audit of the round at step ${step + 1} needs that round's start here (computed, not yet applied)`);
+    }
+    const { state } = this;
+    const v = state.v.slice();
+    state.v.set(this.savedV);
+    let images = 0;
+    try {
+      for (let k = 0; k < ids.length; k++) {
+        const slice = ids[k]!;
+        if (slice.length === 0) continue;
+        const g = await gradient([...slice], epochs[k]!, step + k);
+        state.applyUpdate(g.grads, step + k, slice.length);
+        images += slice.length;
+      }
+      return weightedChange(this.w0, state.w, images, new Float32Array(state.w.length));
+    } finally {
+      state.w.set(this.w0);
+      state.v.set(v);
+      state.model.engine.write(state.model.params, state.w);
+    }
   }
 
   /**

@@ -142,7 +142,7 @@ export class Trainer {
    * computes, nearest first.
    */
   private async gradient(
-    ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[],
+    ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[], honest = false,
   ): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
@@ -151,7 +151,7 @@ export class Trainer {
     if (parts.length === 0) model.zeroGrads();
     for (let k = 0; k < parts.length; k++) {
       const next = k + 1 < parts.length ? [{ step, epoch, sampleIds: parts[k + 1]! }] : ahead.map((s) => this.firstPart(s));
-      const x = await this.loadBatch(parts[k]!, epoch, next);
+      const x = await this.loadBatch(parts[k]!, epoch, next, honest);
       const total = recordGradients(model, x, seed * 1_000_003 + step, this.c.job.job.labelSmoothing ?? 0, k > 0);
       engine.flush();
       lossSum += (await engine.readF32(total))[0]!;
@@ -315,7 +315,8 @@ export class Trainer {
     const kept = hops && out.ring.hopsKept && out.ring.size > 1 ? hops : null;
     // A liar (the attack tests and bench) reports the hops an honest member would have: its successor's show what it sent.
     if (kept && put && this.kept) disguiseHops(kept, this.kept.grads, put);
-    const verified = a.verify ? this.sketches(a, checksum, out.grads, audited, kept) : {};
+    const own = this.kept && this.kept.step === a.step && this.kept.generation === a.generation ? this.kept.grads : null;
+    const verified = a.verify ? this.sketches(a, checksum, own, out.grads, audited, kept) : {};
     this.report(a, out.ring, {
       loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
       ...verified,
@@ -350,14 +351,13 @@ export class Trainer {
    * contribution (its kept sum, what went into the ring), of the ring's sum, and of an audited slice.
    */
   private sketches(
-    a: StepAssignment, checksum: string, total: Float32Array, audited: Float32Array | null, hops: HopRecord | null,
+    a: StepAssignment, checksum: string, own: Float32Array | null, total: Float32Array, audited: Float32Array | null, hops: HopRecord | null,
   ): Pick<StepResult, 'sketch' | 'total' | 'audit' | 'hops'> {
     const seed = sketchSeed(checksum);
     const report = (g: Float32Array, under = seed): SketchReport => {
       const s = sketch(g, under);
       return { sums: Array.from(s.sums), squares: Array.from(s.squares) };
     };
-    const own = this.kept && this.kept.step === a.step && this.kept.generation === a.generation ? this.kept.grads : null;
     return {
       ...(own ? { sketch: report(own) } : {}), total: report(total),
       ...(audited && a.verify?.audit ? { audit: { peer: a.verify.audit.peer, ...report(audited, a.verify.audit.seed) } } : {}),
@@ -489,29 +489,45 @@ export class Trainer {
     if (!ring) return;
     if (a.uploadCheckpoint) await this.host.upload(a.step);
     const tc = performance.now();
+    // A dishonest volunteer (the attack tests and bench only) may compute other ids than its slices.
+    const adversary = this.c.adversary;
+    const samples = this.c.train.index.samples;
     const { work, reused } = await rounds.contribution(
-      a.step, plan, (ids, epoch, step) => this.gradient(ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)),
+      a.step, plan,
+      (ids, epoch, step) => this.gradient(adversary ? adversary.ids(ids, samples) : ids, epoch, a.seed, step, innerAhead(a, plan, step - a.step)),
     );
     if (reused) this.c.log(`volunteer: round at step ${a.step + 1}: reusing the ${work.images} images computed before (a member was lost)`);
     else await this.throttle(work.computeMs - this.dataMs);
     const t1 = performance.now();
     let firstFrame = t1;
     const sum = work.change.slice();
+    // What it puts into the ring: a dishonest volunteer's change tampered with as it leaves (a consistent kind reports it, a liar the honest one).
+    const tamper = adversary?.tamper ?? null;
+    if (tamper) tamper.apply(sum, 0);
+    const reported = tamper?.consistent ? sum.slice() : work.change;
+    const put = tamper && !tamper.consistent ? sum.slice() : null;
+    const hops = a.verify && ring.hopsKept && ring.size > 1 ? new HopRecord(sum.length) : null;
     if (ring.size > 1) {
       this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): `
         + `all-reduce of ${sum.length} floats over ${ring.shape}`);
       try {
         await ring.allReduce(sum, {
           step: roundRingStep(a.step), maxRms: changeBound(work.change, work.images, plan.images), onFirstFrame: () => { firstFrame = performance.now(); },
+          ...(hops ? { hops: hops.view(0, sum.length) } : {}),
         });
       } catch (e) {
         return this.ring.failed(e, a);
       }
     }
     const t2 = performance.now();
+    // An audit (a job that verifies): another member's round recomputed from the round's start, before the outer step.
+    const audited = a.verify?.audit?.round ? await this.auditRound(a, plan, a.verify.audit, rounds) : null;
     rounds.apply(a.step, sum, plan.images, plan.ids.length);
     this.committed = a.step + plan.ids.length;
     if (this.host.ended) return;
+    if (hops && put) disguiseHops(hops, work.change, put);
+    const checksum = weightChecksum(this.c.state.w);
+    const verified = a.verify ? this.sketches(a, checksum, reported, sum, audited, hops) : {};
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;
     const timings = {
       computeMs: Math.min(MAX_MS, reused ? 0 : Math.max(0, t1 - tc - this.dataMs)), commMs: Math.min(MAX_MS, t2 - firstFrame),
@@ -519,7 +535,30 @@ export class Trainer {
     };
     const loss = work.images > 0 && Number.isFinite(work.lossSum / work.images) ? work.lossSum / work.images : null;
     this.report(a, ring, {
-      loss, checksum: weightChecksum(this.c.state.w), timings, images: work.images, sentBytes: ring.sentBytes(sum.length),
+      loss, checksum, timings, images: work.images, sentBytes: ring.sentBytes(sum.length), ...verified,
     }, plan.ids.length);
+  }
+
+  /**
+   * `task`'s round recomputed for an audit (rounds.ts recompute) on the weights this peer holds at the round's start, its
+   * inner steps with the round's dropout seeds; the batch norm statistics the forward passes move are put back.
+   */
+  private async auditRound(a: StepAssignment, plan: RoundAssignment, task: AuditTask, rounds: RoundState): Promise<Float32Array> {
+    const { model } = this.c;
+    const engine = this.c.p.engine;
+    const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
+    // A colluding adversary (the attack bench only) recomputes the round the way it cheats.
+    const colluder = this.c.adversary?.colludes ? this.c.adversary : null;
+    const samples = this.c.train.index.samples;
+    const inner = task.round ?? [];
+    this.c.log(`volunteer: round at step ${a.step + 1} audits ${task.peer}'s round of ${inner.flat().length} images`);
+    try {
+      const change = await rounds.recompute(a.step, inner, plan.epochs,
+        (ids, epoch, step) => this.gradient(colluder ? colluder.ids(ids, samples) : ids, epoch, a.seed, step, [], !colluder));
+      if (colluder?.auditTamper) colluder.auditTamper.apply(change, 0);
+      return change;
+    } finally {
+      if (bn) engine.write(model.state, bn);
+    }
   }
 }

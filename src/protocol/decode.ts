@@ -351,7 +351,9 @@ function readAssignment(r: FieldReader): Fields<StepAssignment> {
   if (out.steal && (out.round || out.reuse)) r.problems.push('steal is for a fresh sync step only, not with a round or a reuse');
   if (r.has('topology')) readTopologyInto(r, out, ring);
   if (r.has('verify')) out.verify = readVerify(r, globalBatch);
-  if (out.verify && out.round) r.problems.push('verify is for sync steps only, not with a round');
+  if (out.verify?.audit && (out.verify.audit.round !== undefined) !== (out.round !== undefined)) {
+    r.problems.push('verify.audit.round goes with a round (and only with one): a sync step\'s audit names sampleIds');
+  }
   if (r.has('direct')) out.direct = readDirect(r);
   if (r.has('deadMs')) out.deadMs = r.int('deadMs', MIN_DEAD_MS, MAX_DEAD_MS);
   return out;
@@ -370,11 +372,15 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
     if (!isObj(r.o.audit)) r.fail('audit', 'an object {peer, sampleIds, epoch}');
     else {
       const a = new FieldReader(r.o.audit, 'verify.audit');
-      a.only(['peer', 'sampleIds', 'epoch', 'seed']);
+      a.only(['peer', 'sampleIds', 'epoch', 'seed', 'round']);
+      const innerIds = (v: unknown) => (Array.isArray(v) && v.length <= globalBatch && v.every((x) => sampleId(x) === null)
+        ? null
+        : `must be an array of at most globalBatch (${globalBatch}) sample ids`);
       out = {
         audit: {
           peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32),
           ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}),
+          ...(a.has('round') ? { round: a.array<number[]>('round', MAX_SYNC_EVERY, innerIds).map((x) => x.map((v) => v + 0)) } : {}),
         },
       };
       r.problems.push(...a.problems);

@@ -41,7 +41,8 @@ import type { Topology } from '../comm/topology.ts';
  * and the accepting end takes the link only then (src/comm/peerjs-link.ts); a version 11 dialer
  * with nothing to send would leave a version 12 acceptor waiting until formation's timeout.
  * 13: a verified step's result over a flat ring carries `hops` (HopReport), which the coordinator
- * requires of every member there; version 12 would not send them, and be evicted at its first verified step.
+ * requires of every member there, and a round may be verified (its audit names `round`, each inner
+ * step's ids); version 12 would not send hops, and would refuse a verified round.
  */
 export const PROTOCOL_VERSION = 13;
 /**
@@ -309,7 +310,11 @@ export const RING_FORM_TIMEOUT_MS = 15_000;
  * under this seed, not the step's (a second audit settling a dispute about an earlier attempt of
  * the step: it is compared with what the member reported then).
  */
-export interface AuditTask { peer: string; sampleIds: number[]; epoch: number; seed?: number }
+export interface AuditTask {
+  peer: string; sampleIds: number[]; epoch: number; seed?: number;
+  /** A round's audit (the step's `round`): `peer`'s slice of each inner step, recomputed from the round's start (sampleIds empty). */
+  round?: number[][];
+}
 /**
  * A count sketch of a gradient (src/trust/sketch.ts) under the step's seed, which is
  * sketchSeed(checksum): the weights after the step, known only once every contribution was sent.

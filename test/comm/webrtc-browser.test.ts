@@ -37,11 +37,16 @@ describe('ring all-reduce in headless Chromium', () => {
       await page.waitForFunction(() => window.ready === true, undefined, { timeout: 60_000 });
       return page;
     }));
-    const results: RunResult[] = await Promise.all(pages.map((page, i) => {
+    // Every page's outcome, so a failure shows each end's view of its links (which end was not heard), not only the first to fail.
+    const settled = await Promise.allSettled(pages.map((page, i) => {
       const { id, token } = sig.signaling.issue(ids[i]);
       const args: RunArgs = { id, token, ids, signalPort: sig.port, length: 1 << 20 };
       return page.evaluate((a) => window.runRing(a), args);
     }));
+    const why = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+    const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${ids[i]}: ${why(r.reason)}`] : []));
+    if (failed.length) throw new Error(`pages failed:\n${failed.join('\n')}`);
+    const results = settled.map((r) => (r as PromiseFulfilledResult<RunResult>).value);
     console.log('browser ring 3 x 1M floats, ms per page:', results.map((r) => r.ms.toFixed(0)).join(', '));
     for (const r of results) {
       expect(r.changed).toBe(true);

@@ -88,6 +88,8 @@ describe('job config', () => {
     ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, i8, got "f8"'],
     ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16, i8'],
     ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16, i8'],
+    ['verified rounds without the momentum carry', { ...BASE, verify: 0.1, syncEvery: 4 },
+      "verify in rounds recomputes a member's round from the round's start, which needs every peer's inner momentum equal: set momentumCarry"],
     ['the i8 wire with rounds', { ...BASE, wire: 'i8', syncEvery: 4 },
       "the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have"],
   ])('refuses %s', (_n, input, expected) => {

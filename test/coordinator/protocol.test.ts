@@ -63,6 +63,10 @@ const COORD: CoordinatorMessage[] = [
     verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77 } },
   },
   {
+    type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [], epoch: 0, seed: 42,
+    round: { ids: [[5, 9], [2]], epochs: [0, 0], images: 9 }, verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[1, 3], [4]] } },
+  },
+  {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 2, globalBatch: 8, sampleIds: [5], epoch: 0, seed: 42,
     topology: { groups: [['p-0'], ['p-1', 'p-2']], shards: 1, columns: [['p-0', 'p-1']] },
   },
@@ -99,6 +103,14 @@ suite('protocol: verification fields', () => {
     const short = { sums: [1], squares: [1] };
     expect(bad({ hops: { received: SKETCH, forwarded: SKETCH, owned: short, gathered: SKETCH } })).toMatch(/items each/);
     expect(bad({ hops: [SKETCH] })).toMatch(/hops/);
+  });
+
+  it('takes a round\'s audit only with a round, and a sync step\'s only without one', () => {
+    const round = COORD.find((m) => m.type === 'step-assignment' && m.round && m.verify)!;
+    const bad = (patch: Record<string, unknown>) => problemsOf(decodeCoordinatorMessage({ ...round, ...patch }));
+    expect(bad({ round: undefined })).toMatch(/verify\.audit\.round goes with a round/);
+    expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [1], epoch: 0 } } })).toMatch(/verify\.audit\.round goes with a round/);
+    expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[-1]] } } })).toMatch(/round/);
   });
 
   it('refuses a ring dead time outside 1 s .. 10 min', () => {

@@ -19,7 +19,7 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { PROTOCOL_VERSION, type MetricRecord } from '../../src/protocol/messages.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import {
-  buildTestData, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
+  adversaryVolunteer, buildTestData, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
 } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
@@ -48,10 +48,7 @@ async function joinAs(url: string, name: string, token?: string): Promise<{ stat
   });
   return { status: res.status, text: await res.text() };
 }
-/** A dishonest volunteer; `rejoinFor` seconds it keeps rejoining after its session ends (0: it exits). */
-const adversary = (url: string, name: string, kind: string, token?: string, rejoinFor = 0): LocalVolunteer => spawnVolunteer({
-  url, name, args: ['--no-tune', '--rejoin-for', String(rejoinFor), '--backend', 'wasm', '--adversary', kind, ...(token ? ['--token', token] : [])],
-});
+const adversary = adversaryVolunteer;
 /** What a job and one volunteer said about verification and membership: for a failure's message. */
 const story = (job: { lines: readonly string[] }, v: LocalVolunteer): string => [
   ...job.lines.filter((l) => /verification|evict|left|abort|unreachable|formed again/i.test(l)).slice(-30),
