@@ -59,8 +59,11 @@ export type AuditVerdict =
   | { kind: 'ok'; audited: string[] }
   /** Members caught: evicted, and the step runs again without them. */
   | { kind: 'evict'; ids: string[]; reason: string }
-  /** Nobody can be blamed yet: the step runs again (with the audits that settle it), in `order` when it says (hop evidence). */
-  | { kind: 'again'; reason: string; order?: string[] }
+  /**
+   * Nobody can be blamed yet: the step runs again (with the audits that settle it), in `order` when it says (hop evidence),
+   * in one flat ring when `flat` (a two-level generation's sum did not add up: a flat ring's hops are checked).
+   */
+  | { kind: 'again'; reason: string; order?: string[]; flat?: boolean }
   /** The same step failed its sum check twice: the job pauses with this reason. */
   | { kind: 'halt'; reason: string };
 
@@ -97,6 +100,11 @@ interface Dispute {
 }
 /** Attempts a dispute may run again to hear its panel; then it is settled with the auditors heard. */
 const DISPUTE_ATTEMPTS = 3;
+/**
+ * The share of the budget F the draw aims at: directed audits of the job's last steps (newcomers, suspects) come after
+ * the draw could make up for them, so it aims a little under F for the job to end under it.
+ */
+export const DRAW_AIM = 0.95;
 /** Attempts of one step whose hop checks may disagree before the job halts (a liar is named at its third distinct partner). */
 export const HOP_ATTEMPTS = 8;
 
@@ -142,7 +150,7 @@ export class AuditBook {
     const f = this.fraction;
     const images = slices.reduce((n, s) => n + s.length, 0);
     if (f <= 0 || images <= 0) return f;
-    const owed = f * (this.tally.computedImages + images) - this.tally.auditedImages;
+    const owed = DRAW_AIM * f * (this.tally.computedImages + images) - this.tally.auditedImages;
     const directed = ring.reduce((n, id, i) => n + this.directedWeight(id, step) * slices[i]!.length, 0);
     const p = directed < images ? (owed - directed) / (images - directed) : f / 2;
     return Math.min(1, Math.max(f / 2, Math.min(1.5 * f, p)));
@@ -328,6 +336,13 @@ export class AuditBook {
         return { kind: 'halt', reason: `${why}, twice: a member sends other than it reports, and hop-by-hop checks that would name it are not built yet` };
       }
       this.sumFailed = step;
+      if (!flat && results.length >= 3) {
+        // A two-level generation's hops are not checked: the same members in one flat ring, whose hop checks name who lies.
+        return {
+          kind: 'again', order: results.map((r) => r.peerId), flat: true,
+          reason: `${why}: somebody sent other than it reports; the step runs again in one flat ring (its hops are checked), every member audited`,
+        };
+      }
       return { kind: 'again', reason: `${why}: somebody sent other than it reports; the step runs again with every member audited` };
     }
     if (this.sumFailed === step) this.sumFailed = null;

@@ -94,11 +94,18 @@ export class Generations {
   /**
    * Begins the next generation over `ring` at `now`, unless `ring` is the current ring (null);
    * returns its metrics record and live event. Over the members of the generation planned
-   * ahead, that plan (its order and groups) is the one begun.
+   * ahead, that plan (its order and groups) is the one begun. `flat`: one flat ring in this order
+   * whatever the job's two-level plans (a verified step whose hops must be checked).
    */
-  next(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>, now: number): { record: MetricRecord; event: LiveEvent } | null {
+  next(ring: readonly string[], peers: ReadonlyMap<string, PeerRec>, now: number, flat = false): { record: MetricRecord; event: LiveEvent } | null {
     const same = ring.length === this.members.length && ring.every((id, i) => id === this.members[i]);
-    if (same) return null;
+    if (same && (!flat || this.plan === null)) return null;
+    if (flat) {
+      this.ahead = null;
+      this.members = [...ring];
+      this.plan = null;
+      return this.again(peers, now);
+    }
     const ahead = this.ahead;
     const planned = ahead !== null && ahead.ring.length === ring.length && ring.every((id) => ahead.ring.includes(id));
     if (planned) this.ahead = null;

@@ -447,11 +447,13 @@ export class DriverMachine {
       return false;
     }
     if (v.kind === 'halt') this.halt(v.reason, 'resume it (POST /api/admin/resume) once the ring is one you trust');
-    const order = v.kind === 'again' && v.order && v.order.join() !== this.ring.join() ? v.order : null;
+    const flat = v.kind === 'again' && v.flat === true && this.gen.topology !== null;
+    const order = v.kind === 'again' && v.order && (flat || v.order.join() !== this.ring.join()) ? v.order : null;
     if (order) {
-      // Hop evidence: the same members in an order that parts those whose records disagreed (a plan made ahead is of the old order).
+      // Hop evidence: the same members in an order that parts those whose records disagreed, or in one flat ring where a
+      // two-level generation's sum did not add up (a plan made ahead is of the old order).
       this.gen.dropPrepared();
-      this.setRing(order);
+      this.began(this.gen.next(order, this.peers, Date.now(), flat));
     } else this.began(this.gen.again(this.peers, Date.now()));
     this.abortStep(ph, v.reason);
     this.advance();

@@ -117,10 +117,10 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) =>
                               the share R in [0, 1) of the round's mean change into the next
                               (default ${START_OUTER.carry}); own: each peer keeps its own (DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
-  --verify off|F              verify untrusted donors: each step audits each member with chance F (another
-                              member recomputes its slice; two disagreeing audits evict it) and checks the
-                              members' gradient sketches against the ring's sum (default off; sync steps,
-                              f32/f16/bf16 wires: docs/trust.md)
+  --verify off|F              verify untrusted donors: another member recomputes F of the slices (or rounds),
+                              a majority of disagreeing audits evicts; each member's records of what it
+                              sent and received are checked against its neighbours' (default off;
+                              f32/f16/bf16 wires, rounds with the momentum carry: docs/trust.md)
   --warmup N                  warm-up steps (default: LARS two epochs, at most a fifth of the job;
                               SGD one epoch, at most a tenth; imagenet: the recipe's)
   --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)

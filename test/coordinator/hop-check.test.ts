@@ -160,6 +160,24 @@ describe('a flat ring step under the audit book', () => {
     expect((v as { reason: string }).reason).toMatch(/not what it received plus the contribution it reports/);
   });
 
+  it('a liar in a two-level generation (hops not checked): its sum does not add up, the step runs again flat, and the hops name it', async () => {
+    const ring = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const rng = makeRng(9);
+    const book = new AuditBook(0, 'f32', (k) => rng.int(k), false);
+    const twoLevel = results(ring, await ringStep(ring, new Set(['c']))).map(({ hops: _, ...r }) => r);
+    const v = book.verdict(0, twoLevel, false);
+    expect(v).toMatchObject({ kind: 'again', flat: true, order: ring });
+    expect((v as { reason: string }).reason).toMatch(/do not add up .*runs again in one flat ring/);
+    let order = ring;
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const w = book.verdict(0, results(order, await ringStep(order, new Set(['c']), { seed: attempt })), true);
+      if (attempt < 3) {
+        expect(w.kind).toBe('again');
+        order = (w as { order: string[] }).order;
+      } else expect(w).toMatchObject({ kind: 'evict', ids: ['c'] });
+    }
+  });
+
   it('a member of a flat ring that reports no hops is evicted as an outdated volunteer', async () => {
     const ring = ['a', 'b', 'c'];
     const rs = results(ring, await ringStep(ring, new Set()));
