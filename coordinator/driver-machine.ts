@@ -447,13 +447,12 @@ export class DriverMachine {
       return false;
     }
     if (v.kind === 'halt') this.halt(v.reason, 'resume it (POST /api/admin/resume) once the ring is one you trust');
-    const flat = v.kind === 'again' && v.flat === true && this.gen.topology !== null;
-    const order = v.kind === 'again' && v.order && (flat || v.order.join() !== this.ring.join()) ? v.order : null;
+    // Hop evidence: the same members in one flat ring (its hops are checked), in an order that parts those whose records
+    // disagreed, or as they were where a two-level generation's sum did not add up (a plan made ahead is of the old order).
+    const order = v.kind === 'again' && v.order && (v.order.join() !== this.ring.join() || this.gen.topology !== null) ? v.order : null;
     if (order) {
-      // Hop evidence: the same members in an order that parts those whose records disagreed, or in one flat ring where a
-      // two-level generation's sum did not add up (a plan made ahead is of the old order).
       this.gen.dropPrepared();
-      this.began(this.gen.next(order, this.peers, Date.now(), flat));
+      this.began(this.gen.next(order, this.peers, Date.now(), true));
     } else this.began(this.gen.again(this.peers, Date.now()));
     this.abortStep(ph, v.reason);
     this.advance();

@@ -64,8 +64,8 @@ export class HopEvidence {
 
   /**
    * An order of `ring` (a rotation of which is the same ring) with as few of the recorded disagreeing links
-   * as can be found in ORDER_TRIES random orders (`draw(n)`: a uniform integer in [0, n)); the first with none
-   * ends the search.
+   * as can be found in ORDER_TRIES random orders (`draw(n)`: a uniform integer in [0, n)) and then by moving
+   * the members with a disagreement on record; the first with none ends the search.
    */
   order(ring: readonly string[], draw: (n: number) => number): string[] {
     const cost = (o: readonly string[]): number => o.reduce((c, id, i) => c + (this.sent.get(id)?.has(o[(i + 1) % o.length]!) ? 1 : 0), 0);
@@ -79,6 +79,25 @@ export class HopEvidence {
       }
       const c = cost(o);
       if (c < bestCost) [best, bestCost] = [o, c];
+    }
+    // Then, whatever the draws gave, each member with a disagreement on record tried at every place (a swap), while that helps.
+    const involved = ring.filter((id) => this.sent.has(id) || [...this.sent.values()].some((tos) => tos.has(id)));
+    for (let pass = 0; pass < 4 && bestCost > 0; pass++) {
+      let improved = false;
+      for (const id of involved) {
+        for (let j = 0; j < best.length && bestCost > 0; j++) {
+          const i = best.indexOf(id);
+          if (i === j) continue;
+          const o = [...best];
+          [o[i], o[j]] = [o[j]!, o[i]!];
+          const c = cost(o);
+          if (c < bestCost) {
+            [best, bestCost] = [o, c];
+            improved = true;
+          }
+        }
+      }
+      if (!improved) break;
     }
     return best;
   }

@@ -178,8 +178,6 @@ export interface SyncHooks {
    * received and sent, kept where the rings keep them (StepRings.hopsKept).
    */
   hops?: HopRecord;
-  /** An adversary that lies (tests and the trust bench): what it put into the ring, where its kept sum is what it reports. */
-  put?: Float32Array;
   /** Idles after the compute (the volunteer's throttle) given its compute time; runs beside the all-reduce. */
   throttle(computeMs: number): Promise<void>;
 }
@@ -228,10 +226,7 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
     if (s.tamper?.consistent) s.tamper.apply(own, b.start);
     if (s.reused) addInto(own, s.reused.grads.subarray(b.start, b.end));
     kept.set(own, b.start);
-    if (s.tamper && !s.tamper.consistent) {
-      s.tamper.apply(own, b.start);
-      h.put?.set(own, b.start);
-    }
+    if (s.tamper && !s.tamper.consistent) s.tamper.apply(own, b.start);
   }));
   const whole = Promise.all([staged.done, ...prepared]).then(([r]): StagedResult => {
     h.keep({ grads: kept, lossSum: r.lossSum + priorLoss });

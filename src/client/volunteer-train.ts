@@ -273,7 +273,7 @@ export class Trainer {
     const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
     // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts).
     const hops = a.verify ? new HopRecord(model.layout.paramFloats) : null;
-    const put = hops && adversary?.tamper && !adversary.tamper.consistent ? new Float32Array(model.layout.paramFloats) : null;
+    const lies = adversary?.tamper?.consistent === false;
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
       ...(earlier ? { earlier } : {}), ...tamper,
@@ -284,7 +284,7 @@ export class Trainer {
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} `
         + `in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
-      ...(feedback ? { feedback } : {}), ...(hops ? { hops } : {}), ...(put ? { put } : {}),
+      ...(feedback ? { feedback } : {}), ...(hops ? { hops } : {}),
     });
     if (out.kind === 'no-ring') return;
     if (out.kind === 'failed') return this.ring.failed(out.error, a);
@@ -314,7 +314,7 @@ export class Trainer {
     };
     const kept = hops && out.ring.hopsKept && out.ring.size > 1 ? hops : null;
     // A liar (the attack tests and bench) reports the hops an honest member would have: its successor's show what it sent.
-    if (kept && put && this.kept) disguiseHops(kept, this.kept.grads, put);
+    if (kept && lies && this.kept) disguiseHops(kept, this.kept.grads, this.c.wire);
     const own = this.kept && this.kept.step === a.step && this.kept.generation === a.generation ? this.kept.grads : null;
     const verified = a.verify ? this.sketches(a, checksum, own, out.grads, audited, kept) : {};
     this.report(a, out.ring, {
@@ -505,7 +505,6 @@ export class Trainer {
     const tamper = adversary?.tamper ?? null;
     if (tamper) tamper.apply(sum, 0);
     const reported = tamper?.consistent ? sum.slice() : work.change;
-    const put = tamper && !tamper.consistent ? sum.slice() : null;
     const hops = a.verify && ring.hopsKept && ring.size > 1 ? new HopRecord(sum.length) : null;
     if (ring.size > 1) {
       this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): `
@@ -525,7 +524,7 @@ export class Trainer {
     rounds.apply(a.step, sum, plan.images, plan.ids.length);
     this.committed = a.step + plan.ids.length;
     if (this.host.ended) return;
-    if (hops && put) disguiseHops(hops, work.change, put);
+    if (hops && tamper?.consistent === false) disguiseHops(hops, work.change, this.c.wire);
     const checksum = weightChecksum(this.c.state.w);
     const verified = a.verify ? this.sketches(a, checksum, reported, sum, audited, hops) : {};
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;

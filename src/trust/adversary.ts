@@ -13,6 +13,8 @@
 // accuses every honest member it audits (noise, stale and lie cheat unrepeatably: they audit
 // honestly).
 import type { HopRecord } from '../comm/hop-record.ts';
+import { decodePayload, encodePayload, payloadBytes } from '../protocol/codec.ts';
+import type { WireFormat } from '../protocol/frames.ts';
 import { makeRng } from '../rng.ts';
 
 export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie'] as const;
@@ -97,18 +99,19 @@ export function adversaryOf(kind: AdversaryKind, seed = 1, collude = false): Adv
 }
 
 /**
- * A liar's hop records made to read as an honest member's: it put `put` into the ring where it
- * reports `kept`, so each value it sent is moved by their difference (what it forwarded and the
- * chunk it formed). What it received stays true (its predecessor's records would show a change).
+ * A liar's hop records made to read as an honest member's: every value it sent is replaced by what an honest member
+ * would have sent, what it received plus its reported contribution `kept`, rounded as float32 and then as `wire`
+ * carries it. What it received stays true (its predecessor's records would show a change); its successor's records
+ * still show what it did send.
  */
-export function disguiseHops(hops: HopRecord, kept: Float32Array, put: Float32Array): void {
-  if (kept.length !== hops.length || put.length !== hops.length) {
-    throw new RangeError('a disguise needs the kept and the sent gradient of the record\'s length');
-  }
+export function disguiseHops(hops: HopRecord, kept: Float32Array, wire: WireFormat): void {
+  if (kept.length !== hops.length) throw new RangeError('a disguise needs the reported contribution of the record\'s length');
+  const honest = new Float32Array(hops.length);
+  for (let i = 0; i < honest.length; i++) honest[i] = hops.received[i]! + kept[i]!;
+  const bytes = new Uint8Array(payloadBytes(wire, honest.length));
+  encodePayload(honest, bytes, wire, { keepRounded: false });
+  decodePayload(bytes, honest, wire, 'set');
   const owned = new Uint8Array(hops.length);
   for (const [a, b] of hops.ownedRanges) owned.fill(1, a, b);
-  for (let i = 0; i < hops.length; i++) {
-    const into = owned[i] ? hops.owned : hops.forwarded;
-    into[i] = into[i]! + (kept[i]! - put[i]!);
-  }
+  for (let i = 0; i < honest.length; i++) (owned[i] ? hops.owned : hops.forwarded)[i] = honest[i]!;
 }

@@ -28,7 +28,7 @@ async function ringStep(ids: readonly string[], liars: ReadonlySet<string>, o: {
   const kept = ids.map(() => mean.map((m) => m + 3 * rng.normal()));
   const put = kept.map((g, i) => (liars.has(ids[i]!) ? g.map((x) => -x) : g));
   const { outs, hops } = await reduceWithHops(put, o.wire ?? 'f32', 2);
-  if (o.disguise ?? true) ids.forEach((id, i) => { if (liars.has(id)) disguiseHops(hops[i]!, kept[i]!, put[i]!); });
+  if (o.disguise ?? true) ids.forEach((id, i) => { if (liars.has(id)) disguiseHops(hops[i]!, kept[i]!, o.wire ?? 'f32'); });
   return { kept, outs, hops };
 }
 
