@@ -12,9 +12,9 @@ import { describe, expect, it } from 'vitest';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { adversaryVolunteer, metricsOf, peerNames, startTestJob, testJob, until, volunteer, type TestJob } from '../../testbed/jobs.ts';
-import { jobBed } from '../helpers/job-bed.ts';
+import { distributedFixture } from './fixture.ts';
 
-const bed = jobBed('verify-rounds');
+const bed = distributedFixture('verify-rounds');
 
 /** 12 steps in rounds of 3, every member audited in every round. */
 const ROUNDS = { minPeers: 4, verify: 1, stealFraction: 0, syncEvery: 3, momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 };
