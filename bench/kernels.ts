@@ -5,7 +5,9 @@
 // (geometric means over the shapes). `--quick` runs a reduced set (smaller batches); `--gpu` the
 // set for a real GPU (GEMM 4096^3, batch 32 convolutions: hours on llvmpipe); `--list` prints
 // the chosen set's shapes as JSON and exits (the PyTorch anchor of scripts/device/gpu.sh times
-// the same shapes from it).
+// the same shapes from it); `--only=REGEX` keeps the cases whose name matches. kernels.json is
+// written again after every case (`complete: false` until the last), so a run cut off by a time
+// limit keeps the figures it has.
 import { getDevice } from '../src/gpu/device.ts';
 import type { Gpu } from '../src/gpu/runtime.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
@@ -165,6 +167,20 @@ function cases(set: SetName): BenchCase[] {
   return list;
 }
 
+/** Geometric means over the shapes both sides ran. */
+function summarise(results: CaseResult[]): Record<string, string | number | null> {
+  const both = results.filter((r) => r.peerGflops !== null);
+  return {
+    bench: 'kernels',
+    ours_gflops: +geomean(both.map((r) => r.oursGflops)).toFixed(3),
+    peer_gflops: +geomean(both.map((r) => r.peerGflops!)).toFixed(3),
+    ratio: +geomean(both.map((r) => r.oursGflops / r.peerGflops!)).toFixed(3),
+    shapes: both.length,
+    ours_only: results.length - both.length,
+    ...gemm4096(results),
+  };
+}
+
 /** The headline GEMM of a `--gpu` run (its share of the GPU's peak is for the report to say). */
 function gemm4096(results: CaseResult[]): Record<string, number | null> {
   const r = results.find((x) => x.name === 'gemm 4096');
@@ -172,11 +188,27 @@ function gemm4096(results: CaseResult[]): Record<string, number | null> {
   return { gemm_4096_gflops: +r.oursGflops.toFixed(1), gemm_4096_vs_tfjs: r.peerGflops === null ? null : +(r.oursGflops / r.peerGflops).toFixed(3) };
 }
 
+/** The cases of `set` whose name matches `--only=REGEX` (all without it); none matching is an error that names them. */
+export function chosenCases(set: SetName, args: readonly string[]): BenchCase[] {
+  const all = cases(set);
+  const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+  if (only === undefined) return all;
+  let re: RegExp;
+  try {
+    re = new RegExp(only);
+  } catch (e) {
+    throw new Error(`--only must be a regular expression over case names; "${only}": ${(e as Error).message}`);
+  }
+  const kept = all.filter((c) => re.test(c.name));
+  if (!kept.length) throw new Error(`--only=${only} matches no case of the ${set} set; its cases: ${all.map((c) => c.name).join('; ')}`);
+  return kept;
+}
+
 export async function main(args: string[]): Promise<void> {
   const set: SetName = args.includes('--gpu') ? 'gpu' : args.includes('--quick') ? 'quick' : 'default';
-  const quick = set === 'quick';
+  const chosen = chosenCases(set, args);
   if (args.includes('--list')) {
-    console.log(JSON.stringify(cases(set).map((c) => ({ name: c.name, gflop: c.gflop, ...c.def }))));
+    console.log(JSON.stringify(chosen.map((c) => ({ name: c.name, gflop: c.gflop, ...c.def }))));
     return;
   }
   const gpu = await getDevice();
@@ -184,7 +216,10 @@ export async function main(args: string[]): Promise<void> {
   const tfjs = await tfjsOnDevice(gpu);
   console.error(`device: ${gpu.info.description}; gemm variant ${tune.config.entry} ${JSON.stringify(tune.config.constants)}`);
   const results: CaseResult[] = [];
-  for (const c of cases(set)) {
+  const peer = 'tfjs-backend-webgpu (same device)';
+  const write = (complete: boolean) => writeFileEnsuringDir('bench/results/kernels.json',
+    JSON.stringify({ device: gpu.info, gemm: tune, peer, set, complete, results, summary: summarise(results) }, null, 2));
+  for (const c of chosen) {
     const s = await c.setup(gpu);
     const diff = await s.compare();
     if (!(diff < 1e-3)) throw new Error(`${c.name}: ours and TF.js disagree (max relative difference ${diff}); not timing a wrong result`);
@@ -200,20 +235,10 @@ export async function main(args: string[]): Promise<void> {
       ? `tfjs     n/a (${s.peerNote})`
       : `tfjs ${r.peerGflops.toFixed(2).padStart(7)}  x${(r.oursGflops / r.peerGflops).toFixed(2)}`;
     console.error(`${c.name.padEnd(44)} ours ${r.oursGflops.toFixed(2).padStart(7)} GFLOP/s  ${peerText}  (diff ${diff.toExponential(1)})`);
+    write(false);
   }
-  // Geometric means over the shapes both sides ran.
-  const both = results.filter((r) => r.peerGflops !== null);
-  const summary = {
-    bench: 'kernels',
-    ours_gflops: +geomean(both.map((r) => r.oursGflops)).toFixed(3),
-    peer_gflops: +geomean(both.map((r) => r.peerGflops!)).toFixed(3),
-    ratio: +geomean(both.map((r) => r.oursGflops / r.peerGflops!)).toFixed(3),
-    shapes: both.length,
-    ours_only: results.length - both.length,
-    ...gemm4096(results),
-  };
-  const peer = 'tfjs-backend-webgpu (same device)';
-  writeFileEnsuringDir('bench/results/kernels.json', JSON.stringify({ device: gpu.info, gemm: tune, peer, set, results, summary }, null, 2));
+  write(true);
+  const summary = summarise(results);
   writeFileEnsuringDir('bench/results/kernels.svg', barChartSvg({
     title: `Kernels on ${gpu.info.description.slice(0, 60)}: ours vs TF.js WebGPU`,
     yLabel: 'GFLOP/s (median)',

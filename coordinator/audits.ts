@@ -60,10 +60,10 @@ export type AuditVerdict =
   /** Members caught: evicted, and the step runs again without them. */
   | { kind: 'evict'; ids: string[]; reason: string }
   /**
-   * Nobody can be blamed yet: the step runs again (with the audits that settle it), in `order` when it says (hop evidence),
-   * in one flat ring when `flat` (a two-level generation's sum did not add up: a flat ring's hops are checked).
+   * Nobody can be blamed yet: the step runs again (with the audits that settle it), in `order` when it says (hop evidence, or
+   * a two-level generation's sum that did not add up): a ring in an order is one flat ring, whose hops are checked.
    */
-  | { kind: 'again'; reason: string; order?: string[]; flat?: boolean }
+  | { kind: 'again'; reason: string; order?: string[] }
   /** The same step failed its sum check twice: the job pauses with this reason. */
   | { kind: 'halt'; reason: string };
 
@@ -282,7 +282,7 @@ export class AuditBook {
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
     const parts = results.map((r) => ({ sketch: of(r.sketch!), images: r.images }));
-    const hop = hopped ? this.hopVerdict(step, results, parts.map((p) => p.sketch), total, of) : null;
+    const hop = hopped ? this.hopVerdict(step, results, parts.map((p) => p.sketch), of) : null;
     if (hop?.kind === 'evict' || hop?.kind === 'halt') return hop;
     const sum = sumCheck(parts, total, this.wire, results.length);
     const byId = new Map(results.map((r) => [r.peerId, r]));
@@ -339,7 +339,7 @@ export class AuditBook {
       if (!flat && results.length >= 3) {
         // A two-level generation's hops are not checked: the same members in one flat ring, whose hop checks name who lies.
         return {
-          kind: 'again', order: results.map((r) => r.peerId), flat: true,
+          kind: 'again', order: results.map((r) => r.peerId),
           reason: `${why}: somebody sent other than it reports; the step runs again in one flat ring (its hops are checked), every member audited`,
         };
       }
@@ -361,14 +361,14 @@ export class AuditBook {
    * order), or halts after HOP_ATTEMPTS. Null: the hops agree (the sum check and audits decide).
    */
   private hopVerdict(
-    step: number, results: readonly StepResult[], own: readonly GradientSketch[], total: GradientSketch, of: (s: SketchReport) => GradientSketch,
+    step: number, results: readonly StepResult[], own: readonly GradientSketch[], of: (s: SketchReport) => GradientSketch,
   ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
     const ring = results.map((r) => r.peerId);
     const hops = results.map((r): HopSketches => {
       const h = r.hops!;
       return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
     });
-    const v = hopCheck(own, hops, total, this.wire);
+    const v = hopCheck(own, hops, this.wire);
     if (v.local.length) {
       const ids = v.local.map((l) => ring[l.rank]!);
       this.tally.caught += ids.length;

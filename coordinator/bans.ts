@@ -24,7 +24,11 @@ export interface Ban {
 }
 
 /** Who asks to join, as far as the coordinator can tell; `tokenLabel`: whose volunteer token it came with (volunteer-tokens.ts). */
-export interface Joiner { name: string | null; donor?: string; address?: string; tokenLabel?: string }
+export interface Joiner {
+  name: string | null; donor?: string; address?: string; tokenLabel?: string;
+  /** Its own timing of its engine per image (JoinRequest.probeMsPerImage): its first step's silence allowance. */
+  probeMsPerImage?: number;
+}
 
 /** The ban that refuses `j`, if any (pure): the same donor id, or the same address and the same name. */
 export function banOf(bans: readonly Ban[], j: Joiner): Ban | null {

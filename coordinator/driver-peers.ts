@@ -23,6 +23,8 @@ export interface PeerRec {
   maxWorkMs: number | null;
   /** Its largest step work per computed image so far (a bigger slice, e.g. after a loss, blocks longer). */
   workPerImage: number;
+  /** Its own timing of its engine per image, said at its join (unverified): its silence allowance before a step measured it. */
+  probeMsPerImage?: number;
   device: string;
   /** What its step results showed of its ring links (the two-level plan: two-level.ts). */
   links: LinkObservation;
@@ -90,13 +92,17 @@ export function requeue(ids: readonly string[], peers: ReadonlyMap<string, PeerR
  * The peers silent for longer than silence.ts allows them at `now` (more where their compute
  * may block their heartbeats); `uploading`: whether a checkpoint upload is expected from one.
  */
-export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number): string[] {
-  return [...peers].filter((p) => now - p.lastSeen > limitOf(p, ph, uploading, limits)).map((p) => p.id);
+export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number)
+  : { id: string; limitMs: number }[] {
+  return [...peers].map((p) => ({ id: p.id, limitMs: limitOf(p, ph, uploading, limits), silent: now - p.lastSeen }))
+    .filter((s) => s.silent > s.limitMs).map(({ id, limitMs }) => ({ id, limitMs }));
 }
 
 /** How long `p` may stay silent in `ph` (silence.ts). */
-const limitOf = (p: PeerRec, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits): number =>
-  silenceLimitMs({ maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading) }, limits);
+const limitOf = (p: PeerRec, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits): number => silenceLimitMs({
+  maxGap: p.maxGap, maxWorkMs: expectedWorkMs(p, ph), unmeasured: unmeasured(p, ph, uploading),
+  probedWorkMs: p.probeMsPerImage ? p.probeMsPerImage * sliceOf(p, ph) : null,
+}, limits);
 
 /** Beyond the longest silence a member is allowed: the ring's own tick and a heartbeat queued behind data on a slow link. */
 export const RING_DEAD_MARGIN_MS = 2000;
@@ -129,7 +135,11 @@ function unmeasured(p: PeerRec, ph: Phase, uploading: (id: string) => boolean): 
 
 /** The longest work `p` has shown, scaled up to the slice it computes now where that is bigger. */
 function expectedWorkMs(p: PeerRec, ph: Phase): number | null {
+  return p.maxWorkMs === null ? null : Math.max(p.maxWorkMs, p.workPerImage * sliceOf(p, ph));
+}
+
+/** The images `p` computes in the running step (its fixed slice; 0 outside one, or with no fixed slices). */
+function sliceOf(p: PeerRec, ph: Phase): number {
   const rank = ph.kind === 'running' && ph.slices ? rankOf(ph.ring, p.id) : -1;
-  const slice = rank >= 0 && ph.kind === 'running' && ph.slices ? ph.slices[rank]!.length : 0;
-  return p.maxWorkMs === null ? null : Math.max(p.maxWorkMs, p.workPerImage * slice);
+  return rank >= 0 && ph.kind === 'running' && ph.slices ? ph.slices[rank]!.length : 0;
 }

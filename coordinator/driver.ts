@@ -82,12 +82,14 @@ export class Driver extends DriverMachine {
 
   // ---- inputs ----------------------------------------------------------------------------
 
-  peerConnected(id: string, name: string | null, donor?: string): void {
+  /** `more`: its donor's lasting id, its own timing of its engine per image (JoinRequest). */
+  peerConnected(id: string, name: string | null, more: { donor?: string; probeMsPerImage?: number } = {}): void {
     if (this.phase.kind === 'done') {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    this.peers.set(id, { ...newPeer(id, name, Date.now()), ...(donor ? { donor } : {}) });
+    const { donor, probeMsPerImage } = more;
+    this.peers.set(id, { ...newPeer(id, name, Date.now()), ...(donor ? { donor } : {}), ...(probeMsPerImage ? { probeMsPerImage } : {}) });
     this.advance();
   }
 
@@ -181,8 +183,10 @@ export class Driver extends DriverMachine {
     const now = Date.now();
     const silent = silentPeers(this.peers.values(), this.phase, (id) => this.ckpt.uploading(id), this.timeouts, now);
     if (silent.length) {
-      for (const id of silent) this.d.disconnect(id, `silent for over ${Math.round((now - (this.peers.get(id)?.lastSeen ?? now)) / 1000)} s`);
-      this.gone(silent, `no heartbeat for longer than its silence limit (${this.timeouts.silentMs} ms, or more while it computes)`);
+      for (const { id } of silent) this.d.disconnect(id, `silent for over ${Math.round((now - (this.peers.get(id)?.lastSeen ?? now)) / 1000)} s`);
+      // Its limit now (silence.ts): more than silentMs while it computes or does work nothing has measured yet.
+      const limits = [...new Set(silent.map((s) => (s.limitMs / 1000).toFixed(1)))].join(', ');
+      this.gone(silent.map((s) => s.id), `no heartbeat for longer than its silence limit (${limits} s)`);
     }
     const ph = this.phase;
     if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {

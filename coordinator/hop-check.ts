@@ -10,9 +10,9 @@
 //          other than its contribution plus what it received, or reported it falsely;
 //   link   forwarded_r = received_{r+1} and owned_r = gathered_{r+1}, the same bits decoded at
 //          both ends: where they differ, one of the two reports falsely, and the sketches cannot
-//          say which (hop-evidence.ts names a member once it disagrees with enough others);
-//   sums   the chunk sums add up to the ring's sum (a backstop: it follows from the links and the
-//          members' equal totals).
+//          say which (hop-evidence.ts names a member once it disagrees with enough others).
+// That the chunk sums add up to the ring's sum follows from the links and the members' equal
+// totals (the sum check, trust-check.ts).
 // A member that sends other than it reports can pass its own local check only by reporting what
 // it did not send, which its successor's records contradict; it cannot aim a false report at a
 // sketch it does not know, since the seed comes from the weights after the step.
@@ -24,8 +24,8 @@ export interface HopSketches { received: GradientSketch; forwarded: GradientSket
 
 /**
  * How far apart two sketches of the same bits may be, relative to a bucket's norm: both ends sketch the
- * same values in the same order (equal bits); float64 sums in another order (the chunk sums against the
- * total) differ by about 1e-16 of it.
+ * same values in the same order (equal bits), so only a different float64 summation would part them
+ * (about 1e-16 of it).
  */
 export const SAME_BITS_REL = 1e-9;
 
@@ -34,8 +34,6 @@ export interface HopVerdict {
   local: { rank: number; bucket: number; z: number }[];
   /** Ranks r whose link to r + 1 disagrees: what r reports it sent is not what r + 1 reports it received. */
   links: number[];
-  /** Whether the chunk sums the members formed add up to the ring's sum. */
-  sums: boolean;
 }
 
 /** Whether `a` and `b` sketch the same bits (their sums and squares, within SAME_BITS_REL of each bucket's norm). */
@@ -69,8 +67,8 @@ export function localCheck(own: GradientSketch, h: HopSketches, wire: CheckedWir
   return { ok: worst.z <= Z_LIMIT, ...worst };
 }
 
-/** The hop checks of a verified step: `own` and `hops` by rank (ring order), `total` the ring's sum every member reported. */
-export function hopCheck(own: readonly GradientSketch[], hops: readonly HopSketches[], total: GradientSketch, wire: CheckedWire): HopVerdict {
+/** The hop checks of a verified step: `own` (each member's contribution) and `hops` by rank (ring order). */
+export function hopCheck(own: readonly GradientSketch[], hops: readonly HopSketches[], wire: CheckedWire): HopVerdict {
   const n = hops.length;
   if (own.length !== n) throw new RangeError(`a hop check needs each member's contribution and records (${own.length} and ${n})`);
   const local: HopVerdict['local'] = [];
@@ -81,10 +79,5 @@ export function hopCheck(own: readonly GradientSketch[], hops: readonly HopSketc
     const next = hops[(r + 1) % n]!;
     if (!sameBits(hops[r]!.forwarded, next.received) || !sameBits(hops[r]!.owned, next.gathered)) links.push(r);
   }
-  const formed = addSketches(hops.map((h) => h.owned));
-  let sums = true;
-  for (let b = 0; b < total.sums.length; b++) {
-    if (!(Math.abs(formed.sums[b]! - total.sums[b]!) <= SAME_BITS_REL * Math.sqrt(total.squares[b]!) + Number.MIN_VALUE)) sums = false;
-  }
-  return { local, links, sums };
+  return { local, links };
 }

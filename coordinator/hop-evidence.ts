@@ -57,11 +57,6 @@ export class HopEvidence {
     }
   }
 
-  /** Whether any disagreement is on record. */
-  get empty(): boolean {
-    return this.sent.size === 0;
-  }
-
   /**
    * An order of `ring` (a rotation of which is the same ring) with as few of the recorded disagreeing links
    * as can be found in ORDER_TRIES random orders (`draw(n)`: a uniform integer in [0, n)) and then by moving

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { FOLLOW_STARTER_ENV } from '../src/client/supervise.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -42,7 +43,9 @@ export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
     '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'src/client/node-cli.ts', '--url', o.url, '--name', o.name,
     ...(o.token ? ['--token', o.token] : []), ...(o.args ?? []),
   ];
-  const child = (o.launch ?? spawn)(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } });
+  // FOLLOW_STARTER_ENV: the volunteer ends when this process is gone, also when it is killed outright (supervise.ts).
+  const env = { ...process.env, [FOLLOW_STARTER_ENV]: '1', ...o.env };
+  const child = (o.launch ?? spawn)(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env });
   const lines: string[] = [];
   let partial = '';
   child.stderr!.setEncoding('utf8');

@@ -65,7 +65,7 @@ export interface RouteContext {
    * Told about each accepted join (the membership logic queues it for the next boundary); `address`: where it came from; `tokenLabel`:
    * whose volunteer token it joined with (none: the job's join token, or a public job).
    */
-  onJoin(peerId: string, name: string | null, token: string, donor?: string, address?: string, tokenLabel?: string): void;
+  onJoin(peerId: string, token: string, who: Joiner): void;
   /** Why a join is refused (a peer verification convicted: bans.ts), or null; none: nobody is. */
   refuseJoin?: (j: Joiner) => string | null;
   /** A joiner that offered direct links (a Node volunteer's TLS port) from `address`: the secret its answer carries (direct-links.ts); none: not taken. */
@@ -204,9 +204,11 @@ const postJoin: Handler = async (req, res, ctx) => {
     }
   }
   const address = req.socket.remoteAddress;
-  const refused = ctx.refuseJoin?.({
+  const who: Joiner = {
     name: d.value.name ?? null, ...(d.value.donor ? { donor: d.value.donor } : {}), ...(address ? { address } : {}), ...(tokenLabel ? { tokenLabel } : {}),
-  });
+    ...(d.value.probeMsPerImage !== undefined ? { probeMsPerImage: d.value.probeMsPerImage } : {}),
+  };
+  const refused = ctx.refuseJoin?.(who);
   if (refused) throw new HttpError('forbidden', refused);
   const issued = ctx.signaling.issue();
   const newest = (await ctx.checkpoints.list())[0];
@@ -217,7 +219,7 @@ const postJoin: Handler = async (req, res, ctx) => {
   };
   const directSecret = d.value.direct && address && ctx.directJoin ? ctx.directJoin(issued.id, address, d.value.direct) : undefined;
   if (directSecret) accept.directSecret = directSecret;
-  ctx.onJoin(issued.id, d.value.name ?? null, issued.token, d.value.donor, address, tokenLabel);
+  ctx.onJoin(issued.id, issued.token, who);
   ctx.events.publish({ type: 'peer-joined', peerId: issued.id, name: d.value.name ?? null });
   sendJson(res, 200, accept);
 };

@@ -251,7 +251,9 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     opened: (id) => {
       tokens.get(id)!.session = true;
       const j = joined.get(id);
-      driver.peerConnected(id, j?.name ?? null, j?.donor);
+      driver.peerConnected(id, j?.name ?? null, {
+        ...(j?.donor ? { donor: j.donor } : {}), ...(j?.probeMsPerImage ? { probeMsPerImage: j.probeMsPerImage } : {}),
+      });
     },
     message: (id, m) => driver.message(id, m),
     closed: (id, reason) => {
@@ -305,7 +307,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     refuseJoin: (j) => bans.refusal(j),
     ...(volunteerTokens ? { volunteerTokens } : {}),
     directJoin: (id, address, offer) => direct.register(id, address, offer.port, offer.addresses),
-    onJoin: (id, name, token, donor, address, tokenLabel) => {
+    onJoin: (id, token, who) => {
       // A join that never opens its session is forgotten after a minute (bounded memory).
       const now = Date.now();
       for (const [k, v] of tokens) {
@@ -316,7 +318,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
         coordinator?.signaling.revoke(k);
       }
       tokens.set(id, { token, at: now, session: false });
-      joined.set(id, { name, ...(donor ? { donor } : {}), ...(address ? { address } : {}), ...(tokenLabel ? { tokenLabel } : {}) });
+      joined.set(id, who);
     },
     uploads: {
       fingerprint,

@@ -2,7 +2,7 @@
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
 // WebRTC from node-datachannel, the session socket from 'ws'.
-import { CHILD_ENV, followParent, supervise } from './supervise.ts';
+import { CHILD_ENV, FOLLOW_STARTER_ENV, followParent, followStarter, supervise } from './supervise.ts';
 import { ADVERSARY_KINDS, type AdversaryKind } from '../trust/adversary.ts';
 import { resolve } from 'node:path';
 import { DiskShardCache } from '../data/disk-cache.ts';
@@ -114,14 +114,17 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   // The volunteer runs as a child (supervise.ts): started trusting the coordinator's own CA
   // (node-trust.ts), and again when the watchdog ends it of a deadlock inside node-datachannel.
   // The child starts with what its parent resolved (NODE_EXTRA_CA_CERTS): it does not fetch or write the CA again.
+  // npm start's own volunteers end with it (FOLLOW_STARTER_ENV): the parent here, which ends its child.
+  const follow = process.env[FOLLOW_STARTER_ENV] === '1';
   if (process.env[CHILD_ENV] === '1') followParent();
   else {
     const trust = await trustEnv(await trustedCa(url, caFile, caSha256));
     if (stallMs > 0 || Object.keys(trust).length > 0) {
       process.exit(await supervise({
-        command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log,
+        command: process.execPath, args: [...process.execArgv, ...process.argv.slice(1)], env: trust, restart: stallMs > 0, log, followStarter: follow,
       }));
     }
+    if (follow) followStarter();
   }
   await checkReachable(url);
   const watch = stallMs > 0 ? watchStalls(stallMs) : null;

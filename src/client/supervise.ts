@@ -24,13 +24,18 @@ export interface SuperviseOptions {
   /** Start the child again when it ends of DEADLOCK_SIGNAL (false: once, as it ends). */
   restart: boolean;
   log: (line: string) => void;
+  /** End (and end the child, outright) when the process that started this one is gone (followStarter). */
+  followStarter?: boolean;
 }
 
 /** Runs the child until it ends other than of a deadlock (or too often of one); resolves with its exit code (128 + signal number for a signal). */
 export async function supervise(o: SuperviseOptions): Promise<number> {
   const restarts: number[] = [];
+  let current: ReturnType<typeof spawn> | null = null;
+  if (o.followStarter) followStarter(() => current?.kill('SIGKILL'));
   for (;;) {
     const child = spawn(o.command, [...o.args], { stdio: ['inherit', 'inherit', 'inherit', 'ipc'], env: { ...process.env, ...o.env, [CHILD_ENV]: '1' } });
+    current = child;
     const pass = (s: NodeJS.Signals) => child.kill(s);
     process.on('SIGINT', pass);
     process.on('SIGTERM', pass);
@@ -58,4 +63,29 @@ export function followParent(): void {
   process.on('disconnect', () => process.exit(129));
   // The channel must not keep the child alive once its work is done.
   process.channel?.unref();
+}
+
+/**
+ * Set by npm start for its local volunteers (coordinator/local-volunteers.ts): they end when npm
+ * start is gone, also when it is killed outright (a test's time limit, an OOM kill), instead of
+ * computing on as orphans. A volunteer started by hand (a lab desktop) keeps running without it.
+ */
+export const FOLLOW_STARTER_ENV = 'VT_FOLLOW_STARTER';
+/** How often the parent's pid is looked at. */
+export const FOLLOW_POLL_MS = 500;
+
+/**
+ * Ends this process (exit 129, after `onGone`) when the process that started it is gone: Linux
+ * hands an orphan to another parent, so process.ppid (read anew each time) changes. The timer
+ * does not keep the process alive; a main thread blocked in compute notices when it runs again.
+ */
+export function followStarter(onGone: () => void = () => {}): void {
+  const starter = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === starter) return;
+    clearInterval(timer);
+    onGone();
+    process.exit(129);
+  }, FOLLOW_POLL_MS);
+  timer.unref();
 }

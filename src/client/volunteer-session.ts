@@ -11,7 +11,7 @@ import type { AnyEngine } from '../backend/engine.ts';
 import { weightChecksum } from './checksum.ts';
 import { join } from './http.ts';
 import {
-  PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
+  MAX_PROBE_MS_PER_IMAGE, PROTOCOL_VERSION, SESSION_PATH, type CoordinatorMessage, type IceServer, type JoinAccept, type LoadState, type PeerMessage,
 } from '../protocol/messages.ts';
 import { describe, parseJsonText } from '../protocol/fields.ts';
 import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
@@ -79,6 +79,8 @@ export class Session {
       type: 'join' as const, protocol: PROTOCOL_VERSION,
       ...(c.o.token ? { token: c.o.token } : {}), ...(c.o.name ? { name: c.o.name } : {}), ...(c.o.donor ? { donor: c.o.donor } : {}),
       ...(c.p.direct ? { direct: { port: c.p.direct.port, addresses: [...c.p.direct.addresses] } } : {}),
+      // Its first step's silence allowance (coordinator/silence.ts): what its engine took per image before it joined.
+      probeMsPerImage: Math.min(MAX_PROBE_MS_PER_IMAGE, Math.ceil(c.fit.footprint.msPerImage)),
     };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);

@@ -80,7 +80,8 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
     throw e;
   }
   const perImage = (fit.footprint.perImageBytes / 2 ** 20).toFixed(1);
-  log(`volunteer: ${fit.images} images fit at once on ${p.engine.info.description} (${perImage} MiB measured per image, bound by ${fit.bound}`
+  log(`volunteer: ${fit.images} images fit at once on ${p.engine.info.description} (${perImage} MiB and ${fit.footprint.msPerImage.toFixed(0)} ms`
+    + ` measured per image, bound by ${fit.bound}`
     + `${bnGroup ? `, BN groups of ${bnGroup}` : ''})`);
   const memory = o.memoryCacheBytes ?? DEFAULT_CACHE_BYTES;
   if (!(memory > 0)) throw new RangeError(`memoryCacheBytes must be > 0, got ${memory}`);

@@ -4,7 +4,10 @@
 // model of the same spec runs forward + loss + backward at two batch sizes, and the difference
 // of the engine's peak memory (src/backend/engine.ts memory()) per image is the cost of one more
 // image (activations, their gradients, scratch, the batch itself). It is kept per model, input,
-// backend and device for the life of the process (a rejoin does not probe again).
+// backend and device for the life of the process (a rejoin does not probe again). The larger
+// pass is also timed: the peer's own prediction of its first step's work, which the coordinator
+// allows it before any step has measured it (coordinator/silence.ts: an engine whose compute
+// blocks the event loop, wasm or a software GPU, sends no heartbeat while it computes).
 //
 // The budget: what the engine can hold (wasm: its memory's maximum, 4 GiB; WebGPU: the device
 // does not say, so DEFAULT_GPU_BUDGET or the volunteer's --memory) less what it holds now (the
@@ -30,6 +33,8 @@ export interface Footprint {
   perImageBytes: number;
   /** The largest single tensor per image (from the layout): bounds a micro-batch by the device's largest buffer. */
   largestPerImageBytes: number;
+  /** Wall time of the larger probe pass (forward, loss, backward, read back) per image, in ms: fixed costs included, so an upper bound. */
+  msPerImage: number;
 }
 
 export interface FitLimits {
@@ -72,8 +77,10 @@ export function layoutFloorBytes(layout: Pick<Layout, 'shapes'>): number {
 export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, layout?: LayoutOptions): Promise<Footprint> {
   const probe = new Model(engine, spec, { seed: 1, ...(layout ? { layout } : {}) });
   try {
+    let ms = 0;
     const peakAt = async (n: number): Promise<number> => {
       engine.resetPeak();
+      const t0 = performance.now();
       const x = engine.zeros([n, ...spec.input], 'f32', 'probe.x');
       try {
         engine.write(probe.labelsTensor(n), new Int32Array(n));
@@ -82,6 +89,7 @@ export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, 
         probe.backward();
         engine.flush();
         await engine.readF32(total);
+        ms = performance.now() - t0;
         return engine.memory().peakBytes;
       } finally {
         engine.release(x);
@@ -92,7 +100,10 @@ export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, 
     const large = await peakAt(2 * PROBE_IMAGES);
     const largest = Math.max(...probe.layout.shapes.map((s) => s.reduce((a, b) => a * b, 1))) * 4;
     // Never less than the activations and gradients the layout itself implies per image.
-    return { perImageBytes: Math.max(layoutFloorBytes(probe.layout), (large - small) / PROBE_IMAGES), largestPerImageBytes: largest };
+    return {
+      perImageBytes: Math.max(layoutFloorBytes(probe.layout), (large - small) / PROBE_IMAGES), largestPerImageBytes: largest,
+      msPerImage: ms / (2 * PROBE_IMAGES),
+    };
   } finally {
     probe.destroy();
   }

@@ -7,7 +7,8 @@ import { MAX_SYNC_EVERY } from '../optim/outer.ts';
 import type { Topology } from '../comm/topology.ts';
 import {
   DIRECT_KEY, DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
-  MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH, PROTOCOL_VERSION, SKETCH_LENGTH, HOP_KEYS,
+  MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_PROBE_MS_PER_IMAGE, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH,
+  PROTOCOL_VERSION, SKETCH_LENGTH, HOP_KEYS,
   type AuditTask, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type DirectRoutes, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
@@ -40,7 +41,7 @@ type Reader<T> = (r: FieldReader) => Fields<T>;
 const DIRECT_HOST = /^[A-Za-z0-9.:%_-]{1,253}$/;
 
 function readJoin(r: FieldReader): Fields<JoinRequest> {
-  r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct']);
+  r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct', 'probeMsPerImage']);
   const protocol = r.int('protocol', 1, 1000);
   if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) {
     r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
@@ -49,6 +50,7 @@ function readJoin(r: FieldReader): Fields<JoinRequest> {
   if (r.has('token')) out.token = r.str('token', MAX_TOKEN_LENGTH);
   if (r.has('name')) out.name = r.str('name', 40, DONOR_NAME, "a name of 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)");
   if (r.has('donor')) out.donor = r.str('donor', 64, DONOR_ID, 'a donor id of 8 to 64 characters [A-Za-z0-9_-]');
+  if (r.has('probeMsPerImage')) out.probeMsPerImage = r.num('probeMsPerImage', 0, MAX_PROBE_MS_PER_IMAGE);
   if (r.has('direct')) {
     if (!isObj(r.o.direct)) r.fail('direct', 'an object {port}');
     else {

@@ -43,8 +43,11 @@ import type { Topology } from '../comm/topology.ts';
  * 13: a verified step's result over a flat ring carries `hops` (HopReport), which the coordinator
  * requires of every member there, and a round may be verified (its audit names `round`, each inner
  * step's ids); version 12 would not send hops, and would refuse a verified round.
+ * 14: a join may carry `probeMsPerImage`, the volunteer's own timing of its engine (src/nn/fit.ts),
+ * which the coordinator allows as silence in its first step (coordinator/silence.ts); version 13
+ * would refuse the field.
  */
-export const PROTOCOL_VERSION = 13;
+export const PROTOCOL_VERSION = 14;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -80,7 +83,17 @@ export const MAX_SAMPLE_ID = 2 ** 31 - 1;
  * (a browser keeps one in IndexedDB), under which the coordinator credits its work across visits;
  * without it the work is credited to the name, or to this session alone.
  */
-export interface JoinRequest { type: 'join'; protocol: number; token?: string; name?: string; donor?: string; direct?: DirectOffer }
+export interface JoinRequest {
+  type: 'join'; protocol: number; token?: string; name?: string; donor?: string; direct?: DirectOffer;
+  /**
+   * Its engine's forward + backward per image in ms, as its own probe timed it (MAX_PROBE_MS_PER_IMAGE at
+   * most): before its first step is measured, the coordinator lets it be silent that long per image it
+   * computes (an engine that blocks its event loop sends no heartbeat then), within a bound.
+   */
+  probeMsPerImage?: number;
+}
+/** The most a join may say one image takes (a minute: a claim beyond it is no device to train on). */
+export const MAX_PROBE_MS_PER_IMAGE = 60_000;
 /**
  * A Node volunteer that accepts direct ring links (src/comm/direct-peer.ts: TLS over TCP, keyed
  * by the coordinator) says on which TCP port; the coordinator pairs it with the address the join

@@ -85,7 +85,7 @@ describe('an ImageNet job as the predictions run it', () => {
       const p = modelProfile(modelByName('resnet50', [3, px, px], 1000));
       const group = px === 224 ? 4 : 8;
       const fit = fitMicroBatch(
-        { perImageBytes: RESNET50_IMAGE_BYTES[px]!, largestPerImageBytes: 1 },
+        { perImageBytes: RESNET50_IMAGE_BYTES[px]!, largestPerImageBytes: 1, msPerImage: 1 },
         { usedBytes: HELD_PER_PARAM_BYTES * p.paramCount, peakBytes: 0, limitBytes: null, maxTensorBytes: 2 ** 40 }, group,
       );
       expect(fitImages(RESNET50_IMAGE_BYTES[px]!, p.paramCount, DEFAULT_GPU_BUDGET, group)).toBe(fit.images);

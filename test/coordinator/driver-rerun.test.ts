@@ -6,8 +6,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { N_TRAIN, answer, driverHarness, imagesOf } from './driver-harness.ts';
 import { keptSlices, planRerun, sampleDigest } from '../../coordinator/slice-rerun.ts';
-import { silenceLimitMs } from '../../coordinator/silence.ts';
-import { RING_DEAD_MARGIN_MS, newPeer, ringDeadMs, type PeerRec } from '../../coordinator/driver-peers.ts';
+import { MOST_PROBED_FIRST, silenceLimitMs } from '../../coordinator/silence.ts';
+import { RING_DEAD_MARGIN_MS, newPeer, ringDeadMs, silentPeers, type PeerRec } from '../../coordinator/driver-peers.ts';
 import type { RunningPhase } from '../../coordinator/driver-types.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import { RING_FORM_TIMEOUT_MS, type StepAssignment } from '../../src/protocol/messages.ts';
@@ -195,6 +195,29 @@ describe('silence limits', () => {
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: 9000, unmeasured: false }, l)).toBe(18_000);
     expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: null, unmeasured: true }, l)).toBe(30_000);
     expect(silenceLimitMs({ maxGap: 20_000, maxWorkMs: null, unmeasured: true }, l)).toBe(80_000);
+  });
+
+  it("unmeasured work also gets 2x what the peer's own probe predicts, at most MOST_PROBED_FIRST x firstSilentMs; measured work does not", () => {
+    expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: null, unmeasured: true, probedWorkMs: 10_000 }, l)).toBe(30_000);
+    expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: null, unmeasured: true, probedWorkMs: 40_000 }, l)).toBe(80_000);
+    expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: null, unmeasured: true, probedWorkMs: 1e9 }, l)).toBe(MOST_PROBED_FIRST * 30_000);
+    expect(silenceLimitMs({ maxGap: 1000, maxWorkMs: 9000, unmeasured: false, probedWorkMs: 40_000 }, l)).toBe(18_000);
+  });
+
+  it("a member's first step: its probe's ms per image times its slice, in its limit and its ring's dead time", () => {
+    const peers = new Map([
+      ['slow', { ...newPeer('slow', 'slow', 0), state: 'member' as const, probeMsPerImage: 2500 }],
+      ['q', { ...newPeer('q', 'q', 0), state: 'member' as const, maxGap: 100, maxWorkMs: 10 }],
+    ]);
+    const ph: RunningPhase = {
+      kind: 'running', step: 0, steps: 1, generation: 1, ring: ['slow', 'q'], results: new Map(), started: 0, deadline: 0,
+      slices: [Array.from({ length: 16 }, (_, i) => i), [99]], epoch: 0,
+    };
+    const none = () => false;
+    // 16 images at 2.5 s: 40 s predicted, 80 s allowed; silent 70 s is not gone, 81 s is, and says its limit.
+    expect(silentPeers(peers.values(), ph, none, l, 70_000).map((s) => s.id)).toEqual(['q']);
+    expect(silentPeers(peers.values(), ph, none, l, 81_000)).toEqual([{ id: 'slow', limitMs: 80_000 }, { id: 'q', limitMs: 6000 }]);
+    expect(ringDeadMs(ph, peers, none, l)).toBe(80_000 + RING_DEAD_MARGIN_MS);
   });
 
   it('a ring\'s dead time (StepAssignment.deadMs) is the longest any member may stay silent in the step, plus a margin', () => {

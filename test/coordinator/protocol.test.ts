@@ -13,7 +13,7 @@ import { makeRng, type Rng } from '../../src/rng.ts';
 const SKETCH = { sums: Array.from({ length: SKETCH_LENGTH }, (_, i) => i - 3.5), squares: Array.from({ length: SKETCH_LENGTH }, (_, i) => i * 0.25) };
 const PEER: PeerMessage[] = [
   { type: 'join', protocol: PROTOCOL_VERSION },
-  { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12' },
+  { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12', probeMsPerImage: 412.5 },
   { type: 'heartbeat', peerId: 'p-1', generation: 3, step: 17 },
   {
     type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 },
@@ -160,6 +160,8 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['extra field', { ...PEER[2], payload: 'x'.repeat(1000) }, 'unknown field(s) payload'],
     ['wrong protocol', { type: 'join', protocol: 99 }, 'protocol 99 is not supported'],
     ['long token', { type: 'join', protocol: 1, token: 't'.repeat(257) }, 'token must be'],
+    ['probe beyond a minute an image', { ...PEER[1], probeMsPerImage: 60_001 }, 'probeMsPerImage must be'],
+    ['negative probe', { ...PEER[1], probeMsPerImage: -1 }, 'probeMsPerImage must be'],
     ['bad checksum', { ...PEER[3], checksum: 'XYZ' }, 'checksum must be a lower-case hex'],
     ['timings not object', { ...PEER[3], timings: 5 }, 'timings must be an object'],
     ['negative timing', { ...PEER[3], timings: { computeMs: -1, commMs: 0, waitMs: 0 } }, 'timings.computeMs must be'],

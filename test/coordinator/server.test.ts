@@ -78,7 +78,7 @@ beforeAll(async () => {
     { peerId: 'p2', images: 24, computeMs: 300, commMs: 1, waitMs: 0, checksum: 'c' }] });
   pub = await startCoordinator({
     job: parseJobConfig(base, 1000), jobId: 7, dataDir, checkpoints: store, rateLimits,
-    onJoin: (id, _name, _token, donor) => { joined.push(id); if (donor) donors.set(id, donor); }, credit: (donor) => creditView(ledger, 20, donor),
+    onJoin: (id, _token, { donor }) => { joined.push(id); if (donor) donors.set(id, donor); }, credit: (donor) => creditView(ledger, 20, donor),
   });
   priv = await startCoordinator({
     job: parseJobConfig({ ...base, access: 'private', joinToken: TOKEN }, 1000), jobId: 8, dataDir, checkpoints: store, rateLimits, viewToken: VIEW,

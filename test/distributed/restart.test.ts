@@ -1,12 +1,14 @@
 // The coordinator process is SIGKILLed mid-job and started again on the same job folder: it
 // resumes from the newest checkpoint, the volunteers (separate processes) rejoin by
-// themselves, and the job finishes. No checkpoint file is lost or damaged by the kill.
+// themselves, and the job finishes. No checkpoint file is lost or damaged by the kill. npm
+// start's own local volunteers do not outlive it: killed outright, it takes them with it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
+import { descendants, ROOT, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import { buildTestData, metricsOf, stopAll, tempRoot, until, volunteer } from '../../testbed/jobs.ts';
@@ -37,12 +39,12 @@ async function freePort(): Promise<number> {
 
 interface Coord { child: ChildProcess; out: string[]; err: string[]; exited: Promise<number | null> }
 
-function startCoordinator(jobDir: string, port: number): Coord {
+function startCoordinator(jobDir: string, port: number, volunteers = 0): Coord {
   const child = spawn(process.execPath, [
     '--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
-    '--dataset', 'mnist', '--cache', dataDir, '--job-dir', jobDir, '--port', String(port), '--volunteers', '0',
+    '--dataset', 'mnist', '--cache', dataDir, '--job-dir', jobDir, '--port', String(port), '--volunteers', String(volunteers),
     '--steps', String(STEPS), '--batch', '24', '--warmup', '2', '--checkpoint-every', '2', '--eval-every', '0', '--min-peers', '2', '--seed', '5',
-    '--exit-when-done',
+    '--exit-when-done', ...(volunteers ? ['--backend', 'wasm', '--threads', '1'] : []),
   ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   coordinators.push(child);
   const out: string[] = [];
@@ -113,4 +115,24 @@ describe('coordinator restart', () => {
     expect(job.config.optimizer).toMatchObject({ kind: 'lars', biasTrust: 'layer' });
     expect(log).toMatch(/lars lr \S+, biases at their layer's trust ratio/);
   });
+
+  it('npm start killed outright takes its local volunteers with it (none is left computing as an orphan)', async () => {
+    const port = await freePort();
+    // A ring of 2 needs both volunteers: they load and wait, each a supervisor and its child.
+    const coord = startCoordinator(join(root.dir, 'orphans'), port, 2);
+    const pid = coord.child.pid!;
+    let kids: number[] = [];
+    await until(() => (kids = descendants(pid)).length >= 4 && coord.err.join('').includes('ring generation 1'), 120_000,
+      `npm start's 2 volunteers (4 processes) to join; it said:\n${coord.err.join('').slice(-2000)}`);
+    coord.child.kill('SIGKILL');
+    expect(await coord.exited).toBe(null);
+    // A zombie (ended, not yet reaped by its new parent) does not count.
+    const alive = (p: number) => { try { return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${p}/stat`, 'utf8')); } catch { return false; } };
+    // FOLLOW_POLL_MS (0.5 s) notices; a main thread in a wasm step runs again within that step.
+    const end = Date.now() + 20_000;
+    while (kids.some(alive) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    const left = kids.filter(alive);
+    for (const p of left) process.kill(p, 'SIGKILL');
+    expect(left, 'volunteer processes still running 20 s after npm start was killed').toEqual([]);
+  }, 180_000);
 });

@@ -13,7 +13,7 @@ const MiB = 2 ** 20;
 const memory = (o: Partial<EngineMemory>): EngineMemory => ({ usedBytes: 0, peakBytes: 0, limitBytes: 1024 * MiB, maxTensorBytes: 1024 * MiB, ...o });
 
 describe('fitMicroBatch', () => {
-  const f = { perImageBytes: 10 * MiB, largestPerImageBytes: 2 * MiB };
+  const f = { perImageBytes: 10 * MiB, largestPerImageBytes: 2 * MiB, msPerImage: 1 };
 
   it('takes what the budget holds less the reserve and what is used, in whole groups', () => {
     const free = 1024 * MiB * (1 - RESERVE_SHARE) - 100 * MiB;
@@ -71,6 +71,9 @@ for (const backend of ['wasm', 'webgpu'] as const) {
       // Activations, their gradients, saved statistics and scratch: a few times the floor, never wildly more.
       expect(f.perImageBytes).toBeLessThan(8 * floor);
       expect(f.largestPerImageBytes).toBe(16 * 32 * 32 * 4);
+      // Timed too: the coordinator's first-step silence allowance (JoinRequest.probeMsPerImage).
+      expect(f.msPerImage).toBeGreaterThan(0);
+      expect(f.msPerImage).toBeLessThan(60_000);
       const again = await measureFootprint(e, spec);
       expect(Math.abs(again.perImageBytes - f.perImageBytes) / f.perImageBytes).toBeLessThan(0.05);
       // Only scratch an engine keeps for its kernels may stay (wasm keeps its grown scratch blocks).
