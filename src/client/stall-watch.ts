@@ -4,10 +4,13 @@
 // whose event loop blocks sends no more heartbeats and is evicted; without this its log would
 // just stop, and the cause would be lost.
 //
-// The main thread bumps a shared counter every TICK_MS; the watchdog (a worker thread, so it runs
-// while the main thread is stuck) reads it every second. A stall longer than `reportAfterMs`
-// is reported once (the stacks, written straight to fd 2: a worker's process.stderr goes through
-// the main thread, which is the one stuck); when the counter moves again, how long it lasted.
+// The main thread writes the time of its tick into shared memory every TICK_MS; the watchdog (a
+// worker thread, so it runs while the main thread is stuck) reads it every second. A stall longer
+// than `reportAfterMs` is reported once (the stacks, written straight to fd 2: a worker's
+// process.stderr goes through the main thread, which is the one stuck); when the main thread
+// ticks again, how long it lasted. Both lengths come from the main thread's own tick times (the
+// first one measured before gdb runs): a watchdog slowed by a loaded machine, or blocked in gdb
+// itself, does not lengthen them.
 // A step's compute blocks the main thread too (wasm runs on it): the bound is far above any
 // micro-batch (they are cut to fit the device) so that a report means a hang.
 //
@@ -28,19 +31,20 @@ const WATCHDOG = `
 const { workerData } = require('node:worker_threads');
 const { execFileSync } = require('node:child_process');
 const { writeSync } = require('node:fs');
-const { counter, pid, reportAfterMs, deadlock } = workerData;
+const { ticked, pid, reportAfterMs, deadlock } = workerData;
 const deadlocked = new RegExp(deadlock.source, deadlock.flags);
-const beat = new Int32Array(counter);
+const last = new BigInt64Array(ticked);
 const out = (s) => { try { writeSync(2, s.endsWith('\\n') ? s : s + '\\n'); } catch {} };
-let seen = Atomics.load(beat, 0), since = Date.now(), reported = false;
+let seen = Atomics.load(last, 0), reported = false;
 setInterval(() => {
-  const now = Atomics.load(beat, 0);
+  const now = Atomics.load(last, 0);
   if (now !== seen) {
-    if (reported) out('volunteer: stall: the main thread runs again after ' + ((Date.now() - since) / 1000).toFixed(0) + ' s');
-    seen = now; since = Date.now(); reported = false;
+    if (reported) out('volunteer: stall: the main thread runs again after ' + (Number(now - seen) / 1000).toFixed(0) + ' s');
+    seen = now; reported = false;
     return;
   }
-  if (reported || Date.now() - since < reportAfterMs) return;
+  const silentMs = Date.now() - Number(seen);
+  if (reported || silentMs < reportAfterMs) return;
   reported = true;
   let stacks;
   try {
@@ -50,7 +54,7 @@ setInterval(() => {
   } catch (e) {
     stacks = 'no stacks: ' + (e && e.code === 'ENOENT' ? 'gdb is not installed' : String(e && e.message || e).split('\\n')[0]);
   }
-  out('volunteer: stall: the main thread has not run for ' + ((Date.now() - since) / 1000).toFixed(0) + ' s; what each thread is doing:\\n'
+  out('volunteer: stall: the main thread has not run for ' + (silentMs / 1000).toFixed(0) + ' s; what each thread is doing:\\n'
     + stacks.split('\\n').map((l) => 'volunteer: stall: ' + l).join('\\n'));
   const main = stacks.split(/^(?=Thread )/m).find((t) => t.startsWith('Thread 1 ')) || '';
   if (deadlocked.test(main)) {
@@ -81,12 +85,15 @@ export interface StallWatch {
  * report, and a report whose main-thread stack matches `deadlock` ends the process (SIGUSR2).
  */
 export function watchStalls(reportAfterMs: number, deadlockStack: RegExp = NATIVE_DEADLOCK): StallWatch {
-  const counter = new SharedArrayBuffer(4);
-  const beat = new Int32Array(counter);
+  // The time of the main thread's last tick (ms since the epoch).
+  const ticked = new SharedArrayBuffer(8);
+  const last = new BigInt64Array(ticked);
+  const stamp = () => Atomics.store(last, 0, BigInt(Date.now()));
+  stamp();
   const deadlock = { source: deadlockStack.source, flags: deadlockStack.flags };
-  const worker = new Worker(WATCHDOG, { eval: true, execArgv: [], workerData: { counter, pid: process.pid, reportAfterMs, deadlock } });
+  const worker = new Worker(WATCHDOG, { eval: true, execArgv: [], workerData: { ticked, pid: process.pid, reportAfterMs, deadlock } });
   worker.unref();
-  const tick = setInterval(() => Atomics.add(beat, 0, 1), TICK_MS);
+  const tick = setInterval(stamp, TICK_MS);
   tick.unref();
   return {
     stop() {
