@@ -7,11 +7,10 @@
 // refuses). Inference normalises with the running statistics. Reductions run one workgroup
 // per channel with a fixed-order tree (no atomics): bitwise reproducible.
 import code from '../../shaders/batchnorm.wgsl?raw';
-import { check } from '../errors.ts';
 import type { Gpu, Kernel } from '../gpu/runtime.ts';
-import { type Tensor, shapeStr } from '../gpu/tensor.ts';
+import type { Tensor } from '../gpu/tensor.ts';
 import type { Scalar } from '../gpu/uniforms.ts';
-import { type BatchNormBackwardParams, type BatchNormDims, type BatchNormParams, batchNormDims } from '../shapes/batchnorm.ts';
+import { type BatchNormBackwardParams, type BatchNormDims, type BatchNormParams, checkBatchNormOperands } from '../shapes/batchnorm.ts';
 import { type BatchSlice, batchSlices } from './pool.ts';
 
 // The shape rules live in src/shapes/batchnorm.ts; re-exported for the ops namespace.
@@ -21,16 +20,6 @@ export { batchNormDims } from '../shapes/batchnorm.ts';
 const KERNEL: Kernel = { name: 'batchnorm', code };
 const WG = 256;
 
-function checkOp(what: string, x: Tensor, same: Record<string, Tensor>, perChannel: Record<string, Tensor>): BatchNormDims {
-  const d = batchNormDims(x.shape);
-  for (const [name, t] of Object.entries(same)) {
-    check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
-  }
-  for (const [name, t] of Object.entries(perChannel)) {
-    check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
-  }
-  return d;
-}
 
 interface Flags { first?: boolean; last?: boolean; mode?: number; acc?: boolean; eps?: number; momentum?: number }
 
@@ -60,7 +49,7 @@ export function batchNormForward(
   y: Tensor, mean: Tensor, invstd: Tensor, params: BatchNormParams,
 ): void {
   const what = 'batchNorm.forward';
-  const d = checkOp(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
+  const d = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
   const slices = batchSlices(gpu, [x, y], what);
   const last = slices.length - 1;
   const f = (i: number): Flags => ({ first: i === 0, last: i === last, eps: params.eps, momentum: params.momentum });
@@ -81,7 +70,7 @@ export function batchNormInference(
   y: Tensor, params: Pick<BatchNormParams, 'eps'>,
 ): void {
   const what = 'batchNorm.inference';
-  const d = checkOp(what, x, { y }, { gamma, beta, runningMean, runningVar });
+  const d = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar });
   for (const s of batchSlices(gpu, [x, y], what)) {
     dispatch(gpu, 'normalize', uniforms(d, s, { mode: 1, eps: params.eps }), {
       x: s.views[0]!, gamma, beta, meanR: runningMean, invstdR: runningVar, out: s.views[1]!,
@@ -96,7 +85,7 @@ export function batchNormBackward(
   dx: Tensor, dgamma: Tensor, dbeta: Tensor, params: BatchNormBackwardParams,
 ): void {
   const what = 'batchNorm.backward';
-  const d = checkOp(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
+  const d = checkBatchNormOperands(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
   const slices = batchSlices(gpu, [x, dy, dx], what);
   // This batch's sums, kept apart from dgamma/dbeta: with accumulate those hold other gradients.
   const sums = gpu.empty([2 * d.c], 'f32', 'batchnorm.sums');

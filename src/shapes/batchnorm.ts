@@ -25,3 +25,18 @@ export function batchNormDims(shape: readonly number[]): BatchNormDims {
   const [n, c] = shape as [number, number];
   return { n, c, hw: shape.length === 4 ? shape[2]! * shape[3]! : 1 };
 }
+
+/** A tensor as the operand checks see it, on either engine. */
+export interface Operand { readonly shape: readonly number[]; readonly size: number }
+
+/** The operands of a batch-norm op of `what`: those in `same` have x's size, those in `perChannel` one value per channel. */
+export function checkBatchNormOperands(what: string, x: Operand, same: Record<string, Operand>, perChannel: Record<string, Operand>): BatchNormDims {
+  const d = batchNormDims(x.shape);
+  for (const [name, t] of Object.entries(same)) {
+    check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
+  }
+  for (const [name, t] of Object.entries(perChannel)) {
+    check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
+  }
+  return d;
+}

@@ -5,7 +5,7 @@
 // planes or element ranges (each element computed as with one thread: bitwise the same).
 import { check } from '../errors.ts';
 import { shapeStr } from '../shapes/shape.ts';
-import { type BatchNormBackwardParams, type BatchNormParams, batchNormDims } from '../shapes/batchnorm.ts';
+import { type BatchNormBackwardParams, type BatchNormParams, checkBatchNormOperands } from '../shapes/batchnorm.ts';
 import { type BiasBackwardParams, biasDims } from '../shapes/bias.ts';
 import { type DropoutParams, dropoutScale, dropoutShape, dropoutThreshold } from '../shapes/dropout.ts';
 import { eltwiseSize } from '../shapes/eltwise.ts';
@@ -169,22 +169,12 @@ export function globalAvgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTenso
 
 // ---- batch norm, LRN -------------------------------------------------------------------------
 
-function checkBn(what: string, x: WasmTensor, same: Record<string, WasmTensor>, perChannel: Record<string, WasmTensor>): { n: number; c: number; hw: number } {
-  const d = batchNormDims(x.shape);
-  for (const [name, t] of Object.entries(same)) {
-    check(t.size === x.size, what, () => `${name} ${shapeStr(t.shape)} must have x's ${x.size} elements (x ${shapeStr(x.shape)})`);
-  }
-  for (const [name, t] of Object.entries(perChannel)) {
-    check(t.size === d.c, what, () => `${name} must have one value per channel (${d.c}), got ${shapeStr(t.shape)}`);
-  }
-  return d;
-}
 
 // x; gamma, beta, runningMean, runningVar (updated) [C] -> y, mean, invstd [C]
 export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
   y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams): void {
   const what = 'batchNorm.forward';
-  const { n, c, hw } = checkBn(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
+  const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
   const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
   cx.k.batchNormStats(px, n, c, hw, pm, pi, cx.ptr(runningMean, what), cx.ptr(runningVar, what), params.eps, params.momentum);
   cx.k.batchNormApply(px, cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), pm, pi, 0, 0);
@@ -193,7 +183,7 @@ export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, 
 export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
   y: WasmTensor, params: { eps: number }): void {
   const what = 'batchNorm.inference';
-  const { n, c, hw } = checkBn(what, x, { y }, { gamma, beta, runningMean, runningVar });
+  const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar });
   cx.k.batchNormApply(
     cx.ptr(x, what), cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), cx.ptr(runningMean, what), cx.ptr(runningVar, what), 1, params.eps,
   );
@@ -202,7 +192,7 @@ export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor
 export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
   dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, params: BatchNormBackwardParams): void {
   const what = 'batchNorm.backward';
-  const { n, c, hw } = checkBn(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
+  const { n, c, hw } = checkBatchNormOperands(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
   cx.k.batchNormBackward(cx.ptr(x, what), cx.ptr(dy, what), cx.ptr(gamma, what), cx.ptr(mean, what), cx.ptr(invstd, what), cx.ptr(dx, what),
     cx.ptr(dgamma, what), cx.ptr(dbeta, what), n, c, hw, params.accumulate ? 1 : 0);
 }
