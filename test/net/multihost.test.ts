@@ -287,8 +287,10 @@ describe('across hosts', () => {
     // A gentler rate than testJob's: a ring's float rounding differs from one peer's, and on the
     // chaotic trajectory of LARS at 0.5 those differences grew from 1e-7 of the loss at step 10
     // to 1e-3 by step 36 (final weights 3% apart in 1 run of 3); at 0.1 they stay near 1e-7.
-    // Every checkpoint kept, so that a weights failure can be traced back to its step.
-    const config = (extra: Record<string, unknown>) => testJob(steps, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, keepCheckpoints: 100, ...extra });
+    // A checkpoint of every step, every one kept, so that a weights failure can be traced back to its step.
+    const config = (extra: Record<string, unknown>) => testJob(steps, {
+      optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, checkpointEvery: 1, keepCheckpoints: 100, ...extra,
+    });
     await bed.heal('b'); // the test before cut it
     const { jobDir, coord, url, env } = await httpsJob('ahead', 'tls-ahead', {
       config: config({ minPeers: 8 }), port: 8444,
@@ -370,8 +372,14 @@ describe('across hosts', () => {
         // that every step of the ring is one peer's step: each 4 steps, resumed on one peer from
         // the ring's own checkpoint (weights and optimiser state), land on the ring's next
         // checkpoint. (Replayed that way, the parting runs were 1e-9 to 5e-8 from one peer's
-        // steps in every interval, the one where they parted too.) A failure names the checkpoint
-        // that differs, and what the steps around it did.
+        // steps in every interval, the one where they parted too.) Once (1 run in about 10) the
+        // near-tie fell inside a 4-step interval: 12 -> 16 replayed 1.6e-4 from the ring's (and a run
+        // made to replay every interval found 16 -> 20 at 9.3e-6, the others at 2e-9 to 5e-8). So an
+        // interval that parts is replayed step by step, each from the ring's checkpoint before it:
+        // from the same weights a member's forward is one peer's, and only the summation order of
+        // the update differs (1e-7), so a single step parts by more only if it is not one peer's
+        // step (a gradient lost or added twice). A failure names the checkpoint that differs, and
+        // what the steps around it did.
         const why = await divergence(jobDir, ref.jobDir, done, records, solo);
         console.log(`make before break: the run parted from one peer's, so every 4 steps are replayed on one peer:\n${why}`);
         const first = relDiff((await checkpointOf(jobDir, 4)).weights, (await checkpointOf(ref.jobDir, 4)).weights);
@@ -380,9 +388,14 @@ describe('across hosts', () => {
         for (let k = 4; k + 4 <= steps; k += 4) {
           const r = await replayOnOnePeer(root.dir, `replay-ahead-${k}`, data, config({}), jobDir, k, k + 4);
           replays.push(`${k} -> ${k + 4}: ${r.toExponential(2)}`);
-          expect(
-            r, `steps ${k + 1}..${k + 4} of the ring against one peer's from the ring's checkpoint of step ${k} (${replays.join(', ')})\n${why}`,
-          ).toBeLessThan(1e-5);
+          if (r < 1e-5) continue;
+          for (let j = k; j < k + 4; j++) {
+            const s = await replayOnOnePeer(root.dir, `replay-ahead-${j}-1`, data, config({}), jobDir, j, j + 1);
+            replays.push(`${j} -> ${j + 1}: ${s.toExponential(2)}`);
+            expect(
+              s, `step ${j + 1} of the ring against one peer's from the ring's checkpoint of step ${j} (${replays.join(', ')})\n${why}`,
+            ).toBeLessThan(1e-5);
+          }
         }
         console.log(`make before break: each 4 steps of the ring against one peer's from the same checkpoint: ${replays.join(', ')}`);
       }
