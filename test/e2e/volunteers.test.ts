@@ -135,7 +135,9 @@ describe('browser volunteers', () => {
     expect(steps.map((r) => r.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
     for (const r of steps) expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
     expect(steps.some((r) => r.ring === 3)).toBe(true);
+    // bob left before the last step, which the ring of 2 committed. How many steps were left then
+    // depends on how long the reload and the pause took (a clean-clone suite closed him at step 19 of 20).
     expect(steps[K - 1]!.ring, 'bob is gone at the end').toBe(2);
-    expect(stepAtClose, 'bob left before the end').toBeLessThan(K - 1);
+    expect(stepAtClose, 'bob left before the end').toBeLessThan(K);
   }, 900_000);
 });
