@@ -92,11 +92,15 @@ describe('verified steps (verify > 0)', () => {
     expect(job.lines.filter((l) => l.includes('verification:'))).toEqual([]);
     expect(job.events.filter((e) => e.type === 'peer-left')).toEqual([]);
     const audits = vs.flatMap((v) => v.lines.filter((l) => /audits \S+'s slice/.test(l)));
-    expect(audits.length).toBeGreaterThanOrEqual(8 * 3 - 3); // every member, every step (a generation's first may form late)
+    // Every member, every step, but for the first step of each ring formed (it may form late) and each step run
+    // again: a clean-clone suite once counted 20 of 24 (the bound had allowed one ring's first step alone).
+    const records = await metricsOf(job.jobDir);
+    const late = 3 * records.filter((r) => r.type === 'generation' || r.type === 'abort').length;
+    expect(audits.length, `${late / 3} rings formed or steps run again`).toBeGreaterThanOrEqual(8 * 3 - late);
     // The dashboard's figures: the audits counted, their cost (a third of the compute: each slice once more), nobody caught.
-    const last = talliesOf(await metricsOf(job.jobDir)).at(-1)!;
+    const last = talliesOf(records).at(-1)!;
     expect(last).toMatchObject({ step: 8, caught: 0, disputes: 0 });
-    expect(last.audits).toBeGreaterThanOrEqual(8 * 3 - 3);
+    expect(last.audits).toBeGreaterThanOrEqual(8 * 3 - late);
     expect(last.auditedImages / last.computedImages).toBeGreaterThan(0.5);
   });
 
