@@ -217,8 +217,11 @@ export async function main(args: string[]): Promise<void> {
   console.error(`device: ${gpu.info.description}; gemm variant ${tune.config.entry} ${JSON.stringify(tune.config.constants)}`);
   const results: CaseResult[] = [];
   const peer = 'tfjs-backend-webgpu (same device)';
-  const write = (complete: boolean) => writeFileEnsuringDir('bench/results/kernels.json',
-    JSON.stringify({ device: gpu.info, gemm: tune, peer, set, complete, results, summary: summarise(results) }, null, 2));
+  const write = (complete: boolean) => {
+    const summary = summarise(results);
+    writeFileEnsuringDir('bench/results/kernels.json', JSON.stringify({ device: gpu.info, gemm: tune, peer, set, complete, results, summary }, null, 2));
+    return summary;
+  };
   for (const c of chosen) {
     const s = await c.setup(gpu);
     const diff = await s.compare();
@@ -237,8 +240,7 @@ export async function main(args: string[]): Promise<void> {
     console.error(`${c.name.padEnd(44)} ours ${r.oursGflops.toFixed(2).padStart(7)} GFLOP/s  ${peerText}  (diff ${diff.toExponential(1)})`);
     write(false);
   }
-  write(true);
-  const summary = summarise(results);
+  const summary = write(true);
   writeFileEnsuringDir('bench/results/kernels.svg', barChartSvg({
     title: `Kernels on ${gpu.info.description.slice(0, 60)}: ours vs TF.js WebGPU`,
     yLabel: 'GFLOP/s (median)',

@@ -94,8 +94,10 @@ export function requeue(ids: readonly string[], peers: ReadonlyMap<string, PeerR
  */
 export function silentPeers(peers: Iterable<PeerRec>, ph: Phase, uploading: (id: string) => boolean, limits: SilenceLimits, now: number)
   : { id: string; limitMs: number }[] {
-  return [...peers].map((p) => ({ id: p.id, limitMs: limitOf(p, ph, uploading, limits), silent: now - p.lastSeen }))
-    .filter((s) => s.silent > s.limitMs).map(({ id, limitMs }) => ({ id, limitMs }));
+  return [...peers].flatMap((p) => {
+    const limitMs = limitOf(p, ph, uploading, limits);
+    return now - p.lastSeen > limitMs ? [{ id: p.id, limitMs }] : [];
+  });
 }
 
 /** How long `p` may stay silent in `ph` (silence.ts). */

@@ -3,6 +3,7 @@
 // message) and checkpoint uploads (routes.ts: expectsUpload, checkpointStored); a timer checks
 // the deadlines and silences (tick); the dashboard and the churn bench read status, phaseTimes
 // and tableSizes.
+import type { Joiner } from './bans.ts';
 import type { PeerMessage } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { measureStep, newPeer, requeue, silentPeers } from './driver-peers.ts';
@@ -82,8 +83,8 @@ export class Driver extends DriverMachine {
 
   // ---- inputs ----------------------------------------------------------------------------
 
-  /** `more`: its donor's lasting id, its own timing of its engine per image (JoinRequest). */
-  peerConnected(id: string, name: string | null, more: { donor?: string; probeMsPerImage?: number } = {}): void {
+  /** `more`: what it said at its join (its donor's lasting id, its own timing of its engine per image). */
+  peerConnected(id: string, name: string | null, more: Pick<Joiner, 'donor' | 'probeMsPerImage'> = {}): void {
     if (this.phase.kind === 'done') {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;

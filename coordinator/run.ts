@@ -251,9 +251,7 @@ async function startJob(o: JobRunOptions, log: (line: string) => void): Promise<
     opened: (id) => {
       tokens.get(id)!.session = true;
       const j = joined.get(id);
-      driver.peerConnected(id, j?.name ?? null, {
-        ...(j?.donor ? { donor: j.donor } : {}), ...(j?.probeMsPerImage ? { probeMsPerImage: j.probeMsPerImage } : {}),
-      });
+      driver.peerConnected(id, j?.name ?? null, j);
     },
     message: (id, m) => driver.message(id, m),
     closed: (id, reason) => {

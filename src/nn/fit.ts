@@ -77,8 +77,7 @@ export function layoutFloorBytes(layout: Pick<Layout, 'shapes'>): number {
 export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, spec: ModelSpec, layout?: LayoutOptions): Promise<Footprint> {
   const probe = new Model(engine, spec, { seed: 1, ...(layout ? { layout } : {}) });
   try {
-    let ms = 0;
-    const peakAt = async (n: number): Promise<number> => {
+    const peakAt = async (n: number): Promise<{ peak: number; ms: number }> => {
       engine.resetPeak();
       const t0 = performance.now();
       const x = engine.zeros([n, ...spec.input], 'f32', 'probe.x');
@@ -89,8 +88,7 @@ export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, 
         probe.backward();
         engine.flush();
         await engine.readF32(total);
-        ms = performance.now() - t0;
-        return engine.memory().peakBytes;
+        return { peak: engine.memory().peakBytes, ms: performance.now() - t0 };
       } finally {
         engine.release(x);
         probe.releaseActivations();
@@ -101,8 +99,8 @@ export async function measureFootprint<T extends TensorLike>(engine: Engine<T>, 
     const largest = Math.max(...probe.layout.shapes.map((s) => s.reduce((a, b) => a * b, 1))) * 4;
     // Never less than the activations and gradients the layout itself implies per image.
     return {
-      perImageBytes: Math.max(layoutFloorBytes(probe.layout), (large - small) / PROBE_IMAGES), largestPerImageBytes: largest,
-      msPerImage: ms / (2 * PROBE_IMAGES),
+      perImageBytes: Math.max(layoutFloorBytes(probe.layout), (large.peak - small.peak) / PROBE_IMAGES), largestPerImageBytes: largest,
+      msPerImage: large.ms / (2 * PROBE_IMAGES),
     };
   } finally {
     probe.destroy();

@@ -20,7 +20,6 @@ export { batchNormDims } from '../shapes/batchnorm.ts';
 const KERNEL: Kernel = { name: 'batchnorm', code };
 const WG = 256;
 
-
 interface Flags { first?: boolean; last?: boolean; mode?: number; acc?: boolean; eps?: number; momentum?: number }
 
 function uniforms(d: BatchNormDims, s: BatchSlice | null, f: Flags): Scalar[] {

@@ -169,7 +169,6 @@ export function globalAvgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTenso
 
 // ---- batch norm, LRN -------------------------------------------------------------------------
 
-
 // x; gamma, beta, runningMean, runningVar (updated) [C] -> y, mean, invstd [C]
 export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
   y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams): void {
