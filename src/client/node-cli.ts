@@ -1,29 +1,17 @@
 // The headless volunteer for lab desktops and CI: `npm run volunteer -- --url http://host:port`.
 // The same client as the page's worker (src/client/volunteer.ts) on Node: WebGPU from the
 // 'webgpu' package (Dawn) or the wasm SIMD engine (whichever is faster here, or --backend),
-// WebRTC from node-datachannel, the session socket from 'ws'.
+// WebRTC from node-datachannel, the session socket from 'ws'. This file reads the command line
+// and decides whether this process is the supervising parent (supervise.ts) or the volunteer;
+// only the volunteer loads the engines and the client (node-run.ts), so the parent starts in a
+// third of the time and holds little memory.
 import { CHILD_ENV, FOLLOW_STARTER_ENV, followParent, followStarter, supervise } from './supervise.ts';
 import { ADVERSARY_KINDS, type AdversaryKind } from '../trust/adversary.ts';
-import { resolve } from 'node:path';
-import { DiskShardCache } from '../data/disk-cache.ts';
-import type { ShardSource } from '../data/source.ts';
 import { isIP } from 'node:net';
-import { networkInterfaces } from 'node:os';
-import { WebSocket } from 'ws';
 import { ArgError, Args, runCli } from '../cli/args.ts';
-import { loadNodePeer, nodeRtcConfig } from '../comm/node.ts';
-import { DirectListener, DirectPeer } from '../comm/direct-peer.ts';
-import { gatherCandidates, type GatherPcCtor } from '../comm/ice-check.ts';
 import { checkReachable, trustEnv, trustedCa } from './node-trust.ts';
-import { nodeDecoder, nodeGunzip } from '../data/decode-node.ts';
-import { BACKEND_PREFERENCES, type AnyEngine, type BackendPreference } from '../backend/engine.ts';
-import { WebGpuEngine } from '../backend/webgpu.ts';
-import { getDevice } from '../gpu/device.ts';
-import { autotuneGemm } from '../ops/gemm-tune.ts';
-import { WasmEngine } from '../wasm/engine.ts';
-import { chooseEngine } from './backend-choice.ts';
-import { runVolunteer, type SocketCtor, type VolunteerEvent } from './volunteer.ts';
-import { stallReportMs, watchStalls } from './stall-watch.ts';
+import { BACKEND_PREFERENCES, type BackendPreference } from '../backend/engine.ts';
+import { stallReportMs } from './stall-watch.ts';
 import { DONOR_NAME } from '../protocol/messages.ts';
 
 export const VOLUNTEER_USAGE = `usage: npm run volunteer -- --url http://HOST:PORT [options]
@@ -127,78 +115,11 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
     if (follow) followStarter();
   }
   await checkReachable(url);
-  const watch = stallMs > 0 ? watchStalls(stallMs) : null;
-  const { engine, choice } = await chooseEngine(backend as BackendPreference, {
-    webgpu: async (): Promise<AnyEngine> => {
-      const gpu = await getDevice();
-      if (!noTune) await autotuneGemm(gpu);
-      return new WebGpuEngine(gpu);
-    },
-    wasm: (): Promise<AnyEngine> => WasmEngine.create({ threads }),
+  const { runNodeVolunteer } = await import('./node-run.ts');
+  await runNodeVolunteer({
+    url, token, name, rejoinFor, backend: backend as BackendPreference, threads, noTune, log, quiet, rtcBind, noDirect, directPort, cacheDir,
+    cacheGb, memoryMb, noPrefetch, engineMb, microBatch, share, straggle, adversary, collude, stallMs,
   });
-  log(`volunteer: computing with ${choice.chosen} (${engine.info.description}): ${choice.reason}`);
-  const Peer = await loadNodePeer();
-  const direct = noDirect ? null : await openDirect(directPort, rtcBind);
-  if (direct) log(`volunteer: direct ring links from other Node volunteers on TCP port ${direct.port}${rtcBind ? ` of ${rtcBind}` : ''}`);
-  const stop = new AbortController();
-  const onSignal = () => {
-    log('volunteer: leaving after this message');
-    stop.abort();
-  };
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  const onEvent = (e: VolunteerEvent) => {
-    if (quiet) return;
-    if (e.type === 'step') {
-      log(`volunteer: step ${e.step} ring ${e.ringSize} images ${e.images} loss ${e.loss === null ? '-' : e.loss.toFixed(4)} `
-        + `compute ${e.computeMs.toFixed(0)} ms all-reduce ${e.commMs.toFixed(0)} ms data wait ${e.dataMs.toFixed(0)} ms `
-        + `fetched ${(e.fetchedBytes / 1e6).toFixed(1)} MB`);
-    } else if (e.type === 'state') log(`volunteer: loaded step ${e.step} from the ${e.source}`);
-  };
-  try {
-    const exit = await runVolunteer(
-      {
-        engine, Peer, rtcConfig: nodeRtcConfig([], rtcBind), rtcConfigFor: (servers) => nodeRtcConfig(servers, rtcBind),
-        // loadNodePeer set node-datachannel's RTCPeerConnection as the global one.
-        iceCheck: (config) => gatherCandidates((globalThis as unknown as { RTCPeerConnection: GatherPcCtor }).RTCPeerConnection, config),
-        WebSocket: WebSocket as unknown as SocketCtor, decoder: nodeDecoder, gunzip: nodeGunzip,
-        ...(direct ? {
-          direct: { port: direct.port, addresses: listenAddresses(rtcBind), wrap: (peer, secret, say) => new DirectPeer(peer, direct, secret, say) },
-        } : {}),
-        ...(cacheDir ? {
-          cacheShards: (source: ShardSource, dataset: string) => new DiskShardCache(resolve(cacheDir), cacheGb * 1e9, dataset).shards(source),
-        } : {}),
-      },
-      {
-        url, token: token || undefined, name, log, onEvent, rejoinForMs: rejoinFor * 1000, signal: stop.signal,
-        memoryCacheBytes: Math.round(memoryMb * 2 ** 20), prefetch: !noPrefetch, ...(share < 1 ? { throttle: () => share } : {}),
-        ...(straggle > 0 ? { straggle } : {}), ...(adversary ? { adversary } : {}), ...(collude ? { collude } : {}),
-        ...(engineMb > 0 ? { memoryBytes: Math.round(engineMb * 2 ** 20) } : {}), ...(microBatch > 0 ? { microBatch } : {}),
-      },
-    );
-    process.stdout.write(`${JSON.stringify({ volunteer: 'exit', reason: exit.reason, step: exit.step })}\n`);
-  } finally {
-    watch?.stop();
-    engine.destroy();
-    await direct?.close();
-  }
-}
-
-/** The addresses a listener on `host` (none: every interface) answers on: what the coordinator compares its join's source with. */
-function listenAddresses(host: string | undefined): string[] {
-  if (host) return [host];
-  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)).slice(0, 32);
-}
-
-/** The listener for direct ring links, or a clear error when the port asked for is taken. */
-async function openDirect(port: number, host: string | undefined): Promise<DirectListener> {
-  try {
-    return await DirectListener.open({ port, ...(host ? { host } : {}) });
-  } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    throw new ArgError(`cannot listen for direct links on TCP port ${port}${host ? ` of ${host}` : ''} (${why}): `
-      + 'pass another --direct-port, 0 for any free one, or --no-direct');
-  }
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/^.*\//, ''))) runCli(() => volunteerMain(process.argv.slice(2)));
