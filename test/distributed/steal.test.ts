@@ -124,10 +124,11 @@ describe('work stealing at the step end', () => {
     // from one peer's (a tail splits slices another way), and at LARS 0.5 over these 40 steps it grew
     // to 4.7e-4 and 1.4e-3 in 2 suites of 18 (below 5e-6 in the others).
     const gentle = { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 } };
-    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N, gentle));
+    // On the wasm engine (5x faster here than Dawn over llvmpipe): the tuner compares the ring's own steps.
+    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N, gentle), 'wasm');
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
     const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2, ...gentle }));
-    const steps = await finishedCleanly(job, [volunteer(job.url, 'auto-a'), volunteer(job.url, 'auto-b')], N, refSamples);
+    const steps = await finishedCleanly(job, [volunteer(job.url, 'auto-a', 'wasm'), volunteer(job.url, 'auto-b', 'wasm')], N, refSamples);
     // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
     const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
     const probe = Array.from({ length: 2 * AUTO_PROBE }, (_, i) => i % 4 === 0 || i % 4 === 3);
