@@ -76,6 +76,8 @@ export class PeerJsLink implements Link {
   /** The dialing end's sends until the other end is heard (null: heard, or the accepting end). */
   private held: Uint8Array[] | null;
   private heldBytes = 0;
+  /** The other end was heard before this end's channel said open: the answer waits for the open event. */
+  private answering = false;
   /**
    * Resolves when the channel opens (on the accepting end: and the dialing end has answered its READY); rejects (with the reason) if
    * the link goes before that.
@@ -148,13 +150,29 @@ export class PeerJsLink implements Link {
    * the dialing end answered (the link is open). READY itself goes no further.
    */
   private received(frame: Uint8Array): void {
-    if (this.held) this.heard(this.held);
+    if (this.held) this.hear();
     if (this.answered) {
       this.answered();
       this.answered = null;
     }
     if (isReadyFrame(frame)) return;
     this.events.frame(frame);
+  }
+
+  /**
+   * The dialing end heard the other end: answer READY and send what waited, once this end's channel says open. A stack
+   * that delivers a message before its own open event (not seen; libdatachannel and Chromium keep them in order) would
+   * otherwise make the answer and the held frames vanish, and the accepting end would wait for the answer until formation's
+   * timeout.
+   */
+  private hear(): void {
+    if (this.answering) return;
+    if (this.conn.open) return this.heard(this.held ?? []);
+    this.answering = true;
+    this.conn.on('open', () => {
+      this.answering = false;
+      if (this.held) this.heard(this.held);
+    });
   }
 
   private heard(held: Uint8Array[]): void {

@@ -36,6 +36,10 @@ export class FakeConn extends Emitter implements DataConnectionLike {
     this.open = true;
     this.emit('open');
   }
+  /** A message handed to this end whatever its state: a stack that delivers one before this end's open event. */
+  deliverNow(data: Uint8Array): void {
+    this.emit('data', data.slice());
+  }
   /** This end's attempt fails and the other end is not told (a one-sided DTLS/ICE failure). */
   fail(why: string): void {
     if (this.closed) return;

@@ -65,6 +65,24 @@ describe('PeerJsLink: the dialing end sends nothing before it has heard the acce
     expect(heard.frames).toEqual([[1, 1], [2, 2], [3, 3]]);
   });
 
+  it('answers a READY heard before its own channel said open once it opens, with what it held, in order', async () => {
+    const { dialer, answerer, sentBy } = pair();
+    const out = new PeerJsLink(dialer, 'dialed');
+    const inn = new PeerJsLink(answerer, 'accepted');
+    const heard = listen(inn);
+    answerer.openNow();
+    // A stack that hands the accepting end's READY to the dialing end before the dialing end's own open event.
+    dialer.deliverNow(readyFrame());
+    expect(out.hearing).toBe(false);
+    dialer.openNow();
+    await out.opened;
+    out.send(frame(4));
+    expect(sentBy.get(dialer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 4]);
+    await inn.opened;
+    await flush();
+    expect(heard.frames).toEqual([[4, 4]]);
+  });
+
   it('takes any frame of the other end as heard, and delivers it', async () => {
     const { dialer, answerer } = pair();
     const out = new PeerJsLink(dialer, 'dialed');
