@@ -120,7 +120,7 @@ describe('work stealing at the step end', () => {
   it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; ' +
     'a verdict in the log; equal to one peer', async () => {
     const N = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 3;
-    // A gentler rate than testJob's (as multihost.test.ts's make-before-break job): a ring's float rounding differs
+    // A gentler rate than testJob's (as multihost.test.ts's 60 steps): a ring's float rounding differs
     // from one peer's (a tail splits slices another way), and at LARS 0.5 over these 40 steps it grew
     // to 4.7e-4 and 1.4e-3 in 2 suites of 18 (below 5e-6 in the others).
     const gentle = { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 } };
