@@ -119,7 +119,6 @@ export async function runNodeVolunteer(o: NodeVolunteerOptions): Promise<void> {
   }
 }
 
-
 /** The addresses a listener on `host` (none: every interface) answers on: what the coordinator compares its join's source with. */
 function listenAddresses(host: string | undefined): string[] {
   if (host) return [host];

@@ -12,13 +12,13 @@
 // Writes go one at a time: a batch misses several shards at once, and each write's eviction must
 // see the ones before it, or together they would overshoot the budget. The budget counts every
 // data set in DIR and the temporary files; a temporary file older than STALE_TMP_MS (a crash
-// mid-write) is deleted. Checksums use node:crypto (a shard is tens of MB; the portable
-// sha256Hex gives the same hex, slower).
-import { createHash } from 'node:crypto';
+// mid-write) is deleted. Checksums are the checkpoint format's sha256Hex, node:crypto's hash
+// under Node (a shard is tens of MB).
 import { mkdir, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MANIFEST_FILE } from './manifest.ts';
 import type { ShardSource } from './source.ts';
+import { sha256Hex } from '../checkpoint/sha256.ts';
 
 export interface DiskCacheStats {
   hits: number;
@@ -31,8 +31,6 @@ export interface DiskCacheStats {
 
 /** A temporary file this old is a crashed write (a write of one shard takes seconds). */
 export const STALE_TMP_MS = 10 * 60_000;
-
-const sha256Hex = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
 
 /** The cache folder of a data set with this manifest (for pre-filling it). */
 export function cacheFolderName(dataset: string, manifestBytes: Uint8Array): string {
