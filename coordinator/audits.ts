@@ -41,10 +41,10 @@
 // Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
 // member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
 import { randomInt } from 'node:crypto';
-import type { AuditTask, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
+import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
 import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.ts';
-import { hopCheck, type HopSketches } from './hop-check.ts';
+import { hopCheck, type HopSketches, type RelaySketches } from './hop-check.ts';
 import { HopEvidence } from './hop-evidence.ts';
 
 /** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
@@ -368,6 +368,34 @@ export class AuditBook {
       const h = r.hops!;
       return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
     });
+    return this.judgeHops(step, ring, own, hops);
+  }
+
+  /**
+   * A hearing (protocol 15): the members of a verified flat ring's step hold different weights after it, so their sketches,
+   * each under its own weights' seed, cannot be compared. Each member answered a fresh seed, drawn after every value was
+   * sent, with its contribution and all its hop records, the all-gather's relays included (`replies` in ring order). The
+   * hop checks then say who changed what it passed on (verdict as hopVerdict's); null: every record agrees, so the
+   * members whose weights differ computed them so themselves (the checksum vote decides).
+   */
+  hearingVerdict(
+    step: number, ring: readonly string[], replies: readonly HopSketchesMessage[], seed: number,
+  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
+    const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
+    const hops = replies.map((m) => {
+      const h = m.hops;
+      return {
+        received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered),
+        relayOut: of(h.relayOut), relayIn: of(h.relayIn), relayed: of(h.relayed),
+      };
+    });
+    return this.judgeHops(step, ring, replies.map((m) => of(m.sketch)), hops);
+  }
+
+  /** The verdict of the hop checks (hop-check.ts) on `ring`'s records of `step` (by rank) and contributions `own`. */
+  private judgeHops(
+    step: number, ring: readonly string[], own: readonly GradientSketch[], hops: readonly (HopSketches & Partial<RelaySketches>)[],
+  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
     const v = hopCheck(own, hops, this.wire);
     if (v.local.length) {
       const ids = v.local.map((l) => ring[l.rank]!);
@@ -377,6 +405,14 @@ export class AuditBook {
         kind: 'evict', ids,
         reason: `what it sent on in step ${step + 1} is not what it received plus the contribution it reports `
           + `(bucket ${worst.bucket} is ${worst.z.toFixed(0)} sigma of the rounding off): it sent other than it reports`,
+      };
+    }
+    if (v.relays.length) {
+      const ids = v.relays.map((r) => ring[r]!);
+      this.tally.caught += ids.length;
+      return {
+        kind: 'evict', ids,
+        reason: `what it relayed in the all-gather of step ${step + 1} is not what it received: it changed the ring's sums on their way`,
       };
     }
     if (v.links.length === 0) {

@@ -8,7 +8,9 @@
 //   running:        every member reports step s with the same weight checksum -> commit
 //                   (s+1); a member lost, a collective failure, a checksum dissent or a
 //                   timeout -> abort: the survivors form g+1 and the SAME step s runs again
-//                   (peers undo s if they applied it); in sync mode each survivor keeps the
+//                   (peers undo s if they applied it); a verified step whose checksums differ
+//                   is heard first (protocol 15: hear(), heard()): every member's hop records
+//                   under a fresh seed name who changed what it relayed; in sync mode each survivor keeps the
 //                   gradient sum of its slice and computes only its share of the lost
 //                   members' ids (slice-rerun.ts); joiners wait for the step's commit; a
 //                   link lost in a generation's first step between two connected peers forms
@@ -23,8 +25,10 @@
 // driver-peers.ts, driver-eval.ts and driver-checkpoints.ts keep the peers, the evaluations and
 // the checkpoints. The ring shrinking to nobody through crashes loses the steps since the newest
 // checkpoint: the job resumes from it (same samples again) when peers come back.
+import { randomInt } from 'node:crypto';
 import { MAX_RING, type CoordinatorMessage, type LiveEvent, type MetricRecord, type StepResult, type VerificationTally } from '../src/protocol/messages.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
+import type { AuditVerdict } from './audits.ts';
 import { formAgain, noEvidence, withFailures } from './blame.ts';
 import { DialAhead } from './driver-ahead.ts';
 import { CheckpointBook } from './driver-checkpoints.ts';
@@ -357,8 +361,19 @@ export class DriverMachine {
   }
 
   private commit(ph: RunningPhase): void {
+    // A hearing under way: its answers decide (heard()).
+    if (ph.hearing) return;
     const results = ph.ring.map((id) => ph.results.get(id)!);
     const { winner, dissent } = checksumVote(results);
+    if (dissent.length && this.hearable(ph)) return this.hear(ph, dissent.length);
+    if (dissent.length && this.steps.audits && ph.verified && ph.ring.length >= 3) {
+      // A two-level generation's hops are not checked: the same members in one flat ring, where a hearing can.
+      return this.judged(ph, {
+        kind: 'again', order: [...ph.ring],
+        reason: `after step ${ph.step + 1} ${dissent.length} of ${ph.ring.length} members of a two-level generation hold other weights than the rest: `
+          + 'the step runs again in one flat ring, where their hop records can be heard',
+      });
+    }
     if (dissent.length) return this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner})`);
     if (this.steps.audits && ph.verified && !this.verified(ph, results)) return;
     if (this.steps.audits && ph.verified) this.verification(this.steps.audits.report(ph.step + ph.steps));
@@ -421,6 +436,40 @@ export class DriverMachine {
   }
 
   /**
+   * Whether a verified step whose members' weights differ is heard (protocol 15) before anyone is evicted: a flat ring of 3
+   * or more, whose members keep their hop records. A member that relays other than it received makes those after it differ.
+   */
+  private hearable(ph: RunningPhase): boolean {
+    return this.steps.audits !== null && ph.verified !== undefined && this.gen.topology === null && ph.ring.length >= 3;
+  }
+
+  /** Starts a hearing of `ph`: a fresh seed to every member, each to answer with its hop records under it (driver.ts, heard()). */
+  private hear(ph: RunningPhase, dissenting: number): void {
+    const seed = randomInt(0x1_0000_0000);
+    ph.hearing = { seed, replies: new Map(), deadline: Date.now() + this.timeouts.hearingMs };
+    this.d.log(`verification: after step ${ph.step + 1} ${dissenting} of ${ph.ring.length} members hold other weights than the rest: `
+      + 'each member\'s hop records are heard under a fresh seed before anyone is evicted');
+    this.sendToRing(ph.ring.map(() => ({ type: 'hop-seed', generation: ph.generation, step: ph.step, seed })));
+  }
+
+  /**
+   * Every member of a hearing answered: the hop checks of its answers (audits.ts hearingVerdict) evict, order the step again
+   * or halt; where every record agrees, the members whose weights differ computed them so themselves, and are evicted.
+   */
+  protected heard(ph: RunningPhase): void {
+    const h = ph.hearing!;
+    const replies = ph.ring.map((id) => h.replies.get(id)!);
+    const v = this.steps.audits!.hearingVerdict(ph.step, ph.ring, replies, h.seed);
+    if (v) {
+      this.judged(ph, v);
+      return;
+    }
+    const { winner, dissent } = checksumVote(ph.ring.map((id) => ph.results.get(id)!));
+    this.evict(dissent, `its weights after step ${ph.step + 1} differ from the ring's (the ring has checksum ${winner}), `
+      + 'and every hop record of the step agrees with its neighbours\': this peer computed them so itself');
+  }
+
+  /**
    * A verified step's reports (audits.ts) before it commits: true when it may; otherwise the
    * culprit is evicted, or the step runs again in a new generation of the same ring (a dispute or
    * a sum that does not add up), or the job halts (the same step's sum failed twice).
@@ -435,6 +484,12 @@ export class DriverMachine {
       });
       return true;
     }
+    this.judged(ph, v);
+    return false;
+  }
+
+  /** A verdict against `ph` (verified(), heard()): its culprits evicted (their unaudited work undone), the step again, or a halt. */
+  private judged(ph: RunningPhase, v: Exclude<AuditVerdict, { kind: 'ok' }>): void {
     this.d.log(`verification: ${v.reason}`);
     if (v.kind === 'evict') {
       this.steps.audits!.forget(v.ids);
@@ -444,7 +499,7 @@ export class DriverMachine {
       const undo = undoPoint(v.ids.map((id) => this.peers.get(id)?.unauditedFrom), this.step, this.ckpt.steps);
       if (undo) this.undo(ph, v.ids, names, undo);
       this.evict(v.ids, v.reason);
-      return false;
+      return;
     }
     if (v.kind === 'halt') this.halt(v.reason, 'resume it (POST /api/admin/resume) once the ring is one you trust');
     // Hop evidence: the same members in one flat ring (its hops are checked), in an order that parts those whose records
@@ -456,7 +511,6 @@ export class DriverMachine {
     } else this.began(this.gen.again(this.peers, Date.now()));
     this.abortStep(ph, v.reason);
     this.advance();
-    return false;
   }
 
   /**

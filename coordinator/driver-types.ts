@@ -1,7 +1,7 @@
 // The training driver's (driver.ts) interface and states: its timeouts, what it is given, what
 // it reports, and the phases of its state machine with what each holds while it lasts.
 import type { TailPool } from './tail-pool.ts';
-import type { CoordinatorMessage, Evaluate, LiveEvent, StepResult } from '../src/protocol/messages.ts';
+import type { CoordinatorMessage, Evaluate, HopSketchesMessage, LiveEvent, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import type { RingErrorKind } from '../src/comm/errors.ts';
 import type { EvalTally } from './eval-tally.ts';
@@ -39,12 +39,15 @@ export interface DriverTimeouts {
    * dial the new ring's links ahead. 0: changes are made at once (links dialed as the ring forms).
    */
   prepareMs: number;
+  /** A hearing (a verified step whose members' weights differ: audits.ts): each member has this long to answer. */
+  hearingMs: number;
 }
 
 // Generous: a peer that leaves closes its session and is noticed at once; these only catch
 // peers that hang while connected, and a big model on a CPU-only volunteer is slow.
 export const DEFAULT_TIMEOUTS: DriverTimeouts = {
   stepMs: 120_000, admitMs: 120_000, evalMs: 300_000, silentMs: 6_000, firstSilentMs: 30_000, admitGapMs: 6_000, prepareMs: 2_000,
+  hearingMs: 30_000,
 };
 
 /** The test hooks of a verifying job's audits (audits.ts), passed as one from runJob, the test bed and the driver harness. */
@@ -111,6 +114,8 @@ export type Phase =
      * member, the most images it was asked to compute at once (its slice; a round's largest inner slice).
      */
     verified?: { oneBatch: Map<string, number> };
+    /** Its results in, the members' weights differ: each member's hop records are heard under a fresh seed before anyone is evicted. */
+    hearing?: Hearing;
   }
   | { kind: 'evaluating'; step: number; pending: Map<string, Evaluate>; tally: EvalTally; deadline: number }
   /**
@@ -120,6 +125,9 @@ export type Phase =
   | { kind: 'finishing'; step: number; uploadFrom: string; deadline: number; then: 'done' | 'idle' }
   | { kind: 'paused' }
   | { kind: 'done' };
+
+/** A hearing of a verified step (protocol 15): the seed sent to every member, the answers so far, and when the silent are evicted. */
+export interface Hearing { seed: number; replies: Map<string, HopSketchesMessage>; deadline: number }
 
 export type AdmittingPhase = Extract<Phase, { kind: 'admitting' }>;
 export type RunningPhase = Extract<Phase, { kind: 'running' }>;

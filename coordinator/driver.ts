@@ -163,6 +163,14 @@ export class Driver extends DriverMachine {
       case 'eval-result':
         if (ph.kind === 'evaluating' && this.evals.answer(ph, id, m)) this.advance();
         return;
+      case 'hop-sketches': {
+        // A hearing's answer (protocol 15): once each member of the step answered, its hop checks decide.
+        const h = ph.kind === 'running' ? ph.hearing : undefined;
+        if (ph.kind !== 'running' || !h || m.generation !== ph.generation || m.step !== ph.step || !ph.ring.includes(id) || h.replies.has(id)) return;
+        h.replies.set(id, m);
+        if (h.replies.size === ph.ring.length) this.heard(ph);
+        return;
+      }
       case 'join':
       case 'checkpoint-announce':
         return;
@@ -190,7 +198,11 @@ export class Driver extends DriverMachine {
       this.gone(silent.map((s) => s.id), `no heartbeat for longer than its silence limit (${limits} s)`);
     }
     const ph = this.phase;
-    if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {
+    if (ph.kind === 'running' && ph.hearing) {
+      const h = ph.hearing;
+      if (now > h.deadline) this.evict(ph.ring.filter((id) => !h.replies.has(id)), `no hop records for the hearing of step ${ph.step + 1} within `
+        + `${this.timeouts.hearingMs} ms (a volunteer older than protocol 15, or one that keeps no records of its step)`);
+    } else if (ph.kind === 'running' && ph.unreachable && now >= ph.unreachable.decideAt) {
       this.decideUnreachable(ph);
     } else if (ph.kind === 'running' && now > ph.deadline) {
       this.evict(ph.ring.filter((id) => !ph.results.has(id)), `no result for step ${ph.step} within ${ph.deadline - ph.started} ms`);

@@ -13,14 +13,20 @@
 //          say which (hop-evidence.ts names a member once it disagrees with enough others).
 // That the chunk sums add up to the ring's sum follows from the links and the members' equal
 // totals (the sum check, trust-check.ts).
+// In a hearing (members' weights differ after a verified step: audits.ts), the all-gather's relays
+// too, under a seed drawn after every value was sent:
+//   relay  relayOut_r = relayed_r, bit for bit: it sent on what it received but the last chunk;
+//   link   relayOut_r = relayIn_{r+1}: what it relayed is what its successor received after the first.
+// A relay tamperer fails its own relay check, or its link to its successor (or to its predecessor,
+// where it reports receiving what it did not), so honest members never disagree with each other.
 // A member that sends other than it reports can pass its own local check only by reporting what
 // it did not send, which its successor's records contradict; it cannot aim a false report at a
 // sketch it does not know, since the seed comes from the weights after the step.
+import type { HopSketches, RelaySketches } from '../src/trust/hop-sketch.ts';
 import { addSketches, type GradientSketch } from '../src/trust/sketch.ts';
 import { WIRE_EPS, Z_LIMIT, type CheckedWire } from './trust-check.ts';
 
-/** A member's hop records, sketched (StepResult.hops). */
-export interface HopSketches { received: GradientSketch; forwarded: GradientSketch; owned: GradientSketch; gathered: GradientSketch }
+export type { HopSketches, RelaySketches };
 
 /**
  * How far apart two sketches of the same bits may be, relative to a bucket's norm: both ends sketch the
@@ -32,6 +38,8 @@ export const SAME_BITS_REL = 1e-9;
 export interface HopVerdict {
   /** Members (ranks) whose records do not add up, with the worst bucket in units of the rounding. */
   local: { rank: number; bucket: number; z: number }[];
+  /** Members (ranks) that relayed in the all-gather other than what they received (checked in a hearing only). */
+  relays: number[];
   /** Ranks r whose link to r + 1 disagrees: what r reports it sent is not what r + 1 reports it received. */
   links: number[];
 }
@@ -67,17 +75,28 @@ export function localCheck(own: GradientSketch, h: HopSketches, wire: CheckedWir
   return { ok: worst.z <= Z_LIMIT, ...worst };
 }
 
-/** The hop checks of a verified step: `own` (each member's contribution) and `hops` by rank (ring order). */
-export function hopCheck(own: readonly GradientSketch[], hops: readonly HopSketches[], wire: CheckedWire): HopVerdict {
+/**
+ * The hop checks of a verified step: `own` (each member's contribution) and `hops` by rank (ring order); the relays too
+ * where every member's hops have them (a hearing).
+ */
+export function hopCheck(own: readonly GradientSketch[], hops: readonly (HopSketches & Partial<RelaySketches>)[], wire: CheckedWire): HopVerdict {
   const n = hops.length;
   if (own.length !== n) throw new RangeError(`a hop check needs each member's contribution and records (${own.length} and ${n})`);
+  const withRelays = hops.every((h) => h.relayOut && h.relayIn && h.relayed);
   const local: HopVerdict['local'] = [];
+  const relays: number[] = [];
   const links: number[] = [];
   for (let r = 0; r < n; r++) {
-    const v = localCheck(own[r]!, hops[r]!, wire);
+    const h = hops[r]!;
+    const v = localCheck(own[r]!, h, wire);
     if (!v.ok) local.push({ rank: r, bucket: v.bucket, z: v.z });
     const next = hops[(r + 1) % n]!;
-    if (!sameBits(hops[r]!.forwarded, next.received) || !sameBits(hops[r]!.owned, next.gathered)) links.push(r);
+    let agree = sameBits(h.forwarded, next.received) && sameBits(h.owned, next.gathered);
+    if (withRelays) {
+      if (!sameBits(h.relayOut!, h.relayed!)) relays.push(r);
+      agree &&= sameBits(h.relayOut!, next.relayIn!);
+    }
+    if (!agree) links.push(r);
   }
-  return { local, links };
+  return { local, relays, links };
 }

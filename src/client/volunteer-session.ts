@@ -291,6 +291,13 @@ export class Session {
       case 'error':
         this.c.log(`volunteer: the coordinator refused a message: ${m.message}`);
         return;
+      case 'hop-seed': {
+        // A hearing (protocol 15): the ring's weights differ after that step; its records answer under the fresh seed.
+        const answer = this.trainer.hopSketches(m);
+        if (answer) return this.send(answer);
+        this.c.log(`volunteer: asked for the hop records of step ${m.step + 1} (generation ${m.generation}), which this peer no longer keeps`);
+        return;
+      }
       case 'join-accept':
       case 'prepare':
       case 'grant':

@@ -8,7 +8,9 @@
 // Undo: the state is backed up before each sync step, and a re-run of a step this peer had
 // already applied (or begun) restores the backup first; a round undoes its outer step itself.
 import { sketch, sketchSeed } from '../trust/sketch.ts';
-import { disguiseHops } from '../trust/adversary.ts';
+import { disguiseHops, disguiseRelays } from '../trust/adversary.ts';
+import { hopReport } from '../trust/hop-sketch.ts';
+import { HopHearing } from './hop-hearing.ts';
 import { HopRecord } from '../comm/hop-record.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
@@ -17,7 +19,9 @@ import { microBatches } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
-import type { AuditTask, NextSlice, PeerMessage, RoundAssignment, SketchReport, StepAssignment, StepResult, StepTimings } from '../protocol/messages.ts';
+import type {
+  AuditTask, HopSeed, HopSketchesMessage, NextSlice, PeerMessage, RoundAssignment, SketchReport, StepAssignment, StepResult, StepTimings,
+} from '../protocol/messages.ts';
 import { StateError } from './state.ts';
 import { sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
@@ -97,6 +101,8 @@ export class Trainer {
    * finds its own entry still there; a peer that loaded a state starts with none.
    */
   private readonly carries = new Map<number, Float32Array>();
+  /** The last verified step's hop records and contribution, for a hearing (protocol 15). */
+  private readonly hearing = new HopHearing();
 
   constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {}
 
@@ -273,6 +279,8 @@ export class Trainer {
     const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
     // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts).
     const hops = a.verify ? new HopRecord(model.layout.paramFloats) : null;
+    if (hops) hops.relayTamper = adversary?.relay ?? null;
+    this.hearing.clear();
     const lies = adversary?.tamper?.consistent === false;
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
@@ -315,7 +323,9 @@ export class Trainer {
     const kept = hops && out.ring.hopsKept && out.ring.size > 1 ? hops : null;
     // A liar (the attack tests and bench) reports the hops an honest member would have: its successor's show what it sent.
     if (kept && lies && this.kept) disguiseHops(kept, this.kept.grads, this.c.wire);
+    if (kept && adversary?.relay) disguiseRelays(kept);
     const own = this.kept && this.kept.step === a.step && this.kept.generation === a.generation ? this.kept.grads : null;
+    if (kept && own) this.hearing.keep(a.step, a.generation, kept, own);
     const verified = a.verify ? this.sketches(a, checksum, own, out.grads, audited, kept) : {};
     this.report(a, out.ring, {
       loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
@@ -361,10 +371,13 @@ export class Trainer {
     return {
       ...(own ? { sketch: report(own) } : {}), total: report(total),
       ...(audited && a.verify?.audit ? { audit: { peer: a.verify.audit.peer, ...report(audited, a.verify.audit.seed) } } : {}),
-      ...(hops ? {
-        hops: { received: report(hops.received), forwarded: report(hops.forwarded), owned: report(hops.owned), gathered: report(hops.gathered) },
-      } : {}),
+      ...(hops ? { hops: hopReport(hops, seed) } : {}),
     };
+  }
+
+  /** A hearing's answer (protocol 15): the kept contribution and hop records of the step `m` names under its seed; null if not kept. */
+  hopSketches(m: HopSeed): HopSketchesMessage | null {
+    return this.hearing.answer(m, this.host.peerId);
   }
 
   /**
@@ -506,6 +519,8 @@ export class Trainer {
     if (tamper) tamper.apply(sum, 0);
     const reported = tamper?.consistent ? sum.slice() : work.change;
     const hops = a.verify && ring.hopsKept && ring.size > 1 ? new HopRecord(sum.length) : null;
+    if (hops) hops.relayTamper = adversary?.relay ?? null;
+    this.hearing.clear();
     if (ring.size > 1) {
       this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): `
         + `all-reduce of ${sum.length} floats over ${ring.shape}`);
@@ -525,6 +540,8 @@ export class Trainer {
     this.committed = a.step + plan.ids.length;
     if (this.host.ended) return;
     if (hops && tamper?.consistent === false) disguiseHops(hops, work.change, this.c.wire);
+    if (hops && adversary?.relay) disguiseRelays(hops);
+    if (hops) this.hearing.keep(a.step, a.generation, hops, reported);
     const checksum = weightChecksum(this.c.state.w);
     const verified = a.verify ? this.sketches(a, checksum, reported, sum, audited, hops) : {};
     const idle = this.lastReportAt > 0 ? Math.max(0, arrived - this.lastReportAt) : 0;

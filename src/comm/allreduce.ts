@@ -13,7 +13,7 @@
 import { RingError } from './errors.ts';
 import { decodePayload, elementsPerFrame, inspectPayload, minFrameBytes, PAYLOAD_EXTRA } from '../protocol/codec.ts';
 import { ringChunkRange, ringSteps, segmentCount, sentBytes } from './plan.ts';
-import type { HopView } from './hop-record.ts';
+import type { HopNotes, HopView, RelayTamper } from './hop-record.ts';
 import type { CollectiveSink, Ring } from './ring.ts';
 import { ReceiveWaits } from './receive-waits.ts';
 import {
@@ -49,9 +49,10 @@ export interface AllReduceOptions {
   maxRms?: number;
   /**
    * A verifying job's hop records (hop-record.ts), as long as `grad`: what came from prev and went to
-   * next in the reduce-scatter and the all-gather's first step, as the wire carried it.
+   * next in the reduce-scatter and the all-gather, as the wire carried it, and where the all-gather's
+   * owned, first and last chunks lie. `relayTamper`: a relay tamperer's change (the attack tests only).
    */
-  hops?: HopView & { noteOwned?(off: number, len: number): void };
+  hops?: HopView & Partial<HopNotes> & { relayTamper?: RelayTamper | null };
 }
 
 /**
@@ -69,7 +70,7 @@ export async function allReduceSum(grad: Float32Array, opts: AllReduceOptions): 
     throw new RingError('bad-input', ring.selfId, `messageBytes ${messageBytes} must be an integer in [${least}, ${MAX_FRAME_BYTES}]`);
   }
   if (grad.length > 0xffffffff) throw new RingError('bad-input', ring.selfId, 'more than 2^32 elements');
-  if (opts.hops && [opts.hops.received, opts.hops.forwarded, opts.hops.owned, opts.hops.gathered].some((b) => b.length !== grad.length)) {
+  if (opts.hops && [opts.hops.received, opts.hops.forwarded, opts.hops.gatherOut, opts.hops.gatherIn].some((b) => b.length !== grad.length)) {
     throw new RingError('bad-input', ring.selfId, `the hop records are not as long as the gradient (${grad.length} floats)`);
   }
   if (opts.feedback && opts.feedback.length !== grad.length) {
@@ -217,8 +218,7 @@ class Collective extends ReceiveWaits implements CollectiveSink {
     }
     // Reduce-scatter adds the payload in, all-gather copies it.
     const payload = frame.subarray(HEADER_BYTES);
-    const record = !this.hops ? null : st.phase === Phase.reduceScatter ? this.hops.received : this.recvT === this.ring.size - 1 ? this.hops.gathered : null;
-    if (record) decodePayload(payload, record.subarray(off, off + len), this.wire, 'set');
+    if (this.hops) this.recordReceived(st.phase, off, len, payload);
     decodePayload(frame.subarray(HEADER_BYTES), this.grad.subarray(off, off + len), this.wire, st.phase === Phase.allGather ? 'set' : 'add');
     this.got[this.recvT]++;
     this.recvJ++;
@@ -285,21 +285,41 @@ class Collective extends ReceiveWaits implements CollectiveSink {
         // The owner's sum (the last reduce-scatter step) goes out rounded on a lossy wire: it keeps the rounded values.
         const fb = this.feedback?.subarray(off, off + len);
         const at = { phase: st.phase, dtype: wire, step: this.step, chunk: st.chunk, offset: off };
-        const frame = dataFrame(ring, at, grad.subarray(off, off + len), t === n - 1, fb);
+        const frame = dataFrame(ring, at, this.relayed(t, off, len), t === n - 1, fb);
         if (this.hops) this.recordSent(t, off, len, frame);
         ring.sendNext(frame);
       }
     }
   }
 
+  /** The values a data frame of send step `t` carries: the gradient's, or a relay tamperer's copy of them (the attack tests). */
+  private relayed(t: number, off: number, len: number): Float32Array {
+    const values = this.grad.subarray(off, off + len);
+    const tamper = this.hops?.relayTamper;
+    if (!tamper || t < this.ring.size) return values;
+    const copy = values.slice();
+    tamper(copy);
+    return copy;
+  }
+
   /** A verifying job's record of what a data frame of send step `t` carried (hop-record.ts), decoded as next will decode it. */
   private recordSent(t: number, off: number, len: number, frame: Uint8Array): void {
     const hops = this.hops!;
     const n = this.ring.size;
-    const into = t < n - 1 ? hops.forwarded : t === n - 1 ? hops.owned : null;
-    if (!into) return;
+    const into = t < n - 1 ? hops.forwarded : hops.gatherOut;
     decodePayload(frame.subarray(HEADER_BYTES), into.subarray(off, off + len), this.wire, 'set');
     if (t === n - 1) hops.noteOwned?.(off, len);
+  }
+
+  /** A verifying job's record of a received data frame (hop-record.ts): the all-gather's first and last chunks noted. */
+  private recordReceived(phase: Phase, off: number, len: number, payload: Uint8Array): void {
+    const hops = this.hops!;
+    const n = this.ring.size;
+    decodePayload(payload, (phase === Phase.reduceScatter ? hops.received : hops.gatherIn).subarray(off, off + len), this.wire, 'set');
+    if (phase !== Phase.allGather) return;
+    // In a ring of 2 the one chunk received is both.
+    if (this.recvT === n - 1) hops.noteFirst?.(off, len);
+    if (this.recvT === 2 * n - 3) hops.noteLast?.(off, len);
   }
 }
 

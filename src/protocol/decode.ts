@@ -8,13 +8,13 @@ import type { Topology } from '../comm/topology.ts';
 import {
   DIRECT_KEY, DONOR_ID, DONOR_NAME, ERROR_KINDS, FAILURE_KINDS, LINK_KINDS, MAX_BATCH, MAX_CONFUSION_CLASSES, MAX_ID_LENGTH, MAX_RING,
   MAX_DEAD_MS, MAX_FAILURE_DETAIL, MAX_PROBE_MS_PER_IMAGE, MAX_SAMPLE_ID, MIN_DEAD_MS, MAX_SHOWN, MAX_TEXT_LENGTH, MAX_TOKEN_LENGTH,
-  PROTOCOL_VERSION, SKETCH_LENGTH, HOP_KEYS,
+  PROTOCOL_VERSION, SKETCH_LENGTH, HOP_KEYS, RELAY_HOP_KEYS,
   type AuditTask, type CheckpointAnnounce,
   type CollectiveFailure, type CoordinatorMessage, type DirectRoutes, type Done, type ErrorMessage, type EvalCounts,
   type EvalResult, type Evaluate, type Evicted, type Heartbeat, type IceServer, type JoinAccept,
   type JoinRequest, type Leave, type LoadState, type NextSlice, type PeerMessage, type PrepareRing,
   type Prepared, type Ready, type Claim, type Grant, type RoundAssignment, type SliceReuse, type StepAssignment, type StepResult,
-  type SketchReport, type HopReport, type StepTimings, type UploadRequest,
+  type SketchReport, type HopReport, type StepTimings, type UploadRequest, type HopSeed, type HopSketchesMessage, type RelayHopReport,
 } from './messages.ts';
 import { FieldReader, ID_PATTERN, isObj, show, type Decoded, type Obj } from './fields.ts';
 import { readTopology } from './topology.ts';
@@ -139,24 +139,43 @@ function readStepResult(r: FieldReader): Fields<StepResult> {
 
 /** A step's hop sketches (StepResult.hops): four sketch reports. */
 function readHops(parent: FieldReader): HopReport {
-  const empty = { sums: [], squares: [] };
+  return readHopReport(parent, HOP_KEYS);
+}
+
+/** A hearing's hop sketches (HopSketchesMessage.hops): seven sketch reports. */
+function readRelayHops(parent: FieldReader): RelayHopReport {
+  return readHopReport(parent, RELAY_HOP_KEYS);
+}
+
+function readHopReport<K extends (typeof RELAY_HOP_KEYS)[number]>(parent: FieldReader, keys: readonly K[]): Record<K, SketchReport> {
+  const empty: SketchReport = { sums: [], squares: [] };
   if (!isObj(parent.o.hops)) {
-    parent.fail('hops', `an object {${HOP_KEYS.join(', ')}}, each {sums, squares}`);
-    return { received: empty, forwarded: empty, owned: empty, gathered: empty };
+    parent.fail('hops', `an object {${keys.join(', ')}}, each {sums, squares}`);
+    return Object.fromEntries(keys.map((k) => [k, empty])) as Record<K, SketchReport>;
   }
   const r = new FieldReader(parent.o.hops, 'hops');
-  r.only([...HOP_KEYS]);
-  const out = {
-    received: readSketch(r, 'received'), forwarded: readSketch(r, 'forwarded'), owned: readSketch(r, 'owned'), gathered: readSketch(r, 'gathered'),
-  };
+  r.only([...keys]);
+  const out = Object.fromEntries(keys.map((k) => [k, readSketch(r, k)])) as Record<K, SketchReport>;
   parent.problems.push(...r.problems);
   return out;
+}
+
+function readHopSketches(r: FieldReader): Fields<HopSketchesMessage> {
+  r.only(['type', 'peerId', 'generation', 'step', 'sketch', 'hops']);
+  const [generation, step] = u32s(r, 'generation', 'step');
+  return { peerId: r.id('peerId'), generation: generation!, step: step!, sketch: readSketch(r, 'sketch'), hops: readRelayHops(r) };
+}
+
+function readHopSeed(r: FieldReader): Fields<HopSeed> {
+  r.only(['type', 'generation', 'step', 'seed']);
+  const [generation, step, seed] = u32s(r, 'generation', 'step', 'seed');
+  return { generation: generation!, step: step!, seed: seed! };
 }
 
 const sketchValue = (v: unknown): string | null => (typeof v === 'number' && Number.isFinite(v) && Math.abs(v) < 1e300 ? null : 'must be a finite number');
 
 /** A sketch report (SKETCH_LENGTH sums and squares; with `peer` for an audit). */
-function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit' | (typeof HOP_KEYS)[number], peer = false): SketchReport & { peer?: string } {
+function readSketch(parent: FieldReader, key: 'sketch' | 'total' | 'audit' | (typeof RELAY_HOP_KEYS)[number], peer = false): SketchReport & { peer?: string } {
   if (!isObj(parent.o[key])) {
     parent.fail(key, `an object {${peer ? 'peer, ' : ''}sums, squares}`);
     return { sums: [], squares: [] };
@@ -501,13 +520,13 @@ function readError(r: FieldReader): Fields<ErrorMessage> {
 const PEER_READERS = {
   join: readJoin, heartbeat: readHeartbeat, 'step-result': readStepResult,
   'collective-failure': readFailure, 'checkpoint-announce': readAnnounce, leave: readLeave, ready: readReady, 'eval-result': readEvalResult,
-  prepared: readPrepared, claim: readClaim,
+  prepared: readPrepared, claim: readClaim, 'hop-sketches': readHopSketches,
 } satisfies { [K in PeerMessage['type']]: Reader<Extract<PeerMessage, { type: K }>> };
 
 const COORDINATOR_READERS = {
   'join-accept': readAccept, 'step-assignment': readAssignment, error: readError,
   'load-state': readLoadState, 'upload-checkpoint': readUploadRequest, done: readDone, evicted: readEvicted, evaluate: readEvaluate,
-  prepare: readPrepare, grant: readGrant,
+  prepare: readPrepare, grant: readGrant, 'hop-seed': readHopSeed,
 } satisfies { [K in CoordinatorMessage['type']]: Reader<Extract<CoordinatorMessage, { type: K }>> };
 
 function decodeWith<M extends { type: string }>(readers: Record<string, Reader<M>>, input: unknown, side: string): Decoded<M> {

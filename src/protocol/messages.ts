@@ -46,8 +46,13 @@ import type { Topology } from '../comm/topology.ts';
  * 14: a join may carry `probeMsPerImage`, the volunteer's own timing of its engine (src/nn/fit.ts),
  * which the coordinator allows as silence in its first step (coordinator/silence.ts); version 13
  * would refuse the field.
+ * 15: a verified step whose members' weights differ is heard before anyone is evicted: the
+ * coordinator sends each member a fresh seed (`hop-seed`) and each answers with its contribution
+ * and hop records sketched under it, the all-gather's relays included (`hop-sketches`:
+ * coordinator/audits.ts); version 14 would refuse the message, and be evicted as silent. A hop
+ * record's all-gather parts are sketched by range (src/trust/hop-sketch.ts).
  */
-export const PROTOCOL_VERSION = 14;
+export const PROTOCOL_VERSION = 15;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -220,7 +225,11 @@ export interface Prepared { type: 'prepared'; peerId: string; id: number }
 /** A member of a step with a tail (StepAssignment.steal) asks for its next chunk; answered by a `grant`. */
 export interface Claim { type: 'claim'; peerId: string; generation: number; step: number }
 
-export type PeerMessage = JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult | Prepared | Claim;
+/** The answer to a HopSeed: this member's contribution (`sketch`) and hop records of that step under its seed. */
+export interface HopSketchesMessage { type: 'hop-sketches'; peerId: string; generation: number; step: number; sketch: SketchReport; hops: RelayHopReport }
+
+export type PeerMessage =
+  | JoinRequest | Heartbeat | StepResult | CollectiveFailure | CheckpointAnnounce | Leave | Ready | EvalResult | Prepared | Claim | HopSketchesMessage;
 
 // ---- messages from the coordinator to a peer ----
 
@@ -342,6 +351,12 @@ export const SKETCH_LENGTH = 128;
  */
 export interface HopReport { received: SketchReport; forwarded: SketchReport; owned: SketchReport; gathered: SketchReport }
 export const HOP_KEYS = ['received', 'forwarded', 'owned', 'gathered'] as const;
+/**
+ * A hearing's hop sketches (HopSketchesMessage): a HopReport and the all-gather's relays, what the member sent after its own
+ * sums (`relayOut`), what it received after prev's (`relayIn`) and what it received but the last chunk (`relayed`).
+ */
+export interface RelayHopReport extends HopReport { relayOut: SketchReport; relayIn: SketchReport; relayed: SketchReport }
+export const RELAY_HOP_KEYS = [...HOP_KEYS, 'relayOut', 'relayIn', 'relayed'] as const;
 /** Which kept gradient sum an assignment lets its peer add (StepAssignment.reuse). */
 export interface SliceReuse { generation: number; count: number }
 export interface NextSlice { step: number; epoch: number; sampleIds: number[] }
@@ -402,7 +417,14 @@ export interface PrepareRing {
  */
 export interface Grant { type: 'grant'; generation: number; step: number; ids: number[]; last?: true }
 
-export type CoordinatorMessage = JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing | Grant;
+/**
+ * A hearing (protocol 15): the members of a verified step `step` of `generation` hold different weights after it; each answers
+ * with its contribution and hop records of that step sketched under `seed`, drawn now, after every value was sent.
+ */
+export interface HopSeed { type: 'hop-seed'; generation: number; step: number; seed: number }
+
+export type CoordinatorMessage =
+  | JoinAccept | StepAssignment | ErrorMessage | LoadState | UploadRequest | Done | Evicted | Evaluate | PrepareRing | Grant | HopSeed;
 
 /**
  * What a committed step (or round) cost the network: `innerSteps` is 1 in sync mode and the

@@ -4,6 +4,9 @@
 // reports the sketch of what it sends (audits catch it); `lie` sends its gradient sign-flipped
 // and reports the honest one's sketch, and the hop records (src/comm/hop-record.ts) an honest
 // member would have: its successor's records show what it sent (the hop checks name it).
+// `relay` puts its own gradient in honestly but relays the all-gather's sums sign-flipped, and
+// reports the records of an honest relay: the members after it hold other weights than those
+// before it, and a hearing's hop checks name it (coordinator/audits.ts).
 //   gradient kinds (each bucket as it leaves): sign-flip, scale (50x), zeros (skipped work),
 //     noise (Gaussian of the bucket's own RMS), stale (the previous step's bucket: work reused);
 //   data kinds (what it computes): half (only the first half of its slice), other-images (ids
@@ -12,12 +15,12 @@
 // way it cheats (same ids, labels and tamper), so it vouches for a partner of its kind and
 // accuses every honest member it audits (noise, stale and lie cheat unrepeatably: they audit
 // honestly).
-import type { HopRecord } from '../comm/hop-record.ts';
+import { complementRanges, type HopRecord, type RelayTamper } from '../comm/hop-record.ts';
 import { decodePayload, encodePayload, payloadBytes } from '../protocol/codec.ts';
 import type { WireFormat } from '../protocol/frames.ts';
 import { makeRng } from '../rng.ts';
 
-export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie'] as const;
+export const ADVERSARY_KINDS = ['sign-flip', 'scale', 'zeros', 'noise', 'stale', 'half', 'other-images', 'flip-labels', 'lie', 'relay'] as const;
 export type AdversaryKind = (typeof ADVERSARY_KINDS)[number];
 
 /**
@@ -39,6 +42,8 @@ export interface Adversary {
   readonly colludes: boolean;
   /** What it does to a recomputation it reports as an audit (null: nothing, an honest audit). */
   readonly auditTamper: Tamper | null;
+  /** What it does to the all-gather's sums it relays (null: relays them as received); its records then tell an honest relay. */
+  readonly relay: RelayTamper | null;
 }
 
 /** The tamper of a gradient kind (null for data kinds); `seed` seeds noise. */
@@ -85,6 +90,7 @@ export function adversaryOf(kind: AdversaryKind, seed = 1, collude = false): Adv
     tamper,
     colludes,
     auditTamper: colludes ? tamperOf(kind, seed) : null,
+    relay: kind === 'relay' ? (p) => { for (let i = 0; i < p.length; i++) p[i] = -p[i]!; } : null,
     ids(ids, samples) {
       if (kind === 'half') return ids.slice(0, Math.ceil(ids.length / 2));
       // Other images of the split: each id moved by a fixed odd stride (never the id itself while samples > 1).
@@ -113,5 +119,15 @@ export function disguiseHops(hops: HopRecord, kept: Float32Array, wire: WireForm
   decodePayload(bytes, honest, wire, 'set');
   const owned = new Uint8Array(hops.length);
   for (const [a, b] of hops.ownedRanges) owned.fill(1, a, b);
-  for (let i = 0; i < honest.length; i++) (owned[i] ? hops.owned : hops.forwarded)[i] = honest[i]!;
+  for (let i = 0; i < honest.length; i++) (owned[i] ? hops.gatherOut : hops.forwarded)[i] = honest[i]!;
+}
+
+/**
+ * A relay tamperer's hop records made to read as an honest relay's: what it relayed in the all-gather becomes what it
+ * received there (but the last chunk, which it keeps). Its successor's records still show what it did relay.
+ */
+export function disguiseRelays(hops: HopRecord): void {
+  for (const [a, b] of complementRanges([...hops.ownedRanges, ...hops.lastRanges], hops.length)) {
+    hops.gatherOut.set(hops.gatherIn.subarray(a, b), a);
+  }
 }

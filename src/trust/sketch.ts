@@ -38,21 +38,32 @@ export function sketchSeed(checksum: string): number {
 
 /** The sketch of `g` under `seed` with `buckets` buckets (a power of two). */
 export function sketch(g: Float32Array, seed: number, buckets = SKETCH_BUCKETS): GradientSketch {
+  return sketchRanges(g, [[0, g.length]], seed, buckets);
+}
+
+/**
+ * The sketch of `g` where it lies in `ranges` ([start, end) pairs, disjoint), as if it were zero elsewhere: each element is
+ * hashed by its index in `g`, so sketches of disjoint ranges add up to the sketch of their union.
+ */
+export function sketchRanges(g: Float32Array, ranges: readonly (readonly [number, number])[], seed: number, buckets = SKETCH_BUCKETS): GradientSketch {
   if (!Number.isInteger(buckets) || buckets < 1 || (buckets & (buckets - 1)) !== 0) throw new RangeError(`buckets must be a power of two, got ${buckets}`);
   const sums = new Float64Array(buckets);
   const squares = new Float64Array(buckets);
   const mask = buckets - 1;
   const s0 = seed >>> 0;
-  for (let j = 0; j < g.length; j++) {
-    // murmur3's finaliser of (j, seed): every bit of both reaches bucket and sign.
-    let h = Math.imul(j ^ s0, 0x9e3779b1) ^ s0;
-    h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-    h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-    h ^= h >>> 16;
-    const x = g[j]!;
-    const b = h & mask;
-    sums[b]! += h < 0 ? -x : x;
-    squares[b]! += x * x;
+  for (const [start, end] of ranges) {
+    if (!(start >= 0 && start <= end && end <= g.length)) throw new RangeError(`a sketch range [${start}, ${end}) outside ${g.length} values`);
+    for (let j = start; j < end; j++) {
+      // murmur3's finaliser of (j, seed): every bit of both reaches bucket and sign.
+      let h = Math.imul(j ^ s0, 0x9e3779b1) ^ s0;
+      h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+      h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+      h ^= h >>> 16;
+      const x = g[j]!;
+      const b = h & mask;
+      sums[b]! += h < 0 ? -x : x;
+      squares[b]! += x * x;
+    }
   }
   return { seed: s0, sums, squares };
 }

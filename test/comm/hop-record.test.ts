@@ -33,15 +33,28 @@ describe('hop records of a ring all-reduce', () => {
             const h = hops[r]!;
             const next = hops[(r + 1) % n]!;
             expect(bitwiseEqual(h.forwarded, next.received), `forwarded ${r} -> received ${(r + 1) % n}, length ${length}`).toBe(true);
-            expect(bitwiseEqual(h.owned, next.gathered), `owned ${r} -> gathered ${(r + 1) % n}, length ${length}`).toBe(true);
-            const owned = new Uint8Array(length);
-            for (const [a, b] of h.ownedRanges) owned.fill(1, a, b);
+            expect(bitwiseEqual(h.gatherOut, next.gatherIn), `all-gather ${r} -> ${(r + 1) % n}, length ${length}`).toBe(true);
+            const mask = (ranges: [number, number][]) => {
+              const m = new Uint8Array(length);
+              for (const [a, b] of ranges) m.fill(1, a, b);
+              return m;
+            };
+            const owned = mask(h.ownedRanges);
+            // The first chunk received is prev's own, the last next's (in a ring of 2 they are one).
+            expect(mask(h.firstRanges)).toEqual(mask(hops[(r + n - 1) % n]!.ownedRanges));
+            expect(mask(h.lastRanges)).toEqual(mask(next.ownedRanges));
+            const last = mask(h.lastRanges);
             for (let j = 0; j < length; j++) {
               // Every element is either forwarded or owned; what went out is what came in plus the input, rounded once by each add and wire.
-              const out = owned[j] ? h.owned[j]! : h.forwarded[j]!;
-              expect(owned[j] ? h.forwarded[j] : h.owned[j]).toBe(0);
+              const out = owned[j] ? h.gatherOut[j]! : h.forwarded[j]!;
+              if (owned[j]) expect(h.forwarded[j]).toBe(0);
               expect(out).toBe(onWire(h.received[j]! + inputs[r]![j]!, wire));
               if (owned[j]) expect(out).toBe(outs[r]![j]);
+              // The all-gather: every other chunk's sum received as it ends up; all but the last relayed bit for bit.
+              else {
+                expect(h.gatherIn[j]).toBe(outs[r]![j]);
+                expect(h.gatherOut[j]).toBe(last[j] ? 0 : h.gatherIn[j]);
+              }
             }
           }
           // Each element is owned by exactly one member.

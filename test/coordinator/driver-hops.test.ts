@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { sketch, sketchSeed } from '../../src/trust/sketch.ts';
 import type { SketchReport, StepAssignment } from '../../src/protocol/messages.ts';
 import { disguiseHops } from '../../src/trust/adversary.ts';
+import { hopReport } from '../../src/trust/hop-sketch.ts';
 import { driverHarness, imagesOf } from './driver-harness.ts';
 import { reduceWithHops } from '../comm/hop-helpers.ts';
 
@@ -41,8 +42,7 @@ describe('hop checks in the driver', () => {
           timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a),
           sketch: report(kept[a.rank]!, seed), total: report(reduced.outs[a.rank]!, seed),
           ...(audit ? { audit: { peer: audit.peer, ...report(grad(audit.peer, step), audit.seed ?? seed) } } : {}),
-          ...(flat ? { hops: { received: report(r.received, seed), forwarded: report(r.forwarded, seed), owned: report(r.owned, seed),
-            gathered: report(r.gathered, seed) } } : {}),
+          ...(flat ? { hops: hopReport(r, seed) } : {}),
         });
       }
     };

@@ -10,9 +10,7 @@ import { sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.
 import type { SketchReport, StepAssignment } from '../../src/protocol/messages.ts';
 import { driverHarness, imagesOf } from './driver-harness.ts';
 import { reduceWithHops } from '../comm/hop-helpers.ts';
-
-const mapValues = <K extends string, V, W>(o: Record<K, V>, f: (v: V) => W): Record<K, W> =>
-  Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v as V)])) as Record<K, W>;
+import { hopReport } from '../../src/trust/hop-sketch.ts';
 
 describe('undo (pure)', () => {
   it('goes back to the newest kept checkpoint at or before the first unaudited step, the seed when none is kept', () => {
@@ -64,14 +62,13 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
       for (const a of as) {
         const id = a.ring[a.rank]!;
         const r = reduced.hops[a.rank]!;
-        const hops = { received: r.received, forwarded: r.forwarded, owned: r.owned, gathered: r.gathered };
         if (a.uploadCheckpoint) h.d.checkpointStored(id, a.step);
         const audit = a.verify?.audit;
         h.d.message(id, {
           type: 'step-result', peerId: id, generation: a.generation, step: a.step, loss: 1, checksum: checksumOf(step),
           timings: { computeMs: 10, commMs: 1, waitMs: 0 }, images: imagesOf(a), sketch: report(sketch(sent(id, step), seed)), total,
           ...(audit ? { audit: { peer: audit.peer, ...report(sketch(grad(audit.peer, step), audit.seed ?? seed)) } } : {}),
-          hops: mapValues(hops, (g) => report(sketch(g, seed))),
+          hops: hopReport(r, seed),
         });
       }
     };

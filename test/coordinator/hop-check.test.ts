@@ -13,6 +13,7 @@ import type { WireFormat } from '../../src/protocol/frames.ts';
 import type { SketchReport, StepResult } from '../../src/protocol/messages.ts';
 import { makeRng } from '../../src/rng.ts';
 import { disguiseHops } from '../../src/trust/adversary.ts';
+import { sketchHops } from '../../src/trust/hop-sketch.ts';
 import { sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
 import { reduceWithHops } from '../comm/hop-helpers.ts';
 
@@ -32,9 +33,7 @@ async function ringStep(ids: readonly string[], liars: ReadonlySet<string>, o: {
   return { kept, outs, hops };
 }
 
-const sketched = (h: HopRecord): HopSketches => ({
-  received: sketch(h.received, SEED), forwarded: sketch(h.forwarded, SEED), owned: sketch(h.owned, SEED), gathered: sketch(h.gathered, SEED),
-});
+const sketched = (h: HopRecord): HopSketches => sketchHops(h, SEED);
 
 function results(ids: readonly string[], s: Awaited<ReturnType<typeof ringStep>>): StepResult[] {
   const total = report(sketch(s.outs[0]!, SEED));
@@ -56,7 +55,7 @@ describe('hop checks of one step', () => {
         for (let t = 0; t < 10; t++) {
           const s = await ringStep(ids, new Set(), { wire, seed: 100 * n + t });
           const v = hopCheck(s.kept.map((g) => sketch(g, SEED)), s.hops.map(sketched), wire);
-          expect(v, `ring of ${n}, step ${t}`).toEqual({ local: [], links: [] });
+          expect(v, `ring of ${n}, step ${t}`).toEqual({ local: [], relays: [], links: [] });
         }
       }
     });

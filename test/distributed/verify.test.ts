@@ -9,7 +9,11 @@
 //   a liar (sends the flipped gradient, reports the honest one's sketch and hop records an honest
 //     member would have): its successor's records disagree with its own; the step runs again with
 //     the two apart until it has disagreed with 3 different members (a ring of 4), then it alone is
-//     evicted; nothing it touched is committed and the honest finish.
+//     evicted; nothing it touched is committed and the honest finish;
+//   a relay tamperer (puts its gradient in honestly, relays the all-gather's sums sign-flipped and
+//     reports honest relays): the members after it hold other weights than those before it; each
+//     time they are heard under a fresh seed (protocol 15) instead of evicted, until the tamperer
+//     has disagreed with 3 different successors; it alone is evicted and the honest finish.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -79,6 +83,36 @@ async function adminAction(job: { url: string; adminToken: string }, action: str
   const text = await res.text();
   expect(res.status, text).toBe(200);
   return JSON.parse(text) as unknown;
+}
+
+/**
+ * A job of 10 verified steps with 3 honest wasm volunteers and an adversary of `kind` named `name`, until the hop checks name it:
+ * only it leaves, the honest finish, every committed step is theirs with one checksum, and it alone is convicted. Its verdict lines.
+ */
+async function namedByHops(name: string, kind: string, config: Record<string, unknown>): Promise<string[]> {
+  const job = await startTestJob(root.dir, name, data, testJob(10, { minPeers: 4, ...VERIFIED, ...config }));
+  const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
+  const bad = adversary(job.url, name, kind);
+  spawned.push(...honest, bad);
+  try {
+    const named = /verification: .*its records of what it sent and received disagree with those of \d different neighbours/;
+    await until(() => job.lines.some((l) => named.test(l)), 90_000, `the ${name} named`);
+  } catch (e) {
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n${story(job, bad)}`);
+  }
+  await job.driver.finished;
+  await job.close();
+  for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  const verdicts = job.lines.filter((l) => l.includes('verification:'));
+  console.log(`verification, ${name}:\n${verdicts.join('\n')}`);
+  const names = peerNames(job.events);
+  const left = job.events.filter((e) => e.type === 'peer-left');
+  expect(left.length).toBeGreaterThanOrEqual(1);
+  for (const l of left) if (l.type === 'peer-left') expect(names.get(l.peerId), l.reason).toBe(name);
+  // Nothing it touched was committed: every step is the honest three's, with one checksum.
+  const records = await threeHonestSteps(job.jobDir);
+  expect(talliesOf(records).filter((t) => t.convicted).map((t) => t.convicted)).toEqual([[name]]);
+  return verdicts;
 }
 
 describe('verified steps (verify > 0)', () => {
@@ -182,31 +216,18 @@ describe('verified steps (verify > 0)', () => {
   });
 
   it('a liar (sends one gradient, reports another, disguises its hop records) is named by its successors\' records, evicted; the honest finish', async () => {
-    const job = await startTestJob(root.dir, 'lie', data, testJob(10, { minPeers: 4, ...VERIFIED }));
-    const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
-    const liar = adversary(job.url, 'liar', 'lie');
-    spawned.push(...honest, liar);
-    try {
-      const named = /verification: .*its records of what it sent and received disagree with those of \d different neighbours/;
-      await until(() => job.lines.some((l) => named.test(l)), 150_000, 'the liar named');
-    } catch (e) {
-      throw new Error(`${e instanceof Error ? e.message : String(e)}\n${story(job, liar)}`);
-    }
-    await job.driver.finished;
-    await job.close();
-    for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-    const verdicts = job.lines.filter((l) => l.includes('verification:'));
-    console.log(`verification, a liar:\n${verdicts.join('\n')}`);
+    const verdicts = await namedByHops('liar', 'lie', {});
     // Each attempt before the naming parted the disagreeing pair; nobody honest was accused, and the liar met 3 successors (a ring of 4).
     const agains = verdicts.filter((l) => /differs from what its successor reports it received .*runs again with those members apart/.test(l));
     expect(agains.length, verdicts.join('\n')).toBe(2);
-    const names = peerNames(job.events);
-    const left = job.events.filter((e) => e.type === 'peer-left');
-    expect(left.length).toBeGreaterThanOrEqual(1);
-    for (const l of left) if (l.type === 'peer-left') expect(names.get(l.peerId), l.reason).toBe('liar');
-    // Nothing it touched was committed: every step is the honest three's, with one checksum.
-    const records = await threeHonestSteps(job.jobDir);
-    expect(talliesOf(records).filter((t) => t.convicted).map((t) => t.convicted)).toEqual([['liar']]);
+  });
+
+  it('a relay tamperer makes the members after it differ: they are heard, not evicted, and its successors\' records name it', async () => {
+    // Its warm-up starts above 0: a step at rate 0 moves no weights (nor momentum), so a relay tampered there would change nothing.
+    const verdicts = await namedByHops('relay', 'relay', { optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 2, warmupStartFactor: 0.5 } });
+    // Each attempt's dissent was heard (3 successors in a ring of 4), and the two before the naming parted the disagreeing pair.
+    expect(verdicts.filter((l) => /hold other weights than the rest/.test(l)).length, verdicts.join('\n')).toBe(3);
+    expect(verdicts.filter((l) => /runs again with those members apart/.test(l)).length, verdicts.join('\n')).toBe(2);
   });
 
 });
