@@ -343,7 +343,7 @@ export class DriverMachine {
     this.phase = s.phase;
     if (s.upload) this.ckpt.expect(this.ring[0]!, this.step);
     // Known once the upload is expected: the uploader may stay silent as long as an upload may take.
-    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts, this.firstStepOfGeneration);
+    const deadMs = ringDeadMs(s.phase, this.peers, (id) => this.ckpt.uploading(id), this.timeouts, this.firstStepOfGeneration, this.d.job.ringFormMs);
     for (const a of s.assignments) a.deadMs = deadMs;
     const sendFrom = performance.now();
     this.sendToRing(s.assignments);

@@ -118,9 +118,9 @@ export const RING_DEAD_MARGIN_MS = 2000;
  * least RING_FORM_TIMEOUT_MS plus the margin.
  */
 export function ringDeadMs(ph: Phase & { ring: readonly string[] }, peers: ReadonlyMap<string, PeerRec>, uploading: (id: string) => boolean,
-  limits: SilenceLimits, firstStepOfGeneration = false): number {
-  // A generation's first step: a neighbour still forming its other link sends nothing until formation's own timeout.
-  let most = firstStepOfGeneration ? Math.max(limits.silentMs, RING_FORM_TIMEOUT_MS) : limits.silentMs;
+  limits: SilenceLimits, firstStepOfGeneration = false, ringFormMs = RING_FORM_TIMEOUT_MS): number {
+  // A generation's first step: a neighbour still forming its other link sends nothing until formation's own timeout (the job's).
+  let most = firstStepOfGeneration ? Math.max(limits.silentMs, ringFormMs) : limits.silentMs;
   for (const id of ph.ring) {
     const p = peers.get(id);
     if (p) most = Math.max(most, limitOf(p, ph, uploading, limits));

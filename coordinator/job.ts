@@ -79,6 +79,11 @@ export interface JobConfig {
   /** false: one bucket, i.e. the whole backward, then one all-reduce (absent: true, overlapped). */
   overlap?: boolean;
   /**
+   * How long a volunteer waits for its ring's links to open before it reports which could not (absent: RING_FORM_TIMEOUT_MS,
+   * 15 s): a peer nobody can reach is found that much sooner on a network whose links open fast.
+   */
+  ringFormMs?: number;
+  /**
    * How every all-reduce of the job sends its values (src/protocol/codec.ts): 'f32' (the default, and
    * every job written before it existed), 'f16' / 'bf16', half the bytes (float32 sums), or 'i8',
    * a quarter, with error feedback (sync steps only: a round's change is no gradient to carry).
@@ -138,8 +143,10 @@ export class JobError extends Error {
 const FIELDS = [
   'name', 'model', 'dataset', 'globalBatch', 'optimizer', 'steps', 'epochs', 'evalEvery', 'checkpointEvery', 'keepCheckpoints', 'access', 'joinToken',
   'seed', 'minPeers', 'syncEvery', 'outerLr', 'outerMomentum', 'syncWarmup', 'momentumCarry', 'labelSmoothing', 'sampling', 'shuffleWindow',
-  'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup', 'verify',
+  'twoLevelFrom', 'bucketBytes', 'lastBucketBytes', 'overlap', 'wire', 'stealFraction', 'stealChunk', 'bnGroup', 'verify', 'ringFormMs',
 ];
+/** The range of a job's ringFormMs: a LAN's rings form in well under a second, TURN across the world's in a few. */
+export const RING_FORM_MS_RANGE = [2_000, 120_000] as const;
 /** Past this the target puts nearly as much on the wrong classes as on the label. */
 export const MAX_LABEL_SMOOTHING = 0.5;
 /** A join token shorter than this is guessable: refuse it rather than protect a job with it. */
@@ -189,6 +196,7 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
     ...readSteal(r, globalBatch),
     ...(r.has('bnGroup') ? { bnGroup: r.int('bnGroup', 1, Math.max(1, globalBatch)) } : {}),
     verify: r.has('verify') ? r.num('verify', 0, 1) : 0,
+    ...(r.has('ringFormMs') ? { ringFormMs: r.int('ringFormMs', ...RING_FORM_MS_RANGE) } : {}),
   };
   if (config.bnGroup !== undefined && globalBatch % config.bnGroup !== 0) {
     r.problems.push(`globalBatch ${globalBatch} must be whole BN groups of bnGroup ${config.bnGroup}: change one of them`);

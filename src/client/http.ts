@@ -41,6 +41,8 @@ export interface PublicJob {
     wire?: WireFormat;
     /** Ghost batch norm's images per BN group (absent: BN over the whole slice; src/nn/model.ts). */
     bnGroup?: number;
+    /** How long its rings may take to form (absent: RING_FORM_TIMEOUT_MS; coordinator/job.ts). */
+    ringFormMs?: number;
   };
 }
 

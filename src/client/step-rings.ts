@@ -139,14 +139,16 @@ export function groupSettings(s: Partial<RingSettings>): Partial<RingSettings> {
  */
 export async function formStepRings(
   endpoint: PeerEndpoint, a: Pick<StepAssignment, 'ring' | 'job' | 'generation' | 'topology'>, settings: Partial<RingSettings>, wire: WireFormat = 'f32',
+  connectTimeoutMs?: number,
 ): Promise<StepRings> {
   const { job, generation } = a;
-  if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings }), wire);
+  const timeout = connectTimeoutMs === undefined ? {} : { connectTimeoutMs };
+  if (!a.topology) return flatStepRings(await endpoint.formRing({ ids: a.ring, job, generation, settings, ...timeout }), wire);
   const topology: Topology = a.topology;
   const role = roleOf(topology, endpoint.id);
   const forming: [Promise<Ring>, Promise<Ring> | null] = [
-    endpoint.formRing({ ids: role.groupIds, job, generation, settings: groupSettings(settings), tag: 'group' }),
-    role.columnIds ? endpoint.formRing({ ids: role.columnIds, job, generation, settings, tag: 'column' }) : null,
+    endpoint.formRing({ ids: role.groupIds, job, generation, settings: groupSettings(settings), tag: 'group', ...timeout }),
+    role.columnIds ? endpoint.formRing({ ids: role.columnIds, job, generation, settings, tag: 'column', ...timeout }) : null,
   ];
   let group: Ring;
   let column: Ring | null;

@@ -22,6 +22,8 @@ export interface SessionRingOptions {
   deadAfterMs: number;
   /** The job's wire format: every collective of these rings sends it (sync-step.ts jobWire). */
   wire: WireFormat;
+  /** The job's ringFormMs: how long its rings may take to form (absent: RING_FORM_TIMEOUT_MS). */
+  ringFormMs?: number;
   log: (line: string) => void;
   send: (m: PeerMessage) => void;
 }
@@ -125,7 +127,7 @@ export class SessionRing {
 
   /** Forms the assignment's ring, or gives up (null) when a newer assignment arrives first. */
   private async form(a: StepAssignment): Promise<StepRings | null> {
-    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.o.deadAfterMs, stallTimeoutMs: 120_000 }, this.o.wire);
+    const formed = formStepRings(this.endpoint, a, { deadAfterMs: this.o.deadAfterMs, stallTimeoutMs: 120_000 }, this.o.wire, this.o.ringFormMs);
     const superseded = new Promise<null>((resolve) => { this.supersede = () => resolve(null); });
     try {
       const ring = await Promise.race([formed, superseded]);

@@ -54,6 +54,7 @@ export class Session {
   ) {
     this.ring = new SessionRing(endpoint, {
       peerId: accept.peerId, job: accept.job, iceServers: accept.iceServers, deadAfterMs: c.o.deadAfterMs ?? 120_000, wire: c.wire, log: c.log,
+      ...(c.job.job.ringFormMs === undefined ? {} : { ringFormMs: c.job.job.ringFormMs }),
       send: (m) => this.send(m),
     });
     this.claims = new TailClaims(accept.peerId, (m) => this.send(m));

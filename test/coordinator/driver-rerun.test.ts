@@ -243,6 +243,9 @@ describe('silence limits', () => {
     expect(ringDeadMs(running(['q'], [[1]]), quick, none, l)).toBe(6000 + RING_DEAD_MARGIN_MS);
     // A generation's first step: a neighbour may still be forming its other link, silent until formation's timeout.
     expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, none, l, true)).toBe(RING_FORM_TIMEOUT_MS + RING_DEAD_MARGIN_MS);
+    // The job's ringFormMs where it gives one: longer or shorter than the default.
+    expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, none, l, true, 20_000)).toBe(20_000 + RING_DEAD_MARGIN_MS);
+    expect(ringDeadMs(running(['a', 'b'], [[1], [2]]), peers, none, l, true, 2_000)).toBe(8000 + RING_DEAD_MARGIN_MS); // its gaps rule
     expect(ringDeadMs(running(['a', 'c'], [[1], [2]]), peers, none, l, true)).toBe(30_000 + RING_DEAD_MARGIN_MS);
   });
 });

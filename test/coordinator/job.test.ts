@@ -88,6 +88,7 @@ describe('job config', () => {
     ['an unknown wire format', { ...BASE, wire: 'f8' }, 'wire must be one of f32, f16, bf16, i8, got "f8"'],
     ['a wire format in capitals', { ...BASE, wire: 'F16' }, 'wire must be one of f32, f16, bf16, i8'],
     ['a wire format as a number', { ...BASE, wire: 16 }, 'wire must be one of f32, f16, bf16, i8'],
+    ['rings given a second to form', { ...BASE, ringFormMs: 1000 }, 'ringFormMs must be an integer in [2000, 120000]'],
     ['verified rounds without the momentum carry', { ...BASE, verify: 0.1, syncEvery: 4 },
       "verify in rounds recomputes a member's round from the round's start, which needs every peer's inner momentum equal: set momentumCarry"],
     ['the i8 wire with rounds', { ...BASE, wire: 'i8', syncEvery: 4 },
@@ -100,6 +101,13 @@ describe('job config', () => {
     expect(parseJobConfig(BASE, 50_000)).toMatchObject({ sampling: 'global', shuffleWindow: 16 });
     expect(parseJobConfig({ ...BASE, sampling: 'shard-local' }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 16 });
     expect(parseJobConfig({ ...BASE, sampling: 'shard-local', shuffleWindow: 32 }, 50_000)).toMatchObject({ sampling: 'shard-local', shuffleWindow: 32 });
+  });
+
+  it('gives rings RING_FORM_TIMEOUT_MS to form unless told otherwise, and shows the peers what it was told', () => {
+    expect(parseJobConfig(BASE, 50_000).ringFormMs).toBeUndefined();
+    const quick = parseJobConfig({ ...BASE, ringFormMs: 5000 }, 50_000);
+    expect(quick.ringFormMs).toBe(5000);
+    expect(publicJobInfo(quick).ringFormMs).toBe(5000);
   });
 
   it('all-reduces in two levels from 16 peers unless told otherwise (0: never)', () => {
