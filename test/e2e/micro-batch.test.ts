@@ -1,12 +1,14 @@
-// Slices larger than a device takes at once (issue 47): npm start trains ResNet-50 at 64x64 on a
-// generated ImageNet folder with one local volunteer limited in how many images it takes at once,
-// so a step's slice runs as micro-batches summed on the engine: 16 images as 4 micro-batches of 4
-// (BN groups of 4) on the wasm engine, 4 as 2 of 2 (BN groups of 2) on WebGPU (Dawn on llvmpipe
-// takes 6 s an image here), with the f32 wire. With ghost batch norm (groups from (seed, step)
-// only) the step's weight change equals, within float32 rounding, that of one WebGPU volunteer
-// taking its 4 at once and that of two wasm volunteers taking 8 each (whose bits agree). Engines
-// are compared with themselves: WebGPU and wasm differ by ~3% after one ResNet-50 step at this
-// batch with or without micro-batches (BN over groups of a few 8x8 maps magnifies rounding).
+// Slices larger than a device takes at once (issue 47): npm start trains at 64x64 on a generated
+// ImageNet folder with one local volunteer limited in how many images it takes at once, so a
+// step's slice runs as micro-batches summed on the engine: ResNet-50's 16 images as 4 micro-batches
+// of 4 (BN groups of 4) on the wasm engine, and ResNet-20's 8 as 4 of 2 (BN groups of 2) on WebGPU
+// (the same engine code: Dawn on llvmpipe takes 6 s a ResNet-50 image here, 50 s a step of 4 and as
+// much again to start and probe, where ResNet-20 takes a fraction of a second), with the f32 wire.
+// With ghost batch norm (groups from (seed, step) only) the step's weight change equals, within
+// float32 rounding, that of one WebGPU volunteer taking its slice at once and that of two wasm
+// volunteers taking 8 each (whose bits agree). Engines are compared with themselves: WebGPU and
+// wasm differ by ~3% after one ResNet-50 step at this batch with or without micro-batches (BN over
+// groups of a few 8x8 maps magnifies rounding).
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -35,14 +37,16 @@ afterAll(async () => {
 
 interface Run { code: number | null; out: string; err: string; jobDir: string }
 
-/** The WebGPU runs' global batch and BN group (the wasm runs': 16 in groups of 4). */
-const GPU = { batch: 4, group: 2 };
+/** The WebGPU runs' model, global batch and BN group (the wasm runs': ResNet-50, 16 in groups of 4). */
+const GPU = { model: 'resnet20', batch: 8, group: 2 } as const;
+const WASM = { model: 'resnet50', batch: 16, group: 4 } as const;
+type Shape = { model: 'resnet20' | 'resnet50'; batch: number; group: number };
 
-function npmStart(name: string, port: number, args: string[], { batch, group } = { batch: 16, group: 4 }): Promise<Run> {
+function npmStart(name: string, port: number, args: string[], { model, batch, group }: Shape = WASM): Promise<Run> {
   const jobDir = join(root.dir, `job-${name}`);
   // The job's last evaluation takes one test image: no test here reads it, and on WebGPU it took 12 s at 4 images.
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
-    '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', 'resnet50', '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
+    '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', model, '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
     '--batch', String(batch), '--bn-group', String(group), '--steps', String(STEPS), '--seed', String(SEED), '--threads', '1', '--checkpoint-every', '1',
     '--eval-every', '0', '--eval-samples', '1', '--final-eval-samples', '1', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05',
     ...args,
@@ -60,8 +64,8 @@ function npmStart(name: string, port: number, args: string[], { batch, group } =
 }
 
 /** The change of the weights over the job's step (its final checkpoint less the seed's initialisation). */
-async function change(jobDir: string): Promise<Float32Array> {
-  const spec = modelByName('resnet50', [3, 64, 64], CLASSES);
+async function change(jobDir: string, model: Shape['model']): Promise<Float32Array> {
+  const spec = modelByName(model, [3, 64, 64], CLASSES);
   const w0 = initParams(layoutOf(spec, { biasTrust: 'global' }), SEED);
   const { step, weights } = await finalWeights(jobDir);
   expect(step).toBe(STEPS);
@@ -92,24 +96,25 @@ describe('slices larger than a device takes at once', () => {
     expect(records.filter((r) => r.type === 'generation').length).toBeLessThanOrEqual(6);
   }, 150_000);
 
-  for (const [backend, port, { batch, group }] of [['wasm', 18481, { batch: 16, group: 4 }], ['webgpu', 18482, GPU]] as const) {
-    it(`one ${backend} volunteer computes its slice of ${batch} as ${batch / group} micro-batches of ${group} (BN groups of ${group}) and trains`, async () => {
-      const run = await npmStart(`micro-${backend}`, port, ['--volunteers', '1', '--backend', backend, '--micro-batch', String(group)], { batch, group });
+  for (const [backend, port, shape] of [['wasm', 18481, WASM], ['webgpu', 18482, GPU]] as const) {
+    const { model, batch, group } = shape;
+    it(`one ${backend} volunteer computes its ${model} slice of ${batch} as ${batch / group} micro-batches of ${group} (BN groups of ${group})`, async () => {
+      const run = await npmStart(`micro-${backend}`, port, ['--volunteers', '1', '--backend', backend, '--micro-batch', String(group)], shape);
       expect(run.code, run.err.slice(-3000)).toBe(0);
       const job = JSON.parse(await readFile(join(run.jobDir, 'job.json'), 'utf8')) as { config: Record<string, unknown> };
-      expect(job.config).toMatchObject({ model: 'resnet50', globalBatch: batch, bnGroup: group, sampling: 'shard-local' });
+      expect(job.config).toMatchObject({ model, globalBatch: batch, bnGroup: group, sampling: 'shard-local' });
       const steps = latestPerStep(await readMetrics(join(run.jobDir, 'metrics.jsonl')));
       expect(steps.map((s) => s.step)).toEqual([1]);
       expect(steps[0]!.peers).toHaveLength(1);
       expect(steps[0]!.peers[0]).toMatchObject({ images: batch, microBatch: group });
       expect(steps[0]!.loss).not.toBeNull();
-      changes.set(`micro-${backend}`, await change(run.jobDir));
+      changes.set(`micro-${backend}`, await change(run.jobDir, model));
     }, 320_000);
   }
 
-  // Measured (2026-11-30, 1 run): 5.0e-8 for WebGPU's slice of 4 at once against its micro-batches of 2, 3.9e-7 for two wasm
-  // peers against one wasm peer in micro-batches (2026-11-28: 3e-6 for WebGPU's 16 against 4 x 4); BN groups of 8 instead
-  // of 4 change the step by 2.0, so the bound tells groups apart.
+  // Measured (2026-11-30, 1 run each): 1.07e-6 for WebGPU's ResNet-20 slice of 8 at once against its micro-batches of 2
+  // (ResNet-50's 4 against 2 x 2: 5.0e-8), 3.9e-7 for two wasm peers against one wasm peer in micro-batches; BN groups of 8
+  // instead of 4 change the step by 2.0, so the bound tells groups apart.
   const SAME = 1e-4;
 
   it(`one WebGPU volunteer taking its slice of ${GPU.batch} at once makes the same change as its micro-batches`, async () => {
@@ -120,7 +125,7 @@ describe('slices larger than a device takes at once', () => {
     expect(steps[0]!.peers[0]!.microBatch).toBeGreaterThanOrEqual(GPU.batch);
     const micro = changes.get('micro-webgpu');
     expect(micro, 'the micro-batched WebGPU run comes first in this file').toBeDefined();
-    const diff = relDiff(micro!, await change(run.jobDir));
+    const diff = relDiff(micro!, await change(run.jobDir, GPU.model));
     console.log(`micro-batch: WebGPU's slice at once against its micro-batches: ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(SAME);
   }, 320_000);
@@ -136,7 +141,7 @@ describe('slices larger than a device takes at once', () => {
     expect(s!.peers[0]!.checksum).toBe(s!.peers[1]!.checksum);
     const micro = changes.get('micro-wasm');
     expect(micro, 'the micro-batched wasm run comes first in this file').toBeDefined();
-    const diff = relDiff(micro!, await change(run.jobDir));
+    const diff = relDiff(micro!, await change(run.jobDir, WASM.model));
     console.log(`micro-batch: two wasm peers against one in micro-batches: ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(SAME);
   }, 320_000);
