@@ -42,10 +42,10 @@
 // member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
 import { randomInt } from 'node:crypto';
 import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
+export { HOP_ATTEMPTS } from './hop-judge.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
 import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.ts';
-import { hopCheck, type HopSketches, type RelaySketches } from './hop-check.ts';
-import { HopEvidence } from './hop-evidence.ts';
+import { HopJudge, type HopJudgement } from './hop-judge.ts';
 
 /** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
 export const WATCH_STEPS = 4;
@@ -105,17 +105,14 @@ const DISPUTE_ATTEMPTS = 3;
  * the draw could make up for them, so it aims a little under F for the job to end under it.
  */
 export const DRAW_AIM = 0.95;
-/** Attempts of one step whose hop checks may disagree before the job halts (a liar is named at its third distinct partner). */
-export const HOP_ATTEMPTS = 8;
 
 export class AuditBook {
   /** A disagreement, settled over the step's next attempts. */
   private dispute: Dispute | null = null;
   /** A step whose sketches did not add up: its next attempt audits every member; a second failure halts. */
   private sumFailed: number | null = null;
-  /** Disagreeing links (hop-check.ts), and the step whose attempts met them with how many so far. */
-  private readonly hops = new HopEvidence();
-  private hopFailed: { step: number; attempts: number } | null = null;
+  /** The hop checks of flat rings' steps and hearings, with the evidence of disagreeing links kept for the job. */
+  private readonly hops: HopJudge;
   readonly tally: AuditTally = { steps: 0, audits: 0, auditedImages: 0, computedImages: 0, caught: 0, disputes: 0, directed: 0 };
   /** Suspects by id: the first step they are audited in (for certain), then WATCH_STEPS more with chance 1/2. */
   private readonly watch = new Map<string, number>();
@@ -137,6 +134,7 @@ export class AuditBook {
   ) {
     this.suspectsOn = typeof directed === 'boolean' ? directed : directed.suspects;
     this.newcomersOn = typeof directed === 'boolean' ? directed : directed.newcomers;
+    this.hops = new HopJudge(wire, draw, (n) => { this.tally.caught += n; });
   }
 
   /**
@@ -282,7 +280,7 @@ export class AuditBook {
     this.tally.computedImages += results.reduce((a, r) => a + r.images, 0);
     const total = of(results[0]!.total!);
     const parts = results.map((r) => ({ sketch: of(r.sketch!), images: r.images }));
-    const hop = hopped ? this.hopVerdict(step, results, parts.map((p) => p.sketch), of) : null;
+    const hop = hopped ? this.hops.ofResults(step, results, parts.map((p) => p.sketch), of) : null;
     if (hop?.kind === 'evict' || hop?.kind === 'halt') return hop;
     const sum = sumCheck(parts, total, this.wire, results.length);
     const byId = new Map(results.map((r) => [r.peerId, r]));
@@ -355,90 +353,11 @@ export class AuditBook {
   }
 
   /**
-   * The hop checks of a flat ring's step (hop-check.ts): a member whose records do not add up is
-   * evicted; disagreeing links are recorded (hop-evidence.ts) and name a member that disagreed with
-   * enough others; otherwise the step runs again in an order that parts them ('again' with its
-   * order), or halts after HOP_ATTEMPTS. Null: the hops agree (the sum check and audits decide).
+   * A hearing (protocol 15; hop-judge.ts): the members of a verified flat ring's step hold different weights after it, and each
+   * answered a fresh seed with its contribution and all its hop records (`replies` in ring order). Null: every record agrees.
    */
-  private hopVerdict(
-    step: number, results: readonly StepResult[], own: readonly GradientSketch[], of: (s: SketchReport) => GradientSketch,
-  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
-    const ring = results.map((r) => r.peerId);
-    const hops = results.map((r): HopSketches => {
-      const h = r.hops!;
-      return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
-    });
-    return this.judgeHops(step, ring, own, hops);
-  }
-
-  /**
-   * A hearing (protocol 15): the members of a verified flat ring's step hold different weights after it, so their sketches,
-   * each under its own weights' seed, cannot be compared. Each member answered a fresh seed, drawn after every value was
-   * sent, with its contribution and all its hop records, the all-gather's relays included (`replies` in ring order). The
-   * hop checks then say who changed what it passed on (verdict as hopVerdict's); null: every record agrees, so the
-   * members whose weights differ computed them so themselves (the checksum vote decides).
-   */
-  hearingVerdict(
-    step: number, ring: readonly string[], replies: readonly HopSketchesMessage[], seed: number,
-  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
-    const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
-    const hops = replies.map((m) => {
-      const h = m.hops;
-      return {
-        received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered),
-        relayOut: of(h.relayOut), relayIn: of(h.relayIn), relayed: of(h.relayed),
-      };
-    });
-    return this.judgeHops(step, ring, replies.map((m) => of(m.sketch)), hops);
-  }
-
-  /** The verdict of the hop checks (hop-check.ts) on `ring`'s records of `step` (by rank) and contributions `own`. */
-  private judgeHops(
-    step: number, ring: readonly string[], own: readonly GradientSketch[], hops: readonly (HopSketches & Partial<RelaySketches>)[],
-  ): (AuditVerdict & { kind: 'evict' | 'halt' }) | (AuditVerdict & { kind: 'again'; order: string[] }) | null {
-    const v = hopCheck(own, hops, this.wire);
-    if (v.local.length) {
-      const ids = v.local.map((l) => ring[l.rank]!);
-      this.tally.caught += ids.length;
-      const worst = v.local[0]!;
-      return {
-        kind: 'evict', ids,
-        reason: `what it sent on in step ${step + 1} is not what it received plus the contribution it reports `
-          + `(bucket ${worst.bucket} is ${worst.z.toFixed(0)} sigma of the rounding off): it sent other than it reports`,
-      };
-    }
-    if (v.relays.length) {
-      const ids = v.relays.map((r) => ring[r]!);
-      this.tally.caught += ids.length;
-      return {
-        kind: 'evict', ids,
-        reason: `what it relayed in the all-gather of step ${step + 1} is not what it received: it changed the ring's sums on their way`,
-      };
-    }
-    if (v.links.length === 0) {
-      if (this.hopFailed?.step === step) this.hopFailed = null;
-      return null;
-    }
-    for (const r of v.links) this.hops.add(ring[r]!, ring[(r + 1) % ring.length]!);
-    const pairs = v.links.map((r) => `${ring[r]} -> ${ring[(r + 1) % ring.length]}`).join(', ');
-    const named = this.hops.named(ring);
-    if (named.length) {
-      this.tally.caught += named.length;
-      const with_ = named.map((id) => `${id} with ${[...this.hops.partners(id)].filter((p) => ring.includes(p)).join(', ')}`).join('; ');
-      return {
-        kind: 'evict', ids: named,
-        reason: `its records of what it sent and received disagree with those of ${namedCount(named, this.hops, ring)} different neighbours `
-          + `(step ${step + 1}: ${with_}): it sent other than it reports`,
-      };
-    }
-    const attempts = this.hopFailed?.step === step ? this.hopFailed.attempts + 1 : 1;
-    this.hopFailed = { step, attempts };
-    const why = `in step ${step + 1} what a member reports it sent differs from what its successor reports it received (${pairs})`;
-    if (attempts >= HOP_ATTEMPTS) {
-      this.hopFailed = null;
-      return { kind: 'halt', reason: `${why}, in ${attempts} attempts, and nobody disagreed with enough others to be named` };
-    }
-    return { kind: 'again', reason: `${why}: the step runs again with those members apart`, order: this.hops.order(ring, this.draw) };
+  hearingVerdict(step: number, ring: readonly string[], replies: readonly HopSketchesMessage[], seed: number): HopJudgement {
+    return this.hops.ofHearing(step, ring, replies, seed);
   }
 
   /**
@@ -510,9 +429,4 @@ export class AuditBook {
       if (![...d.opinions.values()].some((o) => !o.agrees)) this.dispute = null;
     }
   }
-}
-
-/** How many distinct members of `ring` the named disagreed with (the fewest among them). */
-function namedCount(named: readonly string[], hops: HopEvidence, ring: readonly string[]): number {
-  return Math.min(...named.map((id) => [...hops.partners(id)].filter((p) => ring.includes(p)).length));
 }

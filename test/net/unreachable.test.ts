@@ -17,7 +17,8 @@ describe('a volunteer nobody can reach', () => {
   it('is blamed itself, and leaves after three rings with a diagnosis', async () => {
     const tlsDir = join(net.dir, 'tls');
     const coord = await startCoordinatorIn(net.bed, 'coord', {
-      jobDir: jobDirOf(net.dir, 'job'), dataDir: net.data.dataDir, dataset: 'mnist', config: testJob(400, { minPeers: 2, checkpointEvery: 2, ringFormMs: 6000 }),
+      jobDir: jobDirOf(net.dir, 'job'), dataDir: net.data.dataDir, dataset: 'mnist',
+      config: testJob(400, { minPeers: 2, checkpointEvery: 2, ringFormMs: 6000 }),
       port: 8443, tlsDir,
       heartbeatMs: 1000, timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 10_000 },
     });
