@@ -189,6 +189,13 @@ describe('directed audits', () => {
     expect(watched / (trials * WATCH_STEPS)).toBeLessThan(0.6);
   });
 
+  it('a chance far below one in a million is not rounded up to it: a draw at 1e-7 of its range audits nobody at F = 1e-9', () => {
+    // The draw as a uniform u scaled to the range asked for: u = 1e-7 is over the chance, whatever the resolution.
+    const at = (u: number) => new AuditBook(1e-9, 'f32', (n) => Math.floor(u * n), false).plan(0, ring, slices(8), 0).filter((p) => p.audit).length;
+    expect(at(1e-7)).toBe(0);
+    expect(at(0)).toBe(ring.length);
+  });
+
   it('a directed audit counts in the tally; with directed audits off a suspect is not audited; a member that left is forgotten', () => {
     const rng = makeRng(9);
     const book = new AuditBook(1e-9, 'f32', undefined, { suspects: true, newcomers: false });
