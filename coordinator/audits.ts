@@ -110,7 +110,7 @@ export const DRAW_AIM = 0.95;
  * chance below 1e-6 one of 1e-6: a job at F = 1e-9 audited ~1e-6 of its members, and the suspects test, which makes ~5,800 such
  * draws, failed in about 1 run in 170 (once, in a clean-clone suite).
  */
-const DRAW_RESOLUTION = 2 ** 32;
+export const DRAW_RESOLUTION = 2 ** 32;
 
 export class AuditBook {
   /** A disagreement, settled over the step's next attempts. */

@@ -5,6 +5,7 @@
 // reporting what it sends), and is caught in step 7: the ring goes back to the checkpoint of
 // step 4, the newest from before its first unaudited step, and trains on from there without it.
 import { describe, expect, it } from 'vitest';
+import { DRAW_RESOLUTION } from '../../coordinator/audits.ts';
 import { afterUndo, noteUnaudited, undoLine, undoPoint } from '../../coordinator/undo.ts';
 import { sketch, sketchSeed, type GradientSketch } from '../../src/trust/sketch.ts';
 import type { SketchReport, StepAssignment } from '../../src/protocol/messages.ts';
@@ -47,7 +48,7 @@ describe('a convicted peer\'s unaudited steps are undone', () => {
     let ringIds = ['a', 'b', 'c', 'x'];
     let cursor = 0;
     let auditX = true;
-    const draw = (n: number): number => (n === 1_000_000 ? ((auditX && ringIds[cursor++] === 'x') ? 0 : 999_999) : 0);
+    const draw = (n: number): number => (n === DRAW_RESOLUTION ? ((auditX && ringIds[cursor++] === 'x') ? 0 : DRAW_RESOLUTION - 1) : 0);
     const h = driverHarness({ minPeers: 4, verify: 0.5, stealFraction: 0, checkpointEvery: 2, keepCheckpoints: 10, steps: 12 }, {
       audit: { draw, directed: false },
     });

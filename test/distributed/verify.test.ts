@@ -17,6 +17,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DRAW_RESOLUTION } from '../../coordinator/audits.ts';
 import { BANS_FILE, type Ban } from '../../coordinator/bans.ts';
 import { spawnVolunteer, type LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
@@ -194,7 +195,7 @@ describe('verified steps (verify > 0)', () => {
   it('a cheater unaudited in its first steps is caught later: its steps are undone, and the honest end where one peer alone would', async () => {
     // The audits' draws, fixed: nobody is audited in the first three steps planned (4 draws each), everyone after.
     let draws = 0;
-    const auditDraw = (n: number): number => (n === 1_000_000 ? (draws++ < 12 ? 999_999 : 0) : 0);
+    const auditDraw = (n: number): number => (n === DRAW_RESOLUTION ? (draws++ < 12 ? DRAW_RESOLUTION - 1 : 0) : 0);
     const config = testJob(10, { minPeers: 4, verify: 0.5, stealFraction: 0 });
     // Suspects not audited: only the fixed draw decides (directed audits are the trust bench's and audits.test's).
     const job = await startTestJob(root.dir, 'undo', data, config, { audit: { draw: auditDraw, directed: false } });
