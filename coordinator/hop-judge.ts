@@ -6,7 +6,7 @@
 // against both (hop-evidence.ts), and the step runs again in an order where they are not
 // neighbours the same way round, until one of them has disagreed with enough distinct members to
 // be named; after HOP_ATTEMPTS attempts of one step without a name the job halts.
-import type { HopSketchesMessage, SketchReport, StepResult } from '../src/protocol/messages.ts';
+import type { HopReport, HopSketchesMessage, SketchReport, StepResult } from '../src/protocol/messages.ts';
 import type { GradientSketch } from '../src/trust/sketch.ts';
 import { hopCheck, type HopSketches, type RelaySketches } from './hop-check.ts';
 import { HopEvidence } from './hop-evidence.ts';
@@ -22,6 +22,11 @@ export type HopJudgement =
   | { kind: 'again'; reason: string; order: string[] }
   | null;
 
+/** A HopReport's four sketches, each read with `of`. */
+function hopSketchesOf(h: HopReport, of: (s: SketchReport) => GradientSketch): HopSketches {
+  return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
+}
+
 export class HopJudge {
   /** Disagreeing links, kept for the job. */
   private readonly evidence = new HopEvidence();
@@ -33,11 +38,7 @@ export class HopJudge {
 
   /** A flat ring's step: its members' results (ring order), their contributions `own`, sketches read with `of`. */
   ofResults(step: number, results: readonly StepResult[], own: readonly GradientSketch[], of: (s: SketchReport) => GradientSketch): HopJudgement {
-    const hops = results.map((r): HopSketches => {
-      const h = r.hops!;
-      return { received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered) };
-    });
-    return this.judge(step, results.map((r) => r.peerId), own, hops);
+    return this.judge(step, results.map((r) => r.peerId), own, results.map((r) => hopSketchesOf(r.hops!, of)));
   }
 
   /**
@@ -48,13 +49,7 @@ export class HopJudge {
    */
   ofHearing(step: number, ring: readonly string[], replies: readonly HopSketchesMessage[], seed: number): HopJudgement {
     const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
-    const hops = replies.map((m) => {
-      const h = m.hops;
-      return {
-        received: of(h.received), forwarded: of(h.forwarded), owned: of(h.owned), gathered: of(h.gathered),
-        relayOut: of(h.relayOut), relayIn: of(h.relayIn), relayed: of(h.relayed),
-      };
-    });
+    const hops = replies.map(({ hops: h }) => ({ ...hopSketchesOf(h, of), relayOut: of(h.relayOut), relayIn: of(h.relayIn), relayed: of(h.relayed) }));
     return this.judge(step, ring, replies.map((m) => of(m.sketch)), hops);
   }
 

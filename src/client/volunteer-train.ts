@@ -9,7 +9,7 @@
 // already applied (or begun) restores the backup first; a round undoes its outer step itself.
 import { sketch, sketchSeed } from '../trust/sketch.ts';
 import { disguiseHops, disguiseRelays } from '../trust/adversary.ts';
-import { hopReport } from '../trust/hop-sketch.ts';
+import { hopReport, sketchReport } from '../trust/hop-sketch.ts';
 import { HopHearing } from './hop-hearing.ts';
 import { HopRecord } from '../comm/hop-record.ts';
 import type { TensorLike } from '../backend/engine.ts';
@@ -364,10 +364,7 @@ export class Trainer {
     a: StepAssignment, checksum: string, own: Float32Array | null, total: Float32Array, audited: Float32Array | null, hops: HopRecord | null,
   ): Pick<StepResult, 'sketch' | 'total' | 'audit' | 'hops'> {
     const seed = sketchSeed(checksum);
-    const report = (g: Float32Array, under = seed): SketchReport => {
-      const s = sketch(g, under);
-      return { sums: Array.from(s.sums), squares: Array.from(s.squares) };
-    };
+    const report = (g: Float32Array, under = seed): SketchReport => sketchReport(sketch(g, under));
     return {
       ...(own ? { sketch: report(own) } : {}), total: report(total),
       ...(audited && a.verify?.audit ? { audit: { peer: a.verify.audit.peer, ...report(audited, a.verify.audit.seed) } } : {}),
