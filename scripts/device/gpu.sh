@@ -17,7 +17,7 @@
 # Results and one log go to $OUT (or ./device-out): adapter.json, torch.json, kernels.json,
 # step.json, report.json, nvidia-smi.txt, gpu.log (7 files: the device tool returns at most 8).
 # --check runs the same unpacked folder here, alone (its own node first in PATH, its own Dawn,
-# a clean environment): the adapter, then 9 cases of the kernels bench --quick on llvmpipe (Dawn's OpenGL
+# a clean environment): the adapter, then 7 cases of the kernels bench --quick on llvmpipe (Dawn's OpenGL
 # ES backend; Mesa 22's lavapipe lacks what Dawn's Vulkan backend needs), the packed Vulkan
 # loader proven loaded from the folder through SwiftShader, a small step with --no-peer, and
 # the PyTorch anchor on the CPU where python3 has torch. Environment: GPU_MODELS (the step
@@ -51,8 +51,9 @@ envs=(env -i "HOME=${HOME:-/root}" "PATH=$work/bin:/usr/local/bin:/usr/bin:/bin"
 if [ $check = 1 ]; then
   envs+=("VT_GPU_BACKEND=opengles")
   models=${GPU_MODELS:-tiny-cnn@32:8}
-  # The path, not the figures: the quick set's GEMMs and its two ResNet convolutions, each pass (llvmpipe takes ~10 s a case).
-  kargs=(--quick '--only=^(gemm 512|alexnet fc6|resnet )')
+  # The path, not the figures: a GEMM, fc6 (past one binding, which TF.js cannot run), and each convolution pass: the
+  # 3x3's forward and input gradient, the 1x1's three (llvmpipe takes 2-6 s a case; the 3x3's filter gradient, 13).
+  kargs=(--quick '--only=^(gemm 512|alexnet fc6|resnet 3x3 64->64 56x56 b1 (fwd|bwd-input)|resnet 1x1 )')
 else
   icd=""
   for f in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do

@@ -308,6 +308,8 @@ export function showDashboard(root: HTMLElement): () => void {
   };
   void board();
   const boardTimer = setInterval(() => void board(), 10_000);
+  /** The job's last step (GET /api/job): its committed step shows the final board at once. */
+  let totalSteps: number | null = null;
   // Listen first, then read the history: events published in between are held and folded
   // after it (the history may or may not hold them; fold keeps the newest per step).
   const events = new EventSource(withToken('/api/events', pageSearch()));
@@ -318,6 +320,7 @@ export function showDashboard(root: HTMLElement): () => void {
       const e = JSON.parse((ev as MessageEvent<string>).data) as LiveEvent;
       if (held) held.push(e);
       else fold(m, e);
+      if (e.type === 'step' && totalSteps !== null && e.step >= totalSteps) void board();
       dirty = true;
     });
   }
@@ -336,6 +339,7 @@ export function showDashboard(root: HTMLElement): () => void {
     m.title = job.title;
     m.mode = job.mode;
     peers = job.peers;
+    totalSteps = job.totalSteps;
     if (job.dataset) void classNamesOf(job.dataset).then((names) => { m.classNames = names; dirty = true; });
     await listening;
     const history = (await (await apiFetch('/api/metrics')).json()) as { records: MetricRecord[] };
@@ -354,7 +358,7 @@ export function showDashboard(root: HTMLElement): () => void {
 
 /** The parts of GET /api/job the dashboard shows, read defensively (it is the network's word). */
 export function jobHeadOf(x: unknown): {
-  title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string; dataset: string | null;
+  title: string; globalBatch: number; peers: number; access: 'public' | 'private' | null; mode: string; dataset: string | null; totalSteps: number | null;
 } {
   const o = typeof x === 'object' && x !== null ? (x as Record<string, unknown>) : {};
   const j = typeof o.job === 'object' && o.job !== null ? (o.job as Record<string, unknown>) : {};
@@ -367,6 +371,7 @@ export function jobHeadOf(x: unknown): {
     access: j.access === 'public' || j.access === 'private' ? j.access : null,
     mode: syncModeOf(j.outer),
     dataset: typeof j.dataset === 'string' && /^[a-z0-9][a-z0-9_-]{0,63}$/i.test(j.dataset) ? j.dataset : null,
+    totalSteps: num(j.totalSteps, 0) || null,
   };
 }
 

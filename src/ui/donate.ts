@@ -167,6 +167,8 @@ export function showDonate(root: HTMLElement): void {
     else if (lastStatus) draw(lastStatus);
   };
   const draw = (s: VolunteerStatus) => {
+    // A run that ends or pauses has its credit settled: show it now rather than at the next read.
+    if (s.state !== state && (s.state === 'done' || s.state === 'paused')) void showCredit();
     state = s.state;
     lastStatus = s;
     const v = donateButton(s.state, job, result);

@@ -52,10 +52,10 @@ describe('GPU device script', () => {
     type KernelRow = { name: string; maxRelDiff: number; oursGflops: number };
     const kernels = JSON.parse(readFileSync(join(dir, 'out', 'kernels.json'), 'utf8')) as { complete: boolean; results: KernelRow[] };
     expect(kernels.complete, log.slice(-4000)).toBe(true);
-    // The check's set (gpu.sh): the quick GEMMs and both ResNet convolutions in each pass.
+    // The check's set (gpu.sh): a GEMM, fc6, and each convolution pass once or more.
     expect(kernels.results.map((r) => r.name)).toEqual(expect.arrayContaining([
       'gemm 512', 'resnet 3x3 64->64 56x56 b1 fwd', 'resnet 3x3 64->64 56x56 b1 bwd-input', 'resnet 1x1 s2 64->128 b1 bwd-filter']));
-    expect(kernels.results.length).toBe(9);
+    expect(kernels.results.length).toBe(7);
     for (const r of kernels.results) {
       expect(r.maxRelDiff, r.name).toBeLessThan(1e-3);
       expect(r.oursGflops, r.name).toBeGreaterThan(0);

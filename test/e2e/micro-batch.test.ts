@@ -42,13 +42,14 @@ const GPU = { model: 'resnet20', batch: 8, group: 2 } as const;
 const WASM = { model: 'resnet50', batch: 16, group: 4 } as const;
 type Shape = { model: 'resnet20' | 'resnet50'; batch: number; group: number };
 
-function npmStart(name: string, port: number, args: string[], { model, batch, group }: Shape = WASM): Promise<Run> {
+/** npm start of one job step; `threads` per volunteer (2 where one volunteer has the two cores to itself). */
+function npmStart(name: string, port: number, args: string[], { model, batch, group }: Shape = WASM, threads = 1): Promise<Run> {
   const jobDir = join(root.dir, `job-${name}`);
   // The job's last evaluation takes one test image: no test here reads it, and on WebGPU it took 12 s at 4 images.
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
     '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', model, '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
-    '--batch', String(batch), '--bn-group', String(group), '--steps', String(STEPS), '--seed', String(SEED), '--threads', '1', '--checkpoint-every', '1',
-    '--eval-every', '0', '--eval-samples', '1', '--final-eval-samples', '1', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05',
+    '--batch', String(batch), '--bn-group', String(group), '--steps', String(STEPS), '--seed', String(SEED), '--threads', String(threads),
+    '--checkpoint-every', '1', '--eval-every', '0', '--eval-samples', '1', '--final-eval-samples', '1', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05',
     ...args,
   ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   // npm start's volunteers end with it (FOLLOW_STARTER_ENV), also when this limit kills it.
@@ -99,7 +100,7 @@ describe('slices larger than a device takes at once', () => {
   for (const [backend, port, shape] of [['wasm', 18481, WASM], ['webgpu', 18482, GPU]] as const) {
     const { model, batch, group } = shape;
     it(`one ${backend} volunteer computes its ${model} slice of ${batch} as ${batch / group} micro-batches of ${group} (BN groups of ${group})`, async () => {
-      const run = await npmStart(`micro-${backend}`, port, ['--volunteers', '1', '--backend', backend, '--micro-batch', String(group)], shape);
+      const run = await npmStart(`micro-${backend}`, port, ['--volunteers', '1', '--backend', backend, '--micro-batch', String(group)], shape, 2);
       expect(run.code, run.err.slice(-3000)).toBe(0);
       const job = JSON.parse(await readFile(join(run.jobDir, 'job.json'), 'utf8')) as { config: Record<string, unknown> };
       expect(job.config).toMatchObject({ model, globalBatch: batch, bnGroup: group, sampling: 'shard-local' });

@@ -116,7 +116,7 @@ describe('browser volunteers', () => {
     );
     const carolSessions = new Set(steps.flatMap((r) => (r.type === 'step' ? r.peers.filter((p) => names.get(p.peerId) === 'carol').map((p) => p.peerId) : [])));
     expect(carolSessions.size, 'carol committed steps in both visits').toBe(2);
-    // The page reads its credit every 15 s: its final figure, both visits together.
+    // The page reads its credit when its run ends (and every 15 s): its final figure, both visits together.
     const mine = `Your device computed ${carolImages.toLocaleString('en-US')} images (`;
     await c.page.waitForFunction((t) => (document.getElementById('credit')?.textContent ?? '').includes(t), mine, { timeout: 30_000 })
       .catch(async (e: unknown) => { throw new Error(`${String(e)}\n#credit: ${await c.page.textContent('#credit')}\nwanted: ${mine}`); });

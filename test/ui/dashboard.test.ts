@@ -87,13 +87,14 @@ describe('the ring drawing', () => {
 
 describe('GET /api/job as the dashboard reads it', () => {
   it('takes what it needs and survives what it does not expect', () => {
-    expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private' }, peers: 3 }))
+    expect(jobHeadOf({ job: { name: 'j', model: 'small-cnn', dataset: 'cifar10', globalBatch: 256, access: 'private', totalSteps: 900 }, peers: 3 }))
       .toEqual({
         title: 'j: small-cnn on cifar10, global batch 256', globalBatch: 256, peers: 3, access: 'private', mode: 'every step synchronised (exact sync SGD)',
-        dataset: 'cifar10',
+        dataset: 'cifar10', totalSteps: 900,
       });
     expect(jobHeadOf('nonsense')).toEqual({
       title: '?: ? on ?, global batch ?', globalBatch: 1, peers: 0, access: null, mode: 'every step synchronised (exact sync SGD)', dataset: null,
+      totalSteps: null,
     });
     expect(jobHeadOf({ job: { dataset: '../etc' } }).dataset).toBeNull();
     expect(jobHeadOf({ job: { outer: { syncEvery: 8, lr: 0.7, momentum: 0.9 } } }).mode).toBe(
