@@ -63,6 +63,14 @@ export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' 
 }
 
 /**
+ * A wasm volunteer that hangs at its first log line matching `at` (`--freeze-at`, src/client/freeze.ts) until the test kills it there:
+ * the fault tests' victim, inside the phase they name whatever the engine's speed.
+ */
+export function frozenVolunteer(url: string, name: string, at: RegExp): LocalVolunteer {
+  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', 'wasm', '--freeze-at', at.source] });
+}
+
+/**
  * A dishonest volunteer on wasm (`--adversary KIND`, src/trust/adversary.ts; a flag the usage does not show), with a
  * private job's `token`; `rejoinFor` seconds it keeps rejoining after its session ends (0: it exits).
  */

@@ -7,6 +7,7 @@
 // third of the time and holds little memory.
 import { CHILD_ENV, FOLLOW_STARTER_ENV, followParent, followStarter, supervise } from './supervise.ts';
 import { ADVERSARY_KINDS, type AdversaryKind } from '../trust/adversary.ts';
+import { freezeAt } from './freeze.ts';
 import { isIP } from 'node:net';
 import { ArgError, Args, runCli } from '../cli/args.ts';
 import { checkReachable, trustEnv, trustedCa } from './node-trust.ts';
@@ -75,7 +76,15 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   // The attack tests and bench (issue 46): not in the usage, as no donor should want it.
   const adversaryArg = a.str('adversary', '');
   const collude = a.flag('collude');
+  // The fault tests only (freeze.ts): hang at the first log line matching this, to be killed there.
+  const freezeArg = a.str('freeze-at', '');
   a.rejectUnknown(VOLUNTEER_USAGE);
+  let freeze: ((line: string) => void) | null = null;
+  try {
+    freeze = freezeArg ? freezeAt(new RegExp(freezeArg)) : null;
+  } catch (e) {
+    throw new ArgError(`--freeze-at must be a regular expression over the volunteer's log lines; "${freezeArg}": ${(e as Error).message}`);
+  }
   if (collude && !adversaryArg) throw new ArgError('--collude goes with --adversary KIND');
   if (adversaryArg && !(ADVERSARY_KINDS as readonly string[]).includes(adversaryArg)) {
     throw new ArgError(`--adversary must be one of ${ADVERSARY_KINDS.join(', ')}; got "${adversaryArg.slice(0, 40)}"`);
@@ -116,8 +125,10 @@ export async function volunteerMain(argv: readonly string[]): Promise<void> {
   }
   await checkReachable(url);
   const { runNodeVolunteer } = await import('./node-run.ts');
+  // Only the process that trains freezes (a supervising parent above it never does).
+  const runLog = freeze ? (line: string) => { log(line); freeze(line); } : log;
   await runNodeVolunteer({
-    url, token, name, rejoinFor, backend: backend as BackendPreference, threads, noTune, log, quiet, rtcBind, noDirect, directPort, cacheDir,
+    url, token, name, rejoinFor, backend: backend as BackendPreference, threads, noTune, log: runLog, quiet, rtcBind, noDirect, directPort, cacheDir,
     cacheGb, memoryMb, noPrefetch, engineMb, microBatch, share, straggle, adversary, collude, stallMs,
   });
 }

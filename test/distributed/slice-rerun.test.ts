@@ -1,6 +1,6 @@
-// A lost peer costs its slice, not the step, end to end: 3 real volunteer processes (Dawn
-// WebGPU, node-datachannel WebRTC) and a real coordinator; one is SIGKILLed (a) while it
-// computes its slice of step 3 and (b) inside the all-reduce of step 3. Then:
+// A lost peer costs its slice, not the step, end to end: 3 real volunteer processes (wasm,
+// node-datachannel WebRTC) and a real coordinator; one hangs (`--freeze-at`) and is SIGKILLed
+// (a) as it starts computing its slice of step 3 and (b) inside the all-reduce of step 3. Then:
 //   - every step 1..K is committed exactly once, and step 3 was aborted once;
 //   - the committed step 3 used exactly the sampler's ids of step 3 (as the one-peer run did);
 //   - the survivors did not compute their own slices again: the step-3 record says what each
@@ -15,7 +15,7 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import {
   abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll,
-  tempRoot, testJob, until, volunteer,
+  tempRoot, testJob, until, volunteer, frozenVolunteer,
 } from '../../testbed/jobs.ts';
 
 const K = 8;
@@ -30,7 +30,7 @@ let singleSamples: string | undefined;
 beforeAll(async () => {
   root = await tempRoot('rerun');
   data = await buildTestData(root.dir);
-  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
+  const w = await onePeerWeights(root.dir, 'single', data, testJob(K), 'wasm');
   expect(w.step).toBe(K);
   single = w.weights;
   singleSamples = latestPerStep(await metricsOf(w.jobDir))[S - 1]?.samples;
@@ -47,11 +47,12 @@ const computeLines = (v: LocalVolunteer) => v.lines.map((l) => new RegExp(`step 
 
 async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolunteer) => void): Promise<void> {
   const job = await startTestJob(root.dir, name, data, testJob(K, { minPeers: 3 }));
-  const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, `${name}-${n}`));
+  const vs = [volunteer(job.url, `${name}-a`, 'wasm'), volunteer(job.url, `${name}-b`, 'wasm'), frozenVolunteer(job.url, `${name}-victim`, killAt)];
   spawned.push(...vs);
   const victim = vs[2]!;
   const survivors = [vs[0]!, vs[1]!];
-  await until(() => victim.lines.some((l) => killAt.test(l)), 120_000, `the victim to log ${killAt}`);
+  // It hangs at that line until killed.
+  await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, `the victim to log ${killAt}`);
   victim.kill('SIGKILL');
   await victim.exited;
   await job.driver.finished;

@@ -1,11 +1,12 @@
 // Work stealing at each step's end (coordinator/tail-pool.ts), end to end: 3 real volunteer
 // processes (Dawn WebGPU, node-datachannel WebRTC) and a real coordinator, a job that keeps half
 // of every slice back as the step's tail. One volunteer is throttled to a fifth of its device.
+// (The kill and the defaults run on wasm, the victim hanging where it is killed: `--freeze-at`.)
 // Checked:
 //   - every step 1..K is committed exactly once, with the sampler's ids (as one peer commits them);
 //   - the tail went to whoever claimed it: the throttled peer ends up with less of the steps;
 //   - the final weights equal one peer's run of the same job (the equivalence tolerance);
-//   - a peer killed in the middle of claiming: the survivors re-run its fixed part and grants
+//   - a peer killed holding the chunks it claimed: the survivors re-run its fixed part and grants
 //     with their own kept sums (fixed + grants) reused, and the job still equals one peer;
 //   - a job of the defaults (stealFraction auto) probes stealing once its ring settled, steps
 //     with and without a tail in turn (coordinator/steal-tuner.ts), and still equals one peer.
@@ -17,8 +18,8 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
 import {
-  abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
-  type TestJob,
+  abortsText, buildTestData, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
+  volunteer, type TestJob,
 } from '../../testbed/jobs.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
@@ -90,10 +91,12 @@ describe('work stealing at the step end', () => {
   it('a peer killed while it claims: the survivors reuse their fixed parts and grants, compute the rest, and the job equals one peer', async () => {
     const S = 3;
     const job = await startTestJob(root.dir, 'killed', data, testJob(K, { minPeers: 3, ...STEAL }));
-    const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, `steal-${n}`));
+    // The victim hangs once its claims of step S are answered (its final grant pending with the all-reduce), until killed.
+    const vs = [volunteer(job.url, 'steal-a', 'wasm'), volunteer(job.url, 'steal-b', 'wasm'),
+      frozenVolunteer(job.url, 'steal-victim', new RegExp(`step ${S} took \\d+ images of the tail`))];
     spawned.push(...vs);
     const victim = vs[2]!;
-    await until(() => victim.lines.some((l) => new RegExp(`step ${S} computes .*then claims`).test(l)), 120_000, `the victim to start step ${S}`);
+    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, `the victim to claim in step ${S}`);
     victim.kill('SIGKILL');
     await victim.exited;
     await job.driver.finished;

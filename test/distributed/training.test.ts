@@ -1,7 +1,8 @@
 // Distributed training end to end on loopback: a real coordinator (HTTP, PeerJS signaling,
 // session sockets, checkpoint folder) and volunteers as separate Node processes with Dawn
-// WebGPU and node-datachannel WebRTC (the bucket and label smoothing tests on the wasm engine,
-// 5x faster here than Dawn over llvmpipe: their subject is not the engine).
+// WebGPU and node-datachannel WebRTC (all but the first test on the wasm engine, 5x faster here
+// than Dawn over llvmpipe: their subject is not the engine; the churn test's victim hangs inside
+// the all-reduce, `--freeze-at`, until it is killed there).
 //   equivalence: 3 peers with global batch B == 1 peer with B (float32 tolerance), and the 3
 //     hold bitwise-identical weights after every step (their checksums agree); the same with
 //     the gradient cut into 7 buckets, each summed as backward runs (src/client/sync-step.ts);
@@ -17,8 +18,8 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
 import {
-  abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
-  volunteer,
+  abortsText, buildTestData, stepsLogged, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot,
+  testJob, until, volunteer,
 } from '../../testbed/jobs.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
@@ -90,15 +91,19 @@ describe('N peers train one model', () => {
 
   it('a peer killed mid all-reduce: the step is re-run by the survivors, a 4th joins from a checkpoint, weights as without the kill', async () => {
     const job = await startTestJob(root.dir, 'churn', data, testJob(K, { minPeers: 3 }));
-    const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, n));
+    const vs = [volunteer(job.url, 'a', 'wasm'), volunteer(job.url, 'b', 'wasm'), frozenVolunteer(job.url, 'victim', /step 3 all-reduce/)];
     spawned.push(...vs);
     const victim = vs[2]!;
-    // Kill the victim the moment it starts the all-reduce of step 3.
-    await until(() => victim.lines.some((l) => /step 3 all-reduce/.test(l)), 120_000, 'the victim to start the all-reduce of step 3');
+    // Kill the victim while it hangs, having started the all-reduce of step 3.
+    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, 'the victim to start the all-reduce of step 3');
     victim.kill('SIGKILL');
     await until(() => job.events.some((e) => e.type === 'step-aborted' && e.step === 3), 60_000, 'the coordinator to abort step 3');
-    const joiner = volunteer(job.url, 'joiner');
+    // The job holds at the next boundary until the joiner is in (on wasm the 9 steps left take less than its process's start).
+    job.driver.pause();
+    const joiner = volunteer(job.url, 'joiner', 'wasm');
     spawned.push(joiner);
+    await until(() => joiner.lines.some((l) => /joined as/.test(l)), 60_000, 'the joiner to join');
+    job.driver.resume();
     await job.driver.finished;
     await job.close();
     for (const v of [vs[0]!, vs[1]!, joiner]) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
@@ -113,7 +118,7 @@ describe('N peers train one model', () => {
     const records = await metricsOf(job.jobDir);
     expect(lossAborts(records), abortsText(records)).toEqual([3]);
     const { weights } = await finalWeights(job.jobDir);
-    const diff = relDiff(weights, single);
+    const diff = relDiff(weights, singleWasm);
     console.log(`churn run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   });
@@ -146,7 +151,7 @@ describe('N peers train one model', () => {
 
   it('a poisoned volunteer (NaN, then huge values, then a false checksum) is evicted each time; the others\' weights equal a clean run\'s', async () => {
     const job = await startTestJob(root.dir, 'poison', data, testJob(K, { minPeers: 4 }));
-    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n));
+    const vs = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
     spawned.push(...vs);
     // Join after the honest three so that the ring's first peer (the uploader) is honest.
     await until(() => job.driver.status().peers === 3, 120_000, 'the honest volunteers to connect');
@@ -182,7 +187,7 @@ describe('N peers train one model', () => {
     }
     expect(lossAborts(records).length, abortsText(records)).toBeGreaterThanOrEqual(3);
     const { weights } = await finalWeights(job.jobDir);
-    const diff = relDiff(weights, single);
+    const diff = relDiff(weights, singleWasm);
     console.log(`poisoned run vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   });

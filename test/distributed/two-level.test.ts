@@ -1,22 +1,23 @@
 // The two-level all-reduce end to end (coordinator/two-level.ts, src/client/step-rings.ts,
-// src/comm/hierarchical.ts): real volunteer processes (Dawn WebGPU, node-datachannel WebRTC)
+// src/comm/hierarchical.ts): real volunteer processes (wasm, node-datachannel WebRTC)
 // and a real coordinator whose job forces two levels on a small ring (twoLevelFrom), so the
 // ring is cut into groups of 2 and each peer forms a group ring and a column ring.
 //   equivalence: 4 peers in 2 groups of 2 hold bitwise-identical weights after every step
 //     (one checksum per step) and end equal to 1 peer with the same global batch;
-//   a lost peer: one of 4 SIGKILLed inside the two-level all-reduce of step 3; the step is
+//   a lost peer: one of 4 hangs inside the two-level all-reduce of step 3 (`--freeze-at`) and is
+//     SIGKILLed there; the step is
 //     re-run by the 3 survivors (two levels again: groups of 1 and 2) with the gradient sums
 //     they kept, every step is committed once, nobody honest is evicted, and the weights equal
 //     the one-peer run's;
 //   rounds: 4 peers in rounds of 4 inner steps sum their weight changes in two levels and hold
 //     the same weights after every round.
-// 4 volunteers, not 5-6: this host has 2 CPU cores for the coordinator and every Dawn process.
+// 4 volunteers, not 5-6: this host has 2 CPU cores for the coordinator and every volunteer.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import {
-  abortsText, buildTestData, stepsLogged, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
-  volunteer,
+  abortsText, buildTestData, stepsLogged, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot,
+  testJob, until, volunteer,
 } from '../../testbed/jobs.ts';
 
 const K = 6;
@@ -25,17 +26,15 @@ const S = 3;
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
 const spawned: LocalVolunteer[] = [];
-let single: Float32Array;
-/** The same reference on the wasm engine (the tests without a kill run there: 5x faster here than Dawn over llvmpipe). */
+/** One peer's weights on the wasm engine (every test runs there: 5x faster here than Dawn over llvmpipe). */
 let singleWasm: Float32Array;
 
 beforeAll(async () => {
   root = await tempRoot('two-level');
   data = await buildTestData(root.dir);
-  const w = await onePeerWeights(root.dir, 'single', data, testJob(K));
+  const w = await onePeerWeights(root.dir, 'single-wasm', data, testJob(K), 'wasm');
   expect(w.step).toBe(K);
-  single = w.weights;
-  singleWasm = (await onePeerWeights(root.dir, 'single-wasm', data, testJob(K), 'wasm')).weights;
+  singleWasm = w.weights;
 }, 300_000);
 
 afterAll(async () => {
@@ -79,11 +78,14 @@ describe('two-level all-reduce with real volunteers', () => {
 
   it('a peer killed inside the two-level all-reduce: the survivors re-run the step in two levels, nobody honest is evicted', async () => {
     const job = await startTestJob(root.dir, 'kill', data, testJob(K, { minPeers: 4, twoLevelFrom: 3 }));
-    const vs = ['a', 'b', 'c', 'victim'].map((n) => volunteer(job.url, `kill-${n}`));
+    const vs = [
+      ...['a', 'b', 'c'].map((n) => volunteer(job.url, `kill-${n}`, 'wasm')), frozenVolunteer(job.url, 'kill-victim', new RegExp(`step ${S} all-reduce`)),
+    ];
     spawned.push(...vs);
     const victim = vs[3]!;
     const survivors = vs.slice(0, 3);
-    await until(() => victim.lines.some((l) => new RegExp(`step ${S} all-reduce`).test(l)), 180_000, `the victim to start the all-reduce of step ${S}`);
+    // It hangs there until killed.
+    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 180_000, `the victim to start the all-reduce of step ${S}`);
     victim.kill('SIGKILL');
     await victim.exited;
     await job.driver.finished;
@@ -114,7 +116,7 @@ describe('two-level all-reduce with real volunteers', () => {
     const left = job.events.filter((e) => e.type === 'peer-left');
     expect(left.map((e) => (e.type === 'peer-left' ? e.peerId : '')), JSON.stringify(left)).toEqual([victimId]);
     const { weights } = await finalWeights(job.jobDir);
-    const diff = relDiff(weights, single);
+    const diff = relDiff(weights, singleWasm);
     console.log(`two-level, 4 peers with one killed in step ${S} vs 1 peer after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
     expect(diff).toBeLessThan(1e-3);
   }, 300_000);

@@ -49,7 +49,8 @@ function npmStart(name: string, port: number, args: string[], { model, batch, gr
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', './scripts/raw-loader.mjs', 'coordinator/cli.ts', 'start',
     '--dataset', 'imagenet', '--data', src, '--size', '64', '--model', model, '--cache', join(root.dir, 'cache'), '--job-dir', jobDir,
     '--batch', String(batch), '--bn-group', String(group), '--steps', String(STEPS), '--seed', String(SEED), '--threads', String(threads),
-    '--checkpoint-every', '1', '--eval-every', '0', '--eval-samples', '1', '--final-eval-samples', '1', '--port', String(port), '--exit-when-done', '--wire', 'f32', '--lr', '0.05',
+    '--checkpoint-every', '1', '--eval-every', '0', '--eval-samples', '1', '--final-eval-samples', '1', '--port', String(port), '--exit-when-done',
+    '--wire', 'f32', '--lr', '0.05',
     ...args,
   ], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
   // npm start's volunteers end with it (FOLLOW_STARTER_ENV), also when this limit kills it.
