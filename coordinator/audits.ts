@@ -44,6 +44,7 @@ import { randomInt } from 'node:crypto';
 import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 export { HOP_ATTEMPTS } from './hop-judge.ts';
 import { sketchSeed, type GradientSketch } from '../src/trust/sketch.ts';
+import { sketchFromReport } from '../src/trust/hop-sketch.ts';
 import { auditCheck, sumCheck, suspects, type CheckedWire } from './trust-check.ts';
 import { HopJudge, type HopJudgement } from './hop-judge.ts';
 
@@ -268,7 +269,7 @@ export class AuditBook {
       };
     }
     const seed = sketchSeed(results[0]!.checksum);
-    const of = (s: SketchReport, under = seed): GradientSketch => ({ seed: under, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
+    const of = (s: SketchReport, under = seed): GradientSketch => sketchFromReport(s, under);
     // The ring's sum: every member holds the same bits, so every sketch of it is the same.
     const key = (r: StepResult) => JSON.stringify(r.total);
     const counts = new Map<string, number>();

@@ -8,6 +8,7 @@
 // be named; after HOP_ATTEMPTS attempts of one step without a name the job halts.
 import type { HopReport, HopSketchesMessage, SketchReport, StepResult } from '../src/protocol/messages.ts';
 import type { GradientSketch } from '../src/trust/sketch.ts';
+import { sketchFromReport } from '../src/trust/hop-sketch.ts';
 import { hopCheck, type HopSketches, type RelaySketches } from './hop-check.ts';
 import { HopEvidence } from './hop-evidence.ts';
 import type { CheckedWire } from './trust-check.ts';
@@ -48,7 +49,7 @@ export class HopJudge {
    * every record agrees, so the members whose weights differ computed them so themselves (the checksum vote decides).
    */
   ofHearing(step: number, ring: readonly string[], replies: readonly HopSketchesMessage[], seed: number): HopJudgement {
-    const of = (s: SketchReport): GradientSketch => ({ seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) });
+    const of = (s: SketchReport): GradientSketch => sketchFromReport(s, seed);
     const hops = replies.map(({ hops: h }) => ({ ...hopSketchesOf(h, of), relayOut: of(h.relayOut), relayIn: of(h.relayIn), relayed: of(h.relayed) }));
     return this.judge(step, ring, replies.map((m) => of(m.sketch)), hops);
   }

@@ -38,6 +38,11 @@ export function sketchReport(s: GradientSketch): SketchReport {
   return { sums: Array.from(s.sums), squares: Array.from(s.squares) };
 }
 
+/** A sketch the protocol carried, back as the sketch it was under `seed` (the seed is the receiver's to know: it is not sent). */
+export function sketchFromReport(s: SketchReport, seed: number): GradientSketch {
+  return { seed, sums: Float64Array.from(s.sums), squares: Float64Array.from(s.squares) };
+}
+
 /** StepResult.hops: `h`'s reduce-scatter and first all-gather records under `seed`. */
 export function hopReport(h: HopRecord, seed: number): HopReport {
   const s = sketchHops(h, seed);
