@@ -14,6 +14,7 @@ import { decodeCheckpoint } from '../src/checkpoint/format.ts';
 import type { TlsOption } from '../coordinator/tls.ts';
 import type { LiveEvent } from '../src/protocol/messages.ts';
 import type { Manifest } from '../src/data/manifest.ts';
+import { FROZEN_LINE } from '../src/client/freeze.ts';
 
 export async function tempRoot(prefix: string): Promise<{ dir: string; remove(): Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), `vt-${prefix}-`));
@@ -57,9 +58,9 @@ export async function startTestJob(
   return Object.assign(job, { events, lines, jobDir });
 }
 
-/** A headless volunteer process on the given compute path (WebGPU unless asked). */
-export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' = 'webgpu'): LocalVolunteer {
-  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', backend] });
+/** A headless volunteer process on the given compute path (WebGPU unless asked); `more` arguments after the usual ones. */
+export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' = 'webgpu', more: readonly string[] = []): LocalVolunteer {
+  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', backend, ...more] });
 }
 
 /**
@@ -67,7 +68,12 @@ export function volunteer(url: string, name: string, backend: 'webgpu' | 'wasm' 
  * the fault tests' victim, inside the phase they name whatever the engine's speed.
  */
 export function frozenVolunteer(url: string, name: string, at: RegExp): LocalVolunteer {
-  return spawnVolunteer({ url, name, args: ['--no-tune', '--rejoin-for', '60', '--backend', 'wasm', '--freeze-at', at.source] });
+  return volunteer(url, name, 'wasm', ['--freeze-at', at.source]);
+}
+
+/** Waits until `v` (a frozenVolunteer) says it froze, for at most `ms`: the moment to kill it. */
+export function untilFrozen(v: LocalVolunteer, ms: number, what: string): Promise<void> {
+  return until(() => v.lines.some((l) => FROZEN_LINE.test(l)), ms, what);
 }
 
 /**

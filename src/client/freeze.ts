@@ -6,6 +6,9 @@
 // Its WebRTC threads (node-datachannel) run on, as they do in a busy process: only the kill closes
 // its links. Written to stderr before it stops (a pipe: written at once).
 
+/** The line a volunteer writes as it freezes: what a test waits for before it kills it. */
+export const FROZEN_LINE = /\(--freeze-at\)$/;
+
 /** How long a frozen volunteer waits before it goes on, if nothing kills it. */
 export const FREEZE_MS = 60_000;
 

@@ -15,7 +15,7 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import { stepSamples } from '../../src/train/sampler.ts';
 import {
   abortsText, buildTestData, finalWeights, formedAgainSteps, lossAborts, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll,
-  tempRoot, testJob, until, volunteer, frozenVolunteer,
+  tempRoot, testJob, until, volunteer, frozenVolunteer, untilFrozen,
 } from '../../testbed/jobs.ts';
 
 const K = 8;
@@ -52,7 +52,7 @@ async function killedRun(name: string, killAt: RegExp, died: (victim: LocalVolun
   const victim = vs[2]!;
   const survivors = [vs[0]!, vs[1]!];
   // It hangs at that line until killed.
-  await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, `the victim to log ${killAt}`);
+  await untilFrozen(victim, 120_000, `the victim to log ${killAt}`);
   victim.kill('SIGKILL');
   await victim.exited;
   await job.driver.finished;

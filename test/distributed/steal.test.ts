@@ -19,7 +19,7 @@ import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
 import {
   abortsText, buildTestData, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
-  volunteer, type TestJob,
+  volunteer, type TestJob, untilFrozen,
 } from '../../testbed/jobs.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
@@ -96,7 +96,7 @@ describe('work stealing at the step end', () => {
       frozenVolunteer(job.url, 'steal-victim', new RegExp(`step ${S} took \\d+ images of the tail`))];
     spawned.push(...vs);
     const victim = vs[2]!;
-    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, `the victim to claim in step ${S}`);
+    await untilFrozen(victim, 120_000, `the victim to claim in step ${S}`);
     victim.kill('SIGKILL');
     await victim.exited;
     await job.driver.finished;

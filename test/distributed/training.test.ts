@@ -19,7 +19,7 @@ import { layoutOf } from '../../src/nn/layout.ts';
 import { modelByName } from '../../src/nn/models.ts';
 import {
   abortsText, buildTestData, stepsLogged, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot,
-  testJob, until, volunteer,
+  testJob, until, volunteer, untilFrozen,
 } from '../../testbed/jobs.ts';
 import { PoisonPeer } from './poison-peer.ts';
 
@@ -95,7 +95,7 @@ describe('N peers train one model', () => {
     spawned.push(...vs);
     const victim = vs[2]!;
     // Kill the victim while it hangs, having started the all-reduce of step 3.
-    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 120_000, 'the victim to start the all-reduce of step 3');
+    await untilFrozen(victim, 120_000, 'the victim to start the all-reduce of step 3');
     victim.kill('SIGKILL');
     await until(() => job.events.some((e) => e.type === 'step-aborted' && e.step === 3), 60_000, 'the coordinator to abort step 3');
     // The job holds at the next boundary until the joiner is in (on wasm the 9 steps left take less than its process's start).

@@ -17,7 +17,7 @@ import type { LocalVolunteer } from '../../coordinator/local-volunteers.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import {
   abortsText, buildTestData, stepsLogged, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot,
-  testJob, until, volunteer,
+  testJob, until, volunteer, untilFrozen,
 } from '../../testbed/jobs.ts';
 
 const K = 6;
@@ -85,7 +85,7 @@ describe('two-level all-reduce with real volunteers', () => {
     const victim = vs[3]!;
     const survivors = vs.slice(0, 3);
     // It hangs there until killed.
-    await until(() => victim.lines.some((l) => /\(--freeze-at\)$/.test(l)), 180_000, `the victim to start the all-reduce of step ${S}`);
+    await untilFrozen(victim, 180_000, `the victim to start the all-reduce of step ${S}`);
     victim.kill('SIGKILL');
     await victim.exited;
     await job.driver.finished;
