@@ -21,6 +21,7 @@ import type { PublicJob } from './http.ts';
 import type { IceServer } from '../protocol/messages.ts';
 import type { RoundState } from './rounds.ts';
 import type { TrainingState } from './state.ts';
+import type { StepPhase } from './step-machine.ts';
 
 /** The parts of a WebSocket the session uses (browser WebSocket, or `ws` in Node). */
 export interface SocketLike {
@@ -77,7 +78,9 @@ export type VolunteerEvent =
     type: 'step'; step: number; generation: number; ringSize: number; images: number; loss: number | null; computeMs: number; commMs: number;
     innerSteps: number; sentBytes: number; dataMs: number; fetchedBytes: number;
   }
-  | { type: 'left'; reason: string };
+  | { type: 'left'; reason: string }
+  /** The step's state machine took a transition (step-machine.ts); `step` is 0-based, as in assignments. */
+  | { type: 'phase'; from: StepPhase; to: StepPhase; step: number };
 
 export interface VolunteerOptions {
   /** The coordinator, e.g. http://lab-server:8080 */

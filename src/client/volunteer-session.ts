@@ -21,6 +21,7 @@ import { ShapeReceiver } from './ring-shape.ts';
 import { SessionRing } from './volunteer-ring.ts';
 import { Trainer } from './volunteer-train.ts';
 import { TailClaims } from './tail-claims.ts';
+import { StepMachine, type PhaseChange } from './step-machine.ts';
 
 /** A volunteer stopped mid-step waits at most this long for its step to commit (stop()). */
 export const LEAVE_AFTER_STEP_MS = 15_000;
@@ -36,6 +37,8 @@ export class Session {
   private readonly trainer: Trainer;
   /** Claims on the running step's tail (answered by grants beside the queue). */
   readonly claims: TailClaims;
+  /** Where this session's step is (step-machine.ts): messages and the trainer move it. */
+  readonly machine = new StepMachine((c) => this.changed(c));
   /** The pump's current run over the queue. */
   private pumping: Promise<void> = Promise.resolve();
   private readonly queue: CoordinatorMessage[] = [];
@@ -250,6 +253,7 @@ export class Session {
         } catch (e) {
           const why = e instanceof Error ? e.message : String(e);
           this.c.log(`volunteer: ${m.type} failed: ${why}`);
+          this.c.log(`volunteer: its step was in ${this.machine.phase}, after ${this.machine.trail() || 'no transition'}`);
           this.send({ type: 'leave', peerId: this.peerId, reason: why.slice(0, 900), failed: true });
           this.end({ reason: 'lost', detail: why, failed: true });
         }
@@ -276,13 +280,17 @@ export class Session {
       case 'step-assignment': return this.trainer.step(m);
       case 'evaluate': {
         this.trainer.requireStep(m.step, 'evaluate');
+        this.machine.go('Evaluating', m.step);
         const counts = await evalCounts(this.c.model, this.c.val, m, this.c.fit.images);
-        return this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
+        this.send({ type: 'eval-result', peerId: this.peerId, step: m.step, counts });
+        return this.machine.go('Ready', m.step);
       }
       case 'upload-checkpoint':
         this.trainer.undoApplied(m.step);
         this.trainer.requireStep(m.step, 'upload');
-        return this.upload(m.step);
+        this.machine.go('Uploading', m.step);
+        await this.upload(m.step);
+        return this.machine.go('Ready', m.step);
       case 'done':
         if (this.leaving) return this.end({ reason: 'stopped', detail: `stopped after step ${m.step}` });
         this.c.log(`volunteer: job done at step ${m.step} (${m.reason})`);
@@ -308,6 +316,7 @@ export class Session {
 
   private async loadState(m: LoadState): Promise<void> {
     const { state } = this.c;
+    this.machine.go('Loading', m.step);
     // Its first slice, when the coordinator planned it: loaded while the weights are.
     if (m.next && this.c.prefetch) this.c.batches.hint(m.next.sampleIds, m.next.epoch);
     if (m.source === 'seed') state.reset(this.c.job.job.seed);
@@ -316,6 +325,13 @@ export class Session {
     const checksum = weightChecksum(state.w);
     this.c.o.onEvent?.({ type: 'state', step: m.step, source: m.source });
     this.send({ type: 'ready', peerId: this.peerId, step: m.step, checksum, device: deviceLabel(this.c.p.engine) });
+    this.machine.go('Ready', m.step);
+  }
+
+  /** A transition of the step (step-machine.ts): told to the owner; a failure path is logged with its reason. */
+  private changed(c: PhaseChange): void {
+    if (c.to === 'Aborted') this.c.log(`volunteer: step ${c.step + 1}: ${c.from} -> Aborted (${c.why ?? 'aborted'})`);
+    this.c.o.onEvent?.({ type: 'phase', from: c.from, to: c.to, step: c.step });
   }
 
   /** Uploads the weights of `step`. A refusal is logged, not fatal: the coordinator decides what follows. */

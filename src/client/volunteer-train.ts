@@ -26,8 +26,10 @@ import { StateError } from './state.ts';
 import { sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
 import type { TailClaims } from './tail-claims.ts';
+import type { StepMachine } from './step-machine.ts';
 
 const MAX_MS = 86_400_000;
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const clampMs = (ms: number): number => Math.min(MAX_MS, Math.max(0, ms));
 
 /** What the trainer needs of its session. */
@@ -40,6 +42,8 @@ export interface StepHost {
   upload(step: number, generation?: number): Promise<void>;
   /** Claims on a step's tail (tail-claims.ts). */
   readonly claims: Pick<TailClaims, 'claim'>;
+  /** Where the session's step is (step-machine.ts): each step moves it through its phases. */
+  readonly machine: StepMachine;
 }
 
 /** What the micro-batches of a step with a tail left for its last one (Trainer.tail). */
@@ -223,6 +227,8 @@ export class Trainer {
     }
     this.requireStep(a.step, 'train');
     checkRingStep(a);
+    const { machine } = this.host;
+    machine.go('SyncPrepare', a.step);
     state.backup();
     this.backedUp = a.step;
     // The ring forms while this peer computes: a slice whose ring never forms (a newer
@@ -235,6 +241,7 @@ export class Trainer {
     // Compute: this slice's gradient SUM, each bucket summed with the other slices over the ring
     // as soon as backward produced it (sync-step.ts); on a re-run, only the ids beyond the sum
     // this peer kept from the aborted attempt (when it holds it).
+    machine.go('SyncCompute', a.step);
     const t0 = performance.now();
     const images = a.sampleIds.length;
     const reusable = usableKept(this.kept, a);
@@ -282,6 +289,7 @@ export class Trainer {
     if (hops) hops.relayTamper = adversary?.relay ?? null;
     this.hearing.clear();
     const lies = adversary?.tamper?.consistent === false;
+    machine.go('SyncAllReduce', a.step);
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
       ...(earlier ? { earlier } : {}), ...tamper,
@@ -294,8 +302,12 @@ export class Trainer {
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
       ...(feedback ? { feedback } : {}), ...(hops ? { hops } : {}),
     });
-    if (out.kind === 'no-ring') return;
-    if (out.kind === 'failed') return this.ring.failed(out.error, a);
+    if (out.kind === 'no-ring') return machine.go('Aborted', a.step, 'no ring: superseded, or its formation failed');
+    if (out.kind === 'failed') {
+      machine.go('Aborted', a.step, `the all-reduce failed: ${errorText(out.error)}`);
+      return this.ring.failed(out.error, a);
+    }
+    machine.go('SyncApply', a.step);
     // An audit (a job that verifies): another member's slice on this step's weights, before the update moves them.
     const audited = a.verify?.audit ? await this.auditGradient(a, a.verify.audit) : null;
     this.timed(out.timings.computeMs, last.length);
@@ -307,6 +319,7 @@ export class Trainer {
     state.applyUpdate(out.grads, a.step, a.globalBatch);
     const checksum = weightChecksum(state.w);
     this.committed = a.step + 1;
+    machine.go('Reporting', a.step);
     // Left (paused, evicted, coordinator gone) while this step ran: nothing more to say.
     if (this.host.ended) return;
     const all = images + claimed.length;
@@ -331,6 +344,7 @@ export class Trainer {
       loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
       ...verified,
     }, 1);
+    machine.go('Ready', a.step);
   }
 
   /**
@@ -495,9 +509,12 @@ export class Trainer {
     if (rounds.undo(a.step)) this.committed = a.step;
     this.requireStep(a.step, 'train');
     checkRingStep(a);
+    const { machine } = this.host;
+    machine.go('RoundPrepare', a.step);
     const ring = await this.ring.join(a);
-    if (!ring) return;
+    if (!ring) return machine.go('Aborted', a.step, 'no ring: superseded, or its formation failed');
     if (a.uploadCheckpoint) await this.host.upload(a.step);
+    machine.go('InnerSteps', a.step);
     const tc = performance.now();
     // A dishonest volunteer (the attack tests and bench only) may compute other ids than its slices.
     const adversary = this.c.adversary;
@@ -518,6 +535,7 @@ export class Trainer {
     const hops = a.verify && ring.hopsKept && ring.size > 1 ? new HopRecord(sum.length) : null;
     if (hops) hops.relayTamper = adversary?.relay ?? null;
     this.hearing.clear();
+    machine.go('RoundAllReduce', a.step);
     if (ring.size > 1) {
       this.c.log(`volunteer: round at step ${a.step + 1} (${plan.ids.length} inner steps, ${work.images} images here): `
         + `all-reduce of ${sum.length} floats over ${ring.shape}`);
@@ -527,14 +545,17 @@ export class Trainer {
           ...(hops ? { hops: hops.view(0, sum.length) } : {}),
         });
       } catch (e) {
+        machine.go('Aborted', a.step, `the all-reduce failed: ${errorText(e)}`);
         return this.ring.failed(e, a);
       }
     }
+    machine.go('OuterStep', a.step);
     const t2 = performance.now();
     // An audit (a job that verifies): another member's round recomputed from the round's start, before the outer step.
     const audited = a.verify?.audit?.round ? await this.auditRound(a, plan, a.verify.audit, rounds) : null;
     rounds.apply(a.step, sum, plan.images, plan.ids.length);
     this.committed = a.step + plan.ids.length;
+    machine.go('Reporting', a.step);
     if (this.host.ended) return;
     if (hops && tamper?.consistent === false) disguiseHops(hops, work.change, this.c.wire);
     if (hops && adversary?.relay) disguiseRelays(hops);
@@ -550,6 +571,7 @@ export class Trainer {
     this.report(a, ring, {
       loss, checksum, timings, images: work.images, sentBytes: ring.sentBytes(sum.length), ...verified,
     }, plan.ids.length);
+    machine.go('Ready', a.step);
   }
 
   /**

@@ -62,15 +62,22 @@ export class KeptLink {
     const lease = new LinkLease(this);
     this.lease = lease;
     // Listen on first use, after the lease exists: messages that arrived before go to it in order.
-    if (!this.listening) {
-      this.listening = true;
-      this.base.listen({
-        frame: (f) => (isHandshake(f) ? this.owner.control(this, f) : this.lease?.events.frame(f)),
-        drain: () => this.lease?.events.drain(),
-        close: (reason) => this.gone(reason),
-      });
-    }
+    this.listen();
     return lease;
+  }
+
+  /**
+   * Listens to the connection from now on, once for its life (lend does on first use; a link the pool parks, held by nobody,
+   * calls it itself): handshake frames go to the pool, others to the lease of the moment, or nowhere.
+   */
+  listen(): void {
+    if (this.listening) return;
+    this.listening = true;
+    this.base.listen({
+      frame: (f) => (isHandshake(f) ? this.owner.control(this, f) : this.lease?.events.frame(f)),
+      drain: () => this.lease?.events.drain(),
+      close: (reason) => this.gone(reason),
+    });
   }
 
   /** Sends a handshake frame (or anything the pool needs), whoever holds the link. */

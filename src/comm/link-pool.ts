@@ -39,6 +39,7 @@
 
 import { KeptLink, type KeptLinkOwner, type LinkLease, type LinkRole } from './link-lease.ts';
 import type { PeerJsLink } from './peerjs-link.ts';
+import type { LinkPhase } from './link-machine.ts';
 import { FrameKind, parseReuse, reuseFrame, type ReuseNotice } from '../protocol/frames.ts';
 
 /** How long A waits for B's ACK before it closes the kept link and dials. */
@@ -71,6 +72,9 @@ export interface PoolHost {
   /** Newest generation of the job that a formation started for here (0: none). */
   newest(job: number): number;
 }
+
+/** The link's phase (link-machine.ts) for each state of its entry: the pool's one setter (LinkPool.to) moves both. */
+const PHASE = { held: 'Leased', idle: 'Idle', offering: 'Offering', acked: 'Acked' } as const satisfies Record<State['kind'], LinkPhase>;
 
 type State =
   | { kind: 'held' }
@@ -111,7 +115,9 @@ export class LinkPool implements KeptLinkOwner {
   /** Keeps a freshly formed link of (job, tag) at this end as `role`, lent to its first ring. */
   keep(base: PeerJsLink, job: number, tag: string, role: LinkRole): LinkLease {
     const kept = new KeptLink(base, job, tag, role, this);
-    this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null, parked: false });
+    const e: Entry = { kept, state: { kind: 'held' }, offered: null, idleTimer: null, parked: false };
+    this.entries.set(kept, e);
+    this.to(e, { kind: 'held' });
     return kept.lend();
   }
 
@@ -122,9 +128,11 @@ export class LinkPool implements KeptLinkOwner {
    */
   park(base: PeerJsLink, job: number, tag: string, role: LinkRole): void {
     const kept = new KeptLink(base, job, tag, role, this);
-    this.entries.set(kept, { kept, state: { kind: 'held' }, offered: null, idleTimer: null, parked: true });
-    // Lent and handed back at once: the link listens from now on (handshake frames reach the pool).
-    kept.lend().release();
+    const e: Entry = { kept, state: { kind: 'idle' }, offered: null, idleTimer: null, parked: true };
+    this.entries.set(kept, e);
+    this.toIdle(e);
+    // Held by nobody: the link listens from now on (handshake frames reach the pool, a REUSE that came first is answered now).
+    kept.listen();
   }
 
   /** Whether an open link of (job, tag) to `remoteId` is kept here as `role`, held by a ring or not. */
@@ -153,7 +161,7 @@ export class LinkPool implements KeptLinkOwner {
         if (!f.forming) this.toIdle(e);
         else e.kept.close();
       }, REUSE_ACK_MS);
-      e.state = { kind: 'offering', f, settle };
+      this.to(e, { kind: 'offering', f, settle });
       e.kept.send(reuseFrame({ kind: FrameKind.reuse, job: f.job, generation: f.generation, tag }));
     });
   }
@@ -197,7 +205,8 @@ export class LinkPool implements KeptLinkOwner {
     this.entries.delete(kept);
     this.stopIdle(e);
     const s = e.state;
-    e.state = { kind: 'idle' };
+    // The link is Closed already (its machine stays so): only the entry's state changes.
+    this.to(e, { kind: 'idle' });
     if (s.kind === 'offering') s.settle(null);
   }
 
@@ -245,7 +254,7 @@ export class LinkPool implements KeptLinkOwner {
     }
     if (f.prevId !== e.kept.remoteId) return this.refuse(e);
     this.stopIdle(e);
-    e.state = { kind: 'acked', generation: g };
+    this.to(e, { kind: 'acked', generation: g });
     ack();
   }
 
@@ -256,7 +265,7 @@ export class LinkPool implements KeptLinkOwner {
     // An answer to an offer we no longer make (an abandoned generation's): ignored.
     if (s.kind !== 'offering' || s.f.generation !== n.generation || !s.f.forming) return;
     const lease = e.kept.lend();
-    e.state = { kind: 'held' };
+    this.to(e, { kind: 'held' });
     e.parked = false;
     e.kept.send(reuseFrame({ kind: FrameKind.reuseConfirm, job: n.job, generation: n.generation, tag: n.tag }));
     s.settle(lease);
@@ -271,7 +280,7 @@ export class LinkPool implements KeptLinkOwner {
     // A adopted a link we are not taking (our formation of it is over): close it, so A's side knows.
     if (s.kind !== 'acked' || s.generation !== n.generation || !f) return this.refuse(e);
     const lease = e.kept.lend();
-    e.state = { kind: 'held' };
+    this.to(e, { kind: 'held' });
     e.parked = false;
     f.offer(lease);
   }
@@ -309,9 +318,15 @@ export class LinkPool implements KeptLinkOwner {
     }
   }
 
+  /** The one place an entry's state changes, and with it its link's phase (a closed link's stays Closed). */
+  private to(e: Entry, s: State): void {
+    e.state = s;
+    e.kept.base.machine.go(PHASE[s.kind]);
+  }
+
   private toIdle(e: Entry): void {
     const s = e.state;
-    e.state = { kind: 'idle' };
+    this.to(e, { kind: 'idle' });
     if (!e.idleTimer) {
       e.idleTimer = setTimeout(() => {
         e.idleTimer = null;

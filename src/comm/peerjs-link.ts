@@ -31,6 +31,7 @@ import type { LinkKind } from '../protocol/messages.ts';
 import { PendingEvents, asBytes, type Link, type LinkEvents } from './link.ts';
 import { routeOf } from './route.ts';
 import { isReadyFrame, readyFrame } from '../protocol/frames.ts';
+import { LinkMachine } from './link-machine.ts';
 
 /** The parts of RTCDataChannel we use (browsers and node-datachannel's polyfill both have them). */
 export interface DataChannelLike {
@@ -69,6 +70,8 @@ export type LinkEnd = 'dialed' | 'accepted';
 
 export class PeerJsLink implements Link {
   readonly remoteId: string;
+  /** Where this link is (link-machine.ts): it moves itself to Open and Closed, the pool through its kept phases. */
+  readonly machine: LinkMachine;
   // A connection nobody has taken yet that pours data in is closed (bounded memory).
   private readonly events = new PendingEvents(() => this.close());
   private isClosed = false;
@@ -92,6 +95,7 @@ export class PeerJsLink implements Link {
   /** `end`: whether this side dialed the connection (it then waits to hear the other end before sending) or accepted it (it says READY once open). */
   constructor(readonly conn: DataConnectionLike, readonly end: LinkEnd) {
     this.remoteId = conn.peer;
+    this.machine = new LinkMachine(conn.peer, end === 'dialed' ? 'Dialing' : 'Accepting');
     this.held = end === 'dialed' ? [] : null;
     const answered = end === 'dialed' ? Promise.resolve() : new Promise<void>((resolve) => { this.answered = resolve; });
     this.opened = new Promise<void>((resolve, reject) => {
@@ -100,9 +104,12 @@ export class PeerJsLink implements Link {
       else conn.on('open', () => resolve());
     }).then(() => {
       this.armDrain();
-      if (end === 'accepted' && !this.isClosed) this.conn.send(readyFrame());
+      if (end === 'accepted' && !this.isClosed) {
+        this.conn.send(readyFrame());
+        this.machine.go('Answered');
+      }
       return Promise.race([answered, this.closedBeforeOpen()]);
-    });
+    }).then(() => this.machine.go('Open'));
     // Whoever forms the ring subscribes later (or never, for a refused link): not unhandled.
     this.opened.catch(() => undefined);
     // Listen at once: the other side may send before the ring takes this link.
@@ -194,6 +201,7 @@ export class PeerJsLink implements Link {
 
   private gone(reason: string): void {
     this.isClosed = true;
+    this.machine.go('Closed');
     this.failOpen(reason);
     this.events.close(reason);
   }
@@ -241,6 +249,7 @@ export class PeerJsLink implements Link {
   close(): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    this.machine.go('Closed');
     if (this.held) this.held = [];
     this.heldBytes = 0;
     this.failOpen('closed locally');

@@ -17,6 +17,26 @@ import { buildTestData, finalWeights, startTestJob, tempRoot, testJob } from '..
 const K = 6;
 const DELAY_MS = 250;
 type StepEvent = Extract<VolunteerEvent, { type: 'step' }>;
+type PhaseEvent = Extract<VolunteerEvent, { type: 'phase' }>;
+
+/** The step machine's transitions of a run (src/client/step-machine.ts), evaluations and uploads between steps set apart. */
+function transitions(phases: PhaseEvent[]): { path: string[]; steps: number[]; aside: string[] } {
+  const aside = phases.filter((p) => p.to === 'Evaluating' || p.from === 'Evaluating' || p.to === 'Uploading' || p.from === 'Uploading');
+  const path = phases.filter((p) => !aside.includes(p));
+  return {
+    path: path.map((p) => `${p.from} -> ${p.to}`),
+    steps: path.filter((p) => p.to === 'SyncPrepare' || p.to === 'RoundPrepare').map((p) => p.step),
+    aside: aside.map((p) => `${p.from} -> ${p.to}`),
+  };
+}
+const LOADED = ['NoState -> Loading', 'Loading -> Ready'];
+const SYNC_STEP = ['Ready -> SyncPrepare', 'SyncPrepare -> SyncCompute', 'SyncCompute -> SyncAllReduce', 'SyncAllReduce -> SyncApply',
+  'SyncApply -> Reporting', 'Reporting -> Ready'];
+const ROUND = ['Ready -> RoundPrepare', 'RoundPrepare -> InnerSteps', 'InnerSteps -> RoundAllReduce', 'RoundAllReduce -> OuterStep',
+  'OuterStep -> Reporting', 'Reporting -> Ready'];
+/** Evaluations and uploads between steps: each leaves Ready and comes back to it. */
+const asideOk = (aside: string[]): boolean => aside.length % 2 === 0
+  && aside.every((t, i) => (i % 2 === 0 ? /^Ready -> (Evaluating|Uploading)$/ : /^(Evaluating|Uploading) -> Ready$/).test(t));
 
 let root: { dir: string; remove(): Promise<void> };
 let data: { dataDir: string; manifest: Manifest };
@@ -32,7 +52,7 @@ afterAll(async () => {
 /** One volunteer trains a K-step job alone; its shard GETs take DELAY_MS more. */
 async function train(
   name: string, o: { prefetch: boolean; memoryCacheBytes: number; job?: Record<string, unknown> },
-): Promise<{ steps: StepEvent[]; served: number; weights: Float32Array }> {
+): Promise<{ steps: StepEvent[]; phases: PhaseEvent[]; served: number; weights: Float32Array }> {
   const job = await startTestJob(root.dir, name, data, testJob(K, { checkpointEvery: K, ...o.job }));
   const engine = await WasmEngine.create({ initialMiB: 4 });
   let served = 0;
@@ -46,6 +66,7 @@ async function train(
     return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
   const steps: StepEvent[] = [];
+  const phases: PhaseEvent[] = [];
   const lines: string[] = [];
   try {
     const exit = await runVolunteer(
@@ -57,7 +78,10 @@ async function train(
         url: job.url, name, log: (l) => lines.push(l), rejoinForMs: 10_000, prefetch: o.prefetch, memoryCacheBytes: o.memoryCacheBytes,
         // The step computes a while (a slower device): room to load the next batch meanwhile.
         throttle: () => 0.1,
-        onEvent: (e) => { if (e.type === 'step') steps.push(e); },
+        onEvent: (e) => {
+          if (e.type === 'step') steps.push(e);
+          else if (e.type === 'phase') phases.push(e);
+        },
       },
     );
     expect(exit.reason, lines.slice(-20).join('\n')).toBe('done');
@@ -66,7 +90,7 @@ async function train(
     await job.close();
     engine.destroy();
   }
-  return { steps, served, weights: (await finalWeights(job.jobDir)).weights };
+  return { steps, phases, served, weights: (await finalWeights(job.jobDir)).weights };
 }
 
 describe('volunteer prefetch', () => {
@@ -107,6 +131,11 @@ describe('volunteer prefetch', () => {
     expect(fetched[0]! - trainBytes, 'the training shards once, and the manifest').toBeGreaterThan(0);
     expect(fetched[0]! - trainBytes).toBeLessThan(10_000);
     expect(fetched.at(-1)! - fetched[0]!, `fetched ${fetched.join(' ')}`).toBe(0);
+    // The step machine's transitions, named: loaded from the seed, then K sync steps, each through its six.
+    const t = transitions(r.phases);
+    expect(t.path).toEqual([...LOADED, ...Array.from({ length: K }, () => SYNC_STEP).flat()]);
+    expect(t.steps).toEqual(Array.from({ length: K }, (_, i) => i));
+    expect(asideOk(t.aside), t.aside.join(', ')).toBe(true);
   }, 300_000);
 
   it('rounds: the next inner steps load while one computes; the weights are those of a run without prefetch', async () => {
@@ -114,6 +143,11 @@ describe('volunteer prefetch', () => {
     const off = await train('rounds-off', { prefetch: false, memoryCacheBytes: 1, job: rounds });
     const on = await train('rounds-on', { prefetch: true, memoryCacheBytes: 1, job: rounds });
     expect(on.steps.map((s) => [s.step, s.innerSteps])).toEqual([[3, 3], [6, 3]]);
+    // The step machine's transitions, named: two rounds of 3 inner steps from steps 0 and 3.
+    const t = transitions(on.phases);
+    expect(t.path).toEqual([...LOADED, ...ROUND, ...ROUND]);
+    expect(t.steps).toEqual([0, 3]);
+    expect(asideOk(t.aside), t.aside.join(', ')).toBe(true);
     const waits = (r: { steps: StepEvent[] }) => r.steps.map((s) => Math.round(s.dataMs));
     // Without prefetch each inner step waits a whole fetch (3 per round); with it (two batches
     // ahead at most), inner steps 1 and 2 load beside inner step 0, inner step 2 is ready when

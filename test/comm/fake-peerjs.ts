@@ -150,9 +150,14 @@ export async function settlesWithin(p: Promise<unknown>, ms: number): Promise<bo
   }
 }
 
-/** The fake connection under a ring's link (a kept link's lease or a raw PeerJsLink). */
-export function connOf(link: Link | null): DataConnectionLike {
-  if (link instanceof LinkLease) return link.base.conn;
+/** The PeerJsLink under a ring's link (a kept link's lease or a raw PeerJsLink). */
+export function baseOf(link: Link | null): PeerJsLink {
+  if (link instanceof LinkLease) return link.base;
   if (!(link instanceof PeerJsLink)) throw new Error('expected a PeerJsLink or a LinkLease');
-  return link.conn;
+  return link;
+}
+
+/** The fake connection under a ring's link. */
+export function connOf(link: Link | null): DataConnectionLike {
+  return baseOf(link).conn;
 }

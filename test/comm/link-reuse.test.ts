@@ -7,11 +7,11 @@
 // pair), that the sums are right and the same bits on every peer, that nobody is blamed, and that
 // no connection is left open that no ring holds.
 import { afterEach, describe, expect, it } from 'vitest';
-import { RingError, allReduceSum, memoryRing, type Ring, type Topology } from '../../src/comm/index.ts';
+import { RingError, allReduceSum, memoryRing, type Link, type Ring, type Topology } from '../../src/comm/index.ts';
 import { REUSE_ACK_MS } from '../../src/comm/link-pool.ts';
 import { FrameKind, HEADER_BYTES, parseReuse, reuseFrame } from '../../src/protocol/frames.ts';
 import { formStepRings } from '../../src/client/step-rings.ts';
-import { connOf, flush, settlesWithin, type FakeConn } from './fake-peerjs.ts';
+import { baseOf, connOf, flush, settlesWithin, type FakeConn } from './fake-peerjs.ts';
 import { closeEndpoints, dialsOf, ep, formAll, network, onlyRingsHoldConnections, sumsRight } from './reuse-helpers.ts';
 
 afterEach(closeEndpoints);
@@ -36,6 +36,10 @@ describe('a new generation keeps the links of unchanged neighbour pairs', () => 
     const g1Conn = (from: string, to: string) => net.dials.find((d) => d.generation === 1 && d.from === from && d.to === to);
     expect(connOf(g2[0]!.next)).toBe(g1Conn('a', 'b')?.dialer);
     expect(connOf(g2[1]!.prev)).toBe(g1Conn('a', 'b')?.answerer);
+    // Each end's link machine (src/comm/link-machine.ts), named: A offered and adopted on the ACK, B acked and adopted on the CONFIRM.
+    const phases = (l: Link | null) => baseOf(l).machine.trail;
+    expect(phases(g2[0]!.next)).toEqual(['Dialing -> Open', 'Open -> Leased', 'Leased -> Idle', 'Idle -> Offering', 'Offering -> Leased']);
+    expect(phases(g2[1]!.prev)).toEqual(['Accepting -> Answered', 'Answered -> Open', 'Open -> Leased', 'Leased -> Idle', 'Idle -> Acked', 'Acked -> Leased']);
     await flush();
     onlyRingsHoldConnections(net, g2);
     for (const id of g2Ids) expect(ep(eps, id).keptLinks, id).toEqual({ open: 2, idle: 0 });

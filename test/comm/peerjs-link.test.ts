@@ -63,6 +63,12 @@ describe('PeerJsLink: the dialing end sends nothing before it has heard the acce
     expect(sentBy.get(dialer)!.map((f) => (isReadyFrame(f) ? 'ready' : f[0]))).toEqual(['ready', 1, 2, 3]);
     await flush();
     expect(heard.frames).toEqual([[1, 1], [2, 2], [3, 3]]);
+    // Their link machines (src/comm/link-machine.ts): the dialing end opened on its channel, the accepting end on the answer.
+    expect(out.machine.trail).toEqual(['Dialing -> Open']);
+    expect(inn.machine.trail).toEqual(['Accepting -> Answered', 'Answered -> Open']);
+    out.close();
+    await flush();
+    expect([out.machine.phase, inn.machine.phase]).toEqual(['Closed', 'Closed']);
   });
 
   it('answers a READY heard before its own channel said open once it opens, with what it held, in order', async () => {

@@ -112,6 +112,9 @@ describe('N peers train one model', () => {
     // The survivors were inside the collective when it broke.
     const interrupted = [vs[0]!, vs[1]!].some((v) => v.lines.some((l) => /step 3 generation \d+: /.test(l)));
     expect(interrupted, [...vs[0]!.lines, ...vs[1]!.lines].join('\n')).toBe(true);
+    // Their step machines took the failure path (src/client/step-machine.ts), and it says why.
+    const aborted = [vs[0]!, vs[1]!].some((v) => v.lines.some((l) => /step 3: SyncAllReduce -> Aborted \(.+\)/.test(l)));
+    expect(aborted, [...vs[0]!.lines, ...vs[1]!.lines].join('\n')).toBe(true);
     const steps = await checkSteps(job.jobDir);
     expect(steps[2]!.ring, 'step 3 was committed by the 2 survivors').toBe(2);
     expect(steps[K - 1]!.ring, 'the joiner is in the ring at the end').toBe(3);
