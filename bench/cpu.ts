@@ -12,19 +12,19 @@
 // (bench/simd-peak.ts) and what share of it ResNet-20 reaches. Medians of timed steps after 2
 // warm-up steps. Options: --batch=N --steps=N --resnet50-batch=N, --no-resnet50, --no-torch,
 // --no-install (use a PyTorch that is there, install none), --winograd=auto|off (off: our 3x3 convolutions
-// on im2col, as before Winograd).
+// on im2col, as before Winograd), --fma=auto|off (off: our GEMM kernels multiply then add, as before relaxed SIMD).
+// simd_peak_gflops is the peak of the multiply-add our kernels use (FMA where the runtime has relaxed SIMD);
+// simd_peak_mul_add_gflops that of a multiply then an add; fma_speedup_resnet20_1t/_2t: the fused build's step
+// against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
 // "torch_version":..,"small_cnn_vs_torch_1t":..,"small_cnn_vs_torch_2t":..,"resnet20_vs_torch_1t":..,
-// "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,...}
+// "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,"fma":..,...}
 // (ours_ips, peer_ips, ratio: geometric means over the 32x32 models, 1 thread vs TF.js's 1).
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelSpec } from '../src/nn/graph.ts';
-import { Model } from '../src/nn/model.ts';
-import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
-import { recordGradients, uploadBatch } from '../src/train/step.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
-import type { WasmTensor } from '../src/wasm/tensor.ts';
+import { fmaAb, type FmaAb } from './fma-ab.ts';
 import { trainingFlopsPerImage } from './flops.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { compilePeak, simdPeakGflops } from './simd-peak.ts';
@@ -33,7 +33,8 @@ import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { geomean, median } from './timing.ts';
-import { parseWinograd } from './wasm-options.ts';
+import { parseFma, parseWinograd, usesFma } from './wasm-options.ts';
+import { wasmStepper } from './wasm-step.ts';
 
 interface Row {
   model: string; batch: number; flopsPerImage: number;
@@ -43,31 +44,19 @@ interface Row {
 
 const arg = (args: string[], name: string, def: number) => Number(args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? def);
 
-/** Our volunteer's step on the wasm engine; returns the per-step times and losses. */
+/** Our volunteer's step on the wasm engine (bench/wasm-step.ts): the per-step times and losses after 2 warm-up steps. */
 async function ours(
   engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number, steps: number,
 ): Promise<{ ms: number[]; loss: number[] }> {
-  const model = new Model(engine, spec, { seed: 1 });
-  const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
-  const w = await model.readParams();
-  const v = new Float32Array(w.length);
-  const host = { x, labels, shape: [batch, ...spec.input] as const };
-  let tx: WasmTensor | null = null;
+  const stepper = await wasmStepper(engine, spec, x, labels, batch);
   const ms: number[] = [], loss: number[] = [];
   try {
     for (let s = 0; s < steps + 2; s++) {
-      const t0 = performance.now();
-      tx = uploadBatch(model, host, tx);
-      const total = recordGradients(model, tx, s);
-      const l = (await engine.readF32(total))[0]! / batch;
-      const G = await engine.readF32(model.grads);
-      hostOptimizerStep(cfg, model.layout.params, { w, v, G, t: s, gradScale: 1 / batch });
-      engine.write(model.params, w);
-      if (s >= 2) { ms.push(performance.now() - t0); loss.push(l); }
+      const r = await stepper.step();
+      if (s >= 2) { ms.push(r.ms); loss.push(r.loss); }
     }
   } finally {
-    if (tx) engine.release(tx);
-    model.destroy();
+    stepper.destroy();
   }
   return { ms, loss };
 }
@@ -93,13 +82,22 @@ export async function main(args: string[]): Promise<void> {
       torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}), SGD+momentum`;
     }
   }
-  const peak = await compilePeak();
-  const peak1 = await simdPeakGflops(peak, 1), peak2 = await simdPeakGflops(peak, 2);
-  console.error(`wasm SIMD peak (f32x4 mul+add, 12 chains): ${peak1.toFixed(1)} GFLOP/s on 1 thread, ${peak2.toFixed(1)} on 2`);
-  const { threads } = await tfjsWasm();
   const winograd = parseWinograd(args);
-  const engine = await WasmEngine.create({ threads: 1, winograd });
-  const engine2 = await WasmEngine.create({ threads: 2, winograd });
+  const fmaMode = parseFma(args);
+  const fma = await usesFma(fmaMode);
+  const plain = await compilePeak('mul-add');
+  const plain1 = await simdPeakGflops(plain, 1), plain2 = await simdPeakGflops(plain, 2);
+  console.error(`wasm SIMD peak (f32x4 mul+add, 12 chains): ${plain1.toFixed(1)} GFLOP/s on 1 thread, ${plain2.toFixed(1)} on 2`);
+  let peak1 = plain1, peak2 = plain2;
+  if (fma) {
+    const fused = await compilePeak('fma');
+    peak1 = await simdPeakGflops(fused, 1);
+    peak2 = await simdPeakGflops(fused, 2);
+    console.error(`wasm SIMD peak (f32x4 relaxed_madd, 12 chains): ${peak1.toFixed(1)} GFLOP/s on 1 thread, ${peak2.toFixed(1)} on 2`);
+  }
+  const { threads } = await tfjsWasm();
+  const engine = await WasmEngine.create({ threads: 1, winograd, fma: fmaMode });
+  const engine2 = await WasmEngine.create({ threads: 2, winograd, fma: fmaMode });
   const rows: Row[] = [];
   try {
     for (const m of [...small, ...big]) {
@@ -129,6 +127,21 @@ export async function main(args: string[]): Promise<void> {
     engine.destroy();
     engine2.destroy();
   }
+  // The fused build against the plain one step for step (ResNet-20, 1 and 2 threads): a ratio the drift of this host's speed cannot bend.
+  const ab: FmaAb[] = [];
+  const r20Model = small.find((m) => stepLabel(m).startsWith('resnet20@'));
+  if (fma && r20Model && !args.includes('--no-fma-ab')) {
+    const { spec } = r20Model;
+    const rng = makeRng(1);
+    const x = uniformF32(rng, r20Model.batch * spec.input[0] * spec.input[1] * spec.input[2]);
+    const labels = Int32Array.from({ length: r20Model.batch }, () => rng.int(spec.classes));
+    for (const t of [1, 2]) {
+      const r = await fmaAb(spec, x, labels, r20Model.batch, t, winograd, steps);
+      ab.push(r);
+      console.error(`resnet20 ${t}t fused vs plain, step for step: ${r.fusedMs.toFixed(0)} ms vs ${r.plainMs.toFixed(0)} ms: ${r.speedup.toFixed(2)}x`);
+    }
+  }
+  const abOf = (t: number) => r3(ab.find((r) => r.threads === t)?.speedup);
   const cifarRows = rows.filter((r) => r.oursIps !== null);
   const by = (prefix: string) => rows.find((r) => r.model.startsWith(prefix));
   const vs = (r: Row | undefined, t: 1 | 2) => {
@@ -140,6 +153,7 @@ export async function main(args: string[]): Promise<void> {
   const summary = {
     bench: 'cpu',
     winograd,
+    fma,
     ours_ips: +geomean(cifarRows.map((r) => r.oursIps!)).toFixed(2),
     peer_ips: +geomean(cifarRows.map((r) => r.peerIps!)).toFixed(2),
     ratio: +geomean(cifarRows.map((r) => r.oursIps! / r.peerIps!)).toFixed(3),
@@ -155,6 +169,10 @@ export async function main(args: string[]): Promise<void> {
     resnet50_64_vs_torch_2t: vs(by('resnet50@64'), 2),
     simd_peak_gflops: +peak1.toFixed(1),
     simd_peak_gflops_2t: +peak2.toFixed(1),
+    simd_peak_mul_add_gflops: +plain1.toFixed(1),
+    simd_peak_mul_add_gflops_2t: +plain2.toFixed(1),
+    fma_speedup_resnet20_1t: abOf(1),
+    fma_speedup_resnet20_2t: abOf(2),
     resnet20_gflops_2t: r20Gflops === null ? null : +r20Gflops.toFixed(2),
     resnet20_peak_share_2t: r20Gflops === null ? null : r3(r20Gflops / peak2),
     by_model: Object.fromEntries(rows.map((r) => [r.model, {
@@ -164,7 +182,8 @@ export async function main(args: string[]): Promise<void> {
   };
   const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;
   writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({
-    ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2, simdPeak: { peak1, peak2 }, rows, summary,
+    ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2,
+    simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, rows, summary,
   }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
     title: 'Training on the CPU: ours (wasm SIMD) vs TF.js wasm and PyTorch, 1 and 2 threads', yLabel: 'images/s (median)',

@@ -7,7 +7,8 @@
 // FLOPs and GFLOP/s, read against the wasm SIMD peak measured in the same run
 // (bench/simd-peak.ts). Medians over the timed steps after 2 warm-up steps.
 // Options: --models=NAME@SIDE:BATCH,... (default resnet20@32:64,resnet50@64:16), --threads=1,2,
-// --steps=N, --winograd=auto|off (off: every convolution on im2col, as before Winograd).
+// --steps=N, --winograd=auto|off (off: every convolution on im2col, as before Winograd), --fma=auto|off (off: the
+// GEMM kernels multiply then add, as before relaxed SIMD; the peak is then the mul-add loop's).
 // Last line: {"bench":"ops","winograd":..,"simd_peak_gflops":..,"runs":[{"model","threads","step_ms","gflops",
 // "peak_share","top":[[op, share], ...]}, ...]}
 import type { Engine } from '../src/backend/engine.ts';
@@ -17,7 +18,8 @@ import { conv2dShape, type Conv2dParams } from '../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
-import { parseWinograd } from './wasm-options.ts';
+import { parseFma, parseWinograd, usesFma } from './wasm-options.ts';
+import type { FmaMode } from '../src/wasm/engine.ts';
 import type { WinogradMode } from '../src/wasm/ops-winograd.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { compilePeak, simdPeakGflops } from './simd-peak.ts';
@@ -81,8 +83,8 @@ function timed(engine: WasmEngine, state: { sample: Sample; phase: string }): En
 
 interface Run { model: string; threads: number; stepMs: number; rows: { op: string; ms: number; share: number; gflops: number | null; calls: number }[] }
 
-async function profile(m: StepModel, threads: number, steps: number, winograd: WinogradMode): Promise<Run> {
-  const engine = await WasmEngine.create({ threads, winograd });
+async function profile(m: StepModel, threads: number, steps: number, winograd: WinogradMode, fma: FmaMode): Promise<Run> {
+  const engine = await WasmEngine.create({ threads, winograd, fma });
   const state = { sample: new Map() as Sample, phase: 'setup' };
   const model = new Model(timed(engine, state), m.spec, { seed: 1 });
   const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
@@ -139,18 +141,21 @@ export async function main(args: string[]): Promise<void> {
   const threadList = (opt('threads') ?? '1,2').split(',').map(Number);
   const steps = Number(opt('steps') ?? 3);
   const winograd = parseWinograd(args);
-  const binary = await compilePeak();
+  const fmaMode = parseFma(args);
+  const fma = await usesFma(fmaMode);
+  // The ceiling of the multiply-add the engine's kernels use.
+  const binary = await compilePeak(fma ? 'fma' : 'mul-add');
   // One thread count at a time: run together, they would share the cores.
   const peak = new Map<number, number>();
   for (const t of threadList) peak.set(t, await simdPeakGflops(binary, t));
   const runs: Run[] = [];
   for (const m of models) {
     for (const t of threadList) {
-      const r = await profile(m, t, steps, winograd);
+      const r = await profile(m, t, steps, winograd, fmaMode);
       runs.push(r);
       const flops = r.rows.reduce((s, x) => s + (x.gflops ? x.gflops * x.ms : 0), 0) / r.stepMs;
       console.error(`\n${r.model}, ${t} thread(s): ${r.stepMs.toFixed(0)} ms/step, convolutions and GEMMs at ${flops.toFixed(1)} GFLOP/s over the step ` +
-        `(wasm SIMD peak ${peak.get(t)!.toFixed(1)})`);
+        `(wasm SIMD ${fma ? 'FMA' : 'mul+add'} peak ${peak.get(t)!.toFixed(1)})`);
       for (const x of r.rows) {
         const g = x.gflops === null ? '' : `${x.gflops.toFixed(1).padStart(6)} GFLOP/s (${((100 * x.gflops) / peak.get(t)!).toFixed(0)}% of peak)`;
         console.error(`  ${x.op.padEnd(36)} ${x.ms.toFixed(1).padStart(8)} ms ${(100 * x.share).toFixed(1).padStart(5)}%  ${g}`);
@@ -160,6 +165,7 @@ export async function main(args: string[]): Promise<void> {
   const summary = {
     bench: 'ops',
     winograd,
+    fma,
     simd_peak_gflops: Object.fromEntries([...peak].map(([t, g]) => [`${t}t`, +g.toFixed(1)])),
     runs: runs.map((r) => {
       const gflops = r.rows.reduce((s, x) => s + (x.gflops ? x.gflops * x.ms : 0), 0) / r.stepMs;

@@ -1,9 +1,13 @@
-// Builds the wasm engine's kernels (wasm/*.ts, AssemblyScript) on demand, in two variants of the
+// Builds the wasm engine's kernels (wasm/*.ts, AssemblyScript) on demand, in four variants of the
 // same sources:
 //   src/wasm/build/kernels.wasm      one thread: a private imported memory (every page)
 //   src/wasm/build/kernels-mt.wasm   threads: an imported SHARED memory (maximum 4 GiB), which
 //                                    every thread of one engine instantiates (pages that are
 //                                    cross-origin isolated, and Node)
+//   kernels-fma.wasm, kernels-mt-fma.wasm   the same with relaxed SIMD: the GEMM kernels' multiply-
+//                                    adds are f32x4.relaxed_madd (wasm/gemm.ts madd), one fused
+//                                    instruction on CPUs with FMA; loaded where the runtime
+//                                    validates relaxed SIMD (src/wasm/kernels.ts)
 // ensureWasm() compiles a variant only when it is missing or was built from other sources,
 // compiler version or flags (a SHA-256 of all three is kept next to each file). Nothing it
 // writes is tracked by git. Called by WasmEngine.create() in Node, by the vite plugin
@@ -18,13 +22,19 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const WASM_SRC = join(root, 'wasm');
 export const WASM_OUT = join(root, 'src', 'wasm', 'build', 'kernels.wasm');
 export const WASM_OUT_THREADS = join(root, 'src', 'wasm', 'build', 'kernels-mt.wasm');
+export const WASM_OUT_FMA = join(root, 'src', 'wasm', 'build', 'kernels-fma.wasm');
+export const WASM_OUT_THREADS_FMA = join(root, 'src', 'wasm', 'build', 'kernels-mt-fma.wasm');
 /** Largest shared memory, in 64 KiB pages (wasm32's 4 GiB; the engine may ask for less). */
 export const MAX_SHARED_PAGES = 65536;
 const ENTRY = join(WASM_SRC, 'kernels.ts');
 const FLAGS = ['-O3', '--enable', 'simd', '--runtime', 'stub', '--importMemory', '--noAssert'];
+const THREADS = ['--enable', 'threads', '--sharedMemory', '--maximumMemory', String(MAX_SHARED_PAGES)];
+const FMA = ['--enable', 'relaxed-simd'];
 const VARIANTS = [
   { out: WASM_OUT, flags: FLAGS },
-  { out: WASM_OUT_THREADS, flags: [...FLAGS, '--enable', 'threads', '--sharedMemory', '--maximumMemory', String(MAX_SHARED_PAGES)] },
+  { out: WASM_OUT_THREADS, flags: [...FLAGS, ...THREADS] },
+  { out: WASM_OUT_FMA, flags: [...FLAGS, ...FMA] },
+  { out: WASM_OUT_THREADS_FMA, flags: [...FLAGS, ...THREADS, ...FMA] },
 ];
 
 /** SHA-256 over the flags, the compiler version and every source file (sorted by name). */
@@ -77,8 +87,9 @@ async function ensureVariant({ out, flags }, force) {
 let pending = null;
 
 /**
- * Makes sure both variants (src/wasm/build/kernels.wasm and kernels-mt.wasm) match the
- * sources; returns the path of the single-thread one (the threaded one is WASM_OUT_THREADS).
+ * Makes sure every variant (src/wasm/build/kernels.wasm, kernels-mt.wasm and their -fma
+ * builds) matches the sources; returns the path of the single-thread one (the others are
+ * WASM_OUT_THREADS, WASM_OUT_FMA and WASM_OUT_THREADS_FMA).
  * Concurrent calls in one process share one check (and build); later calls check again
  * (cheap: a hash of a few small files), so a long-running dev server picks up edits.
  * @param {{ force?: boolean }} [opts]
@@ -99,7 +110,7 @@ export function ensureWasm(opts = {}) {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const t0 = Date.now();
   ensureWasm({ force: process.argv.includes('--force') }).then(
-    (out) => console.log(`wasm kernels: ${out} and ${WASM_OUT_THREADS} (${Date.now() - t0} ms)`),
+    (out) => console.log(`wasm kernels: ${out}, ${WASM_OUT_THREADS} and their -fma builds (${Date.now() - t0} ms)`),
     (e) => {
       console.error(e instanceof Error ? e.message : e);
       process.exit(1);

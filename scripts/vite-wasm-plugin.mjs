@@ -1,6 +1,6 @@
-// Vite plugin: builds the wasm kernels (scripts/build-wasm.mjs: kernels.wasm and the threaded
-// kernels-mt.wasm) before vite needs them, so `new URL('./build/kernels.wasm', import.meta.url)`
-// (and kernels-mt.wasm) in src/wasm/kernels.ts resolve in the page and in workers: at build
+// Vite plugin: builds the wasm kernels (scripts/build-wasm.mjs: kernels.wasm, the threaded
+// kernels-mt.wasm and their -fma builds) before vite needs them, so `new URL('./build/kernels.wasm',
+// import.meta.url)` (and the other three) in src/wasm/kernels.ts resolve in the page and in workers: at build
 // start (vite build, which bundles the files as assets), when the dev server starts, and again
 // in dev whenever a file under wasm/ changes (then the page reloads). Add to vite.config.ts:
 // plugins: [wasmKernels()].

@@ -27,6 +27,17 @@ export function gemmScratchBytes(): i32 {
   return (KC * NC + MC * KC + MR * NR) * 4;
 }
 
+/**
+ * a * b + c per lane. With relaxed SIMD (the kernels-*-fma builds) one relaxed_madd: a fused
+ * multiply-add (one rounding) on CPUs with FMA, mul then add (two) on those without; which is
+ * fixed per machine, so bits stay a function of the shapes and inputs on any one device.
+ * Without it, mul then add.
+ */
+@inline export function madd(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+  return f32x4.add(c, f32x4.mul(a, b));
+}
+
 // Store modes of a tile: C = acc, C += acc, C = beta * C + acc.
 const SET: i32 = 0;
 const ADD: i32 = 1;
@@ -55,17 +66,17 @@ function micro4x8(kc: i32, a: usize, b: usize, c: usize, ldcB: usize, mode: i32,
     const b0 = v128.load(b);
     const b1 = v128.load(b, 16);
     let av = v128.load32_splat(a);
-    c00 = f32x4.add(c00, f32x4.mul(av, b0));
-    c01 = f32x4.add(c01, f32x4.mul(av, b1));
+    c00 = madd(av, b0, c00);
+    c01 = madd(av, b1, c01);
     av = v128.load32_splat(a, 4);
-    c10 = f32x4.add(c10, f32x4.mul(av, b0));
-    c11 = f32x4.add(c11, f32x4.mul(av, b1));
+    c10 = madd(av, b0, c10);
+    c11 = madd(av, b1, c11);
     av = v128.load32_splat(a, 8);
-    c20 = f32x4.add(c20, f32x4.mul(av, b0));
-    c21 = f32x4.add(c21, f32x4.mul(av, b1));
+    c20 = madd(av, b0, c20);
+    c21 = madd(av, b1, c21);
     av = v128.load32_splat(a, 12);
-    c30 = f32x4.add(c30, f32x4.mul(av, b0));
-    c31 = f32x4.add(c31, f32x4.mul(av, b1));
+    c30 = madd(av, b0, c30);
+    c31 = madd(av, b1, c31);
     a += 16;
     b += 32;
   }
@@ -227,7 +238,7 @@ export function gemm(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b
 function dot1(K: i32, a: usize, b: usize): f32 {
   const K4 = K & ~3;
   let acc = f32x4.splat(0);
-  for (let k = 0; k < K4; k += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(a + <usize>k * 4), v128.load(b + <usize>k * 4)));
+  for (let k = 0; k < K4; k += 4) acc = madd(v128.load(a + <usize>k * 4), v128.load(b + <usize>k * 4), acc);
   let s = hsum(acc);
   for (let k = K4; k < K; k++) s += load<f32>(a + <usize>k * 4) * load<f32>(b + <usize>k * 4);
   return s;
@@ -252,17 +263,17 @@ export function gemmNT(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb
         const o = <usize>k * 4;
         const v0 = v128.load(b0 + o), v1 = v128.load(b1 + o);
         let u = v128.load(a0 + o);
-        s00 = f32x4.add(s00, f32x4.mul(u, v0));
-        s01 = f32x4.add(s01, f32x4.mul(u, v1));
+        s00 = madd(u, v0, s00);
+        s01 = madd(u, v1, s01);
         u = v128.load(a1 + o);
-        s10 = f32x4.add(s10, f32x4.mul(u, v0));
-        s11 = f32x4.add(s11, f32x4.mul(u, v1));
+        s10 = madd(u, v0, s10);
+        s11 = madd(u, v1, s11);
         u = v128.load(a2 + o);
-        s20 = f32x4.add(s20, f32x4.mul(u, v0));
-        s21 = f32x4.add(s21, f32x4.mul(u, v1));
+        s20 = madd(u, v0, s20);
+        s21 = madd(u, v1, s21);
         u = v128.load(a3 + o);
-        s30 = f32x4.add(s30, f32x4.mul(u, v0));
-        s31 = f32x4.add(s31, f32x4.mul(u, v1));
+        s30 = madd(u, v0, s30);
+        s31 = madd(u, v1, s31);
       }
       let r00 = hsum(s00), r01 = hsum(s01), r10 = hsum(s10), r11 = hsum(s11);
       let r20 = hsum(s20), r21 = hsum(s21), r30 = hsum(s30), r31 = hsum(s31);

@@ -21,7 +21,7 @@ import type { Pool2dParams } from '../shapes/pool.ts';
 import type { SoftmaxXentParams } from '../shapes/softmax_xent.ts';
 import type { TopkParams } from '../shapes/topk.ts';
 import { Heap } from './heap.ts';
-import { compileKernels, isNode, KERNEL_NAMES, type Kernels, loadKernels } from './kernels.ts';
+import { compileKernels, isNode, KERNEL_NAMES, type Kernels, kernelVariant, loadKernels, relaxedSimd } from './kernels.ts';
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
 import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor, WinogradMode } from './tensor.ts';
@@ -43,7 +43,14 @@ export interface WasmEngineOptions {
    * applies (tests), 'off' keeps every convolution on im2col + GEMM (src/wasm/ops-winograd.ts).
    */
   winograd?: WinogradMode;
+  /**
+   * The GEMM kernels' multiply-adds: 'auto' (default) fused (relaxed SIMD's f32x4.relaxed_madd) where the runtime
+   * has relaxed SIMD, 'off' a multiply then an add everywhere (wasm/gemm.ts madd).
+   */
+  fma?: FmaMode;
 }
+
+export type FmaMode = 'auto' | 'off';
 
 let nextOwner = 1;
 
@@ -94,9 +101,13 @@ export class WasmEngine implements Engine<WasmTensor> {
   private readonly cx: WasmCtx;
   private readonly live: PartCtx;
 
-  private constructor(private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode) {
+  private constructor(
+    private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode,
+    /** Whether the GEMM kernels multiply-add fused (the -fma kernels: relaxed SIMD). */
+    readonly fma: boolean,
+  ) {
     const threads = pool?.size ?? 1;
-    const description = `WebAssembly SIMD, ${threads} thread${threads > 1 ? 's' : ''}`;
+    const description = `WebAssembly SIMD${fma ? ' with FMA' : ''}, ${threads} thread${threads > 1 ? 's' : ''}`;
     this.info = { backend: 'wasm', platform: isNode() ? 'node' : 'browser', description, cpu: true };
     this.live = { k, scratch: (slot, bytes) => this.scratch(`0:${slot}`, bytes), barrier: () => {} };
     this.cx = {
@@ -124,22 +135,25 @@ export class WasmEngine implements Engine<WasmTensor> {
     if (!['auto', 'always', 'off'].includes(winograd)) {
       throw new VtError('bad-shape', `WasmEngine: winograd must be 'auto', 'always' or 'off', got ${String(winograd)}`);
     }
-    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd);
+    const fmaMode = opts.fma ?? 'auto';
+    if (!['auto', 'off'].includes(fmaMode)) throw new VtError('bad-shape', `WasmEngine: fma must be 'auto' or 'off', got ${String(fmaMode)}`);
+    const fma = fmaMode === 'auto' && await relaxedSimd();
+    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma);
     try {
-      return await WasmEngine.make(threads, pages, winograd);
+      return await WasmEngine.make(threads, pages, winograd, fma);
     } catch (e) {
       console.warn(`WasmEngine: ${threads} threads could not start (${e instanceof Error ? e.message : String(e)}); running on 1 thread`);
-      return WasmEngine.make(1, pages, winograd);
+      return WasmEngine.make(1, pages, winograd, fma);
     }
   }
 
-  private static async make(threads: number, pages: number, winograd: WinogradMode): Promise<WasmEngine> {
+  private static async make(threads: number, pages: number, winograd: WinogradMode, fma: boolean): Promise<WasmEngine> {
     const heap = threads > 1 ? sharedHeap(pages) : new Heap(pages);
-    const variant = threads > 1 ? 'threads' : 'single';
+    const variant = kernelVariant(threads > 1, fma);
     const k = await loadKernels(heap.memory, variant);
     heap.setBase(k.heapBase());
     const pool = threads > 1 ? await ThreadPool.start(threads - 1, await compileKernels(variant), heap, k) : null;
-    return new WasmEngine(heap, k, pool, winograd);
+    return new WasmEngine(heap, k, pool, winograd, fma);
   }
 
   /** Threads that run the kernels, the calling one included. */

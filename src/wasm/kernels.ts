@@ -1,11 +1,11 @@
 // Loading the kernels module (wasm/*.ts, AssemblyScript, built by scripts/build-wasm.mjs into
-// ./build/kernels.wasm, and ./build/kernels-mt.wasm for a shared memory) and its typed
-// exports. Pointers are byte addresses in the engine's memory (imported as env.memory);
-// booleans are 0/1; u32 arguments may be passed as numbers up to 2^32 - 1 (wasm reads the
-// same 32 bits).
-//  - Node (tsx, vitest): ensureWasm() builds the file if it is missing or stale, then fs reads it.
+// ./build/kernels.wasm, ./build/kernels-mt.wasm for a shared memory, and -fma builds of both
+// with relaxed SIMD's fused multiply-add in the GEMM kernels) and its typed exports. Pointers
+// are byte addresses in the engine's memory (imported as env.memory); booleans are 0/1; u32
+// arguments may be passed as numbers up to 2^32 - 1 (wasm reads the same 32 bits).
+//  - Node (tsx, vitest): ensureWasm() builds the files if missing or stale, then fs reads one.
 //  - Browser page or Web Worker: vite serves / bundles `new URL('./build/kernels.wasm',
-//    import.meta.url)` (and kernels-mt.wasm; scripts/vite-wasm-plugin.mjs builds them first);
+//    import.meta.url)` (and the other three; scripts/vite-wasm-plugin.mjs builds them first);
 //    fetched and compiled with instantiateStreaming. No DOM is used.
 
 type Ptr = number;
@@ -86,8 +86,47 @@ const UNSUPPORTED = 'This WebAssembly has no SIMD: use Chrome/Edge 91+, Firefox 
 /** The builder, relative to this file (a variable: vite must not bundle it as an asset). */
 const BUILD_SCRIPT = '../../scripts/build-wasm.mjs';
 
-/** Which build: 'single' (a private memory) or 'threads' (a shared memory). */
-export type KernelVariant = 'single' | 'threads';
+/**
+ * Which build: 'single' (a private memory) or 'threads' (a shared memory), each plain or '-fma'
+ * (relaxed SIMD: the GEMM kernels multiply-add with f32x4.relaxed_madd, see wasm/gemm.ts madd).
+ */
+export type KernelVariant = 'single' | 'threads' | 'single-fma' | 'threads-fma';
+
+/** The variant for a thread count and FMA choice. */
+export const kernelVariant = (threads: boolean, fma: boolean): KernelVariant =>
+  `${threads ? 'threads' : 'single'}${fma ? '-fma' : ''}`;
+
+/** The smallest module with relaxed SIMD: one function returning f32x4.relaxed_madd of three v128 constants. */
+function relaxedProbe(): Uint8Array<ArrayBuffer> {
+  const zero = [0xfd, 0x0c, ...new Array<number>(16).fill(0)]; // v128.const 0
+  const body = [0x00, ...zero, ...zero, ...zero, 0xfd, 0x85, 0x02, 0x0b]; // no locals; f32x4.relaxed_madd (0xfd 0x105); end
+  return Uint8Array.of(
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+    0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // types: () -> v128
+    0x03, 0x02, 0x01, 0x00, // one function of type 0
+    0x0a, body.length + 2, 0x01, body.length, ...body, // its code
+  );
+}
+
+let relaxed: Promise<boolean> | null = null;
+
+/**
+ * Whether this runtime runs relaxed SIMD (Chrome/Edge 114+, Node 22+). Node 20 has it behind a
+ * V8 flag, which is set here when the probe fails (V8 reads it when it next compiles, workers
+ * included); where the flag is unknown or changes nothing the answer stays false.
+ */
+export function relaxedSimd(): Promise<boolean> {
+  relaxed ??= (async () => {
+    const probe = relaxedProbe();
+    if (WebAssembly.validate(probe)) return true;
+    if (!isNode()) return false;
+    const v8Name = 'node:v8';
+    const v8 = (await import(/* @vite-ignore */ v8Name)) as typeof import('node:v8');
+    v8.setFlagsFromString('--experimental-wasm-relaxed-simd');
+    return WebAssembly.validate(probe);
+  })();
+  return relaxed;
+}
 
 /** Compiled once per realm (page, worker or Node process) and variant; each engine instantiates it with its own memory. */
 const compiled = new Map<KernelVariant, Promise<WebAssembly.Module>>();
@@ -95,10 +134,13 @@ const compiled = new Map<KernelVariant, Promise<WebAssembly.Module>>();
 async function compileNode(variant: KernelVariant): Promise<WebAssembly.Module> {
   // Variable specifiers: bundlers must not follow these into the browser build.
   const script = new URL(BUILD_SCRIPT, import.meta.url).href;
-  const build = (await import(/* @vite-ignore */ script)) as { ensureWasm?: unknown; WASM_OUT_THREADS?: unknown };
+  const build = (await import(/* @vite-ignore */ script)) as Record<string, unknown>;
   if (typeof build.ensureWasm !== 'function') throw new Error(`${script} does not export ensureWasm()`);
   const single: unknown = await (build.ensureWasm as () => Promise<unknown>)();
-  const path = variant === 'single' ? single : build.WASM_OUT_THREADS;
+  const names: Record<KernelVariant, string> = {
+    single: 'WASM_OUT', threads: 'WASM_OUT_THREADS', 'single-fma': 'WASM_OUT_FMA', 'threads-fma': 'WASM_OUT_THREADS_FMA',
+  };
+  const path = variant === 'single' ? single : build[names[variant]];
   if (typeof path !== 'string') throw new Error(`${script} gave ${String(path)}, not a path, for the ${variant} kernels`);
   const fsName = 'node:fs/promises';
   const fs = (await import(/* @vite-ignore */ fsName)) as typeof import('node:fs/promises');
@@ -106,8 +148,14 @@ async function compileNode(variant: KernelVariant): Promise<WebAssembly.Module> 
 }
 
 async function compileBrowser(variant: KernelVariant): Promise<WebAssembly.Module> {
-  // Literal URLs: vite bundles both files as assets.
-  const url = variant === 'single' ? new URL('./build/kernels.wasm', import.meta.url) : new URL('./build/kernels-mt.wasm', import.meta.url);
+  // Literal URLs: vite bundles the four files as assets.
+  const urls: Record<KernelVariant, () => URL> = {
+    single: () => new URL('./build/kernels.wasm', import.meta.url),
+    threads: () => new URL('./build/kernels-mt.wasm', import.meta.url),
+    'single-fma': () => new URL('./build/kernels-fma.wasm', import.meta.url),
+    'threads-fma': () => new URL('./build/kernels-mt-fma.wasm', import.meta.url),
+  };
+  const url = urls[variant]();
   const res = await fetch(url);
   if (!res.ok) {
     throw new Error(`fetching the wasm kernels from ${url.href} failed (HTTP ${res.status}): `

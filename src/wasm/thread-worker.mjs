@@ -1,7 +1,7 @@
 // One extra thread of a threaded WasmEngine (src/wasm/threads.ts starts threads-1 of them):
 // a Node worker_threads Worker or a Web Worker (also inside the volunteer's dedicated worker).
 // Plain JavaScript with no imports, so Node loads it without a TypeScript loader and vite
-// bundles it as a worker. It instantiates the threaded kernels (kernels-mt.wasm) on the
+// bundles it as a worker. It instantiates the threaded kernels (kernels-mt.wasm or kernels-mt-fma.wasm) on the
 // engine's SHARED memory, says 'ready', then serves jobs until told to quit:
 //   mailbox (Int32 words at `mailbox`): SEQ job number posted (-1: quit), DONE job number
 //   finished, CMD byte address of the job's commands (f64), LEN their count, ERR 1 after a

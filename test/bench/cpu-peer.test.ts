@@ -6,10 +6,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { trainingFlopsPerImage } from '../../bench/flops.ts';
+import { fmaAb } from '../../bench/fma-ab.ts';
 import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
 import { parseStepModels } from '../../bench/step-models.ts';
 import { runTorchCpu, torchPython } from '../../bench/torch-peer.ts';
 import { resnet50, smallCnn } from '../../src/nn/models.ts';
+import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { relaxedSimd } from '../../src/wasm/kernels.ts';
 
 describe('cpu bench anchors', () => {
   it('counts a training step as forward, filter and data gradients of convs and linears', () => {
@@ -31,6 +34,18 @@ describe('cpu bench anchors', () => {
     const two = await simdPeakGflops(binary, 2);
     expect(one).toBeGreaterThan(0.5);
     expect(two).toBeGreaterThan(one * 0.9);
+  });
+
+  it('measures the fused multiply-add peak too, and the fused build against the plain one step for step', { timeout: 60_000 }, async () => {
+    expect(await relaxedSimd()).toBe(true);
+    expect(await simdPeakGflops(await compilePeak('fma'), 1)).toBeGreaterThan(0.5);
+    const spec = smallCnn();
+    const rng = makeRng(3);
+    const x = uniformF32(rng, 2 * spec.input[0] * spec.input[1] * spec.input[2]);
+    const r = await fmaAb(spec, x, Int32Array.of(1, 7), 2, 1, 'auto', 1);
+    expect(r.threads).toBe(1);
+    expect(r.fusedMs).toBeGreaterThan(0);
+    expect(r.speedup).toBeCloseTo(r.plainMs / r.fusedMs, 12);
   });
 
   it('the PyTorch peer trains our spec with the same parameter count, where torch is here', { timeout: 180_000 }, (ctx) => {

@@ -41,8 +41,17 @@ describe('WasmEngine tensors', () => {
   afterAll(() => e?.destroy());
 
   it('describes itself', () => {
-    expect(e.info).toEqual({ backend: 'wasm', platform: 'node', description: 'WebAssembly SIMD, 1 thread', cpu: true });
+    // Node 20 has relaxed SIMD behind a V8 flag, which the loader sets (src/wasm/kernels.ts relaxedSimd).
+    expect(e.fma).toBe(true);
+    expect(e.info).toEqual({ backend: 'wasm', platform: 'node', description: 'WebAssembly SIMD with FMA, 1 thread', cpu: true });
     expect(e.viewAlign).toBe(4);
+  });
+
+  it('runs the plain kernels when told (fma: off) and refuses an unknown fma setting', async () => {
+    const plain = await WasmEngine.create({ initialMiB: 1, fma: 'off' });
+    expect([plain.fma, plain.info.description]).toEqual([false, 'WebAssembly SIMD, 1 thread']);
+    plain.destroy();
+    await expect(WasmEngine.create({ fma: 'on' as 'auto' })).rejects.toThrow(/fma must be 'auto' or 'off', got on/);
   });
 
   it('uploads, writes at offsets, reads copies of every dtype', async () => {

@@ -14,10 +14,18 @@ import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
 import { assertClose, FWD, GRAD, type Tolerance } from '../helpers/compare.ts';
 
 let e: WasmEngine;
+/** The plain kernels (multiply then add), beside `e`'s default (fused where the runtime has relaxed SIMD). */
+let plain: WasmEngine;
 beforeAll(async () => {
   e = await WasmEngine.create();
+  plain = await WasmEngine.create({ fma: 'off' });
 });
-afterAll(() => e?.destroy());
+afterAll(() => {
+  e?.destroy();
+  plain?.destroy();
+});
+/** The GEMM and convolution cases run on both builds of the kernels. */
+const BUILDS = [['fused', () => e], ['plain', () => plain]] as const;
 
 const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
@@ -43,9 +51,10 @@ describe('gemm (wasm)', () => {
     { M: 9, N: 2100, K: 3 }, // N over one NC block
     { M: 5, N: 6, K: 0, beta: 2 }, // empty reduction: C = beta C
   ];
-  for (const s of shapes) {
-    it(`${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''} ` +
+  for (const [build, engine] of BUILDS) for (const s of shapes) {
+    it(`${build}: ${s.batch ? `b${s.batch} ` : ''}${s.M}x${s.N}x${s.K}${s.transA ? ' tA' : ''}${s.transB ? ' tB' : ''} ` +
       `alpha ${s.alpha ?? 1} beta ${s.beta ?? 0}`, async () => {
+      const e = engine();
       const rng = makeRng(s.M * 1000 + s.N * 10 + s.K);
       const batch = s.batch ?? 1, lead = s.batch ? [batch] : [];
       const a = uniformF32(rng, batch * s.M * s.K), b = uniformF32(rng, batch * s.K * s.N), c0 = uniformF32(rng, batch * s.M * s.N);
@@ -57,7 +66,7 @@ describe('gemm (wasm)', () => {
       for (let i = 0; i < batch; i++) want.set(
         ref.gemm.gemm(a.subarray(i * s.M * s.K), b.subarray(i * s.K * s.N), c0.subarray(i * s.M * s.N), s), i * s.M * s.N,
       );
-      assertClose(await read(tc), want, gemmTol(s.K), 'gemm');
+      assertClose(await e.readF32(tc), want, gemmTol(s.K), 'gemm');
       e.release(ta, tb, tc);
     });
   }
@@ -102,9 +111,10 @@ describe('conv2d (wasm)', () => {
     ['ResNet 3x3 64->64 at 1x8x8', { x: [1, 64, 8, 8], w: [64, 64, 3, 3], p: { stride: 1, pad: 1 } }],
     ['257 wide row, 3x3 p1', { x: [1, 2, 3, 257], w: [3, 2, 3, 3], p: { stride: 1, pad: 1 } }],
   ];
-  for (const [name, g] of shapes) {
+  for (const [build, engine] of BUILDS) for (const [name, g] of shapes) {
     for (const accumulate of [false, true]) {
-      it(`${name}${accumulate ? ', backward accumulate' : ''}`, async () => {
+      it(`${build}: ${name}${accumulate ? ', backward accumulate' : ''}`, async () => {
+        const e = engine();
         const rng = makeRng(prod(g.x) + prod(g.w) + (accumulate ? 1 : 0));
         const oshape = conv2dShape(g.x, g.w, g.p);
         const x = uniformF32(rng, prod(g.x)), w = uniformF32(rng, prod(g.w)), dy = uniformF32(rng, prod(oshape));
@@ -116,9 +126,9 @@ describe('conv2d (wasm)', () => {
         e.conv2dBackwardFilter(tx, tdy, tdw, g.p, { accumulate });
         const [cout, cin, kh, kw] = g.w, [n, , oh, ow] = oshape as [number, number, number, number];
         const plus = (a: Float64Array, b: Float32Array): Float64Array => (accumulate ? a.map((v, i) => v + b[i]!) : a);
-        assertClose(await read(ty), ref.conv2d.conv2dForward(f64(x), g.x, f64(w), g.w, g.p), tolFor(FWD, cin * kh * kw), 'conv2d y');
-        assertClose(await read(tdx), plus(ref.conv2d.conv2dBackwardInput(f64(dy), f64(w), g.x, g.w, g.p), dx0), tolFor(GRAD, cout * kh * kw), 'conv2d dx');
-        assertClose(await read(tdw), plus(ref.conv2d.conv2dBackwardFilter(f64(x), f64(dy), g.x, g.w, g.p), dw0), tolFor(GRAD, n * oh * ow), 'conv2d dw');
+        assertClose(await e.readF32(ty), ref.conv2d.conv2dForward(f64(x), g.x, f64(w), g.w, g.p), tolFor(FWD, cin * kh * kw), 'conv2d y');
+        assertClose(await e.readF32(tdx), plus(ref.conv2d.conv2dBackwardInput(f64(dy), f64(w), g.x, g.w, g.p), dx0), tolFor(GRAD, cout * kh * kw), 'conv2d dx');
+        assertClose(await e.readF32(tdw), plus(ref.conv2d.conv2dBackwardFilter(f64(x), f64(dy), g.x, g.w, g.p), dw0), tolFor(GRAD, n * oh * ow), 'conv2d dw');
         e.release(tx, tw, tdy, ty, tdx, tdw);
       });
     }

@@ -53,7 +53,7 @@ describe('vite dev server: the engine in a dedicated Worker', () => {
     const expected = Math.min(4, w.hardwareConcurrency);
     expect(expected, 'this machine has at least 2 cores').toBeGreaterThanOrEqual(2);
     expect(w.threads).toBe(expected);
-    expect(w.description).toBe(`WebAssembly SIMD, ${expected} threads`);
+    expect(w.description).toBe(`WebAssembly SIMD with FMA, ${expected} threads`);
     for (const c of w.cases) expect(c.equal, `${c.name}: ${expected} threads vs 1 thread`).toBe(true);
     expect(w.cases.length).toBe(4);
   }, 180_000);
@@ -91,7 +91,7 @@ describe('the coordinator serving the built page', () => {
     await page.waitForFunction(() => document.getElementById('donate')?.dataset.device !== undefined, undefined, { timeout: 120_000 });
     const device = (await page.textContent('#device')) ?? '';
     expect(await page.evaluate(() => document.getElementById('donate')!.dataset.device), device).toBe('ok');
-    expect(device).toContain(`WebAssembly SIMD, ${threads} threads`);
+    expect(device).toContain(`WebAssembly SIMD with FMA, ${threads} threads`);
     await page.click('#toggle');
     const end = Date.now() + 240_000;
     while (job.driver.status().step < 1) {

@@ -49,7 +49,9 @@ function expectSame(res: Uint32Array[]): void {
 }
 
 it('describes its threads; splitRange covers [0, total) in aligned pieces', () => {
-  expect(engines.map((e) => e.info.description)).toEqual(['WebAssembly SIMD, 1 thread', 'WebAssembly SIMD, 2 threads', 'WebAssembly SIMD, 3 threads']);
+  expect(engines.map((e) => e.info.description)).toEqual(
+    ['WebAssembly SIMD with FMA, 1 thread', 'WebAssembly SIMD with FMA, 2 threads', 'WebAssembly SIMD with FMA, 3 threads'],
+  );
   expect(engines.map((e) => e.threads)).toEqual([1, 2, 3]);
   expect([0, 1, 2].map((t) => splitRange(10, 3, t, 4))).toEqual([[0, 4], [4, 8], [8, 10]]);
   expect([0, 1, 2].map((t) => splitRange(2, 3, t))).toEqual([[0, 0], [0, 1], [1, 2]]);
@@ -213,7 +215,7 @@ describe('thread counts and lifetime', () => {
         else resolve(stdout);
       });
     });
-    expect(out.trim()).toBe('ok WebAssembly SIMD, 2 threads');
+    expect(out.trim()).toBe('ok WebAssembly SIMD with FMA, 2 threads');
     const e = await WasmEngine.create({ threads: 2, initialMiB: 1 });
     const t = e.zeros([2, 2]);
     e.destroy();

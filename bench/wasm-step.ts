@@ -1,0 +1,42 @@
+// Our volunteer's training step on the wasm engine, as the CPU benches time it: forward, loss,
+// backward, the gradient read back, LARS on the host, the weights written back.
+import type { ModelSpec } from '../src/nn/graph.ts';
+import { Model } from '../src/nn/model.ts';
+import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
+import { recordGradients, uploadBatch } from '../src/train/step.ts';
+import type { WasmEngine } from '../src/wasm/engine.ts';
+import type { WasmTensor } from '../src/wasm/tensor.ts';
+
+export interface WasmStepper {
+  /** One step: its time (ms) and the batch's mean loss. */
+  step(): Promise<{ ms: number; loss: number }>;
+  destroy(): void;
+}
+
+/** A model (seed 1) on `engine` training on the batch (x, labels) with LARS. */
+export async function wasmStepper(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number): Promise<WasmStepper> {
+  const model = new Model(engine, spec, { seed: 1 });
+  const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
+  const w = await model.readParams();
+  const v = new Float32Array(w.length);
+  const host = { x, labels, shape: [batch, ...spec.input] as const };
+  let tx: WasmTensor | null = null;
+  let s = 0;
+  return {
+    async step() {
+      const t0 = performance.now();
+      tx = uploadBatch(model, host, tx);
+      const total = recordGradients(model, tx, s);
+      const loss = (await engine.readF32(total))[0]! / batch;
+      const G = await engine.readF32(model.grads);
+      hostOptimizerStep(cfg, model.layout.params, { w, v, G, t: s, gradScale: 1 / batch });
+      engine.write(model.params, w);
+      s++;
+      return { ms: performance.now() - t0, loss };
+    },
+    destroy() {
+      if (tx) engine.release(tx);
+      model.destroy();
+    },
+  };
+}
