@@ -16,6 +16,8 @@
 // simd_peak_gflops is the peak of the multiply-add our kernels use (FMA where the runtime has relaxed SIMD);
 // simd_peak_mul_add_gflops that of a multiply then an add; fma_speedup_resnet20_1t/_2t: the fused build's step
 // against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it).
+// PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
+// torch_drift is the largest change between them (how far this host's speed moved during the run).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
 // "torch_version":..,"small_cnn_vs_torch_1t":..,"small_cnn_vs_torch_2t":..,"resnet20_vs_torch_1t":..,
 // "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,"fma":..,...}
@@ -71,12 +73,14 @@ export async function main(args: string[]): Promise<void> {
   const big = args.includes('--no-resnet50') ? [] : parseStepModels(`resnet50@64:${arg(args, 'resnet50-batch', 16)}`);
   // The PyTorch peer first: installing it (once) takes a minute, and a failure is said up front.
   let torch1: TorchRun | null = null, torch2: TorchRun | null = null, torchNote = 'not run (--no-torch)';
+  let python: string | null = null;
   if (!args.includes('--no-torch')) {
     const py = torchPython(!args.includes('--no-install'));
     if ('why' in py) {
       torchNote = py.why;
       console.error(`cpu: PyTorch peer not run: ${py.why}`);
     } else {
+      python = py.python;
       torch1 = runTorchCpu(py.python, small, 1, steps);
       torch2 = runTorchCpu(py.python, [...small, ...big], 2, steps);
       torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}), SGD+momentum`;
@@ -142,6 +146,20 @@ export async function main(args: string[]): Promise<void> {
     }
   }
   const abOf = (t: number) => r3(ab.find((r) => r.threads === t)?.speedup);
+  // PyTorch again after ours: this host's speed drifts, so each ratio is over the geometric mean of PyTorch before and after.
+  let torchAfter: [TorchRun, TorchRun] | null = null;
+  let torchDrift: number | null = null;
+  if (python) {
+    torchAfter = [runTorchCpu(python, small, 1, steps), runTorchCpu(python, [...small, ...big], 2, steps)];
+    const drifts: number[] = [];
+    for (const [r, m] of rows.map((row, i) => [row, [...small, ...big][i]!] as const)) {
+      const a1 = torchIps(torchAfter[0], m), a2 = torchIps(torchAfter[1], m);
+      if (r.torchIps !== null && a1 !== null) { drifts.push(Math.abs(Math.log(a1 / r.torchIps))); r.torchIps = Math.sqrt(r.torchIps * a1); }
+      if (r.torch2Ips !== null && a2 !== null) { drifts.push(Math.abs(Math.log(a2 / r.torch2Ips))); r.torch2Ips = Math.sqrt(r.torch2Ips * a2); }
+    }
+    torchDrift = drifts.length > 0 ? Math.exp(Math.max(...drifts)) - 1 : null;
+    console.error(`PyTorch before vs after ours: the largest change ${((torchDrift ?? 0) * 100).toFixed(0)}% (the ratios use the mean of both)`);
+  }
   const cifarRows = rows.filter((r) => r.oursIps !== null);
   const by = (prefix: string) => rows.find((r) => r.model.startsWith(prefix));
   const vs = (r: Row | undefined, t: 1 | 2) => {
@@ -162,6 +180,7 @@ export async function main(args: string[]): Promise<void> {
     speedup_2t: +geomean(cifarRows.map((r) => r.ours2Ips / r.oursIps!)).toFixed(3),
     torch_version: torch1?.torch_version ?? null,
     torch_blas: torch1?.blas ?? null,
+    torch_drift: r3(torchDrift),
     small_cnn_vs_torch_1t: vs(by('small-cnn@'), 1),
     small_cnn_vs_torch_2t: vs(by('small-cnn@'), 2),
     resnet20_vs_torch_1t: vs(r20, 1),
@@ -182,7 +201,7 @@ export async function main(args: string[]): Promise<void> {
   };
   const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;
   writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({
-    ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2,
+    ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2, torchAfter,
     simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, rows, summary,
   }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
