@@ -1,8 +1,8 @@
 // The machine's wasm SIMD peak, the ceiling our CPU kernels are read against
 // (`npm run bench -- cpu`): a register-blocked loop of f32x4 multiply-adds on 12 independent
 // accumulators (8 FLOPs per lane group), compiled here by AssemblyScript with the engine's flags,
-// run on 1 thread and on N worker threads at once (each its own instance). Median of 5 runs of
-// ~0.2 s each. Two forms, as the engine's two builds multiply-add (wasm/gemm.ts madd): 'fma',
+// run on 1 thread and on N worker threads at once (each its own instance). Median of the runs
+// (~0.2 s each, 5 to 15) that reach 0.7 of the best. Two forms, as the engine's two builds multiply-add (wasm/gemm.ts madd): 'fma',
 // relaxed SIMD's f32x4.relaxed_madd (one fused instruction where the CPU has FMA), and
 // 'mul-add', a multiply then an add (base SIMD has no fused multiply-add).
 import { Worker } from 'node:worker_threads';
@@ -53,10 +53,16 @@ while (performance.now() - warm < 300) exports.peak(1 << 12);
 let iters = 1 << 16;
 for (;;) { const t0 = performance.now(); exports.peak(iters); if (performance.now() - t0 > 50) break; iters *= 2; }
 iters *= 4;
+// Runs on the baseline code (a tenth of the rate) still happen at times: up to 15 runs, until 5 reach 0.7 of the best.
 parentPort.once('message', () => {
-  const out = [];
-  for (let r = 0; r < 5; r++) { const t0 = performance.now(); exports.peak(iters); out.push(flops(iters) / ((performance.now() - t0) / 1e3) / 1e9); }
-  parentPort.postMessage(out);
+  const all = [];
+  const fast = () => all.filter((g) => g >= 0.7 * Math.max(...all));
+  while (all.length < 15 && (all.length < 5 || fast().length < 5)) {
+    const t0 = performance.now();
+    exports.peak(iters);
+    all.push(flops(iters) / ((performance.now() - t0) / 1e3) / 1e9);
+  }
+  parentPort.postMessage(fast());
 });
 parentPort.postMessage('ready');
 `;
