@@ -31,14 +31,20 @@ export interface HostStepArgs {
   gradScale: number;
 }
 
-/** Sum of squares of x[off, off + len) times scale^2, in float64, in index order. */
-function sumSquares(x: Float32Array, off: number, len: number, scale: number): number {
-  let s = 0;
+/**
+ * The sums of squares of w[off, off + len) and of G[off, off + len) times scale, in float64, each
+ * in index order. One pass with two independent chains: each sum is the same as a pass of its
+ * own would give, bit for bit, in about half the time (a pass is bound by the add's latency).
+ */
+export function sumSquares2(w: Float32Array, G: Float32Array, off: number, len: number, scale: number): { ww: number; gg: number } {
+  let ww = 0, gg = 0;
   for (let i = off; i < off + len; i++) {
-    const v = x[i]! * scale;
-    s += v * v;
+    const a = w[i]!;
+    ww += a * a;
+    const g = G[i]! * scale;
+    gg += g * g;
   }
-  return s;
+  return { ww, gg };
 }
 
 /** One optimiser step in place on w and v (see the file comment for why on the host). */
@@ -64,8 +70,8 @@ export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly Param
     segments.forEach((s, i) => {
       if (!s.adapt) return;
       const beta = s.decay ? cfg.weightDecay : 0;
-      const wn = Math.sqrt(sumSquares(w, s.offset, s.length, 1));
-      const gn = Math.sqrt(sumSquares(G, s.offset, s.length, gradScale));
+      const { ww, gg } = sumSquares2(w, G, s.offset, s.length, gradScale);
+      const wn = Math.sqrt(ww), gn = Math.sqrt(gg);
       if (wn > 0 && gn > 0) rates[i] = lr * ((cfg.eta * wn) / (gn + beta * wn));
     });
     segments.forEach((s, i) => {

@@ -1,7 +1,7 @@
 // The host optimiser step (the one implementation every volunteer runs, whatever its backend)
 // against the float64 reference, its determinism, and its bad-input errors.
 import { describe, expect, it } from 'vitest';
-import { hostOptimizerStep } from '../../src/optim/host.ts';
+import { hostOptimizerStep, sumSquares2 } from '../../src/optim/host.ts';
 import { parseOptimizerConfig } from '../../src/optim/config.ts';
 import { learningRate, powExact } from '../../src/optim/schedule.ts';
 import type { ParamSegment } from '../../src/optim/types.ts';
@@ -56,6 +56,50 @@ describe('hostOptimizerStep', () => {
       return new Uint32Array(s.w.buffer).slice();
     });
     expect(runs[0]).toEqual(runs[1]);
+  });
+
+  it('is the agreed arithmetic bit for bit: each norm a float64 sum in index order, then the update', () => {
+    // Spelled out here pass by pass, as the step was written before its two norms shared one loop: a change of
+    // order or of an operation changes some bits, and peers on different versions would then disagree.
+    const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.5, totalSteps: 20, momentum: 0.9, weightDecay: 5e-4 });
+    const s = setup(11), want = setup(11);
+    const gradScale = 1 / 24;
+    for (let t = 0; t < 3; t++) {
+      hostOptimizerStep(cfg, SEGS, { ...s, t, gradScale });
+      const lr = learningRate(cfg, t);
+      for (const seg of SEGS) {
+        const beta = seg.decay ? cfg.weightDecay : 0;
+        let rate = lr;
+        if (seg.adapt) {
+          let ww = 0, gg = 0;
+          for (let i = seg.offset; i < seg.offset + seg.length; i++) ww += want.w[i]! * want.w[i]!;
+          for (let i = seg.offset; i < seg.offset + seg.length; i++) gg += (want.G[i]! * gradScale) * (want.G[i]! * gradScale);
+          const wn = Math.sqrt(ww), gn = Math.sqrt(gg);
+          if (wn > 0 && gn > 0) rate = lr * ((cfg.eta * wn) / (gn + beta * wn));
+        }
+        for (let i = seg.offset; i < seg.offset + seg.length; i++) {
+          const wi = want.w[i]!;
+          const vi = Math.fround(cfg.momentum * want.v[i]! + rate * (want.G[i]! * gradScale + beta * wi));
+          want.v[i] = vi;
+          want.w[i] = wi - vi;
+        }
+      }
+    }
+    expect(new Uint32Array(s.w.buffer)).toEqual(new Uint32Array(want.w.buffer));
+    expect(new Uint32Array(s.v.buffer)).toEqual(new Uint32Array(want.v.buffer));
+  });
+
+  it('sums both norms in index order in one pass: the same float64 bits as a pass for each', () => {
+    // Values over 12 orders of magnitude: here the order of a float64 sum shows in its last bits.
+    const rng = makeRng(5);
+    const w = uniformF32(rng, 4099).map((x, i) => x * 10 ** ((i % 13) - 6)), G = uniformF32(rng, 4099).map((x, i) => x * 10 ** ((i % 7) - 3));
+    const scale = 1 / 24;
+    let ww = 0, gg = 0, reversed = 0;
+    for (let i = 3; i < 4090; i++) ww += w[i]! * w[i]!;
+    for (let i = 3; i < 4090; i++) gg += (G[i]! * scale) * (G[i]! * scale);
+    for (let i = 4089; i >= 3; i--) reversed += w[i]! * w[i]!;
+    expect(sumSquares2(w, G, 3, 4087, scale)).toEqual({ ww, gg });
+    expect(reversed, 'the data is one where the order shows').not.toBe(ww);
   });
 
   it('refuses mismatched buffers, a bad gradScale and segments outside the buffer', () => {
