@@ -25,7 +25,7 @@
 import * as tf from '@tensorflow/tfjs-core';
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
-import { WasmEngine } from '../src/wasm/engine.ts';
+import { fusedFor, WasmEngine } from '../src/wasm/engine.ts';
 import { fmaAb, type FmaAb } from './fma-ab.ts';
 import { trainingFlopsPerImage } from './flops.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
@@ -35,7 +35,7 @@ import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { geomean, median } from './timing.ts';
-import { parseFma, parseWinograd, usesFma } from './wasm-options.ts';
+import { parseFma, parseWinograd } from './wasm-options.ts';
 import { wasmStepper } from './wasm-step.ts';
 
 interface Row {
@@ -63,6 +63,14 @@ async function ours(
   return { ms, loss };
 }
 
+/** The batch every timed step trains on: uniform images and labels from seed 1. */
+function batchOf(m: StepModel): { x: Float32Array; labels: Int32Array } {
+  const { spec } = m;
+  const rng = makeRng(1);
+  const x = uniformF32(rng, m.batch * spec.input[0] * spec.input[1] * spec.input[2]);
+  return { x, labels: Int32Array.from({ length: m.batch }, () => rng.int(spec.classes)) };
+}
+
 const torchIps = (run: TorchRun | null, m: StepModel) => run?.rows.find((r) => r.model === stepLabel(m))?.ips ?? null;
 const r3 = (v: number | null | undefined) => (v === null || v === undefined || !Number.isFinite(v) ? null : +v.toFixed(3));
 
@@ -71,6 +79,7 @@ export async function main(args: string[]): Promise<void> {
   const steps = arg(args, 'steps', 5);
   const small = parseStepModels(`small-cnn@32:${batch},resnet20@32:${batch}`);
   const big = args.includes('--no-resnet50') ? [] : parseStepModels(`resnet50@64:${arg(args, 'resnet50-batch', 16)}`);
+  const models = [...small, ...big];
   // The PyTorch peer first: installing it (once) takes a minute, and a failure is said up front.
   let torch1: TorchRun | null = null, torch2: TorchRun | null = null, torchNote = 'not run (--no-torch)';
   let python: string | null = null;
@@ -82,13 +91,13 @@ export async function main(args: string[]): Promise<void> {
     } else {
       python = py.python;
       torch1 = runTorchCpu(py.python, small, 1, steps);
-      torch2 = runTorchCpu(py.python, [...small, ...big], 2, steps);
+      torch2 = runTorchCpu(py.python, models, 2, steps);
       torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}), SGD+momentum`;
     }
   }
   const winograd = parseWinograd(args);
   const fmaMode = parseFma(args);
-  const fma = await usesFma(fmaMode);
+  const fma = await fusedFor(fmaMode);
   const plain = await compilePeak('mul-add');
   const plain1 = await simdPeakGflops(plain, 1), plain2 = await simdPeakGflops(plain, 2);
   console.error(`wasm SIMD peak (f32x4 mul+add, 12 chains): ${plain1.toFixed(1)} GFLOP/s on 1 thread, ${plain2.toFixed(1)} on 2`);
@@ -104,11 +113,9 @@ export async function main(args: string[]): Promise<void> {
   const engine2 = await WasmEngine.create({ threads: 2, winograd, fma: fmaMode });
   const rows: Row[] = [];
   try {
-    for (const m of [...small, ...big]) {
+    for (const m of models) {
       const { spec } = m;
-      const rng = makeRng(1);
-      const x = uniformF32(rng, m.batch * spec.input[0] * spec.input[1] * spec.input[2]);
-      const labels = Int32Array.from({ length: m.batch }, () => rng.int(spec.classes));
+      const { x, labels } = batchOf(m);
       const ips = (ms: number[]) => m.batch / (median(ms) / 1000);
       const cifar = small.includes(m);
       const o = cifar ? await ours(engine, spec, x, labels, m.batch, steps) : null;
@@ -135,12 +142,9 @@ export async function main(args: string[]): Promise<void> {
   const ab: FmaAb[] = [];
   const r20Model = small.find((m) => stepLabel(m).startsWith('resnet20@'));
   if (fma && r20Model && !args.includes('--no-fma-ab')) {
-    const { spec } = r20Model;
-    const rng = makeRng(1);
-    const x = uniformF32(rng, r20Model.batch * spec.input[0] * spec.input[1] * spec.input[2]);
-    const labels = Int32Array.from({ length: r20Model.batch }, () => rng.int(spec.classes));
+    const { x, labels } = batchOf(r20Model);
     for (const t of [1, 2]) {
-      const r = await fmaAb(spec, x, labels, r20Model.batch, t, winograd, steps);
+      const r = await fmaAb(r20Model.spec, x, labels, r20Model.batch, t, winograd, steps);
       ab.push(r);
       console.error(`resnet20 ${t}t fused vs plain, step for step: ${r.fusedMs.toFixed(0)} ms vs ${r.plainMs.toFixed(0)} ms: ${r.speedup.toFixed(2)}x`);
     }
@@ -150,9 +154,10 @@ export async function main(args: string[]): Promise<void> {
   let torchAfter: [TorchRun, TorchRun] | null = null;
   let torchDrift: number | null = null;
   if (python) {
-    torchAfter = [runTorchCpu(python, small, 1, steps), runTorchCpu(python, [...small, ...big], 2, steps)];
+    torchAfter = [runTorchCpu(python, small, 1, steps), runTorchCpu(python, models, 2, steps)];
     const drifts: number[] = [];
-    for (const [r, m] of rows.map((row, i) => [row, [...small, ...big][i]!] as const)) {
+    for (const [i, r] of rows.entries()) {
+      const m = models[i]!;
       const a1 = torchIps(torchAfter[0], m), a2 = torchIps(torchAfter[1], m);
       if (r.torchIps !== null && a1 !== null) { drifts.push(Math.abs(Math.log(a1 / r.torchIps))); r.torchIps = Math.sqrt(r.torchIps * a1); }
       if (r.torch2Ips !== null && a2 !== null) { drifts.push(Math.abs(Math.log(a2 / r.torch2Ips))); r.torch2Ips = Math.sqrt(r.torch2Ips * a2); }

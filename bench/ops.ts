@@ -16,10 +16,9 @@ import { Model } from '../src/nn/model.ts';
 import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
 import { conv2dShape, type Conv2dParams } from '../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
-import { WasmEngine } from '../src/wasm/engine.ts';
+import { type FmaMode, fusedFor, WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
-import { parseFma, parseWinograd, usesFma } from './wasm-options.ts';
-import type { FmaMode } from '../src/wasm/engine.ts';
+import { parseFma, parseWinograd } from './wasm-options.ts';
 import type { WinogradMode } from '../src/wasm/ops-winograd.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { compilePeak, simdPeakGflops } from './simd-peak.ts';
@@ -142,7 +141,7 @@ export async function main(args: string[]): Promise<void> {
   const steps = Number(opt('steps') ?? 3);
   const winograd = parseWinograd(args);
   const fmaMode = parseFma(args);
-  const fma = await usesFma(fmaMode);
+  const fma = await fusedFor(fmaMode);
   // The ceiling of the multiply-add the engine's kernels use.
   const binary = await compilePeak(fma ? 'fma' : 'mul-add');
   // One thread count at a time: run together, they would share the cores.

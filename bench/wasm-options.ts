@@ -1,23 +1,17 @@
 // Options the wasm benches share.
 import type { FmaMode } from '../src/wasm/engine.ts';
-import { relaxedSimd } from '../src/wasm/kernels.ts';
 import type { WinogradMode } from '../src/wasm/ops-winograd.ts';
 
-/** --winograd=auto|off (default auto): how the wasm engine runs 3x3 stride-1 convolutions. */
-export function parseWinograd(args: readonly string[]): WinogradMode {
-  const v = args.find((a) => a.startsWith('--winograd='))?.slice('--winograd='.length) ?? 'auto';
-  if (v !== 'auto' && v !== 'off') throw new Error(`--winograd must be auto or off, got ${v}`);
-  return v;
+/** --NAME=VALUE, one of `values` (the first is the default). */
+function choice<T extends string>(args: readonly string[], name: string, values: readonly [T, ...T[]]): T {
+  const v = args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? values[0];
+  const found = values.find((x) => x === v);
+  if (found === undefined) throw new Error(`--${name} must be ${values.join(' or ')}, got ${v}`);
+  return found;
 }
+
+/** --winograd=auto|off (default auto): how the wasm engine runs 3x3 stride-1 convolutions. */
+export const parseWinograd = (args: readonly string[]): WinogradMode => choice(args, 'winograd', ['auto', 'off']);
 
 /** --fma=auto|off (default auto): the GEMM kernels' multiply-adds fused (relaxed SIMD, where the runtime has it) or a multiply then an add. */
-export function parseFma(args: readonly string[]): FmaMode {
-  const v = args.find((a) => a.startsWith('--fma='))?.slice('--fma='.length) ?? 'auto';
-  if (v !== 'auto' && v !== 'off') throw new Error(`--fma must be auto or off, got ${v}`);
-  return v;
-}
-
-/** Whether engines made with this setting run the fused build (as WasmEngine.create decides). */
-export async function usesFma(mode: FmaMode): Promise<boolean> {
-  return mode === 'auto' && (await relaxedSimd());
-}
+export const parseFma = (args: readonly string[]): FmaMode => choice(args, 'fma', ['auto', 'off']);

@@ -52,6 +52,12 @@ export interface WasmEngineOptions {
 
 export type FmaMode = 'auto' | 'off';
 
+/** Whether engines made with this setting run the fused (-fma) kernels: 'auto' where the runtime has relaxed SIMD. */
+export async function fusedFor(mode: FmaMode): Promise<boolean> {
+  if (!['auto', 'off'].includes(mode)) throw new VtError('bad-shape', `WasmEngine: fma must be 'auto' or 'off', got ${String(mode)}`);
+  return mode === 'auto' && (await relaxedSimd());
+}
+
 let nextOwner = 1;
 
 export const MAX_THREADS = 64;
@@ -135,9 +141,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     if (!['auto', 'always', 'off'].includes(winograd)) {
       throw new VtError('bad-shape', `WasmEngine: winograd must be 'auto', 'always' or 'off', got ${String(winograd)}`);
     }
-    const fmaMode = opts.fma ?? 'auto';
-    if (!['auto', 'off'].includes(fmaMode)) throw new VtError('bad-shape', `WasmEngine: fma must be 'auto' or 'off', got ${String(fmaMode)}`);
-    const fma = fmaMode === 'auto' && await relaxedSimd();
+    const fma = await fusedFor(opts.fma ?? 'auto');
     if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma);
     try {
       return await WasmEngine.make(threads, pages, winograd, fma);
