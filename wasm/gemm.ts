@@ -223,6 +223,45 @@ export function gemm(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b
   }
 }
 
+/**
+ * C[M, N] = A B (beta 0) from operands packed by their producers, the same arithmetic as gemm() on the unpacked
+ * ones (bit for bit: the same KC blocks of the reduction, each in k order, the same micro-kernel and edge tiles).
+ * A in 4-row panels: row i, column k at ((i / MR) K + k) MR + i % MR (rows past M padding); B in 8-column panels:
+ * row k, column j at ((j / NR) K + k) NR + j % NR (columns past N padding, read only into discarded lanes).
+ * Winograd's transforms write their operands this way (wasm/winograd.ts), so its GEMMs copy nothing.
+ * `tile` is scratch of MR x NR floats.
+ */
+export function gemmPanels(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize, ldc: i32, tile: usize): void {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    scaleC(M, N, c, ldc, 0);
+    return;
+  }
+  const ldcB = <usize>ldc * 4;
+  for (let pc = 0; pc < K; pc += KC) {
+    const kc = min(KC, K - pc);
+    const mode = pc > 0 ? ADD : SET;
+    for (let ic = 0; ic < M; ic += MC) {
+      const mc = min(MC, M - ic);
+      for (let jr = 0; jr < N; jr += NR) {
+        const nr = min(NR, N - jr);
+        const bpanel = b + (<usize>jr * K + <usize>pc * NR) * 4;
+        for (let ir = ic; ir < ic + mc; ir += MR) {
+          const mr = min(MR, ic + mc - ir);
+          const apanel = a + (<usize>ir * K + <usize>pc * MR) * 4;
+          const cp = c + (<usize>ir * ldc + jr) * 4;
+          if (mr == MR && nr == NR) {
+            micro4x8(kc, apanel, bpanel, cp, ldcB, mode, 0);
+          } else {
+            micro4x8(kc, apanel, bpanel, tile, NR * 4, SET, 0);
+            mergeTile(mr, nr, tile, cp, ldc, mode, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---- A B^T by dot products ---------------------------------------------------------------
 
 @inline function hsum(v: v128): f32 {

@@ -16,14 +16,19 @@ const H: f32 = 0.5;
 
 /**
  * U [16][cout][cin] = G g G^T for every filter g = w[co][ci] (3x3); turned: U [16][cin][cout] from g flipped 180
- * degrees (the input gradient's filter). `ld` is U's row stride (cin, or cout when turned).
+ * degrees (the input gradient's filter). With `panels`, each xi's matrix (rows R, columns C) is laid out as gemmPanels'
+ * A: 4-row panels, row r column k at ((r / 4) C + k) 4 + r % 4, rows up to R rounded up to 4 (the padding zero), so
+ * the planes are 4 ceil(R / 4) C floats apart.
  */
-export function wgFilter(w: usize, cout: i32, cin: i32, u: usize, turned: bool): void {
-  const plane = <usize>cout * cin * 4;
+export function wgFilter(w: usize, cout: i32, cin: i32, u: usize, turned: bool, panels: bool): void {
+  const R = turned ? cin : cout, C = turned ? cout : cin;
+  const plane = panels ? <usize>((R + 3) & ~3) * C * 4 : <usize>cout * cin * 4;
+  if (panels) memory.fill(u, 0, plane * 16);
   for (let co = 0; co < cout; co++) {
     for (let ci = 0; ci < cin; ci++) {
       const g = w + (<usize>(co * cin + ci) * 9) * 4;
-      const dst = u + (turned ? <usize>(ci * cout + co) : <usize>(co * cin + ci)) * 4;
+      const r = turned ? ci : co, k = turned ? co : ci;
+      const dst = u + (panels ? <usize>(((r >> 2) * C + k) * 4 + (r & 3)) : <usize>(r * C + k)) * 4;
       // g[r][c] as read (flipped 180 degrees when turned): k_rc.
       let k00 = load<f32>(g), k01 = load<f32>(g, 4), k02 = load<f32>(g, 8);
       const k10 = load<f32>(g, 12), k11 = load<f32>(g, 16), k12 = load<f32>(g, 20);
@@ -67,9 +72,11 @@ export function wgInputScratchBytes(th: i32, tw: i32): i32 {
 /**
  * V[xi][c][t0 + ty*tw + tx] (row stride ldT) = (B^T d B)_xi for every channel c in [c0, c1) of one image x [C, h, w]
  * (4x4 input tiles at rows 2ty - ph, columns 2tx - pw; zero outside). `pad` is scratch of wgInputScratchBytes.
+ * With `panels`, each xi's matrix (rows `chans`, columns the tiles) is laid out as gemmPanels' B instead: 8-column
+ * panels, channel c and tile t at ((t / 8) chans + c) 8 + t % 8 (ldT then a multiple of 8: the planes' distance).
  */
 export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw: i32, th: i32, tw: i32, v: usize, ldT: i32, chans: i32,
-  t0: i32, pad: usize): void {
+  t0: i32, pad: usize, panels: bool): void {
   const W = rowWidth(tw), rows = 2 * th + 2;
   const rowB = <usize>W * 4;
   const tmp = pad + <usize>rows * rowB; // 4 rows: the vertical transform of one tile row
@@ -84,7 +91,6 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
       const q1 = min(2 * tw + 2, w + pw); // columns [pw, q1) hold data
       if (q1 > pw) memory.copy(pad + <usize>r * rowB + <usize>pw * 4, plane + <usize>iy * w * 4, <usize>(q1 - pw) * 4);
     }
-    const vc = v + (<usize>c * ldT + t0) * 4;
     for (let ty = 0; ty < th; ty++) {
       // Vertical: B^T applied to the 4 rows 2ty .. 2ty + 3, every column.
       const r0 = pad + <usize>(2 * ty) * rowB, r1 = r0 + rowB, r2 = r1 + rowB, r3 = r2 + rowB;
@@ -97,10 +103,10 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
         v128.store(tmp + 3 * rowB + o, f32x4.sub(a1, a3));
       }
       // Horizontal: B applied to columns 2tx .. 2tx + 3 of each of the 4 rows; 4 tiles per vector.
-      const vt = vc + <usize>(ty * tw) * 4;
+      const tRow = t0 + ty * tw;
       for (let i = 0; i < 4; i++) {
         const row = tmp + <usize>i * rowB;
-        const d = vt + <usize>(4 * i) * xiStride;
+        const d = v + <usize>(4 * i) * xiStride;
         const tw4 = tw & ~3;
         for (let tx = 0; tx < tw4; tx += 4) {
           const s = row + <usize>(2 * tx) * 4;
@@ -108,16 +114,22 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
           const e0 = f32x4.shuffle(l0, l1, 0, 2, 4, 6), o0 = f32x4.shuffle(l0, l1, 1, 3, 5, 7);
           const e1 = f32x4.shuffle(l1, l2, 0, 2, 4, 6), o1 = f32x4.shuffle(l1, l2, 1, 3, 5, 7);
           const c2 = f32x4.shuffle(e0, e1, 1, 2, 3, 6), c3 = f32x4.shuffle(o0, o1, 1, 2, 3, 6);
-          const o = d + <usize>tx * 4;
-          v128.store(o, f32x4.sub(e0, c2));
-          v128.store(o + xiStride, f32x4.add(o0, c2));
-          v128.store(o + 2 * xiStride, f32x4.sub(c2, o0));
-          v128.store(o + 3 * xiStride, f32x4.sub(o0, c3));
+          const t = tRow + tx;
+          if (!panels || (t & 7) <= 4) {
+            // The 4 tiles are adjacent (always in rows; in panels unless they cross into the next panel).
+            const o = d + vSlot(c, t, ldT, chans, panels);
+            v128.store(o, f32x4.sub(e0, c2));
+            v128.store(o + xiStride, f32x4.add(o0, c2));
+            v128.store(o + 2 * xiStride, f32x4.sub(c2, o0));
+            v128.store(o + 3 * xiStride, f32x4.sub(o0, c3));
+          } else {
+            store4(d, xiStride, c, t, ldT, chans, f32x4.sub(e0, c2), f32x4.add(o0, c2), f32x4.sub(c2, o0), f32x4.sub(o0, c3));
+          }
         }
         for (let tx = tw4; tx < tw; tx++) {
           const s = row + <usize>(2 * tx) * 4;
           const a0 = load<f32>(s), a1 = load<f32>(s, 4), a2 = load<f32>(s, 8), a3 = load<f32>(s, 12);
-          const o = d + <usize>tx * 4;
+          const o = d + vSlot(c, tRow + tx, ldT, chans, panels);
           store<f32>(o, a0 - a2);
           store<f32>(o + xiStride, a1 + a2);
           store<f32>(o + 2 * xiStride, a2 - a1);
@@ -126,6 +138,30 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
       }
     }
   }
+}
+
+/** Byte offset of channel c, tile t within one xi's V: rows [c][ldT], or 8-column panels (wgInput). */
+@inline function vSlot(c: i32, t: i32, ldT: i32, chans: i32, panels: bool): usize {
+  return (panels ? <usize>(((t >> 3) * chans + c) * 8 + (t & 7)) : <usize>c * ldT + t) * 4;
+}
+
+/** Tiles t .. t + 3 (one per lane) of channel c at the 4 positions xi, xi + 1, ... (xiStride apart), one by one in panels. */
+function store4(d: usize, xiStride: usize, c: i32, t: i32, ldT: i32, chans: i32, p0: v128, p1: v128, p2: v128, p3: v128): void {
+  let o = d + vSlot(c, t, ldT, chans, true);
+  lane4(o, xiStride, f32x4.extract_lane(p0, 0), f32x4.extract_lane(p1, 0), f32x4.extract_lane(p2, 0), f32x4.extract_lane(p3, 0));
+  o = d + vSlot(c, t + 1, ldT, chans, true);
+  lane4(o, xiStride, f32x4.extract_lane(p0, 1), f32x4.extract_lane(p1, 1), f32x4.extract_lane(p2, 1), f32x4.extract_lane(p3, 1));
+  o = d + vSlot(c, t + 2, ldT, chans, true);
+  lane4(o, xiStride, f32x4.extract_lane(p0, 2), f32x4.extract_lane(p1, 2), f32x4.extract_lane(p2, 2), f32x4.extract_lane(p3, 2));
+  o = d + vSlot(c, t + 3, ldT, chans, true);
+  lane4(o, xiStride, f32x4.extract_lane(p0, 3), f32x4.extract_lane(p1, 3), f32x4.extract_lane(p2, 3), f32x4.extract_lane(p3, 3));
+}
+
+@inline function lane4(o: usize, xiStride: usize, a: f32, b: f32, c: f32, d: f32): void {
+  store<f32>(o, a);
+  store<f32>(o + xiStride, b);
+  store<f32>(o + 2 * xiStride, c);
+  store<f32>(o + 3 * xiStride, d);
 }
 
 /**

@@ -20,6 +20,7 @@ export interface Kernels {
     scratch: Ptr,
   ): void;
   gemmNT(M: number, N: number, K: number, a: Ptr, lda: number, b: Ptr, ldb: number, c: Ptr, ldc: number, alpha: number, beta: number): void;
+  gemmPanels(M: number, N: number, K: number, a: Ptr, b: Ptr, c: Ptr, ldc: number, tile: Ptr): void;
   im2col(
     x: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number,
     col: Ptr, ld: number,
@@ -29,11 +30,11 @@ export interface Kernels {
     dx: Ptr, ld: number,
   ): void;
   copyRows(src: Ptr, srcLd: number, dst: Ptr, dstLd: number, rows: number, cols: number): void;
-  wgFilter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag): void;
+  wgFilter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, panels: Flag): void;
   wgInputScratchBytes(th: number, tw: number): number;
   wgInput(
     x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,
-    pad: Ptr,
+    pad: Ptr, panels: Flag,
   ): void;
   wgOutput(
     m: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, ldT: number, chans: number, t0: number, y: Ptr, accumulate: Flag,
@@ -77,6 +78,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
+  'gemmPanels',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

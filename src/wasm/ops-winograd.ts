@@ -17,6 +17,8 @@ export type { WinogradMode } from './tensor.ts';
 
 const F = 4;
 const XI = 16;
+/** gemmPanels' edge-tile scratch: one 4 x 8 tile of floats. */
+const TILE_BYTES = 4 * 8 * F;
 
 /** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
 const TARGET_TILES = 256;
@@ -43,19 +45,27 @@ export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
 interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
 
-/** Tile counts and group sizes of a pass. */
-interface Tiling { th: number; tw: number; per: number; nb: number; ldT: number; groups: number }
+/** Tile counts and group sizes of a pass; ldV: the tiles of a group rounded up to whole 8-column panels (V in panels). */
+interface Tiling { th: number; tw: number; per: number; nb: number; ldT: number; ldV: number; groups: number }
 
 function tiling(p: Pass): Tiling {
   const th = Math.ceil(p.oh / 2), tw = Math.ceil(p.ow / 2), per = th * tw;
   const nb = Math.max(1, Math.min(p.n, Math.floor(TARGET_TILES / per)));
-  return { th, tw, per, nb, ldT: nb * per, groups: Math.ceil(p.n / nb) };
+  return { th, tw, per, nb, ldT: nb * per, ldV: Math.ceil((nb * per) / 8) * 8, groups: Math.ceil(p.n / nb) };
 }
 
-/** out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([16][outC][inC]). */
+/** Bytes of one position's U in panels (wgFilter): `rows` rounded up to 4, times `cols`. */
+const uPlaneBytes = (rows: number, cols: number): number => Math.ceil(rows / 4) * 4 * cols * F;
+
+/**
+ * out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([16][outC][inC] in panels). The
+ * transforms write V in the GEMM's panel layout, so the 16 GEMMs (gemmPanels) copy nothing: the same bits as gemm()
+ * on rows.
+ */
 function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
   const t = tiling(p);
-  const gs = cx.k.gemmScratchBytes(), vBytes = XI * p.inC * t.ldT * F, mBytes = XI * p.outC * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
+  const vBytes = XI * p.inC * t.ldV * F, mBytes = XI * p.outC * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
+  const uPlane = uPlaneBytes(p.outC, p.inC);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
   // One group: inputs transformed by channel range [c0, c1) of part `part` of `parts`, GEMMs by xi, outputs by channel
@@ -64,13 +74,11 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
     const b0 = q * t.nb, cnt = Math.min(t.nb, p.n - b0), T = cnt * t.per;
     const pad = pc.scratch('wgP', pb);
     const [c0, c1] = splitRange(p.inC, parts, part);
-    for (let i = 0; i < cnt; i++) pc.k.wgInput(p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldT, p.inC, i * t.per, pad);
+    for (let i = 0; i < cnt; i++) pc.k.wgInput(p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1);
     barrier();
     const [x0, x1] = splitRange(XI, parts, part);
-    for (let xi = x0; xi < x1; xi++) {
-      pc.k.gemm(p.outC, T, p.inC, u + xi * p.outC * p.inC * F, p.inC, 0, v + xi * p.inC * t.ldT * F, t.ldT, 0,
-        m + xi * p.outC * t.ldT * F, t.ldT, 1, 0, pc.scratch('gemm', gs));
-    }
+    const tile = pc.scratch('gemm', TILE_BYTES);
+    for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * p.inC * t.ldV * F, m + xi * p.outC * t.ldT * F, t.ldT, tile);
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
     for (let i = 0; i < cnt; i++) {
@@ -97,15 +105,15 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
 
 // x [N, Cin, H, W], w [Cout, Cin, 3, 3] -> y [N, Cout, OH, OW] (byte addresses; the geometry checked by the caller).
 export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: number, py: number): void {
-  const u = cx.scratch('wgU', XI * g.cout * g.cin * F);
-  cx.k.wgFilter(pw, g.cout, g.cin, u, 0);
+  const u = cx.scratch('wgU', XI * uPlaneBytes(g.cout, g.cin));
+  cx.k.wgFilter(pw, g.cout, g.cin, u, 0, 1);
   apply(cx, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
 }
 
 // dy [N, Cout, OH, OW], w -> dx [N, Cin, H, W] (= or += by accumulate)
 export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: number, pw: number, pdx: number, accumulate: boolean): void {
-  const u = cx.scratch('wgU', XI * g.cout * g.cin * F);
-  cx.k.wgFilter(pw, g.cout, g.cin, u, 1);
+  const u = cx.scratch('wgU', XI * uPlaneBytes(g.cin, g.cout));
+  cx.k.wgFilter(pw, g.cout, g.cin, u, 1, 1);
   apply(cx, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
 }
 
@@ -124,7 +132,7 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     const pad = pc.scratch('wgP', pb);
     const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
     for (let i = 0; i < cnt; i++) {
-      pc.k.wgInput(px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad);
+      pc.k.wgInput(px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0);
       pc.k.wgGradOut(pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per);
     }
     return cnt * t.per;

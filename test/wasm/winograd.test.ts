@@ -74,6 +74,7 @@ describe('against the float64 reference (every 3x3 stride-1 shape runs by Winogr
     ['ResNet 64 -> 64 at 2x14x14', { x: [2, 64, 14, 14], cout: 64, p: { stride: 1, pad: 1 } }],
     ['groups of images: 40 of 8x8 (groups of 16)', { x: [40, 12, 8, 8], cout: 9, p: { stride: 1, pad: 1 } }],
     ['wide map 30x70 (tile rows of 35)', { x: [1, 4, 30, 70], cout: 6, p: { stride: 1, pad: 1 } }],
+    ['Cin 260: the reduction over two GEMM blocks', { x: [2, 260, 4, 5], cout: 5, p: { stride: 1, pad: 1 } }],
   ];
   for (const [i, [name, c]] of cases.entries()) {
     for (const accumulate of [false, true]) {
