@@ -49,11 +49,13 @@ function sumDyDev(x: usize, dy: usize, n: i32, m: f32): f32 {
 
 /**
  * Training statistics: mean[c], invstd[c] = 1/sqrt(biased var + eps); running mean and
- * (unbiased, M = 1: 0) variance updated in place with `momentum`.
+ * (unbiased, M = 1: 0) variance updated in place with `momentum`. Channels [c0, c1) of the c
+ * (each channel's arithmetic is the same whatever range it is computed in: threads split by channel).
  */
-export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, invstd: usize, runMean: usize, runVar: usize, eps: f32, momentum: f32): void {
+export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, invstd: usize, runMean: usize, runVar: usize, eps: f32, momentum: f32,
+  c0: i32, c1: i32): void {
   const M = <f64>n * hw;
-  for (let ch = 0; ch < c; ch++) {
+  for (let ch = c0; ch < c1; ch++) {
     let s: f64 = 0;
     for (let b = 0; b < n; b++) s += <f64>sumPlane(x + <usize>(b * c + ch) * hw * 4, hw);
     const m = <f32>(s / M);
@@ -70,10 +72,11 @@ export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, i
 
 /**
  * y = (x - m[c]) * is[c] * gamma[c] + beta[c]; is = stat2 (saved invstd) when mode 0, or
- * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x.
+ * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x. Channels [c0, c1) of the c.
  */
-export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32): void {
-  for (let ch = 0; ch < c; ch++) {
+export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32,
+  c0: i32, c1: i32): void {
+  for (let ch = c0; ch < c1; ch++) {
     const is = mode == 1 ? <f32>1 / Mathf.sqrt(f(stat2, ch) + eps) : f(stat2, ch);
     const mv = f(m, ch), g = f(gamma, ch), bt = f(beta, ch);
     const vm = f32x4.splat(mv), vis = f32x4.splat(is), vg = f32x4.splat(g), vb = f32x4.splat(bt);
@@ -96,11 +99,12 @@ export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamm
 /**
  * Backward of the training forward: sdy = sum dy, sdyx = sum dy (x - mean) per channel;
  * dbeta (+)= sdy, dgamma (+)= sdyx * invstd; dx = gamma invstd (dy - sdy/M - xhat sdyx invstd / M).
+ * Channels [c0, c1) of the c.
  */
 export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize, invstd: usize, dx: usize,
-  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool): void {
+  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32): void {
   const M = <f32>(<f64>n * hw);
-  for (let ch = 0; ch < c; ch++) {
+  for (let ch = c0; ch < c1; ch++) {
     const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch);
     let s1: f64 = 0, s2: f64 = 0;
     for (let b = 0; b < n; b++) {

@@ -61,10 +61,15 @@ export interface Kernels {
   ): void;
   globalAvgPoolForward(x: Ptr, y: Ptr, planes: number, hw: number): void;
   globalAvgPoolBackward(dy: Ptr, dx: Ptr, planes: number, hw: number): void;
-  batchNormStats(x: Ptr, n: number, c: number, hw: number, mean: Ptr, invstd: Ptr, runMean: Ptr, runVar: Ptr, eps: number, momentum: number): void;
-  batchNormApply(x: Ptr, y: Ptr, n: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number): void;
+  batchNormStats(
+    x: Ptr, n: number, c: number, hw: number, mean: Ptr, invstd: Ptr, runMean: Ptr, runVar: Ptr, eps: number, momentum: number, c0: number, c1: number,
+  ): void;
+  batchNormApply(
+    x: Ptr, y: Ptr, n: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number, c0: number, c1: number,
+  ): void;
   batchNormBackward(
     x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag,
+    c0: number, c1: number,
   ): void;
   lrnForward(x: Ptr, y: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   lrnBackward(x: Ptr, y: Ptr, dy: Ptr, dx: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;

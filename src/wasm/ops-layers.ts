@@ -174,26 +174,30 @@ export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, 
   y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams): void {
   const what = 'batchNorm.forward';
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
-  const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
-  cx.k.batchNormStats(px, n, c, hw, pm, pi, cx.ptr(runningMean, what), cx.ptr(runningVar, what), params.eps, params.momentum);
-  cx.k.batchNormApply(px, cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), pm, pi, 0, 0);
+  const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what), py = cx.ptr(y, what);
+  const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
+  split(cx, c, 2 * n * c * hw, 1, (k, c0, c1) => {
+    k.batchNormStats(px, n, c, hw, pm, pi, prm, prv, params.eps, params.momentum, c0, c1);
+    k.batchNormApply(px, py, n, c, hw, pg, pb, pm, pi, 0, 0, c0, c1);
+  });
 }
 
 export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
   y: WasmTensor, params: { eps: number }): void {
   const what = 'batchNorm.inference';
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar });
-  cx.k.batchNormApply(
-    cx.ptr(x, what), cx.ptr(y, what), n, c, hw, cx.ptr(gamma, what), cx.ptr(beta, what), cx.ptr(runningMean, what), cx.ptr(runningVar, what), 1, params.eps,
-  );
+  const px = cx.ptr(x, what), py = cx.ptr(y, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
+  const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what);
+  split(cx, c, n * c * hw, 1, (k, c0, c1) => k.batchNormApply(px, py, n, c, hw, pg, pb, prm, prv, 1, params.eps, c0, c1));
 }
 
 export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
   dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, params: BatchNormBackwardParams): void {
   const what = 'batchNorm.backward';
   const { n, c, hw } = checkBatchNormOperands(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
-  cx.k.batchNormBackward(cx.ptr(x, what), cx.ptr(dy, what), cx.ptr(gamma, what), cx.ptr(mean, what), cx.ptr(invstd, what), cx.ptr(dx, what),
-    cx.ptr(dgamma, what), cx.ptr(dbeta, what), n, c, hw, params.accumulate ? 1 : 0);
+  const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pg = cx.ptr(gamma, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
+  const pdx = cx.ptr(dx, what), pdg = cx.ptr(dgamma, what), pdb = cx.ptr(dbeta, what), acc = params.accumulate ? 1 : 0;
+  split(cx, c, 3 * n * c * hw, 1, (k, c0, c1) => k.batchNormBackward(px, pdy, pg, pm, pi, pdx, pdg, pdb, n, c, hw, acc, c0, c1));
 }
 
 function checkLrn(what: string, x: WasmTensor, others: WasmTensor[], p: LrnParams): { n: number; c: number; hw: number } {

@@ -1,6 +1,7 @@
 // The threaded wasm engine: every op's result with 2 and 3 threads is bitwise equal to 1 thread
 // on awkward shapes (odd sizes, batch 1 and 3, strides 2, accumulate; both ways of splitting
-// conv2d: by image groups, and by GEMM rows when there are fewer groups than threads), a whole
+// conv2d: by image groups, and by GEMM rows when there are fewer groups than threads; batch norm
+// by channels), a whole
 // model's forward + backward gradient is bitwise equal, destroy() ends the workers (a child
 // process exits by itself), and bad thread counts are refused with a clear error.
 import { execFile } from 'node:child_process';
@@ -147,6 +148,29 @@ describe('pooling, relu, add: bitwise equal for 1, 2, 3 threads (split by planes
     expectSame(await onAll([x(), y], xShape, new Float32Array(n), (e, [tx, dy], out) => e.reluBackward(tx!, dy!, out)));
     expectSame(await onAll([x(), y], xShape, new Float32Array(n), (e, [a, b], out) => e.add(a!, b!, out)));
     expectSame(await onAll([y], xShape, uniformF32(makeRng(24), n), (e, [b], out) => e.addInPlace(out, b!)));
+  });
+});
+
+describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', () => {
+  it('training forward (statistics, running averages), inference, backward with accumulate; 7 channels', async () => {
+    const xShape = [3, 7, 61, 59], n = prod(xShape), c = xShape[1]!;
+    const rng = makeRng(31);
+    const x = uniformF32(rng, n), dy = uniformF32(rng, n), gamma = uniformF32(rng, c), beta = uniformF32(rng, c);
+    const run = uniformF32(rng, c), runVar = Float32Array.from(uniformF32(rng, c), (v) => 1 + Math.abs(v)), init = uniformF32(rng, c);
+    const outs: Uint32Array[][] = [];
+    for (const e of engines) {
+      const up = (d: Float32Array, s: number[]) => e.upload(d, s);
+      const tx = up(x, xShape), tdy = up(dy, xShape), tg = up(gamma, [c]), tb = up(beta, [c]), rm = up(run, [c]), rv = up(runVar, [c]);
+      const y = e.empty(xShape), yi = e.empty(xShape), dx = e.empty(xShape), mean = e.empty([c]), invstd = e.empty([c]);
+      const dg = up(init, [c]), db = up(init, [c]);
+      e.batchNormForward(tx, tg, tb, rm, rv, y, mean, invstd, { eps: 1e-5, momentum: 0.1 });
+      e.batchNormInference(tx, tg, tb, rm, rv, yi, { eps: 1e-5 });
+      e.batchNormBackward(tx, tdy, tg, mean, invstd, dx, dg, db, { accumulate: true });
+      const all = [y, mean, invstd, rm, rv, yi, dx, dg, db];
+      outs.push(await Promise.all(all.map(async (t) => bits(await e.readF32(t)))));
+      e.release(tx, tdy, tg, tb, ...all);
+    }
+    for (let i = 0; i < outs[0]!.length; i++) expectSame(outs.map((o) => o[i]!));
   });
 });
 
