@@ -21,8 +21,7 @@ const XI = 16;
 const TILE_BYTES = 4 * 8 * F;
 
 /** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
-export const WG_TUNE = { targetTiles: 256 };
-const TARGET_TILES_UNUSED = 0;
+const TARGET_TILES = 256;
 
 /**
  * 'auto' takes Winograd from this many channels on both sides (the transforms cost per channel, the GEMMs per
@@ -51,7 +50,7 @@ interface Tiling { th: number; tw: number; per: number; nb: number; ldT: number;
 
 function tiling(p: Pass): Tiling {
   const th = Math.ceil(p.oh / 2), tw = Math.ceil(p.ow / 2), per = th * tw;
-  const nb = Math.max(1, Math.min(p.n, Math.floor(WG_TUNE.targetTiles / per)));
+  const nb = Math.max(1, Math.min(p.n, Math.floor(TARGET_TILES / per)));
   return { th, tw, per, nb, ldT: nb * per, ldV: Math.ceil((nb * per) / 8) * 8, groups: Math.ceil(p.n / nb) };
 }
 
