@@ -17,12 +17,21 @@
 
 export function maxPoolForward(x: usize, y: usize, argmax: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,
   kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32): void {
+  const twoByTwo = kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0;
   let out = 0;
   for (let pl = 0; pl < planes; pl++) {
     const base = x + <usize>pl * h * w * 4;
     for (let oy = 0; oy < oh; oy++) {
       const y0 = lo(oy, sh, ph), y1 = hi(oy, sh, ph, kh, h);
-      for (let ox = 0; ox < ow; ox++) {
+      let ox = 0;
+      if (twoByTwo) {
+        // 4 windows at once (columns 2ox .. 2ox + 7 of rows y0, y0 + 1): the same comparisons in the same order.
+        for (; 2 * ox + 8 <= w; ox += 4) {
+          maxPool2x2Four(base, w, y0, ox, y + <usize>out * 4, argmax + <usize>out * 4);
+          out += 4;
+        }
+      }
+      for (; ox < ow; ox++) {
         const x0 = lo(ox, sw, pw), x1 = hi(ox, sw, pw, kw, w);
         let best = y0 * w + x0;
         let bv = load<f32>(base + <usize>best * 4);
@@ -39,6 +48,33 @@ export function maxPoolForward(x: usize, y: usize, argmax: usize, planes: i32, h
       }
     }
   }
+}
+
+/**
+ * Windows ox .. ox + 3 of a 2x2 stride-2 unpadded max pool, output row at y0 / 2: each lane takes its window's values in
+ * row-major order and keeps the first unless a later one is greater (a NaN is never greater: as the scalar loop).
+ */
+@inline function maxPool2x2Four(base: usize, w: i32, y0: i32, ox: i32, y: usize, argmax: usize): void {
+  const i0 = y0 * w + 2 * ox;
+  const r0 = base + <usize>i0 * 4, r1 = r0 + <usize>w * 4;
+  const a0 = v128.load(r0), a1 = v128.load(r0, 16), b0 = v128.load(r1), b1 = v128.load(r1, 16);
+  const idx = i32x4.add(i32x4.splat(i0), i32x4(0, 2, 4, 6));
+  let bv = f32x4.shuffle(a0, a1, 0, 2, 4, 6);
+  let bi = idx;
+  let v = f32x4.shuffle(a0, a1, 1, 3, 5, 7);
+  let gt = f32x4.gt(v, bv);
+  bv = v128.bitselect(v, bv, gt);
+  bi = v128.bitselect(i32x4.add(idx, i32x4.splat(1)), bi, gt);
+  v = f32x4.shuffle(b0, b1, 0, 2, 4, 6);
+  gt = f32x4.gt(v, bv);
+  bv = v128.bitselect(v, bv, gt);
+  bi = v128.bitselect(i32x4.add(idx, i32x4.splat(w)), bi, gt);
+  v = f32x4.shuffle(b0, b1, 1, 3, 5, 7);
+  gt = f32x4.gt(v, bv);
+  bv = v128.bitselect(v, bv, gt);
+  bi = v128.bitselect(i32x4.add(idx, i32x4.splat(w + 1)), bi, gt);
+  v128.store(y, bv);
+  v128.store(argmax, bi);
 }
 
 /** dx = 0, then dx[plane, argmax] += dy in output order. */

@@ -210,6 +210,7 @@ describe('element-wise, bias, relu (wasm)', () => {
 describe('pooling (wasm)', () => {
   const cases: [number[], { kernel: number | [number, number]; stride: number | [number, number]; pad: number | [number, number] }][] = [
     [[3, 2, 7, 9], { kernel: 2, stride: 2, pad: 0 }],
+    [[2, 3, 6, 21], { kernel: 2, stride: 2, pad: 0 }], // 4 windows at a time, then 2 one by one
     [[1, 3, 13, 13], { kernel: 3, stride: 2, pad: 1 }],
     [[2, 2, 5, 6], { kernel: [3, 2], stride: [1, 2], pad: [1, 0] }],
     [[1, 1, 1, 1], { kernel: 1, stride: 1, pad: 0 }],
@@ -236,6 +237,21 @@ describe('pooling (wasm)', () => {
       e.release(tx, ty, ta, tdy, tdx);
     });
   }
+
+  it('2x2 stride-2 max pool (4 windows at a time): ties go to the first in the window, NaN never wins, -Infinity', async () => {
+    const shape = [2, 3, 6, 20], n = prod(shape), p = { kernel: 2, stride: 2, pad: 0 };
+    const rng = makeRng(5);
+    const x = Float32Array.from({ length: n }, () => rng.int(3)); // values 0, 1, 2: ties in most windows
+    for (let i = 0; i < n; i += 7) x[i] = NaN;
+    for (let i = 3; i < n; i += 11) x[i] = -Infinity;
+    const want = ref.pool.maxPoolForward(f64(x), shape, p);
+    const os = [shape[0]!, shape[1]!, ...poolOut(shape, p)];
+    const tx = e.upload(x, shape), ty = e.empty(os), ta = e.empty(os, 'u32');
+    e.maxPoolForward(tx, ty, ta, p);
+    expect(Array.from(await e.read(ta))).toEqual(Array.from(want.argmax));
+    expect(Array.from(await read(ty))).toEqual(Array.from(want.y));
+    e.release(tx, ty, ta);
+  });
 
   for (const shape of [[3, 5, 7, 9], [1, 2, 1, 1], [2, 4, 8, 8]]) {
     it(`global average pool on [${shape}]`, async () => {
