@@ -89,8 +89,8 @@ export function sumPlane(p: usize, n: i32): f32 {
 }
 
 /** db[c] (+)= sum over n and j of dy[n, c, j]; plane sums accumulate in f64, sample by sample. */
-export function biasBackward(dy: usize, db: usize, n: i32, c: i32, hw: i32, accumulate: bool): void {
-  for (let ch = 0; ch < c; ch++) {
+export function biasBackward(dy: usize, db: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32): void {
+  for (let ch = c0; ch < c1; ch++) {
     let s: f64 = 0;
     for (let b = 0; b < n; b++) s += <f64>sumPlane(dy + (<usize>(b * c + ch) * hw) * 4, hw);
     const p = db + <usize>ch * 4;

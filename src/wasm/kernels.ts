@@ -46,7 +46,7 @@ export interface Kernels {
   reluForward(x: Ptr, y: Ptr, n: number): void;
   reluBackward(x: Ptr, dy: Ptr, dx: Ptr, n: number): void;
   biasAddInPlace(x: Ptr, b: Ptr, n: number, c: number, hw: number): void;
-  biasBackward(dy: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag): void;
+  biasBackward(dy: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag, c0: number, c1: number): void;
   dropout(inp: Ptr, out: Ptr, n: number, seed: number, threshold: number, scale: number): void;
   maxPoolForward(
     x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number,

@@ -49,13 +49,15 @@ function checkBias(what: string, x: WasmTensor, b: WasmTensor): { n: number; c: 
 // x [N, C, H, W] or [N, F] (updated in place), b [C]
 export function biasAddInPlace(cx: WasmCtx, x: WasmTensor, b: WasmTensor): void {
   const d = checkBias('biasAddInPlace', x, b);
-  cx.k.biasAddInPlace(cx.ptr(x, 'biasAddInPlace'), cx.ptr(b, 'biasAddInPlace'), d.n, d.c, d.hw);
+  const px = cx.ptr(x, 'biasAddInPlace'), pb = cx.ptr(b, 'biasAddInPlace'), per = d.c * d.hw;
+  split(cx, d.n, d.n * per, 1, (k, s0, s1) => k.biasAddInPlace(px + s0 * per * 4, pb, s1 - s0, d.c, d.hw));
 }
 
 // dy [N, C, H, W] or [N, F] -> db [C] (= or += by params.accumulate)
 export function biasBackward(cx: WasmCtx, dy: WasmTensor, db: WasmTensor, params: BiasBackwardParams): void {
   const d = checkBias('biasBackward', dy, db);
-  cx.k.biasBackward(cx.ptr(dy, 'biasBackward'), cx.ptr(db, 'biasBackward'), d.n, d.c, d.hw, params.accumulate ? 1 : 0);
+  const pdy = cx.ptr(dy, 'biasBackward'), pdb = cx.ptr(db, 'biasBackward'), acc = params.accumulate ? 1 : 0;
+  split(cx, d.c, d.n * d.c * d.hw, 1, (k, c0, c1) => k.biasBackward(pdy, pdb, d.n, d.c, d.hw, acc, c0, c1));
 }
 
 function checkRelu(what: string, x: WasmTensor, out: WasmTensor, dy: WasmTensor | null): void {

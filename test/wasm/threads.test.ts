@@ -1,7 +1,7 @@
 // The threaded wasm engine: every op's result with 2 and 3 threads is bitwise equal to 1 thread
 // on awkward shapes (odd sizes, batch 1 and 3, strides 2, accumulate; both ways of splitting
 // conv2d: by image groups, and by GEMM rows when there are fewer groups than threads; batch norm
-// by channels), a whole
+// and the bias gradient by channels, the bias add by samples), a whole
 // model's forward + backward gradient is bitwise equal, destroy() ends the workers (a child
 // process exits by itself), and bad thread counts are refused with a clear error.
 import { execFile } from 'node:child_process';
@@ -149,6 +149,17 @@ describe('pooling, relu, add: bitwise equal for 1, 2, 3 threads (split by planes
     expectSame(await onAll([x(), y], xShape, new Float32Array(n), (e, [a, b], out) => e.add(a!, b!, out)));
     expectSame(await onAll([y], xShape, uniformF32(makeRng(24), n), (e, [b], out) => e.addInPlace(out, b!)));
   });
+});
+
+describe('bias: bitwise equal for 1, 2, 3 threads (add split by samples, backward by channels)', () => {
+  for (const shape of [[3, 7, 61, 59], [300, 257]]) {
+    it(`add in place and backward with accumulate on [${shape}]`, async () => {
+      const n = prod(shape), c = shape[1]!, rng = makeRng(41);
+      const bias = { shape: [c], data: uniformF32(rng, c) }, dy = { shape, data: uniformF32(rng, n) };
+      expectSame(await onAll([bias], shape, uniformF32(rng, n), (e, [b], out) => e.biasAddInPlace(out, b!)));
+      expectSame(await onAll([dy], [c], uniformF32(rng, c), (e, [g], out) => e.biasBackward(g!, out, { accumulate: true })));
+    });
+  }
 });
 
 describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', () => {
