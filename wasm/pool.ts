@@ -77,23 +77,65 @@ export function maxPoolForward(x: usize, y: usize, argmax: usize, planes: i32, h
   v128.store(argmax, bi);
 }
 
-/** dx = 0, then dx[plane, argmax] += dy in output order. */
-export function maxPoolBackward(dy: usize, argmax: usize, dx: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32): void {
+/**
+ * dx = 0, then dx[plane, argmax] += dy in output order. With `twoByTwo` (the forward was an unpadded 2x2 stride-2
+ * pool), a plane whose every argmax lies in its own window is written window by window instead: each position gets
+ * 0 + dy where it is the argmax, else 0, the same values; any other plane as above.
+ */
+export function maxPoolBackward(dy: usize, argmax: usize, dx: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32, twoByTwo: bool): void {
   const hw = h * w, ohw = oh * ow;
-  memory.fill(dx, 0, <usize>planes * hw * 4);
-  let o = 0;
   for (let pl = 0; pl < planes; pl++) {
-    const base = dx + <usize>pl * hw * 4;
+    const o = <usize>pl * ohw * 4, base = dx + <usize>pl * hw * 4;
+    if (twoByTwo && backward2x2(dy + o, argmax + o, base, h, w, oh, ow)) continue;
+    memory.fill(base, 0, <usize>hw * 4);
     for (let j = 0; j < ohw; j++) {
-      const a = load<u32>(argmax + <usize>o * 4);
+      const a = load<u32>(argmax + o + <usize>j * 4);
       // An argmax outside the plane (not from forward) is ignored rather than written out of bounds.
       if (a < <u32>hw) {
         const p = base + <usize>a * 4;
-        store<f32>(p, load<f32>(p) + load<f32>(dy + <usize>o * 4));
+        store<f32>(p, load<f32>(p) + load<f32>(dy + o + <usize>j * 4));
       }
-      o++;
     }
   }
+}
+
+/** One plane of a 2x2 stride-2 max pool's backward, window by window (4 at a time); false when an argmax lies outside its window. */
+function backward2x2(dy: usize, argmax: usize, dx: usize, h: i32, w: i32, oh: i32, ow: i32): bool {
+  const zero = f32x4.splat(0);
+  let bad = i32x4.splat(0);
+  const wB = <usize>w * 4;
+  for (let oy = 0; oy < oh; oy++) {
+    const r0 = dx + <usize>(2 * oy) * wB, r1 = r0 + wB;
+    let ox = 0;
+    for (; 2 * ox + 8 <= w && ox + 4 <= ow; ox += 4) {
+      const j = <usize>(oy * ow + ox) * 4;
+      const a = v128.load(argmax + j), d = f32x4.add(zero, v128.load(dy + j));
+      const p = i32x4.add(i32x4.splat(2 * oy * w + 2 * ox), i32x4(0, 2, 4, 6));
+      const e00 = i32x4.eq(a, p), e01 = i32x4.eq(a, i32x4.add(p, i32x4.splat(1)));
+      const e10 = i32x4.eq(a, i32x4.add(p, i32x4.splat(w))), e11 = i32x4.eq(a, i32x4.add(p, i32x4.splat(w + 1)));
+      bad = v128.or(bad, v128.not(v128.or(v128.or(e00, e01), v128.or(e10, e11))));
+      const v00 = v128.and(d, e00), v01 = v128.and(d, e01), v10 = v128.and(d, e10), v11 = v128.and(d, e11);
+      const q = <usize>(2 * ox) * 4;
+      v128.store(r0 + q, i32x4.shuffle(v00, v01, 0, 4, 1, 5));
+      v128.store(r0 + q, i32x4.shuffle(v00, v01, 2, 6, 3, 7), 16);
+      v128.store(r1 + q, i32x4.shuffle(v10, v11, 0, 4, 1, 5));
+      v128.store(r1 + q, i32x4.shuffle(v10, v11, 2, 6, 3, 7), 16);
+    }
+    for (; ox < ow; ox++) {
+      const j = <usize>(oy * ow + ox) * 4;
+      const a = load<i32>(argmax + j), d = <f32>0 + load<f32>(dy + j);
+      const p = 2 * oy * w + 2 * ox;
+      if (a != p && a != p + 1 && a != p + w && a != p + w + 1) return false;
+      const q = <usize>(2 * ox) * 4;
+      store<f32>(r0 + q, a == p ? d : 0);
+      store<f32>(r0 + q + 4, a == p + 1 ? d : 0);
+      store<f32>(r1 + q, a == p + w ? d : 0);
+      store<f32>(r1 + q + 4, a == p + w + 1 ? d : 0);
+    }
+    if (w > 2 * ow) for (let x = 2 * ow; x < w; x++) { store<f32>(r0 + <usize>x * 4, 0); store<f32>(r1 + <usize>x * 4, 0); }
+  }
+  if (h > 2 * oh) memory.fill(dx + <usize>(2 * oh) * wB, 0, <usize>(h - 2 * oh) * wB);
+  return !v128.any_true(bad);
 }
 
 export function avgPoolForward(x: usize, y: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,

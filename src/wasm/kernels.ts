@@ -52,7 +52,7 @@ export interface Kernels {
     x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number,
     ph: number, pw: number,
   ): void;
-  maxPoolBackward(dy: Ptr, argmax: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number): void;
+  maxPoolBackward(dy: Ptr, argmax: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number, twoByTwo: Flag): void;
   avgPoolForward(
     x: Ptr, y: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number,
   ): void;

@@ -129,8 +129,9 @@ export function maxPoolBackward(cx: WasmCtx, dy: WasmTensor, argmax: WasmTensor,
   const g = checkMax(dx.shape, dy, argmax, params, what, 'dy');
   const pdy = cx.ptr(dy, what), pa = cx.ptr(argmax, what), pdx = cx.ptr(dx, what);
   const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
+  const twoByTwo = g.kh === 2 && g.kw === 2 && g.sh === 2 && g.sw === 2 && g.ph === 0 && g.pw === 0 ? 1 : 0;
   split(cx, g.n * g.c, g.n * g.c * (hw + ohw), 1, (k, lo, hi) =>
-    k.maxPoolBackward(pdy + lo * ohw * 4, pa + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow));
+    k.maxPoolBackward(pdy + lo * ohw * 4, pa + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow, twoByTwo));
 }
 
 export function avgPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, params: Pool2dParams): void {

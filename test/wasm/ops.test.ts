@@ -28,6 +28,7 @@ afterAll(() => {
 const BUILDS = [['fused', () => e], ['plain', () => plain]] as const;
 
 const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
+const bitsOf = (a: Float32Array): number[] => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 /** k-term f32 sums of products of values in [-1, 1] (as test/ops/conv2d.cases.ts). */
 const tolFor = (base: Tolerance, k: number): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * k * 2 ** -24) });
@@ -251,6 +252,31 @@ describe('pooling (wasm)', () => {
     expect(Array.from(await e.read(ta))).toEqual(Array.from(want.argmax));
     expect(Array.from(await read(ty))).toEqual(Array.from(want.y));
     e.release(tx, ty, ta);
+  });
+
+  it('2x2 stride-2 max pool backward: window by window, and an argmax outside its window (not from forward) as in general', async () => {
+    const shape = [2, 3, 7, 19], p = { kernel: 2, stride: 2, pad: 0 }, os = [2, 3, 3, 9];
+    const planes = 6, hw = 7 * 19, ohw = 27, rng = makeRng(9);
+    const x = uniformF32(rng, prod(shape)), dy = uniformF32(rng, planes * ohw);
+    dy[4] = -0; // 0 + -0 is +0, as the general path's add onto a zeroed dx
+    const tx = e.upload(x, shape), ty = e.empty(os), ta = e.empty(os, 'u32'), tdy = e.upload(dy, os);
+    const tdx = e.upload(new Float32Array(prod(shape)).fill(NaN), shape);
+    e.maxPoolForward(tx, ty, ta, p);
+    const argmax = new Uint32Array(await e.read(ta));
+    argmax[ohw + 5] = 0; // plane 1: inside the plane, outside its window (both this and window 0 write to element 0)
+    argmax[2 * ohw + 26] = hw + 3; // plane 2: outside the plane: ignored
+    argmax[3 * ohw + 2] = argmax[3 * ohw + 1]!; // plane 3: two windows onto one element (the second outside its window)
+    const tb = e.upload(argmax, os);
+    e.maxPoolBackward(tdy, tb, tdx, p);
+    const want = new Float32Array(prod(shape));
+    for (let pl = 0; pl < planes; pl++) {
+      for (let j = 0; j < ohw; j++) {
+        const a = argmax[pl * ohw + j]!;
+        if (a < hw) want[pl * hw + a] = Math.fround(want[pl * hw + a]! + dy[pl * ohw + j]!);
+      }
+    }
+    expect(bitsOf(await read(tdx))).toEqual(bitsOf(want));
+    e.release(tx, ty, ta, tdy, tdx, tb);
   });
 
   for (const shape of [[3, 5, 7, 9], [1, 2, 1, 1], [2, 4, 8, 8]]) {
