@@ -176,18 +176,20 @@ function scaleC(m: i32, n: i32, c: usize, ldc: i32, beta: f32): void {
   }
 }
 
-/** Rows [ic, ic + mc) x columns of one packed B block: A packing, then micro-tiles. */
-function gemmRows(mc: i32, nc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32,
-  bp: usize, c: usize, ldc: i32, mode: i32, beta: f32, ap: usize, tile: usize): void {
-  packA(mc, kc, a, lda, transA, ic, pc, alpha, ap);
+/**
+ * The micro-tiles of an mc x nc block of C (at c) from kc steps of A's 4-row panels (panel i at ap + i * lenA * MR
+ * floats) and B's 8-column panels (panel j at bp + j * lenB * NR floats): whole tiles straight into C, edge tiles
+ * through `tile`. The panel lengths are kc for gemm's packed blocks, K for gemmPanels' operands.
+ */
+function tiles(mc: i32, nc: i32, kc: i32, ap: usize, lenA: i32, bp: usize, lenB: i32, c: usize, ldc: i32, mode: i32, beta: f32, tile: usize): void {
   const ldcB = <usize>ldc * 4;
   for (let jr = 0; jr < nc; jr += NR) {
     const nr = min(NR, nc - jr);
-    const bpanel = bp + <usize>(jr * kc) * 4;
+    const bpanel = bp + <usize>jr * lenB * 4;
     for (let ir = 0; ir < mc; ir += MR) {
       const mr = min(MR, mc - ir);
-      const apanel = ap + <usize>(ir * kc) * 4;
-      const cp = c + (<usize>(ic + ir) * ldc + jr) * 4;
+      const apanel = ap + <usize>ir * lenA * 4;
+      const cp = c + (<usize>ir * ldc + jr) * 4;
       if (mr == MR && nr == NR) {
         micro4x8(kc, apanel, bpanel, cp, ldcB, mode, beta);
       } else {
@@ -196,6 +198,13 @@ function gemmRows(mc: i32, nc: i32, kc: i32, a: usize, lda: i32, transA: bool, i
       }
     }
   }
+}
+
+/** Rows [ic, ic + mc) x columns of one packed B block: A packing, then micro-tiles. */
+function gemmRows(mc: i32, nc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32,
+  bp: usize, c: usize, ldc: i32, mode: i32, beta: f32, ap: usize, tile: usize): void {
+  packA(mc, kc, a, lda, transA, ic, pc, alpha, ap);
+  tiles(mc, nc, kc, ap, kc, bp, kc, c + <usize>ic * ldc * 4, ldc, mode, beta, tile);
 }
 
 /** C[M, N] = alpha op(A) op(B) + beta C with the packed kernel (any transposes). */
@@ -237,27 +246,11 @@ export function gemmPanels(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize,
     scaleC(M, N, c, ldc, 0);
     return;
   }
-  const ldcB = <usize>ldc * 4;
   for (let pc = 0; pc < K; pc += KC) {
     const kc = min(KC, K - pc);
     const mode = pc > 0 ? ADD : SET;
     for (let ic = 0; ic < M; ic += MC) {
-      const mc = min(MC, M - ic);
-      for (let jr = 0; jr < N; jr += NR) {
-        const nr = min(NR, N - jr);
-        const bpanel = b + (<usize>jr * K + <usize>pc * NR) * 4;
-        for (let ir = ic; ir < ic + mc; ir += MR) {
-          const mr = min(MR, ic + mc - ir);
-          const apanel = a + (<usize>ir * K + <usize>pc * MR) * 4;
-          const cp = c + (<usize>ir * ldc + jr) * 4;
-          if (mr == MR && nr == NR) {
-            micro4x8(kc, apanel, bpanel, cp, ldcB, mode, 0);
-          } else {
-            micro4x8(kc, apanel, bpanel, tile, NR * 4, SET, 0);
-            mergeTile(mr, nr, tile, cp, ldc, mode, 0);
-          }
-        }
-      }
+      tiles(min(MC, M - ic), N, kc, a + (<usize>ic * K + <usize>pc * MR) * 4, K, b + <usize>pc * NR * 4, K, c + <usize>ic * ldc * 4, ldc, mode, 0, tile);
     }
   }
 }
