@@ -25,7 +25,7 @@ import { compileKernels, isNode, KERNEL_NAMES, type Kernels, kernelVariant, load
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
 import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor, WinogradMode } from './tensor.ts';
-import { ThreadPool, threadsUnavailable } from './threads.ts';
+import { CommandList, ThreadPool, threadsUnavailable } from './threads.ts';
 
 export type { WasmTensor } from './tensor.ts';
 
@@ -84,13 +84,13 @@ function sharedHeap(pages: number): Heap {
 }
 
 /** Records kernel calls as commands for a thread (src/wasm/threads.ts); queries go to `live`. */
-function recorder(live: Kernels, cmds: number[]): Kernels {
+function recorder(live: Kernels, list: CommandList): Kernels {
   const rec: Record<string, unknown> = {
     heapBase: () => live.heapBase(), gemmScratchBytes: () => live.gemmScratchBytes(),
     wgInputScratchBytes: (th: number, tw: number) => live.wgInputScratchBytes(th, tw),
   };
   KERNEL_NAMES.forEach((name, i) => {
-    if (!(name in rec)) rec[name] = (...args: number[]) => { cmds.push(i, args.length, ...args); };
+    if (!(name in rec)) rec[name] = (...args: number[]) => list.add(i, args);
   });
   return rec as unknown as Kernels; // every name of Kernels is set above
 }
@@ -103,6 +103,8 @@ export class WasmEngine implements Engine<WasmTensor> {
   private readonly owner = nextOwner++;
   /** Scratch by key: '<slot>' for an op's shared buffers, '<part>:<slot>' for each part's own. */
   private readonly scratchBlocks = new Map<string, { ptr: number; bytes: number }>();
+  /** Each part's command list and its recorder, kept from op to op (made on the first op with that many parts). */
+  private readonly lists: { list: CommandList; k: Kernels }[] = [];
   private destroyed = false;
   private readonly cx: WasmCtx;
   private readonly live: PartCtx;
@@ -330,11 +332,16 @@ export class WasmEngine implements Engine<WasmTensor> {
       part(this.live, 0);
       return;
     }
-    const lists: number[][] = [];
+    for (let t = this.lists.length; t < parts; t++) {
+      const list = new CommandList();
+      this.lists.push({ list, k: recorder(this.k, list) });
+    }
+    const lists: Float64Array[] = [];
     for (let t = 0; t < parts; t++) {
-      const cmds: number[] = [];
-      part({ k: recorder(this.k, cmds), scratch: (slot, bytes) => this.scratch(`${t}:${slot}`, bytes), barrier: () => { cmds.push(-1, 0); } }, t);
-      lists.push(cmds);
+      const { list, k } = this.lists[t]!;
+      list.reset();
+      part({ k, scratch: (slot, bytes) => this.scratch(`${t}:${slot}`, bytes), barrier: () => list.barrier() }, t);
+      lists.push(list.commands);
     }
     this.pool.run(lists);
   }

@@ -70,14 +70,13 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
   // One group: inputs transformed by channel range [c0, c1) of part `part` of `parts`, GEMMs by xi, outputs by channel
   // (`barrier` between them: a no-op when the part has the group to itself).
-  const group = (pc: PartCtx, q: number, part: number, parts: number, v: number, m: number, barrier: () => void): void => {
+  // pad and tile: the part's scratch (taken once per part: a lookup per group cost as much as a small group's call).
+  const group = (pc: PartCtx, q: number, part: number, parts: number, v: number, m: number, pad: number, tile: number, barrier: () => void): void => {
     const b0 = q * t.nb, cnt = Math.min(t.nb, p.n - b0), T = cnt * t.per;
-    const pad = pc.scratch('wgP', pb);
     const [c0, c1] = splitRange(p.inC, parts, part);
     for (let i = 0; i < cnt; i++) pc.k.wgInput(p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1);
     barrier();
     const [x0, x1] = splitRange(XI, parts, part);
-    const tile = pc.scratch('gemm', TILE_BYTES);
     for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * p.inC * t.ldV * F, m + xi * p.outC * t.ldT * F, t.ldT, tile);
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
@@ -89,16 +88,17 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
     const parts = macs < MIN_SPLIT_MACS ? 1 : Math.max(1, Math.min(cx.threads, t.groups));
     cx.run(parts, (pc, part) => {
       const [q0, q1] = splitRange(t.groups, parts, part);
-      const v = pc.scratch('wgV', vBytes), m = pc.scratch('wgM', mBytes);
-      for (let q = q0; q < q1; q++) group(pc, q, 0, 1, v, m, () => {});
+      const v = pc.scratch('wgV', vBytes), m = pc.scratch('wgM', mBytes), pad = pc.scratch('wgP', pb), tile = pc.scratch('gemm', TILE_BYTES);
+      for (let q = q0; q < q1; q++) group(pc, q, 0, 1, v, m, pad, tile, () => {});
     });
     return;
   }
   const v = cx.scratch('wgV', vBytes), m = cx.scratch('wgM', mBytes);
   cx.run(cx.threads, (pc, part) => {
+    const pad = pc.scratch('wgP', pb), tile = pc.scratch('gemm', TILE_BYTES);
     for (let q = 0; q < t.groups; q++) {
       if (q > 0) pc.barrier(); // the previous group's outputs are read from m
-      group(pc, q, part, cx.threads, v, m, () => pc.barrier());
+      group(pc, q, part, cx.threads, v, m, pad, tile, () => pc.barrier());
     }
   });
 }
@@ -127,9 +127,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;
   // Group q's transforms (channel range of part `part`): V from x, Y from dy.
-  const transforms = (pc: PartCtx, q: number, part: number, parts: number, v: number, y: number): number => {
+  const transforms = (pc: PartCtx, q: number, part: number, parts: number, v: number, y: number, pad: number): number => {
     const b0 = q * t.nb, cnt = Math.min(t.nb, g.n - b0);
-    const pad = pc.scratch('wgP', pb);
     const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
     for (let i = 0; i < cnt; i++) {
       pc.k.wgInput(px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0);
@@ -146,8 +145,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   if (macs < MIN_SPLIT_MACS || T === 1) {
     // One part: dU = r_0, then += r_q group after group (gemmNT's beta 1 adds exactly as the threads' adds below).
     cx.run(1, (pc) => {
-      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes);
-      for (let q = 0; q < t.groups; q++) gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, du, q > 0 ? 1 : 0);
+      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes), pad = pc.scratch('wgP', pb);
+      for (let q = 0; q < t.groups; q++) gemms(pc, transforms(pc, q, 0, 1, v, y, pad), 0, XI, v, y, du, q > 0 ? 1 : 0);
       pc.k.wgFilterGrad(du, 0, W, W, pdw, accumulate ? 1 : 0);
     });
     return;
@@ -156,8 +155,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     // Groups split between the threads, each group's sum into its own buffer, added in group order by element range.
     const partials = cx.scratch('aux2', groupsPerRound(t.groups, T, XI * W) * XI * W * F);
     cx.run(T, (pc, part) => {
-      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes);
-      sumGroupsInOrder(pc, part, T, t.groups, XI * W, partials, du, false, (q, dst) => gemms(pc, transforms(pc, q, 0, 1, v, y), 0, XI, v, y, dst, 0));
+      const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes), pad = pc.scratch('wgP', pb);
+      sumGroupsInOrder(pc, part, T, t.groups, XI * W, partials, du, false, (q, dst) => gemms(pc, transforms(pc, q, 0, 1, v, y, pad), 0, XI, v, y, dst, 0));
       pc.barrier();
       const [f0, f1] = splitRange(W, T, part);
       pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
@@ -168,10 +167,11 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   const v = cx.scratch('wgV', vBytes), y = cx.scratch('wgM', yBytes);
   cx.run(T, (pc, part) => {
     const [x0, x1] = splitRange(XI, T, part);
+    const pad = pc.scratch('wgP', pb);
     for (let q = 0; q < t.groups; q++) {
       if (q > 0) pc.barrier(); // the previous group's GEMMs have read v and y
       const cnt = Math.min(t.nb, g.n - q * t.nb);
-      transforms(pc, q, part, T, v, y);
+      transforms(pc, q, part, T, v, y, pad);
       pc.barrier();
       gemms(pc, cnt * t.per, x0, x1, v, y, du, q > 0 ? 1 : 0);
     }

@@ -1,8 +1,11 @@
 // The threaded wasm engine's pool: threads-1 workers (src/wasm/thread-worker.mjs; Node
 // worker_threads or Web Workers) that instantiate the threaded kernels on the engine's SHARED
 // memory. An op is split into parts (src/wasm/ops-linalg.ts): each part is a list of kernel
-// calls recorded as f64 commands [kernel index, argc, ...args] (index -1: a barrier of all
-// parts). Part 0 runs here, part t on worker t-1: its commands are copied into the shared
+// calls recorded as f64 commands of CMD_WORDS words, [kernel index, argc, args padded with
+// zeros to CMD_ARGS] (index -1: a barrier of all parts). The fixed width lets both sides call a
+// kernel with CMD_ARGS plain arguments (a wasm export ignores those past its own; before, a call with
+// its arguments spread from an array cost about 1 us, a seventh of a small group's work on the
+// worker). Part 0 runs here, part t on worker t-1: its commands are copied into the shared
 // memory and announced in the worker's mailbox (Atomics.store + notify); the calling thread
 // then waits (Atomics.wait) until every worker reports the job done. Nothing is posted per job.
 import { VtError } from '../errors.ts';
@@ -13,6 +16,10 @@ import { isNode, type Kernels, KERNEL_NAMES } from './kernels.ts';
 const SEQ = 0, DONE = 1, CMD = 2, LEN = 3, ERR = 4, PARTS = 5;
 const COUNT = 0, GEN = 1;
 const SPIN = 4000;
+/** Arguments a command has room for (the most any kernel takes, wgInput's 15, and one more). */
+export const CMD_ARGS = 16;
+/** Words of one command: the kernel index, the argument count, CMD_ARGS arguments. */
+export const CMD_WORDS = 2 + CMD_ARGS;
 /** How long the calling thread waits for a worker's part before it declares the worker dead. */
 const STALL_MS = 300_000;
 const LINE = 64;
@@ -30,6 +37,51 @@ export function threadsUnavailable(): string | null {
     return 'threads need Atomics.wait, which this thread (a page\'s main thread) does not allow: create the engine in a Web Worker';
   }
   return null;
+}
+
+type KernelFn = (...a: number[]) => unknown;
+
+/** One part's commands, recorded into a typed array that is kept and reused from op to op. */
+export class CommandList {
+  private words = new Float64Array(CMD_WORDS * 64);
+  private length = 0;
+
+  /** Empties the list for the next op. */
+  reset(): void {
+    this.length = 0;
+  }
+
+  /** Appends a call of kernel `index` (its index in KERNEL_NAMES) with `args`. */
+  add(index: number, args: readonly number[]): void {
+    if (args.length > CMD_ARGS) throw new Error(`CommandList: ${KERNEL_NAMES[index]} takes ${args.length} arguments, a command has room for ${CMD_ARGS}`);
+    if (this.length + CMD_WORDS > this.words.length) {
+      const grown = new Float64Array(this.words.length * 2);
+      grown.set(this.words.subarray(0, this.length));
+      this.words = grown;
+    }
+    const w = this.words, p = this.length;
+    w[p] = index;
+    w[p + 1] = args.length;
+    for (let a = 0; a < CMD_ARGS; a++) w[p + 2 + a] = a < args.length ? args[a]! : 0;
+    this.length = p + CMD_WORDS;
+  }
+
+  /** Appends a barrier of all the op's parts. */
+  barrier(): void {
+    this.add(-1, []);
+  }
+
+  /** The commands recorded since the last reset (a view, valid until the next add). */
+  get commands(): Float64Array {
+    return this.words.subarray(0, this.length);
+  }
+}
+
+/** Calls command `p`'s kernel with its arguments as plain ones (the padding zeros are ignored). */
+function call(fn: KernelFn, c: Float64Array, p: number): unknown {
+  const a = p + 2;
+  return fn(c[a]!, c[a + 1]!, c[a + 2]!, c[a + 3]!, c[a + 4]!, c[a + 5]!, c[a + 6]!, c[a + 7]!,
+    c[a + 8]!, c[a + 9]!, c[a + 10]!, c[a + 11]!, c[a + 12]!, c[a + 13]!, c[a + 14]!, c[a + 15]!);
 }
 
 /** One barrier of `parts` threads on the control words at index `ctl` (thread-worker.mjs has the same). */
@@ -130,7 +182,7 @@ export class ThreadPool {
   }
 
   /** Runs parts[0] here and parts[t] on worker t-1 (at most size parts); returns when all are done. */
-  run(parts: readonly (readonly number[])[]): void {
+  run(parts: readonly Float64Array[]): void {
     if (this.closed) throw new VtError('bad-shape', 'the wasm threads were stopped (engine destroyed)');
     const P = parts.length;
     if (P > this.size) throw new Error(`ThreadPool.run: ${P} parts for ${this.size} threads`);
@@ -199,21 +251,20 @@ export class ThreadPool {
   }
 
   /** This thread's part: the same protocol as thread-worker.mjs (barriers kept after a failure). */
-  private interpret(list: readonly number[], parts: number): void {
-    const fns = KERNEL_NAMES.map((n) => this.k[n] as (...a: number[]) => unknown);
+  private interpret(list: Float64Array, parts: number): void {
+    const fns = KERNEL_NAMES.map((n) => this.k[n] as KernelFn);
     const ctl = this.ctl >> 2;
     let failure: unknown = null;
-    for (let p = 0; p < list.length;) {
-      const f = list[p]!, n = list[p + 1]!;
+    for (let p = 0; p < list.length; p += CMD_WORDS) {
+      const f = list[p]!;
       if (f < 0) barrier(new Int32Array(this.heap.memory.buffer), ctl, parts);
       else if (!failure) {
         try {
-          fns[f]!(...list.slice(p + 2, p + 2 + n));
+          call(fns[f]!, list, p);
         } catch (e) {
           failure = e;
         }
       }
-      p += 2 + n;
     }
     if (failure) throw failure;
   }

@@ -15,6 +15,7 @@ import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { recordGradients, uploadBatch } from '../../src/train/step.ts';
 import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
 import { MIN_SPLIT_MACS, splitRange } from '../../src/wasm/split.ts';
+import { CMD_ARGS, CMD_WORDS, CommandList } from '../../src/wasm/threads.ts';
 
 const COUNTS = [1, 2, 3] as const;
 let engines: WasmEngine[] = [];
@@ -233,6 +234,20 @@ describe('thread counts and lifetime', () => {
     } finally {
       small.destroy();
     }
+  });
+
+  it('records commands at a fixed width, grows past its first buffer, and refuses a call with too many arguments', () => {
+    const list = new CommandList();
+    for (let i = 0; i < 100; i++) list.add(2, [i, 7, 8]);
+    list.barrier();
+    const c = list.commands;
+    expect(c.length).toBe(101 * CMD_WORDS);
+    expect([...c.subarray(99 * CMD_WORDS, 99 * CMD_WORDS + 6)]).toEqual([2, 3, 99, 7, 8, 0]);
+    expect([...c.subarray(100 * CMD_WORDS)]).toEqual([-1, 0, ...new Array<number>(CMD_ARGS).fill(0)]);
+    list.reset();
+    list.add(3, new Array<number>(CMD_ARGS).fill(5));
+    expect(list.commands.length).toBe(CMD_WORDS);
+    expect(() => list.add(4, new Array<number>(CMD_ARGS + 1).fill(1))).toThrow(/im2col takes 17 arguments, a command has room for 16/);
   });
 
   it('refuses bad thread counts clearly', async () => {
