@@ -49,7 +49,11 @@ function classify(method: string, args: unknown[]): { key: string; flops: number
     const K = p.transA ? a[a.length - 2]! : a[a.length - 1]!;
     return { key: 'gemm (linear)', flops: 2 * c.reduce((x, y) => x * y, 1) * K };
   }
-  if (method.startsWith('batchNorm')) return { key: method === 'batchNormBackward' ? 'batch norm bwd' : 'batch norm fwd', flops: 0 };
+  if (method.startsWith('batchNorm')) {
+    return { key: `batch norm${method.startsWith('batchNormRelu') ? ' + relu' : ''} ${method.endsWith('Backward') ? 'bwd' : 'fwd'}`, flops: 0 };
+  }
+  if (method === 'biasRelu') return { key: 'bias + relu fwd', flops: 0 };
+  if (method === 'reluBiasBackward') return { key: 'bias + relu bwd', flops: 0 };
   if (method.startsWith('relu')) return { key: method === 'reluBackward' ? 'relu bwd' : 'relu fwd', flops: 0 };
   if (/Pool/.test(method)) return { key: 'pooling', flops: 0 };
   if (method === 'add' || method === 'addInPlace') return { key: 'residual add', flops: 0 };

@@ -98,6 +98,86 @@ export function biasBackward(dy: usize, db: usize, n: i32, c: i32, hw: i32, accu
   }
 }
 
+// ---- a bias and the ReLU after it, fused (src/nn/model.ts fuses conv/linear -> ReLU) --------------
+
+/**
+ * y[n, c, j] = max(x[n, c, j] + b[c], 0), NaN giving 0, for x [N, C, HW] (x unchanged): biasAddInPlace then
+ * reluForward in one pass over memory, with their bits.
+ */
+export function biasRelu(x: usize, b: usize, y: usize, n: i32, c: i32, hw: i32): void {
+  const zero = f32x4.splat(0);
+  let p: usize = 0;
+  for (let s = 0; s < n; s++) {
+    if (hw == 1) {
+      const c4 = c & ~3;
+      for (let ch = 0; ch < c4; ch += 4) {
+        const o = p + <usize>ch * 4;
+        v128.store(y + o, f32x4.pmax(zero, f32x4.add(v128.load(x + o), v128.load(b + <usize>ch * 4))));
+      }
+      for (let ch = c4; ch < c; ch++) {
+        const o = p + <usize>ch * 4;
+        const v = load<f32>(x + o) + load<f32>(b + <usize>ch * 4);
+        store<f32>(y + o, v > 0 ? v : 0);
+      }
+      p += <usize>c * 4;
+      continue;
+    }
+    for (let ch = 0; ch < c; ch++) {
+      const bv = load<f32>(b + <usize>ch * 4);
+      const vb = f32x4.splat(bv);
+      const hw4 = hw & ~3;
+      for (let j = 0; j < hw4; j += 4) {
+        const o = p + <usize>j * 4;
+        v128.store(y + o, f32x4.pmax(zero, f32x4.add(v128.load(x + o), vb)));
+      }
+      for (let j = hw4; j < hw; j++) {
+        const o = p + <usize>j * 4;
+        const v = load<f32>(x + o) + bv;
+        store<f32>(y + o, v > 0 ? v : 0);
+      }
+      p += <usize>hw * 4;
+    }
+  }
+}
+
+/** dx = y > 0 ? dy : 0 over one plane of n floats, returning the sum of dx in sumPlane's order. */
+@inline function maskPlane(y: usize, dy: usize, dx: usize, n: i32): f32 {
+  const zero = f32x4.splat(0);
+  let acc = zero;
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const o = <usize>j * 4;
+    const v = v128.and(v128.load(dy + o), f32x4.gt(v128.load(y + o), zero));
+    v128.store(dx + o, v);
+    acc = f32x4.add(acc, v);
+  }
+  let s = (f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1)) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
+  for (let j = n4; j < n; j++) {
+    const o = <usize>j * 4;
+    const v: f32 = load<f32>(y + o) > 0 ? load<f32>(dy + o) : 0;
+    store<f32>(dx + o, v);
+    s += v;
+  }
+  return s;
+}
+
+/**
+ * The backward of biasRelu for channels [c0, c1) of [N, C, HW]: dx = y > 0 ? dy : 0 (y the ReLU's output, > 0
+ * exactly where its input is), and db[c] (+)= the sum of dx over n and j. reluBackward then biasBackward in one pass,
+ * with their bits (the plane sums in sumPlane's order, accumulated in f64 sample by sample).
+ */
+export function reluBiasBackward(y: usize, dy: usize, dx: usize, db: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32): void {
+  for (let ch = c0; ch < c1; ch++) {
+    let s: f64 = 0;
+    for (let b = 0; b < n; b++) {
+      const off = <usize>(b * c + ch) * hw * 4;
+      s += <f64>maskPlane(y + off, dy + off, dx + off, hw);
+    }
+    const p = db + <usize>ch * 4;
+    store<f32>(p, accumulate ? load<f32>(p) + <f32>s : <f32>s);
+  }
+}
+
 // ---- dropout: the hash of shaders/dropout.wgsl on four lanes ------------------------------
 
 @inline function mix4(v: v128): v128 {

@@ -9,7 +9,7 @@
 // engine owns every byte (tensors and scratch) and passes byte addresses.
 export { gemm, gemmNT, gemmPanels, gemmScratchBytes } from './gemm';
 export { im2col, col2imAdd, copyRows } from './conv';
-export { add, fill, reluForward, reluBackward, biasAddInPlace, biasBackward, dropout } from './eltwise';
+export { add, fill, reluForward, reluBackward, biasAddInPlace, biasBackward, biasRelu, reluBiasBackward, dropout } from './eltwise';
 export { maxPoolForward, maxPoolBackward, avgPoolForward, avgPoolBackward, globalAvgPoolForward, globalAvgPoolBackward } from './pool';
 export { batchNormStats, batchNormApply, batchNormBackward, lrnForward, lrnBackward } from './norm';
 export { softmaxXent, topkCount } from './loss';

@@ -26,23 +26,6 @@ function sumSqDev(p: usize, n: i32, m: f32): f32 {
   return s;
 }
 
-/** Sum over n values of dy * (x - m). */
-function sumDyDev(x: usize, dy: usize, n: i32, m: f32): f32 {
-  const vm = f32x4.splat(m);
-  let acc = f32x4.splat(0);
-  const n4 = n & ~3;
-  for (let j = 0; j < n4; j += 4) {
-    const o = <usize>j * 4;
-    acc = f32x4.add(acc, f32x4.mul(v128.load(dy + o), f32x4.sub(v128.load(x + o), vm)));
-  }
-  let s = lanes(acc);
-  for (let j = n4; j < n; j++) {
-    const o = <usize>j * 4;
-    s += load<f32>(dy + o) * (load<f32>(x + o) - m);
-  }
-  return s;
-}
-
 @inline function f(p: usize, i: i32): f32 {
   return load<f32>(p + <usize>i * 4);
 }
@@ -73,9 +56,11 @@ export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, i
 /**
  * y = (x - m[c]) * is[c] * gamma[c] + beta[c]; is = stat2 (saved invstd) when mode 0, or
  * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x. Channels [c0, c1) of the c.
+ * With `relu`, y = max(that, 0) (NaN giving 0): the ReLU after the BN in the same pass, reluForward's bits.
  */
 export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32,
-  c0: i32, c1: i32): void {
+  c0: i32, c1: i32, relu: bool): void {
+  const zero = f32x4.splat(0);
   for (let ch = c0; ch < c1; ch++) {
     const is = mode == 1 ? <f32>1 / Mathf.sqrt(f(stat2, ch) + eps) : f(stat2, ch);
     const mv = f(m, ch), g = f(gamma, ch), bt = f(beta, ch);
@@ -86,31 +71,71 @@ export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamm
       const px = x + off, py = y + off;
       for (let j = 0; j < n4; j += 4) {
         const o = <usize>j * 4;
-        v128.store(py + o, f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(v128.load(px + o), vm), vis), vg), vb));
+        const v = f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(v128.load(px + o), vm), vis), vg), vb);
+        v128.store(py + o, relu ? f32x4.pmax(zero, v) : v);
       }
       for (let j = n4; j < hw; j++) {
         const o = <usize>j * 4;
-        store<f32>(py + o, (load<f32>(px + o) - mv) * is * g + bt);
+        const v = (load<f32>(px + o) - mv) * is * g + bt;
+        store<f32>(py + o, relu ? (v > 0 ? v : 0) : v);
       }
     }
   }
 }
 
+/** BN backward's two plane sums, set by planeSums (a module global: each thread has its own instance). */
+let sumDy: f32 = 0;
+let sumDyX: f32 = 0;
+
+/**
+ * sumDy = sum of dy, sumDyX = sum of dy (x - m) over the n values of a plane, one pass, each in the order sumPlane and
+ * sumDyDev use (four lanes, (l0 + l1) + (l2 + l3), then the tail). With `gated`, dy is taken as 0 where the BN output
+ * ((x - m) is) g + b is not > 0: the gradient through the ReLU after the BN, its output recomputed with the forward's
+ * operations (so the same bits, and the same mask, as reluBackward on the stored output).
+ */
+function planeSums(x: usize, dy: usize, n: i32, m: f32, gated: bool, is: f32, g: f32, b: f32): void {
+  const vm = f32x4.splat(m), vis = f32x4.splat(is), vg = f32x4.splat(g), vb = f32x4.splat(b), zero = f32x4.splat(0);
+  let a1 = zero, a2 = zero;
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const o = <usize>j * 4;
+    const vx = v128.load(x + o);
+    let d = v128.load(dy + o);
+    if (gated) d = v128.and(d, f32x4.gt(f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(vx, vm), vis), vg), vb), zero));
+    a1 = f32x4.add(a1, d);
+    a2 = f32x4.add(a2, f32x4.mul(d, f32x4.sub(vx, vm)));
+  }
+  let s1 = lanes(a1), s2 = lanes(a2);
+  for (let j = n4; j < n; j++) {
+    const o = <usize>j * 4;
+    const xv = load<f32>(x + o);
+    const d: f32 = !gated || (xv - m) * is * g + b > 0 ? load<f32>(dy + o) : 0;
+    s1 += d;
+    s2 += d * (xv - m);
+  }
+  sumDy = s1;
+  sumDyX = s2;
+}
+
 /**
  * Backward of the training forward: sdy = sum dy, sdyx = sum dy (x - mean) per channel;
  * dbeta (+)= sdy, dgamma (+)= sdyx * invstd; dx = gamma invstd (dy - sdy/M - xhat sdyx invstd / M).
- * Channels [c0, c1) of the c.
+ * Channels [c0, c1) of the c. With `relu`, dy is the gradient of a ReLU after the BN (batchNormApply's relu): it
+ * is taken as 0 where the BN's output (recomputed from x, mean, invstd, gamma and beta) is not > 0, as reluBackward
+ * then this backward would take it, with their bits.
  */
 export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize, invstd: usize, dx: usize,
-  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32): void {
+  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32, beta: usize, relu: bool): void {
   const M = <f32>(<f64>n * hw);
+  const zero = f32x4.splat(0);
   for (let ch = c0; ch < c1; ch++) {
-    const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch);
+    const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch), bt: f32 = relu ? f(beta, ch) : 0;
     let s1: f64 = 0, s2: f64 = 0;
     for (let b = 0; b < n; b++) {
       const off = <usize>(b * c + ch) * hw * 4;
-      s1 += <f64>sumPlane(dy + off, hw);
-      s2 += <f64>sumDyDev(x + off, dy + off, hw, mv);
+      planeSums(x + off, dy + off, hw, mv, relu, is, g, bt);
+      s1 += <f64>sumDy;
+      s2 += <f64>sumDyX;
     }
     const sdy = <f32>s1, sdyx = <f32>s2;
     const o = <usize>ch * 4;
@@ -119,19 +144,24 @@ export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize
     store<f32>(dgamma + o, accumulate ? load<f32>(dgamma + o) + gx : gx);
     const k = g * is, a = sdy / M, bb = gx / M;
     const vk = f32x4.splat(k), va = f32x4.splat(a), vb = f32x4.splat(bb), vm = f32x4.splat(mv), vis = f32x4.splat(is);
+    const vg = f32x4.splat(g), vbt = f32x4.splat(bt);
     const n4 = hw & ~3;
     for (let b = 0; b < n; b++) {
       const off = <usize>(b * c + ch) * hw * 4;
       const px = x + off, pdy = dy + off, pdx = dx + off;
       for (let j = 0; j < n4; j += 4) {
         const q = <usize>j * 4;
-        const xhat = f32x4.mul(f32x4.sub(v128.load(px + q), vm), vis);
-        v128.store(pdx + q, f32x4.mul(vk, f32x4.sub(f32x4.sub(v128.load(pdy + q), va), f32x4.mul(xhat, vb))));
+        const vx = v128.load(px + q);
+        const xhat = f32x4.mul(f32x4.sub(vx, vm), vis);
+        let d = v128.load(pdy + q);
+        if (relu) d = v128.and(d, f32x4.gt(f32x4.add(f32x4.mul(xhat, vg), vbt), zero));
+        v128.store(pdx + q, f32x4.mul(vk, f32x4.sub(f32x4.sub(d, va), f32x4.mul(xhat, vb))));
       }
       for (let j = n4; j < hw; j++) {
         const q = <usize>j * 4;
         const xhat = (load<f32>(px + q) - mv) * is;
-        store<f32>(pdx + q, k * (load<f32>(pdy + q) - a - xhat * bb));
+        const d: f32 = !relu || xhat * g + bt > 0 ? load<f32>(pdy + q) : 0;
+        store<f32>(pdx + q, k * (d - a - xhat * bb));
       }
     }
   }

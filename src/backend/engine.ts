@@ -51,6 +51,13 @@ export interface Ops<T extends TensorLike> {
   biasBackward(dy: T, db: T, p: BiasBackwardParams): void;
   reluForward(x: T, y: T): void;
   reluBackward(x: T, dy: T, dx: T): void;
+  /**
+   * Optional fusions of a bias and the ReLU after it (src/nn/model.ts uses them when an engine has both), each one
+   * pass over memory with the bits of the ops it replaces: y = max(x + b, 0) (x unchanged), biasAddInPlace then
+   * reluForward; and dx = y > 0 ? dy : 0 with db (+)= its sums, y the ReLU's output, reluBackward then biasBackward.
+   */
+  biasRelu?(x: T, b: T, y: T): void;
+  reluBiasBackward?(y: T, dy: T, dx: T, db: T, p: BiasBackwardParams): void;
   add(x: T, y: T, z: T): void;
   addInPlace(x: T, y: T): void;
   fill(x: T, value: number): void;
@@ -63,6 +70,14 @@ export interface Ops<T extends TensorLike> {
   batchNormForward(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, mean: T, invstd: T, p: BatchNormParams): void;
   batchNormInference(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, p: { eps: number }): void;
   batchNormBackward(x: T, dy: T, gamma: T, mean: T, invstd: T, dx: T, dgamma: T, dbeta: T, p: BatchNormBackwardParams): void;
+  /**
+   * Optional fusions of a BN and the ReLU after it (src/nn/model.ts uses them when an engine has all three), with the
+   * bits of the ops they replace: the forward and inference write max(BN(x), 0); the backward takes dy, the ReLU's
+   * output gradient, as 0 where BN(x), recomputed from x, the statistics, gamma and beta, is not > 0.
+   */
+  batchNormReluForward?(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, mean: T, invstd: T, p: BatchNormParams): void;
+  batchNormReluInference?(x: T, gamma: T, beta: T, runningMean: T, runningVar: T, y: T, p: { eps: number }): void;
+  batchNormReluBackward?(x: T, dy: T, gamma: T, beta: T, mean: T, invstd: T, dx: T, dgamma: T, dbeta: T, p: BatchNormBackwardParams): void;
   lrnForward(x: T, y: T, p: LrnParams): void;
   lrnBackward(x: T, y: T, dy: T, dx: T, p: LrnParams): void;
   dropoutForward(x: T, y: T, p: DropoutParams): void;

@@ -55,6 +55,26 @@ export interface ModelOptions {
    * micro-batches of whole groups. Absent: BN normalises over the whole batch.
    */
   bnGroup?: number;
+  /**
+   * Whether a conv or linear layer's bias, or a BN, and the ReLU after it (its only consumer) run as one op, where the
+   * engine has the fused ops (Engine.biasRelu, Engine.batchNormReluForward): the same bits, fewer passes over memory.
+   * Default true; false for comparisons.
+   */
+  fuse?: boolean;
+}
+
+/**
+ * For each node, the ReLU node fused after it, or -1: a conv or linear node with a bias (when `bias`), or a BN node
+ * (when `bn`), whose only consumer is a ReLU. The bias or BN and the ReLU then run as one op.
+ */
+function fusedReluAfter(spec: ModelSpec, consumers: readonly number[], kinds: { bias: boolean; bn: boolean }): number[] {
+  const after = spec.nodes.map(() => -1);
+  spec.nodes.forEach((n, j) => {
+    if (n.op !== 'relu' || consumers[n.in] !== 1) return;
+    const p = spec.nodes[n.in]!;
+    if ((kinds.bias && (p.op === 'conv' || p.op === 'linear') && p.bias) || (kinds.bn && p.op === 'bn')) after[n.in] = j;
+  });
+  return after;
 }
 
 /** The model's BN group size (null: none), refused where a group's tensors could not be views on this engine. */
@@ -102,6 +122,9 @@ export class Model<T extends TensorLike = TensorLike> {
   readonly state: T;
   readonly engine: Engine<T>;
   private readonly consumers: number[];
+  /** fusedReluAfter's table (all -1 when not fusing), and its inverse: for a fused ReLU node, the node before it. */
+  private readonly reluAfter: number[];
+  private readonly reluOf: number[];
   private acts: Activations<T> | null = null;
   /** Views of each node's parameter tensors (and of their gradients), by role. */
   private readonly views: Views<T> = new Map();
@@ -124,6 +147,11 @@ export class Model<T extends TensorLike = TensorLike> {
       }
     });
     this.bnGroup = checkBnGroup(spec, this.layout.shapes, opts.bnGroup, engine.viewAlign);
+    const fuse = opts.fuse ?? true;
+    const bn = fuse && !!engine.batchNormReluForward && !!engine.batchNormReluInference && !!engine.batchNormReluBackward;
+    this.reluAfter = fusedReluAfter(spec, this.consumers, { bias: fuse && !!engine.biasRelu && !!engine.reluBiasBackward, bn });
+    this.reluOf = spec.nodes.map(() => -1);
+    this.reluAfter.forEach((j, i) => { if (j >= 0) this.reluOf[j] = i; });
     const w = opts.weights ?? initParams(this.layout, opts.seed ?? 1);
     if (w.length !== this.layout.paramFloats) {
       throw new VtError('bad-shape', `${spec.name}: weights have ${w.length} floats, the layout needs ${this.layout.paramFloats}`);
@@ -241,24 +269,32 @@ export class Model<T extends TensorLike = TensorLike> {
       case 'input': case 'flatten': return;
       case 'conv':
         g.conv2dForward(a.out[n.in]!, this.param(i, 'weight'), y, { stride: n.stride, pad: n.pad });
-        if (n.bias) g.biasAddInPlace(y, this.param(i, 'bias'));
+        if (n.bias) this.biasForward(i, a);
         return;
       case 'linear':
         g.gemm(a.out[n.in]!, this.param(i, 'weight'), y, { transB: true });
-        if (n.bias) g.biasAddInPlace(y, this.param(i, 'bias'));
+        if (n.bias) this.biasForward(i, a);
         return;
       case 'bn': {
         const x = a.out[n.in]!;
         const [gamma, beta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-beta')];
         const [rm, rv] = [this.stateOf(i, 'running-mean'), this.stateOf(i, 'running-var')];
-        if (!this.training) return g.batchNormInference(x, gamma, beta, rm, rv, y, { eps: BN_EPS });
+        // With the ReLU after it fused: into the ReLU's output (this node's own output is not written).
+        const j = this.reluAfter[i]!, out = j < 0 ? y : a.out[j]!;
+        if (!this.training) {
+          if (j < 0) g.batchNormInference(x, gamma, beta, rm, rv, out, { eps: BN_EPS });
+          else g.batchNormReluInference!(x, gamma, beta, rm, rv, out, { eps: BN_EPS });
+          return;
+        }
         // Each statistics group in turn (one group: the whole batch); the running statistics take them in that order.
-        eachBnGroup(g, a, i, (view, stats) => g.batchNormForward(
-          view(x), gamma, beta, rm, rv, view(y), stats[0], stats[1], { eps: BN_EPS, momentum: BN_MOMENTUM },
-        ));
+        const p = { eps: BN_EPS, momentum: BN_MOMENTUM };
+        eachBnGroup(g, a, i, (view, [mean, invstd]) => {
+          if (j < 0) g.batchNormForward(view(x), gamma, beta, rm, rv, view(out), mean, invstd, p);
+          else g.batchNormReluForward!(view(x), gamma, beta, rm, rv, view(out), mean, invstd, p);
+        });
         return;
       }
-      case 'relu': g.reluForward(a.out[n.in]!, y); return;
+      case 'relu': if (this.reluOf[i]! < 0) g.reluForward(a.out[n.in]!, y); return; // else done with the bias before it
       case 'maxpool': g.maxPoolForward(a.out[n.in]!, y, a.saved[i]![0]!, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
       case 'avgpool': g.avgPoolForward(a.out[n.in]!, y, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
       case 'gap': g.globalAvgPoolForward(a.out[n.in]!, y); return;
@@ -328,6 +364,13 @@ export class Model<T extends TensorLike = TensorLike> {
     };
   }
 
+  /** Node i's bias added to its output: alone, or with the ReLU fused after it (into the ReLU's output; node i's keeps no bias). */
+  private biasForward(i: number, a: Activations<T>): void {
+    const j = this.reluAfter[i]!, b = this.param(i, 'bias');
+    if (j < 0) this.engine.biasAddInPlace(a.out[i]!, b);
+    else this.engine.biasRelu!(a.out[i]!, b, a.out[j]!); // set with reluAfter only when the engine has it
+  }
+
   /**
    * Writes the gradient of node j's output: the first consumer overwrites, later consumers
    * (residual branches) add. `write(dst)` must overwrite dst.
@@ -356,7 +399,7 @@ export class Model<T extends TensorLike = TensorLike> {
         const params = { stride: n.stride, pad: n.pad };
         const x = a.out[n.in]!;
         g.conv2dBackwardFilter(x, dy, this.param(i, 'weight', 'grads'), params, { accumulate: true });
-        if (n.bias) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
+        if (n.bias && this.reluAfter[i]! < 0) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
         if (n.in !== 0) {
           g.conv2dBackwardInput(dy, this.param(i, 'weight'), a.grad[n.in]!, params, { accumulate: written[n.in] });
           written[n.in] = true;
@@ -366,7 +409,7 @@ export class Model<T extends TensorLike = TensorLike> {
       case 'linear': {
         const x = a.out[n.in]!;
         g.gemm(dy, x, this.param(i, 'weight', 'grads'), { transA: true, beta: 1 });
-        if (n.bias) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
+        if (n.bias && this.reluAfter[i]! < 0) g.biasBackward(dy, this.param(i, 'bias', 'grads'), { accumulate: true });
         if (n.in !== 0) {
           g.gemm(dy, this.param(i, 'weight'), a.grad[n.in]!, { beta: written[n.in] ? 1 : 0 });
           written[n.in] = true;
@@ -376,12 +419,24 @@ export class Model<T extends TensorLike = TensorLike> {
       case 'bn': {
         const x = a.out[n.in]!;
         const [gamma, dgamma, dbeta] = [this.param(i, 'bn-gamma'), this.param(i, 'bn-gamma', 'grads'), this.param(i, 'bn-beta', 'grads')];
-        this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, stats) => g.batchNormBackward(
-          view(x), view(dy), gamma, stats[0], stats[1], view(dst), dgamma, dbeta, { accumulate: true },
-        )));
+        // With the ReLU after it fused: from the ReLU's output gradient, gated by the BN's output recomputed.
+        const j = this.reluAfter[i]!, beta = this.param(i, 'bn-beta'), p = { accumulate: true };
+        this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, [mean, invstd]) => {
+          if (j < 0) g.batchNormBackward(view(x), view(dy), gamma, mean, invstd, view(dst), dgamma, dbeta, p);
+          else g.batchNormReluBackward!(view(x), view(a.grad[j]!), gamma, beta, mean, invstd, view(dst), dgamma, dbeta, p);
+        }));
         return;
       }
-      case 'relu': this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst)); return;
+      case 'relu': {
+        const k = this.reluOf[i]!;
+        if (k < 0) this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst));
+        // Fused after a BN: the BN's backward reads this node's gradient. After a bias: the mask from the ReLU's output
+        // (> 0 where its input is), and node k's bias gradient with it.
+        else if (this.spec.nodes[k]!.op !== 'bn') {
+          this.toInput(k, a, written, (dst) => g.reluBiasBackward!(a.out[i]!, dy, dst, this.param(k, 'bias', 'grads'), { accumulate: true }));
+        }
+        return;
+      }
       case 'maxpool':
         this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad }));
         return;

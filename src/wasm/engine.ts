@@ -278,6 +278,10 @@ export class WasmEngine implements Engine<WasmTensor> {
   biasBackward(dy: WasmTensor, db: WasmTensor, p: BiasBackwardParams): void { L.biasBackward(this.cx, dy, db, p); }
   reluForward(x: WasmTensor, y: WasmTensor): void { L.reluForward(this.cx, x, y); }
   reluBackward(x: WasmTensor, dy: WasmTensor, dx: WasmTensor): void { L.reluBackward(this.cx, x, dy, dx); }
+  biasRelu(x: WasmTensor, b: WasmTensor, y: WasmTensor): void { L.biasRelu(this.cx, x, b, y); }
+  reluBiasBackward(y: WasmTensor, dy: WasmTensor, dx: WasmTensor, db: WasmTensor, p: BiasBackwardParams): void {
+    L.reluBiasBackward(this.cx, y, dy, dx, db, p);
+  }
   add(x: WasmTensor, y: WasmTensor, z: WasmTensor): void { L.add(this.cx, x, y, z); }
   addInPlace(x: WasmTensor, y: WasmTensor): void { L.addInPlace(this.cx, x, y); }
   fill(x: WasmTensor, value: number): void { L.fill(this.cx, x, value); }
@@ -301,6 +305,21 @@ export class WasmEngine implements Engine<WasmTensor> {
     p: BatchNormBackwardParams,
   ): void {
     L.batchNormBackward(this.cx, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, p);
+  }
+  batchNormReluForward(
+    x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, rm: WasmTensor, rv: WasmTensor, y: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
+    p: BatchNormParams,
+  ): void {
+    L.batchNormForward(this.cx, x, gamma, beta, rm, rv, y, mean, invstd, p, true);
+  }
+  batchNormReluInference(x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, rm: WasmTensor, rv: WasmTensor, y: WasmTensor, p: { eps: number }): void {
+    L.batchNormInference(this.cx, x, gamma, beta, rm, rv, y, p, true);
+  }
+  batchNormReluBackward(
+    x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, beta: WasmTensor, mean: WasmTensor, invstd: WasmTensor, dx: WasmTensor, dgamma: WasmTensor,
+    dbeta: WasmTensor, p: BatchNormBackwardParams,
+  ): void {
+    L.batchNormBackward(this.cx, x, dy, gamma, mean, invstd, dx, dgamma, dbeta, p, beta);
   }
   lrnForward(x: WasmTensor, y: WasmTensor, p: LrnParams): void { L.lrnForward(this.cx, x, y, p); }
   lrnBackward(x: WasmTensor, y: WasmTensor, dy: WasmTensor, dx: WasmTensor, p: LrnParams): void { L.lrnBackward(this.cx, x, y, dy, dx, p); }

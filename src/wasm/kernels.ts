@@ -47,6 +47,8 @@ export interface Kernels {
   reluBackward(x: Ptr, dy: Ptr, dx: Ptr, n: number): void;
   biasAddInPlace(x: Ptr, b: Ptr, n: number, c: number, hw: number): void;
   biasBackward(dy: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag, c0: number, c1: number): void;
+  biasRelu(x: Ptr, b: Ptr, y: Ptr, n: number, c: number, hw: number): void;
+  reluBiasBackward(y: Ptr, dy: Ptr, dx: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag, c0: number, c1: number): void;
   dropout(inp: Ptr, out: Ptr, n: number, seed: number, threshold: number, scale: number): void;
   maxPoolForward(
     x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number,
@@ -66,10 +68,11 @@ export interface Kernels {
   ): void;
   batchNormApply(
     x: Ptr, y: Ptr, n: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number, c0: number, c1: number,
+    relu: Flag,
   ): void;
   batchNormBackward(
     x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag,
-    c0: number, c1: number,
+    c0: number, c1: number, beta: Ptr, relu: Flag,
   ): void;
   lrnForward(x: Ptr, y: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   lrnBackward(x: Ptr, y: Ptr, dy: Ptr, dx: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
@@ -83,7 +86,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
-  'gemmPanels',
+  'gemmPanels', 'biasRelu', 'reluBiasBackward',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

@@ -77,6 +77,24 @@ export function reluBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, dx: Was
   split(cx, x.size, x.size, 16, (k, lo, hi) => k.reluBackward(px + lo * 4, pdy + lo * 4, pdx + lo * 4, hi - lo));
 }
 
+// x [N, C, H, W] or [N, F], b [C] -> y = max(x + b, 0) (x unchanged): biasAddInPlace then reluForward, one pass
+export function biasRelu(cx: WasmCtx, x: WasmTensor, b: WasmTensor, y: WasmTensor): void {
+  const what = 'biasRelu';
+  const d = checkBias(what, x, b);
+  checkRelu(what, x, y, null);
+  const px = cx.ptr(x, what), pb = cx.ptr(b, what), py = cx.ptr(y, what), per = d.c * d.hw;
+  split(cx, d.n, 2 * d.n * per, 1, (k, s0, s1) => k.biasRelu(px + s0 * per * 4, pb, py + s0 * per * 4, s1 - s0, d.c, d.hw));
+}
+
+// y (biasRelu's output), dy -> dx = y > 0 ? dy : 0, db [C] (= or += by params.accumulate) the sums of dx: one pass
+export function reluBiasBackward(cx: WasmCtx, y: WasmTensor, dy: WasmTensor, dx: WasmTensor, db: WasmTensor, params: BiasBackwardParams): void {
+  const what = 'reluBiasBackward';
+  const d = checkBias(what, y, db);
+  checkRelu(what, y, dx, dy);
+  const py = cx.ptr(y, what), pdy = cx.ptr(dy, what), pdx = cx.ptr(dx, what), pdb = cx.ptr(db, what), acc = params.accumulate ? 1 : 0;
+  split(cx, d.c, 3 * d.n * d.c * d.hw, 1, (k, c0, c1) => k.reluBiasBackward(py, pdy, pdx, pdb, d.n, d.c, d.hw, acc, c0, c1));
+}
+
 // x, y, z [any, same size]: z = x + y
 export function add(cx: WasmCtx, x: WasmTensor, y: WasmTensor, z: WasmTensor): void {
   const n = eltwiseSize(z.size, x.size, y.size);
@@ -172,35 +190,37 @@ export function globalAvgPoolBackward(cx: WasmCtx, dy: WasmTensor, dx: WasmTenso
 
 // ---- batch norm, LRN -------------------------------------------------------------------------
 
-// x; gamma, beta, runningMean, runningVar (updated) [C] -> y, mean, invstd [C]
+// x; gamma, beta, runningMean, runningVar (updated) [C] -> y, mean, invstd [C]; with relu, y = max(BN, 0) (the ReLU after it fused)
 export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
-  y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams): void {
-  const what = 'batchNorm.forward';
+  y: WasmTensor, mean: WasmTensor, invstd: WasmTensor, params: BatchNormParams, relu = false): void {
+  const what = relu ? 'batchNormRelu.forward' : 'batchNorm.forward';
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
   const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what), py = cx.ptr(y, what);
   const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
   split(cx, c, 2 * n * c * hw, 1, (k, c0, c1) => {
     k.batchNormStats(px, n, c, hw, pm, pi, prm, prv, params.eps, params.momentum, c0, c1);
-    k.batchNormApply(px, py, n, c, hw, pg, pb, pm, pi, 0, 0, c0, c1);
+    k.batchNormApply(px, py, n, c, hw, pg, pb, pm, pi, 0, 0, c0, c1, relu ? 1 : 0);
   });
 }
 
 export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, beta: WasmTensor, runningMean: WasmTensor, runningVar: WasmTensor,
-  y: WasmTensor, params: { eps: number }): void {
-  const what = 'batchNorm.inference';
+  y: WasmTensor, params: { eps: number }, relu = false): void {
+  const what = relu ? 'batchNormRelu.inference' : 'batchNorm.inference';
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar });
   const px = cx.ptr(x, what), py = cx.ptr(y, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
   const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what);
-  split(cx, c, n * c * hw, 1, (k, c0, c1) => k.batchNormApply(px, py, n, c, hw, pg, pb, prm, prv, 1, params.eps, c0, c1));
+  split(cx, c, n * c * hw, 1, (k, c0, c1) => k.batchNormApply(px, py, n, c, hw, pg, pb, prm, prv, 1, params.eps, c0, c1, relu ? 1 : 0));
 }
 
+// With beta (not null), dy is the gradient of the ReLU fused after the BN: taken as 0 where the BN's output is not > 0.
 export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, gamma: WasmTensor, mean: WasmTensor, invstd: WasmTensor,
-  dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, params: BatchNormBackwardParams): void {
-  const what = 'batchNorm.backward';
-  const { n, c, hw } = checkBatchNormOperands(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta });
+  dx: WasmTensor, dgamma: WasmTensor, dbeta: WasmTensor, params: BatchNormBackwardParams, beta: WasmTensor | null = null): void {
+  const what = beta ? 'batchNormRelu.backward' : 'batchNorm.backward';
+  const { n, c, hw } = checkBatchNormOperands(what, x, { dy, dx }, { gamma, mean, invstd, dgamma, dbeta, ...(beta ? { beta } : {}) });
   const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pg = cx.ptr(gamma, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
   const pdx = cx.ptr(dx, what), pdg = cx.ptr(dgamma, what), pdb = cx.ptr(dbeta, what), acc = params.accumulate ? 1 : 0;
-  split(cx, c, 3 * n * c * hw, 1, (k, c0, c1) => k.batchNormBackward(px, pdy, pg, pm, pi, pdx, pdg, pdb, n, c, hw, acc, c0, c1));
+  const pbeta = beta ? cx.ptr(beta, what) : 0, relu = beta ? 1 : 0;
+  split(cx, c, 3 * n * c * hw, 1, (k, c0, c1) => k.batchNormBackward(px, pdy, pg, pm, pi, pdx, pdg, pdb, n, c, hw, acc, c0, c1, pbeta, relu));
 }
 
 function checkLrn(what: string, x: WasmTensor, others: WasmTensor[], p: LrnParams): { n: number; c: number; hw: number } {

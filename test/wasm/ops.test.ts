@@ -199,6 +199,59 @@ describe('element-wise, bias, relu (wasm)', () => {
     }
   }
 
+  // The fused bias + ReLU (model.ts runs a conv's or linear layer's bias and the ReLU after it as one op): the bits of
+  // biasAddInPlace then reluForward, and of reluBackward then biasBackward; the reference's values. Shapes with planes of
+  // 1 (a linear layer), with tails (5, 7 and 3 channels), and specials: 0, -0, NaN, +-Infinity, values that cancel the bias.
+  for (const shape of [[3, 5, 7, 3], [2, 7], [4, 3, 1, 1], [2, 6, 4, 4], [1, 2, 3, 5]]) {
+    it(`bias + ReLU fused, forward and backward, on [${shape}]: the unfused ops' bits`, async () => {
+      const rng = makeRng(prod(shape) + 7);
+      const n = prod(shape), c = shape[1]!;
+      const x = uniformF32(rng, n), b = uniformF32(rng, c), dy = uniformF32(rng, n), db0 = uniformF32(rng, c);
+      const specials = [0, -0, Number.NaN, Infinity, -Infinity];
+      specials.forEach((v, i) => { if (i < n) x[(i * 7) % n] = v; });
+      x[n - 1] = -b[c - 1]!; // x + b exactly 0
+      dy[1 % n] = -0;
+      const tx = e.upload(x, shape), tb = e.upload(b), ty = e.empty(shape), tdy = e.upload(dy, shape), tdx = e.empty(shape);
+      const tdb = e.upload(db0);
+      e.biasRelu(tx, tb, ty);
+      const yFused = await read(ty);
+      expect(bitsOf(await read(tx)), 'x unchanged').toEqual(bitsOf(x));
+      e.reluBiasBackward(ty, tdy, tdx, tdb, { accumulate: true });
+      const [dxFused, dbFused] = [await read(tdx), await read(tdb)];
+      // Unfused, as the model ran them before.
+      const ux = e.upload(x, shape), uy = e.empty(shape), udx = e.empty(shape), udb = e.upload(db0);
+      e.biasAddInPlace(ux, tb);
+      e.reluForward(ux, uy);
+      e.reluBackward(ux, tdy, udx);
+      e.biasBackward(udx, udb, { accumulate: true });
+      expect(bitsOf(yFused), 'forward').toEqual(bitsOf(await read(uy)));
+      expect(bitsOf(dxFused), 'dx').toEqual(bitsOf(await read(udx)));
+      expect(bitsOf(dbFused), 'db').toEqual(bitsOf(await read(udb)));
+      // And the float64 reference on the finite part (NaN and infinities excepted by construction of the values above).
+      const pre = ref.bias.biasForward(f64(x), f64(b), shape);
+      const want = ref.relu.reluForward(pre);
+      for (let i = 0; i < n; i++) if (Number.isFinite(x[i]!)) expect(Math.abs(yFused[i]! - want[i]!)).toBeLessThanOrEqual(2 ** -22);
+      e.release(tx, tb, ty, tdy, tdx, tdb, ux, uy, udx, udb);
+    });
+  }
+
+  it('bias + ReLU fused: the float64 reference, accumulate off, and size checks', async () => {
+    const shape = [3, 5, 7, 3], n = prod(shape), rng = makeRng(99);
+    const x = uniformF32(rng, n), b = uniformF32(rng, 5), dy = uniformF32(rng, n);
+    const tx = e.upload(x, shape), tb = e.upload(b), ty = e.empty(shape), tdy = e.upload(dy, shape), tdx = e.empty(shape);
+    const tdb = e.upload(new Float32Array(5).fill(Number.NaN));
+    e.biasRelu(tx, tb, ty);
+    const pre = ref.bias.biasForward(f64(x), f64(b), shape);
+    assertClose(await read(ty), ref.relu.reluForward(pre), FWD, 'bias + relu');
+    e.reluBiasBackward(ty, tdy, tdx, tdb, { accumulate: false }); // NaN in db is overwritten, not added to
+    const dx = ref.relu.reluBackward(pre, f64(dy));
+    assertClose(await read(tdx), dx, FWD, 'relu backward (fused)');
+    assertClose(await read(tdb), ref.bias.biasBackward(dx, shape)[1], GRAD, 'bias backward (fused)');
+    expect(() => e.biasRelu(tx, tb, e.view(ty, 0, [7]))).toThrow(/sizes differ/);
+    expect(() => e.reluBiasBackward(ty, tdy, tdx, e.view(tdb, 0, [4]), { accumulate: true })).toThrow(/bias has 4 values for 5 channels/);
+    e.release(tx, tb, ty, tdy, tdx, tdb);
+  });
+
   it('rejects size mismatches', () => {
     const a = e.empty([3]), b = e.empty([4]);
     expect(() => e.add(a, b, a)).toThrow(VtError);
@@ -340,6 +393,53 @@ describe('batch norm and LRN (wasm)', () => {
         e.release(tx, tdy, tg, tb, trm, trv, ty, tdx, tm, ti, tyi, tdg, tdb);
       });
     }
+  }
+
+  // BN fused with the ReLU after it (model.ts): the bits of batchNorm* then relu*, the backward's mask recomputed from x.
+  // Shapes with tails (planes of 1, 35, 9); x in [-1, 3] with beta in [-1, 1], so the BN output is often <= 0; -0 and 0
+  // in dy.
+  for (const shape of [[1, 3, 1, 1], [1, 3, 5, 7], [3, 5, 3, 3], [4, 10], [2, 6, 4, 4]]) {
+    it(`batch norm + ReLU fused, forward, inference, backward on [${shape}]: the unfused ops' bits`, async () => {
+      const c = shape[1]!, size = prod(shape);
+      const rng = makeRng(size * 3 + c);
+      const x = uniformF32(rng, size, -1, 3), dy = uniformF32(rng, size);
+      const gamma = uniformF32(rng, c, 0.5, 1.5), beta = uniformF32(rng, c), rm = uniformF32(rng, c), rv = uniformF32(rng, c, 0.5, 2);
+      // Channel 0: every x 0.5 and beta 0, so its BN output is exactly 0 (x = mean): the gate's boundary, closed.
+      beta[0] = 0;
+      const hw = size / (shape[0]! * c);
+      for (let b = 0; b < shape[0]!; b++) x.fill(0.5, b * c * hw, b * c * hw + hw);
+      dy[0] = -0;
+      if (size > 2) dy[2] = 0;
+      const init = uniformF32(rng, c);
+      const runOnce = async (fused: boolean): Promise<number[][]> => {
+        const tx = e.upload(x, shape), tdy = e.upload(dy, shape), tg = e.upload(gamma), tb = e.upload(beta), trm = e.upload(rm), trv = e.upload(rv);
+        const ty = e.empty(shape), tdx = e.empty(shape), tm = e.empty([c]), ti = e.empty([c]), tyi = e.empty(shape);
+        const tdg = e.upload(init), tdb = e.upload(init);
+        if (fused) {
+          e.batchNormReluForward(tx, tg, tb, trm, trv, ty, tm, ti, P);
+          e.batchNormReluBackward(tx, tdy, tg, tb, tm, ti, tdx, tdg, tdb, { accumulate: true });
+          e.batchNormReluInference(tx, tg, tb, trm, trv, tyi, P);
+        } else {
+          const bn = e.empty(shape), g = e.empty(shape), bi = e.empty(shape);
+          e.batchNormForward(tx, tg, tb, trm, trv, bn, tm, ti, P);
+          e.reluForward(bn, ty);
+          e.reluBackward(bn, tdy, g);
+          e.batchNormBackward(tx, g, tg, tm, ti, tdx, tdg, tdb, { accumulate: true });
+          e.batchNormInference(tx, tg, tb, trm, trv, bi, P);
+          e.reluForward(bi, tyi);
+          e.release(bn, g, bi);
+        }
+        const out = await Promise.all([ty, tm, ti, trm, trv, tyi, tdx, tdg, tdb].map(async (t) => bitsOf(await read(t))));
+        e.release(tx, tdy, tg, tb, trm, trv, ty, tdx, tm, ti, tyi, tdg, tdb);
+        return out;
+      };
+      const [fused, plain] = [await runOnce(true), await runOnce(false)];
+      const names = ['y', 'mean', 'invstd', 'running mean', 'running var', 'inference y', 'dx', 'dgamma', 'dbeta'];
+      names.forEach((name, i) => expect(fused[i], name).toEqual(plain[i]));
+      // Some outputs are gated off and some pass: the mask matters in this case.
+      const y = new Float32Array(new Uint32Array(fused[0]!).buffer);
+      if (size >= 9) expect(y.some((v) => v === 0) && y.some((v) => v > 0)).toBe(true);
+    });
   }
 
   const lrnCases: [number[], { size: number; alpha: number; beta: number; k: number }][] = [

@@ -152,19 +152,30 @@ describe('pooling, relu, add: bitwise equal for 1, 2, 3 threads (split by planes
   });
 });
 
-describe('bias: bitwise equal for 1, 2, 3 threads (add split by samples, backward by channels)', () => {
+describe('bias: bitwise equal for 1, 2, 3 threads (add split by samples, backward by channels; fused with ReLU too)', () => {
   for (const shape of [[3, 7, 61, 59], [300, 257]]) {
     it(`add in place and backward with accumulate on [${shape}]`, async () => {
       const n = prod(shape), c = shape[1]!, rng = makeRng(41);
       const bias = { shape: [c], data: uniformF32(rng, c) }, dy = { shape, data: uniformF32(rng, n) };
       expectSame(await onAll([bias], shape, uniformF32(rng, n), (e, [b], out) => e.biasAddInPlace(out, b!)));
       expectSame(await onAll([dy], [c], uniformF32(rng, c), (e, [g], out) => e.biasBackward(g!, out, { accumulate: true })));
+      // Fused with the ReLU after it: y = max(x + b, 0), then dx and db (db accumulated) from y and dy.
+      const x = { shape, data: uniformF32(rng, n) };
+      expectSame(await onAll([x, bias], shape, new Float32Array(n), (e, [t, b], out) => e.biasRelu(t!, b!, out)));
+      const dbInit = uniformF32(rng, c);
+      for (const want of ['dx', 'db'] as const) {
+        expectSame(await onAll([x, dy], want === 'dx' ? shape : [c], want === 'dx' ? new Float32Array(n) : dbInit, (e, [t, g], out) => {
+          const dx = want === 'dx' ? out : e.empty(shape), db = want === 'db' ? out : e.upload(dbInit);
+          e.reluBiasBackward(t!, g!, dx, db, { accumulate: true });
+          if (want === 'dx') e.release(db); else e.release(dx);
+        }));
+      }
     });
   }
 });
 
 describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', () => {
-  it('training forward (statistics, running averages), inference, backward with accumulate; 7 channels', async () => {
+  it('training forward (statistics, running averages), inference, backward with accumulate, each also fused with a ReLU; 7 channels', async () => {
     const xShape = [3, 7, 61, 59], n = prod(xShape), c = xShape[1]!;
     const rng = makeRng(31);
     const x = uniformF32(rng, n), dy = uniformF32(rng, n), gamma = uniformF32(rng, c), beta = uniformF32(rng, c);
@@ -178,7 +189,12 @@ describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', ()
       e.batchNormForward(tx, tg, tb, rm, rv, y, mean, invstd, { eps: 1e-5, momentum: 0.1 });
       e.batchNormInference(tx, tg, tb, rm, rv, yi, { eps: 1e-5 });
       e.batchNormBackward(tx, tdy, tg, mean, invstd, dx, dg, db, { accumulate: true });
-      const all = [y, mean, invstd, rm, rv, yi, dx, dg, db];
+      // Fused with a ReLU after it (the backward's gate recomputed from x).
+      const yr = e.empty(xShape), yri = e.empty(xShape), dxr = e.empty(xShape), dgr = up(init, [c]), dbr = up(init, [c]);
+      e.batchNormReluForward(tx, tg, tb, rm, rv, yr, mean, invstd, { eps: 1e-5, momentum: 0.1 });
+      e.batchNormReluInference(tx, tg, tb, rm, rv, yri, { eps: 1e-5 });
+      e.batchNormReluBackward(tx, tdy, tg, tb, mean, invstd, dxr, dgr, dbr, { accumulate: true });
+      const all = [y, mean, invstd, rm, rv, yi, dx, dg, db, yr, yri, dxr, dgr, dbr];
       outs.push(await Promise.all(all.map(async (t) => bits(await e.readF32(t)))));
       e.release(tx, tdy, tg, tb, ...all);
     }
@@ -187,8 +203,8 @@ describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', ()
 });
 
 describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', () => {
-  const run = async (e: WasmEngine, spec: ModelSpec, batch: number): Promise<{ loss: Uint32Array; grads: Uint32Array }> => {
-    const model = new Model(e, spec, { seed: 3 });
+  const run = async (e: WasmEngine, spec: ModelSpec, batch: number, fuse = true): Promise<{ loss: Uint32Array; grads: Uint32Array }> => {
+    const model = new Model(e, spec, { seed: 3, fuse });
     const rng = makeRng(11);
     const host = {
       x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, i) => (i * 7) % 10), shape: [batch, 3, 32, 32] as const,
@@ -211,6 +227,14 @@ describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', 
       expect(out[0]!.grads.some((b) => b !== 0)).toBe(true);
     });
   }
+  it('the biases and BNs fused with their ReLUs give the unfused bits (small CNN, ResNet-20; 1 and 2 threads)', async () => {
+    for (const [spec, batch] of [[smallCnn([3, 32, 32], 10), 6], [resnet20([3, 32, 32], 10), 3]] as const) for (const e of engines.slice(0, 2)) {
+      const [fused, plain] = [await run(e, spec, batch), await run(e, spec, batch, false)];
+      const firstDiff = (a: Uint32Array, b: Uint32Array): number => a.findIndex((v, i) => v !== b[i]);
+      expect(firstDiff(plain.loss, fused.loss), `${e.threads} thread(s): the loss differs`).toBe(-1);
+      expect(firstDiff(plain.grads, fused.grads), `${e.threads} thread(s): the gradient differs first at this float`).toBe(-1);
+    }
+  });
 });
 
 describe('thread counts and lifetime', () => {
