@@ -13,7 +13,8 @@
 // "peak_share","top":[[op, share], ...]}, ...]}
 import type { Engine } from '../src/backend/engine.ts';
 import { Model } from '../src/nn/model.ts';
-import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
+import { parseOptimizerConfig } from '../src/optim/index.ts';
+import { WasmHostOptimizer } from '../src/optim/host-wasm.ts';
 import { conv2dShape, type Conv2dParams } from '../src/shapes/conv2d.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { type FmaMode, fusedFor, WasmEngine } from '../src/wasm/engine.ts';
@@ -94,7 +95,8 @@ async function profile(m: StepModel, threads: number, steps: number, winograd: W
   const rng = makeRng(1);
   const tx = engine.upload(uniformF32(rng, m.batch * 3 * m.side * m.side), [m.batch, 3, m.side, m.side]);
   engine.write(model.labelsTensor(m.batch), Int32Array.from({ length: m.batch }, () => rng.int(m.spec.classes)));
-  const w = await model.readParams(), v = new Float32Array(w.length);
+  const opt = await WasmHostOptimizer.create(model.layout.paramFloats);
+  opt.w.set(await model.readParams());
   const samples: Sample[] = [], stepMs: number[] = [];
   const host = (phase: string, f: () => void | Promise<void>) => async () => {
     const t0 = performance.now();
@@ -117,8 +119,8 @@ async function profile(m: StepModel, threads: number, steps: number, winograd: W
       state.phase = 'backward';
       model.backward();
       await host('host: read gradient', async () => { G = await engine.readF32(model.grads); })();
-      await host('host: LARS (float64)', () => hostOptimizerStep(cfg, model.layout.params, { w, v, G, t: s, gradScale: 1 / m.batch }))();
-      await host('host: write weights', () => engine.write(model.params, w))();
+      await host('host: LARS (float64, wasm)', () => { opt.G.set(G); opt.step(cfg, model.layout.params, s, 1 / m.batch); })();
+      await host('host: write weights', () => engine.write(model.params, opt.w))();
       if (s >= 2) { stepMs.push(performance.now() - t0); samples.push(state.sample); }
     }
   } finally {

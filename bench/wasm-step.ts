@@ -1,8 +1,10 @@
 // Our volunteer's training step on the wasm engine, as the CPU benches time it: forward, loss,
-// backward, the gradient read back, LARS on the host, the weights written back.
+// backward, the gradient read back, LARS on the host (its loops in wasm, as volunteers run it:
+// src/optim/host-wasm.ts), the weights written back.
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { Model } from '../src/nn/model.ts';
-import { hostOptimizerStep, parseOptimizerConfig } from '../src/optim/index.ts';
+import { parseOptimizerConfig } from '../src/optim/index.ts';
+import { WasmHostOptimizer } from '../src/optim/host-wasm.ts';
 import { recordGradients, uploadBatch } from '../src/train/step.ts';
 import type { WasmEngine } from '../src/wasm/engine.ts';
 import type { WasmTensor } from '../src/wasm/tensor.ts';
@@ -17,8 +19,8 @@ export interface WasmStepper {
 export async function wasmStepper(engine: WasmEngine, spec: ModelSpec, x: Float32Array, labels: Int32Array, batch: number): Promise<WasmStepper> {
   const model = new Model(engine, spec, { seed: 1 });
   const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });
-  const w = await model.readParams();
-  const v = new Float32Array(w.length);
+  const opt = await WasmHostOptimizer.create(model.layout.paramFloats);
+  opt.w.set(await model.readParams());
   const host = { x, labels, shape: [batch, ...spec.input] as const };
   let tx: WasmTensor | null = null;
   let s = 0;
@@ -29,8 +31,9 @@ export async function wasmStepper(engine: WasmEngine, spec: ModelSpec, x: Float3
       const total = recordGradients(model, tx, s);
       const loss = (await engine.readF32(total))[0]! / batch;
       const G = await engine.readF32(model.grads);
-      hostOptimizerStep(cfg, model.layout.params, { w, v, G, t: s, gradScale: 1 / batch });
-      engine.write(model.params, w);
+      opt.G.set(G);
+      opt.step(cfg, model.layout.params, s, 1 / batch);
+      engine.write(model.params, opt.w);
       s++;
       return { ms: performance.now() - t0, loss };
     },

@@ -3,8 +3,9 @@
 // coordinator then re-runs step s.
 //
 // The weights W and the momentum V live on the host (Float32Array): the optimiser step runs
-// there in the one implementation every backend shares (src/optim/host.ts), and W is written
-// to the engine after each step. The BN running statistics are per peer and stay on the
+// there in the one implementation every backend shares (src/optim/host.ts; its loops in wasm
+// where the runtime has it, with W and V in that module's memory: src/optim/host-wasm.ts), and
+// W is written to the engine after each step. The BN running statistics are per peer and stay on the
 // engine (copied there for the backup).
 import type { Engine, TensorLike } from '../backend/engine.ts';
 import { decodeCheckpoint, encodeCheckpoint, layoutFingerprint, type Checkpoint } from '../checkpoint/format.ts';
@@ -12,6 +13,7 @@ import { concatBytes } from '../data/bytes.ts';
 import { initParams, initState } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
 import { hostOptimizerStep } from '../optim/host.ts';
+import { WasmHostOptimizer } from '../optim/host-wasm.ts';
 import type { OptimizerConfig } from '../optim/types.ts';
 import type { OuterConfig } from '../optim/outer.ts';
 
@@ -41,16 +43,45 @@ export class TrainingState<T extends TensorLike = TensorLike> {
   private readonly savedV: Float32Array;
   private readonly savedBn: T;
   private readonly engine: Engine<T>;
+  /** Why the optimiser's loops run in JavaScript (empty when they run in wasm, or when the state was made without trying). */
+  why = '';
 
-  constructor(readonly model: Model<T>, readonly config: OptimizerConfig, readonly outer: OuterConfig | null = null) {
+  /**
+   * `host`: the wasm optimiser whose memory holds W and V (TrainingState.create makes one where it can); without it
+   * the step's loops run in JavaScript, with the same bits.
+   */
+  constructor(readonly model: Model<T>, readonly config: OptimizerConfig, readonly outer: OuterConfig | null = null,
+    private readonly host: WasmHostOptimizer | null = null) {
     this.engine = model.engine;
     const n = model.layout.paramFloats;
-    this.w = new Float32Array(n);
-    this.v = new Float32Array(n);
+    if (host && host.w.length !== n) throw new StateError(`the wasm optimiser holds ${host.w.length} parameters, the model has ${n}`);
+    this.w = host ? host.w : new Float32Array(n);
+    this.v = host ? host.v : new Float32Array(n);
     this.u = outer && outer.syncEvery > 1 ? new Float32Array(n) : null;
     this.savedW = new Float32Array(n);
     this.savedV = new Float32Array(n);
     this.savedBn = this.engine.empty(model.state.shape, 'f32', 'backup.bn');
+  }
+
+  /**
+   * A state whose optimiser loops run in wasm where this runtime has it (4-5x faster on the update: 200-300 ms a
+   * ResNet-50 step in JavaScript), else in JavaScript; `hostLoops` says which, and `why` why not wasm.
+   */
+  static async create<T extends TensorLike>(model: Model<T>, config: OptimizerConfig, outer: OuterConfig | null = null): Promise<TrainingState<T>> {
+    let host: WasmHostOptimizer | null = null, why = '';
+    try {
+      host = await WasmHostOptimizer.create(model.layout.paramFloats);
+    } catch (e) {
+      why = e instanceof Error ? e.message : String(e);
+    }
+    const state = new TrainingState(model, config, outer, host);
+    state.why = why;
+    return state;
+  }
+
+  /** Where the optimiser's loops run. */
+  get hostLoops(): 'wasm' | 'js' {
+    return this.host ? 'wasm' : 'js';
   }
 
   /** Copies the state (before a step). */
@@ -79,7 +110,14 @@ export class TrainingState<T extends TensorLike = TensorLike> {
 
   /** The optimiser step t on the host with the summed gradient G; the engine gets the new W. */
   applyUpdate(G: Float32Array, t: number, globalBatch: number): void {
-    hostOptimizerStep(this.config, this.model.layout.params, { w: this.w, v: this.v, G, t, gradScale: 1 / globalBatch });
+    const host = this.host;
+    if (host) {
+      if (G.length !== host.G.length) throw new StateError(`the gradient has ${G.length} floats, the model ${host.G.length}`);
+      if (G !== host.G) host.G.set(G);
+      host.step(this.config, this.model.layout.params, t, 1 / globalBatch);
+    } else {
+      hostOptimizerStep(this.config, this.model.layout.params, { w: this.w, v: this.v, G, t, gradScale: 1 / globalBatch });
+    }
     this.engine.write(this.model.params, this.w);
   }
 

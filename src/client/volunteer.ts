@@ -66,7 +66,8 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   // Checked here too (a coordinator's settings are input): peers must agree on every field. A
   // field an older coordinator does not send takes its default (the warm-up is its business).
   const outer = job.job.outer && job.job.outer.syncEvery > 1 ? checkOuterConfig({ ...OUTER_DEFAULTS, ...job.job.outer }) : null;
-  const state = new TrainingState(model, job.job.optimizer, outer);
+  const state = await TrainingState.create(model, job.job.optimizer, outer);
+  if (state.why) log(`volunteer: the optimiser runs in JavaScript, 4-5x slower than in wasm (${state.why})`);
   const rounds = outer ? new RoundState(state, outer) : null;
   // What fits this device at once, with the model and its state in place: larger slices run as micro-batches.
   let fit: MicroFit;

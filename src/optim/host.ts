@@ -47,8 +47,38 @@ export function sumSquares2(w: Float32Array, G: Float32Array, off: number, len: 
   return { ww, gg };
 }
 
-/** One optimiser step in place on w and v (see the file comment for why on the host). */
-export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly ParamSegment[], a: HostStepArgs): void {
+/**
+ * The step's two loops over a segment [off, off + len) of the step's arrays: the sums of squares (sumSquares2) and the
+ * update. JavaScript's below; src/optim/host-wasm.ts runs the same arithmetic in wasm on arrays in its memory, with the
+ * same bits (test/optim/host-wasm.test.ts).
+ */
+export interface StepLoops {
+  norms(off: number, len: number, scale: number): { ww: number; gg: number };
+  update(off: number, len: number, gradScale: number, beta: number, rate: number, m: number, nesterov: boolean): void;
+}
+
+/** The loops in JavaScript on a step's arrays. */
+export function jsLoops(a: HostStepArgs): StepLoops {
+  const { w, v, G } = a;
+  return {
+    norms: (off, len, scale) => sumSquares2(w, G, off, len, scale),
+    update: (off, len, gradScale, beta, rate, m, nesterov) => {
+      for (let i = off; i < off + len; i++) {
+        const wi = w[i]!;
+        const d = G[i]! * gradScale + beta * wi;
+        const vi = Math.fround(m * v[i]! + rate * d);
+        v[i] = vi;
+        w[i] = nesterov ? wi - (m * vi + rate * d) : wi - vi;
+      }
+    },
+  };
+}
+
+/**
+ * One optimiser step in place on w and v (see the file comment for why on the host); `loops` runs the per-element
+ * work (JavaScript's by default; the wasm loops where a.w, a.v and a.G are their arrays).
+ */
+export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly ParamSegment[], a: HostStepArgs, loops: StepLoops = jsLoops(a)): void {
   const n = a.w.length;
   if (a.v.length !== n || a.G.length !== n) throw new OptimError('bad-input', `w, v and G must have the same length, got ${n}, ${a.v.length}, ${a.G.length}`);
   if (!Number.isFinite(a.gradScale) || a.gradScale <= 0) {
@@ -56,7 +86,7 @@ export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly Param
   }
   const lr = learningRate(cfg, a.t);
   const m = cfg.momentum;
-  const { w, v, G, gradScale } = a;
+  const { gradScale } = a;
   for (const s of segments) {
     if (s.offset < 0 || s.offset + s.length > n) {
       throw new OptimError('bad-input', `segment ${s.name} [${s.offset}, ${s.offset + s.length}) is outside the ${n} parameters`);
@@ -70,7 +100,7 @@ export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly Param
     segments.forEach((s, i) => {
       if (!s.adapt) return;
       const beta = s.decay ? cfg.weightDecay : 0;
-      const { ww, gg } = sumSquares2(w, G, s.offset, s.length, gradScale);
+      const { ww, gg } = loops.norms(s.offset, s.length, gradScale);
       const wn = Math.sqrt(ww), gn = Math.sqrt(gg);
       if (wn > 0 && gn > 0) rates[i] = lr * ((cfg.eta * wn) / (gn + beta * wn));
     });
@@ -78,16 +108,6 @@ export function hostOptimizerStep(cfg: OptimizerConfig, segments: readonly Param
       if (!s.adapt && s.trustFrom !== undefined) rates[i] = rates[s.trustFrom]!;
     });
   }
-  for (const [i, s] of segments.entries()) {
-    const beta = s.decay ? cfg.weightDecay : 0;
-    const rate = rates[i]!;
-    const nesterov = cfg.kind === 'sgd' && cfg.nesterov;
-    for (let i = s.offset; i < s.offset + s.length; i++) {
-      const wi = w[i]!;
-      const d = G[i]! * gradScale + beta * wi;
-      const vi = Math.fround(m * v[i]! + rate * d);
-      v[i] = vi;
-      w[i] = nesterov ? wi - (m * vi + rate * d) : wi - vi;
-    }
-  }
+  const nesterov = cfg.kind === 'sgd' && cfg.nesterov;
+  segments.forEach((s, i) => loops.update(s.offset, s.length, gradScale, s.decay ? cfg.weightDecay : 0, rates[i]!, m, nesterov));
 }

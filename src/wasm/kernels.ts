@@ -49,6 +49,10 @@ export interface Kernels {
   biasBackward(dy: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag, c0: number, c1: number): void;
   biasRelu(x: Ptr, b: Ptr, y: Ptr, n: number, c: number, hw: number): void;
   reluBiasBackward(y: Ptr, dy: Ptr, dx: Ptr, db: Ptr, n: number, c: number, hw: number, accumulate: Flag, c0: number, c1: number): void;
+  optimNorms(w: Ptr, g: Ptr, len: number, scale: number): void;
+  optimSumW(): number;
+  optimSumG(): number;
+  optimUpdate(w: Ptr, v: Ptr, g: Ptr, len: number, gradScale: number, beta: number, rate: number, m: number, nesterov: Flag): void;
   dropout(inp: Ptr, out: Ptr, n: number, seed: number, threshold: number, scale: number): void;
   maxPoolForward(
     x: Ptr, y: Ptr, argmax: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number,
@@ -86,7 +90,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
-  'gemmPanels', 'biasRelu', 'reluBiasBackward',
+  'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';
