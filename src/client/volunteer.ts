@@ -67,7 +67,7 @@ export async function runVolunteer(p: VolunteerPlatform, o: VolunteerOptions): P
   // field an older coordinator does not send takes its default (the warm-up is its business).
   const outer = job.job.outer && job.job.outer.syncEvery > 1 ? checkOuterConfig({ ...OUTER_DEFAULTS, ...job.job.outer }) : null;
   const state = await TrainingState.create(model, job.job.optimizer, outer);
-  if (state.why) log(`volunteer: the optimiser runs in JavaScript, 4-5x slower than in wasm (${state.why})`);
+  if (state.why) log(`volunteer: the optimiser runs in JavaScript, about 3x slower than in wasm (${state.why})`);
   const rounds = outer ? new RoundState(state, outer) : null;
   // What fits this device at once, with the model and its state in place: larger slices run as micro-batches.
   let fit: MicroFit;

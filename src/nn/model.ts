@@ -294,7 +294,7 @@ export class Model<T extends TensorLike = TensorLike> {
         });
         return;
       }
-      case 'relu': if (this.reluOf[i]! < 0) g.reluForward(a.out[n.in]!, y); return; // else done with the bias before it
+      case 'relu': if (this.reluOf[i]! < 0) g.reluForward(a.out[n.in]!, y); return; // else done with the bias or BN before it
       case 'maxpool': g.maxPoolForward(a.out[n.in]!, y, a.saved[i]![0]!, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
       case 'avgpool': g.avgPoolForward(a.out[n.in]!, y, { kernel: n.k, stride: n.stride, pad: n.pad }); return;
       case 'gap': g.globalAvgPoolForward(a.out[n.in]!, y); return;
@@ -364,7 +364,10 @@ export class Model<T extends TensorLike = TensorLike> {
     };
   }
 
-  /** Node i's bias added to its output: alone, or with the ReLU fused after it (into the ReLU's output; node i's keeps no bias). */
+  /**
+   * Node i's bias added to its output in place; or, with the ReLU fused after it, written with the ReLU into the ReLU's
+   * output (node i's own output then keeps the values without the bias, and nothing else reads them).
+   */
   private biasForward(i: number, a: Activations<T>): void {
     const j = this.reluAfter[i]!, b = this.param(i, 'bias');
     if (j < 0) this.engine.biasAddInPlace(a.out[i]!, b);
