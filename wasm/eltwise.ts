@@ -54,28 +54,7 @@ export function reluBackward(x: usize, dy: usize, dx: usize, n: i32): void {
 
 /** x[n, c, j] += b[c] for x [N, C, HW]. */
 export function biasAddInPlace(x: usize, b: usize, n: i32, c: i32, hw: i32): void {
-  let p = x;
-  for (let s = 0; s < n; s++) {
-    if (hw == 1) {
-      add(p, b, p, c);
-      p += <usize>c * 4;
-      continue;
-    }
-    for (let ch = 0; ch < c; ch++) {
-      const bv = load<f32>(b + <usize>ch * 4);
-      const v = f32x4.splat(bv);
-      const hw4 = hw & ~3;
-      for (let j = 0; j < hw4; j += 4) {
-        const o = p + <usize>j * 4;
-        v128.store(o, f32x4.add(v128.load(o), v));
-      }
-      for (let j = hw4; j < hw; j++) {
-        const o = p + <usize>j * 4;
-        store<f32>(o, load<f32>(o) + bv);
-      }
-      p += <usize>hw * 4;
-    }
-  }
+  biasApply(x, b, x, n, c, hw, false);
 }
 
 /** Sum of n floats at p: four f32x4 lanes in order, then (l0 + l1) + (l2 + l3), then the tail. */
@@ -105,38 +84,39 @@ export function biasBackward(dy: usize, db: usize, n: i32, c: i32, hw: i32, accu
  * reluForward in one pass over memory, with their bits.
  */
 export function biasRelu(x: usize, b: usize, y: usize, n: i32, c: i32, hw: i32): void {
-  const zero = f32x4.splat(0);
+  biasApply(x, b, y, n, c, hw, true);
+}
+
+/** y[n, c, j] = x[n, c, j] + b[c] (y may be x), then with `relu` max(that, 0) as reluForward takes it (NaN giving 0). */
+@inline function biasApply(x: usize, b: usize, y: usize, n: i32, c: i32, hw: i32, relu: bool): void {
   let p: usize = 0;
   for (let s = 0; s < n; s++) {
     if (hw == 1) {
-      const c4 = c & ~3;
-      for (let ch = 0; ch < c4; ch += 4) {
-        const o = p + <usize>ch * 4;
-        v128.store(y + o, f32x4.pmax(zero, f32x4.add(v128.load(x + o), v128.load(b + <usize>ch * 4))));
-      }
-      for (let ch = c4; ch < c; ch++) {
-        const o = p + <usize>ch * 4;
-        const v = load<f32>(x + o) + load<f32>(b + <usize>ch * 4);
-        store<f32>(y + o, v > 0 ? v : 0);
-      }
+      // [N, F]: the sample's row of c values against b as a whole.
+      addRelu(x + p, b, y + p, c, 0, true, relu);
       p += <usize>c * 4;
       continue;
     }
     for (let ch = 0; ch < c; ch++) {
-      const bv = load<f32>(b + <usize>ch * 4);
-      const vb = f32x4.splat(bv);
-      const hw4 = hw & ~3;
-      for (let j = 0; j < hw4; j += 4) {
-        const o = p + <usize>j * 4;
-        v128.store(y + o, f32x4.pmax(zero, f32x4.add(v128.load(x + o), vb)));
-      }
-      for (let j = hw4; j < hw; j++) {
-        const o = p + <usize>j * 4;
-        const v = load<f32>(x + o) + bv;
-        store<f32>(y + o, v > 0 ? v : 0);
-      }
+      addRelu(x + p, 0, y + p, hw, load<f32>(b + <usize>ch * 4), false, relu);
       p += <usize>hw * 4;
     }
+  }
+}
+
+/** y[j] = x[j] + (b[j] when `vector`, else bv) over n values, then with `relu` max(that, 0) (NaN giving 0). */
+@inline function addRelu(x: usize, b: usize, y: usize, n: i32, bv: f32, vector: bool, relu: bool): void {
+  const zero = f32x4.splat(0), vb = f32x4.splat(bv);
+  const n4 = n & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const o = <usize>j * 4;
+    const v = f32x4.add(v128.load(x + o), vector ? v128.load(b + o) : vb);
+    v128.store(y + o, relu ? f32x4.pmax(zero, v) : v);
+  }
+  for (let j = n4; j < n; j++) {
+    const o = <usize>j * 4;
+    const v = load<f32>(x + o) + (vector ? load<f32>(b + o) : bv);
+    store<f32>(y + o, relu ? (v > 0 ? v : 0) : v);
   }
 }
 

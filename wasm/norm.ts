@@ -26,6 +26,24 @@ function sumSqDev(p: usize, n: i32, m: f32): f32 {
   return s;
 }
 
+// The BN output ((x - m) is) g + b, in these operations and this order wherever it is computed: the forward's
+// apply, and the backward's ReLU gate, which must see the forward's bits.
+@inline function xhat4(x: v128, vm: v128, vis: v128): v128 {
+  return f32x4.mul(f32x4.sub(x, vm), vis);
+}
+
+@inline function affine4(xhat: v128, vg: v128, vb: v128): v128 {
+  return f32x4.add(f32x4.mul(xhat, vg), vb);
+}
+
+@inline function xhat1(x: f32, m: f32, is: f32): f32 {
+  return (x - m) * is;
+}
+
+@inline function affine1(xhat: f32, g: f32, b: f32): f32 {
+  return xhat * g + b;
+}
+
 @inline function f(p: usize, i: i32): f32 {
   return load<f32>(p + <usize>i * 4);
 }
@@ -60,26 +78,31 @@ export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, i
  */
 export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32,
   c0: i32, c1: i32, relu: bool): void {
-  const zero = f32x4.splat(0);
   for (let ch = c0; ch < c1; ch++) {
     const is = mode == 1 ? <f32>1 / Mathf.sqrt(f(stat2, ch) + eps) : f(stat2, ch);
     const mv = f(m, ch), g = f(gamma, ch), bt = f(beta, ch);
-    const vm = f32x4.splat(mv), vis = f32x4.splat(is), vg = f32x4.splat(g), vb = f32x4.splat(bt);
-    const n4 = hw & ~3;
     for (let b = 0; b < n; b++) {
       const off = <usize>(b * c + ch) * hw * 4;
-      const px = x + off, py = y + off;
-      for (let j = 0; j < n4; j += 4) {
-        const o = <usize>j * 4;
-        const v = f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(v128.load(px + o), vm), vis), vg), vb);
-        v128.store(py + o, relu ? f32x4.pmax(zero, v) : v);
-      }
-      for (let j = n4; j < hw; j++) {
-        const o = <usize>j * 4;
-        const v = (load<f32>(px + o) - mv) * is * g + bt;
-        store<f32>(py + o, relu ? (v > 0 ? v : 0) : v);
-      }
+      // One loop for each case, so the plain BN's has no ReLU test per element.
+      if (relu) applyPlane(x + off, y + off, hw, mv, is, g, bt, true);
+      else applyPlane(x + off, y + off, hw, mv, is, g, bt, false);
     }
+  }
+}
+
+/** One plane of batchNormApply: y = ((x - m) is) g + b over hw values, then with `relu` max(that, 0) (NaN giving 0). */
+@inline function applyPlane(px: usize, py: usize, hw: i32, mv: f32, is: f32, g: f32, bt: f32, relu: bool): void {
+  const zero = f32x4.splat(0), vm = f32x4.splat(mv), vis = f32x4.splat(is), vg = f32x4.splat(g), vb = f32x4.splat(bt);
+  const n4 = hw & ~3;
+  for (let j = 0; j < n4; j += 4) {
+    const o = <usize>j * 4;
+    const v = affine4(xhat4(v128.load(px + o), vm, vis), vg, vb);
+    v128.store(py + o, relu ? f32x4.pmax(zero, v) : v);
+  }
+  for (let j = n4; j < hw; j++) {
+    const o = <usize>j * 4;
+    const v = affine1(xhat1(load<f32>(px + o), mv, is), g, bt);
+    store<f32>(py + o, relu ? (v > 0 ? v : 0) : v);
   }
 }
 
@@ -101,7 +124,7 @@ function planeSums(x: usize, dy: usize, n: i32, m: f32, gated: bool, is: f32, g:
     const o = <usize>j * 4;
     const vx = v128.load(x + o);
     let d = v128.load(dy + o);
-    if (gated) d = v128.and(d, f32x4.gt(f32x4.add(f32x4.mul(f32x4.mul(f32x4.sub(vx, vm), vis), vg), vb), zero));
+    if (gated) d = v128.and(d, f32x4.gt(affine4(xhat4(vx, vm, vis), vg, vb), zero));
     a1 = f32x4.add(a1, d);
     a2 = f32x4.add(a2, f32x4.mul(d, f32x4.sub(vx, vm)));
   }
@@ -109,7 +132,7 @@ function planeSums(x: usize, dy: usize, n: i32, m: f32, gated: bool, is: f32, g:
   for (let j = n4; j < n; j++) {
     const o = <usize>j * 4;
     const xv = load<f32>(x + o);
-    const d: f32 = !gated || (xv - m) * is * g + b > 0 ? load<f32>(dy + o) : 0;
+    const d: f32 = !gated || affine1(xhat1(xv, m, is), g, b) > 0 ? load<f32>(dy + o) : 0;
     s1 += d;
     s2 += d * (xv - m);
   }
@@ -152,15 +175,15 @@ export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize
       for (let j = 0; j < n4; j += 4) {
         const q = <usize>j * 4;
         const vx = v128.load(px + q);
-        const xhat = f32x4.mul(f32x4.sub(vx, vm), vis);
+        const xhat = xhat4(vx, vm, vis);
         let d = v128.load(pdy + q);
-        if (relu) d = v128.and(d, f32x4.gt(f32x4.add(f32x4.mul(xhat, vg), vbt), zero));
+        if (relu) d = v128.and(d, f32x4.gt(affine4(xhat, vg, vbt), zero));
         v128.store(pdx + q, f32x4.mul(vk, f32x4.sub(f32x4.sub(d, va), f32x4.mul(xhat, vb))));
       }
       for (let j = n4; j < hw; j++) {
         const q = <usize>j * 4;
-        const xhat = (load<f32>(px + q) - mv) * is;
-        const d: f32 = !relu || xhat * g + bt > 0 ? load<f32>(pdy + q) : 0;
+        const xhat = xhat1(load<f32>(px + q), mv, is);
+        const d: f32 = !relu || affine1(xhat, g, bt) > 0 ? load<f32>(pdy + q) : 0;
         store<f32>(pdx + q, k * (d - a - xhat * bb));
       }
     }

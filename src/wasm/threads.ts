@@ -126,14 +126,18 @@ export class ThreadPool {
   private lastError = '';
   private readonly cmd: { ptr: number; bytes: number }[] = [];
   private closed = false;
+  /** This thread's kernels by KERNEL_NAMES index, as commands name them. */
+  private readonly fns: KernelFn[];
 
   private constructor(
     private readonly heap: Heap,
-    private readonly k: Kernels,
+    k: Kernels,
     private readonly threads: Thread[],
     private readonly boxes: number[],
     private readonly ctl: number,
-  ) {}
+  ) {
+    this.fns = KERNEL_NAMES.map((n) => k[n] as KernelFn);
+  }
 
   /** Starts `extra` workers on the heap's shared memory; `k` is this thread's instance of `module`. */
   static async start(extra: number, module: WebAssembly.Module, heap: Heap, k: Kernels): Promise<ThreadPool> {
@@ -252,7 +256,7 @@ export class ThreadPool {
 
   /** This thread's part: the same protocol as thread-worker.mjs (barriers kept after a failure). */
   private interpret(list: Float64Array, parts: number): void {
-    const fns = KERNEL_NAMES.map((n) => this.k[n] as KernelFn);
+    const fns = this.fns;
     const ctl = this.ctl >> 2;
     let failure: unknown = null;
     for (let p = 0; p < list.length; p += CMD_WORDS) {
