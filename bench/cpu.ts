@@ -11,11 +11,15 @@
 // 1.5 GB of activations, minutes per step on one thread). Also the machine's wasm SIMD peak
 // (bench/simd-peak.ts) and what share of it ResNet-20 reaches. Medians of timed steps after 2
 // warm-up steps. Options: --batch=N --steps=N --resnet50-batch=N, --no-resnet50, --no-torch,
-// --no-install (use a PyTorch that is there, install none), --winograd=auto|off (off: our 3x3 convolutions
-// on im2col, as before Winograd), --fma=auto|off (off: our GEMM kernels multiply then add, as before relaxed SIMD).
+// --no-install (use a PyTorch that is there, install none), --winograd=auto|f2|off (f2: F(2x2, 3x3) only,
+// as before F(4x4, 3x3); off: our 3x3 convolutions on im2col, as before Winograd), --fma=auto|off (off: our GEMM
+// kernels multiply then add, as before relaxed SIMD).
 // simd_peak_gflops is the peak of the multiply-add our kernels use (FMA where the runtime has relaxed SIMD);
 // simd_peak_mul_add_gflops that of a multiply then an add; fma_speedup_resnet20_1t/_2t: the fused build's step
-// against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it).
+// against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it);
+// wg4_speedup_resnet20_1t/_2t: Winograd as 'auto' runs it (F(4x4, 3x3) on maps of 8x8 and more) against
+// F(2x2, 3x3) on the same layers ('f2'), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
+// --winograd=auto).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
 // torch_drift is the largest change between them (how far this host's speed moved during the run).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
@@ -26,6 +30,7 @@ import * as tf from '@tensorflow/tfjs-core';
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { makeRng, uniformF32 } from '../src/rng.ts';
 import { fusedFor, WasmEngine } from '../src/wasm/engine.ts';
+import { engineAb, type EngineAb } from './engine-ab.ts';
 import { fmaAb, type FmaAb } from './fma-ab.ts';
 import { trainingFlopsPerImage } from './flops.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
@@ -150,6 +155,17 @@ export async function main(args: string[]): Promise<void> {
     }
   }
   const abOf = (t: number) => r3(ab.find((r) => r.threads === t)?.speedup);
+  // F(4x4, 3x3) against F(2x2, 3x3) on the same layers, step for step (ResNet-20, 1 and 2 threads).
+  const wg4: EngineAb[] = [];
+  if (winograd === 'auto' && r20Model && !args.includes('--no-wg4-ab')) {
+    const { x, labels } = batchOf(r20Model);
+    for (const t of [1, 2]) {
+      const r = await engineAb(r20Model.spec, x, labels, r20Model.batch, t, { winograd: 'auto', fma: fmaMode }, { winograd: 'f2', fma: fmaMode }, steps);
+      wg4.push(r);
+      console.error(`resnet20 ${t}t F(4x4, 3x3) vs F(2x2, 3x3), step for step: ${r.aMs.toFixed(0)} ms vs ${r.bMs.toFixed(0)} ms: ${r.speedup.toFixed(2)}x`);
+    }
+  }
+  const wg4Of = (t: number) => r3(wg4.find((r) => r.threads === t)?.speedup);
   // PyTorch again after ours: this host's speed drifts, so each ratio is over the geometric mean of PyTorch before and after.
   let torchAfter: [TorchRun, TorchRun] | null = null;
   let torchDrift: number | null = null;
@@ -197,6 +213,8 @@ export async function main(args: string[]): Promise<void> {
     simd_peak_mul_add_gflops_2t: +plain2.toFixed(1),
     fma_speedup_resnet20_1t: abOf(1),
     fma_speedup_resnet20_2t: abOf(2),
+    wg4_speedup_resnet20_1t: wg4Of(1),
+    wg4_speedup_resnet20_2t: wg4Of(2),
     resnet20_gflops_2t: r20Gflops === null ? null : +r20Gflops.toFixed(2),
     resnet20_peak_share_2t: r20Gflops === null ? null : r3(r20Gflops / peak2),
     by_model: Object.fromEntries(rows.map((r) => [r.model, {
@@ -207,7 +225,7 @@ export async function main(args: string[]): Promise<void> {
   const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;
   writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({
     ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2, torchAfter,
-    simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, rows, summary,
+    simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, wg4Ab: wg4, rows, summary,
   }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
     title: 'Training on the CPU: ours (wasm SIMD) vs TF.js wasm and PyTorch, 1 and 2 threads', yLabel: 'images/s (median)',

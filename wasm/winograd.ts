@@ -82,15 +82,7 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
   const tmp = pad + <usize>rows * rowB; // 4 rows: the vertical transform of one tile row
   const xiStride = <usize>chans * ldT * 4; // V's bytes from xi to xi + 1
   for (let c = c0; c < c1; c++) {
-    // The padded plane: row r, column q hold x[r - ph][q - pw] (0 outside).
-    const plane = x + <usize>c * h * w * 4;
-    memory.fill(pad, 0, <usize>rows * rowB);
-    for (let r = 0; r < rows; r++) {
-      const iy = r - ph;
-      if (iy < 0 || iy >= h) continue;
-      const q1 = min(2 * tw + 2, w + pw); // columns [pw, q1) hold data
-      if (q1 > pw) memory.copy(pad + <usize>r * rowB + <usize>pw * 4, plane + <usize>iy * w * 4, <usize>(q1 - pw) * 4);
-    }
+    padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 2 * tw + 2);
     for (let ty = 0; ty < th; ty++) {
       // Vertical: B^T applied to the 4 rows 2ty .. 2ty + 3, every column.
       const r0 = pad + <usize>(2 * ty) * rowB, r1 = r0 + rowB, r2 = r1 + rowB, r3 = r2 + rowB;
@@ -137,6 +129,20 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
         }
       }
     }
+  }
+}
+
+/**
+ * The padded plane of a channel (both tile sizes' input transforms): `rows` rows of rowB bytes at pad, row r and
+ * column q holding plane[r - ph][q - pw] for the `cols` columns tiles read (0 outside the plane).
+ */
+export function padPlane(pad: usize, rows: i32, rowB: usize, plane: usize, h: i32, w: i32, ph: i32, pw: i32, cols: i32): void {
+  memory.fill(pad, 0, <usize>rows * rowB);
+  const q1 = min(cols, w + pw); // columns [pw, q1) hold data
+  if (q1 <= pw) return;
+  for (let r = 0; r < rows; r++) {
+    const iy = r - ph;
+    if (iy >= 0 && iy < h) memory.copy(pad + <usize>r * rowB + <usize>pw * 4, plane + <usize>iy * w * 4, <usize>(q1 - pw) * 4);
   }
 }
 

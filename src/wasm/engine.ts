@@ -24,7 +24,7 @@ import { Heap } from './heap.ts';
 import { compileKernels, isNode, KERNEL_NAMES, type Kernels, kernelVariant, loadKernels, relaxedSimd } from './kernels.ts';
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
-import type { PartCtx, ScratchSlot, WasmBlock, WasmCtx, WasmTensor, WinogradMode } from './tensor.ts';
+import { WINOGRAD_MODES, type PartCtx, type ScratchSlot, type WasmBlock, type WasmCtx, type WasmTensor, type WinogradMode } from './tensor.ts';
 import { CommandList, ThreadPool, threadsUnavailable } from './threads.ts';
 
 export type { WasmTensor } from './tensor.ts';
@@ -39,8 +39,9 @@ export interface WasmEngineOptions {
   /** Initial memory in MiB (it grows on demand); default 64. */
   initialMiB?: number;
   /**
-   * 3x3 stride-1 convolutions by Winograd F(2x2, 3x3): 'auto' (default) where it is faster, 'always' wherever it
-   * applies (tests), 'off' keeps every convolution on im2col + GEMM (src/wasm/ops-winograd.ts).
+   * 3x3 stride-1 convolutions by Winograd: 'auto' (default) where it is faster (F(4x4, 3x3) on maps of 8x8 and more,
+   * F(2x2, 3x3) below), 'f2' the same layers on F(2x2, 3x3) only, 'always' / 'always4' F(2x2, 3x3) / F(4x4, 3x3)
+   * wherever it applies (tests), 'off' keeps every convolution on im2col + GEMM (src/wasm/ops-winograd.ts).
    */
   winograd?: WinogradMode;
   /**
@@ -140,8 +141,8 @@ export class WasmEngine implements Engine<WasmTensor> {
     }
     const pages = Math.ceil(((opts.initialMiB ?? 64) * 2 ** 20) / 65536);
     const winograd = opts.winograd ?? 'auto';
-    if (!['auto', 'always', 'off'].includes(winograd)) {
-      throw new VtError('bad-shape', `WasmEngine: winograd must be 'auto', 'always' or 'off', got ${String(winograd)}`);
+    if (!WINOGRAD_MODES.includes(winograd)) {
+      throw new VtError('bad-shape', `WasmEngine: winograd must be ${WINOGRAD_MODES.map((m) => `'${m}'`).join(', ')}, got ${String(winograd)}`);
     }
     const fma = await fusedFor(opts.fma ?? 'auto');
     if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma);

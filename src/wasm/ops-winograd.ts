@@ -1,46 +1,99 @@
-// 3x3 stride-1 convolutions by Winograd F(2x2, 3x3) on the wasm kernels (wasm/winograd.ts has the
-// transforms and their algebra): 16 GEMMs of Cout x Cin per 2x2 output tile, 2.25x fewer
-// multiply-adds than im2col's GEMM (src/wasm/ops-linalg.ts, which chooses this path).
+// 3x3 stride-1 convolutions by Winograd on the wasm kernels: F(2x2, 3x3) (wasm/winograd.ts: 16 GEMMs of
+// Cout x Cin per 2x2 output tile, 2.25x fewer multiply-adds than im2col's GEMM) and F(4x4, 3x3)
+// (wasm/winograd4.ts: 36 GEMMs per 4x4 tile, 4x fewer); src/wasm/ops-linalg.ts chooses this path.
 //   forward          V = B^T x B per tile;  M_xi = U_xi V_xi (U = G w G^T);  y = A^T M A
 //   backward input   the forward of dy with the filter turned (flipped, [ci][co]) and padding 2 - p
 //   backward filter  dU_xi = sum over tiles of (A dy A^T)_xi V_xi^T;  dw (+)= G^T dU G
-// A group of images (about TARGET_TILES tiles) is transformed, multiplied and transformed back in
-// turn. Threads split groups of images, or, with fewer groups than threads, each group's channels
-// (transforms) and its 16 GEMMs (by xi) between barriers. Every output is computed in one fixed
-// order whatever the thread count: the filter gradient's per-group sums are added in group order,
-// as one thread adds them (bitwise the same for any thread count).
+// A group of images (about a target count of tiles) is transformed, multiplied and transformed back
+// in turn. Threads split groups of images, or, with fewer groups than threads, each group's channels
+// (transforms) and its GEMMs (by xi) between barriers. Every output is computed in one fixed order
+// whatever the thread count: the filter gradient's per-group sums are added in group order, as one
+// thread adds them (bitwise the same for any thread count).
 import type { Conv2dGeometry } from '../shapes/conv2d.ts';
+import type { Kernels } from './kernels.ts';
 import { groupsPerRound, MIN_SPLIT_MACS, splitRange, sumGroupsInOrder } from './split.ts';
 import type { PartCtx, WasmCtx, WinogradMode } from './tensor.ts';
 
 export type { WinogradMode } from './tensor.ts';
 
 const F = 4;
-const XI = 16;
 /** gemmPanels' edge-tile scratch: one 4 x 8 tile of floats. */
 const TILE_BYTES = 4 * 8 * F;
+/** wg4GradOut's and wg4Output's scratch: 6 vectors, 4 tiles' destinations. */
+const GRAD4_BYTES = 4 * 16 + 36 * 16;
+const OUT4_BYTES = 4 * 16 + 24 * 16 + 16 * 16;
+/** F(4x4, 3x3)'s output transform reads M up to 3 tiles past an image's last. */
+const M_SLACK = 16;
 
-/** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
-const TARGET_TILES = 256;
+/** One of the two algorithms: its output tile (m x m), positions (xi) and kernels. */
+interface Variant {
+  m: 2 | 4;
+  xi: number;
+  /** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
+  target: number;
+  filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, panels: number): void;
+  inputScratchBytes(k: Kernels, th: number, tw: number): number;
+  input(k: Kernels, x: number, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: number, ldT: number,
+    chans: number, t0: number, pad: number, panels: number): void;
+  output(k: Kernels, m: number, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, ldT: number, chans: number, t0: number, y: number,
+    accumulate: number, dests: number): void;
+  gradOut(k: Kernels, dy: number, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, g: number, ldT: number, chans: number,
+    t0: number, scratch: number): void;
+  filterGrad(k: Kernels, du: number, e0: number, e1: number, count: number, dw: number, accumulate: number, scratch: number): void;
+}
+
+const F2: Variant = {
+  m: 2, xi: 16, target: 256,
+  filter: (k, ...a) => k.wgFilter(...a),
+  inputScratchBytes: (k, th, tw) => k.wgInputScratchBytes(th, tw),
+  input: (k, ...a) => k.wgInput(...a),
+  output: (k, m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate) => k.wgOutput(m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate),
+  gradOut: (k, dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0) => k.wgGradOut(dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0),
+  filterGrad: (k, du, e0, e1, count, dw, accumulate) => k.wgFilterGrad(du, e0, e1, count, dw, accumulate),
+};
+
+const F4: Variant = {
+  m: 4, xi: 36, target: 128,
+  filter: (k, ...a) => k.wg4Filter(...a),
+  inputScratchBytes: (k, th, tw) => k.wg4InputScratchBytes(th, tw),
+  input: (k, ...a) => k.wg4Input(...a),
+  output: (k, ...a) => k.wg4Output(...a),
+  gradOut: (k, ...a) => k.wg4GradOut(...a),
+  filterGrad: (k, ...a) => k.wg4FilterGrad(...a),
+};
 
 /**
  * 'auto' takes Winograd from this many channels on both sides (the transforms cost per channel, the GEMMs per
  * channel pair) and this many 2x2 output tiles per image (8x8 maps, or 7x7: the filter's transforms cost per
  * channel pair, the GEMMs per pair and tile). Measured with ResNet's layers at batch 16 (docs/wasm.md): 8x8 maps of
- * 128 channels run 2x faster, 4x4 maps of 256 break even, 2x2 maps of 512 take twice im2col's time. Never by the
- * batch size: a slice computed in micro-batches must meet the same arithmetic per image as one computed at once (a
- * ResNet-50 step with batch norm over groups of 4 small maps magnifies the difference between two algorithms'
- * roundings to 1% of the step; test/e2e/micro-batch.test.ts).
+ * 128 channels run 2x faster, 4x4 maps of 256 break even, 2x2 maps of 512 take twice im2col's time. Of those, maps
+ * of at least `f4Side` on both sides run F(4x4, 3x3). Never by the batch size: a slice computed in micro-batches
+ * must meet the same arithmetic per image as one computed at once (a ResNet-50 step with batch norm over groups of 4
+ * small maps magnifies the difference between two algorithms' roundings to 1% of the step;
+ * test/e2e/micro-batch.test.ts).
  */
-export const WINOGRAD_MIN = { channels: 8, tilesPerImage: 16 } as const;
+export const WINOGRAD_MIN = { channels: 8, tilesPerImage: 16, f4Side: 8 } as const;
 
-/** Whether a convolution runs by Winograd: 3x3, stride 1, padding at most 2; under 'auto', enough channels and tiles too. */
-export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
-  if (mode === 'off' || g.kh !== 3 || g.kw !== 3 || g.sh !== 1 || g.sw !== 1 || g.ph > 2 || g.pw > 2) return false;
-  if (mode === 'always') return true;
+/**
+ * The Winograd output tile a convolution runs with: 2 (F(2x2, 3x3)), 4 (F(4x4, 3x3)) or 0 (none: im2col). Only 3x3,
+ * stride 1, padding at most 2; under 'auto' and 'f2', enough channels and tiles too ('f2': never F(4x4, 3x3));
+ * 'always' and 'always4' wherever it applies (tests).
+ */
+export function winogradTile(g: Conv2dGeometry, mode: WinogradMode): 0 | 2 | 4 {
+  if (mode === 'off' || g.kh !== 3 || g.kw !== 3 || g.sh !== 1 || g.sw !== 1 || g.ph > 2 || g.pw > 2) return 0;
+  if (mode === 'always') return 2;
+  if (mode === 'always4') return 4;
   const tiles = Math.ceil(g.oh / 2) * Math.ceil(g.ow / 2);
-  return g.cin >= WINOGRAD_MIN.channels && g.cout >= WINOGRAD_MIN.channels && tiles >= WINOGRAD_MIN.tilesPerImage;
+  if (g.cin < WINOGRAD_MIN.channels || g.cout < WINOGRAD_MIN.channels || tiles < WINOGRAD_MIN.tilesPerImage) return 0;
+  return mode === 'auto' && g.oh >= WINOGRAD_MIN.f4Side && g.ow >= WINOGRAD_MIN.f4Side ? 4 : 2;
 }
+
+/** Whether a convolution runs by Winograd (either tile). */
+export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
+  return winogradTile(g, mode) !== 0;
+}
+
+const variantOf = (g: Conv2dGeometry, mode: WinogradMode): Variant => (winogradTile(g, mode) === 4 ? F4 : F2);
 
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
 interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
@@ -48,9 +101,9 @@ interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: 
 /** Tile counts and group sizes of a pass; ldV: the tiles of a group rounded up to whole 8-column panels (V in panels). */
 interface Tiling { th: number; tw: number; per: number; nb: number; ldT: number; ldV: number; groups: number }
 
-function tiling(p: Pass): Tiling {
-  const th = Math.ceil(p.oh / 2), tw = Math.ceil(p.ow / 2), per = th * tw;
-  const nb = Math.max(1, Math.min(p.n, Math.floor(TARGET_TILES / per)));
+function tiling(p: Pass, vr: Variant): Tiling {
+  const th = Math.ceil(p.oh / vr.m), tw = Math.ceil(p.ow / vr.m), per = th * tw;
+  const nb = Math.max(1, Math.min(p.n, Math.floor(vr.target / per)));
   return { th, tw, per, nb, ldT: nb * per, ldV: Math.ceil((nb * per) / 8) * 8, groups: Math.ceil(p.n / nb) };
 }
 
@@ -58,13 +111,15 @@ function tiling(p: Pass): Tiling {
 const uPlaneBytes = (rows: number, cols: number): number => Math.ceil(rows / 4) * 4 * cols * F;
 
 /**
- * out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([16][outC][inC] in panels). The
- * transforms write V in the GEMM's panel layout, so the 16 GEMMs (gemmPanels) copy nothing: the same bits as gemm()
+ * out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([xi][outC][inC] in panels). The
+ * transforms write V in the GEMM's panel layout, so the GEMMs (gemmPanels) copy nothing: the same bits as gemm()
  * on rows.
  */
-function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
-  const t = tiling(p);
-  const vBytes = XI * p.inC * t.ldV * F, mBytes = XI * p.outC * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
+function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean): void {
+  const t = tiling(p, vr), XI = vr.xi;
+  const pIn = vr.inputScratchBytes(cx.k, t.th, t.tw);
+  // wgP: the input transform's scratch, then the output transform's.
+  const vBytes = XI * p.inC * t.ldV * F, mBytes = XI * p.outC * t.ldT * F + M_SLACK, pb = pIn + OUT4_BYTES;
   const uPlane = uPlaneBytes(p.outC, p.inC);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
@@ -74,14 +129,14 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
   const group = (pc: PartCtx, q: number, part: number, parts: number, v: number, m: number, pad: number, tile: number, barrier: () => void): void => {
     const b0 = q * t.nb, cnt = Math.min(t.nb, p.n - b0), T = cnt * t.per;
     const [c0, c1] = splitRange(p.inC, parts, part);
-    for (let i = 0; i < cnt; i++) pc.k.wgInput(p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1);
+    for (let i = 0; i < cnt; i++) vr.input(pc.k, p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1);
     barrier();
     const [x0, x1] = splitRange(XI, parts, part);
     for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * p.inC * t.ldV * F, m + xi * p.outC * t.ldT * F, t.ldT, tile);
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
     for (let i = 0; i < cnt; i++) {
-      pc.k.wgOutput(m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0);
+      vr.output(pc.k, m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0, pad + pIn);
     }
   };
   if (macs < MIN_SPLIT_MACS || cx.threads === 1 || t.groups >= cx.threads) {
@@ -105,24 +160,28 @@ function apply(cx: WasmCtx, p: Pass, u: number, accumulate: boolean): void {
 
 // x [N, Cin, H, W], w [Cout, Cin, 3, 3] -> y [N, Cout, OH, OW] (byte addresses; the geometry checked by the caller).
 export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: number, py: number): void {
-  const u = cx.scratch('wgU', XI * uPlaneBytes(g.cout, g.cin));
-  cx.k.wgFilter(pw, g.cout, g.cin, u, 0, 1);
-  apply(cx, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
+  const vr = variantOf(g, cx.winograd);
+  const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cout, g.cin));
+  vr.filter(cx.k, pw, g.cout, g.cin, u, 0, 1);
+  apply(cx, vr, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
 }
 
 // dy [N, Cout, OH, OW], w -> dx [N, Cin, H, W] (= or += by accumulate)
 export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: number, pw: number, pdx: number, accumulate: boolean): void {
-  const u = cx.scratch('wgU', XI * uPlaneBytes(g.cin, g.cout));
-  cx.k.wgFilter(pw, g.cout, g.cin, u, 1, 1);
-  apply(cx, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
+  const vr = variantOf(g, cx.winograd);
+  const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cin, g.cout));
+  vr.filter(cx.k, pw, g.cout, g.cin, u, 1, 1);
+  apply(cx, vr, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
 }
 
 // x [N, Cin, H, W], dy [N, Cout, OH, OW] -> dw [Cout, Cin, 3, 3] (= or += by accumulate)
 export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: number, pdy: number, pdw: number, accumulate: boolean): void {
   const p: Pass = { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: pdy, outC: g.cout, oh: g.oh, ow: g.ow };
-  const t = tiling(p);
+  const vr = variantOf(g, cx.winograd), XI = vr.xi;
+  const t = tiling(p, vr);
   const W = g.cout * g.cin;
-  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pb = cx.k.wgInputScratchBytes(t.th, t.tw);
+  // wgP: the input transform's scratch, then the output gradient's (wg4GradOut).
+  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pIn = vr.inputScratchBytes(cx.k, t.th, t.tw), pb = pIn + GRAD4_BYTES;
   const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;
@@ -131,8 +190,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     const b0 = q * t.nb, cnt = Math.min(t.nb, g.n - b0);
     const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
     for (let i = 0; i < cnt; i++) {
-      pc.k.wgInput(px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0);
-      pc.k.wgGradOut(pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per);
+      vr.input(pc.k, px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0);
+      vr.gradOut(pc.k, pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per, pad + pIn);
     }
     return cnt * t.per;
   };
@@ -147,7 +206,7 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     cx.run(1, (pc) => {
       const v = pc.scratch('wgV', vBytes), y = pc.scratch('wgM', yBytes), pad = pc.scratch('wgP', pb);
       for (let q = 0; q < t.groups; q++) gemms(pc, transforms(pc, q, 0, 1, v, y, pad), 0, XI, v, y, du, q > 0 ? 1 : 0);
-      pc.k.wgFilterGrad(du, 0, W, W, pdw, accumulate ? 1 : 0);
+      vr.filterGrad(pc.k, du, 0, W, W, pdw, accumulate ? 1 : 0, pad);
     });
     return;
   }
@@ -159,7 +218,7 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
       sumGroupsInOrder(pc, part, T, t.groups, XI * W, partials, du, false, (q, dst) => gemms(pc, transforms(pc, q, 0, 1, v, y, pad), 0, XI, v, y, dst, 0));
       pc.barrier();
       const [f0, f1] = splitRange(W, T, part);
-      pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
+      vr.filterGrad(pc.k, du, f0, f1, W, pdw, accumulate ? 1 : 0, pad);
     });
     return;
   }
@@ -177,6 +236,6 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     }
     pc.barrier();
     const [f0, f1] = splitRange(W, T, part);
-    pc.k.wgFilterGrad(du, f0, f1, W, pdw, accumulate ? 1 : 0);
+    vr.filterGrad(pc.k, du, f0, f1, W, pdw, accumulate ? 1 : 0, pad);
   });
 }

@@ -35,8 +35,13 @@ export interface PartCtx {
   barrier(): void;
 }
 
-/** When 3x3 stride-1 convolutions run by Winograd: 'auto' where it wins here, 'always' wherever it applies (tests), 'off' never. */
-export type WinogradMode = 'auto' | 'always' | 'off';
+/**
+ * When 3x3 stride-1 convolutions run by Winograd (src/wasm/ops-winograd.ts winogradTile): 'auto' where it wins here
+ * (F(4x4, 3x3) on maps of 8x8 and more, F(2x2, 3x3) on smaller ones), 'f2' the same layers always on F(2x2, 3x3),
+ * 'always' / 'always4' F(2x2, 3x3) / F(4x4, 3x3) wherever they apply (tests), 'off' never.
+ */
+export type WinogradMode = 'auto' | 'f2' | 'always' | 'always4' | 'off';
+export const WINOGRAD_MODES: readonly WinogradMode[] = ['auto', 'f2', 'always', 'always4', 'off'];
 
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
 export interface WasmCtx {

@@ -50,3 +50,10 @@ export function assertClose(actual: Numeric, expected: Numeric, tol: Tolerance, 
 /** Stated tolerances (DEVELOPERS: forward ~1e-5 relative, gradients ~1e-4). */
 export const FWD: Tolerance = { rtol: 1e-5, atol: 1e-5 };
 export const GRAD: Tolerance = { rtol: 1e-4, atol: 1e-4 };
+
+/**
+ * A convolution by Winograd F(4x4, 3x3) (the wasm engine's, src/wasm/ops-winograd.ts) rounds more than a direct sum:
+ * its transforms multiply by up to 8 and 5 where F(2x2, 3x3)'s only add. Its k-term tolerance is this many times the
+ * k 2^-24 a direct float32 sum gets (test/wasm/winograd.test.ts: ResNet's and awkward shapes need 3, 1 fails).
+ */
+export const WINOGRAD4_ROUNDING = 4;
