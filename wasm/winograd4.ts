@@ -11,7 +11,8 @@
 // per channel pair) run in float64 and round once: G's sixths and twenty-fourths are not exact in float32. The
 // tiles' transforms multiply only by 2, 4, 5 and 8, in float32.
 // Layouts as in wasm/winograd.ts with 36 positions: U [36][rows][cols] (4-row panels), V [36][C][ldT] (rows or
-// 8-column panels), M [36][C][ldT]. Every value is computed in one fixed order (no sums across threads).
+// 8-column panels), M [36][C][ldT], except that the positions' planes are `xiStride` bytes apart, which the caller
+// chooses (src/wasm/ops-winograd.ts pads them so that the 36 planes do not share cache sets). Every value is computed in one fixed order (no sums across threads).
 
 import { padPlane } from './winograd';
 
@@ -133,12 +134,11 @@ export function wg4InputScratchBytes(th: i32, tw: i32): i32 {
  * tiles that cross into the next panel, or an image's last tiles when fewer than 4, go through 36 vectors of scratch.
  */
 export function wg4Input(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw: i32, th: i32, tw: i32, v: usize, ldT: i32, chans: i32,
-  t0: i32, pad: usize, panels: bool): void {
+  t0: i32, pad: usize, panels: bool, xiStride: usize): void {
   const W = rowWidth(tw), rows = 4 * th + 2, per = th * tw;
   const rowB = <usize>W * 4;
   const tmp = pad + <usize>rows * rowB; // 6 th rows: the vertical transform of every tile row
   const lanes = tmp + <usize>(6 * th) * rowB;
-  const xiStride = <usize>chans * ldT * 4;
   for (let c = c0; c < c1; c++) {
     padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 4 * tw + 2);
     for (let ty = 0; ty < th; ty++) {
@@ -297,8 +297,7 @@ const OUTPUT_SCRATCH_BYTES: i32 = 4 * 16 + 24 * 16 + 16 * 16;
  * buffer has 16 bytes more. `scratch`: OUTPUT_SCRATCH_BYTES.
  */
 export function wg4Output(m: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, ldT: i32, chans: i32, t0: i32, y: usize,
-  accumulate: bool, scratch: usize): void {
-  const xiStride = <usize>chans * ldT * 4;
+  accumulate: bool, scratch: usize, xiStride: usize): void {
   const owB = <usize>ow * 4;
   const per = th * tw;
   const d0 = changetype<Dest>(scratch), d1 = changetype<Dest>(scratch + DEST_BYTES);
@@ -401,8 +400,7 @@ const GRAD_SCRATCH_BYTES: i32 = 4 * 16 + 36 * 16;
  * `scratch` (GRAD_SCRATCH_BYTES), so nothing is written past them.
  */
 export function wg4GradOut(dy: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, g: usize, ldT: i32, chans: i32, t0: i32,
-  scratch: usize): void {
-  const xiStride = <usize>chans * ldT * 4;
+  scratch: usize, xiStride: usize): void {
   const owB = <usize>ow * 4;
   const per = th * tw;
   const d0 = changetype<Dest>(scratch), d1 = changetype<Dest>(scratch + DEST_BYTES);

@@ -24,6 +24,11 @@ const GRAD4_BYTES = 4 * 16 + 36 * 16;
 const OUT4_BYTES = 4 * 16 + 24 * 16 + 16 * 16;
 /** F(4x4, 3x3)'s output transform reads M up to 3 tiles past an image's last. */
 const M_SLACK = 16;
+/**
+ * F(4x4, 3x3)'s transforms read or write all 36 positions of a tile at once: planes a multiple of 4 KiB apart would
+ * all fall in the same cache sets, so each plane is rounded up to 4 KiB and one 64-byte line added.
+ */
+const PAGE = 4096, LINE = 64;
 
 /** One of the two algorithms: its output tile (m x m), positions (xi) and kernels. */
 interface Variant {
@@ -33,20 +38,23 @@ interface Variant {
   target: number;
   filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, panels: number): void;
   inputScratchBytes(k: Kernels, th: number, tw: number): number;
+  /** Bytes between the positions' planes of a [rows][ld] matrix each: F(2x2, 3x3)'s kernels take rows * ld floats. */
+  plane(rows: number, ld: number): number;
   input(k: Kernels, x: number, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: number, ldT: number,
-    chans: number, t0: number, pad: number, panels: number): void;
+    chans: number, t0: number, pad: number, panels: number, plane: number): void;
   output(k: Kernels, m: number, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, ldT: number, chans: number, t0: number, y: number,
-    accumulate: number, dests: number): void;
+    accumulate: number, scratch: number, plane: number): void;
   gradOut(k: Kernels, dy: number, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, g: number, ldT: number, chans: number,
-    t0: number, scratch: number): void;
+    t0: number, scratch: number, plane: number): void;
   filterGrad(k: Kernels, du: number, e0: number, e1: number, count: number, dw: number, accumulate: number, scratch: number): void;
 }
 
 const F2: Variant = {
   m: 2, xi: 16, target: 256,
+  plane: (rows, ld) => rows * ld * F,
   filter: (k, ...a) => k.wgFilter(...a),
   inputScratchBytes: (k, th, tw) => k.wgInputScratchBytes(th, tw),
-  input: (k, ...a) => k.wgInput(...a),
+  input: (k, x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels) => k.wgInput(x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels),
   output: (k, m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate) => k.wgOutput(m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate),
   gradOut: (k, dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0) => k.wgGradOut(dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0),
   filterGrad: (k, du, e0, e1, count, dw, accumulate) => k.wgFilterGrad(du, e0, e1, count, dw, accumulate),
@@ -54,6 +62,7 @@ const F2: Variant = {
 
 const F4: Variant = {
   m: 4, xi: 36, target: 128,
+  plane: (rows, ld) => Math.ceil((rows * ld * F) / PAGE) * PAGE + LINE,
   filter: (k, ...a) => k.wg4Filter(...a),
   inputScratchBytes: (k, th, tw) => k.wg4InputScratchBytes(th, tw),
   input: (k, ...a) => k.wg4Input(...a),
@@ -119,7 +128,8 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
   const t = tiling(p, vr), XI = vr.xi;
   const pIn = vr.inputScratchBytes(cx.k, t.th, t.tw);
   // wgP: the input transform's scratch, then the output transform's.
-  const vBytes = XI * p.inC * t.ldV * F, mBytes = XI * p.outC * t.ldT * F + M_SLACK, pb = pIn + OUT4_BYTES;
+  const vPlane = vr.plane(p.inC, t.ldV), mPlane = vr.plane(p.outC, t.ldT);
+  const vBytes = XI * vPlane, mBytes = XI * mPlane + M_SLACK, pb = pIn + OUT4_BYTES;
   const uPlane = uPlaneBytes(p.outC, p.inC);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
@@ -129,14 +139,16 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
   const group = (pc: PartCtx, q: number, part: number, parts: number, v: number, m: number, pad: number, tile: number, barrier: () => void): void => {
     const b0 = q * t.nb, cnt = Math.min(t.nb, p.n - b0), T = cnt * t.per;
     const [c0, c1] = splitRange(p.inC, parts, part);
-    for (let i = 0; i < cnt; i++) vr.input(pc.k, p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1);
+    for (let i = 0; i < cnt; i++) {
+      vr.input(pc.k, p.inP + (b0 + i) * inX, c0, c1, p.h, p.w, p.ph, p.pw, t.th, t.tw, v, t.ldV, p.inC, i * t.per, pad, 1, vPlane);
+    }
     barrier();
     const [x0, x1] = splitRange(XI, parts, part);
-    for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * p.inC * t.ldV * F, m + xi * p.outC * t.ldT * F, t.ldT, tile);
+    for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * vPlane, m + xi * mPlane, t.ldT, tile);
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
     for (let i = 0; i < cnt; i++) {
-      vr.output(pc.k, m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0, pad + pIn);
+      vr.output(pc.k, m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0, pad + pIn, mPlane);
     }
   };
   if (macs < MIN_SPLIT_MACS || cx.threads === 1 || t.groups >= cx.threads) {
@@ -181,7 +193,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   const t = tiling(p, vr);
   const W = g.cout * g.cin;
   // wgP: the input transform's scratch, then the output gradient's (wg4GradOut).
-  const vBytes = XI * g.cin * t.ldT * F, yBytes = XI * g.cout * t.ldT * F, pIn = vr.inputScratchBytes(cx.k, t.th, t.tw), pb = pIn + GRAD4_BYTES;
+  const vPlane = vr.plane(g.cin, t.ldT), yPlane = vr.plane(g.cout, t.ldT);
+  const vBytes = XI * vPlane, yBytes = XI * yPlane, pIn = vr.inputScratchBytes(cx.k, t.th, t.tw), pb = pIn + GRAD4_BYTES;
   const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;
@@ -190,14 +203,14 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     const b0 = q * t.nb, cnt = Math.min(t.nb, g.n - b0);
     const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
     for (let i = 0; i < cnt; i++) {
-      vr.input(pc.k, px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0);
-      vr.gradOut(pc.k, pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per, pad + pIn);
+      vr.input(pc.k, px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0, vPlane);
+      vr.gradOut(pc.k, pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per, pad + pIn, yPlane);
     }
     return cnt * t.per;
   };
   const gemms = (pc: PartCtx, T: number, x0: number, x1: number, v: number, y: number, dst: number, beta: number): void => {
     for (let xi = x0; xi < x1; xi++) {
-      pc.k.gemmNT(g.cout, g.cin, T, y + xi * g.cout * t.ldT * F, t.ldT, v + xi * g.cin * t.ldT * F, t.ldT, dst + xi * W * F, g.cin, 1, beta);
+      pc.k.gemmNT(g.cout, g.cin, T, y + xi * yPlane, t.ldT, v + xi * vPlane, t.ldT, dst + xi * W * F, g.cin, 1, beta);
     }
   };
   const T = cx.threads;
