@@ -12,7 +12,8 @@
 // tiles' transforms multiply only by 2, 4, 5 and 8, in float32.
 // Layouts as in wasm/winograd.ts with 36 positions: U [36][rows][cols] (4-row panels), V [36][C][ldT] (rows or
 // 8-column panels), M [36][C][ldT], except that the positions' planes are `xiStride` bytes apart, which the caller
-// chooses (src/wasm/ops-winograd.ts pads them so that the 36 planes do not share cache sets). Every value is computed in one fixed order (no sums across threads).
+// chooses (src/wasm/ops-winograd.ts pads them so that the 36 planes do not share cache sets). Every value is
+// computed in one fixed order (no sums across threads).
 
 import { padPlane } from './winograd';
 

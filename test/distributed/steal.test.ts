@@ -18,7 +18,8 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
 import {
-  abortsText, buildTestData, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
+  abortsText, buildTestData, GENTLE_LARS, finalWeights, frozenVolunteer, lossAborts, metricsOf,
+  onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
   volunteer, type TestJob, untilFrozen,
 } from '../../testbed/jobs.ts';
 
@@ -126,7 +127,7 @@ describe('work stealing at the step end', () => {
     // A gentler rate than testJob's (as multihost.test.ts's 60 steps): a ring's float rounding differs
     // from one peer's (a tail splits slices another way), and at LARS 0.5 over these 40 steps it grew
     // to 4.7e-4 and 1.4e-3 in 2 suites of 18 (below 5e-6 in the others).
-    const gentle = { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 } };
+    const gentle = { optimizer: GENTLE_LARS };
     // On the wasm engine (5x faster here than Dawn over llvmpipe): the tuner compares the ring's own steps.
     const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N, gentle), 'wasm');
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const FOLDERS = ['src', 'coordinator', 'bench', 'test', 'testbed', 'scripts'];
+const FOLDERS = ['src', 'wasm', 'coordinator', 'bench', 'test', 'testbed', 'scripts'];
 const SOURCE = /\.(ts|mjs|js|sh|py|wgsl)$/;
 /** Folders of generated or installed files that may sit inside the ones above. */
 const SKIP = new Set(['node_modules', 'results', 'build', 'dist']);

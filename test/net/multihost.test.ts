@@ -16,7 +16,7 @@ import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import {
   buildTestData, checkpointOf, checkpointSteps, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, replayOnOnePeer,
-  tempRoot, testJob,
+  GENTLE_LARS, tempRoot, testJob,
 } from '../../testbed/jobs.ts';
 import { readFile } from 'node:fs/promises';
 import { weightChecksum } from '../../src/client/checksum.ts';
@@ -51,12 +51,15 @@ afterAll(async () => {
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
+/** The K-step job of the two K-step tests below: their rings mix WebGPU and wasm peers, so at the gentler rate (GENTLE_LARS). */
+const kJob = (extra: Record<string, unknown> = {}): Record<string, unknown> => testJob(K, { optimizer: GENTLE_LARS, ...extra });
+
 /**
- * The same K-step job (testJob(K)) trained by one peer here (loopback, wasm): the reference of both
+ * The same K-step job (kJob()) trained by one peer here (loopback, wasm): the reference of both
  * K-step tests below, run once for the file (the engine and job are the same, so are its weights).
  */
 let soloRun: ReturnType<typeof onePeerWeights> | null = null;
-const soloOfK = (): ReturnType<typeof onePeerWeights> => (soloRun ??= onePeerWeights(root.dir, 'solo', data, testJob(K), 'wasm'));
+const soloOfK = (): ReturnType<typeof onePeerWeights> => (soloRun ??= onePeerWeights(root.dir, 'solo', data, kJob(), 'wasm'));
 
 /**
  * A job `name` on MNIST whose coordinator runs on host `coord` over HTTPS with its own CA (in
@@ -110,7 +113,7 @@ async function divergence(
 describe('across hosts', () => {
   it(`a, b, n (behind NAT, TURN only) and a WebGPU page train ${K} steps; b's link is cut after step ${CUT_AFTER}`, async () => {
     const { jobDir, coord, url, caPem, env } = await httpsJob('multi', 'tls', {
-      config: testJob(K, { minPeers: 4 }), port: 8443, pageDir,
+      config: kJob({ minPeers: 4 }), port: 8443, pageDir,
       turn: { port: 3478, relayPorts: [49160, 49359] },
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 4000 },
     });
@@ -229,7 +232,7 @@ describe('across hosts', () => {
 
   it(`Firefox, Chromium and Node donors train ${K} steps in one ring: every step with all three and one checksum`, async () => {
     const { jobDir, coord, url, caPem, caFile, env } = await httpsJob('firefox', 'tls-firefox', {
-      config: testJob(K, { minPeers: 3 }), port: 8445, pageDir,
+      config: kJob({ minPeers: 3 }), port: 8445, pageDir,
       turn: { port: 3480, relayPorts: [49560, 49759] },
       timeouts: { stepMs: 60_000, admitMs: 60_000, silentMs: 6000 },
     });
@@ -300,7 +303,7 @@ describe('across hosts', () => {
     // to 1e-3 by step 36 (final weights 3% apart in 1 run of 3); at 0.1 they stay near 1e-7.
     // A checkpoint of every step, every one kept, so that a weights failure can be traced back to its step.
     const config = (extra: Record<string, unknown>) => testJob(steps, {
-      optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, checkpointEvery: 1, keepCheckpoints: 100, ...extra,
+      optimizer: GENTLE_LARS, checkpointEvery: 1, keepCheckpoints: 100, ...extra,
     });
     await bed.heal('b'); // the test before cut it
     const { jobDir, coord, url, env } = await httpsJob('ahead', 'tls-ahead', {
