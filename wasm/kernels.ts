@@ -14,7 +14,7 @@ export { maxPoolForward, maxPoolBackward, avgPoolForward, avgPoolBackward, globa
 export { batchNormStats, batchNormApply, batchNormBackward, lrnForward, lrnBackward } from './norm';
 export { softmaxXent, topkCount } from './loss';
 export { wgFilter, wgInputScratchBytes, wgInput, wgOutput, wgGradOut, wgFilterGrad } from './winograd';
-export { wg4Filter, wg4InputScratchBytes, wg4Input, wg4Output, wg4GradOut, wg4FilterGrad } from './winograd4';
+export { wg4Filter, wg4ScratchBytes, wg4Input, wg4Output, wg4GradOut, wg4FilterGrad } from './winograd4';
 export { optimNorms, optimSumW, optimSumG, optimUpdate } from './optim';
 
 /** First byte the engine may use: everything below holds the module's static data. */

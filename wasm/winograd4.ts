@@ -75,9 +75,14 @@ export function wg4Filter(w: usize, cout: i32, cin: i32, u: usize, turned: bool,
   return <f64>load<f32>(g + <usize>(f + s * q) * 4);
 }
 
-/** Bytes of the scratch wg4Input needs for an image of th x tw tiles: the padded plane, its vertical transform, 36 vectors. */
-export function wg4InputScratchBytes(th: i32, tw: i32): i32 {
-  return (4 * th + 2 + 6 * th) * rowWidth(tw) * 4 + X * 16;
+/**
+ * Bytes of one part's transform scratch for images of th x tw tiles: what wg4Input needs (the padded plane, its
+ * vertical transform, 36 vectors), and at least what wg4Output, wg4GradOut and wg4FilterGrad use from its start (each
+ * runs after the input transform it follows has finished with the block).
+ */
+export function wg4ScratchBytes(th: i32, tw: i32): i32 {
+  const input = (4 * th + 2 + 6 * th) * rowWidth(tw) * 4 + X * 16;
+  return max(input, max(OUTPUT_SCRATCH_BYTES, max(GRAD_SCRATCH_BYTES, FILTER_GRAD_SCRATCH_BYTES)));
 }
 
 /** Row width (floats) of the padded plane: the 4 tw + 2 columns tiles read, rounded up to vectors, plus 4 more (a last tile's second load). */
@@ -129,7 +134,7 @@ export function wg4InputScratchBytes(th: i32, tw: i32): i32 {
 
 /**
  * V[xi][c][t0 + ty*tw + tx] (row stride ldT) = (B^T d B)_xi for every channel c in [c0, c1) of one image x [C, h, w]
- * (6x6 input tiles at rows 4ty - ph, columns 4tx - pw; zero outside). `pad` is scratch of wg4InputScratchBytes.
+ * (6x6 input tiles at rows 4ty - ph, columns 4tx - pw; zero outside). `pad` is scratch of wg4ScratchBytes.
  * `panels`: V in gemmPanels' B layout (8-column panels, as wgInput's). B^T runs down the padded plane's columns first
  * (every tile row), then B along the rows of any 4 consecutive tiles together (small maps have few tiles a row); 4
  * tiles that cross into the next panel, or an image's last tiles when fewer than 4, go through 36 vectors of scratch.
@@ -295,7 +300,7 @@ const OUTPUT_SCRATCH_BYTES: i32 = 4 * 16 + 24 * 16 + 16 * 16;
  * y[c][4ty + i][4tx + j] (=, or += when `accumulate`) = (A^T M A)_ij for channels [c0, c1) of one image y [C, oh, ow],
  * M[xi][c][t0 + ty*tw + tx] (row stride ldT, `chans` rows per xi). Any 4 consecutive tiles of the image go through
  * the vector lanes together (small maps have few tiles a row), so M is read up to 3 tiles past the image's last: its
- * buffer has 16 bytes more. `scratch`: OUTPUT_SCRATCH_BYTES.
+ * buffer has 16 bytes more. `scratch`: of wg4ScratchBytes (OUTPUT_SCRATCH_BYTES used).
  */
 export function wg4Output(m: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, ldT: i32, chans: i32, t0: i32, y: usize,
   accumulate: bool, scratch: usize, xiStride: usize): void {
@@ -398,7 +403,7 @@ const GRAD_SCRATCH_BYTES: i32 = 4 * 16 + 36 * 16;
  * G[xi][c][t0 + ty*tw + tx] (row stride ldT) = (A g A^T)_xi for channels [c0, c1) of one image's output gradient
  * dy [C, oh, ow], g its 4x4 tile at (4ty, 4tx) (zero outside): the filter gradient's transform of dy. Any 4
  * consecutive tiles of the image go through the lanes together; an image's last tiles, when fewer than 4, through
- * `scratch` (GRAD_SCRATCH_BYTES), so nothing is written past them.
+ * `scratch` (of wg4ScratchBytes: GRAD_SCRATCH_BYTES used), so nothing is written past them.
  */
 export function wg4GradOut(dy: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, g: usize, ldT: i32, chans: i32, t0: i32,
   scratch: usize, xiStride: usize): void {
@@ -458,8 +463,10 @@ export function wg4GradOut(dy: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i3
 
 /**
  * dw[co][ci] (=, or += when `accumulate`) = G^T dU[.][co][ci] G for filters [e0, e1) (e = co * cin + ci), dU [36][count]:
- * float64, rounded once. `scratch`: 144 bytes (G^T dU of one filter).
+ * float64, rounded once. `scratch`: of wg4ScratchBytes (FILTER_GRAD_SCRATCH_BYTES used: G^T dU of one filter).
  */
+const FILTER_GRAD_SCRATCH_BYTES: i32 = 3 * 6 * 8;
+
 export function wg4FilterGrad(du: usize, e0: i32, e1: i32, count: i32, dw: usize, accumulate: bool, scratch: usize): void {
   const plane = <usize>count * 4;
   for (let e = e0; e < e1; e++) {

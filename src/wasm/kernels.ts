@@ -43,7 +43,7 @@ export interface Kernels {
   wgFilterGrad(du: Ptr, e0: number, e1: number, count: number, dw: Ptr, accumulate: Flag): void;
   /** F(4x4, 3x3) (wasm/winograd4.ts): the wg* kernels' arguments, 36 positions, scratch, and the bytes between positions' planes. */
   wg4Filter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, panels: Flag): void;
-  wg4InputScratchBytes(th: number, tw: number): number;
+  wg4ScratchBytes(th: number, tw: number): number;
   wg4Input(
     x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,
     pad: Ptr, panels: Flag, plane: number,
@@ -107,7 +107,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
   'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
-  'wg4Filter', 'wg4InputScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad',
+  'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

@@ -19,9 +19,6 @@ export type { WinogradMode } from './tensor.ts';
 const F = 4;
 /** gemmPanels' edge-tile scratch: one 4 x 8 tile of floats. */
 const TILE_BYTES = 4 * 8 * F;
-/** wg4GradOut's and wg4Output's scratch: 6 vectors, 4 tiles' destinations. */
-const GRAD4_BYTES = 4 * 16 + 36 * 16;
-const OUT4_BYTES = 4 * 16 + 24 * 16 + 16 * 16;
 /** F(4x4, 3x3)'s output transform reads M up to 3 tiles past an image's last. */
 const M_SLACK = 16;
 /**
@@ -37,7 +34,8 @@ interface Variant {
   /** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
   target: number;
   filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, panels: number): void;
-  inputScratchBytes(k: Kernels, th: number, tw: number): number;
+  /** Bytes of one part's transform scratch ('wgP'): the input transform's, and what the other transforms use from its start. */
+  scratchBytes(k: Kernels, th: number, tw: number): number;
   /** Bytes between the positions' planes of a [rows][ld] matrix each: F(2x2, 3x3)'s kernels take rows * ld floats. */
   plane(rows: number, ld: number): number;
   input(k: Kernels, x: number, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: number, ldT: number,
@@ -53,7 +51,7 @@ const F2: Variant = {
   m: 2, xi: 16, target: 256,
   plane: (rows, ld) => rows * ld * F,
   filter: (k, ...a) => k.wgFilter(...a),
-  inputScratchBytes: (k, th, tw) => k.wgInputScratchBytes(th, tw),
+  scratchBytes: (k, th, tw) => k.wgInputScratchBytes(th, tw),
   input: (k, x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels) => k.wgInput(x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels),
   output: (k, m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate) => k.wgOutput(m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate),
   gradOut: (k, dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0) => k.wgGradOut(dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0),
@@ -64,7 +62,7 @@ const F4: Variant = {
   m: 4, xi: 36, target: 128,
   plane: (rows, ld) => Math.ceil((rows * ld * F) / PAGE) * PAGE + LINE,
   filter: (k, ...a) => k.wg4Filter(...a),
-  inputScratchBytes: (k, th, tw) => k.wg4InputScratchBytes(th, tw),
+  scratchBytes: (k, th, tw) => k.wg4ScratchBytes(th, tw),
   input: (k, ...a) => k.wg4Input(...a),
   output: (k, ...a) => k.wg4Output(...a),
   gradOut: (k, ...a) => k.wg4GradOut(...a),
@@ -111,9 +109,7 @@ const variantOf = (g: Conv2dGeometry, mode: WinogradMode): Variant => (winogradT
  * trajectory a 2-peer ring with work stealing then parted from one peer by 6.4e-3 after 40 steps (1 run), over the
  * 1e-3 such rings meet with F(2x2, 3x3). Its forward and input gradient are per image, the same for any split.
  */
-function filterGradVariant(g: Conv2dGeometry, mode: WinogradMode): Variant {
-  return mode === 'always4' ? F4 : variantOf(g, mode === 'f4' ? 'auto' : mode);
-}
+const filterGradVariant = (mode: WinogradMode): Variant => (mode === 'always4' ? F4 : F2);
 
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
 interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
@@ -137,10 +133,8 @@ const uPlaneBytes = (rows: number, cols: number): number => Math.ceil(rows / 4) 
  */
 function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean): void {
   const t = tiling(p, vr), XI = vr.xi;
-  const pIn = vr.inputScratchBytes(cx.k, t.th, t.tw);
-  // wgP: the input transform's scratch, then the output transform's.
   const vPlane = vr.plane(p.inC, t.ldV), mPlane = vr.plane(p.outC, t.ldT);
-  const vBytes = XI * vPlane, mBytes = XI * mPlane + M_SLACK, pb = pIn + OUT4_BYTES;
+  const vBytes = XI * vPlane, mBytes = XI * mPlane + M_SLACK, pb = vr.scratchBytes(cx.k, t.th, t.tw);
   const uPlane = uPlaneBytes(p.outC, p.inC);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
@@ -159,7 +153,7 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
     for (let i = 0; i < cnt; i++) {
-      vr.output(pc.k, m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0, pad + pIn, mPlane);
+      vr.output(pc.k, m, o0, o1, p.oh, p.ow, t.th, t.tw, t.ldT, p.outC, i * t.per, p.outP + (b0 + i) * outX, accumulate ? 1 : 0, pad, mPlane);
     }
   };
   if (macs < MIN_SPLIT_MACS || cx.threads === 1 || t.groups >= cx.threads) {
@@ -200,12 +194,11 @@ export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: numbe
 // x [N, Cin, H, W], dy [N, Cout, OH, OW] -> dw [Cout, Cin, 3, 3] (= or += by accumulate)
 export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: number, pdy: number, pdw: number, accumulate: boolean): void {
   const p: Pass = { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: pdy, outC: g.cout, oh: g.oh, ow: g.ow };
-  const vr = filterGradVariant(g, cx.winograd), XI = vr.xi;
+  const vr = filterGradVariant(cx.winograd), XI = vr.xi;
   const t = tiling(p, vr);
   const W = g.cout * g.cin;
-  // wgP: the input transform's scratch, then the output gradient's (wg4GradOut).
   const vPlane = vr.plane(g.cin, t.ldT), yPlane = vr.plane(g.cout, t.ldT);
-  const vBytes = XI * vPlane, yBytes = XI * yPlane, pIn = vr.inputScratchBytes(cx.k, t.th, t.tw), pb = pIn + GRAD4_BYTES;
+  const vBytes = XI * vPlane, yBytes = XI * yPlane, pb = vr.scratchBytes(cx.k, t.th, t.tw);
   const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;
@@ -215,7 +208,7 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     const [c0, c1] = splitRange(g.cin, parts, part), [o0, o1] = splitRange(g.cout, parts, part);
     for (let i = 0; i < cnt; i++) {
       vr.input(pc.k, px + (b0 + i) * inX, c0, c1, g.h, g.w, g.ph, g.pw, t.th, t.tw, v, t.ldT, g.cin, i * t.per, pad, 0, vPlane);
-      vr.gradOut(pc.k, pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per, pad + pIn, yPlane);
+      vr.gradOut(pc.k, pdy + (b0 + i) * outX, o0, o1, g.oh, g.ow, t.th, t.tw, y, t.ldT, g.cout, i * t.per, pad, yPlane);
     }
     return cnt * t.per;
   };
