@@ -52,6 +52,16 @@ export const FWD: Tolerance = { rtol: 1e-5, atol: 1e-5 };
 export const GRAD: Tolerance = { rtol: 1e-4, atol: 1e-4 };
 
 /**
+ * Tolerance for a k-term float32 sum of products of values in [-1, 1]: partial sums grow like sqrt(k) and so does the
+ * random walk of their roundings, so the absolute error grows like k 2^-24. Outputs that cancel to near zero (where
+ * rtol gives no room) need that much atol: measured 2.5e-5 to 4.7e-5 for k = 576..1200 against FWD's 1e-5. `growth`
+ * scales the k 2^-24 term for an algorithm that rounds more (WINOGRAD4_ROUNDING).
+ */
+export function kTermTol(base: Tolerance, k: number, growth = 1): Tolerance {
+  return { rtol: base.rtol, atol: Math.max(base.atol, 2 * growth * k * 2 ** -24) };
+}
+
+/**
  * A convolution by Winograd F(4x4, 3x3) (the wasm engine's, src/wasm/ops-winograd.ts) rounds more than a direct sum:
  * its transforms multiply by up to 8 and 5 where F(2x2, 3x3)'s only add. Its k-term tolerance is this many times the
  * k 2^-24 a direct float32 sum gets (test/wasm/winograd.test.ts: ResNet's and awkward shapes need 3, 1 fails).

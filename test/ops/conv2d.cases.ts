@@ -4,8 +4,7 @@ import * as ref from '../../src/ref/conv2d.ts';
 import { VtError } from '../../src/errors.ts';
 import type { Gpu } from '../../src/gpu/runtime.ts';
 import { makeRng, uniformF32, type Rng } from '../../src/rng.ts';
-import { winogradTile } from '../../src/wasm/ops-winograd.ts';
-import { assertClose, FWD, GRAD, type Tolerance, WINOGRAD4_ROUNDING } from '../helpers/compare.ts';
+import { assertClose, FWD, GRAD, kTermTol } from '../helpers/compare.ts';
 import type { OpCase, OpSuite } from './suite.ts';
 
 type Shape4 = [number, number, number, number];
@@ -14,18 +13,6 @@ interface Geometry { x: Shape4; w: Shape4; p: Conv2dParams }
 const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
 
-/**
- * Tolerance for a k-term float32 sum of products of values in [-1, 1]: partial sums grow like
- * sqrt(k) and so does the random walk of their roundings, so the absolute error grows like
- * k * 2^-24. Outputs that cancel to near zero (where rtol gives no room) need that much atol:
- * measured 2.5e-5 to 4.7e-5 for k = 576..1200 against FWD's 1e-5.
- */
-const tolFor = (base: Tolerance, k: number, growth = 1): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * growth * k * 2 ** -24) });
-
-/** The rounding factor of the engine's algorithm for g: the wasm engine runs Winograd F(4x4, 3x3) on some 3x3 layers. */
-function growthOf(e: Engine<TensorLike>, g: Geometry): number {
-  return e.info.backend === 'wasm' && winogradTile(normalizeConv2d(g.x, g.w, g.p), 'auto') === 4 ? WINOGRAD4_ROUNDING : 1;
-}
 
 // Awkward shapes first, then the real layers at reduced batch and size.
 const shapes: [string, Geometry][] = [
@@ -83,10 +70,9 @@ async function checkAll<T extends TensorLike>(e: Engine<T>, g: Geometry, seed: n
   const [eo, edx, edw] = expected(g, pr);
   const [, cin, , ] = g.x, [cout, , kh, kw] = g.w, [n, , oh, ow] = pr.oshape as Shape4;
   const [sh, sw] = typeof g.p.stride === 'number' ? [g.p.stride, g.p.stride] : g.p.stride;
-  const k = growthOf(e, g);
-  assertClose(out, eo, tolFor(FWD, cin * kh * kw, k), 'conv2d out');
-  assertClose(dx, edx, tolFor(GRAD, cout * Math.ceil(kh / sh) * Math.ceil(kw / sw), k), 'conv2d dx');
-  assertClose(dw, edw, tolFor(GRAD, n * oh * ow, k), 'conv2d dw');
+  assertClose(out, eo, kTermTol(FWD, cin * kh * kw), 'conv2d out');
+  assertClose(dx, edx, kTermTol(GRAD, cout * Math.ceil(kh / sh) * Math.ceil(kw / sw)), 'conv2d dx');
+  assertClose(dw, edw, kTermTol(GRAD, n * oh * ow), 'conv2d dw');
   e.release(pr.tx, pr.tw, pr.tdy);
 }
 

@@ -14,7 +14,7 @@ import { recordGradients, uploadBatch } from '../../src/train/step.ts';
 import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
 import { winogradFits, winogradTile } from '../../src/wasm/ops-winograd.ts';
 import { VtError } from '../../src/errors.ts';
-import { assertClose, FWD, GRAD, type Tolerance, WINOGRAD4_ROUNDING } from '../helpers/compare.ts';
+import { assertClose, FWD, GRAD, kTermTol, WINOGRAD4_ROUNDING } from '../helpers/compare.ts';
 
 const COUNTS = [1, 2, 3] as const;
 /** The two algorithms, each forced onto every 3x3 stride-1 convolution. */
@@ -35,11 +35,9 @@ const prod = (s: readonly number[]): number => s.reduce((a, b) => a * b, 1);
 const bits = (a: Float32Array): Uint32Array => new Uint32Array(a.buffer, a.byteOffset, a.length);
 const f64 = (a: Float32Array): Float64Array => Float64Array.from(a);
 /**
- * As test/ops/conv2d.cases.ts: a k-term float32 sum's rounding grows like k 2^-24 where outputs cancel. F(4x4, 3x3)'s
- * is larger by a constant factor (9-20x F(2x2, 3x3)'s largest error on ResNet's shapes): these cases need 3x the k
- * 2^-24 term (1x fails 8 of them), bound at WINOGRAD4_ROUNDING.
+ * kTermTol's growth of each algorithm: F(4x4, 3x3) rounds more by a constant factor (9-20x F(2x2, 3x3)'s largest error
+ * on ResNet's shapes): these cases need 3x the k 2^-24 term (1x fails 8 of them), bound at WINOGRAD4_ROUNDING.
  */
-const tolFor = (base: Tolerance, k: number, growth = 1): Tolerance => ({ rtol: base.rtol, atol: Math.max(base.atol, 2 * growth * k * 2 ** -24) });
 const GROWTH: Record<Forced, number> = { always: 1, always4: WINOGRAD4_ROUNDING };
 
 interface Case { x: [number, number, number, number]; cout: number; p: Conv2dParams }
@@ -97,9 +95,9 @@ describe.each(MODES)('%s against the float64 reference (every 3x3 stride-1 shape
         const edw = ref.conv2dBackwardFilter(f64(pr.x), f64(pr.dy), c.x, wShape, c.p);
         const plus = (e: Float64Array, init: Float32Array): Float64Array => (accumulate ? e.map((v, j) => v + init[j]!) : e);
         const k = GROWTH[mode];
-        assertClose(y!, ey, tolFor(FWD, g.cin * 9, k), 'winograd y');
-        assertClose(dx!, plus(edx, pr.init[0]), tolFor(GRAD, g.cout * 9, k), 'winograd dx');
-        assertClose(dw!, plus(edw, pr.init[1]), tolFor(GRAD, g.n * g.oh * g.ow, k), 'winograd dw');
+        assertClose(y!, ey, kTermTol(FWD, g.cin * 9, k), 'winograd y');
+        assertClose(dx!, plus(edx, pr.init[0]), kTermTol(GRAD, g.cout * 9, k), 'winograd dx');
+        assertClose(dw!, plus(edw, pr.init[1]), kTermTol(GRAD, g.n * g.oh * g.ow, k), 'winograd dw');
       });
     }
   }
