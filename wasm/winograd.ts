@@ -9,7 +9,8 @@
 // dg = G^T dU G. The input gradient is a forward pass of dy with the filter turned (w[co][ci] flipped 180 degrees,
 // as [ci][co]) and padding 2 - p.
 // Layouts: U [16][rows][cols]; V [16][C][ldT] and M [16][C][ldT] (tile t of a group at column t; an image's tiles
-// row by row from column t0). Every value is computed in one fixed order (no sums across threads).
+// row by row from column t0), the 16 planes of V and M `xiStride` bytes apart (the driver pads them apart in
+// the cache). Every value is computed in one fixed order (no sums across threads).
 
 /** 1/2 in the transforms: exact in float32. */
 const H: f32 = 0.5;
@@ -76,11 +77,10 @@ export function wgInputScratchBytes(th: i32, tw: i32): i32 {
  * panels, channel c and tile t at ((t / 8) chans + c) 8 + t % 8 (ldT then a multiple of 8: the planes' distance).
  */
 export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw: i32, th: i32, tw: i32, v: usize, ldT: i32, chans: i32,
-  t0: i32, pad: usize, panels: bool): void {
+  t0: i32, pad: usize, panels: bool, xiStride: usize): void {
   const W = rowWidth(tw), rows = 2 * th + 2;
   const rowB = <usize>W * 4;
   const tmp = pad + <usize>rows * rowB; // 4 rows: the vertical transform of one tile row
-  const xiStride = <usize>chans * ldT * 4; // V's bytes from xi to xi + 1
   for (let c = c0; c < c1; c++) {
     padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 2 * tw + 2);
     for (let ty = 0; ty < th; ty++) {
@@ -175,8 +175,7 @@ function store4(d: usize, xiStride: usize, c: i32, t: i32, ldT: i32, chans: i32,
  * M[xi][c][t0 + ty*tw + tx] (row stride ldT, `chans` rows per xi).
  */
 export function wgOutput(m: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, ldT: i32, chans: i32, t0: i32, y: usize,
-  accumulate: bool): void {
-  const xiStride = <usize>chans * ldT * 4;
+  accumulate: bool, xiStride: usize): void {
   const owB = <usize>ow * 4;
   for (let c = c0; c < c1; c++) {
     const mc = m + (<usize>c * ldT + t0) * 4;
@@ -243,8 +242,8 @@ export function wgOutput(m: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, 
  * G[xi][c][t0 + ty*tw + tx] (row stride ldT) = (A g A^T)_xi for channels [c0, c1) of one image's output gradient
  * dy [C, oh, ow], g its 2x2 tile at (2ty, 2tx) (zero outside): the filter gradient's transform of dy.
  */
-export function wgGradOut(dy: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, g: usize, ldT: i32, chans: i32, t0: i32): void {
-  const xiStride = <usize>chans * ldT * 4;
+export function wgGradOut(dy: usize, c0: i32, c1: i32, oh: i32, ow: i32, th: i32, tw: i32, g: usize, ldT: i32, chans: i32, t0: i32,
+  xiStride: usize): void {
   const owB = <usize>ow * 4;
   for (let c = c0; c < c1; c++) {
     const gc = g + (<usize>c * ldT + t0) * 4;

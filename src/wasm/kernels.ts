@@ -34,12 +34,15 @@ export interface Kernels {
   wgInputScratchBytes(th: number, tw: number): number;
   wgInput(
     x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,
-    pad: Ptr, panels: Flag,
+    pad: Ptr, panels: Flag, plane: number,
   ): void;
   wgOutput(
     m: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, ldT: number, chans: number, t0: number, y: Ptr, accumulate: Flag,
+    plane: number,
   ): void;
-  wgGradOut(dy: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, g: Ptr, ldT: number, chans: number, t0: number): void;
+  wgGradOut(
+    dy: Ptr, c0: number, c1: number, oh: number, ow: number, th: number, tw: number, g: Ptr, ldT: number, chans: number, t0: number, plane: number,
+  ): void;
   wgFilterGrad(du: Ptr, e0: number, e1: number, count: number, dw: Ptr, accumulate: Flag): void;
   /** F(4x4, 3x3) (wasm/winograd4.ts): the wg* kernels' arguments, 36 positions, scratch, and the bytes between positions' planes. */
   wg4Filter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, panels: Flag): void;

@@ -21,10 +21,7 @@ const F = 4;
 const TILE_BYTES = 4 * 8 * F;
 /** F(4x4, 3x3)'s output transform reads M up to 3 tiles past an image's last. */
 const M_SLACK = 16;
-/**
- * F(4x4, 3x3)'s transforms read or write all 36 positions of a tile at once: planes a multiple of 4 KiB apart would
- * all fall in the same cache sets, so each plane is rounded up to 4 KiB and one 64-byte line added.
- */
+/** A plane's padding (paddedPlane): 4 KiB pages and one cache line. */
 const PAGE = 4096, LINE = 64;
 
 /** One of the two algorithms: its output tile (m x m), positions (xi) and kernels. */
@@ -36,7 +33,7 @@ interface Variant {
   filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, panels: number): void;
   /** Bytes of one part's transform scratch ('wgP'): the input transform's, and what the other transforms use from its start. */
   scratchBytes(k: Kernels, th: number, tw: number): number;
-  /** Bytes between the positions' planes of a [rows][ld] matrix each: F(2x2, 3x3)'s kernels take rows * ld floats. */
+  /** Bytes between the positions' planes of a [rows][ld] matrix each (paddedPlane). */
   plane(rows: number, ld: number): number;
   input(k: Kernels, x: number, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: number, ldT: number,
     chans: number, t0: number, pad: number, panels: number, plane: number): void;
@@ -47,20 +44,28 @@ interface Variant {
   filterGrad(k: Kernels, du: number, e0: number, e1: number, count: number, dw: number, accumulate: number, scratch: number): void;
 }
 
+/**
+ * Bytes between the positions' planes of a [rows][ld] float matrix each. The transforms read or write all positions of a
+ * tile at once: planes a multiple of 4 KiB apart would all fall in the same cache sets, so each plane is rounded up to
+ * 4 KiB and one 64-byte line added.
+ */
+const paddedPlane = (rows: number, ld: number): number => Math.ceil((rows * ld * F) / PAGE) * PAGE + LINE;
+
 const F2: Variant = {
   m: 2, xi: 16, target: 256,
-  plane: (rows, ld) => rows * ld * F,
+  plane: paddedPlane,
   filter: (k, ...a) => k.wgFilter(...a),
   scratchBytes: (k, th, tw) => k.wgInputScratchBytes(th, tw),
-  input: (k, x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels) => k.wgInput(x, c0, c1, h, w, ph, pw, th, tw, v, ldT, chans, t0, pad, panels),
-  output: (k, m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate) => k.wgOutput(m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate),
-  gradOut: (k, dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0) => k.wgGradOut(dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0),
+  input: (k, ...a) => k.wgInput(...a),
+  output: (k, m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate, _scratch, plane) =>
+    k.wgOutput(m, c0, c1, oh, ow, th, tw, ldT, chans, t0, y, accumulate, plane),
+  gradOut: (k, dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0, _scratch, plane) => k.wgGradOut(dy, c0, c1, oh, ow, th, tw, g, ldT, chans, t0, plane),
   filterGrad: (k, du, e0, e1, count, dw, accumulate) => k.wgFilterGrad(du, e0, e1, count, dw, accumulate),
 };
 
 const F4: Variant = {
   m: 4, xi: 36, target: 128,
-  plane: (rows, ld) => Math.ceil((rows * ld * F) / PAGE) * PAGE + LINE,
+  plane: paddedPlane,
   filter: (k, ...a) => k.wg4Filter(...a),
   scratchBytes: (k, th, tw) => k.wg4ScratchBytes(th, tw),
   input: (k, ...a) => k.wg4Input(...a),
