@@ -11,14 +11,14 @@
 // 1.5 GB of activations, minutes per step on one thread). Also the machine's wasm SIMD peak
 // (bench/simd-peak.ts) and what share of it ResNet-20 reaches. Medians of timed steps after 2
 // warm-up steps. Options: --batch=N --steps=N --resnet50-batch=N, --no-resnet50, --no-torch,
-// --no-install (use a PyTorch that is there, install none), --winograd=auto|f4|off (f4: F(4x4, 3x3) where it
-// applies; off: our 3x3 convolutions on im2col, as before Winograd), --fma=auto|off (off: our GEMM
+// --no-install (use a PyTorch that is there, install none), --winograd=auto|f2|off (f2: F(2x2, 3x3) only, as
+// before F(4x4, 3x3); off: our 3x3 convolutions on im2col, as before Winograd), --fma=auto|off (off: our GEMM
 // kernels multiply then add, as before relaxed SIMD).
 // simd_peak_gflops is the peak of the multiply-add our kernels use (FMA where the runtime has relaxed SIMD);
 // simd_peak_mul_add_gflops that of a multiply then an add; fma_speedup_resnet20_1t/_2t: the fused build's step
 // against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it);
-// wg4_speedup_resnet20_1t/_2t: Winograd 'f4' (F(4x4, 3x3) on maps of 8x8 and more, forward and input gradient)
-// against 'auto' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
+// wg4_speedup_resnet20_1t/_2t: Winograd 'auto' (F(4x4, 3x3) on maps of 8x8 and more, forward and input gradient)
+// against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
 // --winograd=auto).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
 // torch_drift is the largest change between them (how far this host's speed moved during the run).
@@ -160,7 +160,7 @@ export async function main(args: string[]): Promise<void> {
   if (winograd === 'auto' && r20Model && !args.includes('--no-wg4-ab')) {
     const { x, labels } = batchOf(r20Model);
     for (const t of [1, 2]) {
-      const r = await engineAb(r20Model.spec, x, labels, r20Model.batch, t, { winograd: 'f4', fma: fmaMode }, { winograd: 'auto', fma: fmaMode }, steps);
+      const r = await engineAb(r20Model.spec, x, labels, r20Model.batch, t, { winograd: 'auto', fma: fmaMode }, { winograd: 'f2', fma: fmaMode }, steps);
       wg4.push(r);
       console.error(`resnet20 ${t}t F(4x4, 3x3) vs F(2x2, 3x3), step for step: ${r.aMs.toFixed(0)} ms vs ${r.bMs.toFixed(0)} ms: ${r.speedup.toFixed(2)}x`);
     }

@@ -10,8 +10,8 @@ function choice<T extends string>(args: readonly string[], name: string, values:
   return found;
 }
 
-/** --winograd=auto|f4|off (default auto): how the wasm engine runs 3x3 stride-1 convolutions (src/wasm/tensor.ts WinogradMode). */
-export const parseWinograd = (args: readonly string[]): WinogradMode => choice(args, 'winograd', ['auto', 'f4', 'off']);
+/** --winograd=auto|f2|off (default auto): how the wasm engine runs 3x3 stride-1 convolutions (src/wasm/tensor.ts WinogradMode). */
+export const parseWinograd = (args: readonly string[]): WinogradMode => choice(args, 'winograd', ['auto', 'f2', 'off']);
 
 /** --fma=auto|off (default auto): the GEMM kernels' multiply-adds fused (relaxed SIMD, where the runtime has it) or a multiply then an add. */
 export const parseFma = (args: readonly string[]): FmaMode => choice(args, 'fma', ['auto', 'off']);

@@ -28,21 +28,21 @@ export async function buildTestData(root: string): Promise<{ dataDir: string; ma
   return { dataDir, manifest };
 }
 
-/** The job every distributed test trains: no BN, no dropout, so N peers == 1 peer with the same B. */
 /**
- * A gentler rate than testJob's, for tests that compare two trajectories whose arithmetic differs (a ring against
- * one peer, WebGPU peers beside wasm ones, rounds against sync steps): on the chaotic trajectory of LARS at 0.5 a
- * rounding difference of 1e-7 in one step grows to 1e-4..1e-2 within 10-40 steps (a ReLU or max-pool near a tie
- * takes the other branch), where a lost or doubled slice moves the weights by far more; at 0.1 it stays near the
- * rounding (measured in test/net/multihost.test.ts: 1.07e-4 at 0.5 and 1.35e-7 at 0.1 after 10 steps of a ring of
- * WebGPU and wasm peers, whose convolutions round differently).
+ * testJob's rate. The distributed tests compare trajectories whose arithmetic differs (a ring against one peer, whose
+ * gradient sums round differently; WebGPU peers beside wasm ones; rounds against sync steps). On the chaotic trajectory
+ * of LARS at 0.5 a rounding difference of 1e-7 in one step grows to 1e-4..1e-2 within 10-40 steps (a ReLU or max-pool
+ * near a tie takes the other branch), so their bounds passed or failed by where the ties fell; at 0.1 it stays near the
+ * rounding (test/net/multihost.test.ts: 1.07e-4 at 0.5 and 1.35e-7 at 0.1 after 10 steps of a ring of WebGPU and wasm
+ * peers), while a lost or doubled slice still moves the weights by far more.
  */
 export const GENTLE_LARS = { kind: 'lars', lr: 0.1, warmupSteps: 2 } as const;
 
+/** The job every distributed test trains: no BN, no dropout, so N peers == 1 peer with the same B; LARS at GENTLE_LARS. */
 export function testJob(steps: number, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     name: 'test', model: 'small-cnn', dataset: 'mnist', globalBatch: 24, steps,
-    optimizer: { kind: 'lars', lr: 0.5, warmupSteps: 2 }, evalEvery: 0, checkpointEvery: 4, keepCheckpoints: 10, seed: 3, ...extra,
+    optimizer: GENTLE_LARS, evalEvery: 0, checkpointEvery: 4, keepCheckpoints: 10, seed: 3, ...extra,
   };
 }
 

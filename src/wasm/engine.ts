@@ -39,8 +39,8 @@ export interface WasmEngineOptions {
   /** Initial memory in MiB (it grows on demand); default 64. */
   initialMiB?: number;
   /**
-   * 3x3 stride-1 convolutions by Winograd: 'auto' (default) where it is faster, by F(2x2, 3x3); 'f4' the same layers
-   * with F(4x4, 3x3) in the forward and input gradient on maps of 8x8 and more; 'always' / 'always4' F(2x2, 3x3) / F(4x4, 3x3)
+   * 3x3 stride-1 convolutions by Winograd: 'auto' (default) where it is faster, by F(4x4, 3x3) in the forward and input
+   * gradient on maps of 8x8 and more, else F(2x2, 3x3); 'f2' the same layers all by F(2x2, 3x3); 'always' / 'always4' F(2x2, 3x3) / F(4x4, 3x3)
    * wherever it applies (tests), 'off' keeps every convolution on im2col + GEMM (src/wasm/ops-winograd.ts).
    */
   winograd?: WinogradMode;

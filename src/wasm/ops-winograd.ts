@@ -79,7 +79,7 @@ const F4: Variant = {
  * channel pair) and this many 2x2 output tiles per image (8x8 maps, or 7x7: the filter's transforms cost per
  * channel pair, the GEMMs per pair and tile). Measured with ResNet's layers at batch 16 (docs/wasm.md): 8x8 maps of
  * 128 channels run 2x faster, 4x4 maps of 256 break even, 2x2 maps of 512 take twice im2col's time. Of those, maps
- * of at least `f4Side` on both sides run F(4x4, 3x3) under 'f4'. Never by the batch size: a slice computed in micro-batches
+ * of at least `f4Side` on both sides run F(4x4, 3x3) under 'auto'. Never by the batch size: a slice computed in micro-batches
  * must meet the same arithmetic per image as one computed at once (a ResNet-50 step with batch norm over groups of 4
  * small maps magnifies the difference between two algorithms' roundings to 1% of the step;
  * test/e2e/micro-batch.test.ts).
@@ -88,7 +88,7 @@ export const WINOGRAD_MIN = { channels: 8, tilesPerImage: 16, f4Side: 8 } as con
 
 /**
  * The Winograd output tile a convolution runs with: 2 (F(2x2, 3x3)), 4 (F(4x4, 3x3)) or 0 (none: im2col). Only 3x3,
- * stride 1, padding at most 2; under 'auto' and 'f4', enough channels and tiles too ('auto': always F(2x2, 3x3));
+ * stride 1, padding at most 2; under 'auto' and 'f2', enough channels and tiles too ('f2': always F(2x2, 3x3));
  * 'always' and 'always4' wherever it applies (tests).
  */
 export function winogradTile(g: Conv2dGeometry, mode: WinogradMode): 0 | 2 | 4 {
@@ -97,7 +97,7 @@ export function winogradTile(g: Conv2dGeometry, mode: WinogradMode): 0 | 2 | 4 {
   if (mode === 'always4') return 4;
   const tiles = Math.ceil(g.oh / 2) * Math.ceil(g.ow / 2);
   if (g.cin < WINOGRAD_MIN.channels || g.cout < WINOGRAD_MIN.channels || tiles < WINOGRAD_MIN.tilesPerImage) return 0;
-  return mode === 'f4' && g.oh >= WINOGRAD_MIN.f4Side && g.ow >= WINOGRAD_MIN.f4Side ? 4 : 2;
+  return mode === 'auto' && g.oh >= WINOGRAD_MIN.f4Side && g.ow >= WINOGRAD_MIN.f4Side ? 4 : 2;
 }
 
 /** Whether a convolution runs by Winograd (either tile). */
@@ -108,7 +108,7 @@ export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
 const variantOf = (g: Conv2dGeometry, mode: WinogradMode): Variant => (winogradTile(g, mode) === 4 ? F4 : F2);
 
 /**
- * The filter gradient stays on F(2x2, 3x3) under 'f4' (only 'always4' forces it). It sums over a group's tiles, and the groups
+ * The filter gradient stays on F(2x2, 3x3) under 'auto' (only 'always4' forces it). It sums over a group's tiles, and the groups
  * follow how a batch is split (a ring's slices, a stolen tail, micro-batches), so its rounding is where one split's
  * weights part from another's; F(4x4, 3x3)'s is about 10x larger there (G^T dU G cancels), and on LARS's chaotic
  * trajectory a 2-peer ring with work stealing then parted from one peer by 6.4e-3 after 40 steps (1 run), over the

@@ -37,12 +37,12 @@ export interface PartCtx {
 
 /**
  * When 3x3 stride-1 convolutions run by Winograd (src/wasm/ops-winograd.ts winogradTile): 'auto' where it wins here,
- * by F(2x2, 3x3); 'f4' the same layers, by F(4x4, 3x3) in the forward and input gradient on maps of 8x8 and more
- * (faster, not yet the default: docs/wasm.md); 'always' / 'always4' F(2x2, 3x3) / F(4x4, 3x3) wherever they apply
- * (tests); 'off' never.
+ * by F(4x4, 3x3) in the forward and input gradient on maps of 8x8 and more and by F(2x2, 3x3) otherwise (docs/wasm.md);
+ * 'f2' the same layers all by F(2x2, 3x3) (the default until 2026-12-01: the benches' peer); 'always' / 'always4'
+ * F(2x2, 3x3) / F(4x4, 3x3) wherever they apply (tests); 'off' never.
  */
-export type WinogradMode = 'auto' | 'f4' | 'always' | 'always4' | 'off';
-export const WINOGRAD_MODES: readonly WinogradMode[] = ['auto', 'f4', 'always', 'always4', 'off'];
+export type WinogradMode = 'auto' | 'f2' | 'always' | 'always4' | 'off';
+export const WINOGRAD_MODES: readonly WinogradMode[] = ['auto', 'f2', 'always', 'always4', 'off'];
 
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
 export interface WasmCtx {

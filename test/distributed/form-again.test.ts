@@ -86,7 +86,7 @@ async function check(jobDir: string, solo: { jobDir: string; weights: Float32Arr
 
 describe('a link lost in a generation\'s first step', () => {
   it('forms the same ring again once: nobody evicted, each member reuses its sum, weights as one peer', async () => {
-    const config = (extra: Record<string, unknown>) => testJob(K, { optimizer: { kind: 'lars', lr: 0.1, warmupSteps: 2 }, ...extra });
+    const config = (extra: Record<string, unknown>) => testJob(K, extra);
     const solo = await onePeerWeights(root.dir, 'single', data, config({}), 'wasm');
     const job = await startTestJob(root.dir, 'again', data, config({ minPeers: 3 }));
     const engine = await WasmEngine.create({ initialMiB: 4 });

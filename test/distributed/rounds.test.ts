@@ -18,7 +18,7 @@ import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import {
-  abortsText, finalWeights, GENTLE_LARS, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob,
+  abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob,
   until, volunteer,
 } from '../../testbed/jobs.ts';
 
@@ -51,13 +51,13 @@ async function checkRounds(jobDir: string, ends: number[]): Promise<{ ring: numb
 describe('rounds (syncEvery > 1)', () => {
   it('syncEvery 1 written out is sync mode to the bit; one peer in rounds (outer rate 1, no momentum) follows the sync trajectory', async () => {
     const K = 8;
-    // At the gentler rate: rounds add their inner steps' change to the weights, which rounds differently from sync steps.
-    const sync = await onePeerWeights(root.dir, 'sync', data, testJob(K, { optimizer: GENTLE_LARS }), 'wasm');
-    const one = await onePeerWeights(root.dir, 'sync1', data, testJob(K, { syncEvery: 1, optimizer: GENTLE_LARS }), 'wasm');
+    // Rounds add their inner steps' change to the weights, which rounds differently from sync steps (testJob's GENTLE_LARS).
+    const sync = await onePeerWeights(root.dir, 'sync', data, testJob(K), 'wasm');
+    const one = await onePeerWeights(root.dir, 'sync1', data, testJob(K, { syncEvery: 1 }), 'wasm');
     expect(Buffer.from(one.weights.buffer, one.weights.byteOffset, one.weights.byteLength).equals(
       Buffer.from(sync.weights.buffer, sync.weights.byteOffset, sync.weights.byteLength),
     )).toBe(true);
-    const rounds = await onePeerWeights(root.dir, 'plain', data, testJob(K, { syncEvery: 4, outerLr: 1, outerMomentum: 0, optimizer: GENTLE_LARS }), 'wasm');
+    const rounds = await onePeerWeights(root.dir, 'plain', data, testJob(K, { syncEvery: 4, outerLr: 1, outerMomentum: 0 }), 'wasm');
     expect(rounds.step).toBe(K);
     const diff = relDiff(rounds.weights, sync.weights);
     console.log(`one peer, rounds of 4 with a plain outer step vs sync after ${K} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);

@@ -18,10 +18,11 @@ import type { Manifest } from '../../src/data/manifest.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import { AUTO_PROBE, AUTO_SETTLE } from '../../coordinator/steal-tuner.ts';
 import {
-  abortsText, buildTestData, GENTLE_LARS, finalWeights, frozenVolunteer, lossAborts, metricsOf,
+  abortsText, buildTestData, finalWeights, frozenVolunteer, lossAborts, metricsOf,
   onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, testJob, until,
   volunteer, type TestJob, untilFrozen,
 } from '../../testbed/jobs.ts';
+import { checkOnePeer } from '../../testbed/one-peer.ts';
 
 type StepRecord = Extract<MetricRecord, { type: 'step' }>;
 
@@ -124,14 +125,15 @@ describe('work stealing at the step end', () => {
   it('a job of the defaults (stealFraction auto): once the ring settled, steps with and without a tail in turn; ' +
     'a verdict in the log; equal to one peer', async () => {
     const N = 1 + AUTO_SETTLE + 2 * AUTO_PROBE + 3;
-    // A gentler rate than testJob's (as multihost.test.ts's 60 steps): a ring's float rounding differs
-    // from one peer's (a tail splits slices another way), and at LARS 0.5 over these 40 steps it grew
-    // to 4.7e-4 and 1.4e-3 in 2 suites of 18 (below 5e-6 in the others).
-    const gentle = { optimizer: GENTLE_LARS };
+    // A ring's float rounding differs from one peer's (a tail splits slices another way): over these 40 steps it grew
+    // to 4.7e-4 and 1.4e-3 in 2 suites of 18 at LARS 0.5 (below 5e-6 in the others), and to 2.1e-2 once at 0.1 after the
+    // wasm forward's rounding changed (Winograd F(4x4, 3x3)). So where the final weights part, the ring's steps are
+    // replayed on one peer from its own checkpoints (checkOnePeer): a checkpoint of every step.
+    const config = (extra: Record<string, unknown> = {}) => testJob(N, { checkpointEvery: 1, keepCheckpoints: 100, ...extra });
     // On the wasm engine (5x faster here than Dawn over llvmpipe): the tuner compares the ring's own steps.
-    const ref = await onePeerWeights(root.dir, 'auto-single', data, testJob(N, gentle), 'wasm');
+    const ref = await onePeerWeights(root.dir, 'auto-single', data, config(), 'wasm');
     const refSamples = (latestPerStep(await metricsOf(ref.jobDir)) as StepRecord[]).map((r) => r.samples);
-    const job = await startTestJob(root.dir, 'auto', data, testJob(N, { minPeers: 2, ...gentle }));
+    const job = await startTestJob(root.dir, 'auto', data, config({ minPeers: 2 }));
     const steps = await finishedCleanly(job, [volunteer(job.url, 'auto-a', 'wasm'), volunteer(job.url, 'auto-b', 'wasm')], N, refSamples);
     // The ring's first step and AUTO_SETTLE more without a tail, then the probe: other, kept, kept, other, ...
     const stole = steps.map((r) => r.peers.some((p) => (p.claimed ?? 0) > 0));
@@ -145,9 +147,9 @@ describe('work stealing at the step end', () => {
     // The steps after the probe run the way it chose.
     const chose = /^steps run with work stealing|^steps stay with work stealing/.test(verdict[0]!);
     expect(stole.slice(1 + AUTO_SETTLE + 2 * AUTO_PROBE)).toEqual([chose, chose, chose]);
-    const { weights } = await finalWeights(job.jobDir);
-    const diff = relDiff(weights, ref.weights);
-    console.log(`steal auto: 2 peers vs 1 peer after ${N} steps: max |dw| / max |w| = ${diff.toExponential(2)}`);
-    expect(diff).toBeLessThan(1e-3);
+    const check = await checkOnePeer(root.dir, 'auto-replay', data, config(), job.jobDir, ref.jobDir, N, 1e-3);
+    console.log(`steal auto: 2 peers vs 1 peer after ${N} steps: max |dw| / max |w| = ${check.final.toExponential(2)}` +
+      `${check.replays.length > 0 ? `; replayed on one peer: ${check.replays.join(', ')}` : ''}`);
+    expect(check.failures).toEqual([]);
   });
 });

@@ -11,7 +11,7 @@ import { buildPage } from '../../coordinator/main.ts';
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import type { MetricRecord } from '../../src/protocol/messages.ts';
 import {
-  abortsText, buildTestData, GENTLE_LARS, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob,
+  abortsText, buildTestData, finalWeights, lossAborts, metricsOf, onePeerWeights, startTestJob, tempRoot, testJob, volunteer, type TestJob,
 } from '../../testbed/jobs.ts';
 import { launchChromium, type LaunchedBrowser } from '../../testbed/chromium.ts';
 
@@ -46,7 +46,7 @@ async function openVolunteer(job: TestJob, name: string, backend: 'webgpu' | 'wa
 
 describe('mixed ring', () => {
   it(`WebGPU tab + wasm tab + Node peer: identical weight checksums after each of ${K} steps`, async () => {
-    const job = await startTestJob(root.dir, 'mixed', data, testJob(K, { minPeers: 3, optimizer: GENTLE_LARS }), { pageDir });
+    const job = await startTestJob(root.dir, 'mixed', data, testJob(K, { minPeers: 3 }), { pageDir });
     try {
       const gpuTab = await openVolunteer(job, 'tab-webgpu', 'webgpu');
       const wasmTab = await openVolunteer(job, 'tab-wasm', 'wasm');
@@ -75,7 +75,7 @@ describe('mixed ring', () => {
       expect(mixed.step).toBe(K);
 
       // The same job trained by one WebGPU peer alone: the same weights up to float32 rounding.
-      const ref = await onePeerWeights(root.dir, 'solo', data, testJob(K, { optimizer: GENTLE_LARS }), 'webgpu');
+      const ref = await onePeerWeights(root.dir, 'solo', data, testJob(K), 'webgpu');
       let maxW = 0, maxD = 0;
       for (let i = 0; i < ref.weights.length; i++) {
         maxW = Math.max(maxW, Math.abs(ref.weights[i]!));
