@@ -77,7 +77,7 @@ async function train(
       {
         url: job.url, name, log: (l) => lines.push(l), rejoinForMs: 10_000, prefetch: o.prefetch, memoryCacheBytes: o.memoryCacheBytes,
         // The step computes a while (a slower device): room to load the next batch meanwhile.
-        throttle: () => 0.1,
+        throttle: () => 0.05,
         onEvent: (e) => {
           if (e.type === 'step') steps.push(e);
           else if (e.type === 'phase') phases.push(e);
@@ -101,7 +101,7 @@ describe('volunteer prefetch', () => {
     const on = await train('prefetch', { prefetch: true, memoryCacheBytes: tiny });
     expect(on.steps.map((s) => s.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
     const waits = (r: { steps: StepEvent[] }) => r.steps.map((s) => Math.round(s.dataMs));
-    console.log(`data wait per step (ms): without prefetch ${waits(off).join(' ')}; with ${waits(on).join(' ')}`);
+    console.log(`data wait per step (ms): without prefetch ${waits(off).join(' ')}; with ${waits(on).join(' ')}; compute ${on.steps.map((s) => Math.round(s.computeMs)).join(' ')}`);
     expect(off.steps.slice(1).every((s) => s.dataMs >= DELAY_MS - 10), 'without prefetch each step waits for the fetch').toBe(true);
     expect(on.steps[0]!.dataMs).toBeGreaterThanOrEqual(DELAY_MS - 10);
     // Steps 2..K: the hint had the batch ready (0) or nearly (< a fifth of one fetch).
