@@ -101,7 +101,8 @@ describe('volunteer prefetch', () => {
     const on = await train('prefetch', { prefetch: true, memoryCacheBytes: tiny });
     expect(on.steps.map((s) => s.step)).toEqual(Array.from({ length: K }, (_, i) => i + 1));
     const waits = (r: { steps: StepEvent[] }) => r.steps.map((s) => Math.round(s.dataMs));
-    console.log(`data wait per step (ms): without prefetch ${waits(off).join(' ')}; with ${waits(on).join(' ')}; compute ${on.steps.map((s) => Math.round(s.computeMs)).join(' ')}`);
+    const compute = on.steps.map((s) => Math.round(s.computeMs)).join(' ');
+    console.log(`data wait per step (ms): without prefetch ${waits(off).join(' ')}; with ${waits(on).join(' ')}; compute ${compute}`);
     expect(off.steps.slice(1).every((s) => s.dataMs >= DELAY_MS - 10), 'without prefetch each step waits for the fetch').toBe(true);
     expect(on.steps[0]!.dataMs).toBeGreaterThanOrEqual(DELAY_MS - 10);
     // Steps 2..K: the hint had the batch ready (0) or nearly (< a fifth of one fetch).
