@@ -23,6 +23,9 @@ export class WebGpuEngine implements Engine<Tensor> {
   release(...ts: (Tensor | null | undefined)[]): void { this.gpu.release(...ts); }
   read(t: Tensor): Promise<HostArray> { return this.gpu.read(t); }
   readF32(t: Tensor): Promise<Float32Array> { return this.gpu.readF32(t); }
+  async readF32Into(t: Tensor, dst: Float32Array, offset: number): Promise<void> {
+    dst.set(await this.gpu.readF32(t), offset);
+  }
   flush(): void { this.gpu.flush(); }
   memory(): EngineMemory {
     const s = this.gpu.pool.stats();

@@ -108,8 +108,7 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
   if (!x && o.accumulate) {
     // The gradient of earlier micro-batches, as it is: each bucket read back in the plan's order.
     e.flush();
-    await Promise.all(o.buckets.map(({ start, end }, k) => e.readF32(e.view(model.grads, start, [end - start])).then((h) => {
-      grads.set(h, start);
+    await Promise.all(o.buckets.map(({ start, end }, k) => e.readF32Into(e.view(model.grads, start, [end - start]), grads, start).then(() => {
       stages[k]!.resolve();
     })));
     endAt = performance.now();
@@ -144,8 +143,7 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
     }
     e.flush();
     const stage = stages[k]!;
-    const read = e.readF32(e.view(model.grads, start, [end - start])).then((h) => {
-      grads.set(h, start);
+    const read = e.readF32Into(e.view(model.grads, start, [end - start]), grads, start).then(() => {
       endAt = performance.now();
       stage.resolve();
     });

@@ -254,6 +254,15 @@ export class WasmEngine implements Engine<WasmTensor> {
     return r;
   }
 
+  async readF32Into(t: WasmTensor, dst: Float32Array, offset: number): Promise<void> {
+    const p = this.ptr(t, 'readF32Into');
+    if (t.dtype !== 'f32') throw new VtError('bad-shape', `readF32Into on a ${t.dtype} tensor`);
+    if (!Number.isInteger(offset) || offset < 0 || offset + t.size > dst.length) {
+      throw new VtError('bad-shape', `readF32Into: ${t.size} floats at ${offset} do not fit an array of ${dst.length}`);
+    }
+    dst.set(this.heap.f32.subarray(p / 4, p / 4 + t.size), offset);
+  }
+
   flush(): void {
     this.alive('flush');
   }

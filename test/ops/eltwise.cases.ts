@@ -25,6 +25,13 @@ async function engineOps<T extends TensorLike>(e: Engine<T>, n: number): Promise
   assertClose(await e.readF32(acc), ref.add(f64(y), f64(x)), FWD, 'addInPlace');
   e.fill(tf, 0.25);
   assertClose(await e.readF32(tf), ref.fill(n, 0.25), FWD, 'fill');
+  // readF32Into: a view's elements land at the offset, bit for bit readF32's; nothing else is touched.
+  const from = Math.floor(n / 3 / e.viewAlign) * e.viewAlign, len = n - from, at = 5; // a view starts on the engine's alignment
+  const into = new Float32Array(at + len + 3).fill(-7);
+  await e.readF32Into(e.view(tz, from, [len]), into, at);
+  const want = (await e.readF32(tz)).subarray(from);
+  if (!into.subarray(at, at + len).every((v, i) => Object.is(v, want[i])) || !into.subarray(0, at).every((v) => v === -7)
+    || !into.subarray(at + len).every((v) => v === -7)) throw new Error(`readF32Into of ${len} floats at ${at} is not readF32's`);
   e.release(tx, ty, tz, acc, tf);
 }
 

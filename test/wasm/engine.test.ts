@@ -67,6 +67,11 @@ describe('WasmEngine tensors', () => {
     expect(await e.read(u)).toEqual(new Uint32Array([0xffffffff]));
     expect(i.dtype).toBe('i32');
     await expect(e.readF32(i)).rejects.toThrow(/readF32 on a i32 tensor/);
+    await expect(e.readF32Into(i, new Float32Array(2), 0)).rejects.toThrow(/readF32Into on a i32 tensor/);
+    await expect(e.readF32Into(f, new Float32Array(6), 2)).rejects.toThrow(/5 floats at 2 do not fit an array of 6/);
+    const into = new Float32Array(7);
+    await e.readF32Into(f, into, 1);
+    expect(Array.from(into)).toEqual([0, 1, 2, 3, 9, 8, 0]);
     const z = e.zeros([2, 3]);
     expect(Array.from(await e.readF32(z))).toEqual([0, 0, 0, 0, 0, 0]);
     e.release(f, i, u, z);
