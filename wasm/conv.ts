@@ -41,7 +41,16 @@ export function im2col(x: usize, cin: i32, h: i32, w: i32, kh: i32, kw: i32, sh:
             if (sw == 1) {
               memory.copy(dst + <usize>lo * 4, src, <usize>(hi - lo) * 4);
             } else {
-              for (let ox = lo; ox < hi; ox++) store<f32>(dst + <usize>ox * 4, load<f32>(src + <usize>((ox - lo) * sw) * 4));
+              // Stride 2: 4 outputs from 8 inputs at a time (their even lanes), while the 8 lie in the input row.
+              let ox = lo;
+              if (sw == 2) {
+                const avail = w - (lo * sw - pw + kx);
+                for (; ox + 4 <= hi && (ox - lo) * 2 + 8 <= avail; ox += 4) {
+                  const a = src + <usize>((ox - lo) * 2) * 4;
+                  v128.store(dst + <usize>ox * 4, f32x4.shuffle(v128.load(a), v128.load(a + 16), 0, 2, 4, 6));
+                }
+              }
+              for (; ox < hi; ox++) store<f32>(dst + <usize>ox * 4, load<f32>(src + <usize>((ox - lo) * sw) * 4));
             }
             if (hi < ow) memory.fill(dst + <usize>hi * 4, 0, <usize>(ow - hi) * 4);
           }
