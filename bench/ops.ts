@@ -88,7 +88,8 @@ function timed(engine: WasmEngine, state: { sample: Sample; phase: string }): En
 interface Run { model: string; threads: number; stepMs: number; rows: { op: string; ms: number; share: number; gflops: number | null; calls: number }[] }
 
 async function profile(m: StepModel, threads: number, steps: number, winograd: WinogradMode, fma: FmaMode): Promise<Run> {
-  const engine = await WasmEngine.create({ threads, winograd, fma });
+  // One job of the pool per op (batch: false): queued ops would all count where the queue runs.
+  const engine = await WasmEngine.create({ threads, winograd, fma, batch: false });
   const state = { sample: new Map() as Sample, phase: 'setup' };
   const model = new Model(timed(engine, state), m.spec, { seed: 1 });
   const cfg = parseOptimizerConfig({ kind: 'lars', lr: 0.1, totalSteps: 1000 });

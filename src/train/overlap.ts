@@ -136,6 +136,7 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
       // hop waits for one node's backward, not for a whole bucket's.
       while (pass.next >= node) {
         pass.runTo(pass.next);
+        e.flush(); // a threaded wasm engine queues ops: run the node's now, so the clock below sees them
         if (performance.now() - left >= YIELD_MS && pass.next >= node) await pause();
       }
     } else {

@@ -1,11 +1,14 @@
 // The wasm engine: WebAssembly SIMD kernels (wasm/*.ts, AssemblyScript) on the CPU behind the
 // Engine interface. Tensors are (shape, dtype, byte offset) in one WebAssembly.Memory that the
-// engine owns (src/wasm/heap.ts); ops run at once, so flush() is a no-op and read() only
-// copies. Op semantics, shapes and checks are those of src/ops (the op drivers are
+// engine owns (src/wasm/heap.ts); ops run at once on one thread, and read() only copies. Op
+// semantics, shapes and checks are those of src/ops (the op drivers are
 // src/wasm/ops-linalg.ts and ops-layers.ts). Works in Node, pages and workers.
 // With threads > 1 the memory is shared and threads-1 workers (src/wasm/threads.ts) run parts
 // of GEMM, conv2d, pooling, relu and add next to the calling thread, with results bitwise
-// identical to 1 thread; the other ops stay on the calling thread. That needs
+// identical to 1 thread; the other ops stay on the calling thread. Ops of one part per thread are
+// queued and run as one job of the pool (barriers between them) at the next host access, flush(),
+// op of fewer parts or scratch that moves (`batch`, the default): one wake-up of the threads for
+// many ops. That needs
 // SharedArrayBuffer (in a page: cross-origin isolation) and a thread that may block (Node, or a
 // Web Worker; not a page's main thread).
 import type { DType, Engine, EngineInfo, EngineMemory, HostArray } from '../backend/engine.ts';
@@ -49,6 +52,12 @@ export interface WasmEngineOptions {
    * has relaxed SIMD, 'off' a multiply then an add everywhere (wasm/gemm.ts madd).
    */
   fma?: FmaMode;
+  /**
+   * Threaded engines: queue the ops that have one part per thread and run them as one job of the pool (barriers
+   * between them) at the next host access, instead of one job per op (default true; the same bits either way).
+   * The ops bench turns it off, so that each op's time is its own.
+   */
+  batch?: boolean;
 }
 
 export type FmaMode = 'auto' | 'off';
@@ -106,6 +115,9 @@ export class WasmEngine implements Engine<WasmTensor> {
   private readonly scratchBlocks = new Map<string, { ptr: number; bytes: number }>();
   /** Each part's command list and its recorder, kept from op to op (made on the first op with that many parts). */
   private readonly lists: { list: CommandList; k: Kernels }[] = [];
+  /** Ops queued for the pool (see run): each thread's commands, and how many ops they hold. */
+  private readonly queue: CommandList[] = [];
+  private queued = 0;
   private destroyed = false;
   private readonly cx: WasmCtx;
   private readonly live: PartCtx;
@@ -114,14 +126,21 @@ export class WasmEngine implements Engine<WasmTensor> {
     private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode,
     /** Whether the GEMM kernels multiply-add fused (the -fma kernels: relaxed SIMD). */
     readonly fma: boolean,
+    /** Whether ops are queued for the pool (WasmEngineOptions.batch). */
+    readonly batch: boolean,
   ) {
     const threads = pool?.size ?? 1;
     const description = `WebAssembly SIMD${fma ? ' with FMA' : ''}, ${threads} thread${threads > 1 ? 's' : ''}`;
     this.info = { backend: 'wasm', platform: isNode() ? 'node' : 'browser', description, cpu: true };
     this.live = { k, scratch: (slot, bytes) => this.scratch(`0:${slot}`, bytes), barrier: () => {} };
+    const drained = (): Kernels => {
+      this.drain();
+      return k;
+    };
     this.cx = {
-      k, threads, winograd, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
-      run: (parts, part) => this.run(parts, part),
+      get k() { return drained(); },
+      sizes: k, threads, winograd, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
+      run: (parts, part) => this.run(parts, part), serial: (fn) => this.serial(fn),
     };
   }
 
@@ -145,22 +164,23 @@ export class WasmEngine implements Engine<WasmTensor> {
       throw new VtError('bad-shape', `WasmEngine: winograd must be ${WINOGRAD_MODES.map((m) => `'${m}'`).join(', ')}, got ${String(winograd)}`);
     }
     const fma = await fusedFor(opts.fma ?? 'auto');
-    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma);
+    const batch = opts.batch ?? true;
+    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma, batch);
     try {
-      return await WasmEngine.make(threads, pages, winograd, fma);
+      return await WasmEngine.make(threads, pages, winograd, fma, batch);
     } catch (e) {
       console.warn(`WasmEngine: ${threads} threads could not start (${e instanceof Error ? e.message : String(e)}); running on 1 thread`);
-      return WasmEngine.make(1, pages, winograd, fma);
+      return WasmEngine.make(1, pages, winograd, fma, batch);
     }
   }
 
-  private static async make(threads: number, pages: number, winograd: WinogradMode, fma: boolean): Promise<WasmEngine> {
+  private static async make(threads: number, pages: number, winograd: WinogradMode, fma: boolean, batch: boolean): Promise<WasmEngine> {
     const heap = threads > 1 ? sharedHeap(pages) : new Heap(pages);
     const variant = kernelVariant(threads > 1, fma);
     const k = await loadKernels(heap.memory, variant);
     heap.setBase(k.heapBase());
     const pool = threads > 1 ? await ThreadPool.start(threads - 1, await compileKernels(variant), heap, k) : null;
-    return new WasmEngine(heap, k, pool, winograd, fma);
+    return new WasmEngine(heap, k, pool, winograd, fma, batch);
   }
 
   /** Threads that run the kernels, the calling one included. */
@@ -176,6 +196,7 @@ export class WasmEngine implements Engine<WasmTensor> {
   /** Gives back the kernels' scratch (ops grow it again as they need it), then starts the peak: a probe then sees its own scratch. */
   resetPeak(): void {
     this.alive('resetPeak');
+    this.drain();
     for (const s of this.scratchBlocks.values()) this.heap.release(s.ptr);
     this.scratchBlocks.clear();
     this.heap.resetPeak();
@@ -199,6 +220,7 @@ export class WasmEngine implements Engine<WasmTensor> {
 
   zeros(shape: readonly number[], dtype: DType = 'f32', label = 'zeros'): WasmTensor {
     const t = this.empty(shape, dtype, label);
+    this.drain();
     this.heap.u8.fill(0, t.byteOffset, t.byteOffset + t.size * 4);
     return t;
   }
@@ -214,6 +236,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     const p = this.ptr(t, 'write');
     check(Number.isInteger(elemOffset) && elemOffset >= 0 && elemOffset + data.length <= t.size, 'write',
       () => `${data.length} values at ${elemOffset} overflow a tensor of ${t.size}`);
+    this.drain();
     this.heap.u8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), p + elemOffset * 4);
   }
 
@@ -228,6 +251,7 @@ export class WasmEngine implements Engine<WasmTensor> {
   copy(src: WasmTensor, dst: WasmTensor): void {
     check(src.size === dst.size, 'copy', () => `${src.size} elements into ${dst.size}`);
     const s = this.ptr(src, 'copy'), d = this.ptr(dst, 'copy');
+    this.drain();
     this.heap.u8.copyWithin(d, s, s + src.size * 4);
   }
 
@@ -244,6 +268,7 @@ export class WasmEngine implements Engine<WasmTensor> {
 
   async read(t: WasmTensor): Promise<HostArray> {
     const p = this.ptr(t, 'read');
+    this.drain();
     const bytes = this.heap.u8.slice(p, p + t.size * 4).buffer;
     return t.dtype === 'f32' ? new Float32Array(bytes) : t.dtype === 'i32' ? new Int32Array(bytes) : new Uint32Array(bytes);
   }
@@ -260,16 +285,20 @@ export class WasmEngine implements Engine<WasmTensor> {
     if (!Number.isInteger(offset) || offset < 0 || offset + t.size > dst.length) {
       throw new VtError('bad-shape', `readF32Into: ${t.size} floats at ${offset} do not fit an array of ${dst.length}`);
     }
+    this.drain();
     dst.set(this.heap.f32.subarray(p / 4, p / 4 + t.size), offset);
   }
 
+  /** Runs the ops queued for the threads (reads, writes and copies do so themselves). */
   flush(): void {
     this.alive('flush');
+    this.drain();
   }
 
   /** Drops the memory and ends the threads; every tensor of this engine becomes unusable. */
   destroy(): void {
     this.destroyed = true;
+    this.queued = 0;
     this.scratchBlocks.clear();
     this.pool?.destroy();
   }
@@ -358,6 +387,7 @@ export class WasmEngine implements Engine<WasmTensor> {
   private run(parts: number, part: (pcx: PartCtx, t: number) => void): void {
     this.alive('run');
     if (parts <= 1 || !this.pool) {
+      this.drain();
       part(this.live, 0);
       return;
     }
@@ -372,12 +402,44 @@ export class WasmEngine implements Engine<WasmTensor> {
       part({ k, scratch: (slot, bytes) => this.scratch(`${t}:${slot}`, bytes), barrier: () => list.barrier() }, t);
       lists.push(list.commands);
     }
-    this.pool.run(lists);
+    // An op of fewer parts than threads keeps barriers of its own parts: it runs alone, after the queue.
+    if (!this.batch || parts !== this.pool.size) {
+      this.drain();
+      this.pool.run(lists);
+      return;
+    }
+    for (let t = 0; t < parts; t++) {
+      const q = (this.queue[t] ??= new CommandList());
+      if (this.queued > 0) q.barrier(); // the ops before are done on every thread
+      q.append(lists[t]!);
+    }
+    this.queued++;
+  }
+
+  /** fn(k) on one thread in order with the ops around it: part 0 of a queued op, or here once the queue ran. */
+  private serial(fn: (k: Kernels) => void): void {
+    if (this.pool && this.batch && this.queued > 0) this.run(this.pool.size, (pc, t) => { if (t === 0) fn(pc.k); });
+    else {
+      this.drain();
+      fn(this.k);
+    }
+  }
+
+  /** Runs the queued ops as one job of the pool. */
+  private drain(): void {
+    if (this.queued === 0 || !this.pool) return;
+    this.queued = 0;
+    try {
+      this.pool.run(this.queue.map((q) => q.commands));
+    } finally {
+      for (const q of this.queue) q.reset();
+    }
   }
 
   private scratch(key: ScratchSlot | `${number}:${ScratchSlot}`, bytes: number): number {
     const s = this.scratchBlocks.get(key);
     if (s && s.bytes >= bytes) return s.ptr;
+    this.drain(); // queued ops may use the block that moves
     if (s) this.heap.release(s.ptr);
     // Some headroom, so slowly growing requests do not reallocate every time.
     const size = Math.max(bytes, s ? Math.ceil(s.bytes * 1.5) : 0);

@@ -43,7 +43,7 @@ export function gemm(cx: WasmCtx, a: WasmTensor, b: WasmTensor, c: WasmTensor, p
   const pa = cx.ptr(a, what), pb = cx.ptr(b, what), pc = cx.ptr(c, what);
   const lda = p.transA ? M : K, ldb = p.transB ? K : N;
   const dot = !!p.transB && !p.transA;
-  const gsBytes = cx.k.gemmScratchBytes();
+  const gsBytes = cx.sizes.gemmScratchBytes();
   // Row r of op(A): row r of A, or column r of A stored [K, M].
   const rowA = (r: number) => (p.transA ? r : r * lda) * F;
   const byBatch = batch >= cx.threads;
@@ -122,7 +122,7 @@ export function conv2dForward(cx: WasmCtx, x: WasmTensor, w: WasmTensor, out: Wa
   const j = convJob(g, false);
   const px = cx.ptr(x, what), pw = cx.ptr(w, what), py = cx.ptr(out, what);
   if (winogradFits(g, cx.winograd)) return winogradForward(cx, g, px, pw, py);
-  const gsBytes = cx.k.gemmScratchBytes();
+  const gsBytes = cx.sizes.gemmScratchBytes();
   const noCol = j.nb === 1 && isPointwise(g);
   const colBytes = j.K * j.nb * j.S * F, yBytes = g.cout * j.nb * j.S * F;
   runConv(cx, j, g.n * g.cout * j.K * j.S, g.cout,
@@ -162,7 +162,7 @@ export function conv2dBackwardInput(cx: WasmCtx, dy: WasmTensor, w: WasmTensor, 
   const pdy = cx.ptr(dy, what), pw = cx.ptr(w, what), pdx = cx.ptr(dx, what);
   if (winogradFits(g, cx.winograd)) return winogradBackwardInput(cx, g, pdy, pw, pdx, j.accumulate);
   const direct = j.nb === 1 && isPointwise(g);
-  const gsBytes = cx.k.gemmScratchBytes();
+  const gsBytes = cx.sizes.gemmScratchBytes();
   const colBytes = j.K * j.nb * j.S * F, dyBytes = g.cout * j.nb * j.S * F;
   runConv(cx, j, g.n * g.cout * j.K * j.S, direct ? g.cin : j.K,
     (pc, i0, i1) => backwardInputGroups(pc.k, j, direct, pdy, pw, pdx, i0, i1, 0, 1, () => {}, pc.scratch('gemm', gsBytes),

@@ -139,7 +139,7 @@ const uPlaneBytes = (rows: number, cols: number): number => Math.ceil(rows / 4) 
 function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean): void {
   const t = tiling(p, vr), XI = vr.xi;
   const vPlane = vr.plane(p.inC, t.ldV), mPlane = vr.plane(p.outC, t.ldT);
-  const vBytes = XI * vPlane, mBytes = XI * mPlane + M_SLACK, pb = vr.scratchBytes(cx.k, t.th, t.tw);
+  const vBytes = XI * vPlane, mBytes = XI * mPlane + M_SLACK, pb = vr.scratchBytes(cx.sizes, t.th, t.tw);
   const uPlane = uPlaneBytes(p.outC, p.inC);
   const macs = p.n * t.per * XI * p.inC * p.outC;
   const inX = p.inC * p.h * p.w * F, outX = p.outC * p.oh * p.ow * F;
@@ -184,7 +184,7 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
 export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: number, py: number): void {
   const vr = variantOf(g, cx.winograd);
   const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cout, g.cin));
-  vr.filter(cx.k, pw, g.cout, g.cin, u, 0, 1);
+  cx.serial((k) => vr.filter(k, pw, g.cout, g.cin, u, 0, 1));
   apply(cx, vr, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
 }
 
@@ -192,7 +192,7 @@ export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: 
 export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: number, pw: number, pdx: number, accumulate: boolean): void {
   const vr = variantOf(g, cx.winograd);
   const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cin, g.cout));
-  vr.filter(cx.k, pw, g.cout, g.cin, u, 1, 1);
+  cx.serial((k) => vr.filter(k, pw, g.cout, g.cin, u, 1, 1));
   apply(cx, vr, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
 }
 
@@ -203,7 +203,7 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
   const t = tiling(p, vr);
   const W = g.cout * g.cin;
   const vPlane = vr.plane(g.cin, t.ldT), yPlane = vr.plane(g.cout, t.ldT);
-  const vBytes = XI * vPlane, yBytes = XI * yPlane, pb = vr.scratchBytes(cx.k, t.th, t.tw);
+  const vBytes = XI * vPlane, yBytes = XI * yPlane, pb = vr.scratchBytes(cx.sizes, t.th, t.tw);
   const inX = g.cin * g.h * g.w * F, outX = g.cout * g.oh * g.ow * F;
   const du = cx.scratch('wgU', XI * W * F);
   const macs = g.n * t.per * XI * W;

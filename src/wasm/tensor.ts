@@ -46,7 +46,10 @@ export const WINOGRAD_MODES: readonly WinogradMode[] = ['auto', 'f2', 'always', 
 
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
 export interface WasmCtx {
+  /** The kernels, called here and now: the engine first runs the ops it queued (see run). */
   readonly k: Kernels;
+  /** The same kernels for size queries only (gemmScratchBytes, wgInputScratchBytes, wg4ScratchBytes): nothing queued runs. */
+  readonly sizes: Kernels;
   /** Byte address of t's element 0; throws unless t is a live tensor of this engine. */
   ptr(t: WasmTensor, what: string): number;
   /** A block of at least `bytes` bytes for `slot`, reused by later calls (contents undefined). */
@@ -59,6 +62,12 @@ export interface WasmCtx {
    * Runs part(pcx, t) for t in [0, parts) (parts <= threads), each on its own thread with its
    * own scratch; returns when all are done. Parts must write disjoint outputs. Scratch from
    * cx.scratch() (the calling thread's) may be handed to every part as shared input/output.
+   * A threaded engine that batches (the default) queues an op of one part per thread behind the
+   * ops before it, a barrier between them, and runs the queue as one job of the pool at the next
+   * host access (read, write, copy, zeros, flush), op of fewer parts, call through k, or scratch
+   * that must move: the threads then wake once for many ops (docs/wasm.md).
    */
   run(parts: number, part: (pcx: PartCtx, t: number) => void): void;
+  /** fn(k) on one thread, in order with the ops before and after it: queued as part 0 of a batch, or at once. */
+  serial(fn: (k: Kernels) => void): void;
 }

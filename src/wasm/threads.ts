@@ -71,6 +71,19 @@ export class CommandList {
     this.add(-1, []);
   }
 
+  /** Appends another list's commands (whole commands: `words` is a multiple of CMD_WORDS long). */
+  append(words: Float64Array): void {
+    let size = this.words.length;
+    while (this.length + words.length > size) size *= 2;
+    if (size > this.words.length) {
+      const grown = new Float64Array(size);
+      grown.set(this.words.subarray(0, this.length));
+      this.words = grown;
+    }
+    this.words.set(words, this.length);
+    this.length += words.length;
+  }
+
   /** The commands recorded since the last reset (a view, valid until the next add). */
   get commands(): Float64Array {
     return this.words.subarray(0, this.length);

@@ -237,6 +237,65 @@ describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', 
   });
 });
 
+describe('ops queued for the threads (batch, the default) and run as one job at a host access', () => {
+  let single: WasmEngine[] = [];
+  beforeAll(async () => {
+    single = await Promise.all([2, 3].map((threads) => WasmEngine.create({ threads, initialMiB: 16, batch: false })));
+  });
+  afterAll(() => { for (const e of single) e.destroy(); });
+
+  it('a whole model gives the bits of one job per op (2 and 3 threads)', async () => {
+    for (const [spec, batch] of [[smallCnn([3, 32, 32], 10), 6], [resnet20([3, 32, 32], 10), 3]] as const) {
+      for (const [i, e] of single.entries()) {
+        expect(e.batch).toBe(false);
+        const queued = engines[i + 1]!;
+        expect(queued.batch).toBe(true);
+        const grads = async (en: WasmEngine) => {
+          const model = new Model(en, spec, { seed: 3 });
+          const rng = makeRng(11);
+          const x = uploadBatch(model, { x: uniformF32(rng, batch * 3 * 32 * 32), labels: Int32Array.from({ length: batch }, (_, k) => k % 10),
+            shape: [batch, 3, 32, 32] }, null);
+          recordGradients(model, x, 5);
+          const g = bits(await en.readF32(model.grads));
+          en.release(x);
+          model.destroy();
+          return g;
+        };
+        expectSame([await grads(e), await grads(queued)]);
+      }
+    }
+  });
+
+  it('a copy, a write and zeros between queued ops see the ops before them, and the ops after see them', async () => {
+    const rng = makeRng(21);
+    const xShape = [4, 8, 24, 24], wShape = [8, 8, 3, 3], p = { stride: 1, pad: 1 }; // Winograd: its filter transform is queued too
+    const x0 = uniformF32(rng, prod(xShape)), x1 = uniformF32(rng, prod(xShape)), w = uniformF32(rng, prod(wShape));
+    const sequence = async (e: WasmEngine): Promise<Uint32Array[]> => {
+      const tx = e.upload(x0, xShape), tw = e.upload(w, wShape);
+      const y = e.empty(xShape), y2 = e.empty(xShape), y3 = e.empty(xShape), y4 = e.empty(xShape), dx = e.empty(xShape);
+      e.conv2dForward(tx, tw, y, p); // queued: reads x0
+      e.write(tx, x1); // after the conv read x0
+      e.conv2dForward(tx, tw, y3, p);
+      e.copy(y3, y4); // the conv ran first
+      e.copy(y, y2);
+      const gone = e.empty(xShape);
+      e.conv2dBackwardInput(y3, tw, gone, p); // queued, into a tensor released before it ran
+      e.release(gone);
+      const z = e.zeros(xShape); // on that memory, most likely: zeros after the conv, not under it
+      e.conv2dBackwardInput(y4, tw, dx, p);
+      const out = [bits(await e.readF32(y2)), bits(await e.readF32(y4)), bits(await e.readF32(z)), bits(await e.readF32(dx))];
+      e.release(tx, tw, y, y2, y3, y4, dx, z);
+      return out;
+    };
+    const want = await sequence(engines[0]!);
+    expect(want[0]!.some((b) => b !== 0) && want[3]!.some((b) => b !== 0) && want[2]!.every((b) => b === 0)).toBe(true);
+    for (const e of [engines[1]!, engines[2]!]) {
+      const got = await sequence(e);
+      for (let k = 0; k < want.length; k++) expectSame([want[k]!, got[k]!]);
+    }
+  });
+});
+
 describe('thread counts and lifetime', () => {
   it('keeps working when the shared memory grows under the workers', async () => {
     const small = await WasmEngine.create({ threads: 2, initialMiB: 1 });
