@@ -54,11 +54,7 @@ export class CommandList {
   /** Appends a call of kernel `index` (its index in KERNEL_NAMES) with `args`. */
   add(index: number, args: readonly number[]): void {
     if (args.length > CMD_ARGS) throw new Error(`CommandList: ${KERNEL_NAMES[index]} takes ${args.length} arguments, a command has room for ${CMD_ARGS}`);
-    if (this.length + CMD_WORDS > this.words.length) {
-      const grown = new Float64Array(this.words.length * 2);
-      grown.set(this.words.subarray(0, this.length));
-      this.words = grown;
-    }
+    this.room(CMD_WORDS);
     const w = this.words, p = this.length;
     w[p] = index;
     w[p + 1] = args.length;
@@ -73,15 +69,19 @@ export class CommandList {
 
   /** Appends another list's commands (whole commands: `words` is a multiple of CMD_WORDS long). */
   append(words: Float64Array): void {
-    let size = this.words.length;
-    while (this.length + words.length > size) size *= 2;
-    if (size > this.words.length) {
-      const grown = new Float64Array(size);
-      grown.set(this.words.subarray(0, this.length));
-      this.words = grown;
-    }
+    this.room(words.length);
     this.words.set(words, this.length);
     this.length += words.length;
+  }
+
+  /** Grows the buffer (doubling, the commands kept) until `more` words fit after the recorded ones. */
+  private room(more: number): void {
+    let size = this.words.length;
+    while (this.length + more > size) size *= 2;
+    if (size === this.words.length) return;
+    const grown = new Float64Array(size);
+    grown.set(this.words.subarray(0, this.length));
+    this.words = grown;
   }
 
   /** The commands recorded since the last reset (a view, valid until the next add). */

@@ -101,7 +101,7 @@ describe('conv2d (wasm)', () => {
     ['1x1 s1 p0 (pointwise path), Cin 5', { x: [3, 5, 6, 7], w: [7, 5, 1, 1], p: { stride: 1, pad: 0 } }],
     ['1x1 s2 p0, Cin 13, 9x8', { x: [2, 13, 9, 8], w: [6, 13, 1, 1], p: { stride: 2, pad: 0 } }],
     ['3x3 s2 p1, 11x9', { x: [3, 6, 11, 9], w: [7, 6, 3, 3], p: { stride: 2, pad: 1 } }],
-    // Stride 2 on rows of 4 columns at a time (im2col's and col2im's SIMD path), with tails of 1-3 and rows that end early.
+    // Stride 2 on rows of 4 columns at a time (im2col's SIMD path), with tails of 1-3 and rows that end early.
     ['3x3 s2 p1, 7x21', { x: [2, 3, 7, 21], w: [5, 3, 3, 3], p: { stride: 2, pad: 1 } }],
     ['1x1 s2 p0, 5x19', { x: [3, 4, 5, 19], w: [6, 4, 1, 1], p: { stride: 2, pad: 0 } }],
     ['3x3 s2 p0, 9x24', { x: [2, 3, 9, 24], w: [4, 3, 3, 3], p: { stride: 2, pad: 0 } }],
