@@ -50,7 +50,8 @@ describe('a link cut between two hosts that both reach the coordinator', () => {
         'the ring noticing the cut between a and b', cutAt);
       const noticeMs = noticed.at - cutAt;
       await coord.finished;
-      console.log(`partition: a-b cut after step ${cutAfter}, noticed after ${noticeMs} ms (${noticed.e.type}${noticed.e.type === 'step-aborted' ? `: ${noticed.e.reason}` : ''})`);
+      const why = noticed.e.type === 'step-aborted' ? `: ${noticed.e.reason}` : '';
+      console.log(`partition: a-b cut after step ${cutAfter}, noticed after ${noticeMs} ms (${noticed.e.type}${why})`);
       // The dead time here: 4 x ~1 s heartbeat gaps or silentMs (4 s), plus the 2 s margin; the volunteers' own is 120 s.
       expect(noticeMs, 'a cut between two live hosts is noticed within the ring\'s dead time').toBeLessThan(20_000);
 
