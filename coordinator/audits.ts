@@ -38,8 +38,11 @@
 // with its audit commits), so a device or client that is wrong from the start (a broken driver,
 // a cheater that does not wait) is caught in its first step, for one audit per member that joins.
 // One that behaves for its first step is left to the draw and to suspicion.
-// Audits need a ring of 3 (someone to settle a dispute), a slice computed as one batch by its
-// member (BN statistics and dropout masks depend on the batch) and no claimed tail ids.
+// Audits need a ring of 3 (someone to settle a dispute) and no claimed tail ids. A member that
+// computes its slice in micro-batches (it said at its join how many images it holds at once) is
+// recomputed in the same micro-batches (BN statistics and dropout masks depend on the batch), by an
+// auditor that holds that many; a member whose re-run reuses a sum kept from an aborted attempt is
+// not audited in that step (no one batch gave that sum).
 import { randomInt } from 'node:crypto';
 import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 export { HOP_ATTEMPTS } from './hop-judge.ts';
@@ -50,6 +53,16 @@ import { HopJudge, type HopJudgement } from './hop-judge.ts';
 
 /** Steps after the first that a suspect stays watched (audited with chance 1/2 in each). */
 export const WATCH_STEPS = 4;
+
+/** What the audit plan needs to know of a member (AuditBook.plan). */
+export interface AuditMember {
+  /** The most images it computes at once (JoinRequest.microBatch); absent: it said nothing (as many as it is given). */
+  microBatch?: number;
+  /** The most images it is asked to compute at once (a round's largest inner slice); default: its slice. */
+  oneBatch?: number;
+  /** Its slice reuses a sum kept from an aborted attempt (slice-rerun.ts): not audited in this step. */
+  reusing?: boolean;
+}
 
 /** Which audits a book gives beyond the draw: to suspects, and to newcomers on probation. */
 export interface DirectedAudits { suspects: boolean; newcomers: boolean }
@@ -128,6 +141,8 @@ export class AuditBook {
   private readonly probation = new Set<string>();
   /** The members audited as suspects or newcomers in the step planned last (their audits count as directed). */
   private directedIn: { step: number; ids: Set<string> } = { step: -1, ids: new Set() };
+  /** The micro-batch the audits planned for `step` recompute each target's slice in (absent: one batch). */
+  private splitIn: { step: number; of: Map<string, number> } = { step: -1, of: new Map() };
   /** The counts last reported (report()). */
   private reported = '';
 
@@ -169,9 +184,23 @@ export class AuditBook {
     return step === from ? 1 : 0.5;
   }
 
-  /** The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given. */
-  plan(step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number): { audit?: AuditTask }[] {
+  /**
+   * The `verify` part of each member's assignment for `step` (ring order), its slices and epoch given; `members` (ring
+   * order): what each computes at once, and whether its slice reuses a kept sum (default: one batch each, none reused).
+   */
+  plan(
+    step: number, ring: readonly string[], slices: readonly (readonly number[])[], epoch: number, members: readonly AuditMember[] = [],
+  ): { audit?: AuditTask }[] {
     const out: { audit?: AuditTask }[] = ring.map(() => ({}));
+    // Member i's slice is recomputed in micro-batches of split[i] (undefined: one batch of oneBatch[i] images), by a member that holds that many.
+    const oneBatch = ring.map((_, i) => members[i]?.oneBatch ?? slices[i]!.length);
+    const split = ring.map((_, i) => {
+      const m = members[i]?.microBatch;
+      return m !== undefined && m < oneBatch[i]! ? m : undefined;
+    });
+    const holds = (auditor: number, target: number): boolean => (members[auditor]?.microBatch ?? Infinity) >= (split[target] ?? oneBatch[target]!);
+    const reusing = (i: number): boolean => members[i]?.reusing === true;
+    this.splitIn = { step, of: new Map() };
     for (const id of ring) {
       if (this.seen.has(id)) continue;
       this.seen.add(id);
@@ -180,10 +209,13 @@ export class AuditBook {
     if (ring.length < 3) return out;
     const busy = new Set<number>();
     const task = (target: number, auditor: number): void => {
-      out[auditor] = { audit: { peer: ring[target]!, sampleIds: [...slices[target]!], epoch } };
+      const cut = split[target];
+      out[auditor] = { audit: { peer: ring[target]!, sampleIds: [...slices[target]!], epoch, ...(cut !== undefined ? { microBatch: cut } : {}) } };
+      if (cut !== undefined) this.splitIn.of.set(ring[target]!, cut);
       busy.add(auditor);
     };
-    const others = (target: number, not: ReadonlySet<number>): number[] => ring.map((_, i) => i).filter((i) => i !== target && !busy.has(i) && !not.has(i));
+    const others = (target: number, not: ReadonlySet<number>): number[] => ring.map((_, i) => i)
+      .filter((i) => i !== target && !busy.has(i) && !not.has(i) && holds(i, target));
     const d = this.dispute?.step === step ? this.dispute : null;
     if (d) {
       // The auditors still to be heard, at random among those not heard yet, all under the first attempt's seed.
@@ -207,9 +239,10 @@ export class AuditBook {
     const pos = new Array<number>(ring.length);
     order.forEach((member, k) => { pos[member] = k; });
     const nextFree = (target: number): number | null => {
+      if (reusing(target)) return null;
       for (let s = 1; s < ring.length; s++) {
         const j = order[(pos[target]! + s) % ring.length]!;
-        if (!busy.has(j)) return j;
+        if (!busy.has(j) && holds(j, target)) return j;
       }
       return null;
     };
@@ -308,8 +341,12 @@ export class AuditBook {
       if (!r.audit) continue;
       const target = byId.get(r.audit.peer);
       if (!target || target.peerId === r.peerId || r.audit.peer === d?.target) continue;
-      // Only a slice computed as one batch by its member, with nothing claimed from the tail, is recomputed the same.
-      if ((target.claimed ?? 0) > 0 || (target.microBatch !== undefined && target.microBatch < (oneBatch?.get(target.peerId) ?? target.images))) continue;
+      // Only a slice computed in the micro-batches the audit used (one batch where it named none), with nothing claimed
+      // from the tail and no kept sum reused, is recomputed the same.
+      const most = oneBatch?.get(target.peerId) ?? target.images;
+      const cut = (m: number | undefined): number => Math.min(m ?? most, most);
+      const planned = this.splitIn.step === step ? this.splitIn.of.get(target.peerId) : undefined;
+      if ((target.claimed ?? 0) > 0 || (target.reused ?? 0) > 0 || cut(target.microBatch) !== cut(planned)) continue;
       this.tally.audits++;
       this.tally.auditedImages += target.images;
       if (this.directedIn.step === step && this.directedIn.ids.has(target.peerId)) this.tally.directed++;

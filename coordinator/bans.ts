@@ -28,6 +28,8 @@ export interface Joiner {
   name: string | null; donor?: string; address?: string; tokenLabel?: string;
   /** Its own timing of its engine per image (JoinRequest.probeMsPerImage): its first step's silence allowance. */
   probeMsPerImage?: number;
+  /** The most images it computes at once (JoinRequest.microBatch), for its session. */
+  microBatch?: number;
 }
 
 /** The ban that refuses `j`, if any (pure): the same donor id, or the same address and the same name. */

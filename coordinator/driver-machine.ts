@@ -335,6 +335,7 @@ export class DriverMachine {
       step: this.step, generation: this.gen.generation, ring: this.ring, speeds: ringSpeeds(this.ring, this.peers), topology: this.gen.topology,
       checkpointStep: this.ckpt.step,
       coming: coming ? { ring: coming, speeds: ringSpeeds(coming, this.peers) } : null,
+      microBatches: this.ring.map((id) => this.peers.get(id)?.microBatch),
     });
     const plannedAt = performance.now();
     if (s.rerun) this.d.log(rerunLine(s.rerun, this.step, this.gen.generation, this.ring));

@@ -25,6 +25,8 @@ export interface PeerRec {
   workPerImage: number;
   /** Its own timing of its engine per image, said at its join (unverified): its silence allowance before a step measured it. */
   probeMsPerImage?: number;
+  /** The most images it computes at once, said at its join for its session (JoinRequest.microBatch); its results must say the same. */
+  microBatch?: number;
   device: string;
   /** What its step results showed of its ring links (the two-level plan: two-level.ts). */
   links: LinkObservation;

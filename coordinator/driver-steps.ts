@@ -21,7 +21,7 @@ import { keptSlices, planRerun, sampleDigest, type KeptSlices, type RerunPlan } 
 import { jobSampler, planStep, steadySplit, type JobSampler, type StepPlan } from './step-plan.ts';
 import { newTuner, stealsNext, tunerRecord, type StealTuner, type TunerVerdict } from './steal-tuner.ts';
 import { newSyncAuto, syncRecord, type SyncAuto, type SyncDecision } from './sync-auto.ts';
-import { AuditBook } from './audits.ts';
+import { AuditBook, type AuditMember } from './audits.ts';
 import { WINDOW_COMM_FACTOR, WINDOW_COMPUTE_SHARE, slicesWithGrants, splitTail } from './tail-pool.ts';
 import { rankOf } from './ring-index.ts';
 import { epochOrder, stepsPerEpoch } from '../src/train/sampler.ts';
@@ -41,6 +41,8 @@ export interface StepStart {
    * members' speeds by rank: the next step's prefetch hint is its plan for that ring.
    */
   coming?: { ring: readonly string[]; speeds: readonly number[] } | null;
+  /** By rank: the most images each member said it computes at once (JoinRequest.microBatch; undefined: it said nothing). */
+  microBatches?: readonly (number | undefined)[];
 }
 
 /** A step as it starts: the running phase, each member's assignment (by rank) and what it asks. */
@@ -161,13 +163,18 @@ export class StepBook {
     // the member's whole round (each inner step's slice); the budget counts its images.
     const roundSlices = round ? phase.ring.map((id) => round.slices.get(id) ?? []) : null;
     const audited = phase.slices ?? roundSlices?.map((inner) => inner.flat()) ?? null;
-    const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch) : null;
+    const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited?.map((x) => x.length) ?? [];
+    const members = phase.ring.map((_, rank): AuditMember => {
+      const microBatch = s.microBatches?.[rank];
+      return { oneBatch: oneBatch[rank]!, ...(microBatch !== undefined ? { microBatch } : {}), ...(rerun?.reuse[rank] ? { reusing: true } : {}) };
+    });
+    const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch, members) : null;
     if (verify && roundSlices) {
       for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[phase.ring.indexOf(v.audit.peer)]! };
     }
     if (verify) {
-      const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited!.map((x) => x.length);
-      phase.verified = { oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])) };
+      const reuse = new Map(phase.ring.flatMap((id, rank) => (rerun?.reuse[rank] ? [[id, rerun.reuse[rank].count] as const] : [])));
+      phase.verified = { oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])), reuse };
     }
     // Optional fields are set only where present (no spread temporaries: 1,000 members made ~7,000 a turn). The members
     // share one `steal` object, so the sessions encode it once a step (src/client/ring-shape.ts).

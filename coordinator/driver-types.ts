@@ -111,9 +111,10 @@ export type Phase =
     tail?: TailPool;
     /**
      * A verified step or round (audits.ts planned its audits): its results are judged before it commits. `oneBatch`: per
-     * member, the most images it was asked to compute at once (its slice; a round's largest inner slice).
+     * member, the most images it was asked to compute at once (its slice; a round's largest inner slice). `reuse`: the
+     * members asked to reuse a kept sum, and for how many ids (slice-rerun.ts): none may say it reused more.
      */
-    verified?: { oneBatch: Map<string, number> };
+    verified?: { oneBatch: Map<string, number>; reuse: Map<string, number> };
     /** Its results in, the members' weights differ: each member's hop records are heard under a fresh seed before anyone is evicted. */
     hearing?: Hearing;
   }

@@ -83,14 +83,17 @@ export class Driver extends DriverMachine {
 
   // ---- inputs ----------------------------------------------------------------------------
 
-  /** `more`: what it said at its join (its donor's lasting id, its own timing of its engine per image). */
-  peerConnected(id: string, name: string | null, more: Pick<Joiner, 'donor' | 'probeMsPerImage'> = {}): void {
+  /** `more`: what it said at its join (its donor's lasting id, its own timing of its engine per image, its micro-batch). */
+  peerConnected(id: string, name: string | null, more: Pick<Joiner, 'donor' | 'probeMsPerImage' | 'microBatch'> = {}): void {
     if (this.phase.kind === 'done') {
       this.d.send(id, { type: 'done', step: this.step, reason: 'the job has finished' });
       return;
     }
-    const { donor, probeMsPerImage } = more;
-    this.peers.set(id, { ...newPeer(id, name, Date.now()), ...(donor ? { donor } : {}), ...(probeMsPerImage ? { probeMsPerImage } : {}) });
+    const { donor, probeMsPerImage, microBatch } = more;
+    this.peers.set(id, {
+      ...newPeer(id, name, Date.now()), ...(donor ? { donor } : {}), ...(probeMsPerImage ? { probeMsPerImage } : {}),
+      ...(microBatch !== undefined ? { microBatch } : {}),
+    });
     this.advance();
   }
 
@@ -130,8 +133,15 @@ export class Driver extends DriverMachine {
         // image count weighs its result (the sum check, suspicion, credit): a member must not choose it.
         const fixed = ph.slices?.[rankOf(ph.ring, id)]?.length;
         const wrong = ph.tail ? tailResultProblem(ph.tail, id, fixed!, m.images, m.claimed)
-          : fixed !== undefined && m.images !== fixed ? `it reported ${m.images} images where its slice holds ${fixed}` : null;
-        if (wrong) return this.evict([id], `its result of step ${ph.step + 1} does not cover its slice: ${wrong}`);
+          : fixed !== undefined && m.images !== fixed ? `it reported ${m.images} images where its slice holds ${fixed}`
+          // Audits recompute a slice in the micro-batches its member said at its join: it may not compute in others.
+          : peer.microBatch !== undefined && m.microBatch !== peer.microBatch
+            ? `it computed in micro-batches of ${m.microBatch ?? 'any size'} where it said ${peer.microBatch} at its join`
+          // A reused kept sum exempts a slice from its audit: only the ids the coordinator asked it to reuse.
+          : ph.verified && (m.reused ?? 0) > (ph.verified.reuse.get(id) ?? 0)
+            ? `it reported ${m.reused} ids reused from a kept sum where it was asked to reuse ${ph.verified.reuse.get(id) ?? 0}`
+          : null;
+        if (wrong) return this.evict([id], `its result of step ${ph.step + 1} is not what it was asked for: ${wrong}`);
         ph.results.set(id, m);
         Object.assign(peer, measureStep(peer, m));
         const [before, t0] = [this.step, performance.now()];

@@ -203,6 +203,12 @@ export function parseJobConfig(input: unknown, trainSamples: number): JobConfig 
   }
   // Stealing hands out chunks of any size, which would cut BN groups: a job with groups never steals unless it asks.
   if (config.bnGroup !== undefined && config.steal?.auto) delete config.steal;
+  // A member that claimed tail ids cannot be audited (audits.ts): a verified job never steals unless it asks, and may not ask.
+  if (config.verify > 0 && config.steal?.auto) delete config.steal;
+  if (config.verify > 0 && config.steal) {
+    r.problems.push('work stealing (stealFraction) hands members tail ids that an audit cannot recompute, so a verified job (verify > 0) '
+      + 'does not steal: drop stealFraction, or set verify 0');
+  }
   if (config.bnGroup !== undefined && config.steal) {
     r.problems.push('work stealing (stealFraction) hands out chunks that would cut BN groups (bnGroup): drop one of them');
   }

@@ -62,6 +62,35 @@ export function readSyncEvery(arg: string, host: string, wire: WireFormat): numb
   return h;
 }
 
+/** The share of members audited each step by `--verify auto` where strangers can join (the trust bench's setting: docs/trust.md). */
+export const DEFAULT_VERIFY = 0.05;
+
+/**
+ * `--verify`'s share of members audited each step, and a note to print where auto turned it off: a share in [0, 1], off, or
+ * auto (the default): DEFAULT_VERIFY on a job that listens beyond loopback (strangers can join it), where nothing in the job
+ * rules it out (the i8 wire, rounds without the momentum carry, explicit work stealing); off on loopback (only this
+ * machine's processes can join).
+ */
+export function readVerify(
+  arg: string, job: { host: string; wire: WireFormat; syncEvery: number | 'auto'; momentumCarry: number | undefined; steal: number | 'auto' },
+): { verify: number; note: string | null } {
+  if (arg === 'off') return { verify: 0, note: null };
+  if (arg !== 'auto') {
+    const verify = Number(arg);
+    if (arg.trim() === '' || !(verify >= 0 && verify <= 1)) {
+      throw new ArgError(`--verify must be auto, off or a share in [0, 1] of the members audited each step, got "${arg.slice(0, 40)}"`);
+    }
+    return { verify, note: null };
+  }
+  if (isLoopback(job.host)) return { verify: 0, note: null };
+  const why = job.wire === 'i8' ? 'the i8 wire (use --wire bf16 to verify)'
+    : job.syncEvery !== 1 && job.momentumCarry === undefined ? 'rounds without the momentum carry (drop --momentum-carry own to verify)'
+    : typeof job.steal === 'number' && job.steal > 0 ? `--steal ${job.steal} (drop it to verify)`
+    : null;
+  if (why) return { verify: 0, note: `donors' work is not verified: ${why}; docs/trust.md says what that leaves open` };
+  return { verify: DEFAULT_VERIFY, note: null };
+}
+
 /**
  * The job `npm start` runs with no options: large-batch LARS on CIFAR-10 (docs/running.md: "The default
  * job"). Its rate and warm-up are what the converge bench's LARS search picks at B = 512 with
@@ -117,10 +146,11 @@ ${Object.entries(IMAGENET_RECIPES).map(([m, r]) =>
                               the share R in [0, 1) of the round's mean change into the next
                               (default ${START_OUTER.carry}); own: each peer keeps its own (DiLoCo)
   --sync-warmup N             with rounds: N exact sync steps before the first round (default 0)
-  --verify off|F              verify untrusted donors: another member recomputes F of the slices (or rounds),
+  --verify auto|off|F         verify untrusted donors: another member recomputes F of the slices (or rounds),
                               a majority of disagreeing audits evicts; each member's records of what it
-                              sent and received are checked against its neighbours' (default off;
-                              f32/f16/bf16 wires, rounds with the momentum carry: docs/trust.md)
+                              sent and received are checked against its neighbours' (default auto: 0.05
+                              with --host beyond loopback, else off; f32/f16/bf16 wires, rounds with the
+                              momentum carry, no --steal: docs/trust.md)
   --warmup N                  warm-up steps (default: LARS two epochs, at most a fifth of the job;
                               SGD one epoch, at most a tenth; imagenet: the recipe's)
   --label-smoothing X         targets (1 - X) onehot + X / classes, X in [0, 0.5] (default 0)
@@ -213,11 +243,7 @@ export async function startMain(argv: readonly string[]): Promise<void> {
   const warmupArg = a.int('warmup', -1, -1);
   const syncArg = a.str('sync-every', '');
   const syncWarmup = a.int('sync-warmup', 0, 0);
-  const verifyArg = a.str('verify', 'off');
-  const verify = verifyArg === 'off' ? 0 : Number(verifyArg);
-  if (verifyArg.trim() === '' || !(verify >= 0 && verify <= 1)) {
-    throw new ArgError(`--verify must be off or a share in [0, 1] of the members audited each step, got "${verifyArg.slice(0, 40)}"`);
-  }
+  const verifyArg = a.str('verify', 'auto');
   const labelSmoothing = a.num('label-smoothing', 0, (v) => v >= 0 && v <= MAX_LABEL_SMOOTHING, `a number in [0, ${MAX_LABEL_SMOOTHING}]`);
   const outerLr = a.num('outer-lr', START_OUTER.lr, (v) => v > 0 && v <= 10, 'a number in (0, 10]');
   const outerMomentum = a.num('outer-momentum', START_OUTER.momentum, (v) => v >= 0 && v < 1, 'a number in [0, 1)');
@@ -247,6 +273,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
     throw new ArgError(`--steal must be auto, off or a number in [0, ${MAX_STEAL_FRACTION}], got "${stealArg.slice(0, 40)}"`);
   }
   const stealChunk = a.int('steal-chunk', 0, 1);
+  const { verify, note: verifyNote } = readVerify(verifyArg, { host, wire, syncEvery, momentumCarry, steal: stealFraction });
+  if (verifyNote) process.stderr.write(`${verifyNote}\n`);
   // -1: not given (the recipe's, once the batch is known).
   const bnGroupArg = a.int('bn-group', -1, 0);
   const port = a.int('port', 8080);

@@ -207,6 +207,7 @@ const postJoin: Handler = async (req, res, ctx) => {
   const who: Joiner = {
     name: d.value.name ?? null, ...(d.value.donor ? { donor: d.value.donor } : {}), ...(address ? { address } : {}), ...(tokenLabel ? { tokenLabel } : {}),
     ...(d.value.probeMsPerImage !== undefined ? { probeMsPerImage: d.value.probeMsPerImage } : {}),
+    ...(d.value.microBatch !== undefined ? { microBatch: d.value.microBatch } : {}),
   };
   const refused = ctx.refuseJoin?.(who);
   if (refused) throw new HttpError('forbidden', refused);

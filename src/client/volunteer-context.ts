@@ -18,7 +18,7 @@ import type { Model } from '../nn/model.ts';
 import type { GradBucket } from '../nn/buckets.ts';
 import type { WireFormat } from '../protocol/frames.ts';
 import type { PublicJob } from './http.ts';
-import type { IceServer } from '../protocol/messages.ts';
+import { MAX_BATCH, type IceServer } from '../protocol/messages.ts';
 import type { RoundState } from './rounds.ts';
 import type { TrainingState } from './state.ts';
 import type { StepPhase } from './step-machine.ts';
@@ -171,3 +171,6 @@ export type SessionEnd = {
 };
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The micro-batch this volunteer says it computes at (JoinRequest.microBatch, StepResult.microBatch): no slice is larger than MAX_BATCH. */
+export const declaredMicroBatch = (fit: Pick<MicroFit, 'images'>): number => Math.min(fit.images, MAX_BATCH);

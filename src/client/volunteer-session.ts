@@ -15,7 +15,7 @@ import {
 } from '../protocol/messages.ts';
 import { describe, parseJsonText } from '../protocol/fields.ts';
 import { loadCheckpoint, uploadState } from './volunteer-checkpoint.ts';
-import type { Ctx, SessionEnd, SocketLike } from './volunteer-context.ts';
+import { declaredMicroBatch, type Ctx, type SessionEnd, type SocketLike } from './volunteer-context.ts';
 import { evalCounts } from './volunteer-eval.ts';
 import { ShapeReceiver } from './ring-shape.ts';
 import { SessionRing } from './volunteer-ring.ts';
@@ -85,6 +85,8 @@ export class Session {
       ...(c.p.direct ? { direct: { port: c.p.direct.port, addresses: [...c.p.direct.addresses] } } : {}),
       // Its first step's silence allowance (coordinator/silence.ts): what its engine took per image before it joined.
       probeMsPerImage: Math.min(MAX_PROBE_MS_PER_IMAGE, Math.ceil(c.fit.footprint.msPerImage)),
+      // What it computes at once, for its session: an audit of its slice recomputes it in the same micro-batches.
+      microBatch: declaredMicroBatch(c.fit),
     };
     const accept = await join(c.fetchFn, c.base, body);
     const url = new URL(c.base);

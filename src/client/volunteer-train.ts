@@ -15,15 +15,16 @@ import { HopRecord } from '../comm/hop-record.ts';
 import type { TensorLike } from '../backend/engine.ts';
 import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
-import { microBatches } from '../nn/fit.ts';
+import { microBatches, type MicroFit } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
 import type {
   AuditTask, HopSeed, HopSketchesMessage, NextSlice, PeerMessage, RoundAssignment, SketchReport, StepAssignment, StepResult, StepTimings,
 } from '../protocol/messages.ts';
+import { MAX_BATCH } from '../protocol/messages.ts';
 import { StateError } from './state.ts';
-import { sleep, type Ctx } from './volunteer-context.ts';
+import { declaredMicroBatch, sleep, type Ctx } from './volunteer-context.ts';
 import type { SessionRing } from './volunteer-ring.ts';
 import type { TailClaims } from './tail-claims.ts';
 import type { StepMachine } from './step-machine.ts';
@@ -153,10 +154,11 @@ export class Trainer {
    */
   private async gradient(
     ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[], honest = false,
+    fit: Pick<MicroFit, 'images' | 'group'> = this.c.fit,
   ): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
-    const parts = this.parts(ids);
+    const parts = this.parts(ids, fit);
     let lossSum = 0;
     if (parts.length === 0) model.zeroGrads();
     for (let k = 0; k < parts.length; k++) {
@@ -174,10 +176,10 @@ export class Trainer {
    * than one where BN normalises over the whole slice (a job without bnGroup) is refused: its
    * gradient would depend on how this device cuts it.
    */
-  private parts(ids: readonly number[]): number[][] {
-    const parts = microBatches(ids, this.c.fit);
+  private parts(ids: readonly number[], fit: Pick<MicroFit, 'images' | 'group'> = this.c.fit): number[][] {
+    const parts = microBatches(ids, fit);
     if (parts.length > 1 && this.c.model.bnGroup === null && this.c.model.spec.nodes.some((n) => n.op === 'bn')) {
-      throw new StateError(`this device computes at most ${this.c.fit.images} images of ${this.c.model.spec.name} at once, `
+      throw new StateError(`this device computes at most ${fit.images} images of ${this.c.model.spec.name} at once, `
         + `and its slice of ${ids.length} is more; the job normalises batch norm over each whole slice, so it cannot be cut: `
         + 'the job owner sets a BN group (npm start --bn-group 32) or gives this job more peers');
     }
@@ -284,8 +286,8 @@ export class Trainer {
     const { buckets, model } = this.c;
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
     const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
-    // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts).
-    const hops = a.verify ? new HopRecord(model.layout.paramFloats) : null;
+    // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts); alone, it sends nothing.
+    const hops = a.verify && a.ring.length > 1 ? new HopRecord(model.layout.paramFloats) : null;
     if (hops) hops.relayTamper = adversary?.relay ?? null;
     this.hearing.clear();
     const lies = adversary?.tamper?.consistent === false;
@@ -349,24 +351,41 @@ export class Trainer {
 
   /**
    * `task`'s slice recomputed for an audit: its gradient sum on the weights this peer holds (the
-   * step's, not yet updated), in one batch, with the step's dropout seed; the BN statistics the
-   * forward pass moves are put back, so the audit leaves this peer's state as it was.
+   * step's, not yet updated), in the member's micro-batches (one batch where the task names none),
+   * with the step's dropout seed; the BN statistics the forward pass moves are put back, so the
+   * audit leaves this peer's state as it was. Null where those micro-batches do not fit this device.
    */
-  private async auditGradient(a: StepAssignment, task: AuditTask): Promise<Float32Array> {
+  private async auditGradient(a: StepAssignment, task: AuditTask): Promise<Float32Array | null> {
     const { model } = this.c;
     const engine = this.c.p.engine;
+    const fit = this.auditFit(task, [task.sampleIds]);
+    if (!fit) return null;
     const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
     // A colluding adversary (the attack bench only) recomputes the slice the way it cheats.
     const colluder = this.c.adversary?.colludes ? this.c.adversary : null;
     const ids = colluder ? colluder.ids(task.sampleIds, this.c.train.index.samples) : task.sampleIds;
-    const x = await this.loadBatch(ids, task.epoch, [], !colluder);
-    recordGradients(model, x, a.seed * 1_000_003 + a.step, this.c.job.job.labelSmoothing ?? 0, false);
-    engine.flush();
-    const g = await engine.readF32(model.grads);
-    if (bn) engine.write(model.state, bn);
-    if (colluder?.auditTamper) for (const b of this.c.buckets) colluder.auditTamper.apply(g.subarray(b.start, b.end), b.start);
-    this.c.log(`volunteer: step ${a.step + 1} audits ${task.peer}'s slice of ${task.sampleIds.length} images`);
-    return g;
+    try {
+      const { grads: g } = await this.gradient(ids, task.epoch, a.seed, a.step, [], !colluder, fit);
+      if (colluder?.auditTamper) for (const b of this.c.buckets) colluder.auditTamper.apply(g.subarray(b.start, b.end), b.start);
+      const cut = task.microBatch !== undefined && task.microBatch < ids.length ? ` in micro-batches of at most ${task.microBatch}, as it computes` : '';
+      this.c.log(`volunteer: step ${a.step + 1} audits ${task.peer}'s slice of ${task.sampleIds.length} images${cut}`);
+      return g;
+    } finally {
+      if (bn) engine.write(model.state, bn);
+    }
+  }
+
+  /**
+   * How an audit cuts the audited member's slices (`slices`: the step's, or each inner step's of a round): in its
+   * micro-batches (task.microBatch), or each as one batch. Null, said in the log, where a micro-batch would not fit this
+   * device (the coordinator picks auditors whose micro-batch is large enough; an older plan may not have).
+   */
+  private auditFit(task: AuditTask, slices: readonly (readonly number[])[]): Pick<MicroFit, 'images' | 'group'> | null {
+    const fit = { images: task.microBatch ?? MAX_BATCH, group: this.c.fit.group };
+    const largest = Math.max(0, ...slices.flatMap((ids) => microBatches(ids, fit).map((p) => p.length)));
+    if (largest <= this.c.fit.images) return fit;
+    this.c.log(`volunteer: cannot audit ${task.peer}: its micro-batches of up to ${largest} images do not fit this device (${this.c.fit.images})`);
+    return null;
   }
 
   /**
@@ -485,7 +504,7 @@ export class Trainer {
   ): void {
     const fetchedBytes = this.c.fetched.bytes;
     this.host.send({
-      type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: this.c.fit.images,
+      type: 'step-result', peerId: this.host.peerId, generation: a.generation, step: a.step, ...r, fetchedBytes, microBatch: declaredMicroBatch(this.c.fit),
       ...(ring.size > 1 && this.ring.links.next ? { link: this.ring.links.next } : {}),
       ...(ring.size > 1 && this.ring.links.prev ? { linkPrev: this.ring.links.prev } : {}),
     });
@@ -578,18 +597,20 @@ export class Trainer {
    * `task`'s round recomputed for an audit (rounds.ts recompute) on the weights this peer holds at the round's start, its
    * inner steps with the round's dropout seeds; the batch norm statistics the forward passes move are put back.
    */
-  private async auditRound(a: StepAssignment, plan: RoundAssignment, task: AuditTask, rounds: RoundState): Promise<Float32Array> {
+  private async auditRound(a: StepAssignment, plan: RoundAssignment, task: AuditTask, rounds: RoundState): Promise<Float32Array | null> {
     const { model } = this.c;
     const engine = this.c.p.engine;
+    const inner = task.round ?? [];
+    const fit = this.auditFit(task, inner);
+    if (!fit) return null;
     const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
     // A colluding adversary (the attack bench only) recomputes the round the way it cheats.
     const colluder = this.c.adversary?.colludes ? this.c.adversary : null;
     const samples = this.c.train.index.samples;
-    const inner = task.round ?? [];
     this.c.log(`volunteer: round at step ${a.step + 1} audits ${task.peer}'s round of ${inner.flat().length} images`);
     try {
       const change = await rounds.recompute(a.step, inner, plan.epochs,
-        (ids, epoch, step) => this.gradient(colluder ? colluder.ids(ids, samples) : ids, epoch, a.seed, step, [], !colluder));
+        (ids, epoch, step) => this.gradient(colluder ? colluder.ids(ids, samples) : ids, epoch, a.seed, step, [], !colluder, fit));
       if (colluder?.auditTamper) colluder.auditTamper.apply(change, 0);
       return change;
     } finally {

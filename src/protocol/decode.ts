@@ -41,7 +41,7 @@ type Reader<T> = (r: FieldReader) => Fields<T>;
 const DIRECT_HOST = /^[A-Za-z0-9.:%_-]{1,253}$/;
 
 function readJoin(r: FieldReader): Fields<JoinRequest> {
-  r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct', 'probeMsPerImage']);
+  r.only(['type', 'protocol', 'token', 'name', 'donor', 'direct', 'probeMsPerImage', 'microBatch']);
   const protocol = r.int('protocol', 1, 1000);
   if (protocol !== PROTOCOL_VERSION && r.problems.length === 0) {
     r.problems.push(`protocol ${protocol} is not supported by this coordinator (it speaks ${PROTOCOL_VERSION}): reload the page or update the volunteer`);
@@ -51,6 +51,7 @@ function readJoin(r: FieldReader): Fields<JoinRequest> {
   if (r.has('name')) out.name = r.str('name', 40, DONOR_NAME, "a name of 1 to 40 letters, digits, spaces and . _ ' - (starting with a letter or digit)");
   if (r.has('donor')) out.donor = r.str('donor', 64, DONOR_ID, 'a donor id of 8 to 64 characters [A-Za-z0-9_-]');
   if (r.has('probeMsPerImage')) out.probeMsPerImage = r.num('probeMsPerImage', 0, MAX_PROBE_MS_PER_IMAGE);
+  if (r.has('microBatch')) out.microBatch = r.int('microBatch', 1, MAX_BATCH);
   if (r.has('direct')) {
     if (!isObj(r.o.direct)) r.fail('direct', 'an object {port}');
     else {
@@ -393,7 +394,7 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
     if (!isObj(r.o.audit)) r.fail('audit', 'an object {peer, sampleIds, epoch}');
     else {
       const a = new FieldReader(r.o.audit, 'verify.audit');
-      a.only(['peer', 'sampleIds', 'epoch', 'seed', 'round']);
+      a.only(['peer', 'sampleIds', 'epoch', 'seed', 'round', 'microBatch']);
       const innerIds = (v: unknown) => (Array.isArray(v) && v.length <= globalBatch && v.every((x) => sampleId(x) === null)
         ? null
         : `must be an array of at most globalBatch (${globalBatch}) sample ids`);
@@ -401,6 +402,7 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
         audit: {
           peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32),
           ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}),
+          ...(a.has('microBatch') ? { microBatch: a.int('microBatch', 1, globalBatch) } : {}),
           ...(a.has('round') ? { round: a.array<number[]>('round', MAX_SYNC_EVERY, innerIds).map((x) => x.map((v) => v + 0)) } : {}),
         },
       };

@@ -51,8 +51,12 @@ import type { Topology } from '../comm/topology.ts';
  * and hop records sketched under it, the all-gather's relays included (`hop-sketches`:
  * coordinator/audits.ts); version 14 would refuse the message, and be evicted as silent. A hop
  * record's all-gather parts are sketched by range (src/trust/hop-sketch.ts).
+ * 16: a join may carry `microBatch`, the most images the volunteer computes at once (fixed for its
+ * session), and an audit may name it (AuditTask.microBatch): the auditor recomputes the slice in the
+ * member's micro-batches, so a member that computes in micro-batches is audited too; version 15
+ * would refuse both fields.
  */
-export const PROTOCOL_VERSION = 15;
+export const PROTOCOL_VERSION = 16;
 /**
  * The session WebSocket (`ws://host:port/api/session?peer=<peerId>&token=<signalingToken>`):
  * after POST /api/join, every PeerMessage but `join` goes up it and every CoordinatorMessage
@@ -96,6 +100,12 @@ export interface JoinRequest {
    * computes (an engine that blocks its event loop sends no heartbeat then), within a bound.
    */
   probeMsPerImage?: number;
+  /**
+   * The most images it computes at once (src/nn/fit.ts), fixed for its session: a larger slice runs in micro-batches of
+   * at most this many. Its step results must say the same (StepResult.microBatch); audits of its slice recompute it in
+   * the same micro-batches (AuditTask.microBatch), by a member that can hold them. Absent: as many as it is given.
+   */
+  microBatch?: number;
 }
 /** The most a join may say one image takes (a minute: a claim beyond it is no device to train on). */
 export const MAX_PROBE_MS_PER_IMAGE = 60_000;
@@ -334,6 +344,11 @@ export const RING_FORM_TIMEOUT_MS = 15_000;
  */
 export interface AuditTask {
   peer: string; sampleIds: number[]; epoch: number; seed?: number;
+  /**
+   * The member computes at most this many images at once (its JoinRequest.microBatch): recompute its slice (each inner
+   * step's, in a round) in the micro-batches it cuts (src/nn/fit.ts microBatches). Absent: one batch.
+   */
+  microBatch?: number;
   /** A round's audit (the step's `round`): `peer`'s slice of each inner step, recomputed from the round's start (sampleIds empty). */
   round?: number[][];
 }

@@ -51,6 +51,46 @@ describe('audit plan', () => {
   });
 });
 
+describe('members that compute in micro-batches', () => {
+  const ring = ['a', 'b', 'c', 'd'];
+  // What each said at its join it computes at once (c said nothing), and slices of 6 images each.
+  const members = [{ microBatch: 2 }, { microBatch: 8 }, {}, { microBatch: 1 }];
+  const six = ring.map((_, i) => Array.from({ length: 6 }, (_, j) => 10 * i + j));
+
+  it('are recomputed in their own micro-batches, by an auditor that holds one of them; one whose slice fits audits it as one batch', () => {
+    const book = new AuditBook(1, 'f32', undefined, false);
+    const seen = new Map<string, Set<string>>();
+    for (let t = 0; t < 300; t++) {
+      book.plan(t, ring, six, 0, members).forEach((p, auditor) => {
+        if (!p.audit) return;
+        const target = ring.indexOf(p.audit.peer);
+        // a cuts its 6 into micro-batches of 2 (the task says so); b and c compute theirs at once (no cut named); d cuts into 1s.
+        expect(p.audit.microBatch, `${p.audit.peer}'s task`).toBe([2, undefined, undefined, 1][target]);
+        const holds = members[auditor]!.microBatch ?? Infinity;
+        expect(holds, `${ring[auditor]} audits ${p.audit.peer}`).toBeGreaterThanOrEqual(p.audit.microBatch ?? 6);
+        seen.set(p.audit.peer, (seen.get(p.audit.peer) ?? new Set()).add(ring[auditor]!));
+      });
+    }
+    // Whoever can hold the cut audits it: a (2) by b, c, d is too small; b and c (6 at once) only by each other; d (1) by anyone.
+    expect([...seen.get('a')!].sort()).toEqual(['b', 'c']);
+    expect([...seen.get('b')!].sort()).toEqual(['c']);
+    expect([...seen.get('c')!].sort()).toEqual(['b']);
+    expect([...seen.get('d')!].sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a member whose slice reuses a kept sum is not audited in that step', () => {
+    const book = new AuditBook(1, 'f32', undefined, false);
+    let others = 0;
+    for (let t = 0; t < 50; t++) {
+      const plan = book.plan(t, ring, six, 0, [{}, { reusing: true }, {}, {}]);
+      expect(plan.some((p) => p.audit?.peer === 'b')).toBe(false);
+      others += plan.filter((p) => p.audit).length;
+    }
+    // The others as before (the draw aims a little under F = 1).
+    expect(others).toBeGreaterThan(0.8 * 50 * 3);
+  });
+});
+
 const CHECKSUM = '0123456789abcdef';
 const report = (g: GradientSketch): SketchReport => ({ sums: [...g.sums], squares: [...g.squares] });
 /** Members' slice gradients: `sizes[i]` per-image gradients summed around a shared mean, per-image noise 3x the mean (a small CNN's share). */
@@ -272,6 +312,33 @@ describe('audits before the sum check', () => {
     const rest = ['p0', 'p1', 'p3'];
     book.forget(['p2']);
     expect(book.verdict(0, attempt(rest, book.plan(0, rest, slices(3), 0))).kind).toBe('ok');
+  });
+});
+
+describe('audits of members that compute in micro-batches', () => {
+  it('judge a cheater that cuts its slice (it said so at its join); a result cut otherwise than planned is not judged', () => {
+    const ring = ['p0', 'p1', 'p2', 'p3'];
+    const rng = makeRng(23);
+    const seed = sketchSeed(CHECKSUM);
+    // p2 said at its join it computes 2 images at once, and its slices hold 32: it cuts them, and sends its gradient sign-flipped.
+    const members = [{}, {}, { microBatch: 2 }, {}];
+    const attempt = (book: AuditBook, cut: number | undefined): { verdict: ReturnType<AuditBook['verdict']>; task: number | undefined } => {
+      const plan = book.plan(0, ring, slices(4).map(() => Array.from({ length: 32 }, (_, j) => j)), 0, members);
+      const honest = slices32(rng, 4);
+      const rs = results(ring, 0, honest.map((g, i) => (i === 2 ? g.map((x) => -x) : g))).map((r, i) => {
+        const task = plan[i]!.audit;
+        const audit = task ? { audit: { peer: task.peer, ...report(sketch(honest[ring.indexOf(task.peer)]!, task.seed ?? seed)) } } : {};
+        return { ...r, ...(i === 2 && cut !== undefined ? { microBatch: cut } : {}), ...audit };
+      });
+      return { verdict: book.verdict(0, rs), task: plan.find((p) => p.audit?.peer === 'p2')?.audit?.microBatch };
+    };
+    const judged = attempt(new AuditBook(1, 'f32', () => 0, false), 2);
+    expect(judged.task).toBe(2);
+    expect(judged.verdict.kind, JSON.stringify(judged.verdict)).toBe('again');
+    expect((judged.verdict as { reason: string }).reason).toMatch(/recomputation of p2's slice disagrees/);
+    // Cut into 4s where the audit recomputed 2s: the two differ for a reason other than cheating (the driver evicts such a result).
+    const other = attempt(new AuditBook(1, 'f32', () => 0, false), 4);
+    expect(other.verdict.kind, JSON.stringify(other.verdict)).toBe('ok');
   });
 });
 

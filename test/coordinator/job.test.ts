@@ -91,10 +91,19 @@ describe('job config', () => {
     ['rings given a second to form', { ...BASE, ringFormMs: 1000 }, 'ringFormMs must be an integer in [2000, 120000]'],
     ['verified rounds without the momentum carry', { ...BASE, verify: 0.1, syncEvery: 4 },
       "verify in rounds recomputes a member's round from the round's start, which needs every peer's inner momentum equal: set momentumCarry"],
+    ['a verified job that steals', { ...BASE, verify: 0.05, stealFraction: 0.5 },
+      'work stealing (stealFraction) hands members tail ids that an audit cannot recompute, so a verified job (verify > 0) does not steal'],
     ['the i8 wire with rounds', { ...BASE, wire: 'i8', syncEvery: 4 },
       "the i8 wire carries what it drops into the next step's gradient (error feedback), which rounds (syncEvery > 1 or \"auto\") do not have"],
   ])('refuses %s', (_n, input, expected) => {
     expect(problems(input)).toContain(expected);
+  });
+
+  it('a verified job does not steal unless it asks (and may not ask); an unverified one steals "auto"', () => {
+    expect(parseJobConfig({ ...BASE, verify: 0.05 }, 50_000).steal).toBeUndefined();
+    expect(parseJobConfig({ ...BASE, verify: 0.05, stealFraction: 'auto' }, 50_000).steal).toBeUndefined();
+    expect(parseJobConfig({ ...BASE, verify: 0.05, stealFraction: 0 }, 50_000).verify).toBe(0.05);
+    expect(parseJobConfig(BASE, 50_000).steal).toMatchObject({ auto: true });
   });
 
   it('samples globally unless told otherwise (every earlier job file reads as before); shard-local takes a window', () => {

@@ -13,7 +13,7 @@ import { makeRng, type Rng } from '../../src/rng.ts';
 const SKETCH = { sums: Array.from({ length: SKETCH_LENGTH }, (_, i) => i - 3.5), squares: Array.from({ length: SKETCH_LENGTH }, (_, i) => i * 0.25) };
 const PEER: PeerMessage[] = [
   { type: 'join', protocol: PROTOCOL_VERSION },
-  { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12', probeMsPerImage: 412.5 },
+  { type: 'join', protocol: PROTOCOL_VERSION, token: 'lab-secret-token', name: 'desk-12', probeMsPerImage: 412.5, microBatch: 24 },
   { type: 'heartbeat', peerId: 'p-1', generation: 3, step: 17 },
   {
     type: 'step-result', peerId: 'p-1', generation: 3, step: 17, loss: 2.25, checksum: '00ff12ab', timings: { computeMs: 120.5, commMs: 30, waitMs: 0 },
@@ -60,7 +60,7 @@ const COORD: CoordinatorMessage[] = [
   },
   {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
-    verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77 } },
+    verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77, microBatch: 1 } },
   },
   {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [], epoch: 0, seed: 42,
@@ -111,6 +111,10 @@ suite('protocol: verification fields', () => {
     expect(bad({ round: undefined })).toMatch(/verify\.audit\.round goes with a round/);
     expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [1], epoch: 0 } } })).toMatch(/verify\.audit\.round goes with a round/);
     expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[-1]] } } })).toMatch(/round/);
+    // An audit's micro-batch: whole images, at most the step's batch.
+    for (const microBatch of [0, 9, 1.5]) {
+      expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[1]], microBatch } } })).toMatch(/verify\.audit\.microBatch must be/);
+    }
   });
 
   it('refuses a ring dead time outside 1 s .. 10 min', () => {
@@ -162,6 +166,8 @@ suite('protocol: malformed messages are refused with a reason', () => {
     ['long token', { type: 'join', protocol: 1, token: 't'.repeat(257) }, 'token must be'],
     ['probe beyond a minute an image', { ...PEER[1], probeMsPerImage: 60_001 }, 'probeMsPerImage must be'],
     ['negative probe', { ...PEER[1], probeMsPerImage: -1 }, 'probeMsPerImage must be'],
+    ['a micro-batch of 0 images', { ...PEER[1], microBatch: 0 }, 'microBatch must be an integer in [1, 65536]'],
+    ['a fractional micro-batch', { ...PEER[1], microBatch: 2.5 }, 'microBatch must be an integer'],
     ['bad checksum', { ...PEER[3], checksum: 'XYZ' }, 'checksum must be a lower-case hex'],
     ['timings not object', { ...PEER[3], timings: 5 }, 'timings must be an object'],
     ['negative timing', { ...PEER[3], timings: { computeMs: -1, commMs: 0, waitMs: 0 } }, 'timings.computeMs must be'],

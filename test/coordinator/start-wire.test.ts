@@ -1,7 +1,9 @@
 // npm start --wire, --lars-biases and --momentum-carry: listed in --help, and a value it does not know is
 // refused saying what it takes, before any data is loaded or a job folder touched.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_JOB, defaultWarmup, readCarry, readSyncEvery, START_OUTER, START_USAGE, startMain } from '../../coordinator/main.ts';
+import {
+  DEFAULT_JOB, DEFAULT_VERIFY, defaultWarmup, readCarry, readSyncEvery, readVerify, START_OUTER, START_USAGE, startMain,
+} from '../../coordinator/main.ts';
 
 describe('npm start --wire', () => {
   it('is listed in the usage with its default', () => {
@@ -53,6 +55,38 @@ describe('npm start --sync-every', () => {
       /--sync-every must be auto or a whole number of steps in \[1, 1024\]/,
     );
     await expect(startMain(['--sync-every', 'often'])).rejects.toThrow('--sync-every must be auto or a whole number of steps in [1, 1024], got "often"');
+  });
+});
+
+describe('npm start --verify', () => {
+  const job = { host: '0.0.0.0', wire: 'bf16' as const, syncEvery: 'auto' as const, momentumCarry: 0.75, steal: 'auto' as const };
+
+  it('is auto: 0.05 where strangers can join (beyond loopback), off on loopback; a share or off as given', () => {
+    expect(START_USAGE).toMatch(/--verify auto\|off\|F .*\n(.*\n){1}.*\(default auto: 0\.05\n.*with --host beyond loopback, else off/);
+    expect(DEFAULT_VERIFY).toBe(0.05);
+    expect(readVerify('auto', job)).toEqual({ verify: 0.05, note: null });
+    expect(readVerify('auto', { ...job, host: '10.1.2.3', syncEvery: 1 })).toEqual({ verify: 0.05, note: null });
+    expect(readVerify('auto', { ...job, host: '127.0.0.1' })).toEqual({ verify: 0, note: null });
+    expect(readVerify('auto', { ...job, host: 'localhost' })).toEqual({ verify: 0, note: null });
+    expect(readVerify('0.2', { ...job, host: '127.0.0.1' })).toEqual({ verify: 0.2, note: null });
+    expect(readVerify('off', job)).toEqual({ verify: 0, note: null });
+  });
+
+  it('auto says why it is off where the job rules it out (the i8 wire, rounds without the carry, explicit stealing)', () => {
+    expect(readVerify('auto', { ...job, wire: 'i8', syncEvery: 1 }).note).toMatch(/^donors' work is not verified: the i8 wire \(use --wire bf16 to verify\)/);
+    expect(readVerify('auto', { ...job, momentumCarry: undefined }).note).toMatch(/rounds without the momentum carry \(drop --momentum-carry own/);
+    expect(readVerify('auto', { ...job, steal: 0.5 })).toEqual({ verify: 0, note: expect.stringMatching(/--steal 0\.5 \(drop it to verify\)/) as unknown });
+    // Rounds with the carry, and steal auto (which a verified job turns off) or off, verify.
+    expect(readVerify('auto', { ...job, steal: 0 }).verify).toBe(0.05);
+  });
+
+  it('refuses anything else saying what it takes', async () => {
+    for (const bad of ['', 'sometimes', '1.5', '-0.1']) {
+      expect(() => readVerify(bad, job)).toThrow(/--verify must be auto, off or a share in \[0, 1\] of the members audited each step/);
+    }
+    await expect(startMain(['--verify', 'always'])).rejects.toThrow(
+      '--verify must be auto, off or a share in [0, 1] of the members audited each step, got "always"',
+    );
   });
 });
 

@@ -25,6 +25,7 @@ import { PROTOCOL_VERSION, type MetricRecord } from '../../src/protocol/messages
 import { latestPerStep } from '../../coordinator/metrics.ts';
 import {
   adversaryVolunteer, buildTestData, finalWeights, metricsOf, onePeerWeights, peerNames, relDiff, startTestJob, stopAll, tempRoot, testJob, until, volunteer,
+  type TestJob,
 } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
@@ -87,6 +88,24 @@ async function adminAction(job: { url: string; adminToken: string }, action: str
 }
 
 /**
+ * Waits at most `ms` for a line of `job` matching `verdict` (on a timeout, what the job and `bad` said), then for the job's end:
+ * every honest volunteer exits 0. The job's verification lines (logged under `label`).
+ */
+async function verdictThenEnd(job: TestJob, bad: LocalVolunteer, honest: readonly LocalVolunteer[], verdict: RegExp, ms: number, label: string) {
+  try {
+    await until(() => job.lines.some((l) => verdict.test(l)), ms, `${label}: ${verdict.source}`);
+  } catch (e) {
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\n${story(job, bad)}`);
+  }
+  await job.driver.finished;
+  await job.close();
+  for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
+  const verdicts = job.lines.filter((l) => l.includes('verification:'));
+  console.log(`verification, ${label}:\n${verdicts.join('\n')}`);
+  return verdicts;
+}
+
+/**
  * A job of 10 verified steps with 3 honest wasm volunteers and an adversary of `kind` named `name`, until the hop checks name it:
  * only it leaves, the honest finish, every committed step is theirs with one checksum, and it alone is convicted. Its verdict lines.
  */
@@ -95,17 +114,8 @@ async function namedByHops(name: string, kind: string, config: Record<string, un
   const honest = ['a', 'b', 'c'].map((n) => volunteer(job.url, n, 'wasm'));
   const bad = adversary(job.url, name, kind);
   spawned.push(...honest, bad);
-  try {
-    const named = /verification: .*its records of what it sent and received disagree with those of \d different neighbours/;
-    await until(() => job.lines.some((l) => named.test(l)), 90_000, `the ${name} named`);
-  } catch (e) {
-    throw new Error(`${e instanceof Error ? e.message : String(e)}\n${story(job, bad)}`);
-  }
-  await job.driver.finished;
-  await job.close();
-  for (const v of honest) expect(await v.exited, v.lines.slice(-20).join('\n')).toBe(0);
-  const verdicts = job.lines.filter((l) => l.includes('verification:'));
-  console.log(`verification, ${name}:\n${verdicts.join('\n')}`);
+  const named = /verification: .*its records of what it sent and received disagree with those of \d different neighbours/;
+  const verdicts = await verdictThenEnd(job, bad, honest, named, 90_000, name);
   const names = peerNames(job.events);
   const left = job.events.filter((e) => e.type === 'peer-left');
   expect(left.length).toBeGreaterThanOrEqual(1);
@@ -190,6 +200,27 @@ describe('verified steps (verify > 0)', () => {
     expect(convictions[0]!.caught).toBe(1);
     const bans = (await readFile(join(job.jobDir, BANS_FILE), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Ban);
     expect(bans.map((b) => [b.name, b.address?.replace(/^::ffff:/, ''), b.tokenLabel])).toEqual([['bad', '127.0.0.1', 'desk-7']]);
+  });
+
+  it('a cheater that computes its slice in micro-batches is recomputed in them and caught; an honest one that does passes', async () => {
+    // Slices of 6: c and the cheater compute theirs as 3 micro-batches of 2 (said at their join). Before audits recomputed a
+    // member's micro-batches, neither was ever audited, so a cheater escaped by saying it computes fewer images at once.
+    const job = await startTestJob(root.dir, 'micro', data, testJob(10, { minPeers: 4, ...VERIFIED }));
+    const honest = [volunteer(job.url, 'a', 'wasm'), volunteer(job.url, 'b', 'wasm'), volunteer(job.url, 'c', 'wasm', ['--micro-batch', '2'])];
+    const bad = spawnVolunteer({ url: job.url, name: 'bad', args: ['--no-tune', '--backend', 'wasm', '--adversary', 'sign-flip', '--micro-batch', '2'] });
+    spawned.push(...honest, bad);
+    await verdictThenEnd(job, bad, honest, /verification: .*differs from \d+ of \d+ members' recomputations/, 100_000, 'a cheater in micro-batches');
+    const names = peerNames(job.events);
+    for (const l of job.events) if (l.type === 'peer-left') expect(names.get(l.peerId), l.reason).toBe('bad');
+    // c's slice was recomputed in its micro-batches, and agreed: it computed in 3 each step, and was never accused.
+    const auditsOfC = honest.flatMap((v) => v.lines.filter((l) => /audits \S+'s slice of 6 images in micro-batches of at most 2, as it computes/.test(l)));
+    expect(auditsOfC.length).toBeGreaterThan(0);
+    expect(honest[2]!.lines.some((l) => /runs its 6 images as 3 micro-batches of at most 2/.test(l))).toBe(true);
+    const records = await metricsOf(job.jobDir);
+    expect(talliesOf(records).filter((t) => t.convicted).map((t) => t.convicted)).toEqual([['bad']]);
+    const last = latestPerStep(records);
+    expect(last.map((r) => r.step)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    for (const r of last) expect(new Set(r.peers.map((q) => q.checksum)).size).toBe(1);
   });
 
   it('a cheater unaudited in its first steps is caught later: its steps are undone, and the honest end where one peer alone would', async () => {
