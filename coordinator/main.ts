@@ -437,7 +437,8 @@ export async function startMain(argv: readonly string[]): Promise<void> {
         + `${job.job.outer.carry !== undefined ? `inner momentum carried (${job.job.outer.carry})` : "each peer's own inner momentum"}`
       : ''}`
     + `${job.job.labelSmoothing > 0 ? `; label smoothing ${job.job.labelSmoothing}` : ''}`
-    + `${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''})\n`);
+    + `${job.job.wire !== DEFAULT_WIRE ? `; ${job.job.wire} on the wire` : ''}`
+    + `${job.job.verify > 0 ? `; donors' work verified: ${+(job.job.verify * 100).toFixed(2)}% of slices recomputed, hop records checked` : ''})\n`);
   process.stderr.write(`  donate from a browser: open ${shown}/${token ? `?token=${token}` : ''}   `
     + `dashboard: ${shown}/${job.viewToken ? `?token=${job.viewToken}` : ''}#dashboard`
     + `${job.viewToken ? ' (the view token: the dashboard only, not the data or the weights)' : ''}\n`);
