@@ -41,8 +41,8 @@
 // Audits need a ring of 3 (someone to settle a dispute) and no claimed tail ids. A member that
 // computes its slice in micro-batches (it said at its join how many images it holds at once) is
 // recomputed in the same micro-batches (BN statistics and dropout masks depend on the batch), by an
-// auditor that holds that many; a member whose re-run reuses a sum kept from an aborted attempt is
-// not audited in that step (no one batch gave that sum).
+// auditor that holds that many; a member whose re-run reuses a sum kept from an aborted attempt that
+// it computed in pieces (part of it kept from an earlier attempt) is not audited in that attempt.
 import { randomInt } from 'node:crypto';
 import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 export { HOP_ATTEMPTS } from './hop-judge.ts';
@@ -60,7 +60,7 @@ export interface AuditMember {
   microBatch?: number;
   /** The most images it is asked to compute at once (a round's largest inner slice); default: its slice. */
   oneBatch?: number;
-  /** Its slice reuses a sum kept from an aborted attempt (slice-rerun.ts): not audited in this step. */
+  /** Its slice reuses a sum kept from an aborted attempt that was not computed as one cut of it (slice-rerun.ts): not audited now. */
   reusing?: boolean;
 }
 
@@ -342,11 +342,11 @@ export class AuditBook {
       const target = byId.get(r.audit.peer);
       if (!target || target.peerId === r.peerId || r.audit.peer === d?.target) continue;
       // Only a slice computed in the micro-batches the audit used (one batch where it named none), with nothing claimed
-      // from the tail and no kept sum reused, is recomputed the same.
+      // from the tail, is recomputed the same (a member whose kept sum came in pieces was not made a target: plan).
       const most = oneBatch?.get(target.peerId) ?? target.images;
       const cut = (m: number | undefined): number => Math.min(m ?? most, most);
       const planned = this.splitIn.step === step ? this.splitIn.of.get(target.peerId) : undefined;
-      if ((target.claimed ?? 0) > 0 || (target.reused ?? 0) > 0 || cut(target.microBatch) !== cut(planned)) continue;
+      if ((target.claimed ?? 0) > 0 || cut(target.microBatch) !== cut(planned)) continue;
       this.tally.audits++;
       this.tally.auditedImages += target.images;
       if (this.directedIn.step === step && this.directedIn.ids.has(target.peerId)) this.tally.directed++;

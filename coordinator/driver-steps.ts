@@ -70,6 +70,12 @@ export class StepBook {
   private round: RoundPlan | null = null;
   /** Sync mode: the slices whose gradient sums the members of the last aborted attempt kept (slice-rerun.ts). */
   private kept: KeptSlices | null = null;
+  /**
+   * A verified job: the members of the aborted attempt whose kept sum was not computed as one cut of their slice (part of it
+   * reused from an earlier attempt, the rest computed then): an audit could not recompute it, so they are not audited while
+   * they reuse it. A member that reuses a sum it computed whole is audited as usual (a dispute's next attempt reuses them all).
+   */
+  private pieced = new Set<string>();
   /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
   private lastAdvance = 1;
   private recentStepMs: number[] = [];
@@ -164,10 +170,7 @@ export class StepBook {
     const roundSlices = round ? phase.ring.map((id) => round.slices.get(id) ?? []) : null;
     const audited = phase.slices ?? roundSlices?.map((inner) => inner.flat()) ?? null;
     const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited?.map((x) => x.length) ?? [];
-    const members = phase.ring.map((_, rank): AuditMember => {
-      const microBatch = s.microBatches?.[rank];
-      return { oneBatch: oneBatch[rank]!, ...(microBatch !== undefined ? { microBatch } : {}), ...(rerun?.reuse[rank] ? { reusing: true } : {}) };
-    });
+    const members = auditMembers(phase.ring, oneBatch, s.microBatches ?? [], rerun, this.pieced);
     const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch, members) : null;
     if (verify && roundSlices) {
       for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[phase.ring.indexOf(v.audit.peer)]! };
@@ -247,6 +250,7 @@ export class StepBook {
     // With a tail: each member holds its fixed part and its grants; what was never granted is re-run as lost.
     const held = heldSlices(ph);
     if (held && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, held, ph.tail?.left ?? []);
+    this.pieced = held && ph.verified ? piecedSums(ph.ring, held, ph.verified.reuse, this.pieced) : new Set();
   }
 
   /** Nobody holds the work of an aborted round or step any more (the ring emptied). */
@@ -390,4 +394,35 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
     },
     event: { type: 'step', step, generation: ph.generation, loss, imagesPerSec, peers: ph.ring.length, timings, traffic, utilisation, wallMs },
   };
+}
+
+/**
+ * What the audit plan needs of each member of `ring` (rank order): the most images it is asked to compute at once
+ * (`oneBatch`), what it said it computes at once (`microBatches`), and whether its slice in `rerun` reuses a kept sum that
+ * an audit could not recompute: a part of it (the rest is computed now) or a whole one that was itself `pieced`.
+ */
+export function auditMembers(
+  ring: readonly string[], oneBatch: readonly number[], microBatches: readonly (number | undefined)[], rerun: RerunPlan | null,
+  pieced: ReadonlySet<string>,
+): AuditMember[] {
+  return ring.map((id, rank) => {
+    const microBatch = microBatches[rank];
+    const reuse = rerun?.reuse[rank];
+    const reusing = reuse && (reuse.count < rerun!.slices[rank]!.length || pieced.has(id));
+    return { oneBatch: oneBatch[rank]!, ...(microBatch !== undefined ? { microBatch } : {}), ...(reusing ? { reusing: true } : {}) };
+  });
+}
+
+/**
+ * The members of an aborted verified attempt (`ring`, holding `held` by rank, asked to reuse `reuse` ids of a kept sum)
+ * whose sum now kept was not computed as one cut of their slice: they reused part of an earlier sum and computed the rest,
+ * or reused the whole of one that was `before` pieced.
+ */
+export function piecedSums(
+  ring: readonly string[], held: readonly (readonly number[])[], reuse: ReadonlyMap<string, number>, before: ReadonlySet<string>,
+): Set<string> {
+  return new Set(ring.filter((id, rank) => {
+    const count = reuse.get(id) ?? 0;
+    return count > 0 && (count < held[rank]!.length || before.has(id));
+  }));
 }
