@@ -41,8 +41,8 @@
 // Audits need a ring of 3 (someone to settle a dispute) and no claimed tail ids. A member that
 // computes its slice in micro-batches (it said at its join how many images it holds at once) is
 // recomputed in the same micro-batches (BN statistics and dropout masks depend on the batch), by an
-// auditor that holds that many; a member whose re-run reuses a sum kept from an aborted attempt that
-// it computed in pieces (part of it kept from an earlier attempt) is not audited in that attempt.
+// auditor that holds that many; a member whose re-run reuses a sum kept from an aborted attempt and
+// computes the rest of its slice now is recomputed in the same pieces (AuditTask.pieces).
 import { randomInt } from 'node:crypto';
 import type { AuditTask, HopSketchesMessage, SketchReport, StepResult, VerificationTally } from '../src/protocol/messages.ts';
 export { HOP_ATTEMPTS } from './hop-judge.ts';
@@ -60,8 +60,12 @@ export interface AuditMember {
   microBatch?: number;
   /** The most images it is asked to compute at once (a round's largest inner slice); default: its slice. */
   oneBatch?: number;
-  /** Its slice reuses a sum kept from an aborted attempt that was not computed as one cut of it (slice-rerun.ts): not audited now. */
+  /** Its slice reuses a sum kept from an aborted attempt whose pieces are not known (slice-rerun.ts): not audited now. */
   reusing?: boolean;
+  /** Its sum is computed in these runs of its slice's ids apart (a re-run: the kept sum's pieces, then the ids computed now). */
+  pieces?: number[];
+  /** The ids at the start of its slice it reuses a kept sum of (a re-run; default 0). */
+  reused?: number;
 }
 
 /** Which audits a book gives beyond the draw: to suspects, and to newcomers on probation. */
@@ -141,8 +145,8 @@ export class AuditBook {
   private readonly probation = new Set<string>();
   /** The members audited as suspects or newcomers in the step planned last (their audits count as directed). */
   private directedIn: { step: number; ids: Set<string> } = { step: -1, ids: new Set() };
-  /** The micro-batch the audits planned for `step` recompute each target's slice in (absent: one batch). */
-  private splitIn: { step: number; of: Map<string, number> } = { step: -1, of: new Map() };
+  /** How the audits planned for `step` recompute each target's slice: its micro-batch (absent: one batch), the ids it reuses. */
+  private splitIn: { step: number; of: Map<string, { cut?: number; reused: number }> } = { step: -1, of: new Map() };
   /** The counts last reported (report()). */
   private reported = '';
 
@@ -210,8 +214,10 @@ export class AuditBook {
     const busy = new Set<number>();
     const task = (target: number, auditor: number): void => {
       const cut = split[target];
-      out[auditor] = { audit: { peer: ring[target]!, sampleIds: [...slices[target]!], epoch, ...(cut !== undefined ? { microBatch: cut } : {}) } };
-      if (cut !== undefined) this.splitIn.of.set(ring[target]!, cut);
+      const pieces = members[target]?.pieces;
+      const how = { ...(cut !== undefined ? { microBatch: cut } : {}), ...(pieces ? { pieces } : {}) };
+      out[auditor] = { audit: { peer: ring[target]!, sampleIds: [...slices[target]!], epoch, ...how } };
+      this.splitIn.of.set(ring[target]!, { ...(cut !== undefined ? { cut } : {}), reused: members[target]?.reused ?? 0 });
       busy.add(auditor);
     };
     const others = (target: number, not: ReadonlySet<number>): number[] => ring.map((_, i) => i)
@@ -345,8 +351,9 @@ export class AuditBook {
       // from the tail, is recomputed the same (a member whose kept sum came in pieces was not made a target: plan).
       const most = oneBatch?.get(target.peerId) ?? target.images;
       const cut = (m: number | undefined): number => Math.min(m ?? most, most);
+      // A member that had no kept sum to reuse computes its whole slice at once (it says so: reused 0), not in the planned pieces.
       const planned = this.splitIn.step === step ? this.splitIn.of.get(target.peerId) : undefined;
-      if ((target.claimed ?? 0) > 0 || cut(target.microBatch) !== cut(planned)) continue;
+      if ((target.claimed ?? 0) > 0 || cut(target.microBatch) !== cut(planned?.cut) || (target.reused ?? 0) !== (planned?.reused ?? 0)) continue;
       this.tally.audits++;
       this.tally.auditedImages += target.images;
       if (this.directedIn.step === step && this.directedIn.ids.has(target.peerId)) this.tally.directed++;

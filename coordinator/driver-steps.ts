@@ -71,11 +71,10 @@ export class StepBook {
   /** Sync mode: the slices whose gradient sums the members of the last aborted attempt kept (slice-rerun.ts). */
   private kept: KeptSlices | null = null;
   /**
-   * A verified job: the members of the aborted attempt whose kept sum was not computed as one cut of their slice (part of it
-   * reused from an earlier attempt, the rest computed then): an audit could not recompute it, so they are not audited while
-   * they reuse it. A member that reuses a sum it computed whole is audited as usual (a dispute's next attempt reuses them all).
+   * A verified job: how each member of the aborted attempt computed the sum it keeps, as runs of its slice's ids computed
+   * apart (SumPieces): a re-run that reuses it is audited in the same pieces.
    */
-  private pieced = new Set<string>();
+  private pieces: ReadonlyMap<string, SumPieces> = new Map();
   /** Steps the last commit advanced (1, or a round's length): evaluations and checkpoints fall due on crossing a multiple. */
   private lastAdvance = 1;
   private recentStepMs: number[] = [];
@@ -170,14 +169,18 @@ export class StepBook {
     const roundSlices = round ? phase.ring.map((id) => round.slices.get(id) ?? []) : null;
     const audited = phase.slices ?? roundSlices?.map((inner) => inner.flat()) ?? null;
     const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited?.map((x) => x.length) ?? [];
-    const members = auditMembers(phase.ring, oneBatch, s.microBatches ?? [], rerun, this.pieced);
+    const pieces = phase.ring.map((id, rank) => sumPieces(plan?.slices[rank]?.length ?? 0, rerun?.reuse[rank]?.count ?? 0, this.pieces.get(id)));
+    const members = auditMembers(oneBatch, s.microBatches ?? [], pieces, rerun?.reuse.map((r) => r?.count ?? 0) ?? []);
     const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch, members) : null;
     if (verify && roundSlices) {
       for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[phase.ring.indexOf(v.audit.peer)]! };
     }
     if (verify) {
       const reuse = new Map(phase.ring.flatMap((id, rank) => (rerun?.reuse[rank] ? [[id, rerun.reuse[rank].count] as const] : [])));
-      phase.verified = { oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])), reuse };
+      phase.verified = {
+        oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])), reuse,
+        pieces: new Map(phase.ring.flatMap((id, rank) => (pieces[rank] ? [[id, pieces[rank]] as const] : []))),
+      };
     }
     // Optional fields are set only where present (no spread temporaries: 1,000 members made ~7,000 a turn). The members
     // share one `steal` object, so the sessions encode it once a step (src/client/ring-shape.ts).
@@ -250,7 +253,7 @@ export class StepBook {
     // With a tail: each member holds its fixed part and its grants; what was never granted is re-run as lost.
     const held = heldSlices(ph);
     if (held && ph.steps === 1) this.kept = keptSlices(ph.step, ph.epoch, ph.generation, ph.ring, held, ph.tail?.left ?? []);
-    this.pieced = held && ph.verified ? piecedSums(ph.ring, held, ph.verified.reuse, this.pieced) : new Set();
+    this.pieces = held && ph.verified ? ph.verified.pieces : new Map();
   }
 
   /** Nobody holds the work of an aborted round or step any more (the ring emptied). */
@@ -396,33 +399,35 @@ export function commitRecords(ph: RunningPhase, results: readonly StepResult[], 
   };
 }
 
+/** How a member computed its slice's sum: the lengths of the runs of its ids (in order) computed apart, each cut as it cuts. */
+export type SumPieces = readonly number[];
+
 /**
- * What the audit plan needs of each member of `ring` (rank order): the most images it is asked to compute at once
- * (`oneBatch`), what it said it computes at once (`microBatches`), and whether its slice in `rerun` reuses a kept sum that
- * an audit could not recompute: a part of it (the rest is computed now) or a whole one that was itself `pieced`.
+ * The pieces of a slice of `length` ids whose first `reused` come from a kept sum computed in `kept` pieces (slice-rerun.ts),
+ * the rest computed now: one piece when nothing is reused; null when the kept sum's pieces are not known (or do not cover
+ * `reused`): no audit could recompute it.
  */
-export function auditMembers(
-  ring: readonly string[], oneBatch: readonly number[], microBatches: readonly (number | undefined)[], rerun: RerunPlan | null,
-  pieced: ReadonlySet<string>,
-): AuditMember[] {
-  return ring.map((id, rank) => {
-    const microBatch = microBatches[rank];
-    const reuse = rerun?.reuse[rank];
-    const reusing = reuse && (reuse.count < rerun!.slices[rank]!.length || pieced.has(id));
-    return { oneBatch: oneBatch[rank]!, ...(microBatch !== undefined ? { microBatch } : {}), ...(reusing ? { reusing: true } : {}) };
-  });
+export function sumPieces(length: number, reused: number, kept: SumPieces | undefined): SumPieces | null {
+  if (reused === 0) return [length];
+  if (!kept || kept.reduce((a, b) => a + b, 0) !== reused) return null;
+  return length > reused ? [...kept, length - reused] : kept;
 }
 
 /**
- * The members of an aborted verified attempt (`ring`, holding `held` by rank, asked to reuse `reuse` ids of a kept sum)
- * whose sum now kept was not computed as one cut of their slice: they reused part of an earlier sum and computed the rest,
- * or reused the whole of one that was `before` pieced.
+ * What the audit plan needs of each member (rank order): the most images it is asked to compute at once (`oneBatch`), what it
+ * said it computes at once (`microBatches`), the pieces its sum is computed in (null: unknown, so it is not audited) and the
+ * ids it reuses of a kept sum (`reused`: the member must say the same, or it computed otherwise than the audit would).
  */
-export function piecedSums(
-  ring: readonly string[], held: readonly (readonly number[])[], reuse: ReadonlyMap<string, number>, before: ReadonlySet<string>,
-): Set<string> {
-  return new Set(ring.filter((id, rank) => {
-    const count = reuse.get(id) ?? 0;
-    return count > 0 && (count < held[rank]!.length || before.has(id));
-  }));
+export function auditMembers(
+  oneBatch: readonly number[], microBatches: readonly (number | undefined)[], pieces: readonly (SumPieces | null)[], reused: readonly number[],
+): AuditMember[] {
+  return oneBatch.map((most, rank) => {
+    const microBatch = microBatches[rank];
+    const p = pieces[rank];
+    const r = reused[rank] ?? 0;
+    return {
+      oneBatch: most, ...(microBatch !== undefined ? { microBatch } : {}), ...(p === null ? { reusing: true } : {}),
+      ...(p && p.length > 1 ? { pieces: [...p] } : {}), ...(r > 0 ? { reused: r } : {}),
+    };
+  });
 }

@@ -112,9 +112,10 @@ export type Phase =
     /**
      * A verified step or round (audits.ts planned its audits): its results are judged before it commits. `oneBatch`: per
      * member, the most images it was asked to compute at once (its slice; a round's largest inner slice). `reuse`: the
-     * members asked to reuse a kept sum, and for how many ids (slice-rerun.ts): none may say it reused more.
+     * members asked to reuse a kept sum, and for how many ids (slice-rerun.ts): none may say it reused more. `pieces`: how
+     * each member computes its sum (driver-steps.ts sumPieces; absent: not known), which a re-run's audit follows.
      */
-    verified?: { oneBatch: Map<string, number>; reuse: Map<string, number> };
+    verified?: { oneBatch: Map<string, number>; reuse: Map<string, number>; pieces: Map<string, readonly number[]> };
     /** Its results in, the members' weights differ: each member's hop records are heard under a fresh seed before anyone is evicted. */
     hearing?: Hearing;
   }

@@ -17,6 +17,7 @@ import type { StepRings } from './step-rings.ts';
 import type { RoundState } from './rounds.ts';
 import { microBatches, type MicroFit } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
+import { sliceIds } from '../train/sampler.ts';
 import { weightChecksum } from './checksum.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
 import type {
@@ -154,11 +155,12 @@ export class Trainer {
    */
   private async gradient(
     ids: number[], epoch: number, seed: number, step: number, ahead: readonly NextSlice[], honest = false,
-    fit: Pick<MicroFit, 'images' | 'group'> = this.c.fit,
+    fit: Pick<MicroFit, 'images' | 'group'> = this.c.fit, pieces?: readonly number[],
   ): Promise<{ grads: Float32Array; lossSum: number }> {
     const { model } = this.c;
     const engine = this.c.p.engine;
-    const parts = this.parts(ids, fit);
+    // Each run of ids computed apart (an audit of a re-run's pieces), each cut into micro-batches.
+    const parts = runsOf(ids, pieces).flatMap((run) => this.parts(run, fit));
     let lossSum = 0;
     if (parts.length === 0) model.zeroGrads();
     for (let k = 0; k < parts.length; k++) {
@@ -358,16 +360,18 @@ export class Trainer {
   private async auditGradient(a: StepAssignment, task: AuditTask): Promise<Float32Array | null> {
     const { model } = this.c;
     const engine = this.c.p.engine;
-    const fit = this.auditFit(task, [task.sampleIds]);
+    const runs = runsOf(task.sampleIds, task.pieces);
+    const fit = this.auditFit(task, runs);
     if (!fit) return null;
     const bn = model.state.size > 0 ? await engine.readF32(model.state) : null;
     // A colluding adversary (the attack bench only) recomputes the slice the way it cheats.
     const colluder = this.c.adversary?.colludes ? this.c.adversary : null;
     const ids = colluder ? colluder.ids(task.sampleIds, this.c.train.index.samples) : task.sampleIds;
     try {
-      const { grads: g } = await this.gradient(ids, task.epoch, a.seed, a.step, [], !colluder, fit);
+      const { grads: g } = await this.gradient(ids, task.epoch, a.seed, a.step, [], !colluder, fit, task.pieces);
       if (colluder?.auditTamper) for (const b of this.c.buckets) colluder.auditTamper.apply(g.subarray(b.start, b.end), b.start);
-      const cut = task.microBatch !== undefined && task.microBatch < ids.length ? ` in micro-batches of at most ${task.microBatch}, as it computes` : '';
+      const cut = (task.microBatch !== undefined && task.microBatch < ids.length ? ` in micro-batches of at most ${task.microBatch}, as it computes` : '')
+        + (runs.length > 1 ? ` in ${runs.length} runs of ${runs.map((r) => r.length).join(' + ')} images, as it kept and computed them` : '');
       this.c.log(`volunteer: step ${a.step + 1} audits ${task.peer}'s slice of ${task.sampleIds.length} images${cut}`);
       return g;
     } finally {
@@ -617,4 +621,9 @@ export class Trainer {
       if (bn) engine.write(model.state, bn);
     }
   }
+}
+
+/** `ids` as the runs of `pieces` (their lengths, in order; they add up to ids.length, as the decoder checks); absent: one run. */
+export function runsOf(ids: readonly number[], pieces: readonly number[] | undefined): number[][] {
+  return pieces && pieces.length > 1 ? sliceIds(ids, pieces) : [[...ids]];
 }

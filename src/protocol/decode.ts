@@ -25,6 +25,11 @@ const MAX_MS = 86_400_000;
 
 const HEX = /^[0-9a-f]+$/;
 
+/** An array element that must be a count of one or more (an audit's pieces). */
+const piece = (v: unknown): string | null => (typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= MAX_BATCH
+  ? null
+  : `must be an integer in [1, ${MAX_BATCH}]`);
+
 /** An array element that must be a sample id. */
 const sampleId = (v: unknown): string | null => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= MAX_SAMPLE_ID
   ? null
@@ -394,7 +399,7 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
     if (!isObj(r.o.audit)) r.fail('audit', 'an object {peer, sampleIds, epoch}');
     else {
       const a = new FieldReader(r.o.audit, 'verify.audit');
-      a.only(['peer', 'sampleIds', 'epoch', 'seed', 'round', 'microBatch']);
+      a.only(['peer', 'sampleIds', 'epoch', 'seed', 'round', 'microBatch', 'pieces']);
       const innerIds = (v: unknown) => (Array.isArray(v) && v.length <= globalBatch && v.every((x) => sampleId(x) === null)
         ? null
         : `must be an array of at most globalBatch (${globalBatch}) sample ids`);
@@ -403,9 +408,14 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
           peer: a.id('peer'), sampleIds: a.array<number>('sampleIds', globalBatch, sampleId), epoch: a.int('epoch', 0, U32),
           ...(a.has('seed') ? { seed: a.int('seed', 0, U32) } : {}),
           ...(a.has('microBatch') ? { microBatch: a.int('microBatch', 1, globalBatch) } : {}),
+          ...(a.has('pieces') ? { pieces: a.array<number>('pieces', globalBatch, piece) } : {}),
           ...(a.has('round') ? { round: a.array<number[]>('round', MAX_SYNC_EVERY, innerIds).map((x) => x.map((v) => v + 0)) } : {}),
         },
       };
+      const pieces = out.audit?.pieces;
+      if (pieces && pieces.reduce((n, k) => n + k, 0) !== out.audit!.sampleIds.length) {
+        a.problems.push(`verify.audit.pieces must add up to its ${out.audit!.sampleIds.length} sampleIds, got ${pieces.reduce((n, k) => n + k, 0)}`);
+      }
       r.problems.push(...a.problems);
     }
   }

@@ -53,8 +53,9 @@ import type { Topology } from '../comm/topology.ts';
  * record's all-gather parts are sketched by range (src/trust/hop-sketch.ts).
  * 16: a join may carry `microBatch`, the most images the volunteer computes at once (fixed for its
  * session), and an audit may name it (AuditTask.microBatch): the auditor recomputes the slice in the
- * member's micro-batches, so a member that computes in micro-batches is audited too; version 15
- * would refuse both fields.
+ * member's micro-batches, so a member that computes in micro-batches is audited too; and `pieces`
+ * (AuditTask.pieces), the runs of a re-run's slice the member computed apart; version 15 would
+ * refuse these fields.
  */
 export const PROTOCOL_VERSION = 16;
 /**
@@ -349,6 +350,11 @@ export interface AuditTask {
    * step's, in a round) in the micro-batches it cuts (src/nn/fit.ts microBatches). Absent: one batch.
    */
   microBatch?: number;
+  /**
+   * The member's sum is of these runs of `sampleIds` (their lengths, in order) computed apart, each cut into micro-batches
+   * (a re-run: the sum it kept of an aborted attempt, then the ids it computes now). Absent: one run, the whole slice.
+   */
+  pieces?: number[];
   /** A round's audit (the step's `round`): `peer`'s slice of each inner step, recomputed from the round's start (sampleIds empty). */
   round?: number[][];
 }

@@ -6,7 +6,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { N_TRAIN, answer, driverHarness, imagesOf } from './driver-harness.ts';
 import { keptSlices, planRerun, sampleDigest } from '../../coordinator/slice-rerun.ts';
-import { auditMembers, piecedSums } from '../../coordinator/driver-steps.ts';
+import { auditMembers, sumPieces } from '../../coordinator/driver-steps.ts';
 import { MOST_PROBED_FIRST, silenceLimitMs } from '../../coordinator/silence.ts';
 import { RING_DEAD_MARGIN_MS, newPeer, ringDeadMs, silentPeers, type PeerRec } from '../../coordinator/driver-peers.ts';
 import type { RunningPhase } from '../../coordinator/driver-types.ts';
@@ -290,29 +290,23 @@ describe('a silent member is noticed in seconds, a slow one is not evicted', () 
   });
 });
 
-describe('audits of a verified re-run (auditMembers, piecedSums)', () => {
-  const ring = ['a', 'b', 'c'];
-  const kept = keptSlices(0, 0, 1, ['a', 'b', 'c', 'd'], [[1, 2], [3, 4], [5, 6], [7, 8]]);
-
-  it('a survivor that reuses part of its slice is no audit target; one that reuses its whole kept sum is, unless that sum came in pieces', () => {
-    // d was lost: a, b and c reuse their kept sums and compute a share of d's ids, so no single cut gave their sums.
-    const lost = planRerun(kept, ring, [1, 1, 1])!;
+describe('audits of a verified re-run (sumPieces, auditMembers)', () => {
+  it('a re-run\'s sum is the kept sum\'s pieces, then the ids computed now; unknown pieces exempt it from audits', () => {
+    // d was lost: a and b reuse their kept sums of 2 and compute one of d's ids each; c reuses its whole sum.
+    const kept = keptSlices(0, 0, 1, ['a', 'b', 'c', 'd'], [[1, 2], [3, 4], [5, 6], [7, 8]]);
+    const lost = planRerun(kept, ['a', 'b', 'c'], [1, 1, 1])!;
     expect(lost.extra).toEqual([1, 1, 0]);
-    expect(auditMembers(ring, [3, 3, 2], [], lost, new Set()).map((m) => m.reusing === true)).toEqual([true, true, false]);
-    // Nobody lost (a dispute's next attempt): each reuses its whole sum, and is a target, unless it was pieced before.
-    const all = planRerun(keptSlices(0, 0, 1, ring, [[1, 2], [3, 4], [5, 6]]), ring, [1, 1, 1])!;
-    expect(all.reuse.map((r) => r?.count)).toEqual([2, 2, 2]);
-    expect(auditMembers(ring, [2, 2, 2], [8, undefined, 1], all, new Set()))
-      .toEqual([{ oneBatch: 2, microBatch: 8 }, { oneBatch: 2 }, { oneBatch: 2, microBatch: 1 }]);
-    expect(auditMembers(ring, [2, 2, 2], [], all, new Set(['b'])).map((m) => m.reusing === true)).toEqual([false, true, false]);
-  });
-
-  it('a sum is pieced when its attempt reused part of an earlier one, or reused the whole of a pieced one', () => {
-    const held = [[1, 2, 7], [3, 4, 8], [5, 6]];
-    // a reused 2 of its 3 ids (pieced), b reused none (computed whole), c reused all 2 (whole, as it was before unless pieced).
-    expect([...piecedSums(ring, held, new Map([['a', 2], ['c', 2]]), new Set())]).toEqual(['a']);
-    expect([...piecedSums(ring, held, new Map([['a', 2], ['c', 2]]), new Set(['c']))]).toEqual(['a', 'c']);
-    // A fresh attempt (no reuse) forgets what was pieced.
-    expect([...piecedSums(ring, held, new Map(), new Set(['a', 'c']))]).toEqual([]);
+    const pieces = lost.slices.map((ids, rank) => sumPieces(ids.length, lost.reuse[rank]!.count, [2]));
+    expect(pieces).toEqual([[2, 1], [2, 1], [2]]);
+    expect(auditMembers([3, 3, 2], [8, undefined, 1], pieces, [2, 2, 2])).toEqual([
+      { oneBatch: 3, microBatch: 8, pieces: [2, 1], reused: 2 }, { oneBatch: 3, pieces: [2, 1], reused: 2 }, { oneBatch: 2, microBatch: 1, reused: 2 },
+    ]);
+    // A fresh attempt is one piece; a second re-run keeps the first one's pieces; pieces that do not cover the reuse are unknown.
+    expect(sumPieces(5, 0, [1, 1])).toEqual([5]);
+    expect(sumPieces(4, 3, [2, 1])).toEqual([2, 1, 1]);
+    expect(sumPieces(3, 3, [2, 1])).toEqual([2, 1]);
+    expect(sumPieces(4, 3, undefined)).toBeNull();
+    expect(sumPieces(4, 3, [2])).toBeNull();
+    expect(auditMembers([4], [], [null], [3])).toEqual([{ oneBatch: 4, reusing: true, reused: 3 }]);
   });
 });

@@ -60,7 +60,7 @@ const COORD: CoordinatorMessage[] = [
   },
   {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [5, 9], epoch: 0, seed: 42,
-    verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77, microBatch: 1 } },
+    verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, seed: 77, microBatch: 1, pieces: [1, 1] } },
   },
   {
     type: 'step-assignment', job: 7, generation: 2, step: 40, ring: ['p-0', 'p-1', 'p-2'], rank: 1, globalBatch: 8, sampleIds: [], epoch: 0, seed: 42,
@@ -111,6 +111,12 @@ suite('protocol: verification fields', () => {
     expect(bad({ round: undefined })).toMatch(/verify\.audit\.round goes with a round/);
     expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [1], epoch: 0 } } })).toMatch(/verify\.audit\.round goes with a round/);
     expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[-1]] } } })).toMatch(/round/);
+    // A re-run's pieces add up to the slice.
+    const sync = COORD.find((m) => m.type === 'step-assignment' && m.verify?.audit?.pieces)!;
+    const withPieces = (pieces: unknown) => decodeCoordinatorMessage({ ...sync, verify: { audit: { peer: 'p-2', sampleIds: [1, 3], epoch: 0, pieces } } });
+    expect(problemsOf(withPieces([1, 2]))).toMatch(/verify\.audit\.pieces must add up to its 2 sampleIds, got 3/);
+    expect(problemsOf(withPieces([0, 2]))).toMatch(/pieces/);
+    expect(withPieces([2]).ok).toBe(true);
     // An audit's micro-batch: whole images, at most the step's batch.
     for (const microBatch of [0, 9, 1.5]) {
       expect(bad({ verify: { audit: { peer: 'p-2', sampleIds: [], epoch: 0, round: [[1]], microBatch } } })).toMatch(/verify\.audit\.microBatch must be/);

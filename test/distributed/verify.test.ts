@@ -215,6 +215,11 @@ describe('verified steps (verify > 0)', () => {
     // c's slice was recomputed in its micro-batches, and agreed: it computed in 3 each step, and was never accused.
     const auditsOfC = honest.flatMap((v) => v.lines.filter((l) => /audits \S+'s slice of 6 images in micro-batches of at most 2, as it computes/.test(l)));
     expect(auditsOfC.length).toBeGreaterThan(0);
+    // The step the cheater was convicted in ran again without it: each survivor reused its kept sum and computed a share of the
+    // cheater's ids, and was audited in those two runs (every member, at verify 1), none accused.
+    const inRuns = /audits \S+'s slice of \d+ images.* in 2 runs of 6 \+ \d images, as it kept and computed them/;
+    const runs = honest.flatMap((v) => v.lines.filter((l) => inRuns.test(l)));
+    expect(runs.length, honest.map((v) => v.lines.filter((l) => l.includes(' audits ')).join('\n')).join('\n---\n')).toBeGreaterThan(0);
     expect(honest[2]!.lines.some((l) => /runs its 6 images as 3 micro-batches of at most 2/.test(l))).toBe(true);
     const records = await metricsOf(job.jobDir);
     expect(talliesOf(records).filter((t) => t.convicted).map((t) => t.convicted)).toEqual([['bad']]);
