@@ -10,7 +10,7 @@
 // affinity.ts). With syncEvery H > 1 (after the job's warm-up) a step is a round of H inner
 // steps (rounds.ts), kept when it is aborted so that its survivors reuse their work.
 import { stepUtilisation } from '../src/train/utilisation.ts';
-import type { CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/protocol/messages.ts';
+import type { AuditTask, CollectiveFailure, LiveEvent, MetricRecord, NextSlice, PeerStepTiming, StepAssignment, StepResult } from '../src/protocol/messages.ts';
 import type { Topology } from '../src/comm/topology.ts';
 import { emptyAffinity, type AffinityState } from './affinity.ts';
 import { UNREACHABLE_GRACE_MS, blameUnreachable, mayBeFormationRace, noEvidence, type LinkEvidence } from './blame.ts';
@@ -168,20 +168,7 @@ export class StepBook {
     // the member's whole round (each inner step's slice); the budget counts its images.
     const roundSlices = round ? phase.ring.map((id) => round.slices.get(id) ?? []) : null;
     const audited = phase.slices ?? roundSlices?.map((inner) => inner.flat()) ?? null;
-    const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited?.map((x) => x.length) ?? [];
-    const pieces = phase.ring.map((id, rank) => sumPieces(plan?.slices[rank]?.length ?? 0, rerun?.reuse[rank]?.count ?? 0, this.pieces.get(id)));
-    const members = auditMembers(oneBatch, s.microBatches ?? [], pieces, rerun?.reuse.map((r) => r?.count ?? 0) ?? []);
-    const verify = this.audits && audited ? this.audits.plan(s.step, phase.ring, audited, epoch, members) : null;
-    if (verify && roundSlices) {
-      for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[phase.ring.indexOf(v.audit.peer)]! };
-    }
-    if (verify) {
-      const reuse = new Map(phase.ring.flatMap((id, rank) => (rerun?.reuse[rank] ? [[id, rerun.reuse[rank].count] as const] : [])));
-      phase.verified = {
-        oneBatch: new Map(phase.ring.map((id, rank) => [id, oneBatch[rank]!])), reuse,
-        pieces: new Map(phase.ring.flatMap((id, rank) => (pieces[rank] ? [[id, pieces[rank]] as const] : []))),
-      };
-    }
+    const verify = this.audits && audited ? this.verifyPlan(this.audits, s, phase, audited, roundSlices, rerun) : null;
     // Optional fields are set only where present (no spread temporaries: 1,000 members made ~7,000 a turn). The members
     // share one `steal` object, so the sessions encode it once a step (src/client/ring-shape.ts).
     const stealing = tail ? { chunk: tail.pool.chunk } : null;
@@ -246,6 +233,28 @@ export class StepBook {
     this.round = null;
     this.kept = null;
     return { verdict, sync };
+  }
+
+  /**
+   * A verified step's or round's `verify` part of each member's assignment (rank order), the audits drawn now; sets
+   * `phase.verified`, what its results are judged against. Only a verified job pays for it (a step of 1,000 members is hot).
+   */
+  private verifyPlan(
+    audits: AuditBook, s: StepStart, phase: RunningPhase, audited: readonly (readonly number[])[], roundSlices: number[][][] | null,
+    rerun: RerunPlan | null,
+  ): { audit?: AuditTask }[] {
+    const ring = phase.ring;
+    const oneBatch = roundSlices ? roundSlices.map((inner) => Math.max(0, ...inner.map((x) => x.length))) : audited.map((x) => x.length);
+    const reused = ring.map((_, rank) => rerun?.reuse[rank]?.count ?? 0);
+    const pieces = ring.map((id, rank) => sumPieces(audited[rank]!.length, reused[rank]!, this.pieces.get(id)));
+    const verify = audits.plan(s.step, ring, audited, phase.epoch, auditMembers(oneBatch, s.microBatches ?? [], pieces, reused));
+    if (roundSlices) for (const v of verify) if (v.audit) v.audit = { ...v.audit, sampleIds: [], round: roundSlices[ring.indexOf(v.audit.peer)]! };
+    phase.verified = {
+      oneBatch: new Map(ring.map((id, rank) => [id, oneBatch[rank]!])),
+      reuse: new Map(ring.flatMap((id, rank) => (reused[rank]! > 0 ? [[id, reused[rank]!] as const] : []))),
+      pieces: new Map(ring.flatMap((id, rank) => (pieces[rank] ? [[id, pieces[rank]] as const] : []))),
+    };
+    return verify;
   }
 
   /** `ph` was aborted: in sync mode every member of the attempt holds (or is computing) its slice's sum. */

@@ -137,7 +137,7 @@ export class Driver extends DriverMachine {
           // Audits recompute a slice in the micro-batches its member said at its join: it may not compute in others.
           : peer.microBatch !== undefined && m.microBatch !== peer.microBatch
             ? `it computed in micro-batches of ${m.microBatch ?? 'any size'} where it said ${peer.microBatch} at its join`
-          // A reused kept sum exempts a slice from its audit: only the ids the coordinator asked it to reuse.
+          // An audit judges a re-run's sum as the pieces it was asked to reuse and compute: it may not say it reused more.
           : ph.verified && (m.reused ?? 0) > (ph.verified.reuse.get(id) ?? 0)
             ? `it reported ${m.reused} ids reused from a kept sum where it was asked to reuse ${ph.verified.reuse.get(id) ?? 0}`
           : null;

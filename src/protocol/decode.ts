@@ -412,9 +412,9 @@ function readVerify(parent: FieldReader, globalBatch: number): { audit?: AuditTa
           ...(a.has('round') ? { round: a.array<number[]>('round', MAX_SYNC_EVERY, innerIds).map((x) => x.map((v) => v + 0)) } : {}),
         },
       };
-      const pieces = out.audit?.pieces;
-      if (pieces && pieces.reduce((n, k) => n + k, 0) !== out.audit!.sampleIds.length) {
-        a.problems.push(`verify.audit.pieces must add up to its ${out.audit!.sampleIds.length} sampleIds, got ${pieces.reduce((n, k) => n + k, 0)}`);
+      const pieced = out.audit?.pieces?.reduce((n, k) => n + k, 0);
+      if (pieced !== undefined && pieced !== out.audit!.sampleIds.length) {
+        a.problems.push(`verify.audit.pieces must add up to its ${out.audit!.sampleIds.length} sampleIds, got ${pieced}`);
       }
       r.problems.push(...a.problems);
     }
