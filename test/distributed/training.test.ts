@@ -96,10 +96,11 @@ describe('N peers train one model', () => {
     const victim = vs[2]!;
     // Kill the victim while it hangs, having started the all-reduce of step 3.
     await untilFrozen(victim, 120_000, 'the victim to start the all-reduce of step 3');
+    // The job holds at its next boundary, the one after the abort, until the joiner is in (on wasm the 9 steps left take
+    // less than its process's start). Asked before the kill, so that no step runs between the abort and the pause.
+    job.driver.pause();
     victim.kill('SIGKILL');
     await until(() => job.events.some((e) => e.type === 'step-aborted' && e.step === 3), 60_000, 'the coordinator to abort step 3');
-    // The job holds at the next boundary until the joiner is in (on wasm the 9 steps left take less than its process's start).
-    job.driver.pause();
     const joiner = volunteer(job.url, 'joiner', 'wasm');
     spawned.push(joiner);
     await until(() => joiner.lines.some((l) => /joined as/.test(l)), 60_000, 'the joiner to join');
