@@ -18,8 +18,8 @@ import { openCheckpointStore } from '../../coordinator/checkpoints.ts';
 import { decodeCheckpoint } from '../../src/checkpoint/format.ts';
 import type { Manifest } from '../../src/data/manifest.ts';
 import {
-  abortsText, finalWeights, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData, testJob,
-  until, volunteer,
+  abortsText, finalWeights, frozenVolunteer, lossAborts, metricsOf, onePeerWeights, relDiff, startTestJob, stopAll, tempRoot, buildTestData,
+  testJob, until, untilFrozen, volunteer,
 } from '../../testbed/jobs.ts';
 
 let root: { dir: string; remove(): Promise<void> };
@@ -127,11 +127,12 @@ describe('rounds (syncEvery > 1)', () => {
 
   it('a peer killed mid-round: the survivors reuse their inner steps, the round commits without it, a joiner enters at the next round', async () => {
     const job = await startTestJob(root.dir, 'churn', data, testJob(24, { minPeers: 3, syncEvery: 8, momentumCarry: 0.75, outerLr: 1, outerMomentum: 0 }));
-    const vs = ['a', 'b', 'victim'].map((n) => volunteer(job.url, n, 'wasm'));
+    const vs = [volunteer(job.url, 'a', 'wasm'), volunteer(job.url, 'b', 'wasm'), frozenVolunteer(job.url, 'victim', /round at step 9 .*all-reduce/)];
     spawned.push(...vs);
     const victim = vs[2]!;
-    // Kill the victim as it starts the all-reduce of the second round (steps 9..16).
-    await until(() => victim.lines.some((l) => /round at step 9 .*all-reduce/.test(l)), 120_000, 'the victim to reach the all-reduce of the second round');
+    // Kill the victim while it hangs as it starts the all-reduce of the second round (steps 9..16). Killed on the line alone
+    // (polled every 50 ms), its all-reduce could end and the round commit with it first (a clean clone saw no abort once).
+    await untilFrozen(victim, 120_000, 'the victim to reach the all-reduce of the second round');
     // Hold the job at its next boundary, the one after the abort, until the joiner is connected. Asked before the kill:
     // asked after the abort is seen (polled every 50 ms), the survivors' re-run, which reuses their inner steps, could
     // already have committed and the last round begun without the joiner (CI saw rings of 3, 2, 2 once).
