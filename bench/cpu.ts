@@ -22,6 +22,8 @@
 // --winograd=auto).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
 // torch_drift is the largest change between them (how far this host's speed moved during the run).
+// resnet20_ceiling_vs_torch_2t, resnet50_64_ceiling_vs_torch_2t: the most the 2-thread ratio could be if every
+// multiply-add ran at the FMA peak measured here and every 3x3 stride-1 pass saved F(4x4, 3x3)'s 4x (bench/flops.ts).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
 // "torch_version":..,"small_cnn_vs_torch_1t":..,"small_cnn_vs_torch_2t":..,"resnet20_vs_torch_1t":..,
 // "resnet20_vs_torch_2t":..,"resnet50_64_vs_torch_2t":..,"simd_peak_gflops":..,"resnet20_gflops_2t":..,"fma":..,...}
@@ -32,7 +34,7 @@ import { makeRng, uniformF32 } from '../src/rng.ts';
 import { fusedFor, WasmEngine } from '../src/wasm/engine.ts';
 import { engineAb, type EngineAb } from './engine-ab.ts';
 import { fmaAb, type FmaAb } from './fma-ab.ts';
-import { trainingFlopsPerImage } from './flops.ts';
+import { fewestFlopsPerImage, trainingFlopsPerImage } from './flops.ts';
 import { barChartSvg, writeFileEnsuringDir } from './plot.ts';
 import { compilePeak, simdPeakGflops } from './simd-peak.ts';
 import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
@@ -44,7 +46,7 @@ import { parseFma, parseWinograd } from './wasm-options.ts';
 import { wasmStepper } from './wasm-step.ts';
 
 interface Row {
-  model: string; batch: number; flopsPerImage: number;
+  model: string; batch: number; flopsPerImage: number; fewestFlopsPerImage: number;
   oursIps: number | null; ours2Ips: number; peerIps: number | null; torchIps: number | null; torch2Ips: number | null;
   oursLoss: number[]; ours2Loss: number[]; peerLoss: number[];
 }
@@ -127,7 +129,7 @@ export async function main(args: string[]): Promise<void> {
       const p = cifar ? await timeTfTraining(spec, x, labels, m.batch, steps) : null;
       const o2 = await ours(engine2, spec, x, labels, m.batch, steps);
       const row: Row = {
-        model: stepLabel(m), batch: m.batch, flopsPerImage: trainingFlopsPerImage(spec),
+        model: stepLabel(m), batch: m.batch, flopsPerImage: trainingFlopsPerImage(spec), fewestFlopsPerImage: fewestFlopsPerImage(spec),
         oursIps: o ? ips(o.ms) : null, ours2Ips: ips(o2.ms), peerIps: p ? ips(p.ms) : null,
         torchIps: torchIps(torch1, m), torch2Ips: torchIps(torch2, m), oursLoss: o?.loss ?? [], ours2Loss: o2.loss, peerLoss: p?.loss ?? [],
       };
@@ -187,6 +189,8 @@ export async function main(args: string[]): Promise<void> {
     const o = t === 1 ? r?.oursIps : r?.ours2Ips, p = t === 1 ? r?.torchIps : r?.torch2Ips;
     return o && p ? r3(o / p) : null;
   };
+  // The most images/s the wasm path could reach at 2 threads (the SIMD peak over the fewest FLOPs, bench/flops.ts), over PyTorch's.
+  const ceiling = (r: Row | undefined) => (r?.torch2Ips ? r3((peak2 * 1e9) / r.fewestFlopsPerImage / r.torch2Ips) : null);
   const r20 = by('resnet20@');
   const r20Gflops = r20 ? (r20.ours2Ips * r20.flopsPerImage) / 1e9 : null;
   const summary = {
@@ -207,6 +211,8 @@ export async function main(args: string[]): Promise<void> {
     resnet20_vs_torch_1t: vs(r20, 1),
     resnet20_vs_torch_2t: vs(r20, 2),
     resnet50_64_vs_torch_2t: vs(by('resnet50@64'), 2),
+    resnet20_ceiling_vs_torch_2t: ceiling(r20),
+    resnet50_64_ceiling_vs_torch_2t: ceiling(by('resnet50@64')),
     simd_peak_gflops: +peak1.toFixed(1),
     simd_peak_gflops_2t: +peak2.toFixed(1),
     simd_peak_mul_add_gflops: +plain1.toFixed(1),
@@ -219,7 +225,7 @@ export async function main(args: string[]): Promise<void> {
     resnet20_peak_share_2t: r20Gflops === null ? null : r3(r20Gflops / peak2),
     by_model: Object.fromEntries(rows.map((r) => [r.model, {
       ours_ips: r3(r.oursIps), peer_ips: r3(r.peerIps), torch_ips: r3(r.torchIps), ours_ips_2t: r3(r.ours2Ips), torch_ips_2t: r3(r.torch2Ips),
-      gflop_per_image: +(r.flopsPerImage / 1e9).toFixed(4),
+      gflop_per_image: +(r.flopsPerImage / 1e9).toFixed(4), fewest_gflop_per_image: +(r.fewestFlopsPerImage / 1e9).toFixed(4),
     }])),
   };
   const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;

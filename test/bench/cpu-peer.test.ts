@@ -5,12 +5,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { trainingFlopsPerImage } from '../../bench/flops.ts';
+import { fewestFlopsPerImage, trainingFlopsPerImage } from '../../bench/flops.ts';
 import { fmaAb } from '../../bench/fma-ab.ts';
 import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
 import { parseStepModels } from '../../bench/step-models.ts';
 import { runTorchCpu, torchPython } from '../../bench/torch-peer.ts';
-import { resnet50, smallCnn } from '../../src/nn/models.ts';
+import { resnet20, resnet50, smallCnn } from '../../src/nn/models.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { relaxedSimd } from '../../src/wasm/kernels.ts';
 
@@ -26,6 +26,18 @@ describe('cpu bench anchors', () => {
     const first = spec.nodes.find((n) => n.op === 'conv')!;
     expect(first.op === 'conv' && first.in).toBe(0);
     expect(trainingFlopsPerImage(spec)).toBeGreaterThan(0);
+  });
+
+  it('counts the fewest FLOPs as the 3x3 stride-1 passes at a quarter, every other layer in full', () => {
+    // ResNet-50 at 64 pixels: 2.973 GFLOP in 3x3 stride-1 passes of 7.817 (its 1x1 convolutions are 3.548 of the rest).
+    const r50 = resnet50(1000, [3, 64, 64]);
+    const [all, fewest] = [trainingFlopsPerImage(r50), fewestFlopsPerImage(r50)];
+    expect(all / 1e9).toBeCloseTo(7.817, 3);
+    expect((all - fewest) / 1e9).toBeCloseTo(0.75 * 2.973, 2);
+    // ResNet-20: 94% of its FLOPs are 3x3 stride-1 passes; the first conv reads the images (2 passes, at a quarter too).
+    const r20 = resnet20([3, 32, 32], 10);
+    expect(fewestFlopsPerImage(r20) / trainingFlopsPerImage(r20)).toBeGreaterThan(0.25);
+    expect(fewestFlopsPerImage(r20) / trainingFlopsPerImage(r20)).toBeLessThan(0.32);
   });
 
   it('measures a positive wasm SIMD peak that two threads do not lower', { timeout: 60_000 }, async () => {
