@@ -99,6 +99,7 @@ async function profile(m: StepModel, threads: number, steps: number, winograd: W
   const opt = await WasmHostOptimizer.create(model.layout.paramFloats);
   opt.w.set(await model.readParams());
   const samples: Sample[] = [], stepMs: number[] = [];
+  const G = new Float32Array(model.layout.paramFloats);
   const host = (phase: string, f: () => void | Promise<void>) => async () => {
     const t0 = performance.now();
     await f();
@@ -110,7 +111,6 @@ async function profile(m: StepModel, threads: number, steps: number, winograd: W
     for (let s = 0; s < steps + 2; s++) {
       state.sample = new Map();
       const t0 = performance.now();
-      let G: Float32Array = new Float32Array(0);
       state.phase = 'forward';
       model.zeroGrads();
       model.forward(tx, { train: true, seed: s });
@@ -119,7 +119,8 @@ async function profile(m: StepModel, threads: number, steps: number, winograd: W
       await engine.readF32(total);
       state.phase = 'backward';
       model.backward();
-      await host('host: read gradient', async () => { G = await engine.readF32(model.grads); })();
+      // Into a host array reused from step to step, as volunteers read theirs (src/train/grad-arrays.ts).
+      await host('host: read gradient', () => engine.readF32Into(model.grads, G, 0))();
       await host('host: LARS (float64, wasm)', () => { opt.G.set(G); opt.step(cfg, model.layout.params, s, 1 / m.batch); })();
       await host('host: write weights', () => engine.write(model.params, opt.w))();
       if (s >= 2) { stepMs.push(performance.now() - t0); samples.push(state.sample); }

@@ -1,6 +1,7 @@
 // Our volunteer's training step on the wasm engine, as the CPU benches time it: forward, loss,
-// backward, the gradient read back, LARS on the host (its loops in wasm, as volunteers run it:
-// src/optim/host-wasm.ts), the weights written back.
+// backward, the gradient read back (into a host array reused from step to step, as volunteers
+// take theirs from src/train/grad-arrays.ts), LARS on the host (its loops in wasm, as volunteers
+// run it: src/optim/host-wasm.ts), the weights written back.
 import type { ModelSpec } from '../src/nn/graph.ts';
 import { Model } from '../src/nn/model.ts';
 import { parseOptimizerConfig } from '../src/optim/index.ts';
@@ -22,6 +23,7 @@ export async function wasmStepper(engine: WasmEngine, spec: ModelSpec, x: Float3
   const opt = await WasmHostOptimizer.create(model.layout.paramFloats);
   opt.w.set(await model.readParams());
   const host = { x, labels, shape: [batch, ...spec.input] as const };
+  const grads = new Float32Array(model.layout.paramFloats);
   let tx: WasmTensor | null = null;
   let s = 0;
   return {
@@ -30,8 +32,8 @@ export async function wasmStepper(engine: WasmEngine, spec: ModelSpec, x: Float3
       tx = uploadBatch(model, host, tx);
       const total = recordGradients(model, tx, s);
       const loss = (await engine.readF32(total))[0]! / batch;
-      const G = await engine.readF32(model.grads);
-      opt.G.set(G);
+      await engine.readF32Into(model.grads, grads, 0);
+      opt.G.set(grads);
       opt.step(cfg, model.layout.params, s, 1 / batch);
       engine.write(model.params, opt.w);
       s++;

@@ -23,6 +23,7 @@ import { WIRE_FORMATS, type WireFormat } from '../protocol/frames.ts';
 import { bucketPlan, DEFAULT_BUCKET_BYTES, DEFAULT_LAST_BUCKET_BYTES, type GradBucket } from '../nn/buckets.ts';
 import type { Layout } from '../nn/layout.ts';
 import type { Model } from '../nn/model.ts';
+import type { GradArrays } from '../train/grad-arrays.ts';
 import { overlapTimings, stageGradients, type StagedResult } from '../train/overlap.ts';
 import type { StepAssignment } from '../protocol/messages.ts';
 import { StateError } from './state.ts';
@@ -152,6 +153,12 @@ export interface SyncSlice<T extends TensorLike = TensorLike> {
   earlier?: { lossSum: number };
   /** An adversarial peer (tests and the trust bench only: src/trust/adversary.ts): what it does to each bucket it sends. */
   tamper?: Tamper;
+  /**
+   * Where the gradient read back and the kept sum take their host arrays (absent: new ones). The caller gives them
+   * back: the kept sum once nothing reads it, the summed gradient of a 'summed' outcome once it is applied and
+   * reported; the gradient of any other outcome is left to the collector (a failed collective may still write it).
+   */
+  arrays?: GradArrays;
 }
 
 export interface SyncHooks {
@@ -216,9 +223,11 @@ export async function syncGradients<T extends TensorLike>(s: SyncSlice<T>, rings
   const t0 = performance.now();
   const staged = stageGradients(s.model, s.x, {
     stepSeed: s.stepSeed, labelSmoothing: s.labelSmoothing, buckets: s.buckets, accumulate: s.earlier !== undefined,
+    ...(s.arrays ? { into: s.arrays.take() } : {}),
   });
   const priorLoss = (s.reused?.lossSum ?? 0) + (s.earlier?.lossSum ?? 0);
-  const kept = new Float32Array(staged.grads.length);
+  // Every bucket's range is copied in below: old values in a reused array are all overwritten.
+  const kept = s.arrays ? s.arrays.take() : new Float32Array(staged.grads.length);
   // Bucket k once backward produced it: add the reused sum, copy it before its collective.
   const prepared = s.buckets.map((b, k) => staged.ready(k).then(() => {
     const own = staged.grads.subarray(b.start, b.end);

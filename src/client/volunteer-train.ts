@@ -19,6 +19,7 @@ import { microBatches, type MicroFit } from '../nn/fit.ts';
 import { recordGradients, uploadBatch } from '../train/step.ts';
 import { sliceIds } from '../train/sampler.ts';
 import { weightChecksum } from './checksum.ts';
+import { GradArrays } from '../train/grad-arrays.ts';
 import { GRADIENT_BOUND, checkRingStep, perImageRms, roundRingStep, syncGradients, usableKept, type KeptSum } from './sync-step.ts';
 import type {
   AuditTask, HopSeed, HopSketchesMessage, NextSlice, PeerMessage, RoundAssignment, SketchReport, StepAssignment, StepResult, StepTimings,
@@ -109,8 +110,14 @@ export class Trainer {
   private readonly carries = new Map<number, Float32Array>();
   /** The last verified step's hop records and contribution, for a hearing (protocol 15). */
   private readonly hearing = new HopHearing();
+  /** The hop records of the last summed sync step, for the next one to reuse (hopRecord). */
+  private spareHops: HopRecord | null = null;
+  /** Host arrays of the gradient, reused step after step (a new 100 MB one costs its page faults every step). */
+  private readonly arrays: GradArrays;
 
-  constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {}
+  constructor(private readonly c: Ctx, private readonly ring: SessionRing, private readonly host: StepHost) {
+    this.arrays = new GradArrays(c.model.layout.paramFloats);
+  }
 
   requireStep(step: number, what: string): void {
     if (this.committed !== step) throw new StateError(`asked to ${what} the weights of step ${step}, this peer holds step ${this.committed ?? 'none'}`);
@@ -289,18 +296,23 @@ export class Trainer {
     const feedback = this.c.wire === 'i8' ? { carry: this.carries.get(a.step) ?? null, fresh: new Float32Array(model.layout.paramFloats) } : null;
     const tamper = adversary?.tamper ? { tamper: adversary.tamper } : {};
     // A verified step keeps what each collective received and sent, for the hop checks (src/comm/hop-record.ts); alone, it sends nothing.
-    const hops = a.verify && a.ring.length > 1 ? new HopRecord(model.layout.paramFloats) : null;
-    if (hops) hops.relayTamper = adversary?.relay ?? null;
     this.hearing.clear();
+    const hops = a.verify && a.ring.length > 1 ? this.hopRecord(model.layout.paramFloats) : null;
+    if (hops) hops.relayTamper = adversary?.relay ?? null;
     const lies = adversary?.tamper?.consistent === false;
     machine.go('SyncAllReduce', a.step);
     const out = await syncGradients({
       model, x, stepSeed: a.seed * 1_000_003 + a.step, labelSmoothing: this.c.job.job.labelSmoothing ?? 0, buckets, reused: reusable,
-      ...(earlier ? { earlier } : {}), ...tamper,
+      ...(earlier ? { earlier } : {}), ...tamper, arrays: this.arrays,
     }, forming, {
       step: a.step, images: images + claimed.length, globalBatch: a.globalBatch, gradRms: this.gradRms,
-      // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it.
-      keep: (sum) => { this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum }; },
+      // Copied before the all-reduce touches a bucket: a re-run without a lost member starts from it. The sum it
+      // replaces is read by nobody now: the hearing let go of it above, and a reused one was added in before this.
+      keep: (sum) => {
+        const old = this.kept;
+        this.kept = { step: a.step, generation: a.generation, ids: [...a.sampleIds, ...claimed], ...sum };
+        if (old && old.grads !== sum.grads) this.arrays.give(old.grads);
+      },
       onStart: (ring) => this.c.log(`volunteer: step ${a.step + 1} all-reduce of ${model.layout.paramFloats} floats over ${ring.shape} `
         + `in ${buckets.length} bucket${buckets.length === 1 ? '' : 's'} as backward runs`),
       throttle: (computeMs) => (x ? this.throttle(Math.max(0, uploadMs - microMs) + computeMs) : Promise.resolve()),
@@ -348,7 +360,23 @@ export class Trainer {
       loss, checksum, timings, images: all, sentBytes: out.sentBytes, ...(reused > 0 ? { reused } : {}), ...(tail ? { claimed: claimed.length } : {}),
       ...verified,
     }, 1);
+    // Applied, sketched and reported: the summed gradient is read by nobody now; the hop records only by the hearing,
+    // until the next step clears it (hopRecord).
+    this.arrays.give(out.grads);
+    if (hops) this.spareHops = hops;
     machine.go('Ready', a.step);
+  }
+
+  /**
+   * A hop record for a sync step: the last summed step's, made new (its collectives all ended, and the hearing, the
+   * only other holder, was cleared before this), or a new one.
+   */
+  private hopRecord(floats: number): HopRecord {
+    const spare = this.spareHops;
+    this.spareHops = null;
+    if (!spare || spare.length !== floats) return new HopRecord(floats);
+    spare.reset();
+    return spare;
   }
 
   /**

@@ -68,6 +68,17 @@ export class HopRecord implements HopView {
     this.gatherIn = new Float32Array(length);
   }
 
+  /**
+   * Makes this record as a new one (zeros, no ranges, no tamperer), for a later step: a new record of ResNet-50 is
+   * 400 MB of zero pages, each touched first by the step (about 1 s of page faults on this project's host), where
+   * zeroing one already touched takes tens of milliseconds. Only once nothing writes or reads it any more.
+   */
+  reset(): void {
+    for (const a of [this.received, this.forwarded, this.gatherOut, this.gatherIn]) a.fill(0);
+    for (const r of [this.ownedRanges, this.firstRanges, this.lastRanges]) r.length = 0;
+    this.relayTamper = null;
+  }
+
   /** The views of [start, end) for one collective (a bucket of the gradient). */
   view(start: number, end: number): HopView & HopNotes & { relayTamper: RelayTamper | null } {
     if (!(start >= 0 && start <= end && end <= this.length)) throw new RangeError(`a hop view [${start}, ${end}) outside a record of ${this.length}`);

@@ -11,6 +11,7 @@
 // The ops and their order are those of recordGradients (step.ts): the gradient is bitwise the
 // same as the single-pass one, however the stages are cut.
 import type { TensorLike } from '../backend/engine.ts';
+import { check } from '../errors.ts';
 import type { GradBucket } from '../nn/buckets.ts';
 import type { Model } from '../nn/model.ts';
 
@@ -43,6 +44,11 @@ export interface StageOptions {
    * it first. With no batch: nothing is computed, the buckets of the gradient held are read back.
    */
   accumulate?: boolean;
+  /**
+   * The host array to fill (GradArrays.take: old values allowed, every element is overwritten; the buckets must
+   * cover the gradient without gaps). Absent: a new array.
+   */
+  into?: Float32Array;
 }
 
 /** On engines that compute on this thread (wasm): the longest stretch of backward between two yields. */
@@ -83,7 +89,9 @@ function deferred(): Deferred {
  * the compute proceeds stage by stage, yielding to the event loop between stages.
  */
 export function stageGradients<T extends TensorLike>(model: Model<T>, x: T | null, o: StageOptions): StagedGradients {
-  const grads = new Float32Array(model.layout.paramFloats);
+  const n = model.layout.paramFloats;
+  if (o.into) checkInto(o.into, n, o.buckets);
+  const grads = o.into ?? new Float32Array(n);
   const stages = o.buckets.map(() => deferred());
   const done = runStages(model, x, o, grads, stages);
   done.catch((e: unknown) => { for (const s of stages) s.reject(e); });
@@ -96,6 +104,17 @@ export function stageGradients<T extends TensorLike>(model: Model<T>, x: T | nul
     },
     done,
   };
+}
+
+/** A reused array is wholly overwritten only when it is the gradient's length and the buckets cover it end to end. */
+function checkInto(into: Float32Array, n: number, buckets: readonly GradBucket[]): void {
+  check(into.length === n, 'stageGradients', () => `the array to fill has ${into.length} floats, the gradient ${n}`);
+  let at = 0;
+  for (const b of [...buckets].sort((a, c) => a.start - c.start)) {
+    check(b.start === at && b.end >= b.start, 'stageGradients', () => `bucket ${b.index} spans [${b.start}, ${b.end}), expected one from ${at}`);
+    at = b.end;
+  }
+  check(at === n, 'stageGradients', () => `the buckets end at ${at} of the gradient's ${n} floats: a reused array would keep old values past it`);
 }
 
 async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: StageOptions, grads: Float32Array, stages: Deferred[]): Promise<StagedResult> {
@@ -115,6 +134,7 @@ async function runStages<T extends TensorLike>(model: Model<T>, x: T | null, o: 
     return { lossSum: 0, computeMs: endAt - t0, endAt };
   }
   if (!x) {
+    if (o.into) grads.fill(0); // a new array is zeros already
     for (const s of stages) s.resolve();
     return { lossSum: 0, computeMs: 0, endAt };
   }

@@ -13,6 +13,7 @@ import type { GradBucket } from '../../src/nn/buckets.ts';
 import { Model } from '../../src/nn/model.ts';
 import { smallCnn } from '../../src/nn/models.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
+import { GradArrays } from '../../src/train/grad-arrays.ts';
 import { recordGradients } from '../../src/train/step.ts';
 import { WasmEngine, type WasmTensor } from '../../src/wasm/engine.ts';
 import { bitwiseEqual } from '../comm/helpers.ts';
@@ -47,13 +48,13 @@ afterAll(() => {
 
 /** One sync step on every peer; peer 0 adds `reused`. */
 async function step(
-  settings: { stallTimeoutMs?: number }, reused: { grads: Float32Array; lossSum: number } | null, breakRing = false,
+  settings: { stallTimeoutMs?: number }, reused: { grads: Float32Array; lossSum: number } | null, breakRing = false, pools: GradArrays[] = [],
 ): Promise<{ outs: SyncOutcome[]; kept: Float32Array[] }> {
   const { rings } = memoryRing(peers.map((_, i) => `p${i}`), { settings });
   const kept: Float32Array[] = [];
   try {
     const outs = await Promise.all(peers.map((p, i) => syncGradients(
-      { model: p.model, x: p.x, stepSeed: SEED, labelSmoothing: 0, buckets, reused: i === 0 ? reused : null },
+      { model: p.model, x: p.x, stepSeed: SEED, labelSmoothing: 0, buckets, reused: i === 0 ? reused : null, ...(pools[i] ? { arrays: pools[i] } : {}) },
       Promise.resolve(flatStepRings(rings[i]!)),
       {
         step: 4, images: BATCH, globalBatch: N * BATCH, gradRms: [],
@@ -111,6 +112,26 @@ describe('syncGradients: staged backward + bucketed all-reduce (3 peers, wasm, m
       for (const v of Object.values(o.timings)) expect(Number.isFinite(v) && v >= 0).toBe(true);
     }
     expect(summed[0]!.lossSum).toBeGreaterThan(1.5);
+  });
+
+  it('arrays reused from a pool, full of old values (NaN): the same sums and kept sums, bit for bit, as new arrays', { timeout: 60_000 }, async () => {
+    const reused = { grads: uniformF32(makeRng(98), peers[0]!.single.length).map((v) => v * 1e-3), lossSum: 1.5 };
+    const n = peers[0]!.single.length;
+    const pools = peers.map(() => {
+      const pool = new GradArrays(n);
+      for (let k = 0; k < 2; k++) pool.give(new Float32Array(n).fill(Number.NaN));
+      return pool;
+    });
+    const fresh = await step({}, reused);
+    const pooled = await step({}, reused, false, pools);
+    for (let i = 0; i < N; i++) {
+      const [a, b] = [fresh.outs[i]!, pooled.outs[i]!];
+      if (a.kind !== 'summed' || b.kind !== 'summed') throw new Error(`outcomes ${a.kind}, ${b.kind}`);
+      expect(bitwiseEqual(b.grads, a.grads)).toBe(true);
+      expect(bitwiseEqual(pooled.kept[i]!, fresh.kept[i]!)).toBe(true);
+      // Both arrays came from the pool.
+      expect(pools[i]!.waiting).toBe(0);
+    }
   });
 
   it('a ring that breaks mid-step is an outcome; the kept sums are whole', { timeout: 60_000 }, async () => {

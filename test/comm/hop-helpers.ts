@@ -5,11 +5,12 @@ import { HopRecord, type RelayTamper } from '../../src/comm/hop-record.ts';
 import type { WireFormat } from '../../src/protocol/frames.ts';
 
 /**
- * Reduces `inputs` over a memory ring in `buckets` collectives, each member keeping its hop record; members whose
- * `relayTampers` entry is set relay the all-gather's sums changed by it.
+ * Reduces `inputs` over a memory ring in `buckets` collectives, each member keeping its hop record (`reuse[i]` where
+ * given, else a new one); members whose `relayTampers` entry is set relay the all-gather's sums changed by it.
  */
 export async function reduceWithHops(
   inputs: readonly Float32Array[], wire: WireFormat = 'f32', buckets = 1, messageBytes = 32 + 4 * 61, relayTampers: readonly (RelayTamper | null)[] = [],
+  reuse: readonly HopRecord[] = [],
 ): Promise<{ outs: Float32Array[]; hops: HopRecord[] }> {
   const n = inputs.length;
   const length = inputs[0]!.length;
@@ -17,7 +18,7 @@ export async function reduceWithHops(
   const { rings } = memoryRing(ids);
   const outs = inputs.map((g) => g.slice());
   const hops = ids.map((_, i) => {
-    const h = new HopRecord(length);
+    const h = reuse[i] ?? new HopRecord(length);
     h.relayTamper = relayTampers[i] ?? null;
     return h;
   });

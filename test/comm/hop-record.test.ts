@@ -66,6 +66,22 @@ describe('hop records of a ring all-reduce', () => {
     }
   }
 
+  it('a record reset after a step records the next as a new one would, bit for bit (the volunteer reuses them)', async () => {
+    const length = 4_099;
+    const first = Array.from({ length: 3 }, (_, i) => randomGrad(length, 7 + i));
+    const second = Array.from({ length: 3 }, (_, i) => randomGrad(length, 70 + i));
+    const used = (await reduceWithHops(first, 'f32', 3)).hops;
+    for (const h of used) h.reset();
+    const again = await reduceWithHops(second, 'f32', 2, undefined, [], used);
+    const fresh = await reduceWithHops(second, 'f32', 2);
+    for (let r = 0; r < 3; r++) {
+      const [a, b] = [again.hops[r]!, fresh.hops[r]!];
+      expect(a).toBe(used[r]);
+      for (const k of ['received', 'forwarded', 'gatherOut', 'gatherIn'] as const) expect(bitwiseEqual(a[k], b[k]), `${k} of member ${r}`).toBe(true);
+      for (const k of ['ownedRanges', 'firstRanges', 'lastRanges'] as const) expect(a[k]).toEqual(b[k]);
+    }
+  });
+
   it('refuses records of another length', async () => {
     const { rings } = memoryRing(['a', 'b']);
     try {

@@ -74,7 +74,8 @@ describe('bucketPlan', () => {
   });
 });
 
-async function compare<T extends TensorLike>(e: Engine<T>, spec: ModelSpec, batch: number, bucketBytes: number): Promise<void> {
+/** `reuse`: the staged pass fills an array of old values (NaN, as a reused GradArrays one may hold) instead of a new one. */
+async function compare<T extends TensorLike>(e: Engine<T>, spec: ModelSpec, batch: number, bucketBytes: number, reuse = false): Promise<void> {
   const [c, h, w] = spec.input;
   const rng = makeRng(batch + 5);
   const x = uniformF32(rng, batch * c * h * w);
@@ -91,7 +92,9 @@ async function compare<T extends TensorLike>(e: Engine<T>, spec: ModelSpec, batc
       }
       const buckets = bucketPlan(model.layout, bucketBytes);
       expect(buckets.length).toBeGreaterThan(2);
-      const s = stageGradients(model, tx, { stepSeed: 99, labelSmoothing: 0.1, buckets });
+      const into = reuse ? new Float32Array(model.layout.paramFloats).fill(Number.NaN) : undefined;
+      const s = stageGradients(model, tx, { stepSeed: 99, labelSmoothing: 0.1, buckets, ...(into ? { into } : {}) });
+      if (into) expect(s.grads).toBe(into);
       const order: number[] = [];
       const snapshots = await Promise.all(buckets.map(async (b, k) => {
         await s.ready(k);
@@ -132,5 +135,23 @@ for (const backend of parseBackends(process.env.VT_OP_BACKENDS)) {
     it('tiny net with every layer kind (dropout, BN, residual), one tensor per bucket', () => compare(on(), tinyNet(), 3, 4));
     it('small CNN on 3x16x16, batch 4, 16 KiB buckets', () => compare(on(), smallCnn([3, 16, 16], 10), 4, 16 << 10));
     it('ResNet-20 on 3x16x16, batch 2, 64 KiB buckets', () => compare(on(), resnet20([3, 16, 16], 10), 2, 64 << 10));
+    it('into a reused array of old values: every element overwritten, the same bits', () => compare(on(), resnet20([3, 16, 16], 10), 2, 64 << 10, true));
+    it('into a reused array: an empty slice gives zeros; an array or plan that would leave old values is refused', async () => {
+      const model = new Model(on(), tinyNet(), { seed: 5 });
+      try {
+        const n = model.layout.paramFloats;
+        const buckets = bucketPlan(model.layout, 4);
+        const into = new Float32Array(n).fill(7);
+        const s = stageGradients(model, null, { stepSeed: 1, buckets, into });
+        await s.done;
+        expect(into.every((v) => v === 0)).toBe(true);
+        const wrong = new Float32Array(n + 1);
+        expect(() => stageGradients(model, null, { stepSeed: 1, buckets, into: wrong })).toThrow(/the array to fill has \d+ floats, the gradient/);
+        const gap = buckets.slice(1);
+        expect(() => stageGradients(model, null, { stepSeed: 1, buckets: gap, into })).toThrow(/expected one from|a reused array would keep old values/);
+      } finally {
+        model.destroy();
+      }
+    });
   });
 }
