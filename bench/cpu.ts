@@ -21,7 +21,11 @@
 // against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
 // --winograd=auto).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
-// torch_drift is the largest change between them (how far this host's speed moved during the run).
+// torch_drift is the largest change between them (how far this host's speed moved during the run). `paired_vs_torch`
+// has the same ratios from ours and PyTorch's steps in alternation (bench/torch-pairs.ts: --pairs=N rounds, default
+// 7, of 3 steps each side, 2 for ResNet-50, 0 skips them; the median of the rounds' ratios), because this host's
+// speed moves by 20-50% within seconds under load. (Runs 14 and 15 of docs/results/cpu.json gave the paired ratios
+// as the *_vs_torch_* keys, with `torch_paired: true`, and the apart ones as `unpaired_vs_torch`.)
 // resnet20_ceiling_vs_torch_2t, resnet50_64_ceiling_vs_torch_2t: the most the 2-thread ratio could be if every
 // multiply-add ran at the FMA peak measured here and every 3x3 stride-1 pass saved F(4x4, 3x3)'s 4x (bench/flops.ts).
 // Last line: {"bench":"cpu","ours_ips":..,"peer_ips":..,"ratio":..,"ours_ips_2t":..,"speedup_2t":..,
@@ -41,6 +45,7 @@ import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
 import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
 import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
+import { pairedRatio, type PairedRatio, TorchServer } from './torch-pairs.ts';
 import { geomean, median } from './timing.ts';
 import { parseFma, parseWinograd } from './wasm-options.ts';
 import { wasmStepper } from './wasm-step.ts';
@@ -183,11 +188,49 @@ export async function main(args: string[]): Promise<void> {
     torchDrift = drifts.length > 0 ? Math.exp(Math.max(...drifts)) - 1 : null;
     console.error(`PyTorch before vs after ours: the largest change ${((torchDrift ?? 0) * 100).toFixed(0)}% (the ratios use the mean of both)`);
   }
+  // Ours and PyTorch's steps in alternation, each thread count with fresh engines and one PyTorch process.
+  const pairs = arg(args, 'pairs', 7);
+  const pairRuns = new Map<string, PairedRatio>();
+  if (python && pairs > 0) {
+    for (const [t, list] of [[1, small], [2, models]] as const) {
+      const server = await TorchServer.start(python, list, t);
+      const e = await WasmEngine.create({ threads: t, winograd, fma: fmaMode });
+      try {
+        for (const m of list) {
+          const { x, labels } = batchOf(m);
+          const st = await wasmStepper(e, m.spec, x, labels, m.batch);
+          try {
+            for (let i = 0; i < 2; i++) await st.step();
+            const oursSteps = async (k: number) => {
+              const ms: number[] = [];
+              for (let i = 0; i < k; i++) ms.push((await st.step()).ms);
+              return ms;
+            };
+            const r = await pairedRatio(oursSteps, (k) => server.steps(stepLabel(m), k), pairs, m.name === 'resnet50' ? 2 : 3);
+            pairRuns.set(`${stepLabel(m)} ${t}t`, r);
+            console.error(`${stepLabel(m).padEnd(16)} ${t}t ours/PyTorch in ${pairs} alternating rounds: median ${r.ratio.toFixed(2)} `
+              + `(rounds ${r.rounds.map((v) => v.toFixed(2)).join(' ')})`);
+          } finally {
+            st.destroy();
+          }
+        }
+      } finally {
+        e.destroy();
+        server.close();
+      }
+    }
+  }
+  const pairOf = (r: Row | undefined, t: 1 | 2) => (r ? pairRuns.get(`${r.model} ${t}t`) : undefined);
   const cifarRows = rows.filter((r) => r.oursIps !== null);
   const by = (prefix: string) => rows.find((r) => r.model.startsWith(prefix));
-  const vs = (r: Row | undefined, t: 1 | 2) => {
+  const apart = (r: Row | undefined, t: 1 | 2) => {
     const o = t === 1 ? r?.oursIps : r?.ours2Ips, p = t === 1 ? r?.torchIps : r?.torch2Ips;
     return o && p ? r3(o / p) : null;
+  };
+  const vs = apart;
+  const paired = (r: Row | undefined, t: 1 | 2) => {
+    const p = pairOf(r, t);
+    return p ? r3(p.ratio) : null;
   };
   // The most images/s the wasm path could reach at 2 threads (the SIMD peak over the fewest FLOPs, bench/flops.ts), over PyTorch's.
   const ceiling = (r: Row | undefined) => (r?.torch2Ips ? r3((peak2 * 1e9) / r.fewestFlopsPerImage / r.torch2Ips) : null);
@@ -206,6 +249,11 @@ export async function main(args: string[]): Promise<void> {
     torch_version: torch1?.torch_version ?? null,
     torch_blas: torch1?.blas ?? null,
     torch_drift: r3(torchDrift),
+    torch_pair_rounds: pairRuns.size > 0 ? pairs : 0,
+    paired_vs_torch: {
+      small_cnn_1t: paired(by('small-cnn@'), 1), small_cnn_2t: paired(by('small-cnn@'), 2), resnet20_1t: paired(r20, 1),
+      resnet20_2t: paired(r20, 2), resnet50_64_2t: paired(by('resnet50@64'), 2),
+    },
     small_cnn_vs_torch_1t: vs(by('small-cnn@'), 1),
     small_cnn_vs_torch_2t: vs(by('small-cnn@'), 2),
     resnet20_vs_torch_1t: vs(r20, 1),
@@ -226,12 +274,13 @@ export async function main(args: string[]): Promise<void> {
     by_model: Object.fromEntries(rows.map((r) => [r.model, {
       ours_ips: r3(r.oursIps), peer_ips: r3(r.peerIps), torch_ips: r3(r.torchIps), ours_ips_2t: r3(r.ours2Ips), torch_ips_2t: r3(r.torch2Ips),
       gflop_per_image: +(r.flopsPerImage / 1e9).toFixed(4), fewest_gflop_per_image: +(r.fewestFlopsPerImage / 1e9).toFixed(4),
+      paired_rounds_1t: pairOf(r, 1)?.rounds.map(r3) ?? null, paired_rounds_2t: pairOf(r, 2)?.rounds.map(r3) ?? null,
     }])),
   };
   const peer = `TF.js ${tf.version_core} wasm backend (XNNPACK, SIMD), ${threads} thread(s), SGD+momentum`;
   writeFileEnsuringDir('bench/results/cpu.json', JSON.stringify({
     ours: engine.info.description, ours2: engine2.info.description, peer, torch: torchNote, torch1, torch2, torchAfter,
-    simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, wg4Ab: wg4, rows, summary,
+    simdPeak: { fma, peak1, peak2, plain1, plain2 }, fmaAb: ab, wg4Ab: wg4, rows, paired: Object.fromEntries(pairRuns), summary,
   }, null, 2));
   writeFileEnsuringDir('bench/results/cpu.svg', barChartSvg({
     title: 'Training on the CPU: ours (wasm SIMD) vs TF.js wasm and PyTorch, 1 and 2 threads', yLabel: 'images/s (median)',

@@ -7,7 +7,10 @@
 #
 #   python3 bench/torch_cpu.py --specs specs.json --threads N --steps S --out result.json
 #
-# Prints one JSON object as its last line.
+# Prints one JSON object as its last line. With --serve instead of --out, it times steps on request, so
+# that bench/torch-pairs.ts can alternate them with ours: it prints {"ready": ...} once, then answers
+# each line {"model": label, "steps": k} on standard input with one line {"ms": [...], "loss": [...]}
+# (a model's first request runs --warmup untimed steps first), until standard input ends.
 import argparse
 import json
 import os
@@ -16,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_models import train_step_ms  # noqa: E402
+from torch_models import StepRunner, train_step_ms  # noqa: E402
 
 
 def blas():
@@ -31,17 +34,43 @@ def blas():
     return "reference" if "libblas.so" in maps else "none loaded"
 
 
+def serve(a, dev):
+    """Steps on request (see the top of this file); a request for a model not in the specs is answered with {"error": ...}."""
+    entries = {e["label"]: e for e in json.load(open(a.specs))}
+    runners = {}
+    print(json.dumps({"ready": True, "torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas()}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        label = req.get("model")
+        if label not in entries:
+            print(json.dumps({"error": f"no model {label!r} in the specs"}), flush=True)
+            continue
+        if label not in runners:
+            runners[label] = StepRunner(entries[label], dev)
+            runners[label].run(a.warmup)
+        ms, losses = runners[label].run(int(req.get("steps", 1)))
+        print(json.dumps({"ms": ms, "loss": losses}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--specs", required=True)
     ap.add_argument("--threads", type=int, required=True)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--serve", action="store_true")
     a = ap.parse_args()
+    if not a.serve and not a.out:
+        ap.error("give --out FILE, or --serve")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     dev = torch.device("cpu")
+    if a.serve:
+        serve(a, dev)
+        return
     rows = []
     for e in json.load(open(a.specs)):
         ms, losses = train_step_ms(e, dev, a.steps, a.warmup)

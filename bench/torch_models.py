@@ -78,29 +78,45 @@ class SpecNet(nn.Module):
         return out[-1]
 
 
-def train_step_ms(entry, dev, steps, warmup=3):
-    """Median ms per training step of `entry` (a spec with its side and batch) and the losses."""
-    spec, batch, side = entry["spec"], entry["batch"], entry["side"]
-    model = SpecNet(spec).to(dev).train()
-    params = sum(p.numel() for p in model.parameters())
-    if params != entry["params"]:
-        raise ValueError(f"built {params} parameters from the spec, ours has {entry['params']}: the models differ")
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    g = torch.Generator(device=dev).manual_seed(1)
-    x = torch.rand(batch, 3, side, side, device=dev, generator=g)
-    y = torch.randint(0, spec["classes"], (batch,), device=dev, generator=g)
-    times, losses = [], []
-    for s in range(steps + warmup):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        v = loss.item()
-        if s >= warmup:
+class StepRunner:
+    """The timed training step of `entry` (a spec with its side and batch), ready to run any number of times."""
+
+    def __init__(self, entry, dev):
+        spec, batch, side = entry["spec"], entry["batch"], entry["side"]
+        self.dev = dev
+        self.model = SpecNet(spec).to(dev).train()
+        params = sum(p.numel() for p in self.model.parameters())
+        if params != entry["params"]:
+            raise ValueError(f"built {params} parameters from the spec, ours has {entry['params']}: the models differ")
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        g = torch.Generator(device=dev).manual_seed(1)
+        self.x = torch.rand(batch, 3, side, side, device=dev, generator=g)
+        self.y = torch.randint(0, spec["classes"], (batch,), device=dev, generator=g)
+
+    def run(self, steps):
+        """`steps` training steps: their times (ms) and losses."""
+        times, losses = [], []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            self.opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(self.model(self.x), self.y)
+            loss.backward()
+            self.opt.step()
+            v = loss.item()
             times.append((time.perf_counter() - t0) * 1e3)
             losses.append(v)
-    del model, opt
-    if dev.type == "cuda":
-        torch.cuda.empty_cache()
+        return times, losses
+
+    def close(self):
+        del self.model, self.opt
+        if self.dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def train_step_ms(entry, dev, steps, warmup=3):
+    """Median ms per training step of `entry` (a spec with its side and batch) and the losses."""
+    r = StepRunner(entry, dev)
+    r.run(warmup)
+    times, losses = r.run(steps)
+    r.close()
     return statistics.median(times), losses

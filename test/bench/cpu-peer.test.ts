@@ -10,6 +10,7 @@ import { fmaAb } from '../../bench/fma-ab.ts';
 import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
 import { parseStepModels } from '../../bench/step-models.ts';
 import { runTorchCpu, torchPython } from '../../bench/torch-peer.ts';
+import { pairedRatio, TorchServer } from '../../bench/torch-pairs.ts';
 import { resnet20, resnet50, smallCnn } from '../../src/nn/models.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
 import { relaxedSimd } from '../../src/wasm/kernels.ts';
@@ -58,6 +59,44 @@ describe('cpu bench anchors', () => {
     expect(r.threads).toBe(1);
     expect(r.fusedMs).toBeGreaterThan(0);
     expect(r.speedup).toBeCloseTo(r.plainMs / r.fusedMs, 12);
+  });
+
+  it('alternates the two sides round by round and takes the median of the rounds\' ratios', async () => {
+    const calls: string[] = [];
+    // Step times that change from round to round, as this host's speed does: the ratio of each round stays 2.
+    let round = 0;
+    const side = (name: string, scale: number) => async (k: number) => {
+      calls.push(`${name}${k}`);
+      const base = 100 + 50 * Math.floor(round++ / 2);
+      return Array.from({ length: k }, (_, i) => scale * base + i);
+    };
+    const r = await pairedRatio(side('ours', 1), side('torch', 2), 4, 3, 1);
+    expect(calls).toEqual(['ours3', 'torch3', 'torch3', 'ours3', 'ours3', 'torch3', 'torch3', 'ours3']);
+    expect(r.rounds.length).toBe(4);
+    for (const v of r.rounds) expect(v).toBeCloseTo(2, 1);
+    expect(r.ratio).toBeCloseTo(2, 1);
+    await expect(pairedRatio(side('ours', 1), side('torch', 1), 0, 1, 1)).rejects.toThrow(/whole numbers >= 1/);
+  });
+
+  it('the PyTorch server times steps on request and says what it cannot run, where torch is here', { timeout: 180_000 }, async (ctx) => {
+    const py = torchPython(false);
+    if ('why' in py) {
+      ctx.skip();
+      return;
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'vt-torch-'));
+    const server = await TorchServer.start(py.python, parseStepModels('tiny-cnn@32:4'), 1, dir);
+    try {
+      const ms = await server.steps('tiny-cnn@32 b4', 2);
+      expect(ms.length).toBe(2);
+      for (const v of ms) expect(v).toBeGreaterThan(0);
+      await expect(server.steps('resnet20@32 b4', 1)).rejects.toThrow(/no model 'resnet20@32 b4' in the specs/);
+      expect((await server.steps('tiny-cnn@32 b4', 1)).length).toBe(1);
+    } finally {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await expect(server.steps('tiny-cnn@32 b4', 1)).rejects.toThrow(/closed/);
   });
 
   it('the PyTorch peer trains our spec with the same parameter count, where torch is here', { timeout: 180_000 }, (ctx) => {
