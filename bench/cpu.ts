@@ -223,11 +223,10 @@ export async function main(args: string[]): Promise<void> {
   const pairOf = (r: Row | undefined, t: 1 | 2) => (r ? pairRuns.get(`${r.model} ${t}t`) : undefined);
   const cifarRows = rows.filter((r) => r.oursIps !== null);
   const by = (prefix: string) => rows.find((r) => r.model.startsWith(prefix));
-  const apart = (r: Row | undefined, t: 1 | 2) => {
+  const vs = (r: Row | undefined, t: 1 | 2) => {
     const o = t === 1 ? r?.oursIps : r?.ours2Ips, p = t === 1 ? r?.torchIps : r?.torch2Ips;
     return o && p ? r3(o / p) : null;
   };
-  const vs = apart;
   const paired = (r: Row | undefined, t: 1 | 2) => {
     const p = pairOf(r, t);
     return p ? r3(p.ratio) : null;

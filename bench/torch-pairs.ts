@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { specsJson, type StepModel } from './step-models.ts';
+import { torchEnv } from './torch-peer.ts';
 import { median } from './timing.ts';
 
 /** One bench/torch_cpu.py --serve process: its steps on request. Owns the process: close() ends it. */
@@ -26,14 +27,13 @@ export class TorchServer {
     this.lines = this.rl[Symbol.asyncIterator]();
   }
 
-  /** Starts the process for `models` at `threads` threads (the thread variables set before torch loads) and waits until it is ready. */
+  /** Starts the process for `models` at `threads` threads (torchEnv) and waits until it is ready. */
   static async start(python: string, models: readonly StepModel[], threads: number, dir = '.cache/bench/cpu'): Promise<TorchServer> {
     mkdirSync(dir, { recursive: true });
     const specs = join(dir, `specs-serve-${threads}t.json`);
     writeFileSync(specs, specsJson([...models]));
-    const n = String(threads);
-    const child = spawn(python, ['bench/torch_cpu.py', '--serve', '--specs', specs, '--threads', n], {
-      stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n },
+    const child = spawn(python, ['bench/torch_cpu.py', '--serve', '--specs', specs, '--threads', String(threads)], {
+      stdio: ['pipe', 'pipe', 'inherit'], env: torchEnv(threads),
     });
     const s = new TorchServer(child, threads);
     const first = await s.next('start');

@@ -34,15 +34,19 @@ export function torchPython(install: boolean): { python: string } | { why: strin
   return now ? { python: now } : { why: `${PACKAGES[0]} installed, but no python3 imports torch` };
 }
 
+/** The environment of a bench/torch_cpu.py process at `threads` threads: the thread variables must be set before torch loads. */
+export function torchEnv(threads: number): NodeJS.ProcessEnv {
+  const n = String(threads);
+  return { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n };
+}
+
 /** One bench/torch_cpu.py process with `threads` threads over `models`. */
 export function runTorchCpu(python: string, models: StepModel[], threads: number, steps: number, dir = '.cache/bench/cpu'): TorchRun {
   mkdirSync(dir, { recursive: true });
   const specs = join(dir, 'specs.json'), out = join(dir, `torch-${threads}t.json`);
   writeFileSync(specs, specsJson(models));
-  const n = String(threads);
-  const r = spawnSync(python, ['bench/torch_cpu.py', '--specs', specs, '--threads', n, '--steps', String(steps), '--out', out], {
-    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8',
-    env: { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n },
+  const r = spawnSync(python, ['bench/torch_cpu.py', '--specs', specs, '--threads', String(threads), '--steps', String(steps), '--out', out], {
+    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads),
   });
   if (r.status !== 0) throw new Error(`bench/torch_cpu.py with ${threads} thread(s) failed (exit ${r.status}): ${r.stdout.slice(-500)}`);
   return JSON.parse(readFileSync(out, 'utf8')) as TorchRun;
