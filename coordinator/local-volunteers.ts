@@ -5,7 +5,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FOLLOW_STARTER_ENV } from '../src/client/supervise.ts';
+import { FOLLOW_STARTER_ENV, RESTARTED_AFTER_DEADLOCK } from '../src/client/supervise.ts';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -16,6 +16,8 @@ export interface LocalVolunteer {
   readonly exited: Promise<number | null>;
   /** Every stderr line so far (bounded to the last 2,000). */
   readonly lines: string[];
+  /** How many times its parent started it again after node-datachannel's own deadlock (src/client/supervise.ts), so far. */
+  readonly deadlockRestarts: number;
   /**
    * Sends `signal` (default SIGTERM: the volunteer leaves after its step). SIGINT and SIGTERM go to
    * the volunteer's parent, which passes them on (src/client/supervise.ts); any other signal (a
@@ -47,6 +49,7 @@ export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
   const env = { ...process.env, [FOLLOW_STARTER_ENV]: '1', ...o.env };
   const child = (o.launch ?? spawn)(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env });
   const lines: string[] = [];
+  let deadlockRestarts = 0;
   let partial = '';
   child.stderr!.setEncoding('utf8');
   child.stderr!.on('data', (chunk: string) => {
@@ -55,6 +58,7 @@ export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
     for (const line of parts) {
       lines.push(line);
       if (lines.length > 2000) lines.shift();
+      if (line.startsWith(RESTARTED_AFTER_DEADLOCK)) deadlockRestarts += 1;
       o.onLine?.(line);
     }
   });
@@ -67,7 +71,12 @@ export function spawnVolunteer(o: SpawnOptions): LocalVolunteer {
     }
     child.kill(signal);
   };
-  return { name: o.name, child, exited, lines, kill };
+  return {
+    name: o.name, child, exited, lines, kill,
+    get deadlockRestarts() {
+      return deadlockRestarts;
+    },
+  };
 }
 
 /** Every process below `pid` (Linux /proc; none elsewhere), parents before their children. */

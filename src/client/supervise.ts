@@ -15,6 +15,8 @@ export const DEADLOCK_SIGNAL: NodeJS.Signals = 'SIGUSR2';
 /** At most this many restarts within RESTART_WINDOW_MS: a deadlock that keeps coming back is reported, not looped on. */
 export const MAX_RESTARTS = 5;
 export const RESTART_WINDOW_MS = 10 * 60_000;
+/** How the parent's line about a restart after a deadlock begins (tests count restarts by it: coordinator/local-volunteers.ts). */
+export const RESTARTED_AFTER_DEADLOCK = 'volunteer: restarting after a deadlock inside node-datachannel';
 
 export interface SuperviseOptions {
   command: string;
@@ -47,7 +49,7 @@ export async function supervise(o: SuperviseOptions): Promise<number> {
       restarts.push(now);
       while (restarts.length && restarts[0]! < now - RESTART_WINDOW_MS) restarts.shift();
       if (restarts.length <= MAX_RESTARTS) {
-        o.log(`volunteer: restarting after a deadlock inside node-datachannel (${restarts.length} in the last ${RESTART_WINDOW_MS / 60_000} minutes)`);
+        o.log(`${RESTARTED_AFTER_DEADLOCK} (${restarts.length} in the last ${RESTART_WINDOW_MS / 60_000} minutes)`);
         continue;
       }
       o.log(`volunteer: node-datachannel deadlocked ${restarts.length} times in ${RESTART_WINDOW_MS / 60_000} minutes: `
