@@ -5,7 +5,9 @@
 //     Node wasm build has no threads);
 //   - PyTorch on the CPU (bench/torch_cpu.py: Debian's python3-torch with OpenBLAS, installed
 //     on demand by bench/torch-peer.ts; the model built from our spec), at 1 and 2 threads, one
-//     process per thread count.
+//     process per thread count, with glibc keeping the memory PyTorch frees (--torch-malloc=steady, the default;
+//     `default` runs glibc as it comes, whose page faults made PyTorch's step 1x-4x slower from step to step here:
+//     bench/torch-peer.ts). Runs 1-15 of docs/results/cpu.json timed PyTorch as it comes (no `torch_malloc` key).
 // Models: the small CNN and ResNet-20 on 32x32x3 at batch 64 (ours at 1 and 2 threads, TF.js,
 // PyTorch at 1 and 2), and ResNet-50 on 64x64x3 at batch 16 (ours and PyTorch at 2 threads:
 // 1.5 GB of activations, minutes per step on one thread). Also the machine's wasm SIMD peak
@@ -44,7 +46,7 @@ import { compilePeak, simdPeakGflops } from './simd-peak.ts';
 import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
 import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
-import { runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
+import { parseTorchMalloc, runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { pairedRatio, type PairedRatio, TorchServer } from './torch-pairs.ts';
 import { geomean, median } from './timing.ts';
 import { parseFma, parseWinograd } from './wasm-options.ts';
@@ -92,6 +94,7 @@ export async function main(args: string[]): Promise<void> {
   const small = parseStepModels(`small-cnn@32:${batch},resnet20@32:${batch}`);
   const big = args.includes('--no-resnet50') ? [] : parseStepModels(`resnet50@64:${arg(args, 'resnet50-batch', 16)}`);
   const models = [...small, ...big];
+  const torchMalloc = parseTorchMalloc(args);
   // The PyTorch peer first: installing it (once) takes a minute, and a failure is said up front.
   let torch1: TorchRun | null = null, torch2: TorchRun | null = null, torchNote = 'not run (--no-torch)';
   let python: string | null = null;
@@ -102,9 +105,9 @@ export async function main(args: string[]): Promise<void> {
       console.error(`cpu: PyTorch peer not run: ${py.why}`);
     } else {
       python = py.python;
-      torch1 = runTorchCpu(py.python, small, 1, steps);
-      torch2 = runTorchCpu(py.python, models, 2, steps);
-      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}), SGD+momentum`;
+      torch1 = runTorchCpu(py.python, small, 1, steps, torchMalloc);
+      torch2 = runTorchCpu(py.python, models, 2, steps, torchMalloc);
+      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}, glibc malloc ${torchMalloc}), SGD+momentum`;
     }
   }
   const winograd = parseWinograd(args);
@@ -177,7 +180,7 @@ export async function main(args: string[]): Promise<void> {
   let torchAfter: [TorchRun, TorchRun] | null = null;
   let torchDrift: number | null = null;
   if (python) {
-    torchAfter = [runTorchCpu(python, small, 1, steps), runTorchCpu(python, models, 2, steps)];
+    torchAfter = [runTorchCpu(python, small, 1, steps, torchMalloc), runTorchCpu(python, models, 2, steps, torchMalloc)];
     const drifts: number[] = [];
     for (const [i, r] of rows.entries()) {
       const m = models[i]!;
@@ -193,7 +196,7 @@ export async function main(args: string[]): Promise<void> {
   const pairRuns = new Map<string, PairedRatio>();
   if (python && pairs > 0) {
     for (const [t, list] of [[1, small], [2, models]] as const) {
-      const server = await TorchServer.start(python, list, t);
+      const server = await TorchServer.start(python, list, t, torchMalloc);
       const e = await WasmEngine.create({ threads: t, winograd, fma: fmaMode });
       try {
         for (const m of list) {
@@ -247,6 +250,7 @@ export async function main(args: string[]): Promise<void> {
     speedup_2t: +geomean(cifarRows.map((r) => r.ours2Ips / r.oursIps!)).toFixed(3),
     torch_version: torch1?.torch_version ?? null,
     torch_blas: torch1?.blas ?? null,
+    torch_malloc: torchMalloc,
     torch_drift: r3(torchDrift),
     torch_pair_rounds: pairRuns.size > 0 ? pairs : 0,
     paired_vs_torch: {

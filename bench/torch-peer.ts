@@ -34,19 +34,44 @@ export function torchPython(install: boolean): { python: string } | { why: strin
   return now ? { python: now } : { why: `${PACKAGES[0]} installed, but no python3 imports torch` };
 }
 
+/**
+ * How the PyTorch peer's process allocates memory. 'default' is glibc's as it comes: PyTorch frees each step's
+ * tensors and glibc hands the larger blocks back to the kernel (munmap, and trimming the heap's top), so the next
+ * step takes page faults again. On this 2-core host that made its CPU step 1x-4x slower from step to step: the small
+ * CNN at batch 64 on one thread took 48-226 ms a step as it comes and a steady 46-58 ms with the settings below
+ * (docs/wasm.md, 2026-12-02). 'steady' keeps the memory in the process: glibc's mmap threshold at its 64-bit
+ * maximum (32 MiB, so a step's tensors come from the heap) and a trim threshold no heap reaches (16 GiB). Both are
+ * needed: the trim threshold alone fixes the mmap threshold at its 128 KiB default, and the step took 480 ms. This is
+ * what PyTorch's own CPU tuning advice does with jemalloc or tcmalloc: the anchor a lab that tunes would run.
+ */
+export type TorchMalloc = 'steady' | 'default';
+export const STEADY_MALLOC: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: String(32 << 20), MALLOC_TRIM_THRESHOLD_: String(16 * 2 ** 30) };
+
 /** The environment of a bench/torch_cpu.py process at `threads` threads: the thread variables must be set before torch loads. */
-export function torchEnv(threads: number): NodeJS.ProcessEnv {
+export function torchEnv(threads: number, malloc: TorchMalloc = 'steady'): NodeJS.ProcessEnv {
   const n = String(threads);
-  return { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n };
+  const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n };
+  for (const k of Object.keys(STEADY_MALLOC)) delete env[k];
+  return malloc === 'steady' ? { ...env, ...STEADY_MALLOC } : env;
+}
+
+/** `--torch-malloc=steady|default` (default steady). */
+export function parseTorchMalloc(args: readonly string[]): TorchMalloc {
+  const raw = args.find((a) => a.startsWith('--torch-malloc='))?.slice('--torch-malloc='.length);
+  if (raw === undefined) return 'steady';
+  if (raw === 'steady' || raw === 'default') return raw;
+  throw new Error(`--torch-malloc must be steady (glibc keeps PyTorch's freed memory) or default (glibc as it comes); got "${raw}"`);
 }
 
 /** One bench/torch_cpu.py process with `threads` threads over `models`. */
-export function runTorchCpu(python: string, models: StepModel[], threads: number, steps: number, dir = '.cache/bench/cpu'): TorchRun {
+export function runTorchCpu(
+  python: string, models: StepModel[], threads: number, steps: number, malloc: TorchMalloc = 'steady', dir = '.cache/bench/cpu',
+): TorchRun {
   mkdirSync(dir, { recursive: true });
   const specs = join(dir, 'specs.json'), out = join(dir, `torch-${threads}t.json`);
   writeFileSync(specs, specsJson(models));
   const r = spawnSync(python, ['bench/torch_cpu.py', '--specs', specs, '--threads', String(threads), '--steps', String(steps), '--out', out], {
-    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads),
+    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads, malloc),
   });
   if (r.status !== 0) throw new Error(`bench/torch_cpu.py with ${threads} thread(s) failed (exit ${r.status}): ${r.stdout.slice(-500)}`);
   return JSON.parse(readFileSync(out, 'utf8')) as TorchRun;

@@ -9,7 +9,7 @@ import { fewestFlopsPerImage, trainingFlopsPerImage } from '../../bench/flops.ts
 import { fmaAb } from '../../bench/fma-ab.ts';
 import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
 import { parseStepModels } from '../../bench/step-models.ts';
-import { runTorchCpu, torchPython } from '../../bench/torch-peer.ts';
+import { parseTorchMalloc, runTorchCpu, torchEnv, torchPython } from '../../bench/torch-peer.ts';
 import { pairedRatio, TorchServer } from '../../bench/torch-pairs.ts';
 import { resnet20, resnet50, smallCnn } from '../../src/nn/models.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
@@ -61,6 +61,23 @@ describe('cpu bench anchors', () => {
     expect(r.speedup).toBeCloseTo(r.plainMs / r.fusedMs, 12);
   });
 
+  it("runs PyTorch with glibc keeping its freed memory unless asked for glibc as it comes", () => {
+    const steady = torchEnv(2);
+    expect([steady.OMP_NUM_THREADS, steady.MALLOC_MMAP_THRESHOLD_, steady.MALLOC_TRIM_THRESHOLD_]).toEqual(['2', '33554432', '17179869184']);
+    // 'default' leaves glibc as it comes, also when this process was started with the variables set.
+    const before = process.env.MALLOC_TRIM_THRESHOLD_;
+    process.env.MALLOC_TRIM_THRESHOLD_ = '1';
+    try {
+      const plain = torchEnv(1, 'default');
+      expect([plain.OMP_NUM_THREADS, plain.MALLOC_MMAP_THRESHOLD_, plain.MALLOC_TRIM_THRESHOLD_]).toEqual(['1', undefined, undefined]);
+    } finally {
+      if (before === undefined) delete process.env.MALLOC_TRIM_THRESHOLD_;
+      else process.env.MALLOC_TRIM_THRESHOLD_ = before;
+    }
+    expect([parseTorchMalloc([]), parseTorchMalloc(['--torch-malloc=default'])]).toEqual(['steady', 'default']);
+    expect(() => parseTorchMalloc(['--torch-malloc=jemalloc'])).toThrow(/--torch-malloc must be steady .* or default/);
+  });
+
   it('alternates the two sides round by round and takes the median of the rounds\' ratios', async () => {
     const calls: string[] = [];
     // Step times that change from round to round, as this host's speed does: the ratio of each round stays 2.
@@ -85,7 +102,7 @@ describe('cpu bench anchors', () => {
       return;
     }
     const dir = mkdtempSync(join(tmpdir(), 'vt-torch-'));
-    const server = await TorchServer.start(py.python, parseStepModels('tiny-cnn@32:4'), 1, dir);
+    const server = await TorchServer.start(py.python, parseStepModels('tiny-cnn@32:4'), 1, 'steady', dir);
     try {
       const ms = await server.steps('tiny-cnn@32 b4', 2);
       expect(ms.length).toBe(2);
@@ -107,7 +124,7 @@ describe('cpu bench anchors', () => {
     }
     const dir = mkdtempSync(join(tmpdir(), 'vt-torch-'));
     try {
-      const run = runTorchCpu(py.python, parseStepModels('tiny-cnn@32:4,resnet20@16:2'), 1, 1, dir);
+      const run = runTorchCpu(py.python, parseStepModels('tiny-cnn@32:4,resnet20@16:2'), 1, 1, 'steady', dir);
       expect(run.threads).toBe(1);
       expect(run.rows.map((r) => r.model)).toEqual(['tiny-cnn@32 b4', 'resnet20@16 b2']);
       for (const r of run.rows) expect(r.ips).toBeGreaterThan(0);
