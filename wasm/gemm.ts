@@ -87,20 +87,52 @@ function micro4x8(kc: i32, a: usize, b: usize, c: usize, ldcB: usize, mode: i32,
   storeRow(c + 3 * ldcB, c30, c31, mode, vb);
 }
 
+/** Copies kc rows of 8 floats (src, rows `step` bytes apart) into the panel at p (k-major, 8 floats a row). */
+@inline function packPanel(kc: i32, src: usize, step: usize, p: usize): void {
+  for (let k = 0; k < kc; k++) {
+    const d = p + <usize>k * 32;
+    v128.store(d, v128.load(src));
+    v128.store(d, v128.load(src, 16), 16);
+    src += step;
+  }
+}
+
+/**
+ * Two panels at once (p0 the first 8 columns, p1 the next 8). Each row's 16 columns (one 64-byte line where aligned)
+ * are read once and go to both panels. One panel at a time read each line twice, a panel apart, and with rows a power
+ * of two apart (1,024 columns: 4 KiB, the same L1 sets) the line could have left L1 before the second read: GEMMs of
+ * 1,024 columns ran 1.006-1.053x faster with pairs (docs/wasm.md). The same values land in the same places.
+ */
+@inline function packPanelPair(kc: i32, src: usize, step: usize, p0: usize, p1: usize): void {
+  for (let k = 0; k < kc; k++) {
+    const d = <usize>k * 32;
+    v128.store(p0 + d, v128.load(src));
+    v128.store(p0 + d, v128.load(src, 16), 16);
+    v128.store(p1 + d, v128.load(src, 32));
+    v128.store(p1 + d, v128.load(src, 48), 16);
+    src += step;
+  }
+}
+
 /** Packs B[pc .. pc+kc, jc .. jc+nc] into 8-wide panels (kc x 8 each, zero padded). */
-function packB(kc: i32, nc: i32, b: usize, ldb: i32, transB: bool, pc: i32, jc: i32, dst: usize): void {
-  for (let jr = 0; jr < nc; jr += NR) {
+function packB(kc: i32, nc: i32, b: usize, ldb: i32, transB: bool, pc: i32, jc: i32, dst: usize, seg: i32, segB: i32): void {
+  if (seg > 0) {
+    packSegB(kc, nc, b, pc, jc, dst, seg, segB);
+    return;
+  }
+  const step = <usize>ldb * 4;
+  let jr = 0;
+  if (!transB) {
+    for (; jr + 2 * NR <= nc; jr += 2 * NR) {
+      const p0 = dst + <usize>(jr * kc) * 4;
+      packPanelPair(kc, b + (<usize>pc * ldb + jc + jr) * 4, step, p0, p0 + <usize>(NR * kc) * 4);
+    }
+  }
+  for (; jr < nc; jr += NR) {
     const nr = min(NR, nc - jr);
     const panel = dst + <usize>(jr * kc) * 4;
     if (!transB && nr == NR) {
-      let src = b + (<usize>pc * ldb + jc + jr) * 4;
-      const step = <usize>ldb * 4;
-      for (let k = 0; k < kc; k++) {
-        const d = panel + <usize>k * 32;
-        v128.store(d, v128.load(src));
-        v128.store(d, v128.load(src, 16), 16);
-        src += step;
-      }
+      packPanel(kc, b + (<usize>pc * ldb + jc + jr) * 4, step, panel);
     } else if (!transB) {
       for (let k = 0; k < kc; k++) {
         const src = b + (<usize>(pc + k) * ldb + jc + jr) * 4;
@@ -118,6 +150,29 @@ function packB(kc: i32, nc: i32, b: usize, ldb: i32, transB: bool, pc: i32, jc: 
           for (let k = 0; k < kc; k++) store<f32>(d + <usize>k * 32, 0);
         }
       }
+    }
+  }
+}
+
+/**
+ * packB for a B of segments (gemmSeg): column j is column j % seg of segment j / seg, segments segB floats apart, rows
+ * seg floats apart. seg is a multiple of NR, so a panel never straddles two segments; two panels at a time where both
+ * lie in one segment, as packB does.
+ */
+function packSegB(kc: i32, nc: i32, b: usize, pc: i32, jc: i32, dst: usize, seg: i32, segB: i32): void {
+  const step = <usize>seg * 4;
+  let jr = 0;
+  while (jr < nc) {
+    const j = jc + jr;
+    const within = j % seg;
+    const src = b + (<usize>(j / seg) * segB + <usize>pc * seg + within) * 4;
+    const p0 = dst + <usize>(jr * kc) * 4;
+    if (jr + 2 * NR <= nc && within + 2 * NR <= seg) {
+      packPanelPair(kc, src, step, p0, p0 + <usize>(NR * kc) * 4);
+      jr += 2 * NR;
+    } else {
+      packPanel(kc, src, step, p0);
+      jr += NR;
     }
   }
 }
@@ -181,15 +236,18 @@ function scaleC(m: i32, n: i32, c: usize, ldc: i32, beta: f32): void {
  * floats) and B's 8-column panels (panel j at bp + j * lenB * NR floats): whole tiles straight into C, edge tiles
  * through `tile`. The panel lengths are kc for gemm's packed blocks, K for gemmPanels' operands.
  */
-function tiles(mc: i32, nc: i32, kc: i32, ap: usize, lenA: i32, bp: usize, lenB: i32, c: usize, ldc: i32, mode: i32, beta: f32, tile: usize): void {
+function tiles(mc: i32, nc: i32, kc: i32, ap: usize, lenA: i32, bp: usize, lenB: i32, c: usize, ldc: i32, mode: i32, beta: f32, tile: usize,
+  seg: i32 = 0, segC: i32 = 0, j0: i32 = 0): void {
   const ldcB = <usize>ldc * 4;
   for (let jr = 0; jr < nc; jr += NR) {
     const nr = min(NR, nc - jr);
     const bpanel = bp + <usize>jr * lenB * 4;
+    // C of segments (gemmSeg): column j0 + jr is column (j0 + jr) % seg of segment (j0 + jr) / seg, and ldc is seg.
+    const cj = seg == 0 ? c + <usize>jr * 4 : c + (<usize>((j0 + jr) / seg) * segC + <usize>((j0 + jr) % seg)) * 4;
     for (let ir = 0; ir < mc; ir += MR) {
       const mr = min(MR, mc - ir);
       const apanel = ap + <usize>ir * lenA * 4;
-      const cp = c + (<usize>ir * ldc + jr) * 4;
+      const cp = cj + <usize>ir * ldc * 4;
       if (mr == MR && nr == NR) {
         micro4x8(kc, apanel, bpanel, cp, ldcB, mode, beta);
       } else {
@@ -202,9 +260,9 @@ function tiles(mc: i32, nc: i32, kc: i32, ap: usize, lenA: i32, bp: usize, lenB:
 
 /** Rows [ic, ic + mc) x columns of one packed B block: A packing, then micro-tiles. */
 function gemmRows(mc: i32, nc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32,
-  bp: usize, c: usize, ldc: i32, mode: i32, beta: f32, ap: usize, tile: usize): void {
+  bp: usize, c: usize, ldc: i32, mode: i32, beta: f32, ap: usize, tile: usize, seg: i32, segC: i32, j0: i32): void {
   packA(mc, kc, a, lda, transA, ic, pc, alpha, ap);
-  tiles(mc, nc, kc, ap, kc, bp, kc, c + <usize>ic * ldc * 4, ldc, mode, beta, tile);
+  tiles(mc, nc, kc, ap, kc, bp, kc, c + <usize>ic * ldc * 4, ldc, mode, beta, tile, seg, segC, j0);
 }
 
 /** C[M, N] = alpha op(A) op(B) + beta C with the packed kernel (any transposes). */
@@ -215,18 +273,37 @@ export function gemm(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b
     scaleC(M, N, c, ldc, beta);
     return;
   }
+  packedGemm(M, N, K, a, lda, transA, b, ldb, transB, c, ldc, alpha, beta, scratch, 0, 0, 0);
+}
+
+/**
+ * gemm() with B and C made of segments side by side: N = count * seg columns, column j being column j % seg of
+ * segment j / seg. B's segments (K x seg, rows seg floats apart) start segB floats apart, C's (M x seg) segC apart.
+ * That is a 1x1 convolution of several images at once (a segment an image: seg its pixels, segB and segC its input
+ * and output planes), without copying their columns side by side first and the result back after. The same
+ * arithmetic as gemm() on the copied operands: the same values packed, the same blocks, micro-kernel and order, so
+ * the same bits. seg must be a multiple of NR (a panel or tile never straddles segments), K > 0, no transposed B.
+ */
+export function gemmSeg(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b: usize, seg: i32, segB: i32,
+  c: usize, segC: i32, alpha: f32, beta: f32, scratch: usize): void {
+  if (M <= 0 || N <= 0 || K <= 0 || seg <= 0 || seg % NR != 0 || N % seg != 0) unreachable();
+  packedGemm(M, N, K, a, lda, transA, b, seg, false, c, seg, alpha, beta, scratch, seg, segB, segC);
+}
+
+function packedGemm(M: i32, N: i32, K: i32, a: usize, lda: i32, transA: bool, b: usize, ldb: i32, transB: bool,
+  c: usize, ldc: i32, alpha: f32, beta: f32, scratch: usize, seg: i32, segB: i32, segC: i32): void {
   const bp = scratch;
   const ap = bp + <usize>(KC * NC) * 4;
   const tile = ap + <usize>(MC * KC) * 4;
   for (let jc = 0; jc < N; jc += NC) {
     const nc = min(NC, N - jc);
-    const cj = c + <usize>jc * 4;
+    const cj = seg == 0 ? c + <usize>jc * 4 : c;
     for (let pc = 0; pc < K; pc += KC) {
       const kc = min(KC, K - pc);
-      packB(kc, nc, b, ldb, transB, pc, jc, bp);
+      packB(kc, nc, b, ldb, transB, pc, jc, bp, seg, segB);
       const mode = pc > 0 || beta == 1 ? ADD : beta == 0 ? SET : SCALE;
       for (let ic = 0; ic < M; ic += MC) {
-        gemmRows(min(MC, M - ic), nc, kc, a, lda, transA, ic, pc, alpha, bp, cj, ldc, mode, beta, ap, tile);
+        gemmRows(min(MC, M - ic), nc, kc, a, lda, transA, ic, pc, alpha, bp, cj, ldc, mode, beta, ap, tile, seg, segC, jc);
       }
     }
   }

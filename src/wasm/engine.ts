@@ -27,7 +27,9 @@ import { Heap } from './heap.ts';
 import { compileKernels, isNode, KERNEL_NAMES, type Kernels, kernelVariant, loadKernels, relaxedSimd } from './kernels.ts';
 import * as L from './ops-layers.ts';
 import * as G from './ops-linalg.ts';
-import { WINOGRAD_MODES, type PartCtx, type ScratchSlot, type WasmBlock, type WasmCtx, type WasmTensor, type WinogradMode } from './tensor.ts';
+import {
+  WINOGRAD_MODES, type PartCtx, type PointwiseMode, type ScratchSlot, type WasmBlock, type WasmCtx, type WasmTensor, type WinogradMode,
+} from './tensor.ts';
 import { CommandList, ThreadPool, threadsUnavailable } from './threads.ts';
 
 export type { WasmTensor } from './tensor.ts';
@@ -58,6 +60,13 @@ export interface WasmEngineOptions {
    * The ops bench turns it off, so that each op's time is its own.
    */
   batch?: boolean;
+  /**
+   * A 1x1 stride-1 convolution of several images a group (maps of a multiple of 8 pixels): 'segments' (default) runs
+   * its forward and input gradient by gemmSeg on the images where they lie; 'copy' copies their columns side by side
+   * and the result back, as before (the same bits: tests compare the two, benches time one against the other). The
+   * filter gradient copies either way.
+   */
+  pointwise?: PointwiseMode;
 }
 
 export type FmaMode = 'auto' | 'off';
@@ -123,7 +132,7 @@ export class WasmEngine implements Engine<WasmTensor> {
   private readonly live: PartCtx;
 
   private constructor(
-    private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode,
+    private readonly heap: Heap, private readonly k: Kernels, private readonly pool: ThreadPool | null, winograd: WinogradMode, pointwise: PointwiseMode,
     /** Whether the GEMM kernels multiply-add fused (the -fma kernels: relaxed SIMD). */
     readonly fma: boolean,
     /** Whether ops are queued for the pool (WasmEngineOptions.batch). */
@@ -139,7 +148,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     };
     this.cx = {
       get k() { return drained(); },
-      sizes: k, threads, winograd, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
+      sizes: k, threads, winograd, pointwise, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
       run: (parts, part) => this.run(parts, part), serial: (fn) => this.serial(fn),
     };
   }
@@ -165,22 +174,29 @@ export class WasmEngine implements Engine<WasmTensor> {
     }
     const fma = await fusedFor(opts.fma ?? 'auto');
     const batch = opts.batch ?? true;
-    if (threads === 1 || opts.threads !== undefined) return WasmEngine.make(threads, pages, winograd, fma, batch);
+    const pointwise = opts.pointwise ?? 'segments';
+    if (pointwise !== 'segments' && pointwise !== 'copy') {
+      throw new VtError('bad-shape', `WasmEngine: pointwise must be 'segments' or 'copy', got ${String(pointwise)}`);
+    }
+    const make = (n: number) => WasmEngine.make(n, pages, winograd, pointwise, fma, batch);
+    if (threads === 1 || opts.threads !== undefined) return make(threads);
     try {
-      return await WasmEngine.make(threads, pages, winograd, fma, batch);
+      return await make(threads);
     } catch (e) {
       console.warn(`WasmEngine: ${threads} threads could not start (${e instanceof Error ? e.message : String(e)}); running on 1 thread`);
-      return WasmEngine.make(1, pages, winograd, fma, batch);
+      return make(1);
     }
   }
 
-  private static async make(threads: number, pages: number, winograd: WinogradMode, fma: boolean, batch: boolean): Promise<WasmEngine> {
+  private static async make(
+    threads: number, pages: number, winograd: WinogradMode, pointwise: PointwiseMode, fma: boolean, batch: boolean,
+  ): Promise<WasmEngine> {
     const heap = threads > 1 ? sharedHeap(pages) : new Heap(pages);
     const variant = kernelVariant(threads > 1, fma);
     const k = await loadKernels(heap.memory, variant);
     heap.setBase(k.heapBase());
     const pool = threads > 1 ? await ThreadPool.start(threads - 1, await compileKernels(variant), heap, k) : null;
-    return new WasmEngine(heap, k, pool, winograd, fma, batch);
+    return new WasmEngine(heap, k, pool, winograd, pointwise, fma, batch);
   }
 
   /** Threads that run the kernels, the calling one included. */

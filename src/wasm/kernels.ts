@@ -21,6 +21,11 @@ export interface Kernels {
   ): void;
   gemmNT(M: number, N: number, K: number, a: Ptr, lda: number, b: Ptr, ldb: number, c: Ptr, ldc: number, alpha: number, beta: number): void;
   gemmPanels(M: number, N: number, K: number, a: Ptr, b: Ptr, c: Ptr, ldc: number, tile: Ptr): void;
+  /** gemm with B and C of segments (several images' 1x1 convolution at once): wasm/gemm.ts gemmSeg. */
+  gemmSeg(
+    M: number, N: number, K: number, a: Ptr, lda: number, transA: Flag, b: Ptr, seg: number, segB: number, c: Ptr, segC: number, alpha: number,
+    beta: number, scratch: Ptr,
+  ): void;
   im2col(
     x: Ptr, cin: number, h: number, w: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number, oh: number, ow: number,
     col: Ptr, ld: number,
@@ -110,7 +115,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
   'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
-  'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad',
+  'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad', 'gemmSeg',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

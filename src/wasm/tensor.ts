@@ -42,6 +42,9 @@ export interface PartCtx {
  * F(2x2, 3x3) / F(4x4, 3x3) wherever they apply (tests); 'off' never.
  */
 export type WinogradMode = 'auto' | 'f2' | 'always' | 'always4' | 'off';
+
+/** 'segments': gemmSeg reads and writes the images where they lie; 'copy': their columns copied side by side and back (as before). */
+export type PointwiseMode = 'segments' | 'copy';
 export const WINOGRAD_MODES: readonly WinogradMode[] = ['auto', 'f2', 'always', 'always4', 'off'];
 
 /** What the op drivers (src/wasm/ops-*.ts) need from the engine. */
@@ -58,6 +61,8 @@ export interface WasmCtx {
   readonly threads: number;
   /** When 3x3 stride-1 convolutions run by Winograd (src/wasm/ops-winograd.ts). */
   readonly winograd: WinogradMode;
+  /** How a group of images' 1x1 convolution meets its GEMM (WasmEngineOptions.pointwise). */
+  readonly pointwise: PointwiseMode;
   /**
    * Runs part(pcx, t) for t in [0, parts) (parts <= threads), each on its own thread with its
    * own scratch; returns when all are done. Parts must write disjoint outputs. Scratch from

@@ -99,6 +99,11 @@ describe('conv2d (wasm)', () => {
   const shapes: [string, G][] = [
     ['batch 1, 3x3 p1, odd 7x9, Cin 3', { x: [1, 3, 7, 9], w: [5, 3, 3, 3], p: { stride: 1, pad: 1 } }],
     ['1x1 s1 p0 (pointwise path), Cin 5', { x: [3, 5, 6, 7], w: [7, 5, 1, 1], p: { stride: 1, pad: 0 } }],
+    // Pointwise on several images at once where they lie (gemmSeg): row tails (Cout 9), maps of 24 pixels (panel pairs
+    // would straddle two images), two blocks of the reduction (Cin 300), and groups of 4 then 2 images (16x16 maps).
+    ['1x1 s1 p0 on 3 images of 4x4 at once, Cout 9', { x: [3, 5, 4, 4], w: [9, 5, 1, 1], p: { stride: 1, pad: 0 } }],
+    ['1x1 s1 p0 on 5 images of 3x8 at once, Cin 300', { x: [5, 300, 3, 8], w: [11, 300, 1, 1], p: { stride: 1, pad: 0 } }],
+    ['1x1 s1 p0, 16x16 maps in groups of 4 and 2', { x: [6, 3, 16, 16], w: [5, 3, 1, 1], p: { stride: 1, pad: 0 } }],
     ['1x1 s2 p0, Cin 13, 9x8', { x: [2, 13, 9, 8], w: [6, 13, 1, 1], p: { stride: 2, pad: 0 } }],
     ['3x3 s2 p1, 11x9', { x: [3, 6, 11, 9], w: [7, 6, 3, 3], p: { stride: 2, pad: 1 } }],
     // Stride 2 on rows of 4 columns at a time (im2col's SIMD path), with tails of 1-3 and rows that end early.

@@ -96,6 +96,9 @@ describe('conv2d: bitwise equal for 1, 2, 3 threads', () => {
     { n: 1, cin: 40, h: 33, w: 35, cout: 6, k: 1, p: { stride: 1, pad: 0 }, accumulate: true }, // pointwise, one image
     { n: 7, cin: 16, h: 8, w: 8, cout: 16, k: 3, p: { stride: 1, pad: 1 } }, // ResNet's small maps: 7 images in one group
     { n: 9, cin: 4, h: 16, w: 16, cout: 8, k: 3, p: { stride: 1, pad: 1 }, accumulate: true }, // groups of 4, 4, 1
+    // Pointwise on several images a group (gemmSeg): groups of 4, 4, 2 split by threads; one group of 16 split by rows.
+    { n: 10, cin: 20, h: 16, w: 16, cout: 12, k: 1, p: { stride: 1, pad: 0 }, accumulate: true },
+    { n: 16, cin: 64, h: 4, w: 4, cout: 36, k: 1, p: { stride: 1, pad: 0 } },
   ];
   for (const c of cases) {
     const xShape = [c.n, c.cin, c.h, c.w], wShape = [c.cout, c.cin, c.k, c.k];
@@ -354,4 +357,42 @@ describe('thread counts and lifetime', () => {
     e.destroy();
     expect(() => e.gemm(t, t, t)).toThrow(/destroyed/);
   });
+});
+
+describe("pointwise convolutions on several images: gemmSeg gives the copying path's bits", () => {
+  // Maps of 16 and 24 pixels (panel pairs within and across images), a group split by rows (16 images of 4x4 at 2
+  // threads) and groups split by threads (10 images of 16x16 in groups of 4), Cin 300 (two blocks of the reduction).
+  // 2x2 maps (4 pixels, not a multiple of 8): every pass copies.
+  const cases = [[10, 20, 16, 16, 12], [16, 64, 4, 4, 36], [5, 300, 3, 8, 11], [12, 9, 2, 2, 7]] as const;
+  for (const [n, cin, h, w, cout] of cases) for (const threads of [1, 2]) {
+    it(`x ${n}x${cin}x${h}x${w}, Cout ${cout}, ${threads} thread(s): forward, input and filter gradients, with and without accumulate`, async () => {
+      const p = { stride: 1, pad: 0 };
+      const xShape = [n, cin, h, w], wShape = [cout, cin, 1, 1], yShape = [n, cout, h, w];
+      const rng = makeRng(n * cin + cout);
+      const x = uniformF32(rng, prod(xShape)), wt = uniformF32(rng, prod(wShape)), dy = uniformF32(rng, prod(yShape));
+      const dx0 = uniformF32(rng, prod(xShape)), dw0 = uniformF32(rng, prod(wShape));
+      const run = async (pointwise: 'segments' | 'copy'): Promise<Uint32Array[]> => {
+        const e = await WasmEngine.create({ threads, pointwise, initialMiB: 16 });
+        try {
+          const tx = e.upload(x, xShape), tw = e.upload(wt, wShape), tdy = e.upload(dy, yShape);
+          const y = e.zeros(yShape), dx = e.zeros(xShape), dxAcc = e.upload(dx0, xShape);
+          e.conv2dForward(tx, tw, y, p);
+          e.conv2dBackwardInput(tdy, tw, dx, p);
+          e.conv2dBackwardInput(tdy, tw, dxAcc, p, { accumulate: true });
+          const dw = e.zeros(wShape), dwAcc = e.upload(dw0, wShape);
+          e.conv2dBackwardFilter(tx, tdy, dw, p);
+          e.conv2dBackwardFilter(tx, tdy, dwAcc, p, { accumulate: true });
+          const out: Uint32Array[] = [];
+          for (const t of [y, dx, dxAcc, dw, dwAcc]) out.push(bits(await e.readF32(t)));
+          return out;
+        } finally {
+          e.destroy();
+        }
+      };
+      const [seg, copy] = [await run('segments'), await run('copy')];
+      for (const [i, what] of ['y', 'dx', 'dx accumulated', 'dw', 'dw accumulated'].entries()) {
+        expect(Buffer.from(seg[i]!.buffer).equals(Buffer.from(copy[i]!.buffer)), `${what}: segments against copies`).toBe(true);
+      }
+    });
+  }
 });
