@@ -63,8 +63,8 @@ export interface WasmEngineOptions {
   /**
    * A 1x1 stride-1 convolution of several images a group (maps of a multiple of 8 pixels): 'segments' (default) runs
    * its forward and input gradient by gemmSeg on the images where they lie; 'copy' copies their columns side by side
-   * and the result back, as before (the same bits: tests compare the two, benches time one against the other). The
-   * filter gradient copies either way.
+   * and the result back, as before (the same bits, but for the sign of an input gradient of exactly zero, which the
+   * copies turned +0; tests compare the two, benches time one against the other). The filter gradient copies either way.
    */
   pointwise?: PointwiseMode;
 }

@@ -9,7 +9,8 @@
 //     backward filter  dw[Cout, K] (+)= dy[Cout, S] col^T, group after group (fixed order)
 //   A 1x1 stride-1 unpadded convolution of one image uses x (or dx) itself as the columns; of a group of images whose
 //     maps hold a multiple of 8 pixels, its forward and input gradient run gemmSeg (wasm/gemm.ts) on the images where
-//     they lie, the same bits as the copies it saves (ResNet-50's 1x1 layers at 64 pixels: maps of 256 to 16 pixels).
+//     they lie, the copies' bits (an input gradient of -0 stays -0; the copies added it to zeros) (ResNet-50's 1x1
+//     layers at 64 pixels: maps of 256 to 16 pixels).
 //   3x3 stride-1 convolutions with enough channels run by Winograd F(2x2, 3x3) instead
 //   (src/wasm/ops-winograd.ts winogradFits; the engine's `winograd: 'off'` keeps them on im2col).
 // Threads (cx.run, src/wasm/threads.ts) split each op by disjoint OUTPUTS, so every output
