@@ -230,10 +230,7 @@ export async function main(args: string[]): Promise<void> {
     const o = t === 1 ? r?.oursIps : r?.ours2Ips, p = t === 1 ? r?.torchIps : r?.torch2Ips;
     return o && p ? r3(o / p) : null;
   };
-  const paired = (r: Row | undefined, t: 1 | 2) => {
-    const p = pairOf(r, t);
-    return p ? r3(p.ratio) : null;
-  };
+  const paired = (r: Row | undefined, t: 1 | 2) => r3(pairOf(r, t)?.ratio);
   // The most images/s the wasm path could reach at 2 threads (the SIMD peak over the fewest FLOPs, bench/flops.ts), over PyTorch's.
   const ceiling = (r: Row | undefined) => (r?.torch2Ips ? r3((peak2 * 1e9) / r.fewestFlopsPerImage / r.torch2Ips) : null);
   const r20 = by('resnet20@');

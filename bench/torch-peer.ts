@@ -38,7 +38,7 @@ export function torchPython(install: boolean): { python: string } | { why: strin
  * How the PyTorch peer's process allocates memory. 'default' is glibc's as it comes: PyTorch frees each step's
  * tensors and glibc hands the larger blocks back to the kernel (munmap, and trimming the heap's top), so the next
  * step takes page faults again. On this 2-core host that made its CPU step 1x-4x slower from step to step: the small
- * CNN at batch 64 on one thread took 48-226 ms a step as it comes and a steady 46-58 ms with the settings below
+ * CNN at batch 64 on one thread took 48-226 ms a step as it comes and a steady 46-61 ms with the settings below
  * (docs/wasm.md, 2026-12-02). 'steady' keeps the memory in the process: glibc's mmap threshold at its 64-bit
  * maximum (32 MiB, so a step's tensors come from the heap) and a trim threshold no heap reaches (16 GiB). Both are
  * needed: the trim threshold alone fixes the mmap threshold at its 128 KiB default, and the step took 480 ms. This is
