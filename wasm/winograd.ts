@@ -16,37 +16,42 @@
 const H: f32 = 0.5;
 
 /**
- * U [16][cout][cin] = G g G^T for every filter g = w[co][ci] (3x3); turned: U [16][cin][cout] from g flipped 180
- * degrees (the input gradient's filter). With `panels`, each xi's matrix (rows R, columns C) is laid out as gemmPanels'
- * A: 4-row panels, row r column k at ((r / 4) C + k) 4 + r % 4, rows up to R rounded up to 4 (the padding zero), so
- * the planes are 4 ceil(R / 4) C floats apart.
+ * U [16][R][C] = G g G^T for every filter g = w[co][ci] (3x3), R x C = cout x cin; turned: cin x cout from g flipped 180 degrees
+ * (the input gradient's filter). Each position's matrix is laid out as gemmPanels' A: 4-row panels, row r column k at
+ * ((r / 4) C + k) 4 + r % 4, position xi's at u + xi plane; this call writes panels [b0, b1) (a thread's share), the rows
+ * past R zero.
  */
-export function wgFilter(w: usize, cout: i32, cin: i32, u: usize, turned: bool, panels: bool): void {
+export function wgFilter(w: usize, cout: i32, cin: i32, u: usize, turned: bool, plane: usize, b0: i32, b1: i32): void {
   const R = turned ? cin : cout, C = turned ? cout : cin;
-  const plane = panels ? <usize>((R + 3) & ~3) * C * 4 : <usize>cout * cin * 4;
-  if (panels) memory.fill(u, 0, plane * 16);
-  for (let co = 0; co < cout; co++) {
-    for (let ci = 0; ci < cin; ci++) {
-      const g = w + (<usize>(co * cin + ci) * 9) * 4;
-      const r = turned ? ci : co, k = turned ? co : ci;
-      const dst = u + (panels ? <usize>(((r >> 2) * C + k) * 4 + (r & 3)) : <usize>(r * C + k)) * 4;
-      // g[r][c] as read (flipped 180 degrees when turned): k_rc.
-      let k00 = load<f32>(g), k01 = load<f32>(g, 4), k02 = load<f32>(g, 8);
-      const k10 = load<f32>(g, 12), k11 = load<f32>(g, 16), k12 = load<f32>(g, 20);
-      let k20 = load<f32>(g, 24), k21 = load<f32>(g, 28), k22 = load<f32>(g, 32);
-      let k10t = k10, k12t = k12;
-      if (turned) {
-        let t = k00; k00 = k22; k22 = t;
-        t = k01; k01 = k21; k21 = t;
-        t = k02; k02 = k20; k20 = t;
-        k10t = k12; k12t = k10;
+  for (let b = b0; b < b1; b++) {
+    for (let k = 0; k < C; k++) {
+      for (let j = 0; j < 4; j++) {
+        const r = b * 4 + j;
+        const dst = u + <usize>(((b * C + k) << 2) + j) * 4;
+        if (r >= R) {
+          for (let xi = 0; xi < 16; xi++) store<f32>(dst + <usize>xi * plane, 0);
+          continue;
+        }
+        const co = turned ? k : r, ci = turned ? r : k;
+        const g = w + (<usize>(co * cin + ci) * 9) * 4;
+        // g[r][c] as read (flipped 180 degrees when turned): k_rc.
+        let k00 = load<f32>(g), k01 = load<f32>(g, 4), k02 = load<f32>(g, 8);
+        const k10 = load<f32>(g, 12), k11 = load<f32>(g, 16), k12 = load<f32>(g, 20);
+        let k20 = load<f32>(g, 24), k21 = load<f32>(g, 28), k22 = load<f32>(g, 32);
+        let k10t = k10, k12t = k12;
+        if (turned) {
+          let t = k00; k00 = k22; k22 = t;
+          t = k01; k01 = k21; k21 = t;
+          t = k02; k02 = k20; k20 = t;
+          k10t = k12; k12t = k10;
+        }
+        // Rows of G g: [k0], [(k0 + k2)/2 + k1/2], [(k0 + k2)/2 - k1/2], [k2] (k_r row r), each then times G^T.
+        const p0 = (k00 + k20) * H, p1 = (k01 + k21) * H, p2 = (k02 + k22) * H;
+        filterRow(dst, plane, k00, k01, k02);
+        filterRow(dst + 4 * plane, plane, p0 + k10t * H, p1 + k11 * H, p2 + k12t * H);
+        filterRow(dst + 8 * plane, plane, p0 - k10t * H, p1 - k11 * H, p2 - k12t * H);
+        filterRow(dst + 12 * plane, plane, k20, k21, k22);
       }
-      // Rows of G g: [k0], [(k0 + k2)/2 + k1/2], [(k0 + k2)/2 - k1/2], [k2] (k_r row r), each then times G^T.
-      const p0 = (k00 + k20) * H, p1 = (k01 + k21) * H, p2 = (k02 + k22) * H;
-      filterRow(dst, plane, k00, k01, k02);
-      filterRow(dst + 4 * plane, plane, p0 + k10t * H, p1 + k11 * H, p2 + k12t * H);
-      filterRow(dst + 8 * plane, plane, p0 - k10t * H, p1 - k11 * H, p2 - k12t * H);
-      filterRow(dst + 12 * plane, plane, k20, k21, k22);
     }
   }
 }

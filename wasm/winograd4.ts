@@ -21,58 +21,87 @@ const X: i32 = 36;
 /** 1/6 rounded to float64 (the transforms' sixths are products with it: cheaper than divisions, and as fixed). */
 const SIXTH: f64 = 1.0 / 6.0;
 
-/** Value i of G (a, b, c)^T: the filter's transform along one axis, float64. */
-@inline function gT(a: f64, b: f64, c: f64, i: i32): f64 {
-  if (i == 0) return a * 0.25;
-  if (i == 1) return -((a + b) + c) * SIXTH;
-  if (i == 2) return -((a - b) + c) * SIXTH;
-  if (i == 3) return ((a * 0.25 + b * 0.5) + c) * SIXTH;
-  if (i == 4) return ((a * 0.25 - b * 0.5) + c) * SIXTH;
-  return c;
-}
-
 /**
- * U [36][cout][cin] = G g G^T for every filter g = w[co][ci] (3x3); turned: U [36][cin][cout] from g flipped 180
- * degrees (the input gradient's filter). `panels` as wgFilter's (4-row panels, the padding rows zero).
+ * U [36][R][C] = G g G^T for every filter g = w[co][ci] (3x3), R x C = cout x cin; turned: cin x cout from g flipped 180 degrees
+ * (the input gradient's filter). Each position's matrix is in gemmPanels' 4-row panels (row r, column k at
+ * ((r / 4) C + k) 4 + r % 4), position xi's at u + xi plane; this call writes panels [b0, b1), the rows past R zero. Four rows
+ * at once, as two float64 pairs: every value the same as one filter at a time, and each panel written whole by one call (a
+ * thread's share).
  */
-export function wg4Filter(w: usize, cout: i32, cin: i32, u: usize, turned: bool, panels: bool): void {
+export function wg4Filter(w: usize, cout: i32, cin: i32, u: usize, turned: bool, plane: usize, b0: i32, b1: i32): void {
   const R = turned ? cin : cout, C = turned ? cout : cin;
-  const plane = panels ? <usize>((R + 3) & ~3) * C * 4 : <usize>cout * cin * 4;
-  if (panels) memory.fill(u, 0, plane * X);
-  for (let co = 0; co < cout; co++) {
-    for (let ci = 0; ci < cin; ci++) {
-      const g = w + (<usize>(co * cin + ci) * 9) * 4;
-      const r = turned ? ci : co, k = turned ? co : ci;
-      const dst = u + (panels ? <usize>(((r >> 2) * C + k) * 4 + (r & 3)) : <usize>(r * C + k)) * 4;
-      // k_rc: g[r][c] as read (flipped 180 degrees when turned); a, b, c: columns 0, 1, 2.
-      const f = turned ? 8 : 0, s = turned ? -1 : 1;
-      const a0 = ld(g, f, s, 0), a1 = ld(g, f, s, 3), a2 = ld(g, f, s, 6);
-      const b0 = ld(g, f, s, 1), b1 = ld(g, f, s, 4), b2 = ld(g, f, s, 7);
-      const c0 = ld(g, f, s, 2), c1 = ld(g, f, s, 5), c2 = ld(g, f, s, 8);
-      // Row i of G g (3 values), then times G^T: 6 values at xi = 6i + j (every index a constant: no branches).
-      row6(dst, plane, gT(a0, a1, a2, 0), gT(b0, b1, b2, 0), gT(c0, c1, c2, 0));
-      row6(dst + 6 * plane, plane, gT(a0, a1, a2, 1), gT(b0, b1, b2, 1), gT(c0, c1, c2, 1));
-      row6(dst + 12 * plane, plane, gT(a0, a1, a2, 2), gT(b0, b1, b2, 2), gT(c0, c1, c2, 2));
-      row6(dst + 18 * plane, plane, gT(a0, a1, a2, 3), gT(b0, b1, b2, 3), gT(c0, c1, c2, 3));
-      row6(dst + 24 * plane, plane, gT(a0, a1, a2, 4), gT(b0, b1, b2, 4), gT(c0, c1, c2, 4));
-      row6(dst + 30 * plane, plane, gT(a0, a1, a2, 5), gT(b0, b1, b2, 5), gT(c0, c1, c2, 5));
+  const f = turned ? 8 : 0, s = turned ? -1 : 1;
+  // Filter (row r, column k) at w + 36 (r cin + k), turned at w + 36 (k cin + r).
+  const rowStep = <usize>(turned ? 36 : 36 * cin), colStep = <usize>(turned ? 36 * cin : 36);
+  for (let b = b0; b < b1; b++) {
+    const r0 = b * 4, n = min(4, R - r0);
+    // Lanes past R read the last row again and are masked to +0.
+    const mask = i32x4.lt_s(i32x4(0, 1, 2, 3), i32x4.splat(n));
+    const g0 = w + <usize>r0 * rowStep, g1 = w + <usize>(r0 + min(1, n - 1)) * rowStep;
+    const g2 = w + <usize>(r0 + min(2, n - 1)) * rowStep, g3 = w + <usize>(r0 + min(3, n - 1)) * rowStep;
+    let dst = u + <usize>(b * C) * 16;
+    for (let k = 0; k < C; k++) {
+      const o = <usize>k * colStep;
+      filter4(g0 + o, g1 + o, g2 + o, g3 + o, f, s, dst, plane, mask);
+      dst += 16;
     }
   }
 }
 
-/** (p0, p1, p2) G^T: 6 values, rounded to float32, at o, o + plane, ... */
-@inline function row6(o: usize, plane: usize, p0: f64, p1: f64, p2: f64): void {
-  store<f32>(o, <f32>gT(p0, p1, p2, 0));
-  store<f32>(o + plane, <f32>gT(p0, p1, p2, 1));
-  store<f32>(o + 2 * plane, <f32>gT(p0, p1, p2, 2));
-  store<f32>(o + 3 * plane, <f32>gT(p0, p1, p2, 3));
-  store<f32>(o + 4 * plane, <f32>gT(p0, p1, p2, 4));
-  store<f32>(o + 5 * plane, <f32>gT(p0, p1, p2, 5));
+/** The 36 values of four filters (at g0 .. g3) into lanes 0..3 of each position's 4 floats at dst (`plane` apart). */
+@inline function filter4(g0: usize, g1: usize, g2: usize, g3: usize, f: i32, s: i32, dst: usize, plane: usize, mask: v128): void {
+  // Columns a, b, c of rows 0..2, filters 0-1 (l) and 2-3 (h).
+  const a0l = ld2(g0, g1, f, s, 0), a1l = ld2(g0, g1, f, s, 3), a2l = ld2(g0, g1, f, s, 6);
+  const b0l = ld2(g0, g1, f, s, 1), b1l = ld2(g0, g1, f, s, 4), b2l = ld2(g0, g1, f, s, 7);
+  const c0l = ld2(g0, g1, f, s, 2), c1l = ld2(g0, g1, f, s, 5), c2l = ld2(g0, g1, f, s, 8);
+  const a0h = ld2(g2, g3, f, s, 0), a1h = ld2(g2, g3, f, s, 3), a2h = ld2(g2, g3, f, s, 6);
+  const b0h = ld2(g2, g3, f, s, 1), b1h = ld2(g2, g3, f, s, 4), b2h = ld2(g2, g3, f, s, 7);
+  const c0h = ld2(g2, g3, f, s, 2), c1h = ld2(g2, g3, f, s, 5), c2h = ld2(g2, g3, f, s, 8);
+  // Row i of G g, then times G^T: positions 6i .. 6i + 5.
+  row6x4(dst, plane, mask, gT2(a0l, a1l, a2l, 0), gT2(b0l, b1l, b2l, 0), gT2(c0l, c1l, c2l, 0),
+    gT2(a0h, a1h, a2h, 0), gT2(b0h, b1h, b2h, 0), gT2(c0h, c1h, c2h, 0));
+  row6x4(dst + 6 * plane, plane, mask, gT2(a0l, a1l, a2l, 1), gT2(b0l, b1l, b2l, 1), gT2(c0l, c1l, c2l, 1),
+    gT2(a0h, a1h, a2h, 1), gT2(b0h, b1h, b2h, 1), gT2(c0h, c1h, c2h, 1));
+  row6x4(dst + 12 * plane, plane, mask, gT2(a0l, a1l, a2l, 2), gT2(b0l, b1l, b2l, 2), gT2(c0l, c1l, c2l, 2),
+    gT2(a0h, a1h, a2h, 2), gT2(b0h, b1h, b2h, 2), gT2(c0h, c1h, c2h, 2));
+  row6x4(dst + 18 * plane, plane, mask, gT2(a0l, a1l, a2l, 3), gT2(b0l, b1l, b2l, 3), gT2(c0l, c1l, c2l, 3),
+    gT2(a0h, a1h, a2h, 3), gT2(b0h, b1h, b2h, 3), gT2(c0h, c1h, c2h, 3));
+  row6x4(dst + 24 * plane, plane, mask, gT2(a0l, a1l, a2l, 4), gT2(b0l, b1l, b2l, 4), gT2(c0l, c1l, c2l, 4),
+    gT2(a0h, a1h, a2h, 4), gT2(b0h, b1h, b2h, 4), gT2(c0h, c1h, c2h, 4));
+  row6x4(dst + 30 * plane, plane, mask, gT2(a0l, a1l, a2l, 5), gT2(b0l, b1l, b2l, 5), gT2(c0l, c1l, c2l, 5),
+    gT2(a0h, a1h, a2h, 5), gT2(b0h, b1h, b2h, 5), gT2(c0h, c1h, c2h, 5));
 }
 
-/** Filter value q (row-major 3x3) as float64, read at f + s q (flipped: f 8, s -1). */
-@inline function ld(g: usize, f: i32, s: i32, q: i32): f64 {
-  return <f64>load<f32>(g + <usize>(f + s * q) * 4);
+/** (p0, p1, p2) G^T for filters 0-1 (l) and 2-3 (h): 6 positions' 4 floats (rounded once, masked) at o, o + plane, ... */
+@inline function row6x4(o: usize, plane: usize, mask: v128, l0: v128, l1: v128, l2: v128, h0: v128, h1: v128, h2: v128): void {
+  store4(o, mask, gT2(l0, l1, l2, 0), gT2(h0, h1, h2, 0));
+  store4(o + plane, mask, gT2(l0, l1, l2, 1), gT2(h0, h1, h2, 1));
+  store4(o + 2 * plane, mask, gT2(l0, l1, l2, 2), gT2(h0, h1, h2, 2));
+  store4(o + 3 * plane, mask, gT2(l0, l1, l2, 3), gT2(h0, h1, h2, 3));
+  store4(o + 4 * plane, mask, gT2(l0, l1, l2, 4), gT2(h0, h1, h2, 4));
+  store4(o + 5 * plane, mask, gT2(l0, l1, l2, 5), gT2(h0, h1, h2, 5));
+}
+
+/** Two float64 pairs rounded to float32, as one vector (lanes of lo, then of hi), masked. */
+@inline function store4(o: usize, mask: v128, lo: v128, hi: v128): void {
+  v128.store(o, v128.and(f32x4.shuffle(f32x4.demote_f64x2_zero(lo), f32x4.demote_f64x2_zero(hi), 0, 1, 4, 5), mask));
+}
+
+/** Filter value q of the filters at g0 and g1 as a float64 pair, read at f + s q (flipped: f 8, s -1). */
+@inline function ld2(g0: usize, g1: usize, f: i32, s: i32, q: i32): v128 {
+  const at = <usize>(f + s * q) * 4;
+  return f64x2.replace_lane(f64x2.splat(<f64>load<f32>(g0 + at)), 1, <f64>load<f32>(g1 + at));
+}
+
+/** Value i of G (a, b, c)^T, the filter's transform along one axis, on float64 pairs (each lane as if alone). */
+@inline function gT2(a: v128, b: v128, c: v128, i: i32): v128 {
+  const q = f64x2.splat(0.25), h = f64x2.splat(0.5), six = f64x2.splat(SIXTH);
+  if (i == 0) return f64x2.mul(a, q);
+  if (i == 1) return f64x2.mul(f64x2.neg(f64x2.add(f64x2.add(a, b), c)), six);
+  if (i == 2) return f64x2.mul(f64x2.neg(f64x2.add(f64x2.sub(a, b), c)), six);
+  if (i == 3) return f64x2.mul(f64x2.add(f64x2.add(f64x2.mul(a, q), f64x2.mul(b, h)), c), six);
+  if (i == 4) return f64x2.mul(f64x2.add(f64x2.sub(f64x2.mul(a, q), f64x2.mul(b, h)), c), six);
+  return c;
 }
 
 /**

@@ -149,7 +149,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     this.cx = {
       get k() { return drained(); },
       sizes: k, threads, winograd, pointwise, ptr: (t, what) => this.ptr(t, what), scratch: (slot, bytes) => this.scratch(slot, bytes),
-      run: (parts, part) => this.run(parts, part), serial: (fn) => this.serial(fn),
+      run: (parts, part) => this.run(parts, part),
     };
   }
 
@@ -430,15 +430,6 @@ export class WasmEngine implements Engine<WasmTensor> {
       q.append(lists[t]!);
     }
     this.queued++;
-  }
-
-  /** fn(k) on one thread in order with the ops around it: part 0 of a queued op, or here once the queue ran. */
-  private serial(fn: (k: Kernels) => void): void {
-    if (this.pool && this.batch && this.queued > 0) this.run(this.pool.size, (pc, t) => { if (t === 0) fn(pc.k); });
-    else {
-      this.drain();
-      fn(this.k);
-    }
   }
 
   /** Runs the queued ops as one job of the pool. */

@@ -35,7 +35,8 @@ export interface Kernels {
     dx: Ptr, ld: number,
   ): void;
   copyRows(src: Ptr, srcLd: number, dst: Ptr, dstLd: number, rows: number, cols: number): void;
-  wgFilter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, panels: Flag): void;
+  /** U's 4-row panels [b0, b1) (wasm/winograd.ts), each position's `plane` bytes apart. */
+  wgFilter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, plane: number, b0: number, b1: number): void;
   wgInputScratchBytes(th: number, tw: number): number;
   wgInput(
     x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,
@@ -50,7 +51,7 @@ export interface Kernels {
   ): void;
   wgFilterGrad(du: Ptr, e0: number, e1: number, count: number, dw: Ptr, accumulate: Flag): void;
   /** F(4x4, 3x3) (wasm/winograd4.ts): the wg* kernels' arguments, 36 positions, scratch, and the bytes between positions' planes. */
-  wg4Filter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, panels: Flag): void;
+  wg4Filter(w: Ptr, cout: number, cin: number, u: Ptr, turned: Flag, plane: number, b0: number, b1: number): void;
   wg4ScratchBytes(th: number, tw: number): number;
   wg4Input(
     x: Ptr, c0: number, c1: number, h: number, w: number, ph: number, pw: number, th: number, tw: number, v: Ptr, ldT: number, chans: number, t0: number,

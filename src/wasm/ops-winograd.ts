@@ -30,7 +30,8 @@ interface Variant {
   xi: number;
   /** Tiles per group: about this many (whole images), so a group's transforms stay in cache beside its GEMMs. */
   target: number;
-  filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, panels: number): void;
+  /** U's 4-row panels [b0, b1) for the filter at w (turned: the input gradient's), each position's `plane` bytes apart. */
+  filter(k: Kernels, w: number, cout: number, cin: number, u: number, turned: number, plane: number, b0: number, b1: number): void;
   /** Bytes of one part's transform scratch ('wgP'): the input transform's, and what the other transforms use from its start. */
   scratchBytes(k: Kernels, th: number, tw: number): number;
   /** Bytes between the positions' planes of a [rows][ld] matrix each (paddedPlane). */
@@ -128,8 +129,21 @@ function tiling(p: Pass, vr: Variant): Tiling {
   return { th, tw, per, nb, ldT: nb * per, ldV: Math.ceil((nb * per) / 8) * 8, groups: Math.ceil(p.n / nb) };
 }
 
-/** Bytes of one position's U in panels (wgFilter): `rows` rounded up to 4, times `cols`. */
-const uPlaneBytes = (rows: number, cols: number): number => Math.ceil(rows / 4) * 4 * cols * F;
+/** Bytes between positions' U (wgFilter: 4-row panels, `rows` rounded up to 4, times `cols`), padded as V's and M's planes. */
+const uPlaneBytes = (rows: number, cols: number): number => paddedPlane(Math.ceil(rows / 4) * 4, cols);
+
+/**
+ * The filter at w transformed into U (turned: the input gradient's, rows and columns swapped), its 4-row panels split between
+ * the threads (every value computed alone, so the same bits for any split); one op of cx.threads parts, so that it queues.
+ */
+function transformFilter(cx: WasmCtx, vr: Variant, w: number, cout: number, cin: number, u: number, turned: boolean): void {
+  const rows = turned ? cin : cout, cols = turned ? cout : cin;
+  const blocks = Math.ceil(rows / 4), plane = uPlaneBytes(rows, cols);
+  cx.run(cx.threads, (pc, part) => {
+    const [b0, b1] = splitRange(blocks, cx.threads, part);
+    if (b1 > b0) vr.filter(pc.k, w, cout, cin, u, turned ? 1 : 0, plane, b0, b1);
+  });
+}
 
 /**
  * out (=, or +=) the Winograd convolution of `in` with the transformed filter at u ([xi][outC][inC] in panels). The
@@ -184,7 +198,7 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
 export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: number, py: number): void {
   const vr = variantOf(g, cx.winograd);
   const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cout, g.cin));
-  cx.serial((k) => vr.filter(k, pw, g.cout, g.cin, u, 0, 1));
+  transformFilter(cx, vr, pw, g.cout, g.cin, u, false);
   apply(cx, vr, { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: py, outC: g.cout, oh: g.oh, ow: g.ow }, u, false);
 }
 
@@ -192,7 +206,7 @@ export function winogradForward(cx: WasmCtx, g: Conv2dGeometry, px: number, pw: 
 export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: number, pw: number, pdx: number, accumulate: boolean): void {
   const vr = variantOf(g, cx.winograd);
   const u = cx.scratch('wgU', vr.xi * uPlaneBytes(g.cin, g.cout));
-  cx.serial((k) => vr.filter(k, pw, g.cout, g.cin, u, 1, 1));
+  transformFilter(cx, vr, pw, g.cout, g.cin, u, true);
   apply(cx, vr, { n: g.n, inP: pdy, inC: g.cout, h: g.oh, w: g.ow, ph: 2 - g.ph, pw: 2 - g.pw, outP: pdx, outC: g.cin, oh: g.h, ow: g.w }, u, accumulate);
 }
 

@@ -73,6 +73,4 @@ export interface WasmCtx {
    * that must move: the threads then wake once for many ops (docs/wasm.md).
    */
   run(parts: number, part: (pcx: PartCtx, t: number) => void): void;
-  /** fn(k) on one thread, in order with the ops before and after it: queued as part 0 of a batch, or at once. */
-  serial(fn: (k: Kernels) => void): void;
 }
