@@ -22,6 +22,8 @@
 // wg4_speedup_resnet20_1t/_2t: Winograd 'auto' (F(4x4, 3x3) on maps of 8x8 and more, forward and input gradient)
 // against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
 // --winograd=auto).
+// torch_conv_isa: the kernel oneDNN runs PyTorch's convolutions with (read from its verbose line; jit:avx512_core on the
+// EPYC host: 16 float lanes, where wasm SIMD has 4).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
 // torch_drift is the largest change between them (how far this host's speed moved during the run). `paired_vs_torch`
 // has the same ratios from ours and PyTorch's steps in alternation (bench/torch-pairs.ts: --pairs=N rounds, default
@@ -107,7 +109,8 @@ export async function main(args: string[]): Promise<void> {
       python = py.python;
       torch1 = runTorchCpu(py.python, small, 1, steps, torchMalloc);
       torch2 = runTorchCpu(py.python, models, 2, steps, torchMalloc);
-      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}, glibc malloc ${torchMalloc}), SGD+momentum`;
+      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}, convolutions on ${torch1.conv_isa}, `
+        + `glibc malloc ${torchMalloc}), SGD+momentum`;
     }
   }
   const winograd = parseWinograd(args);
@@ -247,6 +250,7 @@ export async function main(args: string[]): Promise<void> {
     speedup_2t: +geomean(cifarRows.map((r) => r.ours2Ips / r.oursIps!)).toFixed(3),
     torch_version: torch1?.torch_version ?? null,
     torch_blas: torch1?.blas ?? null,
+    torch_conv_isa: torch1?.conv_isa ?? null,
     torch_malloc: torchMalloc,
     torch_drift: r3(torchDrift),
     torch_pair_rounds: pairRuns.size > 0 ? pairs : 0,

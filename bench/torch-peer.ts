@@ -12,7 +12,12 @@ const PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
 const PYTHONS = ['python3', '/usr/bin/python3'];
 
 export interface TorchRow { model: string; ms: number; ips: number; loss: number[] }
-export interface TorchRun { torch_version: string; threads: number; blas: string; mkldnn: boolean; rows: TorchRow[] }
+export interface TorchRun {
+  torch_version: string; threads: number; blas: string; mkldnn: boolean;
+  /** The kernel oneDNN runs the convolutions with (bench/torch_cpu.py conv_isa: jit:avx512_core on the EPYC host). */
+  conv_isa: string;
+  rows: TorchRow[];
+}
 
 const hasTorch = (py: string) => spawnSync(py, ['-c', 'import torch'], { stdio: 'ignore' }).status === 0;
 const installed = (pkg: string) => spawnSync('dpkg', ['-s', pkg], { stdio: 'ignore' }).status === 0;

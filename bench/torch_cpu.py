@@ -12,9 +12,11 @@
 # each line {"model": label, "steps": k} on standard input with one line {"ms": [...], "loss": [...]}
 # (a model's first request runs --warmup untimed steps first), until standard input ends.
 import argparse
+import ctypes
 import json
 import os
 import sys
+import tempfile
 
 import torch
 
@@ -32,6 +34,33 @@ def blas():
         if name in maps:
             return name
     return "reference" if "libblas.so" in maps else "none loaded"
+
+
+def conv_isa():
+    """The kernel oneDNN runs PyTorch's convolutions with here (e.g. jit:avx512_core: 16 float lanes, where wasm SIMD has 4),
+    read from oneDNN's verbose line for one ResNet-sized convolution; "no mkldnn" or "not seen" when it cannot be told."""
+    if not torch.backends.mkldnn.is_available():
+        return "no mkldnn"
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as f:
+        # oneDNN prints with C's stdio to descriptor 1: point it at a file for the one call.
+        os.dup2(f.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                torch.nn.functional.conv2d(torch.randn(8, 16, 32, 32), torch.randn(16, 16, 3, 3), padding=1)
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+        f.seek(0)
+        lines = f.read().decode(errors="replace").splitlines()
+    for line in lines:
+        p = line.split(",")
+        if len(p) > 4 and p[1] == "exec" and p[3] == "convolution":
+            return p[4]
+    return "not seen"
 
 
 def serve(a, dev):
@@ -77,10 +106,11 @@ def main():
         rows.append({"model": e["label"], "ms": ms, "ips": e["batch"] / (ms / 1e3), "loss": losses})
         print(f"torch {a.threads}t {e['label']:20s} {e['batch'] / (ms / 1e3):8.1f} img/s ({ms:.0f} ms/step)", file=sys.stderr, flush=True)
     result = {"torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas(),
-              "mkldnn": torch.backends.mkldnn.is_available(), "rows": rows}
+              "mkldnn": torch.backends.mkldnn.is_available(), "conv_isa": conv_isa(), "rows": rows}
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(json.dumps({"torch_version": result["torch_version"], "threads": result["threads"], "blas": result["blas"]}))
+    print(json.dumps({"torch_version": result["torch_version"], "threads": result["threads"], "blas": result["blas"],
+                      "conv_isa": result["conv_isa"]}))
 
 
 if __name__ == "__main__":

@@ -128,6 +128,9 @@ describe('cpu bench anchors', () => {
       expect(run.threads).toBe(1);
       expect(run.rows.map((r) => r.model)).toEqual(['tiny-cnn@32 b4', 'resnet20@16 b2']);
       for (const r of run.rows) expect(r.ips).toBeGreaterThan(0);
+      // oneDNN's kernel for the convolutions, read from its verbose line (jit:avx512_core on the EPYC host).
+      if (run.mkldnn) expect(run.conv_isa).toMatch(/^(jit|gemm|brgconv|ref)[:_]/);
+      else expect(run.conv_isa).toBe('no mkldnn');
       // A spec whose parameter count the builder does not reproduce is refused, not timed.
       const bad = spawnSync(py.python, ['-c', [
         'import sys; sys.path.insert(0, "bench")',
