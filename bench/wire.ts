@@ -7,10 +7,10 @@
 // per-peer error feedback, exactly as volunteers sum them; then the one LARS step. Every run
 // sees the same images in the same order; only the wire differs.
 //
-//   npm run bench -- wire [--epochs 11] [--peers 4] [--wires f32,i8] [--quick]
+//   npm run bench -- wire [--epochs E] [--peers 4] [--wires f32,i8] [--quick]
 //
 // --quick: 2 epochs on 4,096 training images, 1,000 test images (a smoke test). The default
-// length is the default job's (11 epochs, about 7-16 minutes a run here); --epochs N runs shorter.
+// length is the default job's (DEFAULT_JOB.epochs, 11: about 7-16 minutes a run here); --epochs N runs shorter.
 // Writes bench/results/wire.json and wire.svg (test top-1 per epoch) and prints as its LAST line
 // {"bench":"wire","top1_f32":..,"top1_i8":..,"top1_gap_i8":..,"bytes_per_image_f32":..,
 //  "bytes_per_image_bf16":..,"bytes_per_image_i8":..,"epochs":..,"peers":..} (top-1 in %, the
@@ -32,7 +32,7 @@ import { writeFileEnsuringDir } from './plot.ts';
 import { lineChartSvg } from './plot-lines.ts';
 
 const SEED = 7;
-const USAGE = 'npm run bench -- wire [--epochs 11] [--peers 4] [--wires f32,i8] [--quick]';
+const USAGE = `npm run bench -- wire [--epochs ${DEFAULT_JOB.epochs}] [--peers 4] [--wires f32,i8] [--quick]`;
 const log = (line: string) => process.stderr.write(`${line}\n`);
 const pct = (x: number) => +(x * 100).toFixed(2);
 
