@@ -108,14 +108,6 @@ export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
 
 const variantOf = (g: Conv2dGeometry, mode: WinogradMode): Variant => (winogradTile(g, mode) === 4 ? F4 : F2);
 
-/**
- * The filter gradient stays on F(2x2, 3x3) under 'auto' (only 'always4' forces it). It sums over a group's tiles, and the groups
- * follow how a batch is split (a ring's slices, a stolen tail, micro-batches), so its rounding is where one split's
- * weights part from another's; F(4x4, 3x3)'s is about 10x larger there (G^T dU G cancels), and on LARS's chaotic
- * trajectory a 2-peer ring with work stealing then parted from one peer by 6.4e-3 after 40 steps (1 run), over the
- * 1e-3 such rings meet with F(2x2, 3x3). Its forward and input gradient are per image, the same for any split.
- */
-const filterGradVariant = (mode: WinogradMode): Variant => (mode === 'always4' ? F4 : F2);
 
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
 interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
@@ -213,7 +205,7 @@ export function winogradBackwardInput(cx: WasmCtx, g: Conv2dGeometry, pdy: numbe
 // x [N, Cin, H, W], dy [N, Cout, OH, OW] -> dw [Cout, Cin, 3, 3] (= or += by accumulate)
 export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: number, pdy: number, pdw: number, accumulate: boolean): void {
   const p: Pass = { n: g.n, inP: px, inC: g.cin, h: g.h, w: g.w, ph: g.ph, pw: g.pw, outP: pdy, outC: g.cout, oh: g.oh, ow: g.ow };
-  const vr = filterGradVariant(cx.winograd), XI = vr.xi;
+  const vr = variantOf(g, cx.winograd), XI = vr.xi;
   const t = tiling(p, vr);
   const W = g.cout * g.cin;
   const vPlane = vr.plane(g.cin, t.ldT), yPlane = vr.plane(g.cout, t.ldT);
