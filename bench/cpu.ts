@@ -19,11 +19,13 @@
 // simd_peak_gflops is the peak of the multiply-add our kernels use (FMA where the runtime has relaxed SIMD);
 // simd_peak_mul_add_gflops that of a multiply then an add; fma_speedup_resnet20_1t/_2t: the fused build's step
 // against the plain one's, one step each in turn in one process (bench/fma-ab.ts; --no-fma-ab skips it);
-// wg4_speedup_resnet20_1t/_2t: Winograd 'auto' (F(4x4, 3x3) on maps of 8x8 and more, forward and input gradient)
-// against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
+// wg4_speedup_resnet20_1t/_2t: Winograd 'auto' (F(4x4, 3x3) on maps of 8x8 and more, all three passes since session 56;
+// the forward and input gradient only before) against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
 // --winograd=auto).
 // torch_conv_isa: the kernel oneDNN runs PyTorch's convolutions with (read from its verbose line; jit:avx512_core on the
-// EPYC host: 16 float lanes, where wasm SIMD has 4).
+// EPYC host: 16 float lanes, where wasm SIMD has 4); torch_blas_core: the kernels OpenBLAS chose (Haswell: AVX2, here).
+// --torch-isa=avx2 holds PyTorch to AVX2 (8 lanes: oneDNN's jit:avx2, OpenBLAS's Haswell kernels), the widest most lab
+// desktops have, and every ratio is then against that PyTorch (torch_isa says which; bench/torch-peer.ts TorchIsa).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;
 // torch_drift is the largest change between them (how far this host's speed moved during the run). `paired_vs_torch`
 // has the same ratios from ours and PyTorch's steps in alternation (bench/torch-pairs.ts: --pairs=N rounds, default
@@ -48,7 +50,7 @@ import { compilePeak, simdPeakGflops } from './simd-peak.ts';
 import { parseStepModels, stepLabel, type StepModel } from './step-models.ts';
 import { timeTfTraining } from './tfjs-model.ts';
 import { tfjsWasm } from './tfjs-wasm.ts';
-import { parseTorchMalloc, runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
+import { parseTorchIsa, parseTorchMalloc, runTorchCpu, torchPython, type TorchRun } from './torch-peer.ts';
 import { pairedRatio, type PairedRatio, TorchServer } from './torch-pairs.ts';
 import { geomean, median } from './timing.ts';
 import { parseFma, parseWinograd } from './wasm-options.ts';
@@ -97,6 +99,8 @@ export async function main(args: string[]): Promise<void> {
   const big = args.includes('--no-resnet50') ? [] : parseStepModels(`resnet50@64:${arg(args, 'resnet50-batch', 16)}`);
   const models = [...small, ...big];
   const torchMalloc = parseTorchMalloc(args);
+  const torchIsa = parseTorchIsa(args);
+  const torchOf = (py: string, list: StepModel[], t: number) => runTorchCpu(py, list, t, steps, torchMalloc, undefined, torchIsa);
   // The PyTorch peer first: installing it (once) takes a minute, and a failure is said up front.
   let torch1: TorchRun | null = null, torch2: TorchRun | null = null, torchNote = 'not run (--no-torch)';
   let python: string | null = null;
@@ -107,10 +111,13 @@ export async function main(args: string[]): Promise<void> {
       console.error(`cpu: PyTorch peer not run: ${py.why}`);
     } else {
       python = py.python;
-      torch1 = runTorchCpu(py.python, small, 1, steps, torchMalloc);
-      torch2 = runTorchCpu(py.python, models, 2, steps, torchMalloc);
-      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS, mkldnn ${torch1.mkldnn}, convolutions on ${torch1.conv_isa}, `
-        + `glibc malloc ${torchMalloc}), SGD+momentum`;
+      torch1 = torchOf(py.python, small, 1);
+      if (torchIsa === 'avx2' && /avx512|amx/.test(torch1.conv_isa)) {
+        throw new Error(`--torch-isa=avx2: ONEDNN_MAX_CPU_ISA=AVX2 was set, but oneDNN still runs ${torch1.conv_isa}; this PyTorch cannot be held to AVX2`);
+      }
+      torch2 = torchOf(py.python, models, 2);
+      torchNote = `PyTorch ${torch1.torch_version} (${torch1.blas} BLAS on ${torch1.blas_core}, mkldnn ${torch1.mkldnn}, convolutions on `
+        + `${torch1.conv_isa}${torchIsa === 'avx2' ? ', held to AVX2' : ''}, glibc malloc ${torchMalloc}), SGD+momentum`;
     }
   }
   const winograd = parseWinograd(args);
@@ -183,7 +190,7 @@ export async function main(args: string[]): Promise<void> {
   let torchAfter: [TorchRun, TorchRun] | null = null;
   let torchDrift: number | null = null;
   if (python) {
-    torchAfter = [runTorchCpu(python, small, 1, steps, torchMalloc), runTorchCpu(python, models, 2, steps, torchMalloc)];
+    torchAfter = [torchOf(python, small, 1), torchOf(python, models, 2)];
     const drifts: number[] = [];
     for (const [i, r] of rows.entries()) {
       const m = models[i]!;
@@ -199,7 +206,7 @@ export async function main(args: string[]): Promise<void> {
   const pairRuns = new Map<string, PairedRatio>();
   if (python && pairs > 0) {
     for (const [t, list] of [[1, small], [2, models]] as const) {
-      const server = await TorchServer.start(python, list, t, torchMalloc);
+      const server = await TorchServer.start(python, list, t, torchMalloc, undefined, torchIsa);
       const e = await WasmEngine.create({ threads: t, winograd, fma: fmaMode });
       try {
         for (const m of list) {
@@ -251,6 +258,8 @@ export async function main(args: string[]): Promise<void> {
     torch_version: torch1?.torch_version ?? null,
     torch_blas: torch1?.blas ?? null,
     torch_conv_isa: torch1?.conv_isa ?? null,
+    torch_blas_core: torch1?.blas_core ?? null,
+    torch_isa: torchIsa,
     torch_malloc: torchMalloc,
     torch_drift: r3(torchDrift),
     torch_pair_rounds: pairRuns.size > 0 ? pairs : 0,
@@ -292,9 +301,9 @@ export async function main(args: string[]): Promise<void> {
     series: [
       { name: 'ours: wasm SIMD (LARS), 1 thread', values: rows.map((r) => r.oursIps ?? NaN) },
       { name: 'TF.js wasm (momentum), 1 thread', values: rows.map((r) => r.peerIps ?? NaN) },
-      { name: 'PyTorch, 1 thread', values: rows.map((r) => r.torchIps ?? NaN) },
+      { name: `PyTorch${torchIsa === 'avx2' ? ' (AVX2)' : ''}, 1 thread`, values: rows.map((r) => r.torchIps ?? NaN) },
       { name: 'ours, 2 threads', values: rows.map((r) => r.ours2Ips) },
-      { name: 'PyTorch, 2 threads', values: rows.map((r) => r.torch2Ips ?? NaN) },
+      { name: `PyTorch${torchIsa === 'avx2' ? ' (AVX2)' : ''}, 2 threads`, values: rows.map((r) => r.torch2Ips ?? NaN) },
     ],
   }));
   console.log(JSON.stringify(summary));

@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { specsJson, type StepModel } from './step-models.ts';
-import { torchEnv, type TorchMalloc } from './torch-peer.ts';
+import { type TorchIsa, torchEnv, type TorchMalloc } from './torch-peer.ts';
 import { median } from './timing.ts';
 
 /** One bench/torch_cpu.py --serve process: its steps on request. Owns the process: close() ends it. */
@@ -27,15 +27,16 @@ export class TorchServer {
     this.lines = this.rl[Symbol.asyncIterator]();
   }
 
-  /** Starts the process for `models` at `threads` threads (torchEnv) and waits until it is ready. */
+  /** Starts the process for `models` at `threads` threads (torchEnv, with `malloc` and `isa`) and waits until it is ready. */
   static async start(
     python: string, models: readonly StepModel[], threads: number, malloc: TorchMalloc = 'steady', dir = '.cache/bench/cpu',
+    isa: TorchIsa = 'native',
   ): Promise<TorchServer> {
     mkdirSync(dir, { recursive: true });
     const specs = join(dir, `specs-serve-${threads}t.json`);
     writeFileSync(specs, specsJson([...models]));
     const child = spawn(python, ['bench/torch_cpu.py', '--serve', '--specs', specs, '--threads', String(threads)], {
-      stdio: ['pipe', 'pipe', 'inherit'], env: torchEnv(threads, malloc),
+      stdio: ['pipe', 'pipe', 'inherit'], env: torchEnv(threads, malloc, isa),
     });
     const s = new TorchServer(child, threads);
     const first = await s.next('start');

@@ -16,6 +16,8 @@ export interface TorchRun {
   torch_version: string; threads: number; blas: string; mkldnn: boolean;
   /** The kernel oneDNN runs the convolutions with (bench/torch_cpu.py conv_isa: jit:avx512_core on the EPYC host). */
   conv_isa: string;
+  /** The kernels OpenBLAS chose (openblas_get_corename: Haswell, its AVX2 kernels, on the EPYC host); absent in runs before it. */
+  blas_core?: string;
   rows: TorchRow[];
 }
 
@@ -52,12 +54,33 @@ export function torchPython(install: boolean): { python: string } | { why: strin
 export type TorchMalloc = 'steady' | 'default';
 export const STEADY_MALLOC: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: String(32 << 20), MALLOC_TRIM_THRESHOLD_: String(16 * 2 ** 30) };
 
-/** The environment of a bench/torch_cpu.py process at `threads` threads: the thread variables must be set before torch loads. */
-export function torchEnv(threads: number, malloc: TorchMalloc = 'steady'): NodeJS.ProcessEnv {
+/**
+ * The instructions PyTorch's kernels may use. 'native': all this CPU has (on the EPYC host oneDNN runs the convolutions
+ * on jit:avx512_core, 16 float lanes, where wasm SIMD has 4). 'avx2': held to AVX2 (8 lanes), the widest most lab desktops
+ * have: oneDNN through ONEDNN_MAX_CPU_ISA (its convolutions then report jit:avx2), OpenBLAS through OPENBLAS_CORETYPE
+ * (Haswell: its AVX2 kernels, which OpenBLAS 0.3.21 already picks on the EPYC host). A desktop without AVX-512 differs in
+ * more than its lanes (clock, caches, memory), so against 'avx2' the ratios predict such a desktop; they do not measure one.
+ */
+export type TorchIsa = 'native' | 'avx2';
+export const AVX2_ENV: Readonly<Record<string, string>> = { ONEDNN_MAX_CPU_ISA: 'AVX2', DNNL_MAX_CPU_ISA: 'AVX2', OPENBLAS_CORETYPE: 'Haswell' };
+
+/**
+ * The environment of a bench/torch_cpu.py process at `threads` threads: the thread variables must be set before torch loads.
+ * Variables of `malloc` and `isa` this process was started with are dropped unless asked for.
+ */
+export function torchEnv(threads: number, malloc: TorchMalloc = 'steady', isa: TorchIsa = 'native'): NodeJS.ProcessEnv {
   const n = String(threads);
   const env: NodeJS.ProcessEnv = { ...process.env, OMP_NUM_THREADS: n, OPENBLAS_NUM_THREADS: n, MKL_NUM_THREADS: n };
-  for (const k of Object.keys(STEADY_MALLOC)) delete env[k];
-  return malloc === 'steady' ? { ...env, ...STEADY_MALLOC } : env;
+  for (const k of [...Object.keys(STEADY_MALLOC), ...Object.keys(AVX2_ENV)]) delete env[k];
+  return { ...env, ...(malloc === 'steady' ? STEADY_MALLOC : {}), ...(isa === 'avx2' ? AVX2_ENV : {}) };
+}
+
+/** `--torch-isa=native|avx2` (default native). */
+export function parseTorchIsa(args: readonly string[]): TorchIsa {
+  const raw = args.find((a) => a.startsWith('--torch-isa='))?.slice('--torch-isa='.length);
+  if (raw === undefined) return 'native';
+  if (raw === 'native' || raw === 'avx2') return raw;
+  throw new Error(`--torch-isa must be native (all this CPU has) or avx2 (PyTorch held to AVX2, as on most lab desktops); got "${raw}"`);
 }
 
 /** `--torch-malloc=steady|default` (default steady). */
@@ -71,12 +94,13 @@ export function parseTorchMalloc(args: readonly string[]): TorchMalloc {
 /** One bench/torch_cpu.py process with `threads` threads over `models`. */
 export function runTorchCpu(
   python: string, models: StepModel[], threads: number, steps: number, malloc: TorchMalloc = 'steady', dir = '.cache/bench/cpu',
+  isa: TorchIsa = 'native',
 ): TorchRun {
   mkdirSync(dir, { recursive: true });
   const specs = join(dir, 'specs.json'), out = join(dir, `torch-${threads}t.json`);
   writeFileSync(specs, specsJson(models));
   const r = spawnSync(python, ['bench/torch_cpu.py', '--specs', specs, '--threads', String(threads), '--steps', String(steps), '--out', out], {
-    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads, malloc),
+    stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads, malloc, isa),
   });
   if (r.status !== 0) throw new Error(`bench/torch_cpu.py with ${threads} thread(s) failed (exit ${r.status}): ${r.stdout.slice(-500)}`);
   return JSON.parse(readFileSync(out, 'utf8')) as TorchRun;

@@ -36,6 +36,24 @@ def blas():
     return "reference" if "libblas.so" in maps else "none loaded"
 
 
+def blas_core():
+    """The kernels OpenBLAS chose for this CPU (openblas_get_corename), e.g. Haswell (its AVX2 kernels), which OPENBLAS_CORETYPE
+    overrides; "no openblas" when another BLAS is loaded."""
+    try:
+        maps = open("/proc/self/maps").read()
+    except OSError:
+        return "unknown"
+    paths = sorted({line.split()[-1] for line in maps.splitlines() if "openblas" in line and line.split()[-1].startswith("/")})
+    for path in paths:
+        try:
+            name = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        name.restype = ctypes.c_char_p
+        return name().decode(errors="replace")
+    return "no openblas"
+
+
 def conv_isa():
     """The kernel oneDNN runs PyTorch's convolutions with here (e.g. jit:avx512_core: 16 float lanes, where wasm SIMD has 4),
     read from oneDNN's verbose line for one ResNet-sized convolution; "no mkldnn" or "not seen" when it cannot be told."""
@@ -67,7 +85,8 @@ def serve(a, dev):
     """Steps on request (see the top of this file); a request for a model not in the specs is answered with {"error": ...}."""
     entries = {e["label"]: e for e in json.load(open(a.specs))}
     runners = {}
-    print(json.dumps({"ready": True, "torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas()}), flush=True)
+    print(json.dumps({"ready": True, "torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas(),
+                      "blas_core": blas_core()}), flush=True)
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -106,11 +125,11 @@ def main():
         rows.append({"model": e["label"], "ms": ms, "ips": e["batch"] / (ms / 1e3), "loss": losses})
         print(f"torch {a.threads}t {e['label']:20s} {e['batch'] / (ms / 1e3):8.1f} img/s ({ms:.0f} ms/step)", file=sys.stderr, flush=True)
     result = {"torch_version": torch.__version__, "threads": torch.get_num_threads(), "blas": blas(),
-              "mkldnn": torch.backends.mkldnn.is_available(), "conv_isa": conv_isa(), "rows": rows}
+              "blas_core": blas_core(), "mkldnn": torch.backends.mkldnn.is_available(), "conv_isa": conv_isa(), "rows": rows}
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
     print(json.dumps({"torch_version": result["torch_version"], "threads": result["threads"], "blas": result["blas"],
-                      "conv_isa": result["conv_isa"]}))
+                      "blas_core": result["blas_core"], "conv_isa": result["conv_isa"]}))
 
 
 if __name__ == "__main__":

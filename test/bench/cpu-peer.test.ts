@@ -9,7 +9,7 @@ import { fewestFlopsPerImage, trainingFlopsPerImage } from '../../bench/flops.ts
 import { fmaAb } from '../../bench/fma-ab.ts';
 import { compilePeak, simdPeakGflops } from '../../bench/simd-peak.ts';
 import { parseStepModels } from '../../bench/step-models.ts';
-import { parseTorchMalloc, runTorchCpu, torchEnv, torchPython } from '../../bench/torch-peer.ts';
+import { parseTorchIsa, parseTorchMalloc, runTorchCpu, torchEnv, torchPython } from '../../bench/torch-peer.ts';
 import { pairedRatio, TorchServer } from '../../bench/torch-pairs.ts';
 import { resnet20, resnet50, smallCnn } from '../../src/nn/models.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
@@ -78,6 +78,22 @@ describe('cpu bench anchors', () => {
     expect(() => parseTorchMalloc(['--torch-malloc=jemalloc'])).toThrow(/--torch-malloc must be steady .* or default/);
   });
 
+  it('holds PyTorch to AVX2 only when asked, whatever this process was started with', () => {
+    const held = torchEnv(2, 'steady', 'avx2');
+    expect([held.ONEDNN_MAX_CPU_ISA, held.DNNL_MAX_CPU_ISA, held.OPENBLAS_CORETYPE, held.OMP_NUM_THREADS]).toEqual(['AVX2', 'AVX2', 'Haswell', '2']);
+    const before = process.env.ONEDNN_MAX_CPU_ISA;
+    process.env.ONEDNN_MAX_CPU_ISA = 'AVX2';
+    try {
+      const native = torchEnv(1);
+      expect([native.ONEDNN_MAX_CPU_ISA, native.OPENBLAS_CORETYPE, native.MALLOC_MMAP_THRESHOLD_]).toEqual([undefined, undefined, '33554432']);
+    } finally {
+      if (before === undefined) delete process.env.ONEDNN_MAX_CPU_ISA;
+      else process.env.ONEDNN_MAX_CPU_ISA = before;
+    }
+    expect([parseTorchIsa([]), parseTorchIsa(['--torch-isa=avx2']), parseTorchIsa(['--torch-isa=native'])]).toEqual(['native', 'avx2', 'native']);
+    expect(() => parseTorchIsa(['--torch-isa=avx512'])).toThrow(/--torch-isa must be native .* or avx2/);
+  });
+
   it('alternates the two sides round by round and takes the median of the rounds\' ratios', async () => {
     const calls: string[] = [];
     // Step times that change from round to round, as this host's speed does: the ratio of each round stays 2.
@@ -131,6 +147,11 @@ describe('cpu bench anchors', () => {
       // oneDNN's kernel for the convolutions, read from its verbose line (jit:avx512_core on the EPYC host).
       if (run.mkldnn) expect(run.conv_isa).toMatch(/^(jit|gemm|brgconv|ref)[:_]/);
       else expect(run.conv_isa).toBe('no mkldnn');
+      expect(run.blas_core).toMatch(/\S/);
+      // Held to AVX2 (--torch-isa=avx2): oneDNN's convolutions on avx2 kernels, OpenBLAS on its Haswell (AVX2) ones.
+      const held = runTorchCpu(py.python, parseStepModels('tiny-cnn@32:4'), 1, 1, 'steady', dir, 'avx2');
+      if (held.mkldnn) expect(held.conv_isa).not.toMatch(/avx512|amx/);
+      if (run.blas === 'openblas') expect(held.blas_core).toBe('Haswell');
       // A spec whose parameter count the builder does not reproduce is refused, not timed.
       const bad = spawnSync(py.python, ['-c', [
         'import sys; sys.path.insert(0, "bench")',
