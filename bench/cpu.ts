@@ -23,7 +23,7 @@
 // the forward and input gradient only before) against 'f2' (F(2x2, 3x3) on the same layers), the same way (bench/engine-ab.ts; --no-wg4-ab skips it; only with
 // --winograd=auto).
 // torch_conv_isa: the kernel oneDNN runs PyTorch's convolutions with (read from its verbose line; jit:avx512_core on the
-// EPYC host: 16 float lanes, where wasm SIMD has 4); torch_blas_core: the kernels OpenBLAS chose (Haswell: AVX2, here).
+// EPYC host: 16 float lanes, where wasm SIMD has 4); torch_blas_core: the kernels OpenBLAS chose (Cooperlake, AVX-512, here).
 // --torch-isa=avx2 holds PyTorch to AVX2 (8 lanes: oneDNN's jit:avx2, OpenBLAS's Haswell kernels), the widest most lab
 // desktops have, and every ratio is then against that PyTorch (torch_isa says which; bench/torch-peer.ts TorchIsa).
 // PyTorch is timed before and after ours, and each *_vs_torch_* ratio is over the geometric mean of the two;

@@ -16,7 +16,7 @@ export interface TorchRun {
   torch_version: string; threads: number; blas: string; mkldnn: boolean;
   /** The kernel oneDNN runs the convolutions with (bench/torch_cpu.py conv_isa: jit:avx512_core on the EPYC host). */
   conv_isa: string;
-  /** The kernels OpenBLAS chose (openblas_get_corename: Haswell, its AVX2 kernels, on the EPYC host); absent in runs before it. */
+  /** The kernels OpenBLAS chose (openblas_get_corename: Cooperlake on the EPYC host, Haswell when held); absent in runs before it. */
   blas_core?: string;
   rows: TorchRow[];
 }
@@ -58,8 +58,10 @@ export const STEADY_MALLOC: Readonly<Record<string, string>> = { MALLOC_MMAP_THR
  * The instructions PyTorch's kernels may use. 'native': all this CPU has (on the EPYC host oneDNN runs the convolutions
  * on jit:avx512_core, 16 float lanes, where wasm SIMD has 4). 'avx2': held to AVX2 (8 lanes), the widest most lab desktops
  * have: oneDNN through ONEDNN_MAX_CPU_ISA (its convolutions then report jit:avx2), OpenBLAS through OPENBLAS_CORETYPE
- * (Haswell: its AVX2 kernels, which OpenBLAS 0.3.21 already picks on the EPYC host). A desktop without AVX-512 differs in
- * more than its lanes (clock, caches, memory), so against 'avx2' the ratios predict such a desktop; they do not measure one.
+ * (Haswell: its AVX2 kernels; on the EPYC host it picks Cooperlake, AVX-512, by itself). 'native' drops both variables
+ * from what this process was started with: this machine's shell sets OPENBLAS_CORETYPE=Haswell, which runs 1-18 of
+ * docs/results/cpu.json inherited. A desktop without AVX-512 differs in more than its lanes (clock, caches, memory), so
+ * against 'avx2' the ratios predict such a desktop; they do not measure one.
  */
 export type TorchIsa = 'native' | 'avx2';
 export const AVX2_ENV: Readonly<Record<string, string>> = { ONEDNN_MAX_CPU_ISA: 'AVX2', DNNL_MAX_CPU_ISA: 'AVX2', OPENBLAS_CORETYPE: 'Haswell' };
