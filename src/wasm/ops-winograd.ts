@@ -106,8 +106,13 @@ export function winogradFits(g: Conv2dGeometry, mode: WinogradMode): boolean {
   return winogradTile(g, mode) !== 0;
 }
 
+/**
+ * The variant of all three passes. The filter gradient sums over a group's tiles, and the groups follow how a batch is split
+ * (a ring's slices, a stolen tail, micro-batches), so its rounding is where one split's weights part from another's, about
+ * 10x more on F(4x4, 3x3) (G^T dU G cancels). It ran on F(2x2, 3x3) until the distributed tests compared rings with one
+ * peer at GENTLE_LARS and replayed intervals that part (testbed/one-peer.ts); docs/wasm.md has the history.
+ */
 const variantOf = (g: Conv2dGeometry, mode: WinogradMode): Variant => (winogradTile(g, mode) === 4 ? F4 : F2);
-
 
 /** One tiled pass: `inC` channels of h x w in, `outC` of oh x ow out (n images; byte addresses of image 0). */
 interface Pass { n: number; inP: number; inC: number; h: number; w: number; ph: number; pw: number; outP: number; outC: number; oh: number; ow: number }
