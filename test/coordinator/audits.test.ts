@@ -58,9 +58,12 @@ describe('members that compute in micro-batches', () => {
   const six = ring.map((_, i) => Array.from({ length: 6 }, (_, j) => 10 * i + j));
 
   it('are recomputed in their own micro-batches, by an auditor that holds one of them; one whose slice fits audits it as one batch', () => {
-    const book = new AuditBook(1, 'f32', undefined, false);
+    // d is audited by b (or by c) in only about 1.5-2% of steps (they mostly audit each other): over 300 steps with random draws
+    // one of them never did in 1.5% of runs (a clean-clone run failed so). A seeded draw and 2,000 steps: under 1e-13 by chance.
+    const rng = makeRng(47);
+    const book = new AuditBook(1, 'f32', (n) => rng.int(n), false);
     const seen = new Map<string, Set<string>>();
-    for (let t = 0; t < 300; t++) {
+    for (let t = 0; t < 2000; t++) {
       book.plan(t, ring, six, 0, members).forEach((p, auditor) => {
         if (!p.audit) return;
         const target = ring.indexOf(p.audit.peer);
