@@ -93,7 +93,7 @@ export function parseTorchMalloc(args: readonly string[]): TorchMalloc {
   throw new Error(`--torch-malloc must be steady (glibc keeps PyTorch's freed memory) or default (glibc as it comes); got "${raw}"`);
 }
 
-/** One bench/torch_cpu.py process with `threads` threads over `models`. */
+/** One bench/torch_cpu.py process with `threads` threads over `models`; held to AVX2 (`isa`), refused if oneDNN still reports AVX-512. */
 export function runTorchCpu(
   python: string, models: StepModel[], threads: number, steps: number, malloc: TorchMalloc = 'steady', dir = '.cache/bench/cpu',
   isa: TorchIsa = 'native',
@@ -105,5 +105,9 @@ export function runTorchCpu(
     stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', env: torchEnv(threads, malloc, isa),
   });
   if (r.status !== 0) throw new Error(`bench/torch_cpu.py with ${threads} thread(s) failed (exit ${r.status}): ${r.stdout.slice(-500)}`);
-  return JSON.parse(readFileSync(out, 'utf8')) as TorchRun;
+  const run = JSON.parse(readFileSync(out, 'utf8')) as TorchRun;
+  if (isa === 'avx2' && /avx512|amx/.test(run.conv_isa)) {
+    throw new Error(`--torch-isa=avx2: ONEDNN_MAX_CPU_ISA=AVX2 was set, but oneDNN still runs ${run.conv_isa}; this PyTorch cannot be held to AVX2`);
+  }
+  return run;
 }

@@ -24,11 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_models import StepRunner, train_step_ms  # noqa: E402
 
 
+def mapped():
+    """This process's memory map (/proc/self/maps): the libraries it loaded; None where it cannot be read."""
+    try:
+        return open("/proc/self/maps").read()
+    except OSError:
+        return None
+
+
 def blas():
     """Which BLAS this process loaded (Debian's torch links the system's libblas.so.3)."""
-    try:
-        maps = open("/proc/self/maps").read()
-    except OSError:
+    maps = mapped()
+    if maps is None:
         return "unknown"
     for name in ("openblas", "mkl", "blis", "atlas"):
         if name in maps:
@@ -39,9 +46,8 @@ def blas():
 def blas_core():
     """The kernels OpenBLAS chose for this CPU (openblas_get_corename), e.g. Haswell (its AVX2 kernels), which OPENBLAS_CORETYPE
     overrides; "no openblas" when another BLAS is loaded."""
-    try:
-        maps = open("/proc/self/maps").read()
-    except OSError:
+    maps = mapped()
+    if maps is None:
         return "unknown"
     paths = sorted({line.split()[-1] for line in maps.splitlines() if "openblas" in line and line.split()[-1].startswith("/")})
     for path in paths:
