@@ -46,14 +46,17 @@ export class WasmHostOptimizer {
     hostOptimizerStep(cfg, segments, { w: this.w, v: this.v, G: this.G, t, gradScale }, this.loops());
   }
 
+  /** The sums of squares of w[off, off + len) and of G[off, off + len) times scale: host.ts sumSquares2's bits. */
+  norms(off: number, len: number, scale: number): { ww: number; gg: number } {
+    this.k.optimNorms(this.pw + off * 4, this.pg + off * 4, len, scale);
+    return { ww: this.k.optimSumW(), gg: this.k.optimSumG() };
+  }
+
   /** The loops of hostOptimizerStep on w, v and G here. */
   private loops(): StepLoops {
     const { k, pw, pv, pg } = this;
     return {
-      norms: (off, len, scale) => {
-        k.optimNorms(pw + off * 4, pg + off * 4, len, scale);
-        return { ww: k.optimSumW(), gg: k.optimSumG() };
-      },
+      norms: (off, len, scale) => this.norms(off, len, scale),
       update: (off, len, gradScale, beta, rate, m, nesterov) => {
         k.optimUpdate(pw + off * 4, pv + off * 4, pg + off * 4, len, gradScale, beta, rate, m, nesterov ? 1 : 0);
       },

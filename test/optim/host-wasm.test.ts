@@ -7,7 +7,7 @@ import { TrainingState } from '../../src/client/state.ts';
 import { Model } from '../../src/nn/model.ts';
 import { smallCnn } from '../../src/nn/models.ts';
 import { parseOptimizerConfig } from '../../src/optim/config.ts';
-import { hostOptimizerStep } from '../../src/optim/host.ts';
+import { hostOptimizerStep, sumSquares2 } from '../../src/optim/host.ts';
 import { WasmHostOptimizer } from '../../src/optim/host-wasm.ts';
 import type { ParamSegment } from '../../src/optim/types.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
@@ -58,6 +58,20 @@ describe('the wasm optimiser loops', () => {
       expect(bitsOf(opt.w)).not.toEqual(bitsOf(values(5).w));
     });
   }
+
+  it('sums the norms in index order: sumSquares2\'s float64 bits, four parameters a loop and every tail', async () => {
+    // Values over 12 orders of magnitude, where the order of a float64 sum shows in its last bits (test/optim/host.test.ts).
+    const n = 4099, rng = makeRng(6);
+    const opt = await WasmHostOptimizer.create(n);
+    opt.w.set(uniformF32(rng, n).map((x, i) => x * 10 ** ((i % 13) - 6)));
+    opt.G.set(uniformF32(rng, n).map((x, i) => x * 10 ** ((i % 7) - 3)));
+    for (const [off, len] of [[0, 4099], [3, 4087], [1, 4094], [2, 4093], [5, 3], [7, 0]] as const) {
+      expect(opt.norms(off, len, 1 / 24), `[${off}, ${off + len})`).toEqual(sumSquares2(opt.w, opt.G, off, len, 1 / 24));
+    }
+    let reversed = 0;
+    for (let i = 4098; i >= 0; i--) reversed += opt.w[i]! * opt.w[i]!;
+    expect(reversed, 'the data is one where the order shows').not.toBe(sumSquares2(opt.w, opt.G, 0, n, 1).ww);
+  });
 
   it('refuses a parameter count that is not whole, or that does not fit 4 GiB', async () => {
     await expect(WasmHostOptimizer.create(1.5)).rejects.toThrow(/whole number of parameters/);
