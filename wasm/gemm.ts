@@ -12,6 +12,9 @@
 //  - gemmNT (dot-product, no packing): A [M, K] and B [N, K] both have K contiguous
 //    (y = x W^T, and conv2d's filter gradient dY col^T); 4x2 outputs per loop, f32x4 partial
 //    sums along K, a fixed-order horizontal sum, then the K % 4 tail in order.
+//  - gemmSegNT (packed, A B^T of segments along K): gemm's blocks and micro-kernel, A and B packed from segments
+//    (several images' dy and x, or im2col columns) by 4x4 transposes: conv2d's filter gradient, which read its rows
+//    side by side for gemmNT before (copied there first).
 // Summation orders depend only on the shapes: identical inputs give identical bits.
 // Threads later: both kernels can split C by rows (ic blocks / 4-row blocks) with private
 // packing buffers; nothing here is shared between row blocks except B's packed block.
@@ -328,6 +331,99 @@ export function gemmPanels(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize,
     const mode = pc > 0 ? ADD : SET;
     for (let ic = 0; ic < M; ic += MC) {
       tiles(min(MC, M - ic), N, kc, a + (<usize>ic * K + <usize>pc * MR) * 4, K, b + <usize>pc * NR * 4, K, c + <usize>ic * ldc * 4, ldc, mode, 0, tile);
+    }
+  }
+}
+
+// ---- A B^T of segments, packed (the filter gradient) ---------------------------------------
+
+/** Lanes 0..3 of four vectors as columns: out i is (r0[i], r1[i], r2[i], r3[i]). */
+@inline function t4(r0: v128, r1: v128, r2: v128, r3: v128, i: i32): v128 {
+  const lo = i < 2;
+  const t0 = lo ? v128.shuffle<f32>(r0, r1, 0, 4, 1, 5) : v128.shuffle<f32>(r0, r1, 2, 6, 3, 7);
+  const t1 = lo ? v128.shuffle<f32>(r2, r3, 0, 4, 1, 5) : v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+  return (i & 1) == 0 ? v128.shuffle<f32>(t0, t1, 0, 1, 4, 5) : v128.shuffle<f32>(t0, t1, 2, 3, 6, 7);
+}
+
+/**
+ * Packs rows [r0, r0 + rows) x columns [pc, pc + kc) of a matrix of segments (column k is column k % s of segment k / s,
+ * segments `seg` floats apart, rows s floats apart within one) into k-major panels of `width` rows (4: A's, 8: B's; the
+ * rows past `rows` zero), panel p at dst + p kc width floats. Four columns at a time are read from each row and
+ * transposed where they lie in one segment; the rest one at a time. Copies: the same values wherever they come from.
+ */
+function packSegRows(rows: i32, kc: i32, m: usize, s: i32, seg: i32, r0: i32, pc: i32, width: i32, dst: usize): void {
+  const rowB = <usize>s * 4;
+  for (let p = 0; p * width < rows; p++) {
+    const pr = min(width, rows - p * width);
+    const panel = dst + <usize>(p * kc * width) * 4;
+    const first = m + <usize>(r0 + p * width) * rowB;
+    let k = 0;
+    while (k < kc) {
+      const col = pc + k, within = col % s;
+      const run = min(s - within, kc - k);
+      const src = first + (<usize>(col / s) * seg + within) * 4;
+      let t = 0;
+      if (pr == width) {
+        for (; t + 4 <= run; t += 4) {
+          const q = src + <usize>t * 4, d = panel + <usize>((k + t) * width) * 4;
+          const a0 = v128.load(q), a1 = v128.load(q + rowB), a2 = v128.load(q + 2 * rowB), a3 = v128.load(q + 3 * rowB);
+          if (width == 4) {
+            v128.store(d, t4(a0, a1, a2, a3, 0));
+            v128.store(d, t4(a0, a1, a2, a3, 1), 16);
+            v128.store(d, t4(a0, a1, a2, a3, 2), 32);
+            v128.store(d, t4(a0, a1, a2, a3, 3), 48);
+          } else {
+            const h = q + 4 * rowB;
+            const b0 = v128.load(h), b1 = v128.load(h + rowB), b2 = v128.load(h + 2 * rowB), b3 = v128.load(h + 3 * rowB);
+            v128.store(d, t4(a0, a1, a2, a3, 0));
+            v128.store(d, t4(b0, b1, b2, b3, 0), 16);
+            v128.store(d, t4(a0, a1, a2, a3, 1), 32);
+            v128.store(d, t4(b0, b1, b2, b3, 1), 48);
+            v128.store(d, t4(a0, a1, a2, a3, 2), 64);
+            v128.store(d, t4(b0, b1, b2, b3, 2), 80);
+            v128.store(d, t4(a0, a1, a2, a3, 3), 96);
+            v128.store(d, t4(b0, b1, b2, b3, 3), 112);
+          }
+        }
+      }
+      for (; t < run; t++) {
+        const d = panel + <usize>((k + t) * width) * 4;
+        for (let r = 0; r < width; r++) store<f32>(d + r * 4, r < pr ? load<f32>(src + <usize>r * rowB + <usize>t * 4) : 0);
+      }
+      k += run;
+    }
+  }
+}
+
+/**
+ * C[M, N] = A B^T (C written, never read), with A [M, K] and B [N, K] both made of segments along K: column k of A is
+ * column k % sA of segment k / sA (segments segA floats apart, rows sA floats apart within one), and likewise B with sB
+ * and segB. That is a convolution's filter gradient dy col^T read where the images lie: A the group's dy (a segment an
+ * image: sA its pixels, segA its planes), B x itself for a 1x1 convolution (sB the pixels, segB the image) or the
+ * im2col columns (one segment: sB the columns). gemm()'s packed blocks and micro-kernel, every output summed in k order
+ * within each KC block and the blocks in order, which depends on K only: any rows of C give the same bits. `scratch`
+ * of gemmScratchBytes().
+ */
+export function gemmSegNT(M: i32, N: i32, K: i32, a: usize, sA: i32, segA: i32, b: usize, sB: i32, segB: i32, c: usize, ldc: i32, scratch: usize): void {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || sA <= 0 || sB <= 0) {
+    scaleC(M, N, c, ldc, 0);
+    return;
+  }
+  const bp = scratch;
+  const ap = bp + <usize>(KC * NC) * 4;
+  const tile = ap + <usize>(MC * KC) * 4;
+  for (let jc = 0; jc < N; jc += NC) {
+    const nc = min(NC, N - jc);
+    for (let pc = 0; pc < K; pc += KC) {
+      const kc = min(KC, K - pc);
+      packSegRows(nc, kc, b, sB, segB, jc, pc, NR, bp);
+      const mode = pc > 0 ? ADD : SET;
+      for (let ic = 0; ic < M; ic += MC) {
+        const mc = min(MC, M - ic);
+        packSegRows(mc, kc, a, sA, segA, ic, pc, MR, ap);
+        tiles(mc, nc, kc, ap, kc, bp, kc, c + (<usize>ic * ldc + jc) * 4, ldc, mode, 0, tile);
+      }
     }
   }
 }
