@@ -182,6 +182,11 @@ function packSegB(kc: i32, nc: i32, b: usize, pc: i32, jc: i32, dst: usize, seg:
 
 /** Packs alpha * A[ic .. ic+mc, pc .. pc+kc] into 4-tall panels (kc x 4 each, zero padded). */
 function packA(mc: i32, kc: i32, a: usize, lda: i32, transA: bool, ic: i32, pc: i32, alpha: f32, dst: usize): void {
+  // A in rows times 1 is a copy: four columns of four rows at a time, transposed (packSegRows with one segment of rows).
+  if (!transA && alpha == 1) {
+    packSegRows(mc, kc, a, lda, 0, ic, pc, MR, dst);
+    return;
+  }
   const va = f32x4.splat(alpha);
   for (let ir = 0; ir < mc; ir += MR) {
     const mr = min(MR, mc - ir);

@@ -2,7 +2,8 @@
 // where the images lie), on both builds of the kernels, against a float64 reference and bit for bit against gemm()
 // with B transposed on the same matrices in rows; any rows of C alone give the same bits. The gaps between segments
 // and C hold NaN, so a read outside a segment, or a C that was read, would show. Segments of 3 and 7 floats take the
-// packing's one-at-a-time path, 4 and 16 its transposes, and 260 crosses the KC blocks of 256 mid-segment.
+// packing's one-at-a-time path, 4 and 16 its transposes, and 260 crosses the KC blocks of 256 mid-segment. gemm's A in
+// rows times 1 is packed by the same transposes, and gives the bits of the same A packed from its columns.
 import { describe, expect, it } from 'vitest';
 import { loadKernels, relaxedSimd, type KernelVariant } from '../../src/wasm/kernels.ts';
 import { makeRng, uniformF32 } from '../../src/rng.ts';
@@ -37,12 +38,16 @@ describe('gemmSegNT', () => {
         const place = (n: number): number => { const p = top; top += Math.ceil((Math.max(n, 1) * 4) / 64) * 64 + 64; return p; };
         const pa = place(a.length), pb = place(b.length), pA = place(A.data.length), pB = place(B.data.length);
         const pC = place(M * N), pG = place(M * N), pR = place(M * N), pS = place(k.gemmScratchBytes() / 4);
+        const aT = new Float32Array(M * K);
+        for (let m = 0; m < M; m++) for (let q = 0; q < K; q++) aT[q * M + m] = a[m * K + q]!;
+        const paT = place(aT.length), pT = place(M * N);
         expect(top, 'the test fits its memory').toBeLessThan(memory.buffer.byteLength);
         const f = new Float32Array(memory.buffer);
-        f.set(a, pa / 4); f.set(b, pb / 4); f.set(A.data, pA / 4); f.set(B.data, pB / 4);
-        for (const p of [pC, pG, pR]) f.fill(NaN, p / 4, p / 4 + M * N);
+        f.set(a, pa / 4); f.set(b, pb / 4); f.set(A.data, pA / 4); f.set(B.data, pB / 4); f.set(aT, paT / 4);
+        for (const p of [pC, pG, pR, pT]) f.fill(NaN, p / 4, p / 4 + M * N);
         k.gemmSegNT(M, N, K, pA, sA, A.seg, pB, sB, B.seg, pC, N, pS);
         k.gemm(M, N, K, pa, K, 0, pb, K, 1, pG, N, 1, 0, pS);
+        k.gemm(M, N, K, paT, M, 1, pb, K, 1, pT, N, 1, 0, pS); // A packed from columns: the same values as from rows
         // Rows [4, M) and [0, 4) in two calls (A's pointer moved by 4 rows within each segment).
         if (M > 4) k.gemmSegNT(M - 4, N, K, pA + 4 * sA * 4, sA, A.seg, pB, sB, B.seg, pR + 4 * N * 4, N, pS);
         k.gemmSegNT(Math.min(M, 4), N, K, pA, sA, A.seg, pB, sB, B.seg, pR, N, pS);
@@ -50,6 +55,7 @@ describe('gemmSegNT', () => {
         expect(c.every(Number.isFinite), `${what}: finite`).toBe(true);
         expect(bits(c), `${what}: gemm's bits`).toEqual(bits(f.slice(pG / 4, pG / 4 + M * N)));
         expect(bits(f.slice(pR / 4, pR / 4 + M * N)), `${what}: rows alone`).toEqual(bits(c));
+        expect(bits(f.slice(pT / 4, pT / 4 + M * N)), `${what}: gemm with A transposed`).toEqual(bits(c));
         for (let m = 0; m < M; m++) {
           for (let n = 0; n < N; n++) {
             let ref = 0, mag = 0;
