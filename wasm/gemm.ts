@@ -10,11 +10,11 @@
 //    4 load-splats of A and 8 mul + 8 add. Edge tiles are computed whole on zero padding and
 //    written through a small tile buffer. Used for A B, A^T B and A^T B^T.
 //  - gemmNT (dot-product, no packing): A [M, K] and B [N, K] both have K contiguous
-//    (y = x W^T, and conv2d's filter gradient dY col^T); 4x2 outputs per loop, f32x4 partial
+//    (y = x W^T, and the Winograd filter gradients' per-position GEMMs); 4x2 outputs per loop, f32x4 partial
 //    sums along K, a fixed-order horizontal sum, then the K % 4 tail in order.
 //  - gemmSegNT (packed, A B^T of segments along K): gemm's blocks and micro-kernel, A and B packed from segments
-//    (several images' dy and x, or im2col columns) by 4x4 transposes: conv2d's filter gradient, which read its rows
-//    side by side for gemmNT before (copied there first).
+//    (several images' dy and x, or im2col columns) by 4x4 transposes: conv2d's im2col and 1x1 filter gradients (before
+//    session 57 their rows were copied side by side for gemmNT).
 // Summation orders depend only on the shapes: identical inputs give identical bits.
 // Threads later: both kernels can split C by rows (ic blocks / 4-row blocks) with private
 // packing buffers; nothing here is shared between row blocks except B's packed block.
