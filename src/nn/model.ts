@@ -353,13 +353,14 @@ export class Model<T extends TensorLike = TensorLike> {
     if (!a) throw new VtError('bad-shape', 'backward before forward');
     const written = this.spec.nodes.map(() => false);
     written[written.length - 1] = true; // dlogits, from loss()
+    const held = this.spec.nodes.map((_, k) => k);
     let next = this.spec.nodes.length - 1;
     return {
       get next() { return next; },
       runTo: (node: number) => {
         if (!Number.isInteger(node) || node < 1) throw new VtError('bad-shape', `${this.spec.name}: backward runs down to a node >= 1, got ${node}`);
         if (this.acts !== a) throw new VtError('bad-shape', `${this.spec.name}: a forward of another batch size ran during this backward`);
-        for (; next >= node; next--) this.backwardNode(this.spec.nodes[next]!, next, a, written);
+        for (; next >= node; next--) this.backwardNode(this.spec.nodes[next]!, next, a, written, held);
       },
     };
   }
@@ -392,9 +393,13 @@ export class Model<T extends TensorLike = TensorLike> {
     this.engine.release(tmp);
   }
 
-  private backwardNode(n: NodeSpec, i: number, a: Activations<T>, written: boolean[]): void {
+  /**
+   * `held[k]`: the node whose gradient tensor holds node k's output gradient, k itself unless a residual add passed its own
+   * gradient to k (see 'add').
+   */
+  private backwardNode(n: NodeSpec, i: number, a: Activations<T>, written: boolean[], held: number[]): void {
     const g = this.engine;
-    const dy = a.grad[i]!;
+    const dy = a.grad[held[i]!]!;
     switch (n.op) {
       case 'input': return;
       case 'flatten': written[n.in] = written[i]!; return;
@@ -426,7 +431,7 @@ export class Model<T extends TensorLike = TensorLike> {
         const j = this.reluAfter[i]!, beta = this.param(i, 'bn-beta'), p = { accumulate: true };
         this.toInput(n.in, a, written, (dst) => eachBnGroup(g, a, i, (view, [mean, invstd]) => {
           if (j < 0) g.batchNormBackward(view(x), view(dy), gamma, mean, invstd, view(dst), dgamma, dbeta, p);
-          else g.batchNormReluBackward!(view(x), view(a.grad[j]!), gamma, beta, mean, invstd, view(dst), dgamma, dbeta, p);
+          else g.batchNormReluBackward!(view(x), view(a.grad[held[j]!]!), gamma, beta, mean, invstd, view(dst), dgamma, dbeta, p);
         }));
         return;
       }
@@ -452,7 +457,15 @@ export class Model<T extends TensorLike = TensorLike> {
           : g.copy(dy, dst)));
         return;
       case 'add':
-        for (const j of [n.a, n.b]) this.toInput(j, a, written, (dst) => g.copy(dy, dst));
+        // An input whose only consumer is this add (a residual block's last BN; a projection shortcut's) has dy as its
+        // gradient: it reads dy where it lies (nothing writes it after this node), not a copy. Others get a copy, which
+        // their other consumers add to.
+        for (const j of [n.a, n.b]) {
+          if (j !== 0 && !written[j] && this.consumers[j] === 1 && this.spec.nodes[j]!.op !== 'flatten') {
+            held[j] = held[i]!;
+            written[j] = true;
+          } else this.toInput(j, a, written, (dst) => g.copy(dy, dst));
+        }
         return;
     }
   }

@@ -264,12 +264,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     return { shape: [...shape], size, dtype: t.dtype, byteOffset: p + start * 4, block: t.block, isView: true };
   }
 
-  copy(src: WasmTensor, dst: WasmTensor): void {
-    check(src.size === dst.size, 'copy', () => `${src.size} elements into ${dst.size}`);
-    const s = this.ptr(src, 'copy'), d = this.ptr(dst, 'copy');
-    this.drain();
-    this.heap.u8.copyWithin(d, s, s + src.size * 4);
-  }
+  copy(src: WasmTensor, dst: WasmTensor): void { L.copy(this.cx, src, dst); }
 
   /** Frees tensors from empty/zeros/upload. Releasing a view, or twice, is an error. */
   release(...ts: (WasmTensor | null | undefined)[]): void {

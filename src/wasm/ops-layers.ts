@@ -109,9 +109,21 @@ export function addInPlace(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
   split(cx, n, n, 16, (k, lo, hi) => k.add(px + lo * 4, py + lo * 4, px + lo * 4, hi - lo));
 }
 
-// x [any]: x = value as an f32 (its bits, whatever x's dtype: as the WGSL fill)
+// dst = src (any dtype, the same size): a queued op split between the threads like add's, where copying on the calling thread
+// first ran every queued op and left the other threads idle (ResNet's residual adds copy dy twice a block in the backward).
+// Overlapping ranges (views of one block) are copied whole, in one part, as memmove does.
+export function copy(cx: WasmCtx, src: WasmTensor, dst: WasmTensor): void {
+  check(src.size === dst.size, 'copy', () => `${src.size} elements into ${dst.size}`);
+  const ps = cx.ptr(src, 'copy'), pd = cx.ptr(dst, 'copy'), n = src.size;
+  if (n === 0 || ps === pd) return;
+  const apart = ps + n * 4 <= pd || pd + n * 4 <= ps;
+  split(cx, apart ? n : 1, apart ? n : 0, 16, (k, lo, hi) => (apart ? k.copyRows(ps + lo * 4, 0, pd + lo * 4, 0, 1, hi - lo) : k.copyRows(ps, 0, pd, 0, 1, n)));
+}
+
+// x [any]: x = value as an f32 (its bits, whatever x's dtype: as the WGSL fill); queued and split as copy (zeroGrads each step)
 export function fill(cx: WasmCtx, x: WasmTensor, value: number): void {
-  cx.k.fill(cx.ptr(x, 'fill'), bitsOf(value), x.size);
+  const px = cx.ptr(x, 'fill'), b = bitsOf(value);
+  split(cx, x.size, x.size, 16, (k, lo, hi) => k.fill(px + lo * 4, b, hi - lo));
 }
 
 // ---- pooling ---------------------------------------------------------------------------------

@@ -269,6 +269,29 @@ describe('ops queued for the threads (batch, the default) and run as one job at 
     }
   });
 
+  it('copy and fill split between the threads; copy moves overlapping views of one tensor as memmove does', async () => {
+    const n = 3 * (1 << 16) + 5; // past the elementwise split threshold, not a multiple of the parts
+    const data = Float32Array.from({ length: n + 40 }, (_, i) => i + 0.5);
+    for (const e of engines) {
+      const src = e.upload(data.subarray(0, n)), dst = e.zeros([n]);
+      e.copy(src, dst);
+      expect(bits(await e.readF32(dst))).toEqual(bits(data.subarray(0, n)));
+      // Views 7 and 19 floats apart within one tensor, both ways: the result is the source as it was before the copy.
+      for (const [from, to] of [[19, 7], [7, 19]] as const) {
+        const t = e.upload(data);
+        e.copy(e.view(t, from, [n]), e.view(t, to, [n]));
+        const want = data.slice();
+        want.copyWithin(to, from, from + n);
+        expect(bits(await e.readF32(t))).toEqual(bits(want));
+        e.release(t);
+      }
+      e.fill(e.view(dst, 3, [n - 4]), -2.5); // split too: every float of the view, none outside it
+      const filled = data.slice(0, n).fill(-2.5, 3, n - 1);
+      expect(bits(await e.readF32(dst))).toEqual(bits(filled));
+      e.release(src, dst);
+    }
+  });
+
   it('a copy, a write and zeros between queued ops see the ops before them, and the ops after see them', async () => {
     const rng = makeRng(21);
     const xShape = [4, 8, 24, 24], wShape = [8, 8, 3, 3], p = { stride: 1, pad: 1 }; // Winograd: its filter transform is queued too
