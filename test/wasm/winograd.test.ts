@@ -82,6 +82,7 @@ describe.each(MODES)('%s against the float64 reference (every 3x3 stride-1 shape
     ['wide map 30x70 (tile rows of 35)', { x: [1, 4, 30, 70], cout: 6, p: { stride: 1, pad: 1 } }],
     ['Cin 260: the reduction over two GEMM blocks', { x: [2, 260, 4, 5], cout: 5, p: { stride: 1, pad: 1 } }],
     ['4 whole tiles a row and an edge: 2 of 21x19, pad 1', { x: [2, 10, 21, 19], cout: 11, p: { stride: 1, pad: 1 } }],
+    ['width 4, the narrowest plane read where it lies (F(4x4)), pad 2', { x: [2, 3, 5, 4], cout: 4, p: { stride: 1, pad: 2 } }],
   ];
   for (const [i, [name, c]] of cases.entries()) {
     for (const accumulate of [false, true]) {
