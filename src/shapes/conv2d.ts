@@ -28,6 +28,8 @@ export function normalizeConv2d(xShape: readonly number[], wShape: readonly numb
   const [n, cin, h, w] = xShape as [number, number, number, number];
   const [cout, wcin, kh, kw] = wShape as [number, number, number, number];
   check(wcin === cin, what, () => `x has ${cin} channels but w ${shapeStr(wShape)} expects ${wcin}`);
+  check(typeof params === 'object' && params !== null && params.stride !== undefined && params.pad !== undefined, what,
+    () => `params must give stride and pad (each a number or a [vertical, horizontal] pair), got ${JSON.stringify(params)}`);
   const [sh, sw] = pair(params.stride);
   const [ph, pw] = pair(params.pad);
   check([sh, sw].every((s) => Number.isInteger(s) && s >= 1), what, () => `stride must be integers >= 1, got ${String(params.stride)}`);

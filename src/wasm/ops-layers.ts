@@ -110,7 +110,7 @@ export function addInPlace(cx: WasmCtx, x: WasmTensor, y: WasmTensor): void {
 }
 
 // dst = src (any dtype, the same size): a queued op split between the threads like add's, where copying on the calling thread
-// first ran every queued op and left the other threads idle (ResNet's residual adds copy dy twice a block in the backward).
+// first ran every queued op and left the other threads idle (an identity block's residual add copies dy in the backward).
 // Overlapping ranges (views of one block) are copied whole, in one part, as memmove does.
 export function copy(cx: WasmCtx, src: WasmTensor, dst: WasmTensor): void {
   check(src.size === dst.size, 'copy', () => `${src.size} elements into ${dst.size}`);

@@ -196,6 +196,7 @@ const otherCases: OpCase[] = [
       expectVtError('bad-shape', () => e.conv2dForward(pr.tx, pr.tw, out, { stride: 1, pad: -1 }), 'negative pad');
       expectVtError('bad-shape', () => normalizeConv2d([2, 4, 9, 7], small.w, small.p), 'channel mismatch');
       expectVtError('bad-shape', () => normalizeConv2d([2, 5, 2, 2], small.w, { stride: 1, pad: 0 }), 'kernel larger than input');
+      expectVtError('bad-shape', () => normalizeConv2d(small.x, small.w, { stride: 1 } as unknown as Conv2dParams), 'pad missing (an untyped caller)');
       expectVtError('bad-shape', () => e.conv2dBackwardFilter(pr.tx, out, wrong, small.p), 'dw shape');
       e.release(pr.tx, pr.tw, pr.tdy, out, wrong);
     },
