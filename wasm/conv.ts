@@ -91,7 +91,19 @@ export function col2imAdd(col: usize, cin: i32, h: i32, w: i32, kh: i32, kw: i32
                 store<f32>(d + o, load<f32>(d + o) + load<f32>(s + o));
               }
             } else {
-              for (let i = 0; i < n; i++) {
+              let i = 0;
+              if (sw == 2) {
+                // 4 values onto the even lanes of 8 while the 8 lie in the row (past it: another image's, maybe another
+                // thread's); the odd lanes keep dx's bits (selected, not + 0, which turns -0 into +0).
+                const even = i32x4(-1, 0, -1, 0), avail = w - (lo * sw - pw + kx);
+                for (; i + 4 <= n && i * 2 + 8 <= avail; i += 4) {
+                  const p = d + <usize>(i * 2) * 4, v = v128.load(s + <usize>i * 4);
+                  const a = v128.load(p), b = v128.load(p, 16);
+                  v128.store(p, v128.bitselect(f32x4.add(a, f32x4.shuffle(v, v, 0, 0, 1, 1)), a, even));
+                  v128.store(p, v128.bitselect(f32x4.add(b, f32x4.shuffle(v, v, 2, 2, 3, 3)), b, even), 16);
+                }
+              }
+              for (; i < n; i++) {
                 const p = d + <usize>(i * sw) * 4;
                 store<f32>(p, load<f32>(p) + load<f32>(s + <usize>i * 4));
               }

@@ -166,6 +166,26 @@ describe('conv2d (wasm)', () => {
     e.release(tx, tw, tdy);
   });
 
+  it('input gradient, accumulate, stride 2: pixels no output reads keep their bits (-0 too); the others add in order', async () => {
+    // A 1x1 stride-2 kernel reads only even rows and columns; col2im adds 4 of a row's values at a time onto the even
+    // lanes of 8 and must leave the odd lanes as they were, not + 0 (which turns -0 into +0).
+    const rng = makeRng(12);
+    const xs = [2, 3, 6, 22], ws = [4, 3, 1, 1], p = { stride: 2, pad: 0 }, os = conv2dShape(xs, ws, p);
+    const init = uniformF32(rng, prod(xs)).map((v, i) => (i % 3 === 0 ? -0 : v));
+    const w = uniformF32(rng, prod(ws)), dy = uniformF32(rng, prod(os));
+    const tw = e.upload(w, ws), tdy = e.upload(dy, os), tdx = e.upload(init, xs);
+    e.conv2dBackwardInput(tdy, tw, tdx, p, { accumulate: true });
+    const got = await read(tdx);
+    const want = ref.conv2d.conv2dBackwardInput(f64(dy), f64(w), xs, ws, p);
+    const [, , H, W] = xs as [number, number, number, number];
+    for (let i = 0; i < got.length; i++) {
+      const y = Math.floor(i / W) % H, x = i % W;
+      if (y % 2 === 1 || x % 2 === 1) expect(bitsOf(got.subarray(i, i + 1))[0], `pixel ${i}`).toBe(bitsOf(init.subarray(i, i + 1))[0]);
+      else expect(Math.abs(got[i]! - (init[i]! + want[i]!))).toBeLessThan(1e-5);
+    }
+    e.release(tw, tdy, tdx);
+  });
+
   it('rejects a wrong output shape', () => {
     const x = e.empty([1, 3, 5, 5]), w = e.empty([4, 3, 3, 3]), y = e.empty([1, 4, 5, 5]);
     expect(() => e.conv2dForward(x, w, y, { stride: 1, pad: 0 })).toThrow(/out must be \[1, 4, 3, 3\]/);
