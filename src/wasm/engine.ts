@@ -300,7 +300,7 @@ export class WasmEngine implements Engine<WasmTensor> {
     dst.set(this.heap.f32.subarray(p / 4, p / 4 + t.size), offset);
   }
 
-  /** Runs the ops queued for the threads (reads, writes and copies do so themselves). */
+  /** Runs the ops queued for the threads (reads and writes do so themselves; copy and fill are queued ops). */
   flush(): void {
     this.alive('flush');
     this.drain();
