@@ -69,7 +69,7 @@ export interface WasmCtx {
    * cx.scratch() (the calling thread's) may be handed to every part as shared input/output.
    * A threaded engine that batches (the default) queues an op of one part per thread behind the
    * ops before it, a barrier between them, and runs the queue as one job of the pool at the next
-   * host access (read, write, copy, zeros, flush), op of fewer parts, call through k, or scratch
+   * host access (read, write, zeros, flush), op of fewer parts, call through k, or scratch
    * that must move: the threads then wake once for many ops (docs/wasm.md).
    */
   run(parts: number, part: (pcx: PartCtx, t: number) => void): void;
