@@ -116,8 +116,8 @@ export function copy(cx: WasmCtx, src: WasmTensor, dst: WasmTensor): void {
   check(src.size === dst.size, 'copy', () => `${src.size} elements into ${dst.size}`);
   const ps = cx.ptr(src, 'copy'), pd = cx.ptr(dst, 'copy'), n = src.size;
   if (n === 0 || ps === pd) return;
-  const apart = ps + n * 4 <= pd || pd + n * 4 <= ps;
-  split(cx, apart ? n : 1, apart ? n : 0, 16, (k, lo, hi) => (apart ? k.copyRows(ps + lo * 4, 0, pd + lo * 4, 0, 1, hi - lo) : k.copyRows(ps, 0, pd, 0, 1, n)));
+  if (ps + n * 4 > pd && pd + n * 4 > ps) cx.run(1, (pc) => pc.k.copyRows(ps, 0, pd, 0, 1, n));
+  else split(cx, n, n, 16, (k, lo, hi) => k.copyRows(ps + lo * 4, 0, pd + lo * 4, 0, 1, hi - lo));
 }
 
 // x [any]: x = value as an f32 (its bits, whatever x's dtype: as the WGSL fill); queued and split as copy (zeroGrads each step)
