@@ -340,6 +340,15 @@ export function gemmPanels(M: i32, N: i32, K: i32, a: usize, b: usize, c: usize,
   }
 }
 
+/**
+ * `count` gemmPanels calls in a row, the i-th on a + i aStep, b + i bStep, c + i cStep (byte steps): Winograd's GEMMs,
+ * one per position, as one call (one command for a thread instead of one per position).
+ */
+export function gemmPanelsRun(M: i32, N: i32, K: i32, a: usize, aStep: usize, b: usize, bStep: usize, c: usize, cStep: usize, ldc: i32, tile: usize,
+  count: i32): void {
+  for (let i = 0; i < count; i++) gemmPanels(M, N, K, a + <usize>i * aStep, b + <usize>i * bStep, c + <usize>i * cStep, ldc, tile);
+}
+
 // ---- A B^T of segments, packed (the filter gradient) ---------------------------------------
 
 /** Lanes 0..3 of four vectors as columns: out i is (r0[i], r1[i], r2[i], r3[i]). */
@@ -508,4 +517,10 @@ export function gemmNT(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb
     const j0 = i < M4 ? N2 : 0;
     for (let j = j0; j < N; j++) finish(c + <usize>i * sc + <usize>j * 4, dot1(K, a + <usize>i * sa, b + <usize>j * sb), alpha, beta);
   }
+}
+
+/** `count` gemmNT calls in a row, the i-th on a + i aStep, b + i bStep, c + i cStep (byte steps): one command for a thread. */
+export function gemmNTRun(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb: i32, c: usize, ldc: i32, alpha: f32, beta: f32,
+  aStep: usize, bStep: usize, cStep: usize, count: i32): void {
+  for (let i = 0; i < count; i++) gemmNT(M, N, K, a + <usize>i * aStep, lda, b + <usize>i * bStep, ldb, c + <usize>i * cStep, ldc, alpha, beta);
 }

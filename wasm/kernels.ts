@@ -7,7 +7,7 @@
 // f32x4 intrinsics), so the GEMM micro-kernel is written exactly as the machine runs it.
 // Built with -O3, SIMD, the stub runtime and an imported memory: kernels never allocate; the
 // engine owns every byte (tensors and scratch) and passes byte addresses.
-export { gemm, gemmNT, gemmPanels, gemmScratchBytes, gemmSeg, gemmSegNT } from './gemm';
+export { gemm, gemmNT, gemmNTRun, gemmPanels, gemmPanelsRun, gemmScratchBytes, gemmSeg, gemmSegNT } from './gemm';
 export { im2col, col2imAdd, copyRows } from './conv';
 export { add, fill, reluForward, reluBackward, biasAddInPlace, biasBackward, biasRelu, reluBiasBackward, dropout } from './eltwise';
 export { maxPoolForward, maxPoolBackward, avgPoolForward, avgPoolBackward, globalAvgPoolForward, globalAvgPoolBackward } from './pool';

@@ -21,6 +21,12 @@ export interface Kernels {
   ): void;
   gemmNT(M: number, N: number, K: number, a: Ptr, lda: number, b: Ptr, ldb: number, c: Ptr, ldc: number, alpha: number, beta: number): void;
   gemmPanels(M: number, N: number, K: number, a: Ptr, b: Ptr, c: Ptr, ldc: number, tile: Ptr): void;
+  /** `count` gemmPanels calls, the i-th on a + i aStep, b + i bStep, c + i cStep (bytes): Winograd's positions as one command. */
+  gemmPanelsRun(M: number, N: number, K: number, a: Ptr, aStep: number, b: Ptr, bStep: number, c: Ptr, cStep: number, ldc: number, tile: Ptr,
+    count: number): void;
+  /** `count` gemmNT calls, the i-th on a + i aStep, b + i bStep, c + i cStep (bytes). */
+  gemmNTRun(M: number, N: number, K: number, a: Ptr, lda: number, b: Ptr, ldb: number, c: Ptr, ldc: number, alpha: number, beta: number,
+    aStep: number, bStep: number, cStep: number, count: number): void;
   /** C = A B^T with A and B of segments along K (a filter gradient read where the images lie): wasm/gemm.ts gemmSegNT. */
   gemmSegNT(M: number, N: number, K: number, a: Ptr, sA: number, segA: number, b: Ptr, sB: number, segB: number, c: Ptr, ldc: number, scratch: Ptr): void;
   /** gemm with B and C of segments (several images' 1x1 convolution at once): wasm/gemm.ts gemmSeg. */
@@ -118,7 +124,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
   'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
-  'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad', 'gemmSeg', 'gemmSegNT',
+  'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad', 'gemmSeg', 'gemmSegNT', 'gemmPanelsRun', 'gemmNTRun',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

@@ -165,7 +165,7 @@ function apply(cx: WasmCtx, vr: Variant, p: Pass, u: number, accumulate: boolean
     }
     barrier();
     const [x0, x1] = splitRange(XI, parts, part);
-    for (let xi = x0; xi < x1; xi++) pc.k.gemmPanels(p.outC, T, p.inC, u + xi * uPlane, v + xi * vPlane, m + xi * mPlane, t.ldT, tile);
+    if (x1 > x0) pc.k.gemmPanelsRun(p.outC, T, p.inC, u + x0 * uPlane, uPlane, v + x0 * vPlane, vPlane, m + x0 * mPlane, mPlane, t.ldT, tile, x1 - x0);
     barrier();
     const [o0, o1] = splitRange(p.outC, parts, part);
     for (let i = 0; i < cnt; i++) {
@@ -229,9 +229,8 @@ export function winogradBackwardFilter(cx: WasmCtx, g: Conv2dGeometry, px: numbe
     return cnt * t.per;
   };
   const gemms = (pc: PartCtx, T: number, x0: number, x1: number, v: number, y: number, dst: number, beta: number): void => {
-    for (let xi = x0; xi < x1; xi++) {
-      pc.k.gemmNT(g.cout, g.cin, T, y + xi * yPlane, t.ldT, v + xi * vPlane, t.ldT, dst + xi * W * F, g.cin, 1, beta);
-    }
+    if (x1 <= x0) return;
+    pc.k.gemmNTRun(g.cout, g.cin, T, y + x0 * yPlane, t.ldT, v + x0 * vPlane, t.ldT, dst + x0 * W * F, g.cin, 1, beta, yPlane, vPlane, W * F, x1 - x0);
   };
   const T = cx.threads;
   if (macs < MIN_SPLIT_MACS || T === 1) {

@@ -16,7 +16,7 @@ import { isNode, type Kernels, KERNEL_NAMES } from './kernels.ts';
 const SEQ = 0, DONE = 1, CMD = 2, LEN = 3, ERR = 4, PARTS = 5;
 const COUNT = 0, GEN = 1;
 const SPIN = 4000;
-/** Arguments a command has room for (the most any kernel takes, wgInput's 15, and one more). */
+/** Arguments a command has room for: the most any kernel takes (wgInput's and wg4Input's 16). */
 export const CMD_ARGS = 16;
 /** Words of one command: the kernel index, the argument count, CMD_ARGS arguments. */
 export const CMD_WORDS = 2 + CMD_ARGS;
