@@ -463,6 +463,37 @@ function dot1(K: i32, a: usize, b: usize): f32 {
   return s;
 }
 
+/**
+ * [hsum(x00), hsum(x01), hsum(x10), hsum(x11)] by two 4x4 transposes' worth of shuffles and three adds: each lane
+ * (l0 + l1) + (l2 + l3) of its vector, hsum's order, so the same bits as four hsums.
+ */
+@inline function sums2x2(x00: v128, x01: v128, x10: v128, x11: v128): v128 {
+  const t0 = f32x4.shuffle(x00, x01, 0, 4, 1, 5), t1 = f32x4.shuffle(x00, x01, 2, 6, 3, 7);
+  const t2 = f32x4.shuffle(x10, x11, 0, 4, 1, 5), t3 = f32x4.shuffle(x10, x11, 2, 6, 3, 7);
+  const l0 = f32x4.shuffle(t0, t2, 0, 1, 4, 5), l1 = f32x4.shuffle(t0, t2, 2, 3, 6, 7);
+  const l2 = f32x4.shuffle(t1, t3, 0, 1, 4, 5), l3 = f32x4.shuffle(t1, t3, 2, 3, 6, 7);
+  return f32x4.add(f32x4.add(l0, l1), f32x4.add(l2, l3));
+}
+
+/**
+ * A 2x2 block of C at p (rows sc bytes apart) from its sums r = [r00, r01, r10, r11] (rows a0, a1 of A, b0, b1 of B):
+ * the K % 4 last products added one k at a time, then alpha and beta, lane by lane as finish() does one value.
+ */
+@inline function finish2x2(p: usize, sc: usize, r: v128, K4: i32, K: i32, a0: usize, a1: usize, b0: usize, b1: usize, alpha: f32, beta: f32): void {
+  for (let k = K4; k < K; k++) {
+    const o = <usize>k * 4;
+    const u0 = load<f32>(a0 + o), u1 = load<f32>(a1 + o), v0 = load<f32>(b0 + o), v1 = load<f32>(b1 + o);
+    r = f32x4.add(r, f32x4.mul(f32x4(u0, u0, u1, u1), f32x4(v0, v1, v0, v1)));
+  }
+  r = f32x4.mul(f32x4.splat(alpha), r);
+  if (beta != 0) {
+    const old = v128.load64_lane(p + sc, v128.load64_zero(p), 1);
+    r = beta == 1 ? f32x4.add(old, r) : f32x4.add(f32x4.mul(old, f32x4.splat(beta)), r);
+  }
+  v128.store64_lane(p, r, 0);
+  v128.store64_lane(p + sc, r, 1);
+}
+
 /** C[M, N] = alpha A B^T + beta C, A [M, K] (lda), B [N, K] (ldb). */
 export function gemmNT(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb: i32, c: usize, ldc: i32, alpha: f32, beta: f32): void {
   if (M <= 0 || N <= 0) return;
@@ -494,22 +525,9 @@ export function gemmNT(M: i32, N: i32, K: i32, a: usize, lda: i32, b: usize, ldb
         s30 = madd(u, v0, s30);
         s31 = madd(u, v1, s31);
       }
-      let r00 = hsum(s00), r01 = hsum(s01), r10 = hsum(s10), r11 = hsum(s11);
-      let r20 = hsum(s20), r21 = hsum(s21), r30 = hsum(s30), r31 = hsum(s31);
-      for (let k = K4; k < K; k++) {
-        const o = <usize>k * 4;
-        const v0 = load<f32>(b0 + o), v1 = load<f32>(b1 + o);
-        const u0 = load<f32>(a0 + o), u1 = load<f32>(a1 + o), u2 = load<f32>(a2 + o), u3 = load<f32>(a3 + o);
-        r00 += u0 * v0; r01 += u0 * v1;
-        r10 += u1 * v0; r11 += u1 * v1;
-        r20 += u2 * v0; r21 += u2 * v1;
-        r30 += u3 * v0; r31 += u3 * v1;
-      }
       const p = crow + <usize>j * 4;
-      finish(p, r00, alpha, beta); finish(p + 4, r01, alpha, beta);
-      finish(p + sc, r10, alpha, beta); finish(p + sc + 4, r11, alpha, beta);
-      finish(p + 2 * sc, r20, alpha, beta); finish(p + 2 * sc + 4, r21, alpha, beta);
-      finish(p + 3 * sc, r30, alpha, beta); finish(p + 3 * sc + 4, r31, alpha, beta);
+      finish2x2(p, sc, sums2x2(s00, s01, s10, s11), K4, K, a0, a1, b0, b1, alpha, beta);
+      finish2x2(p + 2 * sc, sc, sums2x2(s20, s21, s30, s31), K4, K, a2, a3, b0, b1, alpha, beta);
     }
   }
   // Edges: the last column when N is odd, and the last M % 4 rows.
