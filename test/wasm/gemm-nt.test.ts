@@ -11,7 +11,8 @@ import { makeRng, uniformF32 } from '../../src/rng.ts';
 const fr = Math.fround;
 
 /** The value gemmNT computes for row i of A and row j of B (float32 at every step, as the plain build rounds). */
-function expected(a: Float32Array, lda: number, b: Float32Array, ldb: number, i: number, j: number, K: number, alpha: number, beta: number, old: number): number {
+function expected(a: Float32Array, lda: number, b: Float32Array, ldb: number, i: number, j: number, K: number, alpha: number, beta: number,
+  old: number): number {
   const K4 = K & ~3, s = [0, 0, 0, 0];
   for (let k = 0; k < K4; k++) s[k & 3] = fr(s[k & 3]! + fr(a[i * lda + k]! * b[j * ldb + k]!));
   let r = fr(fr(s[0]! + s[1]!) + fr(s[2]! + s[3]!));
