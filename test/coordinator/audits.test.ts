@@ -358,7 +358,9 @@ describe('disputes are settled by a majority of auditors', () => {
    */
   function settle(ring: readonly string[], cheat: ReadonlySet<string>, colluders: ReadonlySet<string>, seedRng: number, accuse = false) {
     const rng = makeRng(seedRng);
-    const book = new AuditBook(1, 'f32', undefined, false);
+    // Seeded draws: with crypto's, the vouching test's 40 settlements heard the colluder 12 times or fewer (or let the
+    // cheater escape 15 times or more) in about 1 run of 200 (400 runs simulated; a clean-clone suite failed so).
+    const book = new AuditBook(1, 'f32', (n) => rng.int(n), false);
     const seed = sketchSeed(CHECKSUM);
     const honest = slices32(rng, ring.length);
     const sent = honest.map((g, i) => (cheat.has(ring[i]!) ? g.map((x) => -x) : g));
