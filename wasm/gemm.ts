@@ -464,15 +464,11 @@ function dot1(K: i32, a: usize, b: usize): f32 {
 }
 
 /**
- * [hsum(x00), hsum(x01), hsum(x10), hsum(x11)] by two 4x4 transposes' worth of shuffles and three adds: each lane
- * (l0 + l1) + (l2 + l3) of its vector, hsum's order, so the same bits as four hsums.
+ * [hsum(x00), hsum(x01), hsum(x10), hsum(x11)]: the four vectors transposed (t4), their lanes added lane-wise as
+ * (l0 + l1) + (l2 + l3), hsum's order, so the same bits as four hsums.
  */
 @inline function sums2x2(x00: v128, x01: v128, x10: v128, x11: v128): v128 {
-  const t0 = f32x4.shuffle(x00, x01, 0, 4, 1, 5), t1 = f32x4.shuffle(x00, x01, 2, 6, 3, 7);
-  const t2 = f32x4.shuffle(x10, x11, 0, 4, 1, 5), t3 = f32x4.shuffle(x10, x11, 2, 6, 3, 7);
-  const l0 = f32x4.shuffle(t0, t2, 0, 1, 4, 5), l1 = f32x4.shuffle(t0, t2, 2, 3, 6, 7);
-  const l2 = f32x4.shuffle(t1, t3, 0, 1, 4, 5), l3 = f32x4.shuffle(t1, t3, 2, 3, 6, 7);
-  return f32x4.add(f32x4.add(l0, l1), f32x4.add(l2, l3));
+  return f32x4.add(f32x4.add(t4(x00, x01, x10, x11, 0), t4(x00, x01, x10, x11, 1)), f32x4.add(t4(x00, x01, x10, x11, 2), t4(x00, x01, x10, x11, 3)));
 }
 
 /**
