@@ -388,10 +388,10 @@ async function acrossHosts(a: Attempt): Promise<void> {
     const lanRelayed: string[] = [];
     for (const r of steps) {
       expect(new Set(r.peers.map((p) => p.checksum)).size, `checksums of step ${r.step}`).toBe(1);
-      const hosts = r.peers.map((p) => names.get(p.peerId));
+      const hosts = r.peers.map((p) => names.get(p.peerId)).sort();
       const want = r.step < firstWithout ? ['a', 'b', 'n', 'page'] : ['a', 'n', 'page'];
       // Once in a clean-clone suite (session 59) step 6 committed with n and the page alone: say what led there.
-      const why = hosts.sort().join() === want.join() ? '' : ringTrail(steps, names, coord.lines, peers, cutAt);
+      const why = hosts.join() === want.join() ? '' : ringTrail(steps, names, coord.lines, peers, cutAt);
       expect(hosts, `ring of step ${r.step}${why}`).toEqual(want);
       // n reaches the others only through the relay. Hosts on the LAN have a direct pair, but ICE
       // nominates whichever pair's checks succeed first: on a loaded machine (the whole suite on
