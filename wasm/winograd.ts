@@ -87,7 +87,7 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
   const rowB = <usize>W * 4;
   const tmp = pad + <usize>rows * rowB; // 4 rows: the vertical transform of one tile row
   for (let c = c0; c < c1; c++) {
-    padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 2 * tw + 2);
+    padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 2 * tw + 2, c == c0);
     for (let ty = 0; ty < th; ty++) {
       // Vertical: B^T applied to the 4 rows 2ty .. 2ty + 3, every column.
       const r0 = pad + <usize>(2 * ty) * rowB, r1 = r0 + rowB, r2 = r1 + rowB, r3 = r2 + rowB;
@@ -139,15 +139,21 @@ export function wgInput(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw:
 
 /**
  * The padded plane of a channel (both tile sizes' input transforms): `rows` rows of rowB bytes at pad, row r and
- * column q holding plane[r - ph][q - pw] for the `cols` columns tiles read (0 outside the plane).
+ * column q holding plane[r - ph][q - pw] for the `cols` columns tiles read (0 outside the plane). Only the plane's
+ * rows are written, so the zeros around them are filled once (`zero`) for all the planes of one geometry. The rows
+ * are copied by vectors in place of memory.copy, whose call into the host cost more than the copy on rows this short.
  */
-export function padPlane(pad: usize, rows: i32, rowB: usize, plane: usize, h: i32, w: i32, ph: i32, pw: i32, cols: i32): void {
-  memory.fill(pad, 0, <usize>rows * rowB);
+export function padPlane(pad: usize, rows: i32, rowB: usize, plane: usize, h: i32, w: i32, ph: i32, pw: i32, cols: i32, zero: bool): void {
+  if (zero) memory.fill(pad, 0, <usize>rows * rowB);
   const q1 = min(cols, w + pw); // columns [pw, q1) hold data
   if (q1 <= pw) return;
+  const n = <usize>(q1 - pw) * 4, n16 = n & ~15;
   for (let r = 0; r < rows; r++) {
     const iy = r - ph;
-    if (iy >= 0 && iy < h) memory.copy(pad + <usize>r * rowB + <usize>pw * 4, plane + <usize>iy * w * 4, <usize>(q1 - pw) * 4);
+    if (iy < 0 || iy >= h) continue;
+    const d = pad + <usize>r * rowB + <usize>pw * 4, s = plane + <usize>iy * w * 4;
+    for (let i: usize = 0; i < n16; i += 16) v128.store(d + i, v128.load(s + i));
+    for (let i = n16; i < n; i += 4) store<f32>(d + i, load<f32>(s + i));
   }
 }
 

@@ -175,7 +175,7 @@ export function wg4Input(x: usize, c0: i32, c1: i32, h: i32, w: i32, ph: i32, pw
   const tmp = pad + <usize>rows * rowB; // 6 th rows: the vertical transform of every tile row
   const lanes = tmp + <usize>(6 * th) * rowB;
   for (let c = c0; c < c1; c++) {
-    padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 4 * tw + 2);
+    padPlane(pad, rows, rowB, x + <usize>c * h * w * 4, h, w, ph, pw, 4 * tw + 2, c == c0);
     for (let ty = 0; ty < th; ty++) {
       const r0 = pad + <usize>(4 * ty) * rowB, t = tmp + <usize>(6 * ty) * rowB;
       for (let q = 0; q < W; q += 4) {
