@@ -18,7 +18,7 @@
 // element is computed by one thread in the same summation order as with one thread (results
 // are bitwise identical for any thread count; the kernels' orders depend on K only, not on
 // which rows or columns a call covers):
-//   gemm       batches, or rows of C (multiples of 4)
+//   gemm       batches, or rows of C (multiples of 4), or columns of C (multiples of 8) when it is wider than tall
 //   forward, backward input   groups of images (the groups of one thread); with fewer groups
 //              than threads, each group's GEMM by rows (Cout, or K / Cin) between barriers
 //   backward filter   groups of images: each thread's groups' partial sums into their own
@@ -52,16 +52,21 @@ export function gemm(cx: WasmCtx, a: WasmTensor, b: WasmTensor, c: WasmTensor, p
   // Row r of op(A): row r of A, or column r of A stored [K, M].
   const rowA = (r: number) => (p.transA ? r : r * lda) * F;
   const byBatch = batch >= cx.threads;
-  const parts = partsFor(cx, byBatch ? batch : Math.ceil(M / 4), batch * M * N * K);
+  // Wider than tall: parts take columns of C (multiples of the 8-column panel), so each reads or packs only its share of
+  // B, the larger operand (a linear layer's input gradient reads all of the weights once, not once a part).
+  const byCols = !byBatch && N > M;
+  const parts = partsFor(cx, byBatch ? batch : byCols ? Math.ceil(N / 8) : Math.ceil(M / 4), batch * M * N * K);
   cx.run(parts, (px, t) => {
     const scratch = dot ? 0 : px.scratch('gemm', gsBytes);
     const [i0, i1] = byBatch ? splitRange(batch, parts, t) : [0, batch];
-    const [r0, r1] = byBatch ? [0, M] : splitRange(M, parts, t, 4);
-    if (r1 <= r0) return;
+    const [r0, r1] = byBatch || byCols ? [0, M] : splitRange(M, parts, t, 4);
+    const [c0, c1] = byCols ? splitRange(N, parts, t, 8) : [0, N];
+    if (r1 <= r0 || c1 <= c0) return;
+    const colB = (p.transB ? c0 * ldb : c0) * F;
     for (let i = i0; i < i1; i++) {
-      const ai = pa + i * M * K * F + rowA(r0), bi = pb + i * K * N * F, ci = pc + (i * M + r0) * N * F;
-      if (dot) px.k.gemmNT(r1 - r0, N, K, ai, lda, bi, ldb, ci, N, alpha, beta);
-      else px.k.gemm(r1 - r0, N, K, ai, lda, p.transA ? 1 : 0, bi, ldb, p.transB ? 1 : 0, ci, N, alpha, beta, scratch);
+      const ai = pa + i * M * K * F + rowA(r0), bi = pb + i * K * N * F + colB, ci = pc + ((i * M + r0) * N + c0) * F;
+      if (dot) px.k.gemmNT(r1 - r0, c1 - c0, K, ai, lda, bi, ldb, ci, N, alpha, beta);
+      else px.k.gemm(r1 - r0, c1 - c0, K, ai, lda, p.transA ? 1 : 0, bi, ldb, p.transB ? 1 : 0, ci, N, alpha, beta, scratch);
     }
   });
 }

@@ -66,7 +66,11 @@ describe('gemm: bitwise equal for 1, 2, 3 threads', () => {
     { M: 130, N: 33, K: 257, transA: true, beta: 1 },
     { M: 61, N: 75, K: 99, transB: true, alpha: 0.5 }, // the dot-product kernel
     { M: 37, N: 29, K: 300, transA: true, transB: true, beta: -0.75 },
-    { M: 9, N: 257, K: 300, beta: 0.5 }, // 3 row blocks of 4 for 3 threads
+    { M: 13, N: 11, K: 300, beta: 0.5 }, // 4 row blocks of 4 for 3 threads
+    { M: 9, N: 257, K: 300, beta: 0.5 }, // wider than tall: columns split in panels of 8, the last part's ending in a 1-column edge
+    { M: 33, N: 150, K: 64, transA: true, beta: 1 }, // a linear layer's weight gradient, by columns
+    { M: 6, N: 300, K: 160, transA: true, transB: true, alpha: -1.5 }, // by columns, B stored transposed
+    { M: 5, N: 9, K: 6000, transB: true, beta: 1 }, // the dot-product kernel by columns: 2 panels, so 2 parts for 3 threads
     { M: 21, N: 40, K: 120, batch: 3, transB: true, beta: 1 }, // split by batch
     { M: 45, N: 38, K: 77, batch: 2 }, // batch < 3 threads: split by rows
   ];
