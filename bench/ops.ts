@@ -55,6 +55,7 @@ function classify(method: string, args: unknown[]): { key: string; flops: number
   }
   if (method === 'biasRelu') return { key: 'bias + relu fwd', flops: 0 };
   if (method === 'reluBiasBackward') return { key: 'bias + relu bwd', flops: 0 };
+  if (method === 'poolReluBiasBackward') return { key: 'pool + relu + bias bwd', flops: 0 };
   if (method.startsWith('relu')) return { key: method === 'reluBackward' ? 'relu bwd' : 'relu fwd', flops: 0 };
   if (/Pool/.test(method)) return { key: 'pooling', flops: 0 };
   if (method === 'add' || method === 'addInPlace') return { key: 'residual add', flops: 0 };

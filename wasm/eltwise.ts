@@ -121,7 +121,7 @@ export function biasRelu(x: usize, b: usize, y: usize, n: i32, c: i32, hw: i32):
 }
 
 /** dx = y > 0 ? dy : 0 over one plane of n floats, returning the sum of dx in sumPlane's order. */
-@inline function maskPlane(y: usize, dy: usize, dx: usize, n: i32): f32 {
+@inline export function maskPlane(y: usize, dy: usize, dx: usize, n: i32): f32 {
   const zero = f32x4.splat(0);
   let acc = zero;
   const n4 = n & ~3;

@@ -10,7 +10,8 @@
 export { gemm, gemmNT, gemmNTRun, gemmPanels, gemmPanelsRun, gemmScratchBytes, gemmSeg, gemmSegNT } from './gemm';
 export { im2col, col2imAdd, copyRows } from './conv';
 export { add, fill, reluForward, reluBackward, biasAddInPlace, biasBackward, biasRelu, reluBiasBackward, dropout } from './eltwise';
-export { maxPoolForward, maxPoolBackward, avgPoolForward, avgPoolBackward, globalAvgPoolForward, globalAvgPoolBackward } from './pool';
+export { maxPoolForward, maxPoolBackward, poolReluBackward, biasFromPlaneSums } from './pool';
+export { avgPoolForward, avgPoolBackward, globalAvgPoolForward, globalAvgPoolBackward } from './pool';
 export { batchNormStats, batchNormApply, batchNormBackward, lrnForward, lrnBackward } from './norm';
 export { softmaxXent, topkCount } from './loss';
 export { wgFilter, wgInputScratchBytes, wgInput, wgOutput, wgGradOut, wgFilterGrad } from './winograd';

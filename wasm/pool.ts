@@ -2,6 +2,7 @@
 // floor mode, padding never part of a max or a mean, average divides by the in-image count,
 // max ties to the first max in row-major window order (a NaN never beats the running max),
 // argmax = iy*W + ix inside the plane. Backward scatters into a zeroed dx in output order.
+import { maskPlane } from './eltwise';
 
 /** First input row (or column) of window o, clipped to the image. */
 @inline function lo(o: i32, s: i32, p: i32): i32 {
@@ -85,17 +86,48 @@ export function maxPoolForward(x: usize, y: usize, argmax: usize, planes: i32, h
 export function maxPoolBackward(dy: usize, argmax: usize, dx: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32, twoByTwo: bool): void {
   const hw = h * w, ohw = oh * ow;
   for (let pl = 0; pl < planes; pl++) {
-    const o = <usize>pl * ohw * 4, base = dx + <usize>pl * hw * 4;
-    if (twoByTwo && backward2x2(dy + o, argmax + o, base, h, w, oh, ow)) continue;
-    memory.fill(base, 0, <usize>hw * 4);
-    for (let j = 0; j < ohw; j++) {
-      const a = load<u32>(argmax + o + <usize>j * 4);
-      // An argmax outside the plane (not from forward) is ignored rather than written out of bounds.
-      if (a < <u32>hw) {
-        const p = base + <usize>a * 4;
-        store<f32>(p, load<f32>(p) + load<f32>(dy + o + <usize>j * 4));
-      }
+    backwardPlane(dy + <usize>pl * ohw * 4, argmax + <usize>pl * ohw * 4, dx + <usize>pl * hw * 4, h, w, oh, ow, twoByTwo);
+  }
+}
+
+/** One plane of maxPoolBackward: dx (h x w at base) from the plane's dy and argmax (oh x ow). */
+@inline function backwardPlane(dy: usize, argmax: usize, base: usize, h: i32, w: i32, oh: i32, ow: i32, twoByTwo: bool): void {
+  if (twoByTwo && backward2x2(dy, argmax, base, h, w, oh, ow)) return;
+  const hw = h * w, ohw = oh * ow;
+  memory.fill(base, 0, <usize>hw * 4);
+  for (let j = 0; j < ohw; j++) {
+    const a = load<u32>(argmax + <usize>j * 4);
+    // An argmax outside the plane (not from forward) is ignored rather than written out of bounds.
+    if (a < <u32>hw) {
+      const p = base + <usize>a * 4;
+      store<f32>(p, load<f32>(p) + load<f32>(dy + <usize>j * 4));
     }
+  }
+}
+
+/**
+ * The backward of a max pool that reads a biasRelu's output y, and of that ReLU, over `planes` planes in order:
+ * dx = y > 0 ? maxPoolBackward(dy) : 0, and sums[p] = the sum of plane p of dx in sumPlane's order. maxPoolBackward then
+ * reluBiasBackward's mask, with their bits: each plane's pool gradient is written to dx and masked there while it is in
+ * cache (the two ops apart write it to memory and read it back). biasFromPlaneSums then makes the bias gradient.
+ */
+export function poolReluBackward(dy: usize, argmax: usize, y: usize, dx: usize, sums: usize, planes: i32, h: i32, w: i32, oh: i32, ow: i32,
+  twoByTwo: bool): void {
+  const hw = h * w, ohw = oh * ow;
+  for (let pl = 0; pl < planes; pl++) {
+    const o = <usize>pl * ohw * 4, p = <usize>pl * hw * 4;
+    backwardPlane(dy + o, argmax + o, dx + p, h, w, oh, ow, twoByTwo);
+    store<f32>(sums + <usize>pl * 4, maskPlane(y + p, dx + p, dx + p, hw));
+  }
+}
+
+/** db[c] (+)= the plane sums of channel c (sums [N, C]) accumulated in f64 sample by sample, for channels [c0, c1): biasBackward's order. */
+export function biasFromPlaneSums(sums: usize, db: usize, n: i32, c: i32, accumulate: bool, c0: i32, c1: i32): void {
+  for (let ch = c0; ch < c1; ch++) {
+    let s: f64 = 0;
+    for (let b = 0; b < n; b++) s += <f64>load<f32>(sums + <usize>(b * c + ch) * 4);
+    const q = db + <usize>ch * 4;
+    store<f32>(q, accumulate ? load<f32>(q) + <f32>s : <f32>s);
   }
 }
 

@@ -63,6 +63,12 @@ export interface Ops<T extends TensorLike> {
   fill(x: T, value: number): void;
   maxPoolForward(x: T, y: T, argmax: T, p: Pool2dParams): void;
   maxPoolBackward(dy: T, argmax: T, dx: T, p: Pool2dParams): void;
+  /**
+   * Optional: the backward of a max pool whose input is a biasRelu's output y, and of that bias and ReLU, in one op with
+   * their bits: maxPoolBackward, then reluBiasBackward on its result (dx = y > 0 ? the pool's gradient : 0, db (+)= its
+   * sums); each plane's pool gradient is masked while in cache, not written to memory and read back.
+   */
+  poolReluBiasBackward?(dy: T, argmax: T, y: T, dx: T, db: T, p: Pool2dParams & BiasBackwardParams): void;
   avgPoolForward(x: T, y: T, p: Pool2dParams): void;
   avgPoolBackward(dy: T, dx: T, p: Pool2dParams): void;
   globalAvgPoolForward(x: T, y: T): void;

@@ -125,6 +125,8 @@ export class Model<T extends TensorLike = TensorLike> {
   /** fusedReluAfter's table (all -1 when not fusing), and its inverse: for a fused ReLU node, the node before it. */
   private readonly reluAfter: number[];
   private readonly reluOf: number[];
+  /** For a max pool node whose input is a ReLU fused after a bias (the pool its only consumer), that ReLU node, or -1. */
+  private readonly poolAfterRelu: number[];
   private acts: Activations<T> | null = null;
   /** Views of each node's parameter tensors (and of their gradients), by role. */
   private readonly views: Views<T> = new Map();
@@ -152,6 +154,11 @@ export class Model<T extends TensorLike = TensorLike> {
     this.reluAfter = fusedReluAfter(spec, this.consumers, { bias: fuse && !!engine.biasRelu && !!engine.reluBiasBackward, bn });
     this.reluOf = spec.nodes.map(() => -1);
     this.reluAfter.forEach((j, i) => { if (j >= 0) this.reluOf[j] = i; });
+    this.poolAfterRelu = spec.nodes.map((n) => {
+      if (!fuse || !engine.poolReluBiasBackward || n.op !== 'maxpool' || this.consumers[n.in] !== 1) return -1;
+      const k = this.reluOf[n.in]!;
+      return k >= 0 && spec.nodes[k]!.op !== 'bn' ? n.in : -1;
+    });
     const w = opts.weights ?? initParams(this.layout, opts.seed ?? 1);
     if (w.length !== this.layout.paramFloats) {
       throw new VtError('bad-shape', `${spec.name}: weights have ${w.length} floats, the layout needs ${this.layout.paramFloats}`);
@@ -436,6 +443,7 @@ export class Model<T extends TensorLike = TensorLike> {
         return;
       }
       case 'relu': {
+        if (this.poolAfterRelu.includes(i)) return; // with the max pool after it
         const k = this.reluOf[i]!;
         if (k < 0) this.toInput(n.in, a, written, (dst) => g.reluBackward(a.out[n.in]!, dy, dst));
         // Fused after a BN: the BN's backward reads this node's gradient. After a bias: the mask from the ReLU's output
@@ -445,9 +453,18 @@ export class Model<T extends TensorLike = TensorLike> {
         }
         return;
       }
-      case 'maxpool':
-        this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, { kernel: n.k, stride: n.stride, pad: n.pad }));
+      case 'maxpool': {
+        const pool = { kernel: n.k, stride: n.stride, pad: n.pad }, j = this.poolAfterRelu[i]!;
+        if (j < 0) this.toInput(n.in, a, written, (dst) => g.maxPoolBackward(dy, a.saved[i]![0]!, dst, pool));
+        // After a ReLU fused after a bias: the pool's, the ReLU's and the bias's backward in one op, into the gradient of
+        // the layer before the ReLU (node k), as the ReLU's own backward would have written it.
+        else {
+          const k = this.reluOf[j]!;
+          this.toInput(k, a, written, (dst) =>
+            g.poolReluBiasBackward!(dy, a.saved[i]![0]!, a.out[j]!, dst, this.param(k, 'bias', 'grads'), { ...pool, accumulate: true }));
+        }
         return;
+      }
       case 'avgpool': this.toInput(n.in, a, written, (dst) => g.avgPoolBackward(dy, dst, { kernel: n.k, stride: n.stride, pad: n.pad })); return;
       case 'gap': this.toInput(n.in, a, written, (dst) => g.globalAvgPoolBackward(dy, dst)); return;
       case 'lrn': this.toInput(n.in, a, written, (dst) => g.lrnBackward(a.out[n.in]!, a.out[i]!, dy, dst, n.params)); return;

@@ -337,6 +337,9 @@ export class WasmEngine implements Engine<WasmTensor> {
   fill(x: WasmTensor, value: number): void { L.fill(this.cx, x, value); }
   maxPoolForward(x: WasmTensor, y: WasmTensor, argmax: WasmTensor, p: Pool2dParams): void { L.maxPoolForward(this.cx, x, y, argmax, p); }
   maxPoolBackward(dy: WasmTensor, argmax: WasmTensor, dx: WasmTensor, p: Pool2dParams): void { L.maxPoolBackward(this.cx, dy, argmax, dx, p); }
+  poolReluBiasBackward(dy: WasmTensor, argmax: WasmTensor, y: WasmTensor, dx: WasmTensor, db: WasmTensor, p: Pool2dParams & BiasBackwardParams): void {
+    L.poolReluBiasBackward(this.cx, dy, argmax, y, dx, db, p);
+  }
   avgPoolForward(x: WasmTensor, y: WasmTensor, p: Pool2dParams): void { L.avgPoolForward(this.cx, x, y, p); }
   avgPoolBackward(dy: WasmTensor, dx: WasmTensor, p: Pool2dParams): void { L.avgPoolBackward(this.cx, dy, dx, p); }
   globalAvgPoolForward(x: WasmTensor, y: WasmTensor): void { L.globalAvgPoolForward(this.cx, x, y); }

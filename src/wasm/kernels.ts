@@ -92,6 +92,8 @@ export interface Kernels {
     ph: number, pw: number,
   ): void;
   maxPoolBackward(dy: Ptr, argmax: Ptr, dx: Ptr, planes: number, h: number, w: number, oh: number, ow: number, twoByTwo: Flag): void;
+  poolReluBackward(dy: Ptr, argmax: Ptr, y: Ptr, dx: Ptr, sums: Ptr, planes: number, h: number, w: number, oh: number, ow: number, twoByTwo: Flag): void;
+  biasFromPlaneSums(sums: Ptr, db: Ptr, n: number, c: number, accumulate: Flag, c0: number, c1: number): void;
   avgPoolForward(
     x: Ptr, y: Ptr, planes: number, h: number, w: number, oh: number, ow: number, kh: number, kw: number, sh: number, sw: number, ph: number, pw: number,
   ): void;
@@ -125,6 +127,7 @@ export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
   'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
   'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad', 'gemmSeg', 'gemmSegNT', 'gemmPanelsRun', 'gemmNTRun',
+  'poolReluBackward', 'biasFromPlaneSums',
 ];
 
 export const isNode = (): boolean => typeof process !== 'undefined' && typeof process.versions?.node === 'string';

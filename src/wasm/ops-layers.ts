@@ -14,6 +14,7 @@ import { type Pool2dParams, type PoolGeometry, globalPoolParams, normalizePool2d
 import { type SoftmaxXentParams, smoothingOf, softmaxXentDims } from '../shapes/softmax_xent.ts';
 import { type TopkParams, topkDims } from '../shapes/topk.ts';
 import type { Kernels } from './kernels.ts';
+import { splitRange } from './split.ts';
 import type { WasmCtx, WasmTensor } from './tensor.ts';
 
 /** Below this many elements touched, an elementwise or pooling op stays on one thread. */
@@ -159,9 +160,34 @@ export function maxPoolBackward(cx: WasmCtx, dy: WasmTensor, argmax: WasmTensor,
   const g = checkMax(dx.shape, dy, argmax, params, what, 'dy');
   const pdy = cx.ptr(dy, what), pa = cx.ptr(argmax, what), pdx = cx.ptr(dx, what);
   const [hw, ohw] = [g.h * g.w, g.oh * g.ow];
-  const twoByTwo = g.kh === 2 && g.kw === 2 && g.sh === 2 && g.sw === 2 && g.ph === 0 && g.pw === 0 ? 1 : 0;
   split(cx, g.n * g.c, g.n * g.c * (hw + ohw), 1, (k, lo, hi) =>
-    k.maxPoolBackward(pdy + lo * ohw * 4, pa + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow, twoByTwo));
+    k.maxPoolBackward(pdy + lo * ohw * 4, pa + lo * ohw * 4, pdx + lo * hw * 4, hi - lo, g.h, g.w, g.oh, g.ow, twoByTwoOf(g)));
+}
+
+/** 1 for an unpadded 2x2 stride-2 pool (the kernels' window-by-window backward), else 0. */
+const twoByTwoOf = (g: PoolGeometry): 0 | 1 => (g.kh === 2 && g.kw === 2 && g.sh === 2 && g.sw === 2 && g.ph === 0 && g.pw === 0 ? 1 : 0);
+
+// dy [N, C, OH, OW], argmax, y [N, C, H, W] (a biasRelu's output, the pool's input) -> dx = y > 0 ? maxPool.backward(dy) : 0
+// (written) and db [C] (= or += by params.accumulate) its sums: maxPoolBackward then reluBiasBackward. Planes in memory
+// order split by samples, each plane's sum kept; after a barrier the sums added per channel (split by channels).
+export function poolReluBiasBackward(cx: WasmCtx, dy: WasmTensor, argmax: WasmTensor, y: WasmTensor, dx: WasmTensor, db: WasmTensor,
+  params: Pool2dParams & BiasBackwardParams): void {
+  const what = 'poolReluBiasBackward';
+  const g = checkMax(dx.shape, dy, argmax, params, what, 'dy');
+  checkBias(what, dx, db);
+  checkRelu(what, y, dx, null);
+  const pdy = cx.ptr(dy, what), pa = cx.ptr(argmax, what), py = cx.ptr(y, what), pdx = cx.ptr(dx, what), pdb = cx.ptr(db, what);
+  const [hw, ohw] = [g.h * g.w, g.oh * g.ow], acc = params.accumulate ? 1 : 0, twoByTwo = twoByTwoOf(g);
+  const sums = cx.scratch('aux', g.n * g.c * 4);
+  const parts = g.n * g.c * (2 * hw + ohw) < MIN_SPLIT_ELEMS ? 1 : Math.min(cx.threads, g.n);
+  cx.run(parts, (pc, t) => {
+    const [b0, b1] = splitRange(g.n, parts, t), p0 = b0 * g.c, planes = (b1 - b0) * g.c;
+    const [o, q] = [p0 * ohw * 4, p0 * hw * 4];
+    if (planes > 0) pc.k.poolReluBackward(pdy + o, pa + o, py + q, pdx + q, sums + p0 * 4, planes, g.h, g.w, g.oh, g.ow, twoByTwo);
+    pc.barrier();
+    const [c0, c1] = splitRange(g.c, parts, t);
+    if (c1 > c0) pc.k.biasFromPlaneSums(sums, pdb, g.n, g.c, acc, c0, c1);
+  });
 }
 
 export function avgPoolForward(cx: WasmCtx, x: WasmTensor, y: WasmTensor, params: Pool2dParams): void {

@@ -364,6 +364,74 @@ describe('pooling (wasm)', () => {
     e.release(tx, ty, ta, tdy, tdx, tb);
   });
 
+  // The max pool after a biasRelu, its backward fused with the ReLU's and the bias's (src/nn/model.ts uses it): 2x2 pools
+  // on even and odd maps (a row and a column no window covers) and a plane of one window, a 3x3 stride-2 pool
+  // (overlapping windows: the general path), an argmax outside its window, -0 and NaN in dy, windows whose max is 0.
+  const fusedPools: [number[], { kernel: number; stride: number; pad: number }][] = [
+    [[3, 5, 8, 12], { kernel: 2, stride: 2, pad: 0 }],
+    [[2, 3, 7, 9], { kernel: 2, stride: 2, pad: 0 }],
+    [[4, 2, 2, 2], { kernel: 2, stride: 2, pad: 0 }],
+    [[2, 4, 9, 11], { kernel: 3, stride: 2, pad: 1 }],
+  ];
+  for (const [shape, p] of fusedPools) {
+    it(`max pool + ReLU + bias backward fused on [${shape}] ${JSON.stringify(p)}: the unfused ops' bits, and the float64 reference`, async () => {
+      const rng = makeRng(prod(shape) + 3);
+      const n = prod(shape), c = shape[1]!, os = [shape[0]!, c, ...poolOut(shape, p)], on = prod(os);
+      const x = uniformF32(rng, n), b = uniformF32(rng, c), dy = uniformF32(rng, on), db0 = uniformF32(rng, c);
+      x.fill(-2, 0, shape[3]! + 2); // ReLU outputs 0 in the first window(s): a max of 0, which the mask stops
+      const tx = e.upload(x, shape), tb = e.upload(b), ty = e.empty(shape), tp = e.empty(os), ta = e.empty(os, 'u32');
+      e.biasRelu(tx, tb, ty);
+      e.maxPoolForward(ty, tp, ta, p);
+      const y = await read(ty), argmax = new Uint32Array(await e.read(ta));
+      const pre = ref.bias.biasForward(f64(x), f64(b), shape);
+      // The float64 reference: the pool's gradient, then the ReLU's mask (> 0 where its input is), then the bias's sums.
+      const dxRef = ref.relu.reluBackward(pre, ref.pool.maxPoolBackward(f64(dy), argmax, shape, p));
+      const dbRef = ref.bias.biasBackward(dxRef, shape)[1].map((v, i) => v + db0[i]!);
+      const fused = async (d: Float32Array, am: Uint32Array, accumulate: boolean, init: Float32Array) => {
+        const tdy = e.upload(d, os), tam = e.upload(am, os), tdx = e.upload(new Float32Array(n).fill(NaN), shape), tdb = e.upload(init);
+        e.poolReluBiasBackward(tdy, tam, ty, tdx, tdb, { ...p, accumulate });
+        const r = { dx: await read(tdx), db: await read(tdb) };
+        e.release(tdy, tam, tdx, tdb);
+        return r;
+      };
+      const apart = async (d: Float32Array, am: Uint32Array, accumulate: boolean, init: Float32Array) => {
+        const tdy = e.upload(d, os), tam = e.upload(am, os), tg = e.empty(shape), tdx = e.empty(shape), tdb = e.upload(init);
+        e.maxPoolBackward(tdy, tam, tg, p);
+        e.reluBiasBackward(ty, tg, tdx, tdb, { accumulate });
+        const r = { dx: await read(tdx), db: await read(tdb) };
+        e.release(tdy, tam, tg, tdx, tdb);
+        return r;
+      };
+      const got = await fused(dy, argmax, true, db0);
+      assertClose(got.dx, dxRef, FWD, 'fused dx');
+      assertClose(got.db, dbRef, GRAD, 'fused db');
+      const hw = shape[2]! * shape[3]!, ohw = on / (shape[0]! * c);
+      expect(Array.from(argmax).some((a, j) => y[Math.floor(j / ohw) * hw + a] === 0), 'a window whose max is 0').toBe(true);
+      const want = await apart(dy, argmax, true, db0);
+      expect(bitsOf(got.dx), 'dx').toEqual(bitsOf(want.dx));
+      expect(bitsOf(got.db), 'db').toEqual(bitsOf(want.db));
+      // Specials, an argmax moved outside its window (inside the plane), and accumulate off onto NaN.
+      const d2 = Float32Array.from(dy), am2 = Uint32Array.from(argmax);
+      d2[0] = -0;
+      d2[on - 1] = NaN;
+      am2[1] = am2[0]!;
+      const nan = new Float32Array(c).fill(NaN);
+      const [g2, w2] = [await fused(d2, am2, false, nan), await apart(d2, am2, false, nan)];
+      expect(bitsOf(g2.dx), 'dx with specials').toEqual(bitsOf(w2.dx));
+      expect(bitsOf(g2.db), 'db with specials').toEqual(bitsOf(w2.db));
+      e.release(tx, tb, ty, tp, ta);
+    });
+  }
+
+  it('max pool + ReLU + bias backward fused: size checks', () => {
+    const shape = [2, 3, 4, 4], os = [2, 3, 2, 2], p = { kernel: 2, stride: 2, pad: 0, accumulate: true };
+    const y = e.empty(shape), dx = e.empty(shape), dy = e.empty(os), a = e.empty(os, 'u32'), db = e.empty([3]);
+    expect(() => e.poolReluBiasBackward(dy, a, y, dx, e.view(db, 0, [2]), p)).toThrow(/bias has 2 values for 3 channels/);
+    expect(() => e.poolReluBiasBackward(dy, a, e.view(y, 0, [8]), dx, db, p)).toThrow(/sizes differ/);
+    expect(() => e.poolReluBiasBackward(e.view(dy, 0, [2, 3, 2, 1]), a, y, dx, db, p)).toThrow(/dy must be f32/);
+    e.release(y, dx, dy, a, db);
+  });
+
   for (const shape of [[3, 5, 7, 9], [1, 2, 1, 1], [2, 4, 8, 8]]) {
     it(`global average pool on [${shape}]`, async () => {
       const rng = makeRng(prod(shape));

@@ -181,6 +181,27 @@ describe('bias: bitwise equal for 1, 2, 3 threads (add split by samples, backwar
   }
 });
 
+describe('max pool + ReLU + bias backward fused: bitwise equal for 1, 2, 3 threads (planes split by samples, sums by channels)', () => {
+  for (const [shape, pool] of [[[5, 7, 40, 36], { kernel: 2, stride: 2, pad: 0 }], [[4, 6, 41, 43], { kernel: 3, stride: 2, pad: 1 }]] as const) {
+    it(`[${shape}] ${JSON.stringify(pool)}, dx and db (accumulated)`, async () => {
+      const n = prod(shape), c = shape[1], rng = makeRng(43);
+      const x = { shape: [...shape], data: uniformF32(rng, n) }, bias = { shape: [c], data: uniformF32(rng, c) }, dbInit = uniformF32(rng, c);
+      const os = [shape[0], c, ...[shape[2], shape[3]].map((d) => Math.floor((d + 2 * pool.pad - pool.kernel) / pool.stride) + 1)];
+      const dy = { shape: os, data: uniformF32(rng, prod(os)) };
+      for (const want of ['dx', 'db'] as const) {
+        expectSame(await onAll([x, bias, dy], want === 'dx' ? [...shape] : [c], want === 'dx' ? new Float32Array(n) : dbInit, (e, [t, b, g], out) => {
+          const y = e.empty([...shape]), p = e.empty(os), a = e.empty(os, 'u32');
+          e.biasRelu(t!, b!, y);
+          e.maxPoolForward(y, p, a, pool);
+          const dx = want === 'dx' ? out : e.empty([...shape]), db = want === 'db' ? out : e.upload(dbInit);
+          e.poolReluBiasBackward(g!, a, y, dx, db, { ...pool, accumulate: true });
+          e.release(y, p, a, want === 'dx' ? db : dx);
+        }));
+      }
+    });
+  }
+});
+
 describe('batch norm: bitwise equal for 1, 2, 3 threads (split by channels)', () => {
   it('training forward (statistics, running averages), inference, backward with accumulate, each also fused with a ReLU; 7 channels', async () => {
     const xShape = [3, 7, 61, 59], n = prod(xShape), c = xShape[1]!;
@@ -234,7 +255,7 @@ describe('a whole model: forward + backward bitwise equal for 1, 2, 3 threads', 
       expect(out[0]!.grads.some((b) => b !== 0)).toBe(true);
     });
   }
-  it('the biases and BNs fused with their ReLUs give the unfused bits (small CNN, ResNet-20; 1 and 2 threads)', async () => {
+  it('the biases and BNs fused with their ReLUs (and a max pool after one) give the unfused bits (small CNN, ResNet-20; 1 and 2 threads)', async () => {
     for (const [spec, batch] of [[smallCnn([3, 32, 32], 10), 6], [resnet20([3, 32, 32], 10), 3]] as const) for (const e of engines.slice(0, 2)) {
       const [fused, plain] = [await run(e, spec, batch), await run(e, spec, batch, false)];
       const firstDiff = (a: Uint32Array, b: Uint32Array): number => a.findIndex((v, i) => v !== b[i]);
