@@ -48,22 +48,43 @@ function sumSqDev(p: usize, n: i32, m: f32): f32 {
   return load<f32>(p + <usize>i * 4);
 }
 
+// Batch norm's passes go over the planes in memory order (a thread takes a range of samples): a channel's planes lie a
+// tensor's width apart, so channel by channel the reads jump a page or more at every plane. The per-channel sums are
+// kept per plane and added afterwards, channel by channel in sample order, as they always were.
+
 /**
- * Training statistics: mean[c], invstd[c] = 1/sqrt(biased var + eps); running mean and
- * (unbiased, M = 1: 0) variance updated in place with `momentum`. Channels [c0, c1) of the c
- * (each channel's arithmetic is the same whatever range it is computed in: threads split by channel).
+ * sums[p] = the sum of plane p of x (sumPlane's order), or with `dev` the sum of (x - mean[c])^2 over it, for the planes
+ * [p0, p0 + planes) in order (plane p of channel p % c).
  */
-export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, invstd: usize, runMean: usize, runVar: usize, eps: f32, momentum: f32,
-  c0: i32, c1: i32): void {
+export function batchNormSums(x: usize, p0: i32, planes: i32, c: i32, hw: i32, mean: usize, sums: usize, dev: bool): void {
+  for (let p = p0; p < p0 + planes; p++) {
+    const q = x + <usize>p * hw * 4;
+    store<f32>(sums + <usize>p * 4, dev ? sumSqDev(q, hw, f(mean, p % c)) : sumPlane(q, hw));
+  }
+}
+
+/** mean[c] from batchNormSums' plane sums (sums [N, C]), accumulated in f64 sample by sample, for channels [c0, c1). */
+export function batchNormMean(sums: usize, n: i32, c: i32, hw: i32, mean: usize, c0: i32, c1: i32): void {
   const M = <f64>n * hw;
   for (let ch = c0; ch < c1; ch++) {
     let s: f64 = 0;
-    for (let b = 0; b < n; b++) s += <f64>sumPlane(x + <usize>(b * c + ch) * hw * 4, hw);
-    const m = <f32>(s / M);
+    for (let b = 0; b < n; b++) s += <f64>f(sums, b * c + ch);
+    store<f32>(mean + <usize>ch * 4, <f32>(s / M));
+  }
+}
+
+/**
+ * Training statistics from batchNormSums' squared deviations (sums [N, C], f64 sample by sample): invstd[c] =
+ * 1/sqrt(biased var + eps); running mean and (unbiased, M = 1: 0) variance updated in place with `momentum`. Channels
+ * [c0, c1) (each channel's arithmetic is the same whatever range it is computed in: threads split by channel).
+ */
+export function batchNormVar(sums: usize, n: i32, c: i32, hw: i32, mean: usize, invstd: usize, runMean: usize, runVar: usize, eps: f32,
+  momentum: f32, c0: i32, c1: i32): void {
+  const M = <f64>n * hw;
+  for (let ch = c0; ch < c1; ch++) {
     let ssd: f64 = 0;
-    for (let b = 0; b < n; b++) ssd += <f64>sumSqDev(x + <usize>(b * c + ch) * hw * 4, hw, m);
-    const o = <usize>ch * 4;
-    store<f32>(mean + o, m);
+    for (let b = 0; b < n; b++) ssd += <f64>f(sums, b * c + ch);
+    const o = <usize>ch * 4, m = f(mean, ch);
     store<f32>(invstd + o, <f32>(1 / Math.sqrt(ssd / M + <f64>eps)));
     const unbiased = <f32>(ssd / Math.max(M - 1, 1));
     store<f32>(runMean + o, (1 - momentum) * load<f32>(runMean + o) + momentum * m);
@@ -73,20 +94,19 @@ export function batchNormStats(x: usize, n: i32, c: i32, hw: i32, mean: usize, i
 
 /**
  * y = (x - m[c]) * is[c] * gamma[c] + beta[c]; is = stat2 (saved invstd) when mode 0, or
- * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x. Channels [c0, c1) of the c.
+ * 1/sqrt(stat2 + eps) (running variance) when mode 1. y may alias x. Planes [p0, p0 + planes) in order (channel p % c).
  * With `relu`, y = max(that, 0) (NaN giving 0): the ReLU after the BN in the same pass, reluForward's bits.
  */
-export function batchNormApply(x: usize, y: usize, n: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize, mode: i32, eps: f32,
-  c0: i32, c1: i32, relu: bool): void {
-  for (let ch = c0; ch < c1; ch++) {
+export function batchNormApply(x: usize, y: usize, p0: i32, planes: i32, c: i32, hw: i32, gamma: usize, beta: usize, m: usize, stat2: usize,
+  mode: i32, eps: f32, relu: bool): void {
+  for (let p = p0; p < p0 + planes; p++) {
+    const ch = p % c;
     const is = mode == 1 ? <f32>1 / Mathf.sqrt(f(stat2, ch) + eps) : f(stat2, ch);
     const mv = f(m, ch), g = f(gamma, ch), bt = f(beta, ch);
-    for (let b = 0; b < n; b++) {
-      const off = <usize>(b * c + ch) * hw * 4;
-      // One loop for each case, so the plain BN's has no ReLU test per element.
-      if (relu) applyPlane(x + off, y + off, hw, mv, is, g, bt, true);
-      else applyPlane(x + off, y + off, hw, mv, is, g, bt, false);
-    }
+    const off = <usize>p * hw * 4;
+    // One loop for each case, so the plain BN's has no ReLU test per element.
+    if (relu) applyPlane(x + off, y + off, hw, mv, is, g, bt, true);
+    else applyPlane(x + off, y + off, hw, mv, is, g, bt, false);
   }
 }
 
@@ -141,51 +161,76 @@ function planeSums(x: usize, dy: usize, n: i32, m: f32, gated: bool, is: f32, g:
 }
 
 /**
- * Backward of the training forward: sdy = sum dy, sdyx = sum dy (x - mean) per channel;
- * dbeta (+)= sdy, dgamma (+)= sdyx * invstd; dx = gamma invstd (dy - sdy/M - xhat sdyx invstd / M).
- * Channels [c0, c1) of the c. With `relu`, dy is the gradient of a ReLU after the BN (batchNormApply's relu): it
- * is taken as 0 where the BN's output (recomputed from x, mean, invstd, gamma and beta) is not > 0, as reluBackward
- * then this backward would take it, with their bits.
+ * Backward of the training forward, first pass: for planes [p0, p0 + planes) in order (channel p % c), sums[p] =
+ * sum dy and sums[P + p] = sum dy (x - mean) over the plane (P = the planes of the tensor), each in planeSums' order.
+ * With `relu`, dy is the gradient of a ReLU after the BN (batchNormApply's relu): taken as 0 where the BN's output
+ * (recomputed from x, mean, invstd, gamma and beta) is not > 0, as reluBackward then this backward would take it.
  */
-export function batchNormBackward(x: usize, dy: usize, gamma: usize, mean: usize, invstd: usize, dx: usize,
-  dgamma: usize, dbeta: usize, n: i32, c: i32, hw: i32, accumulate: bool, c0: i32, c1: i32, beta: usize, relu: bool): void {
-  const M = <f32>(<f64>n * hw);
-  const zero = f32x4.splat(0);
+export function batchNormBackwardSums(x: usize, dy: usize, p0: i32, planes: i32, P: i32, c: i32, hw: i32, gamma: usize, beta: usize, mean: usize,
+  invstd: usize, relu: bool, sums: usize): void {
+  for (let p = p0; p < p0 + planes; p++) {
+    const ch = p % c, off = <usize>p * hw * 4;
+    planeSums(x + off, dy + off, hw, f(mean, ch), relu, f(invstd, ch), f(gamma, ch), relu ? f(beta, ch) : 0);
+    store<f32>(sums + <usize>p * 4, sumDy);
+    store<f32>(sums + <usize>(P + p) * 4, sumDyX);
+  }
+}
+
+/**
+ * Per channel [c0, c1), from batchNormBackwardSums' plane sums (f64, sample by sample): sdy = sum dy, sdyx = sum dy (x -
+ * mean); dbeta (+)= sdy, dgamma (+)= sdyx invstd; and the constants of dx = k (dy - a - xhat bb) at consts + 12 c: k =
+ * gamma invstd, a = sdy / M, bb = sdyx invstd / M.
+ */
+export function batchNormBackwardReduce(sums: usize, n: i32, c: i32, hw: i32, gamma: usize, invstd: usize, dgamma: usize, dbeta: usize,
+  accumulate: bool, c0: i32, c1: i32, consts: usize): void {
+  const M = <f32>(<f64>n * hw), P = n * c;
   for (let ch = c0; ch < c1; ch++) {
-    const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch), bt: f32 = relu ? f(beta, ch) : 0;
     let s1: f64 = 0, s2: f64 = 0;
     for (let b = 0; b < n; b++) {
-      const off = <usize>(b * c + ch) * hw * 4;
-      planeSums(x + off, dy + off, hw, mv, relu, is, g, bt);
-      s1 += <f64>sumDy;
-      s2 += <f64>sumDyX;
+      s1 += <f64>f(sums, b * c + ch);
+      s2 += <f64>f(sums, P + b * c + ch);
     }
-    const sdy = <f32>s1, sdyx = <f32>s2;
+    const sdy = <f32>s1, sdyx = <f32>s2, is = f(invstd, ch);
     const o = <usize>ch * 4;
     const gx = sdyx * is;
     store<f32>(dbeta + o, accumulate ? load<f32>(dbeta + o) + sdy : sdy);
     store<f32>(dgamma + o, accumulate ? load<f32>(dgamma + o) + gx : gx);
-    const k = g * is, a = sdy / M, bb = gx / M;
+    const q = consts + <usize>ch * 12;
+    store<f32>(q, f(gamma, ch) * is);
+    store<f32>(q, sdy / M, 4);
+    store<f32>(q, gx / M, 8);
+  }
+}
+
+/**
+ * Backward of the training forward, second pass: dx = k (dy - a - xhat bb) with batchNormBackwardReduce's constants, for
+ * planes [p0, p0 + planes) in order; with `relu`, dy gated as in batchNormBackwardSums.
+ */
+export function batchNormBackwardApply(x: usize, dy: usize, dx: usize, p0: i32, planes: i32, c: i32, hw: i32, gamma: usize, beta: usize,
+  mean: usize, invstd: usize, relu: bool, consts: usize): void {
+  const zero = f32x4.splat(0);
+  const n4 = hw & ~3;
+  for (let p = p0; p < p0 + planes; p++) {
+    const ch = p % c, q = consts + <usize>ch * 12;
+    const mv = f(mean, ch), is = f(invstd, ch), g = f(gamma, ch), bt: f32 = relu ? f(beta, ch) : 0;
+    const k = load<f32>(q), a = load<f32>(q, 4), bb = load<f32>(q, 8);
     const vk = f32x4.splat(k), va = f32x4.splat(a), vb = f32x4.splat(bb), vm = f32x4.splat(mv), vis = f32x4.splat(is);
     const vg = f32x4.splat(g), vbt = f32x4.splat(bt);
-    const n4 = hw & ~3;
-    for (let b = 0; b < n; b++) {
-      const off = <usize>(b * c + ch) * hw * 4;
-      const px = x + off, pdy = dy + off, pdx = dx + off;
-      for (let j = 0; j < n4; j += 4) {
-        const q = <usize>j * 4;
-        const vx = v128.load(px + q);
-        const xhat = xhat4(vx, vm, vis);
-        let d = v128.load(pdy + q);
-        if (relu) d = v128.and(d, f32x4.gt(affine4(xhat, vg, vbt), zero));
-        v128.store(pdx + q, f32x4.mul(vk, f32x4.sub(f32x4.sub(d, va), f32x4.mul(xhat, vb))));
-      }
-      for (let j = n4; j < hw; j++) {
-        const q = <usize>j * 4;
-        const xhat = xhat1(load<f32>(px + q), mv, is);
-        const d: f32 = !relu || affine1(xhat, g, bt) > 0 ? load<f32>(pdy + q) : 0;
-        store<f32>(pdx + q, k * (d - a - xhat * bb));
-      }
+    const off = <usize>p * hw * 4;
+    const px = x + off, pdy = dy + off, pdx = dx + off;
+    for (let j = 0; j < n4; j += 4) {
+      const o = <usize>j * 4;
+      const vx = v128.load(px + o);
+      const xhat = xhat4(vx, vm, vis);
+      let d = v128.load(pdy + o);
+      if (relu) d = v128.and(d, f32x4.gt(affine4(xhat, vg, vbt), zero));
+      v128.store(pdx + o, f32x4.mul(vk, f32x4.sub(f32x4.sub(d, va), f32x4.mul(xhat, vb))));
+    }
+    for (let j = n4; j < hw; j++) {
+      const o = <usize>j * 4;
+      const xhat = xhat1(load<f32>(px + o), mv, is);
+      const d: f32 = !relu || affine1(xhat, g, bt) > 0 ? load<f32>(pdy + o) : 0;
+      store<f32>(pdx + o, k * (d - a - xhat * bb));
     }
   }
 }

@@ -102,16 +102,23 @@ export interface Kernels {
   ): void;
   globalAvgPoolForward(x: Ptr, y: Ptr, planes: number, hw: number): void;
   globalAvgPoolBackward(dy: Ptr, dx: Ptr, planes: number, hw: number): void;
-  batchNormStats(
-    x: Ptr, n: number, c: number, hw: number, mean: Ptr, invstd: Ptr, runMean: Ptr, runVar: Ptr, eps: number, momentum: number, c0: number, c1: number,
+  batchNormSums(x: Ptr, p0: number, planes: number, c: number, hw: number, mean: Ptr, sums: Ptr, dev: Flag): void;
+  batchNormMean(sums: Ptr, n: number, c: number, hw: number, mean: Ptr, c0: number, c1: number): void;
+  batchNormVar(
+    sums: Ptr, n: number, c: number, hw: number, mean: Ptr, invstd: Ptr, runMean: Ptr, runVar: Ptr, eps: number, momentum: number, c0: number, c1: number,
   ): void;
   batchNormApply(
-    x: Ptr, y: Ptr, n: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number, c0: number, c1: number,
+    x: Ptr, y: Ptr, p0: number, planes: number, c: number, hw: number, gamma: Ptr, beta: Ptr, m: Ptr, stat2: Ptr, mode: number, eps: number,
     relu: Flag,
   ): void;
-  batchNormBackward(
-    x: Ptr, dy: Ptr, gamma: Ptr, mean: Ptr, invstd: Ptr, dx: Ptr, dgamma: Ptr, dbeta: Ptr, n: number, c: number, hw: number, accumulate: Flag,
-    c0: number, c1: number, beta: Ptr, relu: Flag,
+  batchNormBackwardSums(
+    x: Ptr, dy: Ptr, p0: number, planes: number, P: number, c: number, hw: number, gamma: Ptr, beta: Ptr, mean: Ptr, invstd: Ptr, relu: Flag, sums: Ptr,
+  ): void;
+  batchNormBackwardReduce(
+    sums: Ptr, n: number, c: number, hw: number, gamma: Ptr, invstd: Ptr, dgamma: Ptr, dbeta: Ptr, accumulate: Flag, c0: number, c1: number, consts: Ptr,
+  ): void;
+  batchNormBackwardApply(
+    x: Ptr, dy: Ptr, dx: Ptr, p0: number, planes: number, c: number, hw: number, gamma: Ptr, beta: Ptr, mean: Ptr, invstd: Ptr, relu: Flag, consts: Ptr,
   ): void;
   lrnForward(x: Ptr, y: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
   lrnBackward(x: Ptr, y: Ptr, dy: Ptr, dx: Ptr, n: number, c: number, hw: number, size: number, alpha: number, beta: number, k: number, scratch: Ptr): void;
@@ -123,7 +130,8 @@ export interface Kernels {
 export const KERNEL_NAMES: readonly (keyof Kernels)[] = [
   'heapBase', 'gemmScratchBytes', 'gemm', 'gemmNT', 'im2col', 'col2imAdd', 'copyRows', 'add', 'fill', 'reluForward', 'reluBackward',
   'biasAddInPlace', 'biasBackward', 'dropout', 'maxPoolForward', 'maxPoolBackward', 'avgPoolForward', 'avgPoolBackward',
-  'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormStats', 'batchNormApply', 'batchNormBackward', 'lrnForward',
+  'globalAvgPoolForward', 'globalAvgPoolBackward', 'batchNormSums', 'batchNormMean', 'batchNormVar', 'batchNormApply', 'batchNormBackwardSums',
+  'batchNormBackwardReduce', 'batchNormBackwardApply', 'lrnForward',
   'lrnBackward', 'softmaxXent', 'topkCount', 'wgFilter', 'wgInputScratchBytes', 'wgInput', 'wgOutput', 'wgGradOut', 'wgFilterGrad',
   'gemmPanels', 'biasRelu', 'reluBiasBackward', 'optimNorms', 'optimSumW', 'optimSumG', 'optimUpdate',
   'wg4Filter', 'wg4ScratchBytes', 'wg4Input', 'wg4Output', 'wg4GradOut', 'wg4FilterGrad', 'gemmSeg', 'gemmSegNT', 'gemmPanelsRun', 'gemmNTRun',

@@ -235,9 +235,31 @@ export function batchNormForward(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor, 
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar, mean, invstd });
   const px = cx.ptr(x, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what), py = cx.ptr(y, what);
   const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
-  split(cx, c, 2 * n * c * hw, 1, (k, c0, c1) => {
-    k.batchNormStats(px, n, c, hw, pm, pi, prm, prv, params.eps, params.momentum, c0, c1);
-    k.batchNormApply(px, py, n, c, hw, pg, pb, pm, pi, 0, 0, c0, c1, relu ? 1 : 0);
+  const sums = cx.scratch('aux', n * c * 4);
+  // Three passes over the planes in memory order (split by samples), the per-channel sums between them (by channels).
+  bnPasses(cx, n, c, 3 * n * c * hw, (k, p0, planes, c0, c1, barrier) => {
+    k.batchNormSums(px, p0, planes, c, hw, 0, sums, 0);
+    barrier();
+    k.batchNormMean(sums, n, c, hw, pm, c0, c1);
+    barrier();
+    k.batchNormSums(px, p0, planes, c, hw, pm, sums, 1);
+    barrier();
+    k.batchNormVar(sums, n, c, hw, pm, pi, prm, prv, params.eps, params.momentum, c0, c1);
+    barrier();
+    k.batchNormApply(px, py, p0, planes, c, hw, pg, pb, pm, pi, 0, 0, relu ? 1 : 0);
+  });
+}
+
+/**
+ * Runs a batch norm's passes as one op: each part gets planes [p0, p0 + planes) (whole samples, in memory order) and
+ * channels [c0, c1) (an empty range does nothing in the kernels), and `barrier` between the passes.
+ */
+function bnPasses(cx: WasmCtx, n: number, c: number, elems: number,
+  run: (k: Kernels, p0: number, planes: number, c0: number, c1: number, barrier: () => void) => void): void {
+  const parts = elems < MIN_SPLIT_ELEMS ? 1 : Math.max(1, Math.min(cx.threads, n, c));
+  cx.run(parts, (pc, t) => {
+    const [b0, b1] = splitRange(n, parts, t), [c0, c1] = splitRange(c, parts, t);
+    run(pc.k, b0 * c, (b1 - b0) * c, c0, c1, () => pc.barrier());
   });
 }
 
@@ -247,7 +269,7 @@ export function batchNormInference(cx: WasmCtx, x: WasmTensor, gamma: WasmTensor
   const { n, c, hw } = checkBatchNormOperands(what, x, { y }, { gamma, beta, runningMean, runningVar });
   const px = cx.ptr(x, what), py = cx.ptr(y, what), pg = cx.ptr(gamma, what), pb = cx.ptr(beta, what);
   const prm = cx.ptr(runningMean, what), prv = cx.ptr(runningVar, what);
-  split(cx, c, n * c * hw, 1, (k, c0, c1) => k.batchNormApply(px, py, n, c, hw, pg, pb, prm, prv, 1, params.eps, c0, c1, relu ? 1 : 0));
+  split(cx, n, n * c * hw, 1, (k, b0, b1) => k.batchNormApply(px, py, b0 * c, (b1 - b0) * c, c, hw, pg, pb, prm, prv, 1, params.eps, relu ? 1 : 0));
 }
 
 // With beta (not null), dy is the gradient of the ReLU fused after the BN: taken as 0 where the BN's output is not > 0.
@@ -258,7 +280,14 @@ export function batchNormBackward(cx: WasmCtx, x: WasmTensor, dy: WasmTensor, ga
   const px = cx.ptr(x, what), pdy = cx.ptr(dy, what), pg = cx.ptr(gamma, what), pm = cx.ptr(mean, what), pi = cx.ptr(invstd, what);
   const pdx = cx.ptr(dx, what), pdg = cx.ptr(dgamma, what), pdb = cx.ptr(dbeta, what), acc = params.accumulate ? 1 : 0;
   const pbeta = beta ? cx.ptr(beta, what) : 0, relu = beta ? 1 : 0;
-  split(cx, c, 3 * n * c * hw, 1, (k, c0, c1) => k.batchNormBackward(px, pdy, pg, pm, pi, pdx, pdg, pdb, n, c, hw, acc, c0, c1, pbeta, relu));
+  const P = n * c, sums = cx.scratch('aux', 2 * P * 4), consts = cx.scratch('aux2', 3 * c * 4);
+  bnPasses(cx, n, c, 4 * P * hw, (k, p0, planes, c0, c1, barrier) => {
+    k.batchNormBackwardSums(px, pdy, p0, planes, P, c, hw, pg, pbeta, pm, pi, relu, sums);
+    barrier();
+    k.batchNormBackwardReduce(sums, n, c, hw, pg, pi, pdg, pdb, acc, c0, c1, consts);
+    barrier();
+    k.batchNormBackwardApply(px, pdy, pdx, p0, planes, c, hw, pg, pbeta, pm, pi, relu, consts);
+  });
 }
 
 function checkLrn(what: string, x: WasmTensor, others: WasmTensor[], p: LrnParams): { n: number; c: number; hw: number } {
